@@ -1,0 +1,185 @@
+import { z } from "@hono/zod-openapi";
+
+// BridgeEvents: the generic events a run produces, shared by the runner (which yields them),
+// the run manager (which numbers, stores and fans them out) and the HTTP layer (which documents
+// and streams them). One schema per SSE event type; the wire name is the `type` field.
+
+export const RunStatus = z
+  .enum(["queued", "running", "succeeded", "failed", "cancelled", "timed_out", "interrupted"])
+  .openapi("RunStatus");
+export const CompletionStatus = z
+  .enum(["succeeded", "failed", "cancelled", "timed_out", "interrupted"])
+  .openapi("CompletionStatus");
+
+export const Usage = z
+  .object({
+    input_tokens: z.number().int(),
+    output_tokens: z.number().int(),
+    cache_read_tokens: z.number().int(),
+    cache_creation_tokens: z.number().int(),
+    num_turns: z.number().int(),
+    duration_api_ms: z.number().int(),
+  })
+  .openapi("Usage");
+
+export const SessionUsage = z
+  .object({
+    input_tokens: z.number().int(),
+    output_tokens: z.number().int(),
+    cache_read_tokens: z.number().int(),
+    cache_creation_tokens: z.number().int(),
+    cost_usd: z.number(),
+    num_turns: z.number().int(),
+    runs: z.number().int(),
+  })
+  .openapi("SessionUsage");
+
+const parent = { parent_tool_use_id: z.string().nullable().optional() };
+
+export const RunStartedEvent = z
+  .object({
+    type: z.literal("run_started"),
+    run_id: z.string(),
+    session_id: z.string(),
+    trigger: z.string(),
+    queued_ms: z.number().int(),
+  })
+  .openapi("RunStartedEvent");
+
+export const TextDeltaEvent = z
+  .object({ type: z.literal("text_delta"), text: z.string(), ...parent })
+  .openapi("TextDeltaEvent");
+
+export const StatusEvent = z
+  .object({
+    type: z.literal("status"),
+    message: z.string(),
+    tool_name: z.string().optional(),
+    tool_use_id: z.string().optional(),
+    ...parent,
+  })
+  .openapi("StatusEvent");
+
+export const UserQuestion = z
+  .object({
+    question: z.string(),
+    header: z.string().optional(),
+    options: z.array(z.object({ label: z.string(), description: z.string().optional() })),
+    multi_select: z.boolean(),
+  })
+  .openapi("UserQuestion");
+
+export const UserQuestionEvent = z
+  .object({
+    type: z.literal("user_question"),
+    tool_use_id: z.string(),
+    questions: z.array(UserQuestion),
+    ...parent,
+  })
+  .openapi("UserQuestionEvent");
+
+export const PermissionRequestEvent = z
+  .object({
+    type: z.literal("permission_request"),
+    request_id: z.string(),
+    tool_name: z.string(),
+    input: z.record(z.string(), z.unknown()),
+    expires_at: z.string(),
+  })
+  .openapi("PermissionRequestEvent");
+
+export const PermissionResolvedEvent = z
+  .object({
+    type: z.literal("permission_resolved"),
+    request_id: z.string(),
+    behavior: z.enum(["allow", "deny"]),
+    source: z.string(),
+  })
+  .openapi("PermissionResolvedEvent");
+
+// Internal events: produced by the runner, kept in the log, shown only with `?events=full`.
+export const ReasoningEvent = z
+  .object({ type: z.literal("reasoning"), text: z.string(), ...parent })
+  .openapi("ReasoningEvent");
+
+export const ToolCallEvent = z
+  .object({
+    type: z.literal("tool_call"),
+    tool_use_id: z.string(),
+    tool_name: z.string(),
+    kind: z.string(),
+    input: z.unknown(),
+    ...parent,
+  })
+  .openapi("ToolCallEvent");
+
+export const ToolResultEvent = z
+  .object({
+    type: z.literal("tool_result"),
+    tool_use_id: z.string(),
+    is_error: z.boolean(),
+    content: z.string(),
+    truncated: z.boolean(),
+    ...parent,
+  })
+  .openapi("ToolResultEvent");
+
+export const ContextWindowEvent = z
+  .object({ type: z.literal("context_window"), used: z.number().int(), size: z.number().int() })
+  .openapi("ContextWindowEvent");
+
+export const RateLimitEvent = z
+  .object({ type: z.literal("rate_limit"), info: z.record(z.string(), z.unknown()) })
+  .openapi("RateLimitEvent");
+
+export const CompletionEvent = z
+  .object({
+    type: z.literal("completion"),
+    status: CompletionStatus,
+    is_error: z.boolean(),
+    result: z.string().nullable(),
+    error: z.string().nullable(),
+    cost_usd: z.number(),
+    duration_ms: z.number().int(),
+    usage: Usage,
+    // Filled by the run manager once the run's usage is added to its session.
+    session_usage: SessionUsage.optional(),
+    claude_session_id: z.string().nullable(),
+    last_message_uuid: z.string().nullable(),
+  })
+  .openapi("CompletionEvent");
+
+export const BridgeEvent = z
+  .discriminatedUnion("type", [
+    RunStartedEvent,
+    TextDeltaEvent,
+    StatusEvent,
+    UserQuestionEvent,
+    PermissionRequestEvent,
+    PermissionResolvedEvent,
+    ReasoningEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    ContextWindowEvent,
+    RateLimitEvent,
+    CompletionEvent,
+  ])
+  .openapi("BridgeEvent");
+
+export type BridgeEvent = z.infer<typeof BridgeEvent>;
+export type BridgeEventType = BridgeEvent["type"];
+export type CompletionEvent = z.infer<typeof CompletionEvent>;
+export type Usage = z.infer<typeof Usage>;
+export type SessionUsage = z.infer<typeof SessionUsage>;
+export type CompletionStatusValue = z.infer<typeof CompletionStatus>;
+
+/** Events a client sees without `?events=full`. */
+export const PUBLIC_EVENT_TYPES: ReadonlySet<BridgeEventType> = new Set([
+  "run_started",
+  "text_delta",
+  "status",
+  "user_question",
+  "permission_request",
+  "permission_resolved",
+  "completion",
+]);
