@@ -1,0 +1,34 @@
+// A small structured logger: one JSON object per line on stderr, so that logs stay greppable and
+// never interleave with anything the service prints for people on stdout.
+
+export type LogLevel = "debug" | "info" | "warn" | "error";
+const ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
+
+export interface Logger {
+  debug(msg: string, fields?: Record<string, unknown>): void;
+  info(msg: string, fields?: Record<string, unknown>): void;
+  warn(msg: string, fields?: Record<string, unknown>): void;
+  error(msg: string, fields?: Record<string, unknown>): void;
+  child(fields: Record<string, unknown>): Logger;
+}
+
+export function createLogger(
+  level: LogLevel = "info",
+  base: Record<string, unknown> = {},
+  write: (line: string) => void = (line) => process.stderr.write(`${line}\n`),
+): Logger {
+  const emit = (lvl: LogLevel, msg: string, fields?: Record<string, unknown>) => {
+    if (ORDER[lvl] < ORDER[level]) return;
+    write(JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...base, ...fields }));
+  };
+  return {
+    debug: (msg, fields) => emit("debug", msg, fields),
+    info: (msg, fields) => emit("info", msg, fields),
+    warn: (msg, fields) => emit("warn", msg, fields),
+    error: (msg, fields) => emit("error", msg, fields),
+    child: (fields) => createLogger(level, { ...base, ...fields }, write),
+  };
+}
+
+/** A logger that drops everything: the default for library code and tests. */
+export const silentLogger: Logger = createLogger("error", {}, () => {});
