@@ -7,5 +7,7 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: "forks",
+    // Every test by name, so the output shows each database test ran on each back-end.
+    reporters: ["verbose"],
   },
 });

@@ -1,0 +1,84 @@
+// The child's environment: what the CLI needs to run and reach its API, nothing of the bridge's
+// own configuration or secrets. Pure: the config layer calls it with process.env.
+
+const EXACT = new Set([
+  "PATH",
+  "HOME",
+  "USER",
+  "LOGNAME",
+  "SHELL",
+  "TMPDIR",
+  "LANG",
+  "LANGUAGE",
+  "TZ",
+  "TERM",
+  "HTTP_PROXY",
+  "HTTPS_PROXY",
+  "NO_PROXY",
+  "ALL_PROXY",
+  "http_proxy",
+  "https_proxy",
+  "no_proxy",
+  "all_proxy",
+  "NODE_EXTRA_CA_CERTS",
+  // As root the CLI refuses bypass permission modes unless it is told it runs in a sandbox.
+  "IS_SANDBOX",
+]);
+
+const PREFIXES = [
+  "LC_",
+  "ANTHROPIC_",
+  "CLAUDE_",
+  "SSL_CERT_",
+  // The CLI's own switches that only turn things off (DISABLE_TELEMETRY, DISABLE_AUTOUPDATER, …).
+  "DISABLE_",
+];
+
+// Cloud credentials are host secrets that every Bash command of the agent could read, so they
+// pass only when the operator has switched the CLI to that provider: AWS_* for Bedrock
+// (CLAUDE_CODE_USE_BEDROCK), GOOGLE_* and CLOUD_ML_* for Vertex (CLAUDE_CODE_USE_VERTEX). The
+// operator can still pass them explicitly through `extraAllow`.
+const PROVIDER_PREFIXES: Array<{ switch: string; prefixes: string[] }> = [
+  { switch: "CLAUDE_CODE_USE_BEDROCK", prefixes: ["AWS_"] },
+  { switch: "CLAUDE_CODE_USE_VERTEX", prefixes: ["GOOGLE_", "CLOUD_ML_"] },
+];
+
+/** Never passed, whatever the allow-list says: the bridge's own settings and its database. */
+function isDenied(name: string): boolean {
+  return name === "DATABASE_URL" || name.startsWith("AGENT_BRIDGE_");
+}
+
+function isOn(value: string | undefined): boolean {
+  if (value === undefined) return false;
+  const v = value.trim().toLowerCase();
+  return v !== "" && v !== "0" && v !== "false" && v !== "no" && v !== "off";
+}
+
+/**
+ * Filters `source` down to the allow-list. `extraAllow` adds names; an entry ending in `*`
+ * (e.g. `MY_TOOL_*`) adds every name with that prefix.
+ */
+export function childEnvironment(
+  source: NodeJS.ProcessEnv,
+  extraAllow: string[],
+): Record<string, string> {
+  const exact = new Set(EXACT);
+  const prefixes = [...PREFIXES];
+  for (const { switch: name, prefixes: extra } of PROVIDER_PREFIXES) {
+    if (isOn(source[name])) prefixes.push(...extra);
+  }
+  for (const entry of extraAllow) {
+    const name = entry.trim();
+    if (name.endsWith("*")) {
+      if (name.length > 1) prefixes.push(name.slice(0, -1));
+    } else if (name.length > 0) {
+      exact.add(name);
+    }
+  }
+  const env: Record<string, string> = {};
+  for (const [name, value] of Object.entries(source)) {
+    if (value === undefined || isDenied(name)) continue;
+    if (exact.has(name) || prefixes.some((p) => name.startsWith(p))) env[name] = value;
+  }
+  return env;
+}

@@ -1,0 +1,134 @@
+import { existsSync } from "node:fs";
+import { createRequire } from "node:module";
+import path from "node:path";
+import { z } from "zod";
+import { childEnvironment } from "./claude/env.js";
+import { EFFORTS, PERMISSION_MODES } from "./claude/options.js";
+import type { LogLevel } from "./log.js";
+
+// The one reader of process.env. Everything the service can be told from outside is listed here,
+// parsed once at start-up; a bad value stops the process with one line per problem.
+
+const bool = z
+  .enum(["true", "false", "1", "0", "yes", "no"], { error: "expected true or false" })
+  .transform((v) => v === "true" || v === "1" || v === "yes");
+
+const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
+  z.coerce
+    .number({ error: "expected a whole number" })
+    .int({ error: "expected a whole number" })
+    .min(min, { error: `expected a whole number >= ${min}` })
+    .max(max, { error: `expected a whole number <= ${max}` });
+
+const list = z.string().transform((v) =>
+  v
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean),
+);
+
+const oneOf = <T extends readonly [string, ...string[]]>(values: T) =>
+  z.enum(values, { error: `expected one of: ${values.join(", ")}` });
+
+const EnvSchema = z.object({
+  PORT: int(0, 65535).default(8787),
+  HOST: z.string().min(1).default("127.0.0.1"),
+  DATABASE_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, { error: "expected a postgres:// or postgresql:// URL" })
+    .optional(),
+  LOG_LEVEL: oneOf(["debug", "info", "warn", "error"] as const).default("info"),
+  AGENT_BRIDGE_DATA_DIR: z.string().min(1).default("./.agent-bridge"),
+  AGENT_BRIDGE_BODY_LIMIT_BYTES: int(1024).default(1_048_576),
+  AGENT_BRIDGE_CLAUDE_BIN: z.string().min(1).optional(),
+  AGENT_BRIDGE_CLAUDE_WORK_DIR: z.string().min(1).default("."),
+  AGENT_BRIDGE_CLAUDE_PERMISSION_MODE: oneOf(PERMISSION_MODES).default("acceptEdits"),
+  AGENT_BRIDGE_CLAUDE_TIMEOUT_SECONDS: int(1).default(600),
+  AGENT_BRIDGE_CLAUDE_IDLE_TIMEOUT_SECONDS: int(1).default(300),
+  AGENT_BRIDGE_CLAUDE_WORKTREE_ENABLED: bool.default(false),
+  AGENT_BRIDGE_CLAUDE_EFFORT: oneOf(EFFORTS).default("xhigh"),
+  AGENT_BRIDGE_CLAUDE_MODEL: z.string().min(1).optional(),
+  AGENT_BRIDGE_CLAUDE_MAX_LINE_BYTES: int(10_000_000).default(16 * 1024 * 1024),
+  AGENT_BRIDGE_CLAUDE_ENV_ALLOW: list.default([]),
+});
+
+export interface Config {
+  port: number;
+  host: string;
+  /** Unset: the embedded PGlite database under `dataDir`. */
+  databaseUrl: string | undefined;
+  dataDir: string;
+  logLevel: LogLevel;
+  bodyLimitBytes: number;
+  claude: {
+    bin: string;
+    workDir: string;
+    permissionMode: (typeof PERMISSION_MODES)[number];
+    timeoutSeconds: number;
+    idleTimeoutSeconds: number;
+    worktreeEnabled: boolean;
+    effort: (typeof EFFORTS)[number];
+    model: string | undefined;
+    maxLineBytes: number;
+    /** The environment the CLI runs with: an allow-list of this process's, never its secrets. */
+    childEnv: Record<string, string>;
+  };
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  ${p}`).join("\n")}`);
+  }
+}
+
+/** The `claude` shipped in the installed @anthropic-ai/claude-code package, else the one on PATH. */
+export function defaultClaudeBin(): string {
+  try {
+    const require = createRequire(import.meta.url);
+    const pkgPath = require.resolve("@anthropic-ai/claude-code/package.json");
+    const pkg = require(pkgPath) as { bin?: Record<string, string> };
+    const rel = pkg.bin?.claude;
+    if (rel) {
+      const bin = path.join(path.dirname(pkgPath), rel);
+      if (existsSync(bin)) return bin;
+    }
+  } catch {
+    // not installed: fall through to PATH
+  }
+  return "claude";
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  // An empty variable means "not set", as in most shells' `VAR= cmd` idiom.
+  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== ""));
+  const parsed = EnvSchema.safeParse(present);
+  if (!parsed.success) {
+    throw new ConfigError(
+      parsed.error.issues.map(
+        (i) =>
+          `${i.path.join(".")}: ${i.message} (got ${JSON.stringify(present[String(i.path[0])])})`,
+      ),
+    );
+  }
+  const e = parsed.data;
+  return {
+    port: e.PORT,
+    host: e.HOST,
+    databaseUrl: e.DATABASE_URL,
+    dataDir: path.resolve(e.AGENT_BRIDGE_DATA_DIR),
+    logLevel: e.LOG_LEVEL,
+    bodyLimitBytes: e.AGENT_BRIDGE_BODY_LIMIT_BYTES,
+    claude: {
+      bin: e.AGENT_BRIDGE_CLAUDE_BIN ?? defaultClaudeBin(),
+      workDir: path.resolve(e.AGENT_BRIDGE_CLAUDE_WORK_DIR),
+      permissionMode: e.AGENT_BRIDGE_CLAUDE_PERMISSION_MODE,
+      timeoutSeconds: e.AGENT_BRIDGE_CLAUDE_TIMEOUT_SECONDS,
+      idleTimeoutSeconds: e.AGENT_BRIDGE_CLAUDE_IDLE_TIMEOUT_SECONDS,
+      worktreeEnabled: e.AGENT_BRIDGE_CLAUDE_WORKTREE_ENABLED,
+      effort: e.AGENT_BRIDGE_CLAUDE_EFFORT,
+      model: e.AGENT_BRIDGE_CLAUDE_MODEL,
+      maxLineBytes: e.AGENT_BRIDGE_CLAUDE_MAX_LINE_BYTES,
+      childEnv: childEnvironment(env, e.AGENT_BRIDGE_CLAUDE_ENV_ALLOW),
+    },
+  };
+}

@@ -1,0 +1,20 @@
+import type { ClaudeProbe } from "../claude/version.js";
+import type { Config } from "../config.js";
+import type { Logger } from "../log.js";
+import type { Database, DatabaseHandle } from "../store/db.js";
+
+/** The app's dependencies; tests build their own and pass them to `createApp`. */
+export interface AppDeps {
+  config: Config;
+  database: DatabaseHandle;
+  logger: Logger;
+  claudeProbe: ClaudeProbe;
+}
+
+/** What a handler finds on its context: the app's dependencies and the request's id. */
+export interface AppEnv {
+  Variables: AppDeps & {
+    db: Database;
+    requestId: string;
+  };
+}

@@ -1,0 +1,27 @@
+import { z } from "zod";
+import type { SessionKey } from "../store/sessions.js";
+import { ApiError } from "./errors.js";
+
+// Cursors are opaque to clients: base64url of the last row's sort key. A cursor that does not
+// decode is the client's mistake (400), never a silent first page.
+
+const Key = z.object({ t: z.iso.datetime(), id: z.uuid() });
+
+export function encodeCursor(key: SessionKey): string {
+  return Buffer.from(JSON.stringify({ t: key.createdAt.toISOString(), id: key.id })).toString(
+    "base64url",
+  );
+}
+
+export function decodeCursor(cursor: string): SessionKey {
+  try {
+    const key = Key.parse(JSON.parse(Buffer.from(cursor, "base64url").toString("utf8")));
+    return { createdAt: new Date(key.t), id: key.id };
+  } catch {
+    throw new ApiError(
+      400,
+      "invalid_cursor",
+      "cursor is not one this server returned as next_cursor",
+    );
+  }
+}

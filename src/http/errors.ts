@@ -1,0 +1,151 @@
+import { z } from "@hono/zod-openapi";
+import type { Context, ErrorHandler, NotFoundHandler } from "hono";
+import { HTTPException } from "hono/http-exception";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import type { ZodError } from "zod";
+import type { AppEnv } from "./context.js";
+
+// Every error leaves the service as RFC 9457 problem+json with a stable `code` a client can
+// switch on, and the request id to quote in a bug report.
+
+export const ERROR_CODES = {
+  validation_failed: "Request validation failed",
+  malformed_json: "Malformed JSON body",
+  unsupported_media_type: "Unsupported media type",
+  payload_too_large: "Payload too large",
+  not_found: "Not found",
+  session_not_found: "Session not found",
+  invalid_cursor: "Invalid cursor",
+  method_not_allowed: "Method not allowed",
+  not_ready: "Service not ready",
+  internal_error: "Internal server error",
+} as const;
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+export const PROBLEM_CONTENT_TYPE = "application/problem+json";
+
+export const ValidationIssue = z
+  .object({
+    location: z.enum(["body", "query", "path", "header"]),
+    path: z.string().openapi({ example: "permission_mode" }),
+    message: z.string(),
+  })
+  .openapi("ValidationIssue");
+
+export const Problem = z
+  .object({
+    type: z.string().openapi({ example: "urn:agent-bridge:problem:session_not_found" }),
+    title: z.string(),
+    status: z.number().int(),
+    detail: z.string(),
+    code: z.enum(Object.keys(ERROR_CODES) as [ErrorCode, ...ErrorCode[]]),
+    request_id: z.string(),
+    errors: z.array(ValidationIssue).optional(),
+  })
+  .openapi("Problem");
+export type Problem = z.infer<typeof Problem>;
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: ContentfulStatusCode,
+    readonly code: ErrorCode,
+    readonly detail: string,
+    readonly extra: {
+      errors?: z.infer<typeof ValidationIssue>[];
+      headers?: Record<string, string>;
+    } = {},
+  ) {
+    super(detail);
+  }
+}
+
+export function problemResponse(c: Context<AppEnv>, err: ApiError): Response {
+  const body: Problem = {
+    type: `urn:agent-bridge:problem:${err.code}`,
+    title: ERROR_CODES[err.code],
+    status: err.status,
+    detail: err.detail,
+    code: err.code,
+    request_id: c.get("requestId") ?? "",
+    ...(err.extra.errors ? { errors: err.extra.errors } : {}),
+  };
+  return c.body(JSON.stringify(body), err.status, {
+    "Content-Type": PROBLEM_CONTENT_TYPE,
+    ...err.extra.headers,
+  });
+}
+
+const LOCATIONS = { json: "body", query: "query", param: "path", header: "header" } as const;
+
+/** Turns a failed zod validation of one request part into a 400 that lists every issue. */
+export function validationError(target: string, error: ZodError): ApiError {
+  const location = LOCATIONS[target as keyof typeof LOCATIONS] ?? "body";
+  const errors = error.issues.map((issue) => ({
+    location,
+    path: issue.path.join("."),
+    message: issue.message,
+  }));
+  const detail = errors
+    .map((e) => (e.path ? `${e.location} ${e.path}: ${e.message}` : `${e.location}: ${e.message}`))
+    .join("; ");
+  return new ApiError(400, "validation_failed", detail, { errors });
+}
+
+export const onError: ErrorHandler<AppEnv> = (err, c) => {
+  if (err instanceof ApiError) return problemResponse(c, err);
+  if (err instanceof HTTPException) {
+    // Hono's own exceptions: the JSON validator's parse failure is the one a client can cause.
+    const code: ErrorCode =
+      err.status === 400 && /json/i.test(err.message) ? "malformed_json" : statusCode(err.status);
+    return problemResponse(c, new ApiError(err.status, code, err.message || ERROR_CODES[code]));
+  }
+  c.get("logger")?.error("unhandled error", {
+    request_id: c.get("requestId"),
+    error: err instanceof Error ? (err.stack ?? err.message) : String(err),
+  });
+  return problemResponse(
+    c,
+    new ApiError(
+      500,
+      "internal_error",
+      "The server failed to handle the request; see its log for the request id.",
+    ),
+  );
+};
+
+function statusCode(status: number): ErrorCode {
+  if (status === 404) return "not_found";
+  if (status === 405) return "method_not_allowed";
+  if (status === 413) return "payload_too_large";
+  if (status === 415) return "unsupported_media_type";
+  if (status === 400) return "validation_failed";
+  return "internal_error";
+}
+
+export const onNotFound: NotFoundHandler<AppEnv> = (c) =>
+  problemResponse(c, new ApiError(404, "not_found", `No route for ${c.req.method} ${c.req.path}`));
+
+/** The problem+json responses a route documents, keyed by status. */
+export function problemResponses<S extends number>(...statuses: S[]) {
+  const descriptions: Record<number, string> = {
+    400: "Invalid request: every problem is listed in `errors`",
+    404: "Not found",
+    409: "Conflict",
+    413: "Body larger than the configured limit",
+    415: "Body is not JSON",
+    429: "Too many requests",
+    503: "Not ready",
+  };
+  return Object.fromEntries(
+    statuses.map((s) => [
+      s,
+      {
+        description: descriptions[s] ?? "Error",
+        content: { [PROBLEM_CONTENT_TYPE]: { schema: Problem } },
+      },
+    ]),
+  ) as Record<
+    S,
+    { description: string; content: { [PROBLEM_CONTENT_TYPE]: { schema: typeof Problem } } }
+  >;
+}

@@ -1,0 +1,40 @@
+import type { MiddlewareHandler } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import type { AppEnv } from "./context.js";
+import { ApiError } from "./errors.js";
+
+/** Bodies beyond `maxBytes` are refused before they are read whole. */
+export const limitBody = (maxBytes: number): MiddlewareHandler<AppEnv> =>
+  bodyLimit({
+    maxSize: maxBytes,
+    onError: () => {
+      throw new ApiError(
+        413,
+        "payload_too_large",
+        `request body exceeds the limit of ${maxBytes} bytes`,
+      );
+    },
+  });
+
+const JSON_MEDIA_TYPE = /^application\/([\w.-]+\+)?json$/i;
+
+/**
+ * A request that carries a body must say it is JSON. Without this, the validator would treat a
+ * form or text body as an empty object and a POST could succeed on input it never read.
+ */
+export const requireJsonBody: MiddlewareHandler<AppEnv> = async (c, next) => {
+  if (c.req.method === "GET" || c.req.method === "HEAD" || c.req.method === "DELETE") return next();
+  const hasBody =
+    c.req.header("transfer-encoding") !== undefined ||
+    Number(c.req.header("content-length") ?? 0) > 0;
+  const type = c.req.header("content-type");
+  const mediaType = type?.split(";")[0]?.trim() ?? "";
+  if ((hasBody || type !== undefined) && !JSON_MEDIA_TYPE.test(mediaType)) {
+    throw new ApiError(
+      415,
+      "unsupported_media_type",
+      `expected Content-Type: application/json, got ${type === undefined ? "none" : JSON.stringify(type)}`,
+    );
+  }
+  await next();
+};

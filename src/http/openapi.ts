@@ -1,0 +1,32 @@
+import { PROBLEM_CONTENT_TYPE } from "./errors.js";
+import { createRouter } from "./router.js";
+import { mountRoutes } from "./routes/index.js";
+
+export const API_VERSION = "1.0.0";
+
+type OpenApiDocument = ReturnType<ReturnType<typeof createRouter>["getOpenAPI31Document"]>;
+let memo: OpenApiDocument | undefined;
+
+/**
+ * The OpenAPI 3.1 document of every route. A pure function of the code, built once: the same
+ * object is served at /openapi.json and written to openapi.yaml.
+ */
+export function openApiDocument(): OpenApiDocument {
+  memo ??= mountRoutes(createRouter()).getOpenAPI31Document({
+    openapi: "3.1.0",
+    info: {
+      title: "agent-bridge",
+      version: API_VERSION,
+      description: [
+        "The Claude Code CLI behind a durable HTTP API. Create a session, post a message, and read the agent's work back as Server-Sent Events.",
+        "",
+        `Errors are \`${PROBLEM_CONTENT_TYPE}\` (RFC 9457) with a stable \`code\` and the \`request_id\` (also in the \`X-Request-Id\` header).`,
+      ].join("\n"),
+    },
+    tags: [
+      { name: "Sessions", description: "Conversations with the agent and their usage totals" },
+      { name: "Health", description: "Liveness and readiness" },
+    ],
+  });
+  return memo;
+}

@@ -1,0 +1,28 @@
+import type { RouteHandler } from "@hono/zod-openapi";
+import type { AppEnv } from "../../context.js";
+import { ApiError } from "../../errors.js";
+import type * as routes from "./health.routes.js";
+
+export const healthz: RouteHandler<typeof routes.healthz, AppEnv> = (c) =>
+  c.json({ status: "ok" as const }, 200);
+
+export const readyz: RouteHandler<typeof routes.readyz, AppEnv> = async (c) => {
+  const problems: string[] = [];
+  const [database, claude] = await Promise.allSettled([c.var.database.ping(), c.var.claudeProbe()]);
+  if (database.status === "rejected")
+    problems.push(`database unreachable: ${reason(database.reason)}`);
+  if (claude.status === "rejected") problems.push(reason(claude.reason));
+  if (database.status === "rejected" || claude.status === "rejected") {
+    throw new ApiError(503, "not_ready", problems.join("; "));
+  }
+  return c.json(
+    {
+      status: "ok" as const,
+      database: c.var.database.kind,
+      claude: { bin: c.var.config.claude.bin, version: claude.value },
+    },
+    200,
+  );
+};
+
+const reason = (err: unknown) => (err instanceof Error ? err.message : String(err));

@@ -1,0 +1,7 @@
+import { createRouter } from "../../router.js";
+import * as handlers from "./health.handlers.js";
+import * as routes from "./health.routes.js";
+
+export const healthRouter = createRouter()
+  .openapi(routes.healthz, handlers.healthz)
+  .openapi(routes.readyz, handlers.readyz);

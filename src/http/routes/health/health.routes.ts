@@ -1,0 +1,34 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { problemResponses } from "../../errors.js";
+
+const tags = ["Health"];
+
+export const Health = z.object({ status: z.literal("ok") }).openapi("Health");
+export const Readiness = z
+  .object({
+    status: z.literal("ok"),
+    database: z.enum(["pglite", "postgres"]),
+    claude: z.object({ bin: z.string(), version: z.string() }),
+  })
+  .openapi("Readiness");
+
+export const healthz = createRoute({
+  method: "get",
+  path: "/healthz",
+  operationId: "healthz",
+  tags,
+  summary: "Liveness: the process is up",
+  responses: { 200: { description: "Up", content: { "application/json": { schema: Health } } } },
+});
+
+export const readyz = createRoute({
+  method: "get",
+  path: "/readyz",
+  operationId: "readyz",
+  tags,
+  summary: "Readiness: the database answers and the claude CLI runs",
+  responses: {
+    200: { description: "Ready", content: { "application/json": { schema: Readiness } } },
+    ...problemResponses(503),
+  },
+});

@@ -1,0 +1,9 @@
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import type { AppEnv } from "../context.js";
+import { healthRouter } from "./health/health.index.js";
+import { sessionsRouter } from "./sessions/sessions.index.js";
+
+/** Every documented route; the same list builds the app and its OpenAPI document. */
+export function mountRoutes(app: OpenAPIHono<AppEnv>) {
+  return app.route("/", healthRouter).route("/", sessionsRouter);
+}

@@ -1,0 +1,9 @@
+import { createRouter } from "../../router.js";
+import * as handlers from "./sessions.handlers.js";
+import * as routes from "./sessions.routes.js";
+
+export const sessionsRouter = createRouter()
+  .openapi(routes.createSession, handlers.createSession)
+  .openapi(routes.listSessions, handlers.listSessions)
+  .openapi(routes.getSession, handlers.getSession)
+  .openapi(routes.deleteSession, handlers.deleteSession);

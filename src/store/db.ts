@@ -1,0 +1,73 @@
+import { mkdirSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { PGlite } from "@electric-sql/pglite";
+import { sql } from "drizzle-orm";
+import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
+import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
+import { migrate as migratePglite } from "drizzle-orm/pglite/migrator";
+import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
+import { migrate as migratePostgres } from "drizzle-orm/postgres-js/migrator";
+import postgres from "postgres";
+import * as schema from "./schema.js";
+
+/** One type for both back-ends: queries are written once against it. */
+export type Database = PgDatabase<PgQueryResultHKT, typeof schema>;
+
+export type DatabaseTarget =
+  /** Embedded PGlite; `dataDir` unset keeps it in memory (tests). */
+  { kind: "pglite"; dataDir?: string } | { kind: "postgres"; url: string };
+
+export interface DatabaseHandle {
+  db: Database;
+  kind: DatabaseTarget["kind"];
+  /** Throws when the database cannot answer. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+const migrationsFolder = fileURLToPath(new URL("../../drizzle", import.meta.url));
+
+/** Opens the database and brings its schema up to date with the committed migrations. */
+export async function openDatabase(target: DatabaseTarget): Promise<DatabaseHandle> {
+  if (target.kind === "pglite") {
+    let dataDir: string | undefined;
+    if (target.dataDir) {
+      dataDir = path.join(target.dataDir, "pgdata");
+      mkdirSync(dataDir, { recursive: true });
+    }
+    const client = new PGlite(dataDir);
+    const db = drizzlePglite({ client, schema });
+    await migratePglite(db, { migrationsFolder });
+    return handle(db, "pglite", () => client.close());
+  }
+  // `onnotice` silenced: migrations' "relation already exists, skipping" notices are noise.
+  const client = postgres(target.url, { max: 10, onnotice: () => {} });
+  const db = drizzlePostgres({ client, schema });
+  try {
+    await migratePostgres(db, { migrationsFolder });
+  } catch (err) {
+    await client.end({ timeout: 1 });
+    throw err;
+  }
+  return handle(db, "postgres", () => client.end({ timeout: 5 }));
+}
+
+function handle(
+  db: Database,
+  kind: DatabaseTarget["kind"],
+  close: () => Promise<void>,
+): DatabaseHandle {
+  let closed: Promise<void> | undefined;
+  return {
+    db,
+    kind,
+    ping: async () => {
+      await db.execute(sql`select 1`);
+    },
+    close: () => {
+      closed ??= close();
+      return closed;
+    },
+  };
+}

@@ -1,0 +1,65 @@
+import { randomUUID } from "node:crypto";
+import { and, desc, eq, lt, or } from "drizzle-orm";
+import type { Database } from "./db.js";
+import { type SessionRow, sessions } from "./schema.js";
+
+export interface NewSession {
+  title: string | null;
+  permissionMode: string;
+  model: string | null;
+  effort: string;
+  systemPrompt: string | null;
+  worktree: boolean;
+  metadata: Record<string, string>;
+}
+
+export async function createSession(db: Database, input: NewSession): Promise<SessionRow> {
+  const now = new Date();
+  const [row] = await db
+    .insert(sessions)
+    .values({ id: randomUUID(), ...input, createdAt: now, updatedAt: now, lastActivityAt: now })
+    .returning();
+  if (!row) throw new Error("insert into sessions returned no row");
+  return row;
+}
+
+export async function getSession(db: Database, id: string): Promise<SessionRow | undefined> {
+  const [row] = await db.select().from(sessions).where(eq(sessions.id, id));
+  return row;
+}
+
+/** A position in the newest-first order: the last row of the previous page. */
+export interface SessionKey {
+  createdAt: Date;
+  id: string;
+}
+
+/** Newest first; ties on the creation time are broken by id so that paging never skips a row. */
+export async function listSessions(
+  db: Database,
+  page: { limit: number; after?: SessionKey },
+): Promise<SessionRow[]> {
+  const { after } = page;
+  return db
+    .select()
+    .from(sessions)
+    .where(
+      after
+        ? or(
+            lt(sessions.createdAt, after.createdAt),
+            and(eq(sessions.createdAt, after.createdAt), lt(sessions.id, after.id)),
+          )
+        : undefined,
+    )
+    .orderBy(desc(sessions.createdAt), desc(sessions.id))
+    .limit(page.limit);
+}
+
+/** Deletes the session with its runs, events and worktree records; false when there was none. */
+export async function deleteSession(db: Database, id: string): Promise<boolean> {
+  const deleted = await db
+    .delete(sessions)
+    .where(eq(sessions.id, id))
+    .returning({ id: sessions.id });
+  return deleted.length > 0;
+}

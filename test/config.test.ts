@@ -1,0 +1,84 @@
+import { describe, expect, it } from "vitest";
+import { ConfigError, defaultClaudeBin, loadConfig } from "../src/config.js";
+
+function problems(env: NodeJS.ProcessEnv): string[] {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) return err.problems;
+    throw err;
+  }
+  throw new Error("expected a ConfigError");
+}
+
+describe("config", () => {
+  it("has documented defaults for everything", () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({
+      port: 8787,
+      host: "127.0.0.1",
+      databaseUrl: undefined,
+      bodyLimitBytes: 1_048_576,
+      claude: {
+        permissionMode: "acceptEdits",
+        timeoutSeconds: 600,
+        worktreeEnabled: false,
+        effort: "xhigh",
+        model: undefined,
+      },
+    });
+    expect(config.dataDir).toMatch(/\.agent-bridge$/);
+    expect(config.claude.workDir).toBe(process.cwd());
+    expect(config.claude.maxLineBytes).toBeGreaterThanOrEqual(10_000_000);
+  });
+
+  it("finds the claude binary of the installed @anthropic-ai/claude-code package", () => {
+    expect(defaultClaudeBin()).toMatch(/node_modules\/@anthropic-ai\/claude-code\//);
+    expect(loadConfig({}).claude.bin).toBe(defaultClaudeBin());
+  });
+
+  it("lists one line per bad value, naming the variable and what it accepts", () => {
+    const lines = problems({
+      PORT: "eighty",
+      AGENT_BRIDGE_CLAUDE_PERMISSION_MODE: "yolo",
+      AGENT_BRIDGE_CLAUDE_WORKTREE_ENABLED: "maybe",
+      AGENT_BRIDGE_CLAUDE_TIMEOUT_SECONDS: "0",
+      DATABASE_URL: "mysql://x",
+    });
+    expect(lines).toHaveLength(5);
+    const line = (name: string) => lines.find((l) => l.startsWith(`${name}:`));
+    expect(line("PORT")).toContain("whole number");
+    expect(line("AGENT_BRIDGE_CLAUDE_PERMISSION_MODE")).toContain(
+      "default, acceptEdits, auto, plan, dontAsk, bypassPermissions, dangerously-skip-permissions",
+    );
+    expect(line("AGENT_BRIDGE_CLAUDE_PERMISSION_MODE")).toContain('"yolo"');
+    expect(line("AGENT_BRIDGE_CLAUDE_WORKTREE_ENABLED")).toContain("true or false");
+    expect(line("AGENT_BRIDGE_CLAUDE_TIMEOUT_SECONDS")).toContain(">= 1");
+    expect(line("DATABASE_URL")).toContain("postgres://");
+  });
+
+  it("treats an empty variable as unset", () => {
+    expect(loadConfig({ PORT: "", DATABASE_URL: "" })).toMatchObject({
+      port: 8787,
+      databaseUrl: undefined,
+    });
+  });
+
+  it("keeps the bridge's own settings and secrets out of the CLI's environment", () => {
+    const config = loadConfig({
+      PATH: "/usr/bin",
+      HOME: "/home/x",
+      ANTHROPIC_API_KEY: "sk-test",
+      DATABASE_URL: "postgres://secret@db/x",
+      AGENT_BRIDGE_API_KEY: "ab_secret",
+      AWS_SECRET_ACCESS_KEY: "nope",
+    });
+    expect(config.claude.childEnv).toMatchObject({
+      PATH: "/usr/bin",
+      HOME: "/home/x",
+      ANTHROPIC_API_KEY: "sk-test",
+    });
+    expect(config.claude.childEnv.DATABASE_URL).toBeUndefined();
+    expect(config.claude.childEnv.AGENT_BRIDGE_API_KEY).toBeUndefined();
+  });
+});

@@ -1,0 +1,54 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestApp, type TestApp } from "../support/app.js";
+import { BACKENDS } from "../support/db.js";
+
+describe.each(BACKENDS)("health on %s", (backend) => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp(backend);
+  });
+  afterAll(() => t.close());
+
+  it("healthz answers while the process is up", async () => {
+    const res = await t.app.request("/healthz");
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ status: "ok" });
+  });
+
+  it("readyz names the database and the claude CLI's version", async () => {
+    const res = await t.app.request("/readyz");
+    expect(res.status).toBe(200);
+    const body = await res.json();
+    expect(body).toMatchObject({
+      status: "ok",
+      database: backend,
+      claude: { bin: t.config.claude.bin },
+    });
+    expect(body.claude.version).toMatch(/\d+\.\d+\.\d+/);
+  });
+});
+
+describe("readiness failures", () => {
+  it("readyz is 503 naming the missing claude binary", async () => {
+    const t = await createTestApp("pglite", { AGENT_BRIDGE_CLAUDE_BIN: "/nonexistent/claude" });
+    try {
+      const res = await t.app.request("/readyz");
+      expect(res.status).toBe(503);
+      expect(res.headers.get("content-type")).toBe("application/problem+json");
+      const body = await res.json();
+      expect(body.code).toBe("not_ready");
+      expect(body.detail).toContain("/nonexistent/claude");
+      expect(body.detail).toContain("not found");
+    } finally {
+      await t.close();
+    }
+  });
+
+  it("readyz is 503 when the database no longer answers", async () => {
+    const t = await createTestApp("pglite");
+    await t.database.close();
+    const res = await t.app.request("/readyz");
+    expect(res.status).toBe(503);
+    expect((await res.json()).detail).toContain("database unreachable");
+  });
+});

@@ -1,0 +1,45 @@
+import { readFileSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parse } from "yaml";
+import { openApiYaml } from "../../src/http/openapi-yaml.js";
+import { createTestApp, type TestApp } from "../support/app.js";
+
+describe("the published contract", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp("pglite");
+  });
+  afterAll(() => t.close());
+
+  it("openapi.yaml is what the code generates (run `npm run openapi` after changing a route)", () => {
+    const committed = readFileSync(new URL("../../openapi.yaml", import.meta.url), "utf8");
+    expect(committed).toBe(openApiYaml());
+  });
+
+  it("serves the same document at /openapi.json", async () => {
+    const res = await t.app.request("/openapi.json");
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual(parse(openApiYaml()));
+  });
+
+  it("gives every operation a camelCase operationId and documents its errors as problem+json", () => {
+    const doc = parse(openApiYaml());
+    for (const [path, item] of Object.entries<Record<string, Record<string, unknown>>>(doc.paths)) {
+      for (const [method, op] of Object.entries(item)) {
+        expect(op.operationId, `${method} ${path}`).toMatch(/^[a-z][A-Za-z]+$/);
+        const responses = op.responses as Record<string, { content?: Record<string, unknown> }>;
+        for (const [status, response] of Object.entries(responses)) {
+          if (Number(status) >= 400)
+            expect(Object.keys(response.content ?? {})).toEqual(["application/problem+json"]);
+        }
+      }
+    }
+  });
+
+  it("serves an interactive reference at /docs", async () => {
+    const res = await t.app.request("/docs");
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toContain("text/html");
+    expect(await res.text()).toContain("/openapi.json");
+  });
+});

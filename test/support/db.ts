@@ -1,0 +1,61 @@
+import { randomBytes } from "node:crypto";
+import postgres from "postgres";
+import { type DatabaseHandle, openDatabase } from "../../src/store/db.js";
+
+// Every database test runs on embedded PGlite, and also on the real Postgres server when
+// TEST_DATABASE_URL is set (CI sets it). Each opened database is new and private to its caller.
+
+export type Backend = "pglite" | "postgres";
+
+const serverUrl = process.env.TEST_DATABASE_URL;
+
+export const BACKENDS: Backend[] = serverUrl ? ["pglite", "postgres"] : ["pglite"];
+
+export interface TestDatabase extends DatabaseHandle {
+  /** The connection URL (postgres only), for code that opens its own connection. */
+  url?: string;
+  /** Closes the handle and drops the database. */
+  destroy(): Promise<void>;
+}
+
+export async function openTestDatabase(backend: Backend): Promise<TestDatabase> {
+  if (backend === "pglite") {
+    const handle = await openDatabase({ kind: "pglite" });
+    return { ...handle, destroy: () => handle.close() };
+  }
+  const { url, drop } = await createServerDatabase();
+  const handle = await openDatabase({ kind: "postgres", url });
+  return {
+    ...handle,
+    url,
+    destroy: async () => {
+      await handle.close();
+      await drop();
+    },
+  };
+}
+
+/** A fresh, empty database on the TEST_DATABASE_URL server. */
+export async function createServerDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {
+  if (!serverUrl) throw new Error("TEST_DATABASE_URL is not set");
+  const name = `agent_bridge_test_${randomBytes(6).toString("hex")}`;
+  const admin = postgres(serverUrl, { max: 1, onnotice: () => {} });
+  try {
+    await admin.unsafe(`create database ${name}`);
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(serverUrl);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    drop: async () => {
+      const sql = postgres(serverUrl, { max: 1, onnotice: () => {} });
+      try {
+        await sql.unsafe(`drop database if exists ${name} with (force)`);
+      } finally {
+        await sql.end();
+      }
+    },
+  };
+}
