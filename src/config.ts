@@ -40,6 +40,10 @@ const EnvSchema = z.object({
   LOG_LEVEL: oneOf(["debug", "info", "warn", "error"] as const).default("info"),
   AGENT_BRIDGE_DATA_DIR: z.string().min(1).default("./.agent-bridge"),
   AGENT_BRIDGE_BODY_LIMIT_BYTES: int(1024).default(1_048_576),
+  AGENT_BRIDGE_MAX_CONCURRENT_RUNS: int(1).default(4),
+  AGENT_BRIDGE_MAX_QUEUED_RUNS: int(0).default(32),
+  AGENT_BRIDGE_SHUTDOWN_GRACE_SECONDS: int(0).default(30),
+  AGENT_BRIDGE_SSE_KEEPALIVE_SECONDS: int(1).default(15),
   AGENT_BRIDGE_CLAUDE_BIN: z.string().min(1).optional(),
   AGENT_BRIDGE_CLAUDE_WORK_DIR: z.string().min(1).default("."),
   AGENT_BRIDGE_CLAUDE_PERMISSION_MODE: oneOf(PERMISSION_MODES).default("acceptEdits"),
@@ -60,6 +64,13 @@ export interface Config {
   dataDir: string;
   logLevel: LogLevel;
   bodyLimitBytes: number;
+  runs: {
+    maxConcurrent: number;
+    maxQueued: number;
+    /** How long running runs may go on after SIGTERM before they are stopped. */
+    shutdownGraceMs: number;
+    keepAliveMs: number;
+  };
   claude: {
     bin: string;
     workDir: string;
@@ -118,6 +129,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir: path.resolve(e.AGENT_BRIDGE_DATA_DIR),
     logLevel: e.LOG_LEVEL,
     bodyLimitBytes: e.AGENT_BRIDGE_BODY_LIMIT_BYTES,
+    runs: {
+      maxConcurrent: e.AGENT_BRIDGE_MAX_CONCURRENT_RUNS,
+      maxQueued: e.AGENT_BRIDGE_MAX_QUEUED_RUNS,
+      shutdownGraceMs: e.AGENT_BRIDGE_SHUTDOWN_GRACE_SECONDS * 1000,
+      keepAliveMs: e.AGENT_BRIDGE_SSE_KEEPALIVE_SECONDS * 1000,
+    },
     claude: {
       bin: e.AGENT_BRIDGE_CLAUDE_BIN ?? defaultClaudeBin(),
       workDir: path.resolve(e.AGENT_BRIDGE_CLAUDE_WORK_DIR),

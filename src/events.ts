@@ -183,3 +183,26 @@ export const PUBLIC_EVENT_TYPES: ReadonlySet<BridgeEventType> = new Set([
   "permission_resolved",
   "completion",
 ]);
+
+/** A completion for a run that ended without the CLI reporting usage (never started, crashed). */
+export function bareCompletion(status: CompletionStatusValue, error: string): CompletionEvent {
+  return {
+    type: "completion",
+    status,
+    is_error: true,
+    result: null,
+    error,
+    cost_usd: 0,
+    duration_ms: 0,
+    usage: {
+      input_tokens: 0,
+      output_tokens: 0,
+      cache_read_tokens: 0,
+      cache_creation_tokens: 0,
+      num_turns: 0,
+      duration_api_ms: 0,
+    },
+    claude_session_id: null,
+    last_message_uuid: null,
+  };
+}

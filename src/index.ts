@@ -1,6 +1,5 @@
 import { serve } from "@hono/node-server";
-import { createApp } from "./app.js";
-import { createClaudeProbe } from "./claude/version.js";
+import { buildDeps, createApp } from "./app.js";
 import { ConfigError, loadConfig } from "./config.js";
 import { createLogger } from "./log.js";
 import { openDatabase } from "./store/db.js";
@@ -27,13 +26,12 @@ logger.info("database ready", {
   ...(database.kind === "pglite" ? { data_dir: config.dataDir } : {}),
 });
 
-const app = createApp({
-  config,
-  database,
-  logger,
-  claudeProbe: createClaudeProbe(config.claude.bin, config.claude.childEnv),
-});
+const deps = buildDeps(config, database, logger);
+const recovered = await deps.runs.recover();
+if (recovered > 0)
+  logger.warn("closed runs left unfinished by the previous process", { runs: recovered });
 
+const app = createApp(deps);
 const server = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, (info) => {
   logger.info("listening", { url: `http://${info.address}:${info.port}` });
   process.stdout.write(
@@ -45,8 +43,13 @@ let stopping = false;
 async function shutdown(signal: string) {
   if (stopping) return;
   stopping = true;
-  logger.info("shutting down", { signal });
-  await new Promise<void>((resolve) => server.close(() => resolve()));
+  logger.info("shutting down", { signal, grace_ms: config.runs.shutdownGraceMs });
+  // Runs first: each gets its completion, which also ends the SSE streams following it.
+  await deps.runs.shutdown(config.runs.shutdownGraceMs);
+  await new Promise<void>((resolve) => {
+    server.close(() => resolve());
+    if ("closeAllConnections" in server) server.closeAllConnections();
+  });
   await database.close();
   process.exit(0);
 }

@@ -1,6 +1,7 @@
 import type { ClaudeProbe } from "../claude/version.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
+import type { RunManager } from "../runs/manager.js";
 import type { Database, DatabaseHandle } from "../store/db.js";
 
 /** The app's dependencies; tests build their own and pass them to `createApp`. */
@@ -9,6 +10,7 @@ export interface AppDeps {
   database: DatabaseHandle;
   logger: Logger;
   claudeProbe: ClaudeProbe;
+  runs: RunManager;
 }
 
 /** What a handler finds on its context: the app's dependencies and the request's id. */

@@ -3,6 +3,13 @@ import type { Context, ErrorHandler, NotFoundHandler } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { ZodError } from "zod";
+import {
+  IdempotencyConflictError,
+  QueueFullError,
+  RunFinishedError,
+  SessionBusyError,
+  ShuttingDownError,
+} from "../runs/errors.js";
 import type { AppEnv } from "./context.js";
 
 // Every error leaves the service as RFC 9457 problem+json with a stable `code` a client can
@@ -15,6 +22,12 @@ export const ERROR_CODES = {
   payload_too_large: "Payload too large",
   not_found: "Not found",
   session_not_found: "Session not found",
+  run_not_found: "Run not found",
+  session_busy: "Session has an active run",
+  run_finished: "Run already finished",
+  queue_full: "Too many runs",
+  idempotency_key_reused: "Idempotency key reused with a different request",
+  shutting_down: "Server shutting down",
   invalid_cursor: "Invalid cursor",
   method_not_allowed: "Method not allowed",
   not_ready: "Service not ready",
@@ -41,6 +54,14 @@ export const Problem = z
     code: z.enum(Object.keys(ERROR_CODES) as [ErrorCode, ...ErrorCode[]]),
     request_id: z.string(),
     errors: z.array(ValidationIssue).optional(),
+    active_run_id: z
+      .string()
+      .optional()
+      .openapi({ description: "With `session_busy`: the run in the way." }),
+    events_url: z
+      .string()
+      .optional()
+      .openapi({ description: "With `session_busy`: where to follow it." }),
   })
   .openapi("Problem");
 export type Problem = z.infer<typeof Problem>;
@@ -53,6 +74,8 @@ export class ApiError extends Error {
     readonly extra: {
       errors?: z.infer<typeof ValidationIssue>[];
       headers?: Record<string, string>;
+      /** RFC 9457 extension members. */
+      fields?: { active_run_id?: string; events_url?: string };
     } = {},
   ) {
     super(detail);
@@ -68,6 +91,7 @@ export function problemResponse(c: Context<AppEnv>, err: ApiError): Response {
     code: err.code,
     request_id: c.get("requestId") ?? "",
     ...(err.extra.errors ? { errors: err.extra.errors } : {}),
+    ...err.extra.fields,
   };
   return c.body(JSON.stringify(body), err.status, {
     "Content-Type": PROBLEM_CONTENT_TYPE,
@@ -93,6 +117,8 @@ export function validationError(target: string, error: ZodError): ApiError {
 
 export const onError: ErrorHandler<AppEnv> = (err, c) => {
   if (err instanceof ApiError) return problemResponse(c, err);
+  const refusal = runRefusal(err);
+  if (refusal) return problemResponse(c, refusal);
   if (err instanceof HTTPException) {
     // Hono's own exceptions: the JSON validator's parse failure is the one a client can cause.
     const code: ErrorCode =
@@ -113,6 +139,25 @@ export const onError: ErrorHandler<AppEnv> = (err, c) => {
   );
 };
 
+/** The run manager's refusals, as the HTTP answers they are. */
+function runRefusal(err: unknown): ApiError | undefined {
+  if (err instanceof SessionBusyError) {
+    return new ApiError(409, "session_busy", err.message, {
+      fields: { active_run_id: err.activeRunId, events_url: `/v1/runs/${err.activeRunId}/events` },
+    });
+  }
+  if (err instanceof QueueFullError) {
+    return new ApiError(429, "queue_full", `${err.message}; retry later`, {
+      headers: { "Retry-After": String(err.retryAfterSeconds) },
+    });
+  }
+  if (err instanceof IdempotencyConflictError)
+    return new ApiError(422, "idempotency_key_reused", err.message);
+  if (err instanceof RunFinishedError) return new ApiError(409, "run_finished", err.message);
+  if (err instanceof ShuttingDownError) return new ApiError(503, "shutting_down", err.message);
+  return undefined;
+}
+
 function statusCode(status: number): ErrorCode {
   if (status === 404) return "not_found";
   if (status === 405) return "method_not_allowed";
@@ -131,6 +176,7 @@ export function problemResponses<S extends number>(...statuses: S[]) {
     400: "Invalid request: every problem is listed in `errors`",
     404: "Not found",
     409: "Conflict",
+    422: "Idempotency-Key reused with a different body",
     413: "Body larger than the configured limit",
     415: "Body is not JSON",
     429: "Too many requests",

@@ -25,6 +25,8 @@ export function openApiDocument(): OpenApiDocument {
     },
     tags: [
       { name: "Sessions", description: "Conversations with the agent and their usage totals" },
+      { name: "Runs", description: "Messages, the runs they start, and their event streams" },
+      { name: "Usage", description: "Token and cost totals" },
       { name: "Health", description: "Liveness and readiness" },
     ],
   });

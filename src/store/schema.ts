@@ -5,11 +5,13 @@ import {
   doublePrecision,
   index,
   integer,
+  json,
   jsonb,
   pgTable,
   primaryKey,
   text,
   timestamp,
+  uniqueIndex,
   uuid,
 } from "drizzle-orm/pg-core";
 
@@ -71,9 +73,22 @@ export const runs = pgTable(
     durationApiMs: integer("duration_api_ms"),
     claudeSessionId: text("claude_session_id"),
     lastMessageUuid: text("last_message_uuid"),
+    /** Process group of the CLI while it runs, so a restart can kill what a crash left behind. */
+    pgid: integer("pgid"),
+    idempotencyKey: text("idempotency_key"),
+    /** Hash of the request an idempotency key was first used with. */
+    requestHash: text("request_hash"),
   },
   (t) => [
     index("runs_session_id_created_at_idx").on(t.sessionId, t.createdAt),
+    // At most one unfinished run per session, enforced by the database itself, so that two
+    // messages racing for one session can never both start a CLI process.
+    uniqueIndex("runs_one_active_per_session")
+      .on(t.sessionId)
+      .where(sql`${t.status} in ('queued', 'running')`),
+    uniqueIndex("runs_session_idempotency_key")
+      .on(t.sessionId, t.idempotencyKey)
+      .where(sql`${t.idempotencyKey} is not null`),
     // Start-up recovery looks for runs a previous process left unfinished.
     index("runs_unfinished_idx").on(t.status).where(sql`${t.status} in ('queued', 'running')`),
   ],
@@ -86,11 +101,20 @@ export const runEvents = pgTable(
       .notNull()
       .references(() => runs.id, { onDelete: "cascade" }),
     seq: integer("seq").notNull(),
+    /**
+     * Position among the events a client sees by default (internal ones such as `reasoning` have
+     * none), so that the default stream's ids have no gaps either.
+     */
+    publicSeq: integer("public_seq"),
     type: text("type").notNull(),
-    data: jsonb("data").$type<Record<string, unknown>>().notNull(),
+    // json, not jsonb: a replay must send the very bytes the live stream sent, key order included.
+    data: json("data").$type<Record<string, unknown>>().notNull(),
     createdAt: ts("created_at").notNull(),
   },
-  (t) => [primaryKey({ columns: [t.runId, t.seq] })],
+  (t) => [
+    primaryKey({ columns: [t.runId, t.seq] }),
+    uniqueIndex("run_events_run_id_public_seq").on(t.runId, t.publicSeq),
+  ],
 );
 
 export const worktrees = pgTable(

@@ -1,6 +1,6 @@
-import { createApp } from "../../src/app.js";
-import { createClaudeProbe } from "../../src/claude/version.js";
+import { buildDeps, createApp } from "../../src/app.js";
 import { loadConfig } from "../../src/config.js";
+import type { AppDeps } from "../../src/http/context.js";
 import { silentLogger } from "../../src/log.js";
 import { type Backend, openTestDatabase, type TestDatabase } from "./db.js";
 
@@ -8,6 +8,8 @@ export interface TestApp {
   app: ReturnType<typeof createApp>;
   database: TestDatabase;
   config: ReturnType<typeof loadConfig>;
+  deps: AppDeps;
+  /** Stops the runs (each gets its completion) and drops the database. */
   close(): Promise<void>;
 }
 
@@ -18,11 +20,34 @@ export async function createTestApp(
 ): Promise<TestApp> {
   const config = loadConfig({ PATH: process.env.PATH, HOME: process.env.HOME, ...env });
   const database = await openTestDatabase(backend);
-  const app = createApp({
-    config,
+  const deps = buildDeps(config, database, silentLogger);
+  return {
+    app: createApp(deps),
     database,
-    logger: silentLogger,
-    claudeProbe: createClaudeProbe(config.claude.bin, config.claude.childEnv),
+    config,
+    deps,
+    close: async () => {
+      await deps.runs.shutdown(0);
+      await database.destroy();
+    },
+  };
+}
+
+/** Serves the app on a loopback port: real HTTP, for what `app.request` cannot show. */
+export async function listen(
+  app: TestApp["app"],
+): Promise<{ url: string; close(): Promise<void> }> {
+  const { serve } = await import("@hono/node-server");
+  return new Promise((resolve) => {
+    const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, (info) => {
+      resolve({
+        url: `http://127.0.0.1:${info.port}`,
+        close: () =>
+          new Promise<void>((done) => {
+            server.close(() => done());
+            if ("closeAllConnections" in server) server.closeAllConnections();
+          }),
+      });
+    });
   });
-  return { app, database, config, close: () => database.destroy() };
 }

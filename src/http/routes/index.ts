@@ -1,9 +1,15 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv } from "../context.js";
 import { healthRouter } from "./health/health.index.js";
+import { runsRouter } from "./runs/runs.index.js";
 import { sessionsRouter } from "./sessions/sessions.index.js";
+import { usageRouter } from "./usage/usage.index.js";
 
 /** Every documented route; the same list builds the app and its OpenAPI document. */
 export function mountRoutes(app: OpenAPIHono<AppEnv>) {
-  return app.route("/", healthRouter).route("/", sessionsRouter);
+  return app
+    .route("/", healthRouter)
+    .route("/", sessionsRouter)
+    .route("/", runsRouter)
+    .route("/", usageRouter);
 }

@@ -1,4 +1,5 @@
 import type { RouteHandler } from "@hono/zod-openapi";
+import { getActiveRun } from "../../../store/runs.js";
 import * as store from "../../../store/sessions.js";
 import type { AppEnv } from "../../context.js";
 import { decodeCursor, encodeCursor } from "../../cursor.js";
@@ -51,6 +52,9 @@ export const getSession: RouteHandler<typeof routes.getSession, AppEnv> = async 
 
 export const deleteSession: RouteHandler<typeof routes.deleteSession, AppEnv> = async (c) => {
   const { id } = c.req.valid("param");
+  // A run of the session is stopped first, so that no CLI outlives the rows it writes to.
+  const active = await getActiveRun(c.var.db, id);
+  if (active) await c.var.runs.cancel(active.id).catch(() => {});
   if (!(await store.deleteSession(c.var.db, id))) throw notFound(id);
   return c.body(null, 204);
 };

@@ -67,6 +67,7 @@ export const deleteSession = createRoute({
   operationId: "deleteSession",
   tags,
   summary: "Delete a session with its runs and their events",
+  description: "A run still active on the session is cancelled first.",
   request: { params },
   responses: {
     204: { description: "Deleted" },

@@ -1,0 +1,102 @@
+import type { RouteHandler } from "@hono/zod-openapi";
+import type { CompletionEvent } from "../../../events.js";
+import type { Database } from "../../../store/db.js";
+import * as runStore from "../../../store/runs.js";
+import { getSession } from "../../../store/sessions.js";
+import type { AppEnv } from "../../context.js";
+import { ApiError } from "../../errors.js";
+import { sseResponse } from "../../sse.js";
+import type * as routes from "./runs.routes.js";
+import { toRun } from "./runs.schemas.js";
+
+const runNotFound = (id: string) => new ApiError(404, "run_not_found", `No run with id ${id}`);
+
+async function loadRun(db: Database, id: string) {
+  const row = await runStore.getRun(db, id);
+  if (!row) throw runNotFound(id);
+  const completion = await runStore.getCompletionEvent(db, id);
+  return toRun(
+    row,
+    completion ? ({ type: completion.type, ...completion.data } as CompletionEvent) : null,
+  );
+}
+
+/** How the client asked to be answered: `Prefer` first, then `Accept`; SSE by default. */
+function responseMode(
+  prefer: string | undefined,
+  accept: string | undefined,
+): "async" | "json" | "sse" {
+  if (prefer && /(^|[,;\s])respond-async($|[,;\s])/i.test(prefer)) return "async";
+  if (accept?.includes("application/json") && !accept.includes("text/event-stream")) return "json";
+  return "sse";
+}
+
+export const postMessage: RouteHandler<typeof routes.postMessage, AppEnv> = async (c) => {
+  const { id } = c.req.valid("param");
+  const body = c.req.valid("json");
+  const headers = c.req.valid("header");
+  const { db, runs, config, logger } = c.var;
+  const session = await getSession(db, id);
+  if (!session) throw new ApiError(404, "session_not_found", `No session with id ${id}`);
+
+  const { run } = await runs.submit(session, {
+    text: body.text,
+    systemPrompt: body.system_prompt ?? null,
+    trigger: "message",
+    idempotencyKey: headers["idempotency-key"] ?? null,
+  });
+
+  const mode = responseMode(headers.prefer, headers.accept);
+  if (mode === "async") {
+    return c.json(toRun(run, null), 202, {
+      Location: `/v1/runs/${run.id}`,
+      "Preference-Applied": "respond-async",
+    });
+  }
+  if (mode === "json") {
+    let text = "";
+    let completion: CompletionEvent | undefined;
+    for await (const { event } of runs.events(run.id, "public", 0)) {
+      if (event.type === "text_delta") text += event.text;
+      if (event.type === "completion") completion = event;
+    }
+    if (!completion) throw new Error(`run ${run.id} ended without a completion`);
+    return c.json({ run: await loadRun(db, run.id), completion, text }, 200, {
+      "X-Run-Id": run.id,
+    });
+  }
+  return sseResponse((signal) => runs.events(run.id, "public", 0, signal), {
+    view: "public",
+    keepAliveMs: config.runs.keepAliveMs,
+    logger,
+    headers: { "X-Run-Id": run.id, "Content-Location": `/v1/runs/${run.id}/events` },
+  });
+};
+
+export const getRun: RouteHandler<typeof routes.getRun, AppEnv> = async (c) => {
+  const { id } = c.req.valid("param");
+  return c.json(await loadRun(c.var.db, id), 200);
+};
+
+export const getRunEvents: RouteHandler<typeof routes.getRunEvents, AppEnv> = async (c) => {
+  const { id } = c.req.valid("param");
+  const query = c.req.valid("query");
+  const lastEventId = c.req.valid("header")["last-event-id"];
+  const { db, runs, config, logger } = c.var;
+  if (!(await runStore.getRun(db, id))) throw runNotFound(id);
+  const view = query.events === "full" ? "full" : "public";
+  const after = lastEventId !== undefined ? Number(lastEventId) : (query.after ?? 0);
+  return sseResponse((signal) => runs.events(id, view, after, signal), {
+    view,
+    keepAliveMs: config.runs.keepAliveMs,
+    logger,
+  });
+};
+
+export const cancelRun: RouteHandler<typeof routes.cancelRun, AppEnv> = async (c) => {
+  const { id } = c.req.valid("param");
+  const { db, runs } = c.var;
+  if (!(await runStore.getRun(db, id))) throw runNotFound(id);
+  await runs.cancel(id);
+  return c.json(await loadRun(db, id), 200);
+};

@@ -1,0 +1,9 @@
+import { createRouter } from "../../router.js";
+import * as handlers from "./runs.handlers.js";
+import * as routes from "./runs.routes.js";
+
+export const runsRouter = createRouter()
+  .openapi(routes.postMessage, handlers.postMessage)
+  .openapi(routes.getRun, handlers.getRun)
+  .openapi(routes.getRunEvents, handlers.getRunEvents)
+  .openapi(routes.cancelRun, handlers.cancelRun);

@@ -1,0 +1,96 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { problemResponses } from "../../errors.js";
+import { SessionId } from "../sessions/sessions.schemas.js";
+import {
+  EventStream,
+  EventsHeaders,
+  EventsQuery,
+  FinishedRun,
+  MessageHeaders,
+  PostMessageBody,
+  Run,
+  RunId,
+} from "./runs.schemas.js";
+
+const tags = ["Runs"];
+
+export const postMessage = createRoute({
+  method: "post",
+  path: "/v1/sessions/{id}/messages",
+  operationId: "postMessage",
+  tags,
+  summary: "Send a message: starts a run of the agent",
+  description: [
+    "Starts one run of the CLI on the session. The run belongs to the server: a client that",
+    "disconnects leaves it going and can follow it again at `/v1/runs/{run_id}/events`.",
+    "One active run per session (a second message is a 409 naming it); beyond the server's",
+    "run slots and queue, 429 with `Retry-After`.",
+  ].join(" "),
+  request: {
+    params: z.object({ id: SessionId }),
+    headers: MessageHeaders,
+    body: { content: { "application/json": { schema: PostMessageBody } }, required: true },
+  },
+  responses: {
+    200: {
+      description:
+        "The run's events as SSE (the default, or `Accept: text/event-stream`); or with `Accept: application/json`, the finished run.",
+      headers: z.object({ "X-Run-Id": z.string() }),
+      content: {
+        "text/event-stream": { schema: EventStream },
+        "application/json": { schema: FinishedRun },
+      },
+    },
+    202: {
+      description: "With `Prefer: respond-async`: the run, accepted; follow `Location`.",
+      headers: z.object({ Location: z.string(), "Preference-Applied": z.string() }),
+      content: { "application/json": { schema: Run } },
+    },
+    ...problemResponses(400, 404, 409, 413, 415, 422, 429, 503),
+  },
+});
+
+export const getRun = createRoute({
+  method: "get",
+  path: "/v1/runs/{id}",
+  operationId: "getRun",
+  tags,
+  summary: "Get a run: status, timings, usage and completion",
+  request: { params: z.object({ id: RunId }) },
+  responses: {
+    200: { description: "The run", content: { "application/json": { schema: Run } } },
+    ...problemResponses(400, 404),
+  },
+});
+
+export const getRunEvents = createRoute({
+  method: "get",
+  path: "/v1/runs/{id}/events",
+  operationId: "getRunEvents",
+  tags,
+  summary: "Replay a run's events, then follow it live",
+  description:
+    "Replays the run's log after `Last-Event-ID` (or `?after=N`), then streams new events until the `completion`. A finished run replays and closes.",
+  request: { params: z.object({ id: RunId }), query: EventsQuery, headers: EventsHeaders },
+  responses: {
+    200: {
+      description: "The run's events as SSE",
+      content: { "text/event-stream": { schema: EventStream } },
+    },
+    ...problemResponses(400, 404),
+  },
+});
+
+export const cancelRun = createRoute({
+  method: "post",
+  path: "/v1/runs/{id}/cancel",
+  operationId: "cancelRun",
+  tags,
+  summary: "Cancel a run",
+  description: "Stops the run (its process group is gone when this answers); it ends `cancelled`.",
+  request: { params: z.object({ id: RunId }) },
+  responses: {
+    200: { description: "The cancelled run", content: { "application/json": { schema: Run } } },
+    ...problemResponses(400, 404, 409),
+  },
+});

@@ -1,0 +1,156 @@
+import { z } from "@hono/zod-openapi";
+import { BridgeEvent, CompletionEvent, RunStatus, Usage } from "../../../events.js";
+import type { RunRow } from "../../../store/schema.js";
+
+export const RunId = z.uuid({ error: "expected a run id (a UUID)" }).openapi({
+  param: { name: "id", in: "path" },
+  example: "7d9f0c1e-5b2a-4c3d-8e4f-1a2b3c4d5e6f",
+});
+
+export const PostMessageBody = z
+  .strictObject({
+    text: z.string().min(1, { error: "expected the message text" }).openapi({
+      description:
+        "The prompt. Sent to the CLI on stdin, so it is never read as a command-line option.",
+    }),
+    system_prompt: z
+      .string()
+      .min(1)
+      .max(100_000)
+      .optional()
+      .openapi({ description: "Appended to the system prompt for this message only." }),
+  })
+  .openapi("PostMessage");
+
+export const MessageHeaders = z.object({
+  "idempotency-key": z
+    .string()
+    .min(1)
+    .max(255)
+    .optional()
+    .openapi({
+      param: { name: "Idempotency-Key", in: "header" },
+      description:
+        "Within 24 h, the same key for the same session returns the first request's run (and stream) instead of starting another; with a different body it is a 422.",
+    }),
+  prefer: z
+    .string()
+    .optional()
+    .openapi({
+      param: { name: "Prefer", in: "header" },
+      description: "`respond-async`: answer 202 at once with `Location: /v1/runs/{run_id}`.",
+    }),
+  accept: z
+    .string()
+    .optional()
+    .openapi({
+      param: { name: "Accept", in: "header" },
+      description:
+        "`text/event-stream` (the default): stream the run's events. `application/json`: wait and return the finished run.",
+    }),
+});
+
+export const EventsQuery = z.strictObject({
+  after: z.coerce
+    .number({ error: "expected a whole number >= 0" })
+    .int({ error: "expected a whole number >= 0" })
+    .min(0, { error: "expected a whole number >= 0" })
+    .optional()
+    .openapi({
+      param: { name: "after", in: "query" },
+      description:
+        "Replay from the event after this id (the `Last-Event-ID` header wins when both are given).",
+    }),
+  events: z
+    .enum(["default", "full"])
+    .default("default")
+    .openapi({
+      param: { name: "events", in: "query" },
+      description:
+        "`full` adds reasoning, tool_call, tool_result, context_window and rate_limit events; ids then count every event.",
+    }),
+});
+
+export const EventsHeaders = z.object({
+  "last-event-id": z
+    .string()
+    .regex(/^\d+$/, { error: "expected the id of an event of this run" })
+    .optional()
+    .openapi({
+      param: { name: "Last-Event-ID", in: "header" },
+      description: "Resume after this event.",
+    }),
+});
+
+export const Run = z
+  .object({
+    id: z.string(),
+    session_id: z.string(),
+    status: RunStatus,
+    trigger: z.string().openapi({ example: "message" }),
+    prompt: z.string(),
+    system_prompt: z.string().nullable(),
+    created_at: z.string().openapi({ format: "date-time" }),
+    started_at: z.string().nullable().openapi({ format: "date-time" }),
+    finished_at: z.string().nullable().openapi({ format: "date-time" }),
+    result: z.string().nullable().openapi({ description: "The agent's final text." }),
+    error: z.string().nullable(),
+    usage: Usage,
+    cost_usd: z.number(),
+    duration_ms: z.number().int().nullable(),
+    claude_session_id: z.string().nullable(),
+    last_message_uuid: z.string().nullable(),
+    events_url: z.string(),
+    completion: CompletionEvent.nullable().openapi({
+      description: "The run's last event, once it has ended.",
+    }),
+  })
+  .openapi("Run");
+export type Run = z.infer<typeof Run>;
+
+export const FinishedRun = z
+  .object({
+    run: Run,
+    completion: CompletionEvent,
+    text: z.string().openapi({ description: "Every text_delta of the run, joined." }),
+  })
+  .openapi("FinishedRun");
+
+export const EventStream = BridgeEvent.openapi({
+  description: [
+    "A stream of Server-Sent Events, one per BridgeEvent: `id:` is the event's number in the run",
+    "(from 1, no gaps), `event:` its type, `data:` the JSON object below. It starts with",
+    "`run_started` and ends with exactly one `completion`, then closes. Lines starting with `:`",
+    "are keep-alive comments. Reconnect with `Last-Event-ID` to get every later event, once.",
+  ].join(" "),
+});
+
+export function toRun(row: RunRow, completion: z.infer<typeof CompletionEvent> | null): Run {
+  return {
+    id: row.id,
+    session_id: row.sessionId,
+    status: RunStatus.parse(row.status),
+    trigger: row.trigger,
+    prompt: row.prompt,
+    system_prompt: row.systemPrompt,
+    created_at: row.createdAt.toISOString(),
+    started_at: row.startedAt?.toISOString() ?? null,
+    finished_at: row.finishedAt?.toISOString() ?? null,
+    result: row.result,
+    error: row.error,
+    usage: {
+      input_tokens: row.inputTokens,
+      output_tokens: row.outputTokens,
+      cache_read_tokens: row.cacheReadTokens,
+      cache_creation_tokens: row.cacheCreationTokens,
+      num_turns: row.numTurns,
+      duration_api_ms: row.durationApiMs ?? 0,
+    },
+    cost_usd: row.costUsd,
+    duration_ms: row.durationMs,
+    claude_session_id: row.claudeSessionId,
+    last_message_uuid: row.lastMessageUuid,
+    events_url: `/v1/runs/${row.id}/events`,
+    completion,
+  };
+}

@@ -1,0 +1,37 @@
+// What the run manager refuses, as types the HTTP layer turns into status codes.
+
+export class SessionBusyError extends Error {
+  constructor(readonly activeRunId: string) {
+    super(`the session already has an active run (${activeRunId})`);
+  }
+}
+
+export class QueueFullError extends Error {
+  constructor(
+    readonly limit: number,
+    readonly retryAfterSeconds: number,
+  ) {
+    super(`all ${limit} run slots and queue places are taken`);
+  }
+}
+
+export class ShuttingDownError extends Error {
+  constructor() {
+    super("the server is shutting down and takes no new runs");
+  }
+}
+
+export class IdempotencyConflictError extends Error {
+  constructor(readonly runId: string) {
+    super(`this Idempotency-Key was already used with a different request (run ${runId})`);
+  }
+}
+
+export class RunFinishedError extends Error {
+  constructor(
+    readonly runId: string,
+    readonly status: string,
+  ) {
+    super(`run ${runId} has already finished (${status})`);
+  }
+}

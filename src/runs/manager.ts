@@ -1,0 +1,340 @@
+import { createHash } from "node:crypto";
+import { terminateGroup } from "../claude/process.js";
+import { type RunnerConfig, runClaude } from "../claude/runner.js";
+import { bareCompletion, type CompletionEvent } from "../events.js";
+import type { Logger } from "../log.js";
+import type { Database } from "../store/db.js";
+import { uniqueViolation } from "../store/errors.js";
+import * as store from "../store/runs.js";
+import type { RunRow, SessionRow } from "../store/schema.js";
+import {
+  IdempotencyConflictError,
+  QueueFullError,
+  RunFinishedError,
+  SessionBusyError,
+  ShuttingDownError,
+} from "./errors.js";
+import { type LogView, RunLog, type SequencedEvent, toRow } from "./run-log.js";
+import { readStoredLog } from "./stored-log.js";
+
+export interface RunManagerOptions {
+  db: Database;
+  logger: Logger;
+  runner: RunnerConfig;
+  workDir: string;
+  maxConcurrent: number;
+  maxQueued: number;
+}
+
+export interface Message {
+  text: string;
+  systemPrompt: string | null;
+  trigger: string;
+  idempotencyKey: string | null;
+}
+
+const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
+
+interface ActiveRun {
+  row: RunRow;
+  session: SessionRow;
+  log: RunLog;
+  abort: AbortController;
+  /** Set when the server's shutdown, not a client, ended the run. */
+  interruptedBy?: string;
+  finished: Promise<void>;
+  markFinished: () => void;
+}
+
+/**
+ * Owns every run: queues it, starts the runner when a slot is free, numbers and stores its events,
+ * fans them out, and records the outcome. Routes only submit, subscribe and cancel.
+ */
+export class RunManager {
+  private readonly active = new Map<string, ActiveRun>();
+  private readonly queue: ActiveRun[] = [];
+  private running = 0;
+  private admitting = 0;
+  private accepting = true;
+
+  constructor(private readonly opts: RunManagerOptions) {}
+
+  /** Creates and queues a run for the session; with an idempotency key, may return an earlier one. */
+  async submit(session: SessionRow, message: Message): Promise<{ run: RunRow; created: boolean }> {
+    if (!this.accepting) throw new ShuttingDownError();
+    const { db } = this.opts;
+    const requestHash = message.idempotencyKey ? hashMessage(message) : null;
+    if (message.idempotencyKey) {
+      const earlier = await this.findIdempotent(session.id, message.idempotencyKey, requestHash);
+      if (earlier) return { run: earlier, created: false };
+    }
+    const capacity = this.opts.maxConcurrent + this.opts.maxQueued;
+    if (this.running + this.queue.length + this.admitting >= capacity) {
+      throw new QueueFullError(capacity, this.retryAfterSeconds());
+    }
+    // Holds a place while the row is written, so that concurrent submits cannot overfill.
+    this.admitting++;
+    let row: RunRow;
+    try {
+      row = await store.insertRun(db, {
+        sessionId: session.id,
+        trigger: message.trigger,
+        prompt: message.text,
+        systemPrompt: message.systemPrompt,
+        idempotencyKey: message.idempotencyKey,
+        requestHash,
+      });
+    } catch (err) {
+      const constraint = uniqueViolation(err);
+      if (constraint === "runs_one_active_per_session") {
+        const activeRun = await store.getActiveRun(db, session.id);
+        throw new SessionBusyError(activeRun?.id ?? "unknown");
+      }
+      if (constraint === "runs_session_idempotency_key" && message.idempotencyKey) {
+        // Another request with the same key won the race; answer as it was answered.
+        const earlier = await this.findIdempotent(session.id, message.idempotencyKey, requestHash);
+        if (earlier) return { run: earlier, created: false };
+      }
+      throw err;
+    } finally {
+      this.admitting--;
+    }
+    let markFinished = () => {};
+    const finished = new Promise<void>((resolve) => {
+      markFinished = resolve;
+    });
+    const run: ActiveRun = {
+      row,
+      session,
+      log: new RunLog(db, row.id, this.opts.logger),
+      abort: new AbortController(),
+      finished,
+      markFinished,
+    };
+    this.active.set(row.id, run);
+    if (this.running < this.opts.maxConcurrent) this.start(run);
+    else this.queue.push(run);
+    return { run: row, created: true };
+  }
+
+  /** The run's events after position `after` of the view, then live ones until its completion. */
+  async *events(
+    runId: string,
+    view: LogView,
+    after: number,
+    signal?: AbortSignal,
+  ): AsyncGenerator<SequencedEvent> {
+    const live = this.active.get(runId);
+    if (live) yield* live.log.subscribe(view, after, signal);
+    else yield* readStoredLog(this.opts.db, runId, view, after);
+  }
+
+  /** Stops a queued or running run; it ends `cancelled` with its completion event. */
+  async cancel(runId: string): Promise<void> {
+    const run = this.active.get(runId);
+    if (!run) {
+      const row = await store.getRun(this.opts.db, runId);
+      throw new RunFinishedError(runId, row?.status ?? "unknown");
+    }
+    const queued = this.queue.indexOf(run);
+    if (queued >= 0) {
+      this.queue.splice(queued, 1);
+      await this.finishUnstarted(run, "cancelled", "cancelled before it started");
+      return;
+    }
+    run.abort.abort();
+    await run.finished;
+  }
+
+  /**
+   * Closes the runs a previous process left queued or running: their process groups are killed
+   * and each gets an `interrupted` completion, which frees its session.
+   */
+  async recover(): Promise<number> {
+    const { db, logger } = this.opts;
+    const left = await store.unfinishedRuns(db);
+    for (const row of left) {
+      if (row.pgid) await terminateGroup(row.pgid, this.opts.runner.killGraceMs, logger);
+      const last = await store.lastEventSeqs(db, row.id);
+      const completion = bareCompletion(
+        "interrupted",
+        "the server stopped before the run finished",
+      );
+      await this.persistCompletion(row, {
+        seq: last.seq + 1,
+        publicSeq: last.publicSeq + 1,
+        event: completion,
+      });
+      logger.warn("closed a run left unfinished by a previous process", { run_id: row.id });
+    }
+    return left.length;
+  }
+
+  /**
+   * Stops taking runs, lets running ones finish for up to `graceMs`, then stops them; every run
+   * gets its completion before this resolves.
+   */
+  async shutdown(graceMs: number): Promise<void> {
+    this.accepting = false;
+    for (const run of this.queue.splice(0)) {
+      await this.finishUnstarted(run, "interrupted", "the server shut down before the run started");
+    }
+    const all = () => Promise.all([...this.active.values()].map((r) => r.finished));
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([all(), new Promise((r) => (timer = setTimeout(r, graceMs)))]);
+    clearTimeout(timer);
+    for (const run of this.active.values()) {
+      run.interruptedBy = "the server shut down before the run finished";
+      run.abort.abort();
+    }
+    await all();
+  }
+
+  private start(run: ActiveRun) {
+    this.running++;
+    void this.execute(run).finally(() => {
+      this.running--;
+      this.active.delete(run.row.id);
+      run.markFinished();
+      const next = this.queue.shift();
+      if (next) this.start(next);
+    });
+  }
+
+  private async execute(run: ActiveRun) {
+    const { db, logger } = this.opts;
+    const { row, session, log } = run;
+    const startedAt = new Date();
+    let completion: CompletionEvent | undefined;
+    try {
+      await store.markRunning(db, row.id, startedAt);
+      log.append({
+        type: "run_started",
+        run_id: row.id,
+        session_id: session.id,
+        trigger: row.trigger,
+        queued_ms: Math.max(0, startedAt.getTime() - row.createdAt.getTime()),
+      });
+      const resume = await store.claudeSessionStarted(db, session.id);
+      const events = runClaude(
+        {
+          prompt: row.prompt,
+          claudeSessionId: session.id,
+          resume,
+          ...(session.worktree ? { worktree: session.id } : {}),
+          permissionMode: session.permissionMode as never,
+          effort: session.effort as never,
+          ...(session.model ? { model: session.model } : {}),
+          ...systemPrompt(session.systemPrompt, row.systemPrompt),
+          cwd: this.opts.workDir,
+        },
+        {
+          ...this.opts.runner,
+          logger: logger.child({ run_id: row.id }),
+          onSpawn: (pgid) => void store.setRunPgid(db, row.id, pgid).catch(() => {}),
+        },
+        run.abort.signal,
+      );
+      for await (const event of events) {
+        if (event.type === "completion") completion = event;
+        else log.append(event);
+      }
+    } catch (err) {
+      logger.error("run failed unexpectedly", { run_id: row.id, error: String(err) });
+      completion = bareCompletion(
+        "failed",
+        `the bridge failed running the CLI: ${errorMessage(err)}`,
+      );
+    }
+    completion ??= bareCompletion("failed", "the runner ended without a completion");
+    if (run.interruptedBy)
+      completion = { ...completion, status: "interrupted", error: run.interruptedBy };
+    try {
+      await log.drain();
+    } catch {
+      // The log write already failed and was logged; the completion below still records the end.
+    }
+    await this.complete(run, completion);
+  }
+
+  private async finishUnstarted(
+    run: ActiveRun,
+    status: "cancelled" | "interrupted",
+    reason: string,
+  ) {
+    run.log.append({
+      type: "run_started",
+      run_id: run.row.id,
+      session_id: run.session.id,
+      trigger: run.row.trigger,
+      queued_ms: Math.max(0, Date.now() - run.row.createdAt.getTime()),
+    });
+    await run.log.drain().catch(() => {});
+    await this.complete(run, bareCompletion(status, reason));
+    this.active.delete(run.row.id);
+    run.markFinished();
+  }
+
+  private async complete(run: ActiveRun, completion: CompletionEvent) {
+    run.log.close(await this.persistCompletion(run.row, run.log.number(completion)));
+  }
+
+  /** The run's outcome, its session's new totals and its completion event, in one transaction. */
+  private async persistCompletion(row: RunRow, entry: SequencedEvent): Promise<SequencedEvent> {
+    const completion = entry.event as CompletionEvent;
+    return this.opts.db.transaction(async (tx) => {
+      const totals = await store.finishRun(tx, row, {
+        status: completion.status,
+        error: completion.error,
+        result: completion.result,
+        usage: completion.usage,
+        costUsd: completion.cost_usd,
+        durationMs: completion.duration_ms,
+        claudeSessionId: completion.claude_session_id,
+        lastMessageUuid: completion.last_message_uuid,
+        exitCode: null,
+      });
+      const stored = {
+        ...entry,
+        event: { ...completion, ...(totals ? { session_usage: totals } : {}) },
+      };
+      await store.appendEvents(tx, row.id, [toRow(stored)]);
+      return stored;
+    });
+  }
+
+  private async findIdempotent(sessionId: string, key: string, requestHash: string | null) {
+    const { db } = this.opts;
+    const earlier = await store.findRunByIdempotencyKey(db, sessionId, key);
+    if (!earlier) return undefined;
+    if (Date.now() - earlier.createdAt.getTime() > IDEMPOTENCY_WINDOW_MS) {
+      await store.expireIdempotencyKey(
+        db,
+        sessionId,
+        key,
+        new Date(Date.now() - IDEMPOTENCY_WINDOW_MS),
+      );
+      return undefined;
+    }
+    if (earlier.requestHash !== requestHash) throw new IdempotencyConflictError(earlier.id);
+    return earlier;
+  }
+
+  /** A rough wait: one run slot frees up per average run, assumed a minute. */
+  private retryAfterSeconds(): number {
+    return Math.max(1, Math.ceil((this.queue.length + 1) / this.opts.maxConcurrent) * 30);
+  }
+}
+
+function systemPrompt(sessionPrompt: string | null, messagePrompt: string | null) {
+  const parts = [sessionPrompt, messagePrompt].filter((p): p is string => Boolean(p));
+  return parts.length ? { appendSystemPrompt: parts.join("\n\n") } : {};
+}
+
+function hashMessage(message: Message): string {
+  return createHash("sha256")
+    .update(JSON.stringify([message.text, message.systemPrompt]))
+    .digest("hex");
+}
+
+const errorMessage = (err: unknown) => (err instanceof Error ? err.message : String(err));

@@ -1,0 +1,146 @@
+import { type BridgeEvent, PUBLIC_EVENT_TYPES } from "../events.js";
+import type { Logger } from "../log.js";
+import type { Database } from "../store/db.js";
+import { appendEvents, type NewRunEvent } from "../store/runs.js";
+
+/**
+ * An event with its place in the run's log: `seq` counts every event, `publicSeq` only those a
+ * client sees by default. Each numbering starts at 1 and has no gaps, so a client can resume
+ * from the last id it saw in either view.
+ */
+export interface SequencedEvent {
+  seq: number;
+  publicSeq: number | null;
+  event: BridgeEvent;
+}
+
+/** Which numbering a reader follows: the default view, or `?events=full`. */
+export type LogView = "public" | "full";
+
+const MAX_BATCH = 500;
+const RETRY_DELAYS_MS = [50, 250, 1000, 3000];
+
+/**
+ * The event log of one run in progress. Events are numbered, written to the database in
+ * batches (whatever accumulated while the previous write was in flight, so a burst of deltas
+ * costs a few round-trips, not one each), and only then reach subscribers: an event a client has
+ * seen is always one the database has.
+ */
+export class RunLog {
+  /** Persisted events: `all[i].seq === i + 1`, `visible[i].publicSeq === i + 1`. */
+  private readonly all: SequencedEvent[] = [];
+  private readonly visible: SequencedEvent[] = [];
+  private pending: SequencedEvent[] = [];
+  private nextSeq = 1;
+  private nextPublicSeq = 1;
+  private flushing: Promise<void> | undefined;
+  private failure: unknown;
+  private readonly waiters = new Set<() => void>();
+  private closed = false;
+
+  constructor(
+    private readonly db: Database,
+    readonly runId: string,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Numbers the event and queues it for the next batch. */
+  append(event: BridgeEvent): void {
+    this.pending.push(this.number(event));
+    this.flushing ??= this.flushLoop();
+  }
+
+  /** Numbers an event the caller persists itself (the completion, in its own transaction). */
+  number(event: BridgeEvent): SequencedEvent {
+    const publicSeq = PUBLIC_EVENT_TYPES.has(event.type) ? this.nextPublicSeq++ : null;
+    return { seq: this.nextSeq++, publicSeq, event };
+  }
+
+  /** Resolves once every appended event is persisted; rejects if the database refused them. */
+  async drain(): Promise<void> {
+    while (this.flushing) await this.flushing;
+    if (this.failure) throw this.failure;
+  }
+
+  /** Publishes the last event, persisted by the caller, and closes the log. */
+  close(last: SequencedEvent): void {
+    this.publish([last]);
+    this.closed = true;
+    this.notify();
+  }
+
+  /** Every event after `after` in the given view, then each new one as it is persisted. */
+  async *subscribe(
+    view: LogView,
+    after: number,
+    signal?: AbortSignal,
+  ): AsyncGenerator<SequencedEvent> {
+    const events = view === "full" ? this.all : this.visible;
+    let next = Math.max(0, after);
+    while (!signal?.aborted) {
+      while (next < events.length) {
+        const entry = events[next++];
+        if (entry) yield entry;
+      }
+      if (this.closed) return;
+      await new Promise<void>((resolve) => {
+        const wake = () => {
+          this.waiters.delete(wake);
+          signal?.removeEventListener("abort", wake);
+          resolve();
+        };
+        this.waiters.add(wake);
+        signal?.addEventListener("abort", wake, { once: true });
+      });
+    }
+  }
+
+  private publish(batch: SequencedEvent[]) {
+    for (const entry of batch) {
+      this.all.push(entry);
+      if (entry.publicSeq !== null) this.visible.push(entry);
+    }
+    this.notify();
+  }
+
+  private notify() {
+    for (const wake of [...this.waiters]) wake();
+  }
+
+  private async flushLoop(): Promise<void> {
+    try {
+      while (this.pending.length > 0 && !this.failure) {
+        const batch = this.pending.slice(0, MAX_BATCH);
+        if (!(await this.write(batch))) return;
+        this.pending = this.pending.slice(batch.length);
+        this.publish(batch);
+      }
+    } finally {
+      this.flushing = undefined;
+    }
+  }
+
+  private async write(batch: SequencedEvent[]): Promise<boolean> {
+    const rows = batch.map(toRow);
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await appendEvents(this.db, this.runId, rows);
+        return true;
+      } catch (err) {
+        const delay = RETRY_DELAYS_MS[attempt];
+        if (delay === undefined) {
+          this.failure = err;
+          this.logger.error("event log write failed", { run_id: this.runId, error: String(err) });
+          return false;
+        }
+        await new Promise((r) => setTimeout(r, delay));
+      }
+    }
+  }
+}
+
+/** The stored form: the type has its own column. */
+export function toRow({ seq, publicSeq, event }: SequencedEvent): NewRunEvent {
+  const { type, ...data } = event;
+  return { seq, publicSeq, type, data };
+}

@@ -1,0 +1,228 @@
+import { randomUUID } from "node:crypto";
+import { and, asc, eq, gt, inArray, isNotNull, lt, sql } from "drizzle-orm";
+import type { Usage } from "../events.js";
+import type { Database } from "./db.js";
+import { type RunEventRow, type RunRow, runEvents, runs, sessions } from "./schema.js";
+
+export const ACTIVE_STATUSES = ["queued", "running"] as const;
+
+export interface NewRun {
+  sessionId: string;
+  trigger: string;
+  prompt: string;
+  systemPrompt: string | null;
+  idempotencyKey: string | null;
+  requestHash: string | null;
+}
+
+/** Inserts a queued run; throws a unique violation when the session already has an active run. */
+export async function insertRun(db: Database, input: NewRun): Promise<RunRow> {
+  const [row] = await db
+    .insert(runs)
+    .values({ id: randomUUID(), status: "queued", createdAt: new Date(), ...input })
+    .returning();
+  if (!row) throw new Error("insert into runs returned no row");
+  return row;
+}
+
+export async function getRun(db: Database, id: string): Promise<RunRow | undefined> {
+  const [row] = await db.select().from(runs).where(eq(runs.id, id));
+  return row;
+}
+
+export async function getActiveRun(db: Database, sessionId: string): Promise<RunRow | undefined> {
+  const [row] = await db
+    .select()
+    .from(runs)
+    .where(and(eq(runs.sessionId, sessionId), inArray(runs.status, [...ACTIVE_STATUSES])));
+  return row;
+}
+
+export async function findRunByIdempotencyKey(
+  db: Database,
+  sessionId: string,
+  key: string,
+): Promise<RunRow | undefined> {
+  const [row] = await db
+    .select()
+    .from(runs)
+    .where(and(eq(runs.sessionId, sessionId), eq(runs.idempotencyKey, key)));
+  return row;
+}
+
+/** Frees keys older than `before` so that they may be used again. */
+export async function expireIdempotencyKey(
+  db: Database,
+  sessionId: string,
+  key: string,
+  before: Date,
+) {
+  await db
+    .update(runs)
+    .set({ idempotencyKey: null })
+    .where(
+      and(eq(runs.sessionId, sessionId), eq(runs.idempotencyKey, key), lt(runs.createdAt, before)),
+    );
+}
+
+/** Whether an earlier run of the session got as far as starting the CLI's own session. */
+export async function claudeSessionStarted(db: Database, sessionId: string): Promise<boolean> {
+  const [row] = await db
+    .select({ id: runs.id })
+    .from(runs)
+    .where(and(eq(runs.sessionId, sessionId), isNotNull(runs.claudeSessionId)))
+    .limit(1);
+  return row !== undefined;
+}
+
+export async function markRunning(db: Database, id: string, startedAt: Date) {
+  await db.update(runs).set({ status: "running", startedAt }).where(eq(runs.id, id));
+}
+
+export async function setRunPgid(db: Database, id: string, pgid: number | null) {
+  await db.update(runs).set({ pgid }).where(eq(runs.id, id));
+}
+
+/** Runs a previous process left unfinished. */
+export async function unfinishedRuns(db: Database): Promise<RunRow[]> {
+  return db
+    .select()
+    .from(runs)
+    .where(inArray(runs.status, [...ACTIVE_STATUSES]));
+}
+
+export interface RunOutcome {
+  status: string;
+  error: string | null;
+  result: string | null;
+  usage: Usage;
+  costUsd: number;
+  durationMs: number | null;
+  claudeSessionId: string | null;
+  lastMessageUuid: string | null;
+  exitCode: number | null;
+}
+
+/**
+ * Records how a run ended and adds its usage to its session's totals in one SQL update each (no
+ * read-modify-write), returning the session's new totals. Call inside the transaction that also
+ * appends the run's completion event.
+ */
+export async function finishRun(db: Database, run: RunRow, outcome: RunOutcome) {
+  const now = new Date();
+  const { usage } = outcome;
+  await db
+    .update(runs)
+    .set({
+      status: outcome.status,
+      finishedAt: now,
+      error: outcome.error,
+      result: outcome.result,
+      exitCode: outcome.exitCode,
+      inputTokens: usage.input_tokens,
+      outputTokens: usage.output_tokens,
+      cacheReadTokens: usage.cache_read_tokens,
+      cacheCreationTokens: usage.cache_creation_tokens,
+      numTurns: usage.num_turns,
+      durationApiMs: usage.duration_api_ms,
+      costUsd: outcome.costUsd,
+      durationMs: outcome.durationMs,
+      claudeSessionId: outcome.claudeSessionId,
+      lastMessageUuid: outcome.lastMessageUuid,
+      pgid: null,
+    })
+    .where(eq(runs.id, run.id));
+  const [totals] = await db
+    .update(sessions)
+    .set({
+      inputTokens: sql`${sessions.inputTokens} + ${usage.input_tokens}`,
+      outputTokens: sql`${sessions.outputTokens} + ${usage.output_tokens}`,
+      cacheReadTokens: sql`${sessions.cacheReadTokens} + ${usage.cache_read_tokens}`,
+      cacheCreationTokens: sql`${sessions.cacheCreationTokens} + ${usage.cache_creation_tokens}`,
+      costUsd: sql`${sessions.costUsd} + ${outcome.costUsd}`,
+      numTurns: sql`${sessions.numTurns} + ${usage.num_turns}`,
+      runs: sql`${sessions.runs} + 1`,
+      lastActivityAt: now,
+      updatedAt: now,
+    })
+    .where(eq(sessions.id, run.sessionId))
+    .returning({
+      input_tokens: sessions.inputTokens,
+      output_tokens: sessions.outputTokens,
+      cache_read_tokens: sessions.cacheReadTokens,
+      cache_creation_tokens: sessions.cacheCreationTokens,
+      cost_usd: sessions.costUsd,
+      num_turns: sessions.numTurns,
+      runs: sessions.runs,
+    });
+  return totals;
+}
+
+export interface NewRunEvent {
+  seq: number;
+  publicSeq: number | null;
+  type: string;
+  data: Record<string, unknown>;
+}
+
+export async function appendEvents(db: Database, runId: string, events: NewRunEvent[]) {
+  if (events.length === 0) return;
+  const createdAt = new Date();
+  await db.insert(runEvents).values(events.map((e) => ({ runId, createdAt, ...e })));
+}
+
+/** Events after `after`, counted in `seq` (every event) or `public_seq` (the default view). */
+export async function listEvents(
+  db: Database,
+  runId: string,
+  page: { view: "public" | "full"; after: number; limit: number },
+): Promise<RunEventRow[]> {
+  const position = page.view === "full" ? runEvents.seq : runEvents.publicSeq;
+  return db
+    .select()
+    .from(runEvents)
+    .where(and(eq(runEvents.runId, runId), gt(position, page.after)))
+    .orderBy(asc(runEvents.seq))
+    .limit(page.limit);
+}
+
+export async function getCompletionEvent(
+  db: Database,
+  runId: string,
+): Promise<RunEventRow | undefined> {
+  const [row] = await db
+    .select()
+    .from(runEvents)
+    .where(and(eq(runEvents.runId, runId), eq(runEvents.type, "completion")));
+  return row;
+}
+
+/** The highest `seq` and `public_seq` a run's log holds (0 when empty). */
+export async function lastEventSeqs(db: Database, runId: string) {
+  const [row] = await db
+    .select({
+      seq: sql`coalesce(max(${runEvents.seq}), 0)`.mapWith(Number),
+      publicSeq: sql`coalesce(max(${runEvents.publicSeq}), 0)`.mapWith(Number),
+    })
+    .from(runEvents)
+    .where(eq(runEvents.runId, runId));
+  return row ?? { seq: 0, publicSeq: 0 };
+}
+
+/** Usage over every session. */
+export async function usageTotals(db: Database) {
+  const [row] = await db
+    .select({
+      input_tokens: sql`coalesce(sum(${sessions.inputTokens}), 0)`.mapWith(Number),
+      output_tokens: sql`coalesce(sum(${sessions.outputTokens}), 0)`.mapWith(Number),
+      cache_read_tokens: sql`coalesce(sum(${sessions.cacheReadTokens}), 0)`.mapWith(Number),
+      cache_creation_tokens: sql`coalesce(sum(${sessions.cacheCreationTokens}), 0)`.mapWith(Number),
+      cost_usd: sql`coalesce(sum(${sessions.costUsd}), 0)`.mapWith(Number),
+      num_turns: sql`coalesce(sum(${sessions.numTurns}), 0)`.mapWith(Number),
+      runs: sql`coalesce(sum(${sessions.runs}), 0)`.mapWith(Number),
+      sessions: sql`count(*)`.mapWith(Number),
+    })
+    .from(sessions);
+  if (!row) throw new Error("usage query returned no row");
+  return row;
+}

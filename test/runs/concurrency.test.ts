@@ -1,0 +1,171 @@
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestApp, listen, type TestApp } from "../support/app.js";
+import { BACKENDS } from "../support/db.js";
+import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { longRun } from "../support/fake-scenarios.js";
+import { SseReader } from "../support/sse.js";
+
+// One run per session, a global limit with a bounded queue, and cancel: against real HTTP and
+// the fake CLI, whose long runs stay active until cancelled.
+
+async function invocationsOf(fake: FakeClaude): Promise<{ pid: number; args: string[] }[]> {
+  const lines = (await readFile(join(fake.dir, "record.ndjson"), "utf8"))
+    .split("\n")
+    .filter(Boolean);
+  return lines.map((l) => JSON.parse(l)).filter((e) => Array.isArray(e.args));
+}
+
+function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe.each(BACKENDS)("run concurrency on %s", (backend) => {
+  let fake: FakeClaude;
+  let t: TestApp;
+  let server: { url: string; close(): Promise<void> };
+
+  beforeAll(async () => {
+    fake = await fakeClaude(longRun(30));
+    t = await createTestApp(backend, {
+      ...fake.env,
+      AGENT_BRIDGE_CLAUDE_BIN: fake.bin,
+      AGENT_BRIDGE_CLAUDE_ENV_ALLOW: "FAKE_CLAUDE_SCENARIO",
+      AGENT_BRIDGE_MAX_CONCURRENT_RUNS: "2",
+      AGENT_BRIDGE_MAX_QUEUED_RUNS: "1",
+    });
+    server = await listen(t.app);
+  });
+  afterAll(async () => {
+    await server.close();
+    await t.close();
+    await fake.cleanup();
+  });
+
+  const newSession = async () =>
+    (await (await fetch(`${server.url}/v1/sessions`, { method: "POST" })).json()) as { id: string };
+  const postAsync = (sessionId: string, text = "work") =>
+    fetch(`${server.url}/v1/sessions/${sessionId}/messages`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Prefer: "respond-async" },
+      body: JSON.stringify({ text }),
+    });
+  const cancel = (runId: string) =>
+    fetch(`${server.url}/v1/runs/${runId}/cancel`, { method: "POST" });
+
+  it("of 20 simultaneous messages to one session exactly one runs; the others get 409 naming it", async () => {
+    const session = await newSession();
+    const responses = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => postAsync(session.id, `m${i}`)),
+    );
+    const accepted = responses.filter((r) => r.status === 202);
+    const refused = responses.filter((r) => r.status === 409);
+    expect(accepted).toHaveLength(1);
+    expect(refused).toHaveLength(19);
+    const run = await accepted[0]?.json();
+    for (const res of refused) {
+      expect(await res.json()).toMatchObject({
+        code: "session_busy",
+        active_run_id: run.id,
+        events_url: `/v1/runs/${run.id}/events`,
+      });
+    }
+    // Wait until the run's CLI is up, then make sure it is the only one for this session.
+    await SseReader.of(await fetch(`${server.url}/v1/runs/${run.id}/events`)).events(2);
+    expect((await invocationsOf(fake)).filter((i) => i.args.includes(session.id))).toHaveLength(1);
+    expect((await cancel(run.id)).status).toBe(200);
+  });
+
+  it("cancel ends a running run as cancelled with no process of its group left; a second cancel is 409", async () => {
+    const session = await newSession();
+    const run = await (await postAsync(session.id)).json();
+    const reader = SseReader.of(await fetch(`${server.url}/v1/runs/${run.id}/events`));
+    await reader.events(2);
+    const [invocation] = (await invocationsOf(fake)).filter((i) => i.args.includes(session.id));
+    expect(invocation && groupAlive(invocation.pid)).toBe(true);
+
+    const res = await cancel(run.id);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({
+      status: "cancelled",
+      completion: { status: "cancelled" },
+    });
+    expect(invocation && groupAlive(invocation.pid)).toBe(false);
+    const [completion] = await reader.events();
+    expect(completion).toMatchObject({ event: "completion", data: { status: "cancelled" } });
+    expect(await reader.ended()).toBe(true);
+
+    const again = await cancel(run.id);
+    expect(again.status).toBe(409);
+    expect((await again.json()).code).toBe("run_finished");
+    // The session is free again.
+    const next = await postAsync(session.id);
+    expect(next.status).toBe(202);
+    await cancel((await next.json()).id);
+  });
+
+  it("queues past the run limit, refuses past the queue with 429 and Retry-After, and reports the wait", async () => {
+    const [a, b, c, d] = [
+      await newSession(),
+      await newSession(),
+      await newSession(),
+      await newSession(),
+    ];
+    const runA = await (await postAsync(a.id)).json();
+    const runB = await (await postAsync(b.id)).json();
+    const runC = await (await postAsync(c.id)).json();
+    expect(runC.status).toBe("queued");
+
+    const refused = await postAsync(d.id);
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
+    expect((await refused.json()).code).toBe("queue_full");
+
+    await new Promise((r) => setTimeout(r, 200));
+    await cancel(runA.id);
+    const [started] = await SseReader.of(
+      await fetch(`${server.url}/v1/runs/${runC.id}/events`),
+    ).events(1);
+    expect(started?.event).toBe("run_started");
+    expect((started?.data as { queued_ms?: number } | undefined)?.queued_ms).toBeGreaterThanOrEqual(
+      200,
+    );
+    await cancel(runB.id);
+    await cancel(runC.id);
+  });
+
+  it("cancelling a queued run ends it without ever starting the CLI", async () => {
+    const sessions = [await newSession(), await newSession(), await newSession()];
+    const runs = [];
+    for (const s of sessions) runs.push(await (await postAsync(s.id)).json());
+    const queued = runs[2];
+    expect(queued.status).toBe("queued");
+    const res = await cancel(queued.id);
+    expect(await res.json()).toMatchObject({ status: "cancelled" });
+    const frames = await SseReader.of(
+      await fetch(`${server.url}/v1/runs/${queued.id}/events`),
+    ).events();
+    expect(frames.map((f) => f.event)).toEqual(["run_started", "completion"]);
+    expect(
+      (await invocationsOf(fake)).filter((i) => i.args.includes(sessions[2]?.id ?? "")),
+    ).toHaveLength(0);
+    for (const run of runs.slice(0, 2)) await cancel(run.id);
+  });
+
+  it("deleting a session stops its active run first", async () => {
+    const session = await newSession();
+    const run = await (await postAsync(session.id)).json();
+    await SseReader.of(await fetch(`${server.url}/v1/runs/${run.id}/events`)).events(2);
+    const res = await fetch(`${server.url}/v1/sessions/${session.id}`, { method: "DELETE" });
+    expect(res.status).toBe(204);
+    expect((await fetch(`${server.url}/v1/runs/${run.id}`)).status).toBe(404);
+    const [invocation] = (await invocationsOf(fake)).filter((i) => i.args.includes(session.id));
+    expect(invocation && groupAlive(invocation.pid)).toBe(false);
+  });
+});

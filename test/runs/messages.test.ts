@@ -1,0 +1,204 @@
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestApp, listen, type TestApp } from "../support/app.js";
+import { BACKENDS } from "../support/db.js";
+import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { streamedReply } from "../support/fake-scenarios.js";
+import { SseReader } from "../support/sse.js";
+
+// Posting messages through real HTTP on loopback, with the scripted fake CLI: the three ways to
+// be answered, replay and reconnect, and usage bookkeeping, on each database.
+
+const PARTS = ["Hel", "lo", ", wor", "ld", "!"];
+
+/** Every start of the fake CLI so far, with its arguments. */
+async function invocationsOf(fake: FakeClaude): Promise<{ pid: number; args: string[] }[]> {
+  const lines = (await readFile(join(fake.dir, "record.ndjson"), "utf8"))
+    .split("\n")
+    .filter(Boolean);
+  return lines.map((l) => JSON.parse(l)).filter((e) => Array.isArray(e.args));
+}
+
+describe.each(BACKENDS)("messages and runs on %s", (backend) => {
+  let fake: FakeClaude;
+  let t: TestApp;
+  let server: { url: string; close(): Promise<void> };
+
+  beforeAll(async () => {
+    fake = await fakeClaude(
+      streamedReply(PARTS, { delayMs: 30, usage: { input: 100, output: 20 }, costUsd: 0.01 }),
+    );
+    t = await createTestApp(backend, {
+      ...fake.env,
+      AGENT_BRIDGE_CLAUDE_BIN: fake.bin,
+      AGENT_BRIDGE_CLAUDE_ENV_ALLOW: "FAKE_CLAUDE_SCENARIO",
+    });
+    server = await listen(t.app);
+  });
+  afterAll(async () => {
+    await server.close();
+    await t.close();
+    await fake.cleanup();
+  });
+
+  const newSession = async () =>
+    (await (await fetch(`${server.url}/v1/sessions`, { method: "POST" })).json()) as { id: string };
+
+  const post = (sessionId: string, text: string, headers: Record<string, string> = {}) =>
+    fetch(`${server.url}/v1/sessions/${sessionId}/messages`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", ...headers },
+      body: JSON.stringify({ text }),
+    });
+
+  it("streams the run as SSE by default: run_started first, text deltas, one completion, then closes", async () => {
+    const session = await newSession();
+    const res = await post(session.id, "hi");
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("text/event-stream; charset=utf-8");
+    const runId = res.headers.get("x-run-id");
+    const reader = SseReader.of(res);
+    const frames = await reader.events();
+    expect(frames.map((f) => f.event)).toEqual([
+      "run_started",
+      ...PARTS.map(() => "text_delta"),
+      "completion",
+    ]);
+    expect(frames.map((f) => f.id)).toEqual(frames.map((_, i) => String(i + 1)));
+    expect(frames[0]?.raw).toBe(
+      `id: 1\nevent: run_started\ndata: ${JSON.stringify({
+        type: "run_started",
+        run_id: runId,
+        session_id: session.id,
+        trigger: "message",
+        queued_ms: (frames[0]?.data as { queued_ms?: number } | undefined)?.queued_ms,
+      })}\n\n`,
+    );
+    expect(
+      frames
+        .slice(1, -1)
+        .map((f) => (f.data as { text: string }).text)
+        .join(""),
+    ).toBe("Hello, world!");
+    expect(frames.at(-1)?.data).toMatchObject({
+      type: "completion",
+      status: "succeeded",
+      result: "Hello, world!",
+      usage: { input_tokens: 100, output_tokens: 20 },
+      session_usage: { input_tokens: 100, output_tokens: 20, runs: 1 },
+    });
+    expect(await reader.ended()).toBe(true);
+  });
+
+  it("with Accept: application/json waits and returns the run, its completion and its full text", async () => {
+    const session = await newSession();
+    const res = await post(session.id, "hi", { Accept: "application/json" });
+    expect(res.status).toBe(200);
+    const body = await res.json();
+    expect(body.text).toBe("Hello, world!");
+    expect(body.completion).toMatchObject({ type: "completion", status: "succeeded" });
+    expect(body.run).toMatchObject({
+      session_id: session.id,
+      status: "succeeded",
+      result: "Hello, world!",
+    });
+    expect(body.run.completion).toEqual(body.completion);
+  });
+
+  it("with Prefer: respond-async answers 202 at once; the run can be followed and read later", async () => {
+    const session = await newSession();
+    const res = await post(session.id, "hi", { Prefer: "respond-async" });
+    expect(res.status).toBe(202);
+    const run = await res.json();
+    expect(res.headers.get("location")).toBe(`/v1/runs/${run.id}`);
+    expect(run.status).toMatch(/queued|running/);
+
+    const frames = await SseReader.of(
+      await fetch(`${server.url}/v1/runs/${run.id}/events`),
+    ).events();
+    expect(frames.at(-1)?.event).toBe("completion");
+
+    const finished = await (await fetch(`${server.url}/v1/runs/${run.id}`)).json();
+    expect(finished).toMatchObject({
+      status: "succeeded",
+      result: "Hello, world!",
+      completion: { status: "succeeded" },
+    });
+    expect(finished.started_at).not.toBeNull();
+    expect(finished.finished_at).not.toBeNull();
+  });
+
+  it("a client that drops the stream and reconnects with Last-Event-ID gets exactly the rest", async () => {
+    const session = await newSession();
+    const res = await post(session.id, "hi");
+    const runId = res.headers.get("x-run-id");
+    const first = SseReader.of(res);
+    const head = await first.events(3);
+    await first.cancel();
+
+    const rest = await SseReader.of(
+      await fetch(`${server.url}/v1/runs/${runId}/events`, { headers: { "Last-Event-ID": "3" } }),
+    ).events();
+    const all = await SseReader.of(await fetch(`${server.url}/v1/runs/${runId}/events`)).events();
+    expect([...head, ...rest].map((f) => f.raw)).toEqual(all.map((f) => f.raw));
+    expect(rest[0]?.id).toBe("4");
+  });
+
+  it("replays a finished run from ?after=N and closes", async () => {
+    const session = await newSession();
+    const { run } = await (await post(session.id, "hi", { Accept: "application/json" })).json();
+    const reader = SseReader.of(await fetch(`${server.url}/v1/runs/${run.id}/events?after=5`));
+    const frames = await reader.events();
+    expect(frames.map((f) => f.id)).toEqual(["6", "7"]);
+    expect(frames.at(-1)?.event).toBe("completion");
+  });
+
+  it("resumes the CLI session on the second message", async () => {
+    const session = await newSession();
+    await (await post(session.id, "one", { Accept: "application/json" })).json();
+    await (await post(session.id, "two", { Accept: "application/json" })).json();
+    const invocations = (await invocationsOf(fake)).filter((r) => r.args.includes(session.id));
+    expect(invocations.map((r) => (r.args.includes("--resume") ? "resume" : "new"))).toEqual([
+      "new",
+      "resume",
+    ]);
+  });
+
+  it("an Idempotency-Key retried returns the same run; with another body it is a 422", async () => {
+    const session = await newSession();
+    const key = { "Idempotency-Key": `k-${session.id}`, Prefer: "respond-async" };
+    const first = await (await post(session.id, "same", key)).json();
+    const again = await post(session.id, "same", key);
+    expect(again.status).toBe(202);
+    expect((await again.json()).id).toBe(first.id);
+    const other = await post(session.id, "different", key);
+    expect(other.status).toBe(422);
+    expect((await other.json()).code).toBe("idempotency_key_reused");
+    await SseReader.of(await fetch(`${server.url}/v1/runs/${first.id}/events`)).events();
+  });
+
+  it("adds every run's usage to its session and to the totals, equal to the completions' sum", async () => {
+    const before = await (await fetch(`${server.url}/v1/usage`)).json();
+    const a = await newSession();
+    const b = await newSession();
+    const completions: { usage: Record<string, number>; cost_usd: number }[] = [];
+    for (const s of [a, b, a]) {
+      completions.push(
+        (await (await post(s.id, "count me", { Accept: "application/json" })).json()).completion,
+      );
+    }
+    const sum = (key: "input_tokens" | "output_tokens") =>
+      completions.reduce((n, c) => n + c.usage[key], 0);
+    const after = await (await fetch(`${server.url}/v1/usage`)).json();
+    expect(after.input_tokens - before.input_tokens).toBe(sum("input_tokens"));
+    expect(after.output_tokens - before.output_tokens).toBe(sum("output_tokens"));
+    expect(after.runs - before.runs).toBe(3);
+    expect(after.cost_usd - before.cost_usd).toBeCloseTo(
+      completions.reduce((n, c) => n + c.cost_usd, 0),
+      10,
+    );
+    const sessionA = await (await fetch(`${server.url}/v1/sessions/${a.id}`)).json();
+    expect(sessionA.usage).toMatchObject({ input_tokens: 200, output_tokens: 40, runs: 2 });
+  });
+});

@@ -1,0 +1,132 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { createServerDatabase } from "../support/db.js";
+import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { longRun } from "../support/fake-scenarios.js";
+import { startServer } from "../support/server.js";
+import { SseReader } from "../support/sse.js";
+
+// A run belongs to the server process: when that process dies, the next one closes the run as
+// interrupted (with its completion in the log), kills what it left running, and frees the session.
+
+async function cliPids(fake: FakeClaude): Promise<number[]> {
+  const lines = (await readFile(join(fake.dir, "record.ndjson"), "utf8"))
+    .split("\n")
+    .filter(Boolean);
+  return lines
+    .map((l) => JSON.parse(l))
+    .filter((e) => Array.isArray(e.args))
+    .map((e) => e.pid);
+}
+
+function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const cleanups: (() => Promise<void>)[] = [];
+afterAll(async () => {
+  for (const cleanup of cleanups) await cleanup();
+});
+
+const targets: [string, () => Promise<Record<string, string>>][] = [
+  [
+    "pglite",
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), "agent-bridge-restart-"));
+      cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
+      return { AGENT_BRIDGE_DATA_DIR: dir };
+    },
+  ],
+];
+if (process.env.TEST_DATABASE_URL) {
+  targets.push([
+    "postgres",
+    async () => {
+      const { url, drop } = await createServerDatabase();
+      cleanups.push(drop);
+      return { DATABASE_URL: url };
+    },
+  ]);
+}
+
+describe.each(targets)("restarts on %s", (_name, database) => {
+  it("a server killed with SIGKILL mid-run comes back with the run interrupted and the session free", async () => {
+    const fake = await fakeClaude(longRun(60));
+    cleanups.push(fake.cleanup);
+    const env = {
+      ...(await database()),
+      ...fake.env,
+      AGENT_BRIDGE_CLAUDE_BIN: fake.bin,
+      AGENT_BRIDGE_CLAUDE_ENV_ALLOW: "FAKE_CLAUDE_SCENARIO",
+    };
+    const first = await startServer(env);
+    const session = await (await fetch(`${first.url}/v1/sessions`, { method: "POST" })).json();
+    const res = await fetch(`${first.url}/v1/sessions/${session.id}/messages`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ text: "long job" }),
+    });
+    const runId = res.headers.get("x-run-id");
+    const seen = await SseReader.of(res).events(2);
+    expect(seen.map((f) => f.event)).toEqual(["run_started", "text_delta"]);
+    const [pid] = await cliPids(fake);
+    expect(pid && groupAlive(pid)).toBe(true);
+
+    await first.stop("SIGKILL");
+    const second = await startServer(env);
+    try {
+      expect(pid && groupAlive(pid)).toBe(false);
+      const run = await (await fetch(`${second.url}/v1/runs/${runId}`)).json();
+      expect(run).toMatchObject({ status: "interrupted", completion: { status: "interrupted" } });
+      const replay = await SseReader.of(
+        await fetch(`${second.url}/v1/runs/${runId}/events`, { headers: { "Last-Event-ID": "2" } }),
+      ).events();
+      expect(replay.map((f) => [f.id, f.event])).toEqual([["3", "completion"]]);
+
+      const next = await fetch(`${second.url}/v1/sessions/${session.id}/messages`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json", Prefer: "respond-async" },
+        body: JSON.stringify({ text: "again" }),
+      });
+      expect(next.status).toBe(202);
+    } finally {
+      await second.stop();
+    }
+  });
+
+  it("SIGTERM gives running runs their completion before the process exits", async () => {
+    const fake = await fakeClaude(longRun(60));
+    cleanups.push(fake.cleanup);
+    const env = {
+      ...(await database()),
+      ...fake.env,
+      AGENT_BRIDGE_CLAUDE_BIN: fake.bin,
+      AGENT_BRIDGE_CLAUDE_ENV_ALLOW: "FAKE_CLAUDE_SCENARIO",
+      AGENT_BRIDGE_SHUTDOWN_GRACE_SECONDS: "0",
+    };
+    const server = await startServer(env);
+    const session = await (await fetch(`${server.url}/v1/sessions`, { method: "POST" })).json();
+    const res = await fetch(`${server.url}/v1/sessions/${session.id}/messages`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ text: "long job" }),
+    });
+    const reader = SseReader.of(res);
+    await reader.events(2);
+    const [pid] = await cliPids(fake);
+
+    const exited = server.stop("SIGTERM");
+    const [completion] = await reader.events();
+    expect(completion).toMatchObject({ event: "completion", data: { status: "interrupted" } });
+    expect(await exited).toBe(0);
+    expect(pid && groupAlive(pid)).toBe(false);
+  });
+});
