@@ -182,7 +182,10 @@ describe.each(BACKENDS)("messages and runs on %s", (backend) => {
     const before = await (await fetch(`${server.url}/v1/usage`)).json();
     const a = await newSession();
     const b = await newSession();
-    const completions: { usage: Record<string, number>; cost_usd: number }[] = [];
+    const completions: {
+      usage: Record<"input_tokens" | "output_tokens", number>;
+      cost_usd: number;
+    }[] = [];
     for (const s of [a, b, a]) {
       completions.push(
         (await (await post(s.id, "count me", { Accept: "application/json" })).json()).completion,

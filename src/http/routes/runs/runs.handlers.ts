@@ -46,7 +46,7 @@ export const postMessage: RouteHandler<typeof routes.postMessage, AppEnv> = asyn
     idempotencyKey: headers["idempotency-key"] ?? null,
   });
 
-  const mode = responseMode(headers.prefer, headers.accept);
+  const mode = responseMode(headers.prefer, c.req.header("accept"));
   if (mode === "async") {
     return c.json(toRun(run, null), 202, {
       Location: `/v1/runs/${run.id}`,

@@ -24,7 +24,9 @@ export const postMessage = createRoute({
     "Starts one run of the CLI on the session. The run belongs to the server: a client that",
     "disconnects leaves it going and can follow it again at `/v1/runs/{run_id}/events`.",
     "One active run per session (a second message is a 409 naming it); beyond the server's",
-    "run slots and queue, 429 with `Retry-After`.",
+    "run slots and queue, 429 with `Retry-After`. The answer follows `Prefer: respond-async`",
+    "(202 at once), else `Accept`: `text/event-stream` or none streams the run's events,",
+    "`application/json` waits and returns the finished run.",
   ].join(" "),
   request: {
     params: z.object({ id: SessionId }),

@@ -29,7 +29,7 @@ export const MessageHeaders = z.object({
     .max(255)
     .optional()
     .openapi({
-      param: { name: "Idempotency-Key", in: "header" },
+      param: { in: "header" },
       description:
         "Within 24 h, the same key for the same session returns the first request's run (and stream) instead of starting another; with a different body it is a 422.",
     }),
@@ -37,16 +37,8 @@ export const MessageHeaders = z.object({
     .string()
     .optional()
     .openapi({
-      param: { name: "Prefer", in: "header" },
+      param: { in: "header" },
       description: "`respond-async`: answer 202 at once with `Location: /v1/runs/{run_id}`.",
-    }),
-  accept: z
-    .string()
-    .optional()
-    .openapi({
-      param: { name: "Accept", in: "header" },
-      description:
-        "`text/event-stream` (the default): stream the run's events. `application/json`: wait and return the finished run.",
     }),
 });
 
@@ -77,7 +69,7 @@ export const EventsHeaders = z.object({
     .regex(/^\d+$/, { error: "expected the id of an event of this run" })
     .optional()
     .openapi({
-      param: { name: "Last-Event-ID", in: "header" },
+      param: { in: "header" },
       description: "Resume after this event.",
     }),
 });
