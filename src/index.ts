@@ -46,9 +46,12 @@ async function shutdown(signal: string) {
   logger.info("shutting down", { signal, grace_ms: config.runs.shutdownGraceMs });
   // Runs first: each gets its completion, which also ends the SSE streams following it.
   await deps.runs.shutdown(config.runs.shutdownGraceMs);
+  // Streams now end by themselves after their completion; give their last bytes a moment.
   await new Promise<void>((resolve) => {
     server.close(() => resolve());
-    if ("closeAllConnections" in server) server.closeAllConnections();
+    setTimeout(() => {
+      if ("closeAllConnections" in server) server.closeAllConnections();
+    }, 5000).unref();
   });
   await database.close();
   process.exit(0);

@@ -55,12 +55,33 @@ export class RunManager {
   private readonly queue: ActiveRun[] = [];
   private running = 0;
   private admitting = 0;
+  private readonly admissions = new Map<string, Promise<void>>();
   private accepting = true;
 
   constructor(private readonly opts: RunManagerOptions) {}
 
   /** Creates and queues a run for the session; with an idempotency key, may return an earlier one. */
   async submit(session: SessionRow, message: Message): Promise<{ run: RunRow; created: boolean }> {
+    // Messages to one session are admitted one after the other, so that of several racing, one
+    // gets the run and the rest see it (409) rather than competing for queue places (429). The
+    // unique index on active runs still guards against other processes.
+    const previous = this.admissions.get(session.id) ?? Promise.resolve();
+    const admitted = previous.then(() => this.admit(session, message));
+    const settled = admitted.then(
+      () => {},
+      () => {},
+    );
+    this.admissions.set(session.id, settled);
+    void settled.then(() => {
+      if (this.admissions.get(session.id) === settled) this.admissions.delete(session.id);
+    });
+    return admitted;
+  }
+
+  private async admit(
+    session: SessionRow,
+    message: Message,
+  ): Promise<{ run: RunRow; created: boolean }> {
     if (!this.accepting) throw new ShuttingDownError();
     const { db } = this.opts;
     const requestHash = message.idempotencyKey ? hashMessage(message) : null;
@@ -68,6 +89,8 @@ export class RunManager {
       const earlier = await this.findIdempotent(session.id, message.idempotencyKey, requestHash);
       if (earlier) return { run: earlier, created: false };
     }
+    const active = await store.getActiveRun(db, session.id);
+    if (active) throw new SessionBusyError(active.id);
     const capacity = this.opts.maxConcurrent + this.opts.maxQueued;
     if (this.running + this.queue.length + this.admitting >= capacity) {
       throw new QueueFullError(capacity, this.retryAfterSeconds());

@@ -1,6 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { groupAlive } from "../../src/claude/process.js";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
@@ -15,15 +16,6 @@ async function invocationsOf(fake: FakeClaude): Promise<{ pid: number; args: str
     .split("\n")
     .filter(Boolean);
   return lines.map((l) => JSON.parse(l)).filter((e) => Array.isArray(e.args));
-}
-
-function groupAlive(pgid: number): boolean {
-  try {
-    process.kill(-pgid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 describe.each(BACKENDS)("run concurrency on %s", (backend) => {
@@ -88,7 +80,7 @@ describe.each(BACKENDS)("run concurrency on %s", (backend) => {
     const reader = SseReader.of(await fetch(`${server.url}/v1/runs/${run.id}/events`));
     await reader.events(2);
     const [invocation] = (await invocationsOf(fake)).filter((i) => i.args.includes(session.id));
-    expect(invocation && groupAlive(invocation.pid)).toBe(true);
+    expect(invocation && (await groupAlive(invocation.pid))).toBe(true);
 
     const res = await cancel(run.id);
     expect(res.status).toBe(200);
@@ -96,7 +88,7 @@ describe.each(BACKENDS)("run concurrency on %s", (backend) => {
       status: "cancelled",
       completion: { status: "cancelled" },
     });
-    expect(invocation && groupAlive(invocation.pid)).toBe(false);
+    expect(invocation && (await groupAlive(invocation.pid))).toBe(false);
     const [completion] = await reader.events();
     expect(completion).toMatchObject({ event: "completion", data: { status: "cancelled" } });
     expect(await reader.ended()).toBe(true);
@@ -166,6 +158,6 @@ describe.each(BACKENDS)("run concurrency on %s", (backend) => {
     expect(res.status).toBe(204);
     expect((await fetch(`${server.url}/v1/runs/${run.id}`)).status).toBe(404);
     const [invocation] = (await invocationsOf(fake)).filter((i) => i.args.includes(session.id));
-    expect(invocation && groupAlive(invocation.pid)).toBe(false);
+    expect(invocation && (await groupAlive(invocation.pid))).toBe(false);
   });
 });

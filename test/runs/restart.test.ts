@@ -3,6 +3,7 @@ import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { groupAlive } from "../../src/claude/process.js";
 import { createServerDatabase } from "../support/db.js";
 import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
 import { longRun } from "../support/fake-scenarios.js";
@@ -20,15 +21,6 @@ async function cliPids(fake: FakeClaude): Promise<number[]> {
     .map((l) => JSON.parse(l))
     .filter((e) => Array.isArray(e.args))
     .map((e) => e.pid);
-}
-
-function groupAlive(pgid: number): boolean {
-  try {
-    process.kill(-pgid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 const cleanups: (() => Promise<void>)[] = [];
@@ -78,12 +70,12 @@ describe.each(targets)("restarts on %s", (_name, database) => {
     const seen = await SseReader.of(res).events(2);
     expect(seen.map((f) => f.event)).toEqual(["run_started", "text_delta"]);
     const [pid] = await cliPids(fake);
-    expect(pid && groupAlive(pid)).toBe(true);
+    expect(pid && (await groupAlive(pid))).toBe(true);
 
     await first.stop("SIGKILL");
     const second = await startServer(env);
     try {
-      expect(pid && groupAlive(pid)).toBe(false);
+      expect(pid && (await groupAlive(pid))).toBe(false);
       const run = await (await fetch(`${second.url}/v1/runs/${runId}`)).json();
       expect(run).toMatchObject({ status: "interrupted", completion: { status: "interrupted" } });
       const replay = await SseReader.of(
@@ -127,6 +119,6 @@ describe.each(targets)("restarts on %s", (_name, database) => {
     const [completion] = await reader.events();
     expect(completion).toMatchObject({ event: "completion", data: { status: "interrupted" } });
     expect(await exited).toBe(0);
-    expect(pid && groupAlive(pid)).toBe(false);
+    expect(pid && (await groupAlive(pid))).toBe(false);
   });
 });

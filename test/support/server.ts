@@ -7,7 +7,9 @@ import { fileURLToPath } from "node:url";
 // process shows: start-up, restarts, signals.
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
-const tsx = `${root}node_modules/.bin/tsx`;
+// One process, as `npm start` runs it: the `tsx` CLI would put a parent in front of the server,
+// and a SIGKILL to that parent would leave the server running.
+const command = [process.execPath, "--import", "tsx", "src/index.ts"] as const;
 
 export interface ServerProcess {
   url: string;
@@ -28,7 +30,7 @@ export async function freePort(): Promise<number> {
 
 export async function startServer(env: NodeJS.ProcessEnv): Promise<ServerProcess> {
   const port = await freePort();
-  const child = spawn(tsx, ["src/index.ts"], {
+  const child = spawn(command[0], command.slice(1), {
     cwd: root,
     env: {
       PATH: process.env.PATH,
@@ -52,7 +54,7 @@ export async function startServer(env: NodeJS.ProcessEnv): Promise<ServerProcess
     if (child.exitCode === null && child.signalCode === null) child.kill(signal);
     return exited;
   };
-  const deadline = Date.now() + 30_000;
+  const deadline = Date.now() + 60_000;
   while (Date.now() < deadline) {
     if (child.exitCode !== null)
       throw new Error(`server exited with ${child.exitCode}:\n${output}`);
@@ -65,14 +67,14 @@ export async function startServer(env: NodeJS.ProcessEnv): Promise<ServerProcess
     await new Promise((r) => setTimeout(r, 100));
   }
   await stop("SIGKILL");
-  throw new Error(`server not ready within 30 s:\n${output}`);
+  throw new Error(`server not ready within 60 s:\n${output}`);
 }
 
 /** Runs the entry point to its exit, for start-up failures. */
 export async function runServerToExit(
   env: NodeJS.ProcessEnv,
 ): Promise<{ code: number | null; output: string }> {
-  const child = spawn(tsx, ["src/index.ts"], {
+  const child = spawn(command[0], command.slice(1), {
     cwd: root,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
     stdio: ["ignore", "pipe", "pipe"],

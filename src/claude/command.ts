@@ -1,0 +1,66 @@
+import { InvalidRunRequestError } from "./errors.js";
+import type { Effort, PermissionMode } from "./options.js";
+
+// The `claude` command line for one run, as an argument array (never a shell string). The prompt
+// is not an argument at all: it goes in on stdin as a stream-json user message (see
+// `userMessageLine`), so no prompt text can ever be read as an option.
+
+export interface CommandInput {
+  claudeSessionId: string;
+  resume: boolean;
+  worktree?: string;
+  permissionMode: PermissionMode;
+  effort?: Effort;
+  model?: string;
+  appendSystemPrompt?: string;
+}
+
+/** Flags every run gets: one-shot print mode, stream-json both ways, permission prompts on stdio. */
+export const BASE_ARGS: readonly string[] = [
+  "-p",
+  "--input-format",
+  "stream-json",
+  "--output-format",
+  "stream-json",
+  "--verbose",
+  "--include-partial-messages",
+  "--permission-prompt-tool",
+  "stdio",
+];
+
+export function buildClaudeArgs(input: CommandInput): string[] {
+  if (input.claudeSessionId.length === 0) {
+    throw new InvalidRunRequestError("claudeSessionId is empty");
+  }
+  const args = [...BASE_ARGS];
+  args.push(input.resume ? "--resume" : "--session-id", input.claudeSessionId);
+  if (input.worktree !== undefined) {
+    // `-w` takes an optional value, so a value starting with "-" would be read as the next flag.
+    if (input.worktree.length === 0 || input.worktree.startsWith("-")) {
+      throw new InvalidRunRequestError(`invalid worktree name: ${JSON.stringify(input.worktree)}`);
+    }
+    args.push("-w", input.worktree);
+  }
+  // The CLI (2.1.328) lists "manual" for the default mode in --help but still accepts "default",
+  // and reports it back as "default" in its init line; so the enum value is passed as it is.
+  if (input.permissionMode === "dangerously-skip-permissions") {
+    args.push("--dangerously-skip-permissions");
+  } else {
+    args.push("--permission-mode", input.permissionMode);
+  }
+  if (input.effort !== undefined) args.push("--effort", input.effort);
+  if (input.model) args.push("--model", input.model);
+  if (input.appendSystemPrompt) args.push("--append-system-prompt", input.appendSystemPrompt);
+  return args;
+}
+
+/** The prompt as the one stream-json user message written to the CLI's stdin (with `\n`). */
+export function userMessageLine(prompt: string): string {
+  const message = {
+    type: "user",
+    message: { role: "user", content: [{ type: "text", text: prompt }] },
+    parent_tool_use_id: null,
+    session_id: "",
+  };
+  return `${JSON.stringify(message)}\n`;
+}

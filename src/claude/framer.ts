@@ -1,0 +1,144 @@
+// Frames the CLI's stdout into lines and parses each as JSON.
+//
+// Work is on bytes: chunks are kept in a list (never re-concatenated while a line grows, so the
+// cost is linear in the input), a line is decoded as UTF-8 only once it is whole (a character
+// split across chunks decodes correctly), and every line is bounded in bytes. A line over the
+// bound is dropped, counted and reported, and framing resumes after its `\n`.
+
+export interface LineFramerOptions {
+  /** Longest accepted line in bytes, without its `\n`. */
+  maxLineBytes: number;
+  /** Called once per dropped line with its length in bytes (as far as it was read). */
+  onOversized?: (bytes: number) => void;
+}
+
+const NEWLINE = 0x0a;
+
+export class LineFramer {
+  private readonly maxLineBytes: number;
+  private readonly onOversized: ((bytes: number) => void) | undefined;
+  private parts: Buffer[] = [];
+  private size = 0;
+  /** Inside an over-long line: bytes are discarded up to the next `\n`. */
+  private skipping = false;
+  private skipped = 0;
+  /** Lines dropped for being longer than the bound. */
+  oversizedLines = 0;
+
+  constructor(options: LineFramerOptions) {
+    this.maxLineBytes = options.maxLineBytes;
+    this.onOversized = options.onOversized;
+  }
+
+  /** Feeds one chunk; returns the lines it completed, decoded, without their `\n`. */
+  push(chunk: Buffer): string[] {
+    const lines: string[] = [];
+    let start = 0;
+    while (start < chunk.length) {
+      const nl = chunk.indexOf(NEWLINE, start);
+      const end = nl === -1 ? chunk.length : nl;
+      this.take(chunk.subarray(start, end));
+      if (nl === -1) break;
+      const line = this.finishLine();
+      if (line !== undefined) lines.push(line);
+      start = nl + 1;
+    }
+    return lines;
+  }
+
+  /** Ends the input: a last line without `\n` is returned if it is within the bound. */
+  end(): string[] {
+    if (this.size === 0 && !this.skipping) return [];
+    const line = this.finishLine();
+    return line === undefined ? [] : [line];
+  }
+
+  private take(segment: Buffer): void {
+    if (segment.length === 0) return;
+    if (this.skipping) {
+      this.skipped += segment.length;
+      return;
+    }
+    if (this.size + segment.length > this.maxLineBytes) {
+      // Over the bound: forget what we hold and discard the rest of this line as it arrives.
+      this.skipping = true;
+      this.skipped = this.size + segment.length;
+      this.parts = [];
+      this.size = 0;
+      return;
+    }
+    this.parts.push(segment);
+    this.size += segment.length;
+  }
+
+  private finishLine(): string | undefined {
+    if (this.skipping) {
+      this.oversizedLines++;
+      this.onOversized?.(this.skipped);
+      this.skipping = false;
+      this.skipped = 0;
+      return undefined;
+    }
+    const parts = this.parts;
+    const size = this.size;
+    this.parts = [];
+    this.size = 0;
+    const bytes = parts.length === 1 && parts[0] ? parts[0] : Buffer.concat(parts, size);
+    return bytes.toString("utf8");
+  }
+}
+
+export interface NdjsonReaderOptions extends LineFramerOptions {
+  /** Called for each line that is not a JSON object (it is skipped). */
+  onInvalid?: (preview: string, reason: string) => void;
+}
+
+/** A LineFramer whose lines are parsed as JSON objects; blank lines are ignored. */
+export class NdjsonReader {
+  private readonly framer: LineFramer;
+  private readonly onInvalid: ((preview: string, reason: string) => void) | undefined;
+  /** Lines skipped because they were not JSON objects. */
+  invalidLines = 0;
+
+  constructor(options: NdjsonReaderOptions) {
+    this.framer = new LineFramer(options);
+    this.onInvalid = options.onInvalid;
+  }
+
+  get oversizedLines(): number {
+    return this.framer.oversizedLines;
+  }
+
+  push(chunk: Buffer): Record<string, unknown>[] {
+    return this.parse(this.framer.push(chunk));
+  }
+
+  end(): Record<string, unknown>[] {
+    return this.parse(this.framer.end());
+  }
+
+  private parse(lines: string[]): Record<string, unknown>[] {
+    const out: Record<string, unknown>[] = [];
+    for (const line of lines) {
+      if (line.trim().length === 0) continue;
+      let value: unknown;
+      try {
+        value = JSON.parse(line);
+      } catch (err) {
+        this.invalid(line, err instanceof Error ? err.message : String(err));
+        continue;
+      }
+      if (typeof value === "object" && value !== null && !Array.isArray(value)) {
+        out.push(value as Record<string, unknown>);
+      } else {
+        this.invalid(line, "not a JSON object");
+      }
+    }
+    return out;
+  }
+
+  private invalid(line: string, reason: string): void {
+    this.invalidLines++;
+    this.onInvalid?.(line.length > 200 ? `${line.slice(0, 200)}…` : line, reason);
+  }
+}

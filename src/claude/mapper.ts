@@ -1,0 +1,455 @@
+import type { BridgeEvent, CompletionEvent, CompletionStatusValue, Usage } from "../events.js";
+import { ASK_USER_QUESTION, toolKind, toolStatusMessage } from "./tools.js";
+
+// Turns the CLI's stream-json lines (already parsed) into BridgeEvents. Pure and synchronous:
+// feed it lines in order with `push`; the `result` line yields the `completion`, after which the
+// mapper is done. `control_request` lines are the runner's business (see control.ts), except
+// that `questionFromControl` lets it emit a question the mapper has not emitted yet.
+//
+// Text: with --include-partial-messages the CLI streams `stream_event` deltas and then repeats
+// each finished content block in an `assistant` line. Deltas become `text_delta` at once; the
+// whole block only contributes what the deltas did not already carry (all of it when none came),
+// so the same text is never emitted twice. Thinking works the same way, as `reasoning`.
+//
+// Tools: a `status` as soon as a tool_use block starts (from the stream, else from the assistant
+// line); AskUserQuestion with questions is a `user_question` instead, taken from the assistant
+// line where its input is complete. Each is emitted once per tool_use id.
+
+type Json = Record<string, unknown>;
+type UserQuestionEvent = Extract<BridgeEvent, { type: "user_question" }>;
+type UserQuestion = UserQuestionEvent["questions"][number];
+
+export interface StreamMapperOptions {
+  /** Longest `tool_result` content in characters; longer content is cut and marked truncated. */
+  maxToolResultChars?: number;
+  /** Milliseconds since the run started; used when the result line carries no duration. */
+  elapsedMs?: () => number;
+}
+
+export const DEFAULT_MAX_TOOL_RESULT_CHARS = 16_384;
+
+/** What one message has streamed on one channel, and how much of it whole blocks have matched. */
+interface Streamed {
+  text: string;
+  consumed: number;
+}
+
+interface MessageState {
+  text: Streamed;
+  thinking: Streamed;
+}
+
+function isRecord(value: unknown): value is Json {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function str(value: unknown): string | undefined {
+  return typeof value === "string" ? value : undefined;
+}
+
+function int(value: unknown): number {
+  return typeof value === "number" && Number.isFinite(value) ? Math.round(value) : 0;
+}
+
+function withParent<T extends object>(event: T, parent: string | null): T {
+  return parent === null ? event : { ...event, parent_tool_use_id: parent };
+}
+
+/** Parses AskUserQuestion input; an empty list means "not a question call". */
+export function parseQuestions(input: unknown): UserQuestion[] {
+  if (!isRecord(input) || !Array.isArray(input.questions)) return [];
+  const questions: UserQuestion[] = [];
+  for (const q of input.questions) {
+    if (!isRecord(q) || typeof q.question !== "string") continue;
+    const options: UserQuestion["options"] = [];
+    if (Array.isArray(q.options)) {
+      for (const o of q.options) {
+        if (!isRecord(o) || typeof o.label !== "string") continue;
+        const description = str(o.description);
+        options.push(
+          description === undefined ? { label: o.label } : { label: o.label, description },
+        );
+      }
+    }
+    const header = str(q.header);
+    questions.push({
+      question: q.question,
+      ...(header === undefined ? {} : { header }),
+      options,
+      multi_select: q.multiSelect === true,
+    });
+  }
+  return questions;
+}
+
+/** A tool_result's content as one string: text blocks joined, other blocks named. */
+function toolResultText(content: unknown): string {
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content))
+    return content === undefined || content === null ? "" : JSON.stringify(content);
+  const parts: string[] = [];
+  for (const block of content) {
+    if (isRecord(block) && block.type === "text" && typeof block.text === "string") {
+      parts.push(block.text);
+    } else if (isRecord(block) && typeof block.type === "string") {
+      parts.push(`[${block.type}]`);
+    }
+  }
+  return parts.join("\n");
+}
+
+function cut(text: string, max: number): { content: string; truncated: boolean } {
+  if (text.length <= max) return { content: text, truncated: false };
+  let end = max;
+  // Do not split a surrogate pair.
+  const code = text.charCodeAt(end - 1);
+  if (code >= 0xd800 && code <= 0xdbff) end--;
+  return { content: text.slice(0, end), truncated: true };
+}
+
+/**
+ * This run's cost. On --resume the CLI restores the session's cost, so `total_cost_usd` is the
+ * session's running total; `model_usage_since_last_result` holds this run's usage per model.
+ */
+function runCost(line: Json): number {
+  const since = line.model_usage_since_last_result;
+  if (isRecord(since)) {
+    const costs = Object.values(since).flatMap((m) =>
+      isRecord(m) && typeof m.costUSD === "number" && Number.isFinite(m.costUSD) ? [m.costUSD] : [],
+    );
+    if (costs.length > 0) return costs.reduce((a, b) => a + b, 0);
+  }
+  const total = typeof line.total_cost_usd === "number" ? line.total_cost_usd : line.cost_usd;
+  return typeof total === "number" && Number.isFinite(total) ? total : 0;
+}
+
+function zeroUsage(): Usage {
+  return {
+    input_tokens: 0,
+    output_tokens: 0,
+    cache_read_tokens: 0,
+    cache_creation_tokens: 0,
+    num_turns: 0,
+    duration_api_ms: 0,
+  };
+}
+
+export class StreamMapper {
+  private readonly maxToolResultChars: number;
+  private readonly elapsedMs: () => number;
+  private sessionId: string | null = null;
+  private lastMessageUuid: string | null = null;
+  /** Current message id of each scope ("" = main thread, else the parent tool_use id). */
+  private readonly currentMessage = new Map<string, string>();
+  private readonly messages = new Map<string, MessageState>();
+  private readonly statusSent = new Set<string>();
+  private readonly toolCallSent = new Set<string>();
+  private readonly questionSent = new Set<string>();
+  /** Input tokens (with cache) and model of the main thread's latest message. */
+  private contextUsed: number | undefined;
+  private lastModel: string | undefined;
+  private finished = false;
+
+  constructor(options: StreamMapperOptions = {}) {
+    this.maxToolResultChars = options.maxToolResultChars ?? DEFAULT_MAX_TOOL_RESULT_CHARS;
+    this.elapsedMs = options.elapsedMs ?? (() => 0);
+  }
+
+  /** True once the `result` line has produced the completion. */
+  get done(): boolean {
+    return this.finished;
+  }
+
+  /** The CLI's session id, once a line has carried it. */
+  get claudeSessionId(): string | null {
+    return this.sessionId;
+  }
+
+  push(line: Json): BridgeEvent[] {
+    if (this.finished) return [];
+    const sid = str(line.session_id);
+    if (sid) this.sessionId = sid;
+    const parent = str(line.parent_tool_use_id) ?? null;
+    switch (line.type) {
+      case "stream_event":
+        return isRecord(line.event) ? this.streamEvent(line, line.event, parent) : [];
+      case "assistant":
+        return this.assistant(line, parent);
+      case "user":
+        return this.user(line, parent);
+      case "rate_limit_event":
+        return [{ type: "rate_limit", info: this.rateLimitInfo(line) }];
+      case "result":
+        return this.result(line);
+      default:
+        // system (init, status, retries, hooks…), control lines, keep-alives: internal.
+        return [];
+    }
+  }
+
+  /**
+   * A `user_question` for an AskUserQuestion permission request, unless the tool_use block has
+   * already produced it (so a question is emitted exactly once, whichever comes first).
+   */
+  questionFromControl(toolUseId: string, input: unknown): UserQuestionEvent | undefined {
+    if (this.questionSent.has(toolUseId)) return undefined;
+    const questions = parseQuestions(input);
+    if (questions.length === 0) return undefined;
+    this.questionSent.add(toolUseId);
+    this.statusSent.add(toolUseId);
+    return { type: "user_question", tool_use_id: toolUseId, questions };
+  }
+
+  /** The completion of a run that ended without a result line. */
+  failure(status: CompletionStatusValue, error: string, durationMs: number): CompletionEvent {
+    this.finished = true;
+    return {
+      type: "completion",
+      status,
+      is_error: status !== "succeeded",
+      result: null,
+      error,
+      cost_usd: 0,
+      duration_ms: Math.max(0, Math.round(durationMs)),
+      usage: zeroUsage(),
+      claude_session_id: this.sessionId,
+      last_message_uuid: this.lastMessageUuid,
+    };
+  }
+
+  private state(messageId: string): MessageState {
+    let state = this.messages.get(messageId);
+    if (!state) {
+      state = { text: { text: "", consumed: 0 }, thinking: { text: "", consumed: 0 } };
+      this.messages.set(messageId, state);
+    }
+    return state;
+  }
+
+  private messageKey(scope: string, id: string | undefined): string {
+    return id ?? this.currentMessage.get(scope) ?? `scope:${scope}`;
+  }
+
+  private streamEvent(line: Json, event: Json, parent: string | null): BridgeEvent[] {
+    const scope = parent ?? "";
+    switch (event.type) {
+      case "message_start": {
+        const message = isRecord(event.message) ? event.message : {};
+        const id = str(message.id) ?? str(line.api_message_id);
+        const previous = this.currentMessage.get(scope);
+        // Whole blocks of the previous message have all arrived by now.
+        if (previous !== undefined && previous !== id) this.messages.delete(previous);
+        if (id !== undefined) this.currentMessage.set(scope, id);
+        if (parent === null) this.noteUsage(message);
+        return [];
+      }
+      case "content_block_start": {
+        const block = isRecord(event.content_block) ? event.content_block : {};
+        const id = str(block.id);
+        const name = str(block.name);
+        // AskUserQuestion waits for its complete input: it may be a question, not a status.
+        if (block.type !== "tool_use" || !id || !name || name === ASK_USER_QUESTION) return [];
+        return this.status(id, name, parent);
+      }
+      case "content_block_delta": {
+        const delta = isRecord(event.delta) ? event.delta : {};
+        const key = this.messageKey(scope, str(line.api_message_id));
+        if (delta.type === "text_delta" && typeof delta.text === "string" && delta.text) {
+          this.state(key).text.text += delta.text;
+          return [withParent({ type: "text_delta", text: delta.text }, parent)];
+        }
+        if (
+          delta.type === "thinking_delta" &&
+          typeof delta.thinking === "string" &&
+          delta.thinking
+        ) {
+          this.state(key).thinking.text += delta.thinking;
+          return [withParent({ type: "reasoning", text: delta.thinking }, parent)];
+        }
+        return [];
+      }
+      default:
+        return [];
+    }
+  }
+
+  private assistant(line: Json, parent: string | null): BridgeEvent[] {
+    const message = isRecord(line.message) ? line.message : {};
+    const uuid = str(line.uuid);
+    if (parent === null && uuid) this.lastMessageUuid = uuid;
+    if (parent === null && message.model !== "<synthetic>") this.noteUsage(message);
+    // An API error comes as a synthetic assistant message; its text is the completion's error,
+    // not something the model said.
+    if (line.is_api_error_message === true) return [];
+    const key = this.messageKey(parent ?? "", str(message.id));
+    const content = Array.isArray(message.content) ? message.content : [];
+    const events: BridgeEvent[] = [];
+    for (const block of content) {
+      if (!isRecord(block)) continue;
+      if (block.type === "text" && typeof block.text === "string") {
+        const text = this.unstreamed(this.state(key).text, block.text);
+        if (text) events.push(withParent({ type: "text_delta", text }, parent));
+      } else if (block.type === "thinking" && typeof block.thinking === "string") {
+        const text = this.unstreamed(this.state(key).thinking, block.thinking);
+        if (text) events.push(withParent({ type: "reasoning", text }, parent));
+      } else if (block.type === "tool_use") {
+        events.push(...this.toolUse(block, parent));
+      }
+    }
+    return events;
+  }
+
+  /** The part of a whole block that the deltas have not already emitted. */
+  private unstreamed(streamed: Streamed, whole: string): string {
+    const rest = streamed.text.slice(streamed.consumed);
+    if (rest.length === 0) return whole;
+    if (whole.startsWith(rest)) {
+      streamed.consumed = streamed.text.length;
+      return whole.slice(rest.length);
+    }
+    if (rest.startsWith(whole)) {
+      streamed.consumed += whole.length;
+      return "";
+    }
+    // The deltas and the block disagree: what streamed stands, nothing is sent twice.
+    streamed.consumed = streamed.text.length;
+    return "";
+  }
+
+  private toolUse(block: Json, parent: string | null): BridgeEvent[] {
+    const id = str(block.id);
+    const name = str(block.name);
+    if (!id || !name) return [];
+    const events: BridgeEvent[] = [];
+    const questions = name === ASK_USER_QUESTION ? parseQuestions(block.input) : [];
+    if (questions.length > 0) {
+      if (!this.questionSent.has(id)) {
+        this.questionSent.add(id);
+        this.statusSent.add(id);
+        events.push(withParent({ type: "user_question", tool_use_id: id, questions }, parent));
+      }
+    } else {
+      events.push(...this.status(id, name, parent));
+    }
+    if (!this.toolCallSent.has(id)) {
+      this.toolCallSent.add(id);
+      events.push(
+        withParent(
+          {
+            type: "tool_call",
+            tool_use_id: id,
+            tool_name: name,
+            kind: toolKind(name),
+            input: block.input ?? {},
+          },
+          parent,
+        ),
+      );
+    }
+    return events;
+  }
+
+  private status(id: string, name: string, parent: string | null): BridgeEvent[] {
+    if (this.statusSent.has(id)) return [];
+    this.statusSent.add(id);
+    return [
+      withParent(
+        { type: "status", message: toolStatusMessage(name), tool_name: name, tool_use_id: id },
+        parent,
+      ),
+    ];
+  }
+
+  private user(line: Json, parent: string | null): BridgeEvent[] {
+    const uuid = str(line.uuid);
+    if (parent === null && uuid) this.lastMessageUuid = uuid;
+    const message = isRecord(line.message) ? line.message : {};
+    if (!Array.isArray(message.content)) return [];
+    const events: BridgeEvent[] = [];
+    for (const block of message.content) {
+      if (!isRecord(block) || block.type !== "tool_result") continue;
+      const id = str(block.tool_use_id);
+      if (!id) continue;
+      const { content, truncated } = cut(toolResultText(block.content), this.maxToolResultChars);
+      events.push(
+        withParent(
+          {
+            type: "tool_result",
+            tool_use_id: id,
+            is_error: block.is_error === true,
+            content,
+            truncated,
+          },
+          parent,
+        ),
+      );
+    }
+    return events;
+  }
+
+  private noteUsage(message: Json): void {
+    const model = str(message.model);
+    if (model) this.lastModel = model;
+    if (!isRecord(message.usage)) return;
+    const u = message.usage;
+    this.contextUsed =
+      int(u.input_tokens) + int(u.cache_read_input_tokens) + int(u.cache_creation_input_tokens);
+  }
+
+  private rateLimitInfo(line: Json): Record<string, unknown> {
+    if (isRecord(line.rate_limit_info)) return line.rate_limit_info;
+    const { type: _type, uuid: _uuid, session_id: _sid, ...rest } = line;
+    return rest;
+  }
+
+  /** The context window of the model that answered last (else the largest one reported). */
+  private contextSize(modelUsage: unknown): number | undefined {
+    if (!isRecord(modelUsage)) return undefined;
+    const of = (m: unknown) => (isRecord(m) ? int(m.contextWindow) : 0);
+    const own = this.lastModel !== undefined ? of(modelUsage[this.lastModel]) : 0;
+    if (own > 0) return own;
+    const largest = Math.max(0, ...Object.values(modelUsage).map(of));
+    return largest > 0 ? largest : undefined;
+  }
+
+  private result(line: Json): BridgeEvent[] {
+    this.finished = true;
+    const events: BridgeEvent[] = [];
+    const size = this.contextSize(line.modelUsage);
+    if (size !== undefined && this.contextUsed !== undefined) {
+      events.push({ type: "context_window", used: this.contextUsed, size });
+    }
+    const subtype = str(line.subtype);
+    const failed = line.is_error === true || (subtype !== undefined && subtype !== "success");
+    const text = str(line.result);
+    const errors = Array.isArray(line.errors)
+      ? line.errors.filter((e) => typeof e === "string")
+      : [];
+    const error = failed
+      ? text || errors.join("\n") || `claude CLI reported ${subtype ?? "an error"}`
+      : null;
+    const u = isRecord(line.usage) ? line.usage : {};
+    const cost = runCost(line);
+    events.push({
+      type: "completion",
+      status: failed ? "failed" : "succeeded",
+      is_error: failed,
+      result: failed ? null : (text ?? null),
+      error,
+      cost_usd: cost,
+      duration_ms:
+        typeof line.duration_ms === "number" ? int(line.duration_ms) : Math.round(this.elapsedMs()),
+      usage: {
+        input_tokens: int(u.input_tokens),
+        output_tokens: int(u.output_tokens),
+        cache_read_tokens: int(u.cache_read_input_tokens),
+        cache_creation_tokens: int(u.cache_creation_input_tokens),
+        num_turns: int(line.num_turns),
+        duration_api_ms: int(line.duration_api_ms),
+      },
+      claude_session_id: str(line.session_id) ?? this.sessionId,
+      last_message_uuid: this.lastMessageUuid,
+    });
+    return events;
+  }
+}

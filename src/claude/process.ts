@@ -1,0 +1,115 @@
+import { readdir, readFile } from "node:fs/promises";
+import type { Logger } from "../log.js";
+
+// Process-group handling for the CLI child (spawned with `detached: true`, so its pid is its
+// process group id) and the bounded stderr tail.
+
+/** Sends `signal` to every process of the group; false when the group no longer exists. */
+export function signalGroup(pgid: number, signal: NodeJS.Signals): boolean {
+  try {
+    process.kill(-pgid, signal);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ESRCH") return false;
+    throw err;
+  }
+}
+
+/**
+ * Whether any live process is left in the group. On Linux, zombies do not count: an init that
+ * does not reap orphans (common in containers) would otherwise keep a dead group "alive".
+ */
+export async function groupAlive(pgid: number): Promise<boolean> {
+  try {
+    process.kill(-pgid, 0);
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code !== "ESRCH";
+  }
+  if (process.platform !== "linux") return true;
+  const members = await liveGroupMembers(pgid);
+  return members === undefined || members.length > 0;
+}
+
+/** Pids of the group's live (non-zombie) processes, from /proc; undefined when unreadable. */
+export async function liveGroupMembers(pgid: number): Promise<number[] | undefined> {
+  let entries: string[];
+  try {
+    entries = await readdir("/proc");
+  } catch {
+    return undefined;
+  }
+  const pids = entries.filter((e) => /^\d+$/.test(e));
+  const stats = await Promise.all(
+    pids.map((pid) => readFile(`/proc/${pid}/stat`, "utf8").catch(() => undefined)),
+  );
+  const live: number[] = [];
+  stats.forEach((stat, i) => {
+    if (stat === undefined) return;
+    // Fields after the command name (which may itself contain ") "): state ppid pgrp …
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    const state = fields[0];
+    if (Number(fields[2]) === pgid && state !== "Z" && state !== "X") live.push(Number(pids[i]));
+  });
+  return live;
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+async function waitGone(pgid: number, ms: number): Promise<boolean> {
+  const deadline = performance.now() + ms;
+  for (;;) {
+    if (!(await groupAlive(pgid))) return true;
+    const left = deadline - performance.now();
+    if (left <= 0) return false;
+    await sleep(Math.min(25, left));
+  }
+}
+
+/** SIGTERM to the whole group, then SIGKILL to what is left after `graceMs`. */
+export async function terminateGroup(
+  pgid: number,
+  graceMs: number,
+  logger?: Logger,
+): Promise<void> {
+  if (!signalGroup(pgid, "SIGTERM")) return;
+  if (await waitGone(pgid, graceMs)) return;
+  logger?.warn("claude process group ignored SIGTERM; sending SIGKILL", {
+    pgid,
+    grace_ms: graceMs,
+  });
+  if (!signalGroup(pgid, "SIGKILL")) return;
+  if (!(await waitGone(pgid, 1000)))
+    logger?.error("claude process group survived SIGKILL", { pgid });
+}
+
+/** Keeps the last `maxBytes` bytes written to it. */
+export class ByteTail {
+  private chunks: Buffer[] = [];
+  private size = 0;
+
+  constructor(private readonly maxBytes: number) {}
+
+  push(chunk: Buffer): void {
+    if (this.maxBytes <= 0 || chunk.length === 0) return;
+    if (chunk.length >= this.maxBytes) {
+      this.chunks = [Buffer.from(chunk.subarray(chunk.length - this.maxBytes))];
+      this.size = this.maxBytes;
+      return;
+    }
+    this.chunks.push(chunk);
+    this.size += chunk.length;
+    // Compact once twice the bound is held: amortised linear, however small the chunks.
+    if (this.size > 2 * this.maxBytes) {
+      const all = Buffer.concat(this.chunks, this.size);
+      this.chunks = [Buffer.from(all.subarray(all.length - this.maxBytes))];
+      this.size = this.maxBytes;
+    }
+  }
+
+  text(): string {
+    const all = Buffer.concat(this.chunks, this.size);
+    const tail = all.length > this.maxBytes ? all.subarray(all.length - this.maxBytes) : all;
+    // The cut may fall inside a multibyte character; drop its undecodable remains.
+    return tail.toString("utf8").replace(/^\uFFFD+/, "");
+  }
+}

@@ -1,0 +1,132 @@
+import { describe, expect, it } from "vitest";
+import {
+  BASE_ARGS,
+  buildClaudeArgs,
+  type CommandInput,
+  userMessageLine,
+} from "../../src/claude/command.js";
+import { InvalidRunRequestError } from "../../src/claude/errors.js";
+
+const SID = "11111111-2222-3333-4444-555555555555";
+const base: CommandInput = { claudeSessionId: SID, resume: false, permissionMode: "default" };
+
+/** The value following `flag`, or undefined when the flag is absent. */
+function flagValue(args: string[], flag: string): string | undefined {
+  const i = args.indexOf(flag);
+  return i === -1 ? undefined : args[i + 1];
+}
+
+describe("buildClaudeArgs", () => {
+  it("starts with the one-shot stream-json flags and the stdio permission prompt tool", () => {
+    const args = buildClaudeArgs(base);
+    expect(args.slice(0, BASE_ARGS.length)).toEqual([
+      "-p",
+      "--input-format",
+      "stream-json",
+      "--output-format",
+      "stream-json",
+      "--verbose",
+      "--include-partial-messages",
+      "--permission-prompt-tool",
+      "stdio",
+    ]);
+  });
+
+  it("uses --session-id for a first run and --resume once the CLI session exists", () => {
+    const first = buildClaudeArgs(base);
+    expect(flagValue(first, "--session-id")).toBe(SID);
+    expect(first).not.toContain("--resume");
+    const next = buildClaudeArgs({ ...base, resume: true });
+    expect(flagValue(next, "--resume")).toBe(SID);
+    expect(next).not.toContain("--session-id");
+  });
+
+  it("adds -w with the worktree name only when given", () => {
+    expect(buildClaudeArgs(base)).not.toContain("-w");
+    expect(flagValue(buildClaudeArgs({ ...base, worktree: "sess-42" }), "-w")).toBe("sess-42");
+  });
+
+  it("refuses a worktree name that the CLI would read as a flag (-w takes an optional value)", () => {
+    expect(() => buildClaudeArgs({ ...base, worktree: "--help" })).toThrow(InvalidRunRequestError);
+    expect(() => buildClaudeArgs({ ...base, worktree: "" })).toThrow(InvalidRunRequestError);
+  });
+
+  it("refuses an empty session id", () => {
+    expect(() => buildClaudeArgs({ ...base, claudeSessionId: "" })).toThrow(InvalidRunRequestError);
+  });
+
+  it.each(["default", "acceptEdits", "auto", "plan", "dontAsk", "bypassPermissions"] as const)(
+    "passes permission mode %s as --permission-mode",
+    (mode) => {
+      const args = buildClaudeArgs({ ...base, permissionMode: mode });
+      expect(flagValue(args, "--permission-mode")).toBe(mode);
+      expect(args).not.toContain("--dangerously-skip-permissions");
+    },
+  );
+
+  it("turns the dangerously-skip-permissions mode into its own flag", () => {
+    const args = buildClaudeArgs({ ...base, permissionMode: "dangerously-skip-permissions" });
+    expect(args).toContain("--dangerously-skip-permissions");
+    expect(args).not.toContain("--permission-mode");
+  });
+
+  it("adds --effort, --model and --append-system-prompt only when set", () => {
+    const plain = buildClaudeArgs(base);
+    for (const flag of ["--effort", "--model", "--append-system-prompt"])
+      expect(plain).not.toContain(flag);
+    const args = buildClaudeArgs({
+      ...base,
+      effort: "high",
+      model: "claude-sonnet-4-5",
+      appendSystemPrompt: "Be brief.\n--help",
+    });
+    expect(flagValue(args, "--effort")).toBe("high");
+    expect(flagValue(args, "--model")).toBe("claude-sonnet-4-5");
+    // A required option value is taken as it is, even when it looks like a flag.
+    expect(flagValue(args, "--append-system-prompt")).toBe("Be brief.\n--help");
+    expect(buildClaudeArgs({ ...base, model: "", appendSystemPrompt: "" })).toEqual(plain);
+  });
+
+  it("never puts the prompt in argv: there is no prompt argument at all", () => {
+    const args = buildClaudeArgs({
+      ...base,
+      worktree: "w1",
+      effort: "low",
+      model: "m",
+      appendSystemPrompt: "s",
+    });
+    expect(args).toEqual([
+      ...BASE_ARGS,
+      "--session-id",
+      SID,
+      "-w",
+      "w1",
+      "--permission-mode",
+      "default",
+      "--effort",
+      "low",
+      "--model",
+      "m",
+      "--append-system-prompt",
+      "s",
+    ]);
+  });
+});
+
+describe("userMessageLine", () => {
+  it("is one stream-json user message line holding the prompt as text", () => {
+    const line = userMessageLine("--help");
+    expect(line.endsWith("\n")).toBe(true);
+    expect(line.slice(0, -1)).not.toContain("\n");
+    expect(line).toBe(
+      '{"type":"user","message":{"role":"user","content":[{"type":"text","text":"--help"}]},"parent_tool_use_id":null,"session_id":""}\n',
+    );
+  });
+
+  it("keeps newlines and quotes of the prompt inside the JSON string", () => {
+    const prompt = 'line 1\nline 2 "quoted"\n--dangerously-skip-permissions';
+    const line = userMessageLine(prompt);
+    expect(line.split("\n")).toHaveLength(2);
+    expect(JSON.parse(line).message.content[0].text).toBe(prompt);
+  });
+});

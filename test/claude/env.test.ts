@@ -1,0 +1,98 @@
+import { describe, expect, it } from "vitest";
+import { childEnvironment } from "../../src/claude/env.js";
+
+const source = {
+  PATH: "/usr/bin:/bin",
+  HOME: "/home/bridge",
+  USER: "bridge",
+  SHELL: "/bin/bash",
+  TMPDIR: "/tmp",
+  LANG: "C.UTF-8",
+  LC_ALL: "C.UTF-8",
+  TZ: "UTC",
+  TERM: "xterm",
+  ANTHROPIC_API_KEY: "sk-ant",
+  ANTHROPIC_BASE_URL: "http://127.0.0.1:1",
+  CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+  HTTP_PROXY: "http://proxy:3128",
+  https_proxy: "http://proxy:3128",
+  NO_PROXY: "localhost",
+  NODE_EXTRA_CA_CERTS: "/etc/ca.pem",
+  SSL_CERT_FILE: "/etc/ssl/cert.pem",
+  IS_SANDBOX: "1",
+  DISABLE_TELEMETRY: "1",
+  // Not for the child:
+  DATABASE_URL: "postgres://secret",
+  AGENT_BRIDGE_ADMIN_TOKEN: "secret",
+  AGENT_BRIDGE_CLAUDE_TIMEOUT_SECONDS: "600",
+  GITHUB_TOKEN: "ghp_secret",
+  AWS_SECRET_ACCESS_KEY: "aws-secret",
+  GOOGLE_APPLICATION_CREDENTIALS: "/gcp.json",
+  CLOUD_ML_REGION: "us-east5",
+  NODE_OPTIONS: "--inspect",
+  UNSET: undefined,
+};
+
+describe("childEnvironment", () => {
+  it("keeps what the CLI needs: basics, locale, ANTHROPIC_*, CLAUDE_*, proxies, certificates", () => {
+    const env = childEnvironment(source, []);
+    expect(env).toEqual({
+      PATH: "/usr/bin:/bin",
+      HOME: "/home/bridge",
+      USER: "bridge",
+      SHELL: "/bin/bash",
+      TMPDIR: "/tmp",
+      LANG: "C.UTF-8",
+      LC_ALL: "C.UTF-8",
+      TZ: "UTC",
+      TERM: "xterm",
+      ANTHROPIC_API_KEY: "sk-ant",
+      ANTHROPIC_BASE_URL: "http://127.0.0.1:1",
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+      HTTP_PROXY: "http://proxy:3128",
+      https_proxy: "http://proxy:3128",
+      NO_PROXY: "localhost",
+      NODE_EXTRA_CA_CERTS: "/etc/ca.pem",
+      SSL_CERT_FILE: "/etc/ssl/cert.pem",
+      IS_SANDBOX: "1",
+      DISABLE_TELEMETRY: "1",
+    });
+  });
+
+  it("adds names from extraAllow, exact or as a PREFIX_* pattern", () => {
+    const env = childEnvironment({ ...source, MY_TOOL_A: "a", MY_TOOL_B: "b" }, [
+      "GITHUB_TOKEN",
+      "MY_TOOL_*",
+    ]);
+    expect(env.GITHUB_TOKEN).toBe("ghp_secret");
+    expect(env.MY_TOOL_A).toBe("a");
+    expect(env.MY_TOOL_B).toBe("b");
+  });
+
+  it("never passes DATABASE_URL or AGENT_BRIDGE_*, even when allow-listed", () => {
+    const env = childEnvironment(source, [
+      "DATABASE_URL",
+      "AGENT_BRIDGE_ADMIN_TOKEN",
+      "AGENT_BRIDGE_*",
+    ]);
+    expect(env.DATABASE_URL).toBeUndefined();
+    expect(Object.keys(env).filter((k) => k.startsWith("AGENT_BRIDGE_"))).toEqual([]);
+  });
+
+  it("passes cloud credentials only when the CLI is switched to that provider", () => {
+    expect(childEnvironment(source, []).AWS_SECRET_ACCESS_KEY).toBeUndefined();
+    const bedrock = childEnvironment({ ...source, CLAUDE_CODE_USE_BEDROCK: "1" }, []);
+    expect(bedrock.AWS_SECRET_ACCESS_KEY).toBe("aws-secret");
+    expect(bedrock.GOOGLE_APPLICATION_CREDENTIALS).toBeUndefined();
+    const vertex = childEnvironment({ ...source, CLAUDE_CODE_USE_VERTEX: "true" }, []);
+    expect(vertex.GOOGLE_APPLICATION_CREDENTIALS).toBe("/gcp.json");
+    expect(vertex.CLOUD_ML_REGION).toBe("us-east5");
+    expect(vertex.AWS_SECRET_ACCESS_KEY).toBeUndefined();
+    const off = childEnvironment({ ...source, CLAUDE_CODE_USE_BEDROCK: "0" }, []);
+    expect(off.AWS_SECRET_ACCESS_KEY).toBeUndefined();
+  });
+
+  it("does not read process.env: the result depends only on its arguments", () => {
+    expect(childEnvironment({}, ["PATH"])).toEqual({});
+  });
+});

@@ -1,0 +1,581 @@
+import { readdirSync, readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { describe, expect, it } from "vitest";
+import { StreamMapper } from "../../src/claude/mapper.js";
+import { BridgeEvent } from "../../src/events.js";
+import {
+  assistant,
+  messageStart,
+  QUESTION_INPUT,
+  result,
+  SESSION_ID,
+  streamEvent,
+  streamedText,
+  systemInit,
+  textDelta,
+  thinkingDelta,
+  toolResult,
+  toolUse,
+  toolUseStart,
+} from "../support/stream-json-lines.js";
+
+type Json = Record<string, unknown>;
+
+function mapAll(lines: Json[], mapper = new StreamMapper()): BridgeEvent[] {
+  return lines.flatMap((l) => mapper.push(l));
+}
+
+const texts = (events: BridgeEvent[]) =>
+  events.flatMap((e) => (e.type === "text_delta" && !e.parent_tool_use_id ? [e.text] : []));
+
+describe("StreamMapper: text", () => {
+  it("emits each partial text delta as a text_delta, and the repeated whole block adds nothing", () => {
+    const events = mapAll([systemInit(), ...streamedText("m1", ["Hel", "lo ", "world"])]);
+    expect(events).toEqual([
+      { type: "text_delta", text: "Hel" },
+      { type: "text_delta", text: "lo " },
+      { type: "text_delta", text: "world" },
+    ]);
+  });
+
+  it("emits the whole text block when no partial deltas came for it", () => {
+    const events = mapAll([assistant("m1", [{ type: "text", text: "All at once." }])]);
+    expect(events).toEqual([{ type: "text_delta", text: "All at once." }]);
+  });
+
+  it("emits only the missing end when the deltas stopped short of the block", () => {
+    const events = mapAll([
+      messageStart("m1"),
+      textDelta("m1", 0, "Hello"),
+      assistant("m1", [{ type: "text", text: "Hello world" }]),
+    ]);
+    expect(texts(events)).toEqual(["Hello", " world"]);
+  });
+
+  it("never repeats text when deltas and block disagree", () => {
+    const events = mapAll([
+      messageStart("m1"),
+      textDelta("m1", 0, "Hi there"),
+      assistant("m1", [{ type: "text", text: "Something else" }]),
+    ]);
+    expect(texts(events)).toEqual(["Hi there"]);
+  });
+
+  it("matches several text blocks of one message in order (blocks after all deltas)", () => {
+    const events = mapAll([
+      messageStart("m1"),
+      textDelta("m1", 0, "First. "),
+      textDelta("m1", 2, "Second."),
+      assistant("m1", [
+        { type: "text", text: "First. " },
+        toolUse("t1", "Read", { file_path: "/a" }),
+        { type: "text", text: "Second." },
+      ]),
+    ]);
+    expect(texts(events)).toEqual(["First. ", "Second."]);
+  });
+
+  it("keeps messages apart: a streamed message does not swallow the next, unstreamed one", () => {
+    const events = mapAll([
+      ...streamedText("m1", ["Same text"]),
+      assistant("m2", [{ type: "text", text: "Same text" }]),
+    ]);
+    expect(texts(events)).toEqual(["Same text", "Same text"]);
+  });
+
+  it("does not emit the synthetic text of an API error message (the completion carries it)", () => {
+    const line = {
+      ...assistant("e1", [{ type: "text", text: "API Error: 400 bad" }], { model: "<synthetic>" }),
+      is_api_error_message: true,
+    };
+    expect(mapAll([line])).toEqual([]);
+  });
+});
+
+describe("StreamMapper: reasoning", () => {
+  it("maps thinking deltas to reasoning, and the whole thinking block only when it was not streamed", () => {
+    const streamed = mapAll([
+      messageStart("m1"),
+      thinkingDelta("m1", 0, "hmm "),
+      thinkingDelta("m1", 0, "ok"),
+      assistant("m1", [{ type: "thinking", thinking: "hmm ok", signature: "x" }]),
+    ]);
+    expect(streamed).toEqual([
+      { type: "reasoning", text: "hmm " },
+      { type: "reasoning", text: "ok" },
+    ]);
+    const whole = mapAll([
+      assistant("m2", [{ type: "thinking", thinking: "all", signature: "x" }]),
+    ]);
+    expect(whole).toEqual([{ type: "reasoning", text: "all" }]);
+  });
+});
+
+describe("StreamMapper: tools", () => {
+  it("emits a status when a tool_use block starts streaming, then the tool_call with its input", () => {
+    const events = mapAll([
+      messageStart("m1"),
+      toolUseStart("m1", 0, "toolu_1", "Bash"),
+      assistant("m1", [toolUse("toolu_1", "Bash", { command: "ls" })]),
+    ]);
+    expect(events).toEqual([
+      { type: "status", message: "Using Bash…", tool_name: "Bash", tool_use_id: "toolu_1" },
+      {
+        type: "tool_call",
+        tool_use_id: "toolu_1",
+        tool_name: "Bash",
+        kind: "bash",
+        input: { command: "ls" },
+      },
+    ]);
+  });
+
+  it("emits the status from the assistant block when nothing was streamed, once per tool_use id", () => {
+    const line = assistant("m1", [toolUse("toolu_1", "Edit", { file_path: "/a" })]);
+    const events = mapAll([line, line]);
+    expect(events.map((e) => e.type)).toEqual(["status", "tool_call"]);
+  });
+
+  it.each([
+    ["Bash", "bash"],
+    ["Edit", "edit"],
+    ["Write", "edit"],
+    ["Read", "read"],
+    ["Grep", "search"],
+    ["Glob", "search"],
+    ["WebFetch", "web"],
+    ["WebSearch", "web"],
+    ["Task", "task"],
+    ["TodoWrite", "todo"],
+    ["mcp__github__create_issue", "mcp"],
+    ["SomethingNew", "other"],
+  ])("gives tool %s the kind %s", (name, kind) => {
+    const events = mapAll([assistant("m1", [toolUse("t", name, {})])]);
+    expect(events.find((e) => e.type === "tool_call")).toMatchObject({ kind });
+  });
+
+  it("turns AskUserQuestion with questions into one user_question (no status)", () => {
+    const events = mapAll([
+      messageStart("m1"),
+      toolUseStart("m1", 0, "toolu_q", "AskUserQuestion"),
+      assistant("m1", [toolUse("toolu_q", "AskUserQuestion", QUESTION_INPUT)]),
+    ]);
+    expect(events.filter((e) => e.type === "status")).toEqual([]);
+    expect(events.filter((e) => e.type === "user_question")).toEqual([
+      {
+        type: "user_question",
+        tool_use_id: "toolu_q",
+        questions: [
+          {
+            question: "Which approach?",
+            header: "Approach",
+            options: [
+              { label: "A", description: "first" },
+              { label: "B", description: "second" },
+            ],
+            multi_select: false,
+          },
+        ],
+      },
+    ]);
+  });
+
+  it("maps multiSelect to multi_select and keeps options without description", () => {
+    const input = {
+      questions: [{ question: "Which?", options: [{ label: "x" }], multiSelect: true }],
+    };
+    const events = mapAll([assistant("m1", [toolUse("q", "AskUserQuestion", input)])]);
+    expect(events.find((e) => e.type === "user_question")).toMatchObject({
+      questions: [{ question: "Which?", options: [{ label: "x" }], multi_select: true }],
+    });
+  });
+
+  it("treats AskUserQuestion without questions as an ordinary status", () => {
+    const events = mapAll([assistant("m1", [toolUse("q", "AskUserQuestion", {})])]);
+    expect(events[0]).toEqual({
+      type: "status",
+      message: "Using AskUserQuestion…",
+      tool_name: "AskUserQuestion",
+      tool_use_id: "q",
+    });
+    expect(events.some((e) => e.type === "user_question")).toBe(false);
+  });
+
+  it("emits a question exactly once whether the tool_use block or the control request comes first", () => {
+    const blockFirst = new StreamMapper();
+    const fromBlock = blockFirst.push(
+      assistant("m1", [toolUse("q", "AskUserQuestion", QUESTION_INPUT)]),
+    );
+    expect(fromBlock.filter((e) => e.type === "user_question")).toHaveLength(1);
+    expect(blockFirst.questionFromControl("q", QUESTION_INPUT)).toBeUndefined();
+
+    const controlFirst = new StreamMapper();
+    expect(controlFirst.questionFromControl("q", QUESTION_INPUT)).toMatchObject({
+      type: "user_question",
+    });
+    const later = controlFirst.push(
+      assistant("m1", [toolUse("q", "AskUserQuestion", QUESTION_INPUT)]),
+    );
+    expect(later.map((e) => e.type)).toEqual(["tool_call"]);
+  });
+
+  it("maps tool results, joining text blocks and cutting long content with truncated", () => {
+    const mapper = new StreamMapper({ maxToolResultChars: 10 });
+    const events = mapAll(
+      [
+        toolResult("t1", "short"),
+        toolResult("t2", [
+          { type: "text", text: "abc" },
+          { type: "image", source: {} },
+          { type: "text", text: "def" },
+        ]),
+        toolResult("t3", "0123456789ABCDEF", { isError: true }),
+      ],
+      mapper,
+    );
+    expect(events).toEqual([
+      {
+        type: "tool_result",
+        tool_use_id: "t1",
+        is_error: false,
+        content: "short",
+        truncated: false,
+      },
+      {
+        type: "tool_result",
+        tool_use_id: "t2",
+        is_error: false,
+        content: "abc\n[image",
+        truncated: true,
+      },
+      {
+        type: "tool_result",
+        tool_use_id: "t3",
+        is_error: true,
+        content: "0123456789",
+        truncated: true,
+      },
+    ]);
+  });
+
+  it("does not cut a surrogate pair in half", () => {
+    const mapper = new StreamMapper({ maxToolResultChars: 3 });
+    const [event] = mapper.push(toolResult("t", "ab😀cd"));
+    expect(event).toMatchObject({ content: "ab", truncated: true });
+  });
+});
+
+describe("StreamMapper: subagents and other lines", () => {
+  it("carries parent_tool_use_id on events of a subagent's messages", () => {
+    const parent = { parent: "toolu_task" };
+    const events = mapAll([
+      assistant("s1", [{ type: "text", text: "sub" }, toolUse("t2", "Read", {})], parent),
+      toolResult("t2", "content", parent),
+    ]);
+    expect(
+      events.map((e) => ("parent_tool_use_id" in e ? e.parent_tool_use_id : undefined)),
+    ).toEqual(["toolu_task", "toolu_task", "toolu_task", "toolu_task"]);
+  });
+
+  it("omits parent_tool_use_id on main-thread events", () => {
+    const [event] = mapAll([assistant("m", [{ type: "text", text: "x" }])]);
+    expect(event).not.toHaveProperty("parent_tool_use_id");
+  });
+
+  it("emits rate_limit events from rate_limit_event lines", () => {
+    const info = { status: "allowed_warning", resetsAt: 1_800_000_000, rateLimitType: "five_hour" };
+    const events = mapAll([
+      { type: "rate_limit_event", rate_limit_info: info, uuid: "u", session_id: SESSION_ID },
+    ]);
+    expect(events).toEqual([{ type: "rate_limit", info }]);
+  });
+
+  it("keeps system lines, control lines and unknown types internal", () => {
+    const events = mapAll([
+      systemInit(),
+      { type: "system", subtype: "api_retry", attempt: 1 },
+      { type: "control_cancel_request", request_id: "r" },
+      { type: "keep_alive" },
+      streamEvent("m1", { type: "message_stop" }),
+    ]);
+    expect(events).toEqual([]);
+  });
+});
+
+describe("StreamMapper: completion", () => {
+  it("builds the completion from the result line, with context_window just before it", () => {
+    const events = mapAll([
+      systemInit(),
+      messageStart("m1", {
+        input_tokens: 10,
+        cache_read_input_tokens: 1000,
+        cache_creation_input_tokens: 50,
+      }),
+      assistant("m1", [{ type: "text", text: "Hi" }], {
+        uuid: "last-assistant",
+        usage: { input_tokens: 10, cache_read_input_tokens: 1000, cache_creation_input_tokens: 50 },
+      }),
+      result({ result: "Hi" }),
+    ]);
+    expect(events.slice(-2)).toEqual([
+      { type: "context_window", used: 1060, size: 200_000 },
+      {
+        type: "completion",
+        status: "succeeded",
+        is_error: false,
+        result: "Hi",
+        error: null,
+        cost_usd: 0.0123,
+        duration_ms: 1234,
+        usage: {
+          input_tokens: 100,
+          output_tokens: 20,
+          cache_read_tokens: 7,
+          cache_creation_tokens: 5,
+          num_turns: 1,
+          duration_api_ms: 1000,
+        },
+        claude_session_id: SESSION_ID,
+        last_message_uuid: "last-assistant",
+      },
+    ]);
+  });
+
+  it("accepts cost_usd, counts missing usage as 0 and uses the run's clock without duration_ms", () => {
+    const mapper = new StreamMapper({ elapsedMs: () => 42.4 });
+    const [completion] = mapper.push({
+      type: "result",
+      subtype: "success",
+      is_error: false,
+      cost_usd: 0.5,
+      result: "x",
+    });
+    expect(completion).toMatchObject({
+      cost_usd: 0.5,
+      duration_ms: 42,
+      usage: {
+        input_tokens: 0,
+        output_tokens: 0,
+        cache_read_tokens: 0,
+        cache_creation_tokens: 0,
+        num_turns: 0,
+        duration_api_ms: 0,
+      },
+      claude_session_id: null,
+      last_message_uuid: null,
+    });
+  });
+
+  it("takes a resumed run's own cost from model_usage_since_last_result, not the session total", () => {
+    // As in resume-2.ndjson: total_cost_usd and modelUsage are the session's running totals.
+    const [completion] = mapAll([
+      result({
+        total_cost_usd: 0.0016,
+        modelUsage: { a: { costUSD: 0.0016, contextWindow: 1000 } },
+        model_usage_since_last_result: { a: { costUSD: 0.0008 }, b: { costUSD: 0.0001 } },
+      }),
+    ]).filter((e) => e.type === "completion");
+    expect(completion?.type === "completion" && completion.cost_usd).toBeCloseTo(0.0009, 10);
+  });
+
+  it("fails with the CLI's message when the result has is_error", () => {
+    const [completion] = mapAll([result({ is_error: true, result: "API Error: 400 bad" })]).filter(
+      (e) => e.type === "completion",
+    );
+    expect(completion).toMatchObject({
+      status: "failed",
+      is_error: true,
+      error: "API Error: 400 bad",
+      result: null,
+    });
+  });
+
+  it("fails with the errors list or the subtype for error results without text", () => {
+    const withErrors = mapAll([
+      { type: "result", subtype: "error_during_execution", is_error: true, errors: ["boom"] },
+    ]);
+    expect(withErrors[0]).toMatchObject({ status: "failed", error: "boom" });
+    const bare = mapAll([{ type: "result", subtype: "error_max_turns", is_error: true }]);
+    expect(bare[0]).toMatchObject({
+      status: "failed",
+      error: "claude CLI reported error_max_turns",
+    });
+  });
+
+  it("takes last_message_uuid from the last main-thread assistant or user line, not the result", () => {
+    const events = mapAll([
+      assistant("m1", [toolUse("t1", "Bash", {})], { uuid: "a1" }),
+      toolResult("t1", "ok", { uuid: "u1" }),
+      assistant("s1", [{ type: "text", text: "sub" }], { uuid: "sub-1", parent: "t1" }),
+      result(),
+    ]);
+    expect(events.at(-1)).toMatchObject({ last_message_uuid: "u1" });
+  });
+
+  it("maps nothing after the completion", () => {
+    const mapper = new StreamMapper();
+    mapper.push(result());
+    expect(mapper.done).toBe(true);
+    expect(mapper.push(assistant("m9", [{ type: "text", text: "late" }]))).toEqual([]);
+  });
+
+  it("builds failure completions with what the run learned (session id, last message)", () => {
+    const mapper = new StreamMapper();
+    mapAll([systemInit(), assistant("m1", [{ type: "text", text: "a" }], { uuid: "a1" })], mapper);
+    expect(mapper.failure("timed_out", "timed out", 1500.6)).toEqual({
+      type: "completion",
+      status: "timed_out",
+      is_error: true,
+      result: null,
+      error: "timed out",
+      cost_usd: 0,
+      duration_ms: 1501,
+      usage: {
+        input_tokens: 0,
+        output_tokens: 0,
+        cache_read_tokens: 0,
+        cache_creation_tokens: 0,
+        num_turns: 0,
+        duration_api_ms: 0,
+      },
+      claude_session_id: SESSION_ID,
+      last_message_uuid: "a1",
+    });
+  });
+});
+
+// Captured output of the real CLI (2.1.328) against the mock Messages API; see the README there.
+const FIXTURES = resolve(import.meta.dirname, "../fixtures/stream-json");
+const fixtureFiles = (() => {
+  try {
+    return readdirSync(FIXTURES)
+      .filter((f) => f.endsWith(".ndjson"))
+      .sort();
+  } catch {
+    return [];
+  }
+})();
+
+function readFixture(name: string): Json[] {
+  return readFileSync(join(FIXTURES, name), "utf8")
+    .split("\n")
+    .filter((l) => l.trim())
+    .map((l) => JSON.parse(l) as Json);
+}
+
+const isRecord = (v: unknown): v is Json =>
+  typeof v === "object" && v !== null && !Array.isArray(v);
+const contentOf = (line: Json): Json[] =>
+  isRecord(line.message) && Array.isArray(line.message.content)
+    ? line.message.content.filter(isRecord)
+    : [];
+
+/** A run's own cost per the fixtures' README: the sum of model_usage_since_last_result costs. */
+function ownCost(res: Json): number {
+  const since = isRecord(res.model_usage_since_last_result)
+    ? res.model_usage_since_last_result
+    : {};
+  const costs = Object.values(since).flatMap((m) =>
+    isRecord(m) && typeof m.costUSD === "number" ? [m.costUSD] : [],
+  );
+  return costs.length > 0 ? costs.reduce((a, b) => a + b, 0) : Number(res.total_cost_usd ?? 0);
+}
+
+describe("StreamMapper on captured real CLI output", () => {
+  it("has fixtures to check", () => {
+    expect(fixtureFiles.length).toBeGreaterThan(0);
+  });
+
+  it.each(fixtureFiles)("%s maps consistently with its lines", (name) => {
+    const lines = readFixture(name);
+    // Control requests go to the runner, which asks the mapper for the question (as it would).
+    const mapper = new StreamMapper();
+    const events: BridgeEvent[] = [];
+    for (const line of lines) {
+      if (
+        line.type === "control_request" &&
+        isRecord(line.request) &&
+        line.request.tool_name === "AskUserQuestion"
+      ) {
+        const q = mapper.questionFromControl(String(line.request.tool_use_id), line.request.input);
+        if (q) events.push(q);
+      }
+      events.push(...mapper.push(line));
+    }
+
+    // Every event is a valid BridgeEvent; exactly one completion, and it is last.
+    for (const e of events) expect(BridgeEvent.safeParse(e).success).toBe(true);
+    expect(events.filter((e) => e.type === "completion")).toHaveLength(1);
+    const completion = events.at(-1);
+    if (completion?.type !== "completion") throw new Error("completion is not last");
+
+    const assistants = lines.filter(
+      (l) => l.type === "assistant" && l.is_api_error_message !== true,
+    );
+    const mainMessages = lines.filter(
+      (l) => (l.type === "assistant" || l.type === "user") && l.parent_tool_use_id === null,
+    );
+
+    // Text: the streamed deltas equal the whole blocks, never doubled.
+    const blockText = assistants
+      .flatMap((l) =>
+        contentOf(l)
+          .filter((b) => b.type === "text")
+          .map((b) => b.text),
+      )
+      .join("");
+    expect(texts(events).join("")).toBe(blockText);
+    const thinking = assistants
+      .flatMap((l) =>
+        contentOf(l)
+          .filter((b) => b.type === "thinking")
+          .map((b) => b.thinking),
+      )
+      .join("");
+    expect(events.flatMap((e) => (e.type === "reasoning" ? [e.text] : [])).join("")).toBe(thinking);
+
+    // Tools: one status (or user_question) and one tool_call per tool_use; one tool_result per result block.
+    const toolUses = assistants.flatMap((l) => contentOf(l).filter((b) => b.type === "tool_use"));
+    for (const t of toolUses) {
+      const announced = events.filter(
+        (e) => (e.type === "status" || e.type === "user_question") && e.tool_use_id === t.id,
+      );
+      expect(announced).toHaveLength(1);
+      expect(announced[0]?.type).toBe(t.name === "AskUserQuestion" ? "user_question" : "status");
+      expect(events.filter((e) => e.type === "tool_call" && e.tool_use_id === t.id)).toHaveLength(
+        1,
+      );
+    }
+    const resultBlocks = lines
+      .filter((l) => l.type === "user")
+      .flatMap((l) => contentOf(l).filter((b) => b.type === "tool_result"));
+    expect(events.filter((e) => e.type === "tool_result")).toHaveLength(resultBlocks.length);
+
+    // Completion: straight from the result line.
+    const res = lines.find((l) => l.type === "result");
+    if (!res) throw new Error(`${name} has no result line`);
+    const usage = res.usage as Json;
+    expect(completion).toMatchObject({
+      status: res.is_error ? "failed" : "succeeded",
+      is_error: res.is_error,
+      result: res.is_error ? null : res.result,
+      error: res.is_error ? res.result : null,
+      cost_usd: ownCost(res),
+      duration_ms: res.duration_ms,
+      usage: {
+        input_tokens: usage.input_tokens,
+        output_tokens: usage.output_tokens,
+        cache_read_tokens: usage.cache_read_input_tokens,
+        cache_creation_tokens: usage.cache_creation_input_tokens,
+        num_turns: res.num_turns,
+        duration_api_ms: res.duration_api_ms,
+      },
+      claude_session_id: res.session_id,
+      last_message_uuid: mainMessages.at(-1)?.uuid ?? null,
+    });
+    // The context window comes with a successful answer (errors report no model usage).
+    if (!res.is_error) {
+      expect(events.at(-2)).toMatchObject({ type: "context_window", size: 1_000_000 });
+    }
+  });
+});

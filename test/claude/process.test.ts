@@ -1,0 +1,54 @@
+import { spawn } from "node:child_process";
+import { describe, expect, it } from "vitest";
+import {
+  ByteTail,
+  groupAlive,
+  liveGroupMembers,
+  terminateGroup,
+} from "../../src/claude/process.js";
+
+describe("ByteTail", () => {
+  it("keeps the last maxBytes bytes across many small chunks", () => {
+    const tail = new ByteTail(10);
+    for (let i = 0; i < 1000; i++) tail.push(Buffer.from(String(i % 10)));
+    expect(tail.text()).toBe("0123456789");
+  });
+
+  it("keeps the end of one chunk larger than the bound", () => {
+    const tail = new ByteTail(4);
+    tail.push(Buffer.from("abcdefgh"));
+    expect(tail.text()).toBe("efgh");
+  });
+
+  it("drops the remains of a multibyte character cut by the bound", () => {
+    const tail = new ByteTail(5);
+    tail.push(Buffer.from("xx漢字")); // 2 + 3 + 3 bytes: the cut falls inside 漢
+    expect(tail.text()).toBe("字");
+  });
+
+  it("keeps nothing with a bound of 0", () => {
+    const tail = new ByteTail(0);
+    tail.push(Buffer.from("abc"));
+    expect(tail.text()).toBe("");
+  });
+});
+
+describe("process group helpers", () => {
+  it("terminateGroup kills a detached group and its children; groupAlive then says so", async () => {
+    const child = spawn("sh", ["-c", "sleep 30 & sleep 30"], { detached: true, stdio: "ignore" });
+    const pgid = child.pid ?? 0;
+    await new Promise((r) => setTimeout(r, 100));
+    expect(await groupAlive(pgid)).toBe(true);
+    expect((await liveGroupMembers(pgid))?.length).toBeGreaterThanOrEqual(2);
+    await terminateGroup(pgid, 500);
+    expect(await groupAlive(pgid)).toBe(false);
+  });
+
+  it("terminateGroup returns at once for a group that no longer exists", async () => {
+    const child = spawn("true", [], { detached: true, stdio: "ignore" });
+    await new Promise((r) => child.once("exit", r));
+    const started = performance.now();
+    await terminateGroup(child.pid ?? 0, 5000);
+    expect(performance.now() - started).toBeLessThan(1000);
+  });
+});

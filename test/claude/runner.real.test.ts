@@ -1,0 +1,380 @@
+import { randomUUID } from "node:crypto";
+import { existsSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { ASK_DENY_MESSAGE } from "../../src/claude/control.js";
+import { type RunnerConfig, type RunRequest, runClaude } from "../../src/claude/runner.js";
+import { BridgeEvent, type CompletionEvent } from "../../src/events.js";
+import {
+  BRIDGE_FLAGS,
+  CLAUDE_BIN,
+  type ClaudeEnv,
+  makeClaudeEnv,
+  runCli,
+} from "../support/claude-env.js";
+import {
+  type MessagesBody,
+  type MockAnthropic,
+  type MockTurn,
+  startMockAnthropic,
+} from "../support/mock-anthropic.js";
+
+// The runner (src/claude/runner.ts) driving the real `claude` binary against the mock Messages
+// API: what a client would see, checked against what the model was sent and what the CLI said.
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function setup(): Promise<{ mock: MockAnthropic; ce: ClaudeEnv; config: RunnerConfig }> {
+  const mock = await startMockAnthropic();
+  const ce = await makeClaudeEnv(mock.url);
+  cleanups.push(
+    () => mock.close(),
+    () => ce.cleanup(),
+  );
+  const config: RunnerConfig = {
+    bin: CLAUDE_BIN,
+    env: ce.env,
+    timeoutMs: 45_000,
+    idleTimeoutMs: 30_000,
+    maxLineBytes: 16 * 1024 * 1024,
+    stderrTailBytes: 64 * 1024,
+    killGraceMs: 2000,
+  };
+  return { mock, ce, config };
+}
+
+function request(ce: ClaudeEnv, prompt: string, extra: Partial<RunRequest> = {}): RunRequest {
+  return {
+    prompt,
+    claudeSessionId: randomUUID(),
+    resume: false,
+    permissionMode: "bypassPermissions",
+    cwd: ce.cwd,
+    ...extra,
+  };
+}
+
+async function collect(req: RunRequest, config: RunnerConfig, signal?: AbortSignal) {
+  const events: BridgeEvent[] = [];
+  for await (const e of runClaude(req, config, signal)) events.push(e);
+  // Every event the runner yields is a valid BridgeEvent.
+  for (const e of events) expect(() => BridgeEvent.parse(e)).not.toThrow();
+  const completions = events.filter((e): e is CompletionEvent => e.type === "completion");
+  expect(completions).toHaveLength(1);
+  expect(events.at(-1)?.type).toBe("completion");
+  return { events, completion: completions[0] as CompletionEvent };
+}
+
+const of = <T extends BridgeEvent["type"]>(events: BridgeEvent[], type: T) =>
+  events.filter((e): e is Extract<BridgeEvent, { type: T }> => e.type === type);
+
+function userTexts(body: MessagesBody | undefined): string[] {
+  return (body?.messages ?? [])
+    .filter((m) => m.role === "user")
+    .flatMap((m) =>
+      typeof m.content === "string" ? [{ type: "text", text: m.content }] : m.content,
+    )
+    .filter((c) => c.type === "text")
+    .map((c) => String(c.text));
+}
+
+const QUESTIONS = [
+  {
+    question: "Which database should I use?",
+    header: "Database",
+    multiSelect: false,
+    options: [
+      { label: "Postgres", description: "A server" },
+      { label: "SQLite", description: "A file" },
+    ],
+  },
+];
+
+describe("runClaude with the real CLI", () => {
+  it("streams text as several text_deltas that add up to the model's text exactly", async () => {
+    const { mock, ce, config } = await setup();
+    const text = "Héllo — this reply streams in pieces, with unicode ✓ and\nnew lines.";
+    mock.script({ blocks: [{ type: "text", text }] });
+    const { events, completion } = await collect(request(ce, "Say hello"), config);
+    const deltas = of(events, "text_delta");
+    expect(deltas.length).toBeGreaterThan(2);
+    expect(deltas.map((d) => d.text).join("")).toBe(text);
+    expect(completion).toMatchObject({
+      status: "succeeded",
+      is_error: false,
+      result: text,
+      error: null,
+    });
+  });
+
+  it("reports the usage the mock sent and the cost the CLI computed", async () => {
+    const { mock, ce, config } = await setup();
+    const usage = {
+      input_tokens: 1200,
+      output_tokens: 45,
+      cache_read_input_tokens: 800,
+      cache_creation_input_tokens: 300,
+    };
+    const turn: MockTurn = { blocks: [{ type: "text", text: "Counted." }], usage };
+    mock.script(turn);
+    const req = request(ce, "Count");
+    const { completion } = await collect(req, config);
+    expect(completion.usage).toMatchObject({
+      input_tokens: 1200,
+      output_tokens: 45,
+      cache_read_tokens: 800,
+      cache_creation_tokens: 300,
+      num_turns: 1,
+    });
+    expect(completion.claude_session_id).toBe(req.claudeSessionId);
+    expect(completion.last_message_uuid).toMatch(/^[0-9a-f-]{36}$/);
+
+    // The same turn straight through the CLI: its result line's cost is the completion's.
+    mock.script(turn);
+    const direct = await runCli(ce, {
+      args: [
+        ...BRIDGE_FLAGS,
+        "--session-id",
+        randomUUID(),
+        "--permission-mode",
+        "bypassPermissions",
+      ],
+      prompt: "Count",
+    });
+    const result = direct.lines.find((l) => l.type === "result");
+    expect(result?.total_cost_usd).toBeGreaterThan(0);
+    expect(completion.cost_usd).toBe(result?.total_cost_usd);
+  });
+
+  it("runs a Bash tool for real, reports its status and sums usage over both turns", async () => {
+    const { mock, ce, config } = await setup();
+    mock.script(
+      {
+        blocks: [
+          { type: "text", text: "Writing the file." },
+          {
+            type: "tool_use",
+            name: "Bash",
+            id: "toolu_runner_bash",
+            input: { command: "echo written-by-bash > proof.txt && echo ok", description: "Write" },
+          },
+        ],
+        usage: {
+          input_tokens: 500,
+          output_tokens: 30,
+          cache_read_input_tokens: 100,
+          cache_creation_input_tokens: 50,
+        },
+      },
+      {
+        blocks: [{ type: "text", text: "Done." }],
+        usage: {
+          input_tokens: 600,
+          output_tokens: 40,
+          cache_read_input_tokens: 200,
+          cache_creation_input_tokens: 0,
+        },
+      },
+    );
+    const { events, completion } = await collect(request(ce, "Write proof.txt"), config);
+    expect(await readFile(join(ce.cwd, "proof.txt"), "utf8")).toBe("written-by-bash\n");
+    const status = of(events, "status");
+    expect(status).toEqual([
+      expect.objectContaining({ tool_name: "Bash", tool_use_id: "toolu_runner_bash" }),
+    ]);
+    expect(of(events, "tool_result")).toEqual([
+      expect.objectContaining({ tool_use_id: "toolu_runner_bash", is_error: false, content: "ok" }),
+    ]);
+    // The status comes before the tool's result and before the second turn's text.
+    const idx = (pred: (e: BridgeEvent) => boolean) => events.findIndex(pred);
+    expect(idx((e) => e.type === "status")).toBeLessThan(idx((e) => e.type === "tool_result"));
+    expect(
+      of(events, "text_delta")
+        .map((d) => d.text)
+        .join(""),
+    ).toBe("Writing the file.Done.");
+    expect(completion).toMatchObject({
+      status: "succeeded",
+      result: "Done.",
+      usage: {
+        input_tokens: 1100,
+        output_tokens: 70,
+        cache_read_tokens: 300,
+        cache_creation_tokens: 50,
+        num_turns: 2,
+      },
+    });
+    expect(mock.mainRequests()[1]?.messages.at(-1)?.content).toEqual([
+      expect.objectContaining({ type: "tool_result", tool_use_id: "toolu_runner_bash" }),
+    ]);
+  });
+
+  it("denies a tool that needs approval (permission mode default) and the run still succeeds", async () => {
+    const { mock, ce, config } = await setup();
+    mock.script(
+      {
+        blocks: [
+          {
+            type: "tool_use",
+            name: "Bash",
+            id: "toolu_runner_denied",
+            input: { command: "echo nope > denied.txt", description: "Write" },
+          },
+        ],
+      },
+      { blocks: [{ type: "text", text: "I was not allowed." }] },
+    );
+    const { events, completion } = await collect(
+      request(ce, "Write denied.txt", { permissionMode: "default" }),
+      config,
+    );
+    expect(existsSync(join(ce.cwd, "denied.txt"))).toBe(false);
+    expect(of(events, "tool_result")).toEqual([
+      expect.objectContaining({ tool_use_id: "toolu_runner_denied", is_error: true }),
+    ]);
+    expect(completion).toMatchObject({ status: "succeeded", result: "I was not allowed." });
+    const sent = mock.mainRequests()[1]?.messages.at(-1)?.content as Array<Record<string, unknown>>;
+    expect(String(sent[0]?.content)).toContain("Permission to use Bash was denied");
+  });
+
+  it("resumes a session: the model sees the first turn again", async () => {
+    const { mock, ce, config } = await setup();
+    mock.script({ blocks: [{ type: "text", text: "Noted: the secret word is PAPAYA." }] });
+    const first = request(ce, "Remember PAPAYA");
+    const one = await collect(first, config);
+    expect(one.completion.status).toBe("succeeded");
+
+    mock.script({ blocks: [{ type: "text", text: "You said PAPAYA." }] });
+    const two = await collect({ ...first, prompt: "What was the word?", resume: true }, config);
+    expect(two.completion).toMatchObject({
+      status: "succeeded",
+      result: "You said PAPAYA.",
+      claude_session_id: first.claudeSessionId,
+    });
+    const req = mock.mainRequests()[1];
+    const turns = (req?.messages ?? []).filter((m) => m.role !== "system");
+    expect(turns.map((m) => m.role)).toEqual(["user", "assistant", "user"]);
+    expect(JSON.stringify(turns[1]?.content)).toContain("Noted: the secret word is PAPAYA.");
+    expect(userTexts(req)).toEqual(
+      expect.arrayContaining(["Remember PAPAYA", "What was the word?"]),
+    );
+  });
+
+  // The CLI restores the session's cost on --resume: its result line's `total_cost_usd` is the
+  // whole session's (here twice one run's), while `usage` is this run's only. A completion's
+  // cost_usd must be this run's, or session totals count earlier runs again.
+  it("a resumed run's cost_usd is that run's cost, not the session's running total", async () => {
+    const { mock, ce, config } = await setup();
+    mock.script({ blocks: [{ type: "text", text: "One." }] });
+    const first = request(ce, "One");
+    const one = await collect(first, config);
+    mock.script({ blocks: [{ type: "text", text: "Two." }] });
+    const two = await collect({ ...first, prompt: "Two", resume: true }, config);
+    expect(one.completion.cost_usd).toBeGreaterThan(0);
+    expect(two.completion.usage).toMatchObject({ input_tokens: 100, output_tokens: 20 });
+    expect(two.completion.cost_usd).toBeCloseTo(one.completion.cost_usd, 10);
+  });
+
+  it("prompts that look like CLI flags reach the model as user text", async () => {
+    const { mock, ce, config } = await setup();
+    for (const prompt of ["--help", "--dangerously-skip-permissions"]) {
+      const { completion } = await collect(
+        request(ce, prompt, { permissionMode: "default" }),
+        config,
+      );
+      expect(completion).toMatchObject({ status: "succeeded", result: "OK." });
+      expect(userTexts(mock.mainRequests().at(-1))).toContain(prompt);
+    }
+    expect(mock.mainRequests()).toHaveLength(2);
+  });
+
+  it("an API 400 becomes exactly one failed completion with the error message", async () => {
+    const { mock, ce, config } = await setup();
+    mock.script({
+      error: {
+        status: 400,
+        type: "invalid_request_error",
+        message: "mock: this request is invalid",
+      },
+    });
+    const { events, completion } = await collect(request(ce, "Hello"), config);
+    expect(completion).toMatchObject({
+      status: "failed",
+      is_error: true,
+      result: null,
+      cost_usd: 0,
+    });
+    expect(completion.error).toContain("mock: this request is invalid");
+    // The synthetic error message is not shown as model text.
+    expect(of(events, "text_delta")).toHaveLength(0);
+  });
+
+  it("an AskUserQuestion becomes one user_question event and the turn ends with the question", async () => {
+    const { mock, ce, config } = await setup();
+    mock.script(
+      {
+        blocks: [
+          {
+            type: "tool_use",
+            name: "AskUserQuestion",
+            id: "toolu_runner_ask",
+            input: { questions: QUESTIONS },
+          },
+        ],
+      },
+      { blocks: [{ type: "text", text: "Which database: Postgres or SQLite?" }] },
+    );
+    const { events, completion } = await collect(request(ce, "Set up a database"), config);
+    expect(of(events, "user_question")).toEqual([
+      {
+        type: "user_question",
+        tool_use_id: "toolu_runner_ask",
+        questions: [
+          {
+            question: "Which database should I use?",
+            header: "Database",
+            multi_select: false,
+            options: [
+              { label: "Postgres", description: "A server" },
+              { label: "SQLite", description: "A file" },
+            ],
+          },
+        ],
+      },
+    ]);
+    expect(of(events, "status")).toHaveLength(0);
+    const sent = mock.mainRequests()[1]?.messages.at(-1)?.content as Array<Record<string, unknown>>;
+    expect(sent[0]).toMatchObject({
+      type: "tool_result",
+      is_error: true,
+      content: ASK_DENY_MESSAGE,
+    });
+    expect(completion).toMatchObject({
+      status: "succeeded",
+      result: "Which database: Postgres or SQLite?",
+    });
+  });
+
+  it("cancelling mid-stream ends with one cancelled completion", async () => {
+    const { mock, ce, config } = await setup();
+    mock.script({
+      blocks: [{ type: "text", text: "This reply streams very slowly and will be cut short." }],
+      delayMs: 400,
+    });
+    const ac = new AbortController();
+    const events: BridgeEvent[] = [];
+    const started = Date.now();
+    for await (const e of runClaude(request(ce, "Talk slowly"), config, ac.signal)) {
+      events.push(e);
+      if (e.type === "text_delta") ac.abort();
+    }
+    expect(Date.now() - started).toBeLessThan(10_000);
+    const completions = of(events, "completion");
+    expect(completions).toHaveLength(1);
+    expect(completions[0]).toMatchObject({ status: "cancelled", is_error: true });
+  });
+});

@@ -1,0 +1,534 @@
+import { execFileSync } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { buildClaudeArgs, userMessageLine } from "../../src/claude/command.js";
+import { ASK_DENY_MESSAGE } from "../../src/claude/control.js";
+import { type RunnerConfig, type RunRequest, runClaude } from "../../src/claude/runner.js";
+import type { BridgeEvent, CompletionEvent } from "../../src/events.js";
+import { createLogger } from "../../src/log.js";
+import {
+  type FakeClaude,
+  type FakeScenario,
+  fakeClaude,
+  fakeRunnerConfig,
+} from "../support/fake-claude.js";
+import {
+  assistant,
+  controlRequest,
+  QUESTION_INPUT,
+  result,
+  SESSION_ID,
+  streamedText,
+  systemInit,
+  toolResult,
+  toolUse,
+} from "../support/stream-json-lines.js";
+
+const fakes: FakeClaude[] = [];
+afterEach(async () => {
+  await Promise.all(fakes.splice(0).map((f) => f.cleanup()));
+});
+
+async function fake(scenario: FakeScenario): Promise<FakeClaude> {
+  const f = await fakeClaude(scenario);
+  fakes.push(f);
+  return f;
+}
+
+function request(f: FakeClaude, overrides: Partial<RunRequest> = {}): RunRequest {
+  return {
+    prompt: "hello",
+    claudeSessionId: SESSION_ID,
+    resume: false,
+    permissionMode: "default",
+    cwd: f.dir,
+    ...overrides,
+  };
+}
+
+async function collect(gen: AsyncGenerator<BridgeEvent>): Promise<BridgeEvent[]> {
+  const events: BridgeEvent[] = [];
+  for await (const e of gen) events.push(e);
+  return events;
+}
+
+/** Asserts that the run ended with exactly one completion, last, and returns it. */
+function completionOf(events: BridgeEvent[]): CompletionEvent {
+  const completions = events.filter((e) => e.type === "completion");
+  expect(completions).toHaveLength(1);
+  const last = events.at(-1);
+  if (last?.type !== "completion") throw new Error("last event is not the completion");
+  return last;
+}
+
+async function run(
+  scenario: FakeScenario,
+  overrides: Partial<RunnerConfig> = {},
+  req: Partial<RunRequest> = {},
+) {
+  const f = await fake(scenario);
+  const config = fakeRunnerConfig(f, overrides);
+  const started = performance.now();
+  const events = await collect(runClaude(request(f, req), config));
+  const ms = performance.now() - started;
+  return { f, events, completion: completionOf(events), ms, record: await f.record() };
+}
+
+const texts = (events: BridgeEvent[]) =>
+  events.flatMap((e) => (e.type === "text_delta" ? [e.text] : [])).join("");
+
+/** Live (non-zombie) processes of a group, from ps: independent of the runner's own check. */
+function survivors(pgid: number): string[] {
+  const out = execFileSync("ps", ["-eo", "pid=,pgid=,stat="], { encoding: "utf8" });
+  return out
+    .split("\n")
+    .map((l) => l.trim().split(/\s+/))
+    .filter(([, g, stat]) => Number(g) === pgid && stat !== undefined && !stat.startsWith("Z"))
+    .map(([pid, , stat]) => `${pid} ${stat}`);
+}
+
+const ok = (text = "Done.") => [
+  { emit: systemInit() },
+  ...streamedText("msg_1", [text.slice(0, 2), text.slice(2)]).map((emit) => ({ emit })),
+  { emit: result({ result: text }) },
+];
+
+describe("runClaude with the fake CLI", () => {
+  it("maps a successful run and ends with the result's completion", async () => {
+    const { events, completion } = await run({ steps: ok("Hello there") });
+    expect(events.filter((e) => e.type === "text_delta").map((e) => e.text)).toEqual([
+      "He",
+      "llo there",
+    ]);
+    expect(completion).toMatchObject({
+      status: "succeeded",
+      is_error: false,
+      result: "Hello there",
+      error: null,
+      cost_usd: 0.0123,
+      duration_ms: 1234,
+      usage: {
+        input_tokens: 100,
+        output_tokens: 20,
+        cache_read_tokens: 7,
+        cache_creation_tokens: 5,
+        num_turns: 1,
+        duration_api_ms: 1000,
+      },
+      claude_session_id: SESSION_ID,
+      last_message_uuid: "a-msg_1",
+    });
+  });
+
+  it("sends the prompt on stdin as exactly the user message line, never in argv, and closes stdin after the result", async () => {
+    const prompt = "--dangerously-skip-permissions\n--help";
+    const { record, completion } = await run({ steps: ok() }, {}, { prompt, model: "m1" });
+    expect(completion.status).toBe("succeeded");
+    expect(record.args).toEqual(
+      buildClaudeArgs({ ...request({} as FakeClaude, { prompt, model: "m1" }) }),
+    );
+    expect(record.args.join(" ")).not.toContain("--dangerously-skip-permissions");
+    expect(record.stdin).toEqual([userMessageLine(prompt).slice(0, -1)]);
+    expect(record.stdinEnded).toBe(true);
+  });
+
+  it("reports the process group id through onSpawn", async () => {
+    const f = await fake({ steps: ok() });
+    const pgids: number[] = [];
+    const events = await collect(
+      runClaude(request(f), fakeRunnerConfig(f, { onSpawn: (pgid) => pgids.push(pgid) })),
+    );
+    expect(completionOf(events).status).toBe("succeeded");
+    expect(pgids).toEqual([(await f.record()).pid]);
+  });
+
+  it("runs in the requested cwd with exactly the given environment", async () => {
+    const f = await fake({ steps: ok() });
+    const events = await collect(runClaude(request(f), fakeRunnerConfig(f)));
+    expect(completionOf(events).status).toBe("succeeded");
+    expect((await f.record()).cwd).toBe(f.dir);
+  });
+
+  describe("the error table", () => {
+    it("binary missing -> failed, 'claude CLI not found at <path>'", async () => {
+      const f = await fake({ steps: [] });
+      const bin = join(f.dir, "no-such-claude");
+      const events = await collect(runClaude(request(f), fakeRunnerConfig(f, { bin })));
+      expect(events).toHaveLength(1);
+      expect(completionOf(events)).toMatchObject({
+        status: "failed",
+        is_error: true,
+        error: `claude CLI not found at ${bin}`,
+        usage: { input_tokens: 0, output_tokens: 0 },
+        cost_usd: 0,
+      });
+    });
+
+    it("missing working directory -> failed naming the directory, not the CLI", async () => {
+      const f = await fake({ steps: [] });
+      const cwd = join(f.dir, "gone");
+      const events = await collect(runClaude(request(f, { cwd }), fakeRunnerConfig(f)));
+      expect(completionOf(events)).toMatchObject({
+        status: "failed",
+        error: `working directory does not exist: ${cwd}`,
+      });
+    });
+
+    it("spawn error (binary not executable) -> failed, 'could not start claude CLI'", async () => {
+      const dir = await mkdtemp(join(tmpdir(), "noexec-"));
+      const bin = join(dir, "claude");
+      await writeFile(bin, "#!/bin/sh\n", { mode: 0o644 });
+      try {
+        const f = await fake({ steps: [] });
+        const completion = completionOf(
+          await collect(runClaude(request(f), fakeRunnerConfig(f, { bin }))),
+        );
+        expect(completion.status).toBe("failed");
+        expect(completion.error).toMatch(/^could not start claude CLI at .*EACCES/);
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    });
+
+    it("exit N before any result -> failed, 'exited with code N' and the stderr tail", async () => {
+      const { completion } = await run({
+        steps: [{ emit: systemInit() }, { stderr: "Error: something broke\n" }, { exit: 3 }],
+      });
+      expect(completion.status).toBe("failed");
+      expect(completion.error).toBe("claude CLI exited with code 3\nError: something broke");
+      // What the CLI said before dying still counts.
+      expect(completion.claude_session_id).toBe(SESSION_ID);
+    });
+
+    it("keeps only the last stderrTailBytes of stderr", async () => {
+      const stderr = `${"noise ".repeat(1000)}THE END`;
+      const { completion } = await run(
+        { steps: [{ stderr }, { exit: 1 }] },
+        { stderrTailBytes: 16 },
+      );
+      expect(completion.error).toBe(`claude CLI exited with code 1\n${stderr.slice(-16).trim()}`);
+    });
+
+    it("exit 0 without a result -> failed, 'ended before emitting a result'", async () => {
+      const { completion } = await run({ steps: [{ emit: systemInit() }, { exit: 0 }] });
+      expect(completion).toMatchObject({
+        status: "failed",
+        error: "claude CLI ended before emitting a result",
+      });
+    });
+
+    it("a result with is_error -> one failed completion with the CLI's message", async () => {
+      const { events, completion } = await run({
+        steps: [
+          { emit: systemInit() },
+          {
+            emit: result({ is_error: true, result: "API Error: 400 bad thing", total_cost_usd: 0 }),
+          },
+        ],
+        exitCode: 1,
+      });
+      expect(completion).toMatchObject({
+        status: "failed",
+        is_error: true,
+        error: "API Error: 400 bad thing",
+      });
+      expect(events.filter((e) => e.type === "completion")).toHaveLength(1);
+    });
+
+    it("non-zero exit after a result -> the run stands as the result says", async () => {
+      const { completion } = await run({ steps: ok(), exitCode: 7 });
+      expect(completion).toMatchObject({ status: "succeeded", error: null, result: "Done." });
+    });
+
+    it("a result written just before the process exits is still read", async () => {
+      const { completion } = await run({ steps: [...ok(), { exit: 0 }] });
+      expect(completion.status).toBe("succeeded");
+    });
+
+    it("wall-clock timeout -> timed_out, and the group is gone", async () => {
+      const { completion, record, ms } = await run(
+        { steps: [{ emit: systemInit() }], end: "hang" },
+        { timeoutMs: 300, idleTimeoutMs: 0 },
+      );
+      expect(completion).toMatchObject({
+        status: "timed_out",
+        error: "claude CLI timed out after 0.3s",
+      });
+      expect(ms).toBeLessThan(3000);
+      expect(survivors(record.pid)).toEqual([]);
+    });
+
+    it("idle timeout -> failed with a stall message", async () => {
+      const { completion, record } = await run(
+        { steps: [{ emit: systemInit() }, { sleep: 50 }, { emit: systemInit() }], end: "hang" },
+        { idleTimeoutMs: 250 },
+      );
+      expect(completion).toMatchObject({
+        status: "failed",
+        error: "claude CLI stalled: no output for 0.3s",
+      });
+      expect(survivors(record.pid)).toEqual([]);
+    });
+
+    it("output keeps the idle timer from firing", async () => {
+      // 1.2 s of ticks every 150 ms, against a 600 ms idle limit.
+      const steps = Array.from({ length: 8 }, () => [{ sleep: 150 }, { stderr: "tick\n" }]).flat();
+      const { completion } = await run({ steps: [...steps, ...ok()] }, { idleTimeoutMs: 600 });
+      expect(completion.status).toBe("succeeded");
+    });
+
+    it("cancel via AbortSignal -> cancelled, and the group is gone", async () => {
+      const f = await fake({
+        steps: [{ emit: systemInit() }, ...streamedText("m", ["a"]).map((emit) => ({ emit }))],
+        end: "hang",
+      });
+      const controller = new AbortController();
+      const events: BridgeEvent[] = [];
+      for await (const e of runClaude(request(f), fakeRunnerConfig(f), controller.signal)) {
+        events.push(e);
+        if (e.type === "text_delta") controller.abort();
+      }
+      expect(completionOf(events)).toMatchObject({ status: "cancelled", error: "run cancelled" });
+      expect(survivors((await f.record()).pid)).toEqual([]);
+    });
+
+    it("an already aborted signal -> cancelled without starting the CLI", async () => {
+      const f = await fake({ steps: ok() });
+      const events = await collect(runClaude(request(f), fakeRunnerConfig(f), AbortSignal.abort()));
+      expect(events).toEqual([
+        expect.objectContaining({ type: "completion", status: "cancelled" }),
+      ]);
+      expect((await f.record()).pid).toBe(0);
+    });
+
+    it("an invalid request (worktree looking like a flag) -> failed without starting the CLI", async () => {
+      const f = await fake({ steps: ok() });
+      const events = await collect(runClaude(request(f, { worktree: "--x" }), fakeRunnerConfig(f)));
+      expect(completionOf(events)).toMatchObject({
+        status: "failed",
+        error: 'invalid worktree name: "--x"',
+      });
+      expect((await f.record()).pid).toBe(0);
+    });
+  });
+
+  describe("process group", () => {
+    it("a grandchild holding stdout does not hold the run: done soon after the result, no survivor", async () => {
+      const { completion, record, ms } = await run({
+        steps: [{ emit: systemInit() }, { grandchild: { seconds: 30 } }, ...ok().slice(1)],
+      });
+      expect(completion.status).toBe("succeeded");
+      expect(record.grandchildren).toHaveLength(1);
+      expect(ms).toBeLessThan(2500);
+      expect(survivors(record.pid)).toEqual([]);
+    });
+
+    it("a grandchild that ignores SIGTERM gets SIGKILL after killGraceMs", async () => {
+      const { completion, record, ms } = await run(
+        { steps: [{ grandchild: { seconds: 30, ignoreSigterm: true } }, ...ok()] },
+        { killGraceMs: 200 },
+      );
+      expect(completion.status).toBe("succeeded");
+      expect(ms).toBeGreaterThanOrEqual(200);
+      expect(ms).toBeLessThan(2500);
+      expect(survivors(record.pid)).toEqual([]);
+    });
+
+    it("a CLI that does not exit after the result is terminated after the grace period", async () => {
+      const { completion, record, ms } = await run(
+        { steps: ok(), end: "hang" },
+        { killGraceMs: 200 },
+      );
+      expect(completion.status).toBe("succeeded");
+      expect(record.stdinEnded).toBe(true);
+      expect(ms).toBeLessThan(2500);
+      expect(survivors(record.pid)).toEqual([]);
+    });
+
+    it("a CLI ignoring SIGTERM gets SIGKILL after killGraceMs", async () => {
+      const { completion, record, ms } = await run(
+        { steps: [{ ignoreSigterm: true }, { emit: systemInit() }], end: "hang" },
+        { timeoutMs: 200, killGraceMs: 300 },
+      );
+      expect(completion.status).toBe("timed_out");
+      expect(record.signals).toContain("SIGTERM");
+      expect(ms).toBeGreaterThanOrEqual(500);
+      expect(survivors(record.pid)).toEqual([]);
+    });
+
+    it("a consumer that stops iterating early (return()) kills the group", async () => {
+      const f = await fake({
+        steps: [
+          { emit: systemInit() },
+          { grandchild: { seconds: 30 } },
+          ...streamedText("m", ["a"]).map((emit) => ({ emit })),
+        ],
+        end: "hang",
+      });
+      const gen = runClaude(request(f), fakeRunnerConfig(f));
+      const first = await gen.next();
+      expect(first.value).toMatchObject({ type: "text_delta", text: "a" });
+      const done = await gen.return(undefined);
+      expect(done.done).toBe(true);
+      const record = await f.record();
+      expect(record.grandchildren).toHaveLength(1);
+      expect(survivors(record.pid)).toEqual([]);
+    });
+  });
+
+  describe("framing through the real pipe", () => {
+    it("passes a 20 MB line", async () => {
+      const size = 20 * 1024 * 1024;
+      const { events, completion } = await run(
+        { steps: [{ bigText: size }, { emit: result() }] },
+        { maxLineBytes: 32 * 1024 * 1024 },
+      );
+      expect(completion.status).toBe("succeeded");
+      const texts = events.filter((e) => e.type === "text_delta");
+      expect(texts).toHaveLength(1);
+      expect(texts[0]?.type === "text_delta" && texts[0].text.length).toBe(size);
+    });
+
+    it("decodes a multibyte character split across writes", async () => {
+      const line = Buffer.from(
+        `${JSON.stringify(assistant("m", [{ type: "text", text: "café 漢字" }]))}\n`,
+      );
+      const cutAt = line.indexOf(Buffer.from("漢")) + 1;
+      const { events } = await run({
+        steps: [
+          { bytes: [...line.subarray(0, cutAt)] },
+          { sleep: 30 },
+          { bytes: [...line.subarray(cutAt)] },
+          { emit: result() },
+        ],
+      });
+      expect(events[0]).toEqual({ type: "text_delta", text: "café 漢字" });
+    });
+
+    it("skips garbage lines with a warning and a count; the run still succeeds", async () => {
+      const logs: string[] = [];
+      const logger = createLogger("debug", {}, (l) => logs.push(l));
+      const { completion } = await run(
+        {
+          steps: [{ text: "garbage\n" }, { emit: systemInit() }, { text: "{not json\n" }, ...ok()],
+        },
+        { logger },
+      );
+      expect(completion.status).toBe("succeeded");
+      const parsed = logs.map((l) => JSON.parse(l) as Record<string, unknown>);
+      expect(
+        parsed.filter((l) => l.msg === "claude stdout line is not a JSON object; skipped"),
+      ).toHaveLength(2);
+      expect(parsed.find((l) => l.msg === "claude run finished")).toMatchObject({
+        invalid_lines: 2,
+      });
+    });
+
+    it("drops an over-long line and keeps going", async () => {
+      const { events, completion } = await run(
+        { steps: [{ bigText: 5000 }, ...ok()] },
+        { maxLineBytes: 4096 },
+      );
+      expect(completion.status).toBe("succeeded");
+      expect(
+        events
+          .filter((e) => e.type === "text_delta")
+          .map((e) => e.text)
+          .join(""),
+      ).toBe("Done.");
+    });
+  });
+
+  it("a slow consumer still gets every event in order (stdout is paused, not dropped)", async () => {
+    const n = 5000;
+    const steps = Array.from({ length: n }, (_, i) => ({
+      emit: assistant(`m${i}`, [{ type: "text", text: `${i},` }]),
+    }));
+    const f = await fake({ steps: [...steps, { emit: result() }] });
+    const events: BridgeEvent[] = [];
+    for await (const e of runClaude(request(f), fakeRunnerConfig(f, { idleTimeoutMs: 400 }))) {
+      events.push(e);
+      if (events.length % 10 === 0) await new Promise((r) => setTimeout(r, 1));
+    }
+    expect(completionOf(events).status).toBe("succeeded");
+    const expected = Array.from({ length: n }, (_, i) => `${i},`).join("");
+    expect(texts(events)).toBe(expected);
+  });
+
+  describe("control protocol", () => {
+    it("an AskUserQuestion request yields one user_question and a deny written to stdin", async () => {
+      const { events, record, completion } = await run({
+        steps: [
+          { emit: systemInit() },
+          { emit: assistant("m1", [toolUse("toolu_q", "AskUserQuestion", QUESTION_INPUT)]) },
+          { emit: controlRequest("req-1", "AskUserQuestion", QUESTION_INPUT, "toolu_q") },
+          { waitStdin: "control_response" },
+          { emit: toolResult("toolu_q", ASK_DENY_MESSAGE, { isError: true }) },
+          ...streamedText("m2", ["Which approach? A or B"]).map((emit) => ({ emit })),
+          { emit: result({ result: "Which approach? A or B" }) },
+        ],
+      });
+      expect(completion.status).toBe("succeeded");
+      const questions = events.filter((e) => e.type === "user_question");
+      expect(questions).toEqual([
+        {
+          type: "user_question",
+          tool_use_id: "toolu_q",
+          questions: [
+            {
+              question: "Which approach?",
+              header: "Approach",
+              options: [
+                { label: "A", description: "first" },
+                { label: "B", description: "second" },
+              ],
+              multi_select: false,
+            },
+          ],
+        },
+      ]);
+      expect(record.stdin).toHaveLength(2);
+      expect(JSON.parse(record.stdin[1] ?? "")).toEqual({
+        type: "control_response",
+        response: {
+          subtype: "success",
+          request_id: "req-1",
+          response: { behavior: "deny", message: ASK_DENY_MESSAGE },
+        },
+      });
+    });
+
+    it("a question request without an earlier tool_use block still yields the question once", async () => {
+      const { events } = await run({
+        steps: [
+          { emit: controlRequest("req-1", "AskUserQuestion", QUESTION_INPUT, "toolu_q") },
+          { waitStdin: "control_response" },
+          { emit: assistant("m1", [toolUse("toolu_q", "AskUserQuestion", QUESTION_INPUT)]) },
+          { emit: result() },
+        ],
+      });
+      expect(events.filter((e) => e.type === "user_question")).toHaveLength(1);
+      expect(events.filter((e) => e.type === "status")).toHaveLength(0);
+    });
+
+    it("any other tool request is denied with a message that the bridge runs non-interactively", async () => {
+      const { record } = await run({
+        steps: [
+          {
+            emit: assistant("m1", [toolUse("toolu_w", "Write", { file_path: "/x", content: "y" })]),
+          },
+          { emit: controlRequest("req-9", "Write", { file_path: "/x", content: "y" }, "toolu_w") },
+          { waitStdin: "control_response" },
+          { emit: { type: "control_cancel_request", request_id: "req-0" } },
+          { emit: result() },
+        ],
+      });
+      const response = JSON.parse(record.stdin[1] ?? "");
+      expect(response.response.request_id).toBe("req-9");
+      expect(response.response.response.behavior).toBe("deny");
+      expect(response.response.response.message).toMatch(/non-interactively/);
+    });
+  });
+});

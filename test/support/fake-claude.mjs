@@ -1,0 +1,114 @@
+// A scripted stand-in for the `claude` CLI, for the runner's edge cases. It reads a JSON scenario
+// (path in FAKE_CLAUDE_SCENARIO; see fake-claude.ts for the typed builder) and plays its steps in
+// order. Everything it sees (pid, argv, each stdin line, stdin EOF, signals, grandchild pids) is
+// appended as NDJSON to the scenario's `record` file so tests can assert on it.
+import { spawn } from "node:child_process";
+import { appendFileSync, readFileSync } from "node:fs";
+
+// Like the real CLI, answers `--version` at once (the readiness probe asks it).
+if (process.argv[2] === "--version") {
+  process.stdout.write("0.0.0 (fake Claude Code)\n");
+  process.exit(0);
+}
+
+const scenario = JSON.parse(readFileSync(process.env.FAKE_CLAUDE_SCENARIO ?? "", "utf8"));
+const record = (entry) => {
+  if (scenario.record) appendFileSync(scenario.record, `${JSON.stringify(entry)}\n`);
+};
+record({ pid: process.pid, args: process.argv.slice(2), cwd: process.cwd() });
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// stdin: framed by lines, recorded, and waitable.
+const stdinLines = [];
+let stdinEnded = false;
+let pendingStdin = "";
+let wake = () => {};
+const changed = () => new Promise((resolve) => (wake = resolve));
+process.stdin.setEncoding("utf8");
+process.stdin.on("data", (text) => {
+  pendingStdin += text;
+  for (let nl = pendingStdin.indexOf("\n"); nl !== -1; nl = pendingStdin.indexOf("\n")) {
+    const line = pendingStdin.slice(0, nl);
+    pendingStdin = pendingStdin.slice(nl + 1);
+    stdinLines.push(line);
+    record({ stdin: line });
+  }
+  wake();
+});
+process.stdin.on("end", () => {
+  stdinEnded = true;
+  record({ stdinEnd: true });
+  wake();
+});
+
+const write = (stream, data) =>
+  new Promise((resolve) => {
+    stream.write(data, () => resolve());
+  });
+
+let consumedStdin = 0;
+async function waitStdinType(type) {
+  for (;;) {
+    while (consumedStdin < stdinLines.length) {
+      const line = stdinLines[consumedStdin++];
+      try {
+        if (JSON.parse(line).type === type) return;
+      } catch {}
+    }
+    if (stdinEnded) return;
+    await changed();
+  }
+}
+
+async function waitStdinEnd() {
+  while (!stdinEnded) await changed();
+}
+
+function grandchild(step) {
+  const seconds = String(step.seconds ?? 30);
+  // Inherits stdout and stderr: the pipe stays open as long as this process lives.
+  const child = step.ignoreSigterm
+    ? spawn("sh", ["-c", `trap '' TERM; exec sleep ${seconds}`], {
+        stdio: ["ignore", "inherit", "inherit"],
+      })
+    : spawn("sleep", [seconds], { stdio: ["ignore", "inherit", "inherit"] });
+  record({ grandchild: child.pid });
+  child.unref();
+}
+
+for (const step of scenario.steps) {
+  if ("emit" in step) await write(process.stdout, `${JSON.stringify(step.emit)}\n`);
+  else if ("text" in step) await write(process.stdout, step.text);
+  else if ("bytes" in step) await write(process.stdout, Buffer.from(step.bytes));
+  else if ("bigText" in step) {
+    const message = {
+      type: "assistant",
+      message: {
+        id: "msg_big",
+        role: "assistant",
+        content: [{ type: "text", text: "x".repeat(step.bigText) }],
+      },
+      parent_tool_use_id: null,
+      session_id: "fake-session",
+      uuid: "big-uuid",
+    };
+    await write(process.stdout, `${JSON.stringify(message)}\n`);
+  } else if ("stderr" in step) await write(process.stderr, step.stderr);
+  else if ("sleep" in step) await sleep(step.sleep);
+  else if ("exit" in step) process.exit(step.exit);
+  else if ("ignoreSigterm" in step) {
+    process.on("SIGTERM", () => record({ signal: "SIGTERM" }));
+  } else if ("grandchild" in step) grandchild(step.grandchild);
+  else if ("waitStdin" in step) await waitStdinType(step.waitStdin);
+  else throw new Error(`fake-claude: unknown step ${JSON.stringify(step)}`);
+}
+
+if (scenario.end === "hang") {
+  // Like a CLI that never finishes: only a signal ends it.
+  setInterval(() => {}, 1 << 30);
+} else {
+  // Like the real CLI: exit once stdin closes.
+  await waitStdinEnd();
+  process.exit(scenario.exitCode ?? 0);
+}

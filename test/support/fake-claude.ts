@@ -1,0 +1,121 @@
+import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import type { RunnerConfig } from "../../src/claude/runner.js";
+
+// The typed side of the scripted fake CLI (fake-claude.mjs): write a scenario, get a `bin` the
+// runner can spawn and a way to read back what the fake saw.
+
+export const FAKE_CLAUDE_SCRIPT = resolve(import.meta.dirname, "fake-claude.mjs");
+
+export type FakeStep =
+  /** Writes the object as one JSON line on stdout. */
+  | { emit: Record<string, unknown> }
+  /** Writes text on stdout as it is (no newline added). */
+  | { text: string }
+  /** Writes raw bytes on stdout (e.g. half of a multibyte character). */
+  | { bytes: number[] }
+  /** Writes an assistant line whose text block holds `bigText` "x" characters. */
+  | { bigText: number }
+  | { stderr: string }
+  | { sleep: number }
+  /** Exits at once with this code. */
+  | { exit: number }
+  /** From now on SIGTERM is recorded and otherwise ignored. */
+  | { ignoreSigterm: true }
+  /** Spawns a grandchild (same process group) that holds stdout open and sleeps. */
+  | { grandchild: { seconds?: number; ignoreSigterm?: boolean } }
+  /** Waits until a stdin line of this `type` arrives (or stdin ends). */
+  | { waitStdin: string };
+
+export interface FakeScenario {
+  steps: FakeStep[];
+  /** After the steps: "stdin" (default) exits with `exitCode` once stdin closes; "hang" never exits. */
+  end?: "stdin" | "hang";
+  exitCode?: number;
+}
+
+export interface FakeRecord {
+  pid: number;
+  args: string[];
+  cwd: string;
+  /** stdin lines in order (without `\n`). */
+  stdin: string[];
+  stdinEnded: boolean;
+  signals: string[];
+  grandchildren: number[];
+}
+
+export interface FakeClaude {
+  /** Spawnable path: a shell shim that execs node on fake-claude.mjs (same pid). */
+  bin: string;
+  /** The child environment to give the runner. */
+  env: Record<string, string>;
+  dir: string;
+  record(): Promise<FakeRecord>;
+  cleanup(): Promise<void>;
+}
+
+export async function fakeClaude(scenario: FakeScenario): Promise<FakeClaude> {
+  const dir = await mkdtemp(join(tmpdir(), "fake-claude-"));
+  const scenarioPath = join(dir, "scenario.json");
+  const recordPath = join(dir, "record.ndjson");
+  const bin = join(dir, "claude");
+  await writeFile(scenarioPath, JSON.stringify({ ...scenario, record: recordPath }));
+  await writeFile(recordPath, "");
+  await writeFile(
+    bin,
+    `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(FAKE_CLAUDE_SCRIPT)} "$@"\n`,
+  );
+  await chmod(bin, 0o755);
+  return {
+    bin,
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", FAKE_CLAUDE_SCENARIO: scenarioPath },
+    dir,
+    record: async () => parseRecord(await readFile(recordPath, "utf8")),
+    cleanup: () => rm(dir, { recursive: true, force: true }),
+  };
+}
+
+function parseRecord(text: string): FakeRecord {
+  const rec: FakeRecord = {
+    pid: 0,
+    args: [],
+    cwd: "",
+    stdin: [],
+    stdinEnded: false,
+    signals: [],
+    grandchildren: [],
+  };
+  for (const line of text.split("\n")) {
+    if (!line) continue;
+    const entry = JSON.parse(line) as Record<string, unknown>;
+    if (typeof entry.pid === "number") {
+      rec.pid = entry.pid;
+      rec.args = entry.args as string[];
+      rec.cwd = entry.cwd as string;
+    }
+    if (typeof entry.stdin === "string") rec.stdin.push(entry.stdin);
+    if (entry.stdinEnd === true) rec.stdinEnded = true;
+    if (typeof entry.signal === "string") rec.signals.push(entry.signal);
+    if (typeof entry.grandchild === "number") rec.grandchildren.push(entry.grandchild);
+  }
+  return rec;
+}
+
+/** A RunnerConfig for the fake with short limits; override what a test needs. */
+export function fakeRunnerConfig(
+  fake: FakeClaude,
+  overrides: Partial<RunnerConfig> = {},
+): RunnerConfig {
+  return {
+    bin: fake.bin,
+    env: fake.env,
+    timeoutMs: 20_000,
+    idleTimeoutMs: 10_000,
+    maxLineBytes: 16 * 1024 * 1024,
+    stderrTailBytes: 4096,
+    killGraceMs: 300,
+    ...overrides,
+  };
+}
