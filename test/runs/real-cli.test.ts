@@ -1,0 +1,160 @@
+import { execFileSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestApp, listen, type TestApp } from "../support/app.js";
+import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
+import { BACKENDS } from "../support/db.js";
+import { chunk, type MockAnthropic, startMockAnthropic } from "../support/mock-anthropic.js";
+import { SseReader } from "../support/sse.js";
+
+// The whole path with the real `claude` binary: HTTP -> run manager -> CLI -> a mock Messages
+// API on loopback -> events back over SSE, JSON and async.
+
+/** Processes whose command line mentions the session: its CLI, while one runs. */
+function processesOf(sessionId: string): string[] {
+  try {
+    return execFileSync("pgrep", ["-f", sessionId], { encoding: "utf8" })
+      .split("\n")
+      .filter(Boolean);
+  } catch {
+    return [];
+  }
+}
+
+describe.each(BACKENDS)("the real claude CLI through HTTP on %s", (backend) => {
+  let mock: MockAnthropic;
+  let ce: ClaudeEnv;
+  let t: TestApp;
+  let server: { url: string; close(): Promise<void> };
+
+  beforeAll(async () => {
+    mock = await startMockAnthropic({ quiet: true });
+    ce = await makeClaudeEnv(mock.url);
+    t = await createTestApp(backend, {
+      ...ce.env,
+      AGENT_BRIDGE_CLAUDE_WORK_DIR: ce.cwd,
+      AGENT_BRIDGE_CLAUDE_PERMISSION_MODE: "bypassPermissions",
+    });
+    server = await listen(t.app);
+  });
+  afterAll(async () => {
+    await server.close();
+    await t.close();
+    await mock.close();
+    await ce.cleanup();
+  });
+
+  const newSession = async () =>
+    (await (await fetch(`${server.url}/v1/sessions`, { method: "POST" })).json()) as { id: string };
+  const post = (sessionId: string, text: string, headers: Record<string, string> = {}) =>
+    fetch(`${server.url}/v1/sessions/${sessionId}/messages`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", ...headers },
+      body: JSON.stringify({ text }),
+    });
+
+  it("streams the model's text as deltas whose concatenation is exactly that text, then the usage", async () => {
+    const text = "Streaming from the real CLI, through the bridge.";
+    mock.script({
+      blocks: [{ type: "text", text }],
+      usage: {
+        input_tokens: 321,
+        output_tokens: 54,
+        cache_read_input_tokens: 10,
+        cache_creation_input_tokens: 5,
+      },
+    });
+    const session = await newSession();
+    const frames = await SseReader.of(await post(session.id, "Say something")).events();
+    const deltas = frames.filter((f) => f.event === "text_delta");
+    expect(frames[0]?.event).toBe("run_started");
+    expect(deltas.length).toBeGreaterThan(1);
+    expect(deltas.map((f) => (f.data as { text: string }).text).join("")).toBe(text);
+    expect(frames.at(-1)).toMatchObject({
+      event: "completion",
+      data: {
+        status: "succeeded",
+        result: text,
+        usage: {
+          input_tokens: 321,
+          output_tokens: 54,
+          cache_read_tokens: 10,
+          cache_creation_tokens: 5,
+        },
+        claude_session_id: session.id,
+      },
+    });
+    expect((frames.at(-1)?.data as { cost_usd: number }).cost_usd).toBeGreaterThan(0);
+  });
+
+  it("runs a Bash tool for real and says so with a status event", async () => {
+    mock.script(
+      {
+        blocks: [
+          { type: "tool_use", name: "Bash", input: { command: "echo bridged > bridged.txt" } },
+        ],
+      },
+      { blocks: [{ type: "text", text: "Wrote it." }] },
+    );
+    const session = await newSession();
+    const frames = await SseReader.of(await post(session.id, "Write the file")).events();
+    expect(frames.find((f) => f.event === "status")?.data).toMatchObject({
+      message: "Using Bash…",
+      tool_name: "Bash",
+    });
+    expect(frames.at(-1)?.data).toMatchObject({ status: "succeeded", result: "Wrote it." });
+    expect(existsSync(join(ce.cwd, "bridged.txt"))).toBe(true);
+  });
+
+  it("answers as JSON, and resumes the CLI session on the next message", async () => {
+    const session = await newSession();
+    mock.script({ blocks: [{ type: "text", text: "First answer." }] });
+    const first = await (
+      await post(session.id, "remember the word apricot", { Accept: "application/json" })
+    ).json();
+    expect(first).toMatchObject({ text: "First answer.", run: { status: "succeeded" } });
+
+    mock.script({ blocks: [{ type: "text", text: "Second answer." }] });
+    const second = await (
+      await post(session.id, "which word?", { Accept: "application/json" })
+    ).json();
+    expect(second.text).toBe("Second answer.");
+    const seen = JSON.stringify(mock.mainRequests().at(-1)?.messages);
+    expect(seen).toContain("remember the word apricot");
+    expect(seen).toContain("First answer.");
+  });
+
+  it("an API error is one failed completion with the API's message", async () => {
+    mock.script({
+      error: { status: 400, type: "invalid_request_error", message: "prompt is malformed" },
+    });
+    const session = await newSession();
+    const frames = await SseReader.of(await post(session.id, "fail please")).events();
+    const completions = frames.filter((f) => f.event === "completion");
+    expect(completions).toHaveLength(1);
+    expect(completions[0]?.data).toMatchObject({ status: "failed", is_error: true });
+    expect((completions[0]?.data as { error: string }).error).toContain("prompt is malformed");
+  });
+
+  it("cancel stops a run of the real CLI mid-stream and leaves none of its processes", async () => {
+    mock.script({
+      blocks: [{ type: "text", text: chunk("slow ".repeat(200), 200).join("") }],
+      delayMs: 50,
+    });
+    const session = await newSession();
+    const run = await (await post(session.id, "go slowly", { Prefer: "respond-async" })).json();
+    const reader = SseReader.of(await fetch(`${server.url}/v1/runs/${run.id}/events`));
+    const [started, firstDelta] = await reader.events(2);
+    expect([started?.event, firstDelta?.event]).toEqual(["run_started", "text_delta"]);
+    expect(processesOf(session.id).length).toBeGreaterThan(0);
+
+    const cancelled = await (
+      await fetch(`${server.url}/v1/runs/${run.id}/cancel`, { method: "POST" })
+    ).json();
+    expect(cancelled).toMatchObject({ status: "cancelled", completion: { status: "cancelled" } });
+    expect(processesOf(session.id)).toEqual([]);
+    const rest = await reader.events();
+    expect(rest.at(-1)?.data).toMatchObject({ type: "completion", status: "cancelled" });
+  });
+});
