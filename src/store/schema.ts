@@ -30,11 +30,28 @@ const usageColumns = () => ({
   numTurns: integer("num_turns").notNull().default(0),
 });
 
+export const apiKeys = pgTable("api_keys", {
+  id: uuid("id").primaryKey(),
+  name: text("name").notNull(),
+  /** The key's first characters, to tell keys apart in listings; never enough to use it. */
+  prefix: text("prefix").notNull(),
+  /** SHA-256 of the whole key: the key itself is never stored. */
+  hash: text("hash").notNull().unique(),
+  admin: boolean("admin").notNull(),
+  createdAt: ts("created_at").notNull(),
+  lastUsedAt: ts("last_used_at"),
+  revokedAt: ts("revoked_at"),
+});
+
 export const sessions = pgTable(
   "sessions",
   {
     // Also the CLI's session id (`--session-id`), which must be a UUID.
     id: uuid("id").primaryKey(),
+    /** The key that created the session: its tenant. Null when auth is off. */
+    ownerKeyId: uuid("owner_key_id").references(() => apiKeys.id),
+    /** Real path the agent works in (inside an allowed root); null: the server's work dir. */
+    workDir: text("work_dir"),
     title: text("title"),
     permissionMode: text("permission_mode").notNull(),
     model: text("model"),
@@ -48,7 +65,10 @@ export const sessions = pgTable(
     ...usageColumns(),
     runs: integer("runs").notNull().default(0),
   },
-  (t) => [index("sessions_created_at_id_idx").on(t.createdAt.desc(), t.id.desc())],
+  (t) => [
+    index("sessions_created_at_id_idx").on(t.createdAt.desc(), t.id.desc()),
+    index("sessions_owner_key_id_idx").on(t.ownerKeyId),
+  ],
 );
 
 export const runs = pgTable(
@@ -134,6 +154,7 @@ export const worktrees = pgTable(
   (t) => [index("worktrees_session_id_idx").on(t.sessionId)],
 );
 
+export type ApiKeyRow = typeof apiKeys.$inferSelect;
 export type SessionRow = typeof sessions.$inferSelect;
 export type RunRow = typeof runs.$inferSelect;
 export type RunEventRow = typeof runEvents.$inferSelect;
