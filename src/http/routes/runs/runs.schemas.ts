@@ -93,7 +93,8 @@ export const Run = z
     claude_session_id: z.string().nullable(),
     last_message_uuid: z.string().nullable(),
     events_url: z.string(),
-    completion: CompletionEvent.nullable().openapi({
+    // A union, not .nullable(): zod-openapi renders a nullable $ref as an allOf that can never be null.
+    completion: z.union([CompletionEvent, z.null()]).openapi({
       description: "The run's last event, once it has ended.",
     }),
   })

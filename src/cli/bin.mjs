@@ -1,0 +1,7 @@
+#!/usr/bin/env node
+// The `agent-bridge` command. The project runs from source (as `npm start` does, through tsx),
+// so this registers tsx's loader and starts the TypeScript entry point in the same process.
+import { register } from "tsx/esm/api";
+
+register();
+await import("./main.ts");

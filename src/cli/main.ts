@@ -1,0 +1,347 @@
+import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
+import {
+  type AgentBridgeClient,
+  ApiProblem,
+  createClient,
+  type Session,
+  type StreamedEvent,
+} from "../client/index.js";
+import { EXIT, exitCodeOf } from "./exit-codes.js";
+import { type Output, RunRenderer } from "./render.js";
+
+// `agent-bridge`: the service from a terminal or a CI step. Every command that talks to a
+// server takes --url/--key (or AGENT_BRIDGE_URL/AGENT_BRIDGE_KEY); errors from the server are
+// shown as their problem's detail and code, never as a stack trace.
+
+const DEFAULT_URL = "http://127.0.0.1:8787";
+const out: Output = { stdout: process.stdout, stderr: process.stderr };
+
+/** Thrown by a command to end with this exit code (after it has printed what it had to). */
+class Exit extends Error {
+  constructor(readonly code: number) {
+    super(`exit ${code}`);
+  }
+}
+
+interface GlobalOptions {
+  url: string;
+  key?: string;
+}
+
+function clientOf(command: Command): AgentBridgeClient {
+  const { url, key } = command.optsWithGlobals<GlobalOptions>();
+  return createClient({ baseUrl: url, ...(key ? { key } : {}) });
+}
+
+function printJson(value: unknown): void {
+  out.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+function positiveInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError("expected a whole number");
+  return n;
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(Buffer.from(chunk));
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+export function buildProgram(): Command {
+  const program = new Command("agent-bridge")
+    .description("The Claude Code CLI behind a durable HTTP API: serve it, or talk to a server.")
+    .addOption(
+      new Option("--url <url>", "server to talk to").env("AGENT_BRIDGE_URL").default(DEFAULT_URL),
+    )
+    .addOption(new Option("--key <key>", "API key, sent as a bearer token").env("AGENT_BRIDGE_KEY"))
+    .showHelpAfterError("(add --help for usage)")
+    .exitOverride();
+
+  program
+    .command("send")
+    .description(
+      "send a message and stream the agent's text to stdout; tool activity and a summary go to stderr",
+    )
+    .argument("<prompt>", 'the message ("-" reads it from stdin)')
+    .option("--session <id>", "session to send to (default: a new session)")
+    .addOption(new Option("--new", "start a new session (the default)").conflicts("session"))
+    .option("--system-prompt <text>", "appended to the system prompt for this message")
+    .option("--json", "wait for the run and print it as JSON (run, completion, text)")
+    .option("--async", "print the run id at once and leave the run going (with --json: the run)")
+    .action(async (prompt: string, options, command: Command) => {
+      const client = clientOf(command);
+      const text = prompt === "-" ? await readStdin() : prompt;
+      let sessionId: string = options.session;
+      if (!sessionId) {
+        sessionId = (await client.createSession()).id;
+        out.stderr.write(`session ${sessionId}\n`);
+      }
+      const messageOptions = options.systemPrompt ? { systemPrompt: options.systemPrompt } : {};
+      if (options.async) {
+        const run = await client.sendAsync(sessionId, text, messageOptions);
+        if (options.json) printJson(run);
+        else out.stdout.write(`${run.id}\n`);
+        return;
+      }
+      if (options.json) {
+        const finished = await client.send(sessionId, text, messageOptions);
+        printJson(finished);
+        throw new Exit(exitCodeOf(finished.completion.status));
+      }
+      const controller = new AbortController();
+      await render(
+        client.stream(sessionId, text, { ...messageOptions, signal: controller.signal }),
+        client,
+        controller,
+      );
+    });
+
+  const sessions = program.command("sessions").description("list, show and delete sessions");
+  sessions
+    .command("ls")
+    .description("list sessions, newest first")
+    .option("--limit <n>", "how many (1 to 100)", positiveInt, 20)
+    .option("--cursor <cursor>", "next page: the cursor the previous page printed")
+    .option("--json", "print the page as JSON")
+    .action(async (options, command: Command) => {
+      const page = await clientOf(command).listSessions({
+        limit: options.limit,
+        ...(options.cursor ? { cursor: options.cursor } : {}),
+      });
+      if (options.json) return printJson(page);
+      printSessions(page.data);
+      if (page.next_cursor) out.stderr.write(`more: --cursor ${page.next_cursor}\n`);
+    });
+  sessions
+    .command("new")
+    .description("create a session and print its id")
+    .option("--title <title>", "a label for people")
+    .option("--json", "print the session as JSON")
+    .action(async (options, command: Command) => {
+      const session = await clientOf(command).createSession(
+        options.title ? { title: options.title } : {},
+      );
+      if (options.json) printJson(session);
+      else out.stdout.write(`${session.id}\n`);
+    });
+  sessions
+    .command("show")
+    .description("print a session with its usage totals, as JSON")
+    .argument("<id>", "session id")
+    .action(async (id: string, _options, command: Command) => {
+      printJson(await clientOf(command).getSession(id));
+    });
+  sessions
+    .command("rm")
+    .description("delete sessions with their runs and events")
+    .argument("<id...>", "session ids")
+    .action(async (ids: string[], _options, command: Command) => {
+      const client = clientOf(command);
+      for (const id of ids) {
+        await client.deleteSession(id);
+        out.stdout.write(`deleted ${id}\n`);
+      }
+    });
+
+  const runs = program.command("runs").description("show, follow and cancel runs");
+  runs
+    .command("show")
+    .description("print a run (status, timings, usage, completion) as JSON")
+    .argument("<id>", "run id")
+    .action(async (id: string, _options, command: Command) => {
+      printJson(await clientOf(command).getRun(id));
+    });
+  runs
+    .command("events")
+    .description("print a run's events as JSON lines")
+    .argument("<id>", "run id")
+    .option("--follow", "show the run live like `send` until it ends; exit with its status")
+    .option("--after <n>", "start after this event id", positiveInt, 0)
+    .option("--full", "add reasoning, tool calls and results, context window and rate limits")
+    .action(async (id: string, options, command: Command) => {
+      const client = clientOf(command);
+      const controller = new AbortController();
+      const events = client.follow(id, {
+        after: options.after,
+        signal: controller.signal,
+        ...(options.full ? { events: "full" as const } : {}),
+      });
+      if (options.follow) return render(events, client, controller);
+      await printEventLines(client, id, events, controller);
+    });
+  runs
+    .command("cancel")
+    .description("cancel a run")
+    .argument("<id>", "run id")
+    .action(async (id: string, _options, command: Command) => {
+      const run = await clientOf(command).cancelRun(id);
+      out.stdout.write(`${run.status} ${run.id}\n`);
+    });
+
+  program
+    .command("serve")
+    .description("run the server (what `npm start` runs); configured by environment variables")
+    .option("--port <port>", "port to listen on (PORT)")
+    .option("--host <host>", "address to bind (HOST)")
+    .action(async (options) => {
+      if (options.port) process.env.PORT = options.port;
+      if (options.host) process.env.HOST = options.host;
+      await import("../index.js");
+    });
+
+  program
+    .command("openapi")
+    .description("print the OpenAPI document (YAML, as openapi.yaml)")
+    .option("--json", "print it as JSON")
+    .action(async (options) => {
+      if (options.json) {
+        const { openApiDocument } = await import("../http/openapi.js");
+        return printJson(openApiDocument());
+      }
+      const { openApiYaml } = await import("../http/openapi-yaml.js");
+      out.stdout.write(openApiYaml());
+    });
+
+  return program;
+}
+
+function printSessions(sessions: Session[]): void {
+  const rows = [
+    ["ID", "TITLE", "RUNS", "COST", "LAST ACTIVITY"],
+    ...sessions.map((s) => [
+      s.id,
+      s.title ?? "-",
+      String(s.usage.runs),
+      `$${s.usage.cost_usd.toFixed(4)}`,
+      s.last_activity_at,
+    ]),
+  ];
+  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length))) ?? [];
+  for (const row of rows)
+    out.stdout.write(
+      `${row
+        .map((cell, i) => cell.padEnd(widths[i] ?? 0))
+        .join("  ")
+        .trimEnd()}\n`,
+    );
+}
+
+/**
+ * Shows a run as it happens. Ctrl-C asks once whether to cancel the run or detach from it (on a
+ * terminal; elsewhere it detaches); a second Ctrl-C detaches at once.
+ */
+async function render(
+  events: AsyncGenerator<StreamedEvent>,
+  client: AgentBridgeClient,
+  controller: AbortController,
+): Promise<void> {
+  const renderer = new RunRenderer(out);
+  let runId: string | undefined;
+  let asked = false;
+  const onInterrupt = () => {
+    renderer.close();
+    if (asked || !runId || !process.stdin.isTTY) return controller.abort();
+    asked = true;
+    void askCancelOrDetach().then(async (answer) => {
+      if (answer === "detach") return controller.abort();
+      if (runId) await client.cancelRun(runId).catch(() => controller.abort());
+    });
+  };
+  process.on("SIGINT", onInterrupt);
+  try {
+    for await (const event of events) {
+      if (event.type === "run_started") runId = event.run_id;
+      renderer.event(event);
+      if (event.type === "completion") throw new Exit(exitCodeOf(event.status));
+    }
+  } catch (err) {
+    if (!controller.signal.aborted) throw err;
+    renderer.close();
+    out.stderr.write(
+      runId
+        ? `detached; the run goes on: agent-bridge runs events ${runId} --follow\n`
+        : "detached\n",
+    );
+    throw new Exit(EXIT.detached);
+  } finally {
+    process.off("SIGINT", onInterrupt);
+  }
+}
+
+function askCancelOrDetach(): Promise<"cancel" | "detach"> {
+  out.stderr.write("\nCancel the run (c) or detach and leave it going (d)? ");
+  const stdin = process.stdin;
+  stdin.setRawMode(true);
+  stdin.resume();
+  return new Promise((resolve) => {
+    stdin.once("data", (data) => {
+      stdin.setRawMode(false);
+      stdin.pause();
+      const key = data.toString().toLowerCase();
+      out.stderr.write(`${key.startsWith("c") ? "cancelling" : "detaching"}\n`);
+      resolve(key.startsWith("c") ? "cancel" : "detach");
+    });
+  });
+}
+
+/**
+ * Without --follow: the events so far. A finished run's log ends at its completion; for a run
+ * still going, the replay is what arrives before the stream falls quiet.
+ */
+async function printEventLines(
+  client: AgentBridgeClient,
+  runId: string,
+  events: AsyncGenerator<StreamedEvent>,
+  controller: AbortController,
+): Promise<void> {
+  const run = await client.getRun(runId);
+  const active = run.status === "queued" || run.status === "running";
+  const QUIET_MS = 500;
+  let quiet: NodeJS.Timeout | undefined;
+  const rearm = () => {
+    if (!active) return;
+    clearTimeout(quiet);
+    quiet = setTimeout(() => controller.abort(), QUIET_MS);
+  };
+  rearm();
+  try {
+    for await (const event of events) {
+      out.stdout.write(`${JSON.stringify(event)}\n`);
+      rearm();
+    }
+  } catch (err) {
+    if (!controller.signal.aborted) throw err;
+  } finally {
+    clearTimeout(quiet);
+  }
+}
+
+/** What the user sees for an error: one line, no stack trace. */
+function describeError(err: unknown, url: string): string {
+  if (err instanceof ApiProblem) return `${err.detail} (${err.code})`;
+  if (err instanceof Error) {
+    const cause = err.cause as { code?: string; message?: string } | undefined;
+    if (err.message === "fetch failed")
+      return `cannot reach ${url}: ${cause?.code ?? cause?.message ?? "connection failed"}`;
+    return err.message;
+  }
+  return String(err);
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync(argv);
+    return EXIT.ok;
+  } catch (err) {
+    if (err instanceof Exit) return err.code;
+    if (err instanceof CommanderError) return err.exitCode === 0 ? EXIT.ok : EXIT.usage;
+    out.stderr.write(`agent-bridge: ${describeError(err, program.opts<GlobalOptions>().url)}\n`);
+    return EXIT.error;
+  }
+}
+
+// `serve` keeps the process alive with its server; every other command ends here.
+process.exitCode = await main(process.argv);

@@ -1,0 +1,185 @@
+import createFetchClient, { type Client } from "openapi-fetch";
+import {
+  type CompletionEvent,
+  type OpenEvents,
+  type ReconnectOptions,
+  readRunEvents,
+  type StreamedEvent,
+} from "./events.js";
+import { ApiProblem } from "./problem.js";
+import type { components, paths } from "./schema.js";
+
+// The typed client of agent-bridge (`agent-bridge/client`): openapi-fetch over the types that
+// openapi-typescript generates from openapi.yaml, plus helpers that throw ApiProblem on error
+// answers and an SSE reader that survives dropped connections.
+
+export type {
+  BridgeEvent,
+  BridgeEventType,
+  CompletionEvent,
+  ReconnectOptions,
+  StreamedEvent,
+} from "./events.js";
+export { ApiProblem, type Problem } from "./problem.js";
+export type { components, paths };
+
+type Schemas = components["schemas"];
+export type Session = Schemas["Session"];
+export type SessionPage = Schemas["SessionPage"];
+export type CreateSession = Schemas["CreateSession"];
+export type RunStatus = Schemas["RunStatus"];
+export type Run = Schemas["Run"];
+export type FinishedRun = Schemas["FinishedRun"];
+
+/** JSON answers and problem+json errors; SSE bodies are read with `parseAs: "stream"`. */
+type Media = "application/json" | "application/problem+json";
+
+export interface ClientOptions {
+  /** The server, e.g. `http://127.0.0.1:8787`. */
+  baseUrl: string;
+  /** An API key, sent as `Authorization: Bearer <key>`. */
+  key?: string;
+  /** A fetch to use instead of the global one (tests, proxies, instrumentation). */
+  fetch?: (request: Request) => Promise<Response>;
+  /** How `stream` and `follow` reconnect after a dropped connection. */
+  reconnect?: ReconnectOptions;
+}
+
+export interface StreamOptions {
+  /** Stops reading (the run goes on on the server; cancel it with `cancelRun`). */
+  signal?: AbortSignal;
+  /** Appended to the system prompt for this message only. */
+  systemPrompt?: string;
+}
+
+export interface FollowOptions {
+  /** Start after this event id (0, the default, replays the whole run). */
+  after?: number;
+  signal?: AbortSignal;
+  /** `full` adds reasoning, tool_call, tool_result, context_window and rate_limit events. */
+  events?: "default" | "full";
+}
+
+export interface MessageOptions {
+  systemPrompt?: string;
+  /** The same key within 24 h returns the first request's run instead of starting another. */
+  idempotencyKey?: string;
+  signal?: AbortSignal;
+}
+
+export type AgentBridgeClient = Client<paths, Media> & {
+  createSession(body?: CreateSession): Promise<Session>;
+  listSessions(query?: { limit?: number; cursor?: string }): Promise<SessionPage>;
+  getSession(id: string): Promise<Session>;
+  deleteSession(id: string): Promise<void>;
+  /** Sends a message and waits for the run to finish (`Accept: application/json`). */
+  send(sessionId: string, text: string, options?: MessageOptions): Promise<FinishedRun>;
+  /** Sends a message and returns the queued run at once (`Prefer: respond-async`). */
+  sendAsync(sessionId: string, text: string, options?: MessageOptions): Promise<Run>;
+  getRun(id: string): Promise<Run>;
+  cancelRun(id: string): Promise<Run>;
+  /**
+   * Sends a message and yields the run's events as they happen, ending after the `completion`.
+   * A dropped connection is resumed at `/v1/runs/{run_id}/events` with `Last-Event-ID`.
+   */
+  stream(sessionId: string, text: string, options?: StreamOptions): AsyncGenerator<StreamedEvent>;
+  /** Yields the events of an existing run (replay, then live), ending after the `completion`. */
+  follow(runId: string, options?: FollowOptions): AsyncGenerator<StreamedEvent>;
+};
+
+/** Resolves to the answer's data, or throws ApiProblem for an error answer. */
+async function ok<T>(
+  request: Promise<{ data?: T; error?: unknown; response: Response }>,
+): Promise<T> {
+  const { data, error, response } = await request;
+  if (!response.ok) throw ApiProblem.from(response, error);
+  return data as T;
+}
+
+export function createClient(clientOptions: ClientOptions): AgentBridgeClient {
+  const { baseUrl, key, fetch, reconnect } = clientOptions;
+  const api = createFetchClient<paths, Media>({
+    baseUrl,
+    ...(fetch ? { fetch } : {}),
+    headers: key ? { Authorization: `Bearer ${key}` } : {},
+  });
+
+  const runEvents = (runId: string, view: "default" | "full"): OpenEvents => {
+    return async (after, signal) => {
+      const { data, error, response } = await api.GET("/v1/runs/{id}/events", {
+        params: {
+          path: { id: runId },
+          query: { events: view },
+          header: after > 0 ? { "last-event-id": String(after) } : {},
+        },
+        headers: { Accept: "text/event-stream" },
+        parseAs: "stream",
+        signal,
+      });
+      if (!response.ok || !data) throw ApiProblem.from(response, error);
+      return data;
+    };
+  };
+
+  const message = (sessionId: string, text: string, options: MessageOptions) => ({
+    params: {
+      path: { id: sessionId },
+      header: options.idempotencyKey ? { "idempotency-key": options.idempotencyKey } : {},
+    },
+    body: {
+      text,
+      ...(options.systemPrompt !== undefined ? { system_prompt: options.systemPrompt } : {}),
+    },
+    ...(options.signal ? { signal: options.signal } : {}),
+  });
+
+  // The message endpoint answers 200 FinishedRun or 202 Run, as the request's headers choose;
+  // the types cannot see the headers, hence the casts in `send` and `sendAsync`.
+  return {
+    ...api,
+    createSession: (body = {}) => ok(api.POST("/v1/sessions", { body })),
+    listSessions: (query = {}) => ok(api.GET("/v1/sessions", { params: { query } })),
+    getSession: (id) => ok(api.GET("/v1/sessions/{id}", { params: { path: { id } } })),
+    deleteSession: async (id) => {
+      await ok(api.DELETE("/v1/sessions/{id}", { params: { path: { id } } }));
+    },
+    send: (sessionId, text, options = {}) =>
+      ok(
+        api.POST("/v1/sessions/{id}/messages", {
+          ...message(sessionId, text, options),
+          headers: { Accept: "application/json" },
+        }),
+      ) as Promise<FinishedRun>,
+    sendAsync: (sessionId, text, options = {}) =>
+      ok(
+        api.POST("/v1/sessions/{id}/messages", {
+          ...message(sessionId, text, options),
+          headers: { Prefer: "respond-async" },
+        }),
+      ) as Promise<Run>,
+    getRun: (id) => ok(api.GET("/v1/runs/{id}", { params: { path: { id } } })),
+    cancelRun: (id) => ok(api.POST("/v1/runs/{id}/cancel", { params: { path: { id } } })),
+
+    async *stream(sessionId, text, options = {}) {
+      const { data, error, response } = await api.POST("/v1/sessions/{id}/messages", {
+        ...message(sessionId, text, options),
+        headers: { Accept: "text/event-stream" },
+        parseAs: "stream",
+      });
+      const runId = response.headers.get("x-run-id");
+      if (!response.ok || !data || !runId) throw ApiProblem.from(response, error);
+      yield* readRunEvents(data, runEvents(runId, "default"), {
+        ...(options.signal ? { signal: options.signal } : {}),
+        ...(reconnect ? { reconnect } : {}),
+      });
+    },
+
+    async *follow(runId, options = {}) {
+      yield* readRunEvents(undefined, runEvents(runId, options.events ?? "default"), {
+        after: options.after ?? 0,
+        ...(options.signal ? { signal: options.signal } : {}),
+        ...(reconnect ? { reconnect } : {}),
+      });
+    },
+  };
+}

@@ -1,0 +1,211 @@
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { EXIT } from "../../src/cli/exit-codes.js";
+import { createClient } from "../../src/client/index.js";
+import { crashBeforeResult, type LiveServer, liveServer, toolThenReply } from "../client/live.js";
+import { longRun } from "../support/fake-scenarios.js";
+import { freePort } from "../support/server.js";
+import { BIN, ROOT, runCli } from "./run-cli.js";
+
+// The `agent-bridge` bin as a child process against live servers (the app on loopback with the
+// fake CLI): what it prints on stdout and stderr, and its exit codes.
+
+const UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}";
+const PARTS = ["Hel", "lo", ", wor", "ld", "!"];
+
+describe("the agent-bridge command", () => {
+  let ok: LiveServer;
+  let crashing: LiveServer;
+  let slow: LiveServer;
+  const env = (server: LiveServer) => ({ AGENT_BRIDGE_URL: server.url });
+
+  beforeAll(async () => {
+    [ok, crashing, slow] = await Promise.all([
+      liveServer("pglite", toolThenReply(PARTS)),
+      liveServer("pglite", crashBeforeResult()),
+      liveServer("pglite", longRun(30)),
+    ]);
+  });
+  afterAll(async () => {
+    await Promise.all([ok?.close(), crashing?.close(), slow?.close()]);
+  });
+
+  it("send streams the text to stdout, tool status and a summary to stderr, and exits 0", async () => {
+    const res = await runCli(["send", "say hello"], env(ok));
+    expect(res.stdout).toBe("Hello, world!\n");
+    const lines = res.stderr.trimEnd().split("\n");
+    expect(lines[0]).toMatch(new RegExp(`^session ${UUID}$`));
+    expect(lines[1]).toBe("Using Bash…");
+    expect(lines[2]).toMatch(
+      new RegExp(`^succeeded in 1\\.5s · 100 in / 20 out tokens · \\$0\\.0123 · run ${UUID}$`),
+    );
+    expect(lines).toHaveLength(3);
+    expect(res.code).toBe(EXIT.ok);
+  });
+
+  it("send --session continues a session; --json prints the finished run; - reads stdin", async () => {
+    const session = await createClient({ baseUrl: ok.url }).createSession({ title: "cli" });
+    const res = await runCli(["send", "-", "--session", session.id, "--json"], env(ok), "hello");
+    expect(res.code).toBe(EXIT.ok);
+    const finished = JSON.parse(res.stdout);
+    expect(finished).toMatchObject({
+      text: "Hello, world!",
+      run: { session_id: session.id, prompt: "hello", status: "succeeded" },
+      completion: { status: "succeeded" },
+    });
+    expect(res.stderr).toBe("");
+  });
+
+  it("send of a failed run shows the error and the summary, and exits with the failed code", async () => {
+    const res = await runCli(["send", "hi"], env(crashing));
+    expect(res.code).toBe(EXIT.failed);
+    expect(res.stdout).toBe("");
+    expect(res.stderr).toMatch(/^error: .*exit.*3/m);
+    expect(res.stderr).toMatch(
+      new RegExp(`^failed in \\d+\\.\\ds · 0 in / 0 out tokens · .*run ${UUID}$`, "m"),
+    );
+  });
+
+  it("send --async prints the run id; runs show, runs events and runs events --follow read it", async () => {
+    const sent = await runCli(["send", "hi", "--async"], env(ok));
+    expect(sent.code).toBe(EXIT.ok);
+    const runId = sent.stdout.trim();
+    expect(runId).toMatch(new RegExp(`^${UUID}$`));
+
+    const followed = await runCli(["runs", "events", runId, "--follow"], env(ok));
+    expect(followed.code).toBe(EXIT.ok);
+    expect(followed.stdout).toBe("Hello, world!\n");
+    expect(followed.stderr).toContain(`succeeded in 1.5s`);
+
+    const shown = await runCli(["runs", "show", runId], env(ok));
+    expect(JSON.parse(shown.stdout)).toMatchObject({ id: runId, status: "succeeded" });
+
+    const listed = await runCli(["runs", "events", runId], env(ok));
+    const events = listed.stdout
+      .trimEnd()
+      .split("\n")
+      .map((line) => JSON.parse(line));
+    expect(events.map((e) => e.id)).toEqual(events.map((_, i) => i + 1));
+    expect(events[0]).toMatchObject({ type: "run_started", run_id: runId });
+    expect(events.at(-1)).toMatchObject({ type: "completion", status: "succeeded" });
+  });
+
+  it("runs cancel stops a run; following it then exits with the cancelled code", async () => {
+    const runId = (await runCli(["send", "work", "--async"], env(slow))).stdout.trim();
+    const cancelled = await runCli(["runs", "cancel", runId], env(slow));
+    expect(cancelled).toMatchObject({ code: EXIT.ok, stdout: `cancelled ${runId}\n` });
+    const followed = await runCli(["runs", "events", runId, "--follow"], env(slow));
+    expect(followed.code).toBe(EXIT.cancelled);
+    expect(followed.stderr).toMatch(/^cancelled in /m);
+  });
+
+  it("Ctrl-C without a terminal detaches: exit 130, the run goes on", async () => {
+    const child = spawn(process.execPath, [BIN, "send", "work"], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env(slow) },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stderr.on("data", (d) => {
+      stderr += d;
+    });
+    const exited = once(child, "exit");
+    for await (const chunk of child.stdout) {
+      stdout += chunk;
+      if (stdout.includes("Working on it")) break;
+    }
+    child.kill("SIGINT");
+    const [code] = await exited;
+    expect(code).toBe(EXIT.detached);
+    const runId = stderr.match(new RegExp(`runs events (${UUID}) --follow`))?.[1];
+    expect(runId).toBeDefined();
+    const run = await createClient({ baseUrl: slow.url }).getRun(runId ?? "");
+    expect(run.status).toBe("running");
+    await createClient({ baseUrl: slow.url }).cancelRun(run.id);
+  });
+
+  it("sessions new, ls, show and rm", async () => {
+    const created = await runCli(["sessions", "new", "--title", "from the cli"], env(ok));
+    const id = created.stdout.trim();
+    expect(id).toMatch(new RegExp(`^${UUID}$`));
+
+    const table = await runCli(["sessions", "ls", "--limit", "100"], env(ok));
+    expect(table.stdout.split("\n")[0]).toMatch(/^ID\s+TITLE\s+RUNS\s+COST\s+LAST ACTIVITY$/);
+    expect(table.stdout).toMatch(
+      new RegExp(`^${id}\\s+from the cli\\s+0\\s+\\$0\\.0000\\s+\\S+$`, "m"),
+    );
+
+    const page = JSON.parse((await runCli(["sessions", "ls", "--json"], env(ok))).stdout);
+    expect(page.data.map((s: { id: string }) => s.id)).toContain(id);
+
+    const shown = JSON.parse((await runCli(["sessions", "show", id], env(ok))).stdout);
+    expect(shown).toMatchObject({ id, title: "from the cli", usage: { runs: 0 } });
+
+    const removed = await runCli(["sessions", "rm", id], env(ok));
+    expect(removed).toMatchObject({ code: EXIT.ok, stdout: `deleted ${id}\n` });
+  });
+
+  it("shows a server error as its detail and code, without a stack trace", async () => {
+    const missing = crypto.randomUUID();
+    const res = await runCli(["sessions", "show", missing], env(ok));
+    expect(res).toEqual({
+      code: EXIT.error,
+      stdout: "",
+      stderr: `agent-bridge: No session with id ${missing} (session_not_found)\n`,
+    });
+    const busy = await runCli(["runs", "cancel", "not-a-uuid"], env(ok));
+    expect(busy.code).toBe(EXIT.error);
+    expect(busy.stderr).toMatch(/^agent-bridge: .*\(validation_failed\)\n$/);
+  });
+
+  it("takes the server from --url over AGENT_BRIDGE_URL, and says when it cannot reach it", async () => {
+    const nobody = `http://127.0.0.1:${await freePort()}`;
+    const res = await runCli(["--url", ok.url, "sessions", "ls", "--json"], {
+      AGENT_BRIDGE_URL: nobody,
+    });
+    expect(res.code).toBe(EXIT.ok);
+    const down = await runCli(["sessions", "ls"], { AGENT_BRIDGE_URL: nobody });
+    expect(down).toEqual({
+      code: EXIT.error,
+      stdout: "",
+      stderr: `agent-bridge: cannot reach ${nobody}: ECONNREFUSED\n`,
+    });
+  });
+
+  it("has --help on every command, and exits 2 on bad usage", async () => {
+    const commands = [
+      [],
+      ["send"],
+      ["sessions"],
+      ["sessions", "ls"],
+      ["sessions", "new"],
+      ["sessions", "show"],
+      ["sessions", "rm"],
+      ["runs"],
+      ["runs", "show"],
+      ["runs", "events"],
+      ["runs", "cancel"],
+      ["serve"],
+      ["openapi"],
+    ];
+    const helps = await Promise.all(commands.map((c) => runCli([...c, "--help"])));
+    for (const [i, help] of helps.entries()) {
+      expect(help.code, commands[i]?.join(" ")).toBe(EXIT.ok);
+      expect(help.stdout).toMatch(/^Usage: agent-bridge/);
+    }
+    const bad = await runCli(["send"]);
+    expect(bad.code).toBe(EXIT.usage);
+    expect(bad.stderr).toContain("missing required argument 'prompt'");
+    const conflict = await runCli(["send", "hi", "--new", "--session", crypto.randomUUID()]);
+    expect(conflict.code).toBe(EXIT.usage);
+  });
+
+  it("openapi prints the committed spec", async () => {
+    const { readFile } = await import("node:fs/promises");
+    const res = await runCli(["openapi"]);
+    expect(res.code).toBe(EXIT.ok);
+    expect(res.stdout).toBe(await readFile(new URL("../../openapi.yaml", import.meta.url), "utf8"));
+  });
+});

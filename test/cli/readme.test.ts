@@ -1,0 +1,174 @@
+import { spawn } from "node:child_process";
+import { mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parse } from "yaml";
+import { crashBeforeResult, type LiveServer, liveServer, toolThenReply } from "../client/live.js";
+import { BIN, ROOT } from "./run-cli.js";
+
+// The README's examples are the ones that run: the client example is a file the tests execute
+// and the README must show it verbatim; the terminal session is replayed command by command and
+// its output compared (ids and timestamps may differ); the CI step's script is run as a step.
+
+const PARTS = ["Hello", ", world!"];
+
+async function readmeSection(title: string): Promise<string> {
+  const readme = await readFile(join(ROOT, "README.md"), "utf8");
+  const start = readme.indexOf(`\n## ${title}\n`);
+  if (start < 0) throw new Error(`README has no "## ${title}" section`);
+  const end = readme.indexOf("\n## ", start + 1);
+  return readme.slice(start, end < 0 ? undefined : end);
+}
+
+function codeBlocks(section: string, lang: string): string[] {
+  const blocks: string[] = [];
+  const fence = new RegExp(`\`\`\`${lang}\\n([\\s\\S]*?)\`\`\``, "g");
+  for (const match of section.matchAll(fence)) blocks.push(match[1] ?? "");
+  return blocks;
+}
+
+function run(
+  command: string,
+  args: string[],
+  options: { cwd: string; env: NodeJS.ProcessEnv; input?: string },
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { cwd: options.cwd, env: options.env });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => {
+      stdout += d;
+    });
+    child.stderr.on("data", (d) => {
+      stderr += d;
+    });
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+    child.stdin.end(options.input ?? "");
+  });
+}
+
+function shellQuote(text: string): string {
+  return `'${text.replaceAll("'", `'\\''`)}'`;
+}
+
+const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/;
+const TIMESTAMP = /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/;
+
+/**
+ * A regular expression for a transcript as the README shows it: literal, except that each
+ * UUID stands for some id (the same README id for the same actual id throughout) and each
+ * timestamp for any timestamp.
+ */
+function transcriptPattern(text: string): RegExp {
+  const names = new Map<string, string>();
+  const token = new RegExp(`(${UUID.source}|${TIMESTAMP.source})`);
+  const pattern = text
+    .split(token)
+    .map((part, i) => {
+      if (i % 2 === 0) return part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+      if (TIMESTAMP.test(part)) return TIMESTAMP.source;
+      const known = names.get(part);
+      if (known) return `\\k<${known}>`;
+      const name = `id${names.size}`;
+      names.set(part, name);
+      return `(?<${name}>${UUID.source})`;
+    })
+    .join("");
+  return new RegExp(`^${pattern}$`);
+}
+
+describe("the README examples", () => {
+  let server: LiveServer;
+  let crashing: LiveServer;
+  /** For the terminal session alone, whose `sessions ls` shows every session of its server. */
+  let fresh: LiveServer;
+  let dir: string;
+  let env: NodeJS.ProcessEnv;
+
+  beforeAll(async () => {
+    [server, crashing, fresh] = await Promise.all([
+      liveServer("pglite", toolThenReply(PARTS)),
+      liveServer("pglite", crashBeforeResult()),
+      liveServer("pglite", toolThenReply(PARTS)),
+    ]);
+    // `agent-bridge` on PATH, as `npm link` would put it.
+    dir = await mkdtemp(join(tmpdir(), "agent-bridge-readme-"));
+    await symlink(BIN, join(dir, "agent-bridge"));
+    env = {
+      PATH: `${dir}:${process.env.PATH}`,
+      HOME: process.env.HOME,
+      AGENT_BRIDGE_URL: server.url,
+    };
+  });
+  afterAll(async () => {
+    await Promise.all([server?.close(), crashing?.close(), fresh?.close()]);
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it("the client example is test/client/readme-example.ts, and it runs", async () => {
+    const file = join(ROOT, "test/client/readme-example.ts");
+    const [block] = codeBlocks(await readmeSection("Client"), "ts");
+    expect(block).toBe(await readFile(file, "utf8"));
+
+    const res = await run(join(ROOT, "node_modules/.bin/tsx"), [file], { cwd: ROOT, env });
+    expect(res).toEqual({
+      code: 0,
+      stdout: "Hello, world!\nsucceeded, $0.0123\n",
+      stderr: "Using Bash…\n",
+    });
+  });
+
+  it("the terminal session prints what the README shows", async () => {
+    const [block] = codeBlocks(await readmeSection("Command line"), "console");
+    if (!block) throw new Error("README has no console block under Command line");
+    const steps: { command: string; expected: string[] }[] = [];
+    for (const line of block.trimEnd().split("\n")) {
+      if (line.startsWith("$ ")) steps.push({ command: line.slice(2), expected: [] });
+      else steps.at(-1)?.expected.push(line);
+    }
+    expect(steps.length).toBeGreaterThan(5);
+
+    // One shell for the whole session (its variables carry over); each command's output
+    // follows a marker line naming it, stderr merged into stdout in the order written.
+    const script = steps
+      // `$?` must still be the previous command's after the marker.
+      .map(({ command }) =>
+        [`__rc=$?`, `echo ${shellQuote(`@@ ${command}`)}`, "(exit $__rc)", command].join("\n"),
+      )
+      .join("\n");
+    const res = await run("bash", ["-c", `exec 2>&1\n${script}`], {
+      cwd: dir,
+      env: { ...env, AGENT_BRIDGE_URL: fresh.url },
+    });
+    const expected = steps
+      .map(({ command, expected }) => [`@@ ${command}`, ...expected].join("\n"))
+      .join("\n");
+    expect(res.stdout).toMatch(transcriptPattern(`${expected}\n`));
+  });
+
+  it("the CI step's script succeeds with the review, and fails with the run's exit code", async () => {
+    const [block] = codeBlocks(await readmeSection("Command line"), "yaml");
+    const [step] = parse(block ?? "") as { env: Record<string, string>; run: string }[];
+    if (!step) throw new Error("README has no CI step");
+    expect(Object.keys(step.env)).toEqual(["AGENT_BRIDGE_URL", "AGENT_BRIDGE_KEY"]);
+
+    const summary = join(dir, "summary.md");
+    await writeFile(summary, "");
+    // As a GitHub Actions `run:` step: bash -e, the step's env from the (here local) settings.
+    const stepEnv = { ...env, AGENT_BRIDGE_KEY: "ab_test_key", GITHUB_STEP_SUMMARY: summary };
+    const ok = await run("bash", ["-e", "-c", step.run], { cwd: dir, env: stepEnv });
+    expect(ok.code).toBe(0);
+    expect(await readFile(join(dir, "review.md"), "utf8")).toBe("Hello, world!\n");
+    expect(await readFile(summary, "utf8")).toBe("Hello, world!\n");
+    expect(ok.stderr).toMatch(/^succeeded in /m);
+
+    const failed = await run("bash", ["-e", "-c", step.run], {
+      cwd: dir,
+      env: { ...stepEnv, AGENT_BRIDGE_URL: crashing.url },
+    });
+    expect(failed.code).toBe(3);
+    expect(failed.stderr).toMatch(/^failed in /m);
+  });
+});
