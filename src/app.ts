@@ -1,19 +1,23 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { Scalar } from "@scalar/hono-api-reference";
+import { cors } from "hono/cors";
 import { methodNotAllowed } from "hono/method-not-allowed";
 import { requestId } from "hono/request-id";
 import { RUNNER_DEFAULTS } from "./claude/runner.js";
 import { createClaudeProbe } from "./claude/version.js";
 import type { Config } from "./config.js";
+import { authenticate } from "./http/auth.js";
 import type { AppDeps, AppEnv } from "./http/context.js";
 import { ApiError, onError, onNotFound, problemResponse } from "./http/errors.js";
-import { limitBody, requireJsonBody } from "./http/middleware.js";
+import { accessLog, limitBody, requireJsonBody } from "./http/middleware.js";
 import { openApiDocument } from "./http/openapi.js";
+import { rateLimit } from "./http/rate-limit.js";
 import { createRouter } from "./http/router.js";
 import { mountRoutes } from "./http/routes/index.js";
 import type { Logger } from "./log.js";
 import { RunManager } from "./runs/manager.js";
 import type { DatabaseHandle } from "./store/db.js";
+import { SessionSweeper } from "./worktrees/sweep.js";
 
 /** The app's dependencies as configured; the entry point and the tests both build them here. */
 export function buildDeps(config: Config, database: DatabaseHandle, logger: Logger): AppDeps {
@@ -24,6 +28,7 @@ export function buildDeps(config: Config, database: DatabaseHandle, logger: Logg
     workDir: claude.workDir,
     maxConcurrent: config.runs.maxConcurrent,
     maxQueued: config.runs.maxQueued,
+    maxPerKey: config.runs.maxPerKey,
     runner: {
       bin: claude.bin,
       env: claude.childEnv,
@@ -43,9 +48,37 @@ export function buildDeps(config: Config, database: DatabaseHandle, logger: Logg
   };
 }
 
+/** The periodic sweep that expires idle sessions and removes their worktrees (not started). */
+export function buildSweeper(deps: AppDeps): SessionSweeper {
+  return new SessionSweeper({
+    db: deps.database.db,
+    runs: deps.runs,
+    logger: deps.logger,
+    ttlMs: deps.config.sessions.ttlMs,
+    intervalMs: deps.config.sessions.sweepIntervalMs,
+    workDir: deps.config.claude.workDir,
+  });
+}
+
 /** Builds the HTTP app from its dependencies; `src/index.ts` serves it, tests call it directly. */
 export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   const app = createRouter();
+  // Browsers may call the API only from the origins an operator lists; none by default.
+  if (deps.config.corsOrigins.length > 0) {
+    app.use(
+      cors({
+        origin: deps.config.corsOrigins,
+        allowHeaders: [
+          "Authorization",
+          "Content-Type",
+          "Idempotency-Key",
+          "Last-Event-ID",
+          "Prefer",
+        ],
+        exposeHeaders: ["Location", "X-Request-Id", "X-Run-Id", "Retry-After"],
+      }),
+    );
+  }
   app.use(requestId());
   // Wraps everything below: turns a 404 on a path that exists for other methods into a 405.
   app.use(
@@ -74,11 +107,13 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     c.set("runs", deps.runs);
     await next();
   });
-  app.use("/v1/*", limitBody(deps.config.bodyLimitBytes));
-  app.use("/v1/*", requireJsonBody);
+  app.use(accessLog);
+  app.use(limitBody(deps.config.bodyLimitBytes));
+  app.use("/v1/*", authenticate, rateLimit(deps.config.auth.requestsPerMinute), requireJsonBody);
 
   mountRoutes(app);
 
+  if (!deps.config.auth.publicOpenApi) app.use("/openapi.json", authenticate);
   app.get("/openapi.json", (c) => c.json(openApiDocument()));
   app.get("/docs", Scalar({ url: "/openapi.json", pageTitle: "agent-bridge API" }));
 

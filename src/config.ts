@@ -1,7 +1,8 @@
-import { existsSync } from "node:fs";
+import { existsSync, realpathSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { z } from "zod";
+import { isWellFormedKey } from "./auth/keys.js";
 import { childEnvironment } from "./claude/env.js";
 import { EFFORTS, PERMISSION_MODES } from "./claude/options.js";
 import type { LogLevel } from "./log.js";
@@ -44,6 +45,21 @@ const EnvSchema = z.object({
   AGENT_BRIDGE_MAX_QUEUED_RUNS: int(0).default(32),
   AGENT_BRIDGE_SHUTDOWN_GRACE_SECONDS: int(0).default(30),
   AGENT_BRIDGE_SSE_KEEPALIVE_SECONDS: int(1).default(15),
+  AGENT_BRIDGE_AUTH: oneOf(["keys", "none"] as const).default("keys"),
+  AGENT_BRIDGE_API_KEY: z
+    .string()
+    .refine(isWellFormedKey, {
+      error:
+        "expected ab_ and 43 base64url characters, e.g. from `agent-bridge keys create` or `node -e \"console.log('ab_'+crypto.randomBytes(32).toString('base64url'))\"`",
+    })
+    .optional(),
+  AGENT_BRIDGE_PUBLIC_OPENAPI: bool.default(true),
+  AGENT_BRIDGE_ALLOWED_ROOTS: list.optional(),
+  AGENT_BRIDGE_RATE_LIMIT_PER_MINUTE: int(1).default(600),
+  AGENT_BRIDGE_MAX_RUNS_PER_KEY: int(1).default(8),
+  AGENT_BRIDGE_CORS_ORIGINS: list.default([]),
+  AGENT_BRIDGE_SESSION_TTL_SECONDS: int(1).default(259_200),
+  AGENT_BRIDGE_SESSION_SWEEP_INTERVAL_SECONDS: int(1).default(300),
   AGENT_BRIDGE_CLAUDE_BIN: z.string().min(1).optional(),
   AGENT_BRIDGE_CLAUDE_WORK_DIR: z.string().min(1).default("."),
   AGENT_BRIDGE_CLAUDE_PERMISSION_MODE: oneOf(PERMISSION_MODES).default("acceptEdits"),
@@ -64,12 +80,31 @@ export interface Config {
   dataDir: string;
   logLevel: LogLevel;
   bodyLimitBytes: number;
+  auth: {
+    /** "none" only on a loopback address. */
+    mode: "keys" | "none";
+    /** A key made an admin key at start-up (containers, CI). */
+    apiKey: string | undefined;
+    /** Whether /openapi.json is served without a key (/docs needs it). */
+    publicOpenApi: boolean;
+    requestsPerMinute: number;
+  };
+  /** Real paths a session's work_dir must lie in. */
+  allowedRoots: string[];
+  corsOrigins: string[];
   runs: {
     maxConcurrent: number;
+    /** Runs (running and queued) one key may have at once. */
+    maxPerKey: number;
     maxQueued: number;
     /** How long running runs may go on after SIGTERM before they are stopped. */
     shutdownGraceMs: number;
     keepAliveMs: number;
+  };
+  sessions: {
+    /** Idle time after which the sweep expires a session (and removes its worktree). */
+    ttlMs: number;
+    sweepIntervalMs: number;
   };
   claude: {
     bin: string;
@@ -109,6 +144,22 @@ export function defaultClaudeBin(): string {
   return "claude";
 }
 
+/** Whether an address to bind only takes connections from this machine. */
+export function isLoopback(host: string): boolean {
+  return (
+    host === "localhost" || host === "::1" || host === "[::1]" || /^127(\.\d{1,3}){3}$/.test(host)
+  );
+}
+
+/** Roots are compared as real paths (symlinks followed); one that does not exist yet stays as given. */
+function realPathOrSelf(p: string): string {
+  try {
+    return realpathSync(path.resolve(p));
+  } catch {
+    return path.resolve(p);
+  }
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   // An empty variable means "not set", as in most shells' `VAR= cmd` idiom.
   const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== ""));
@@ -122,6 +173,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     );
   }
   const e = parsed.data;
+  if (e.AGENT_BRIDGE_AUTH === "none" && !isLoopback(e.HOST)) {
+    throw new ConfigError([
+      `AGENT_BRIDGE_AUTH: "none" is only allowed on a loopback address, and HOST is ${JSON.stringify(e.HOST)} (use 127.0.0.1, ::1 or localhost, or keep auth on)`,
+    ]);
+  }
+  const workDir = path.resolve(e.AGENT_BRIDGE_CLAUDE_WORK_DIR);
   return {
     port: e.PORT,
     host: e.HOST,
@@ -129,15 +186,28 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir: path.resolve(e.AGENT_BRIDGE_DATA_DIR),
     logLevel: e.LOG_LEVEL,
     bodyLimitBytes: e.AGENT_BRIDGE_BODY_LIMIT_BYTES,
+    auth: {
+      mode: e.AGENT_BRIDGE_AUTH,
+      apiKey: e.AGENT_BRIDGE_API_KEY,
+      publicOpenApi: e.AGENT_BRIDGE_PUBLIC_OPENAPI,
+      requestsPerMinute: e.AGENT_BRIDGE_RATE_LIMIT_PER_MINUTE,
+    },
+    allowedRoots: (e.AGENT_BRIDGE_ALLOWED_ROOTS ?? [workDir]).map((root) => realPathOrSelf(root)),
+    corsOrigins: e.AGENT_BRIDGE_CORS_ORIGINS,
     runs: {
+      maxPerKey: e.AGENT_BRIDGE_MAX_RUNS_PER_KEY,
       maxConcurrent: e.AGENT_BRIDGE_MAX_CONCURRENT_RUNS,
       maxQueued: e.AGENT_BRIDGE_MAX_QUEUED_RUNS,
       shutdownGraceMs: e.AGENT_BRIDGE_SHUTDOWN_GRACE_SECONDS * 1000,
       keepAliveMs: e.AGENT_BRIDGE_SSE_KEEPALIVE_SECONDS * 1000,
     },
+    sessions: {
+      ttlMs: e.AGENT_BRIDGE_SESSION_TTL_SECONDS * 1000,
+      sweepIntervalMs: e.AGENT_BRIDGE_SESSION_SWEEP_INTERVAL_SECONDS * 1000,
+    },
     claude: {
       bin: e.AGENT_BRIDGE_CLAUDE_BIN ?? defaultClaudeBin(),
-      workDir: path.resolve(e.AGENT_BRIDGE_CLAUDE_WORK_DIR),
+      workDir,
       permissionMode: e.AGENT_BRIDGE_CLAUDE_PERMISSION_MODE,
       timeoutSeconds: e.AGENT_BRIDGE_CLAUDE_TIMEOUT_SECONDS,
       idleTimeoutSeconds: e.AGENT_BRIDGE_CLAUDE_IDLE_TIMEOUT_SECONDS,

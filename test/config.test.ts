@@ -70,7 +70,7 @@ describe("config", () => {
       HOME: "/home/x",
       ANTHROPIC_API_KEY: "sk-test",
       DATABASE_URL: "postgres://secret@db/x",
-      AGENT_BRIDGE_API_KEY: "ab_secret",
+      AGENT_BRIDGE_API_KEY: `ab_${"k".repeat(43)}`,
       AWS_SECRET_ACCESS_KEY: "nope",
     });
     expect(config.claude.childEnv).toMatchObject({

@@ -58,6 +58,7 @@ describe("the service process", () => {
           await sql`select table_name from information_schema.tables where table_schema = 'public'`;
         await sql.end();
         expect(tables.map((t) => t.table_name).sort()).toEqual([
+          "api_keys",
           "run_events",
           "runs",
           "sessions",

@@ -7,6 +7,7 @@ import {
   type StreamedEvent,
 } from "../client/index.js";
 import { EXIT, exitCodeOf } from "./exit-codes.js";
+import { addLocalCommands } from "./local.js";
 import { type Output, RunRenderer } from "./render.js";
 
 // `agent-bridge`: the service from a terminal or a CI step. Every command that talks to a
@@ -179,6 +180,8 @@ export function buildProgram(): Command {
       const run = await clientOf(command).cancelRun(id);
       out.stdout.write(`${run.status} ${run.id}\n`);
     });
+
+  addLocalCommands(program, out);
 
   program
     .command("serve")

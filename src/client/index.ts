@@ -1,6 +1,5 @@
 import createFetchClient, { type Client } from "openapi-fetch";
 import {
-  type CompletionEvent,
   type OpenEvents,
   type ReconnectOptions,
   readRunEvents,

@@ -38,6 +38,44 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  "/v1/keys": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** List API keys, revoked ones included (admin) */
+    get: operations["listKeys"];
+    put?: never;
+    /** Create an API key (admin) */
+    post: operations["createKey"];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/v1/keys/{id}": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    post?: never;
+    /**
+     * Revoke an API key (admin)
+     * @description The key stops working at once; it stays listed with its `revoked_at`.
+     */
+    delete: operations["revokeKey"];
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   "/v1/runs/{id}": {
     parameters: {
       query?: never;
@@ -129,7 +167,7 @@ export interface paths {
     post?: never;
     /**
      * Delete a session with its runs and their events
-     * @description A run still active on the session is cancelled first.
+     * @description A run still active on the session is cancelled first. A session's git worktree and its branch `worktree-<id>` are removed with it; when the worktree has uncommitted changes the answer is 409 `worktree_dirty` and nothing is deleted, unless `force=true`.
      */
     delete: operations["deleteSession"];
     options?: never;
@@ -164,7 +202,7 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** Token and cost totals over all sessions */
+    /** Token and cost totals over the caller's sessions (all sessions for an admin key) */
     get: operations["getUsage"];
     put?: never;
     post?: never;
@@ -178,6 +216,25 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
   schemas: {
+    ApiKey: {
+      id: string;
+      name: string;
+      /**
+       * @description The key's first characters, to recognise it.
+       * @example ab_x7Kq2m
+       */
+      prefix: string;
+      admin: boolean;
+      /** Format: date-time */
+      created_at: string;
+      /** Format: date-time */
+      last_used_at: string | null;
+      /** Format: date-time */
+      revoked_at: string | null;
+    };
+    ApiKeyList: {
+      data: components["schemas"]["ApiKey"][];
+    };
     /** @description A stream of Server-Sent Events, one per BridgeEvent: `id:` is the event's number in the run (from 1, no gaps), `event:` its type, `data:` the JSON object below. It starts with `run_started` and ends with exactly one `completion`, then closes. Lines starting with `:` are keep-alive comments. Reconnect with `Last-Event-ID` to get every later event, once. */
     BridgeEvent:
       | components["schemas"]["RunStartedEvent"]
@@ -220,6 +277,15 @@ export interface components {
       used: number;
       size: number;
     };
+    CreateApiKey: {
+      /** @example ci */
+      name: string;
+      /**
+       * @description Admin keys see every tenant and manage keys.
+       * @default false
+       */
+      admin: boolean;
+    };
     CreateSession: {
       /** @description A label for people. */
       title?: string;
@@ -231,6 +297,8 @@ export interface components {
       system_prompt?: string;
       /** @description Run in a git worktree of its own. Default: `AGENT_BRIDGE_CLAUDE_WORKTREE_ENABLED`. */
       worktree?: boolean;
+      /** @description Directory the agent works in, absolute or relative to the first allowed root; it must resolve (symlinks followed) inside `AGENT_BRIDGE_ALLOWED_ROOTS`. Default: `AGENT_BRIDGE_CLAUDE_WORK_DIR`. */
+      work_dir?: string;
       /** @description Up to 32 string pairs, stored and returned as given. */
       metadata?: {
         [key: string]: string;
@@ -247,6 +315,10 @@ export interface components {
     Health: {
       /** @enum {string} */
       status: "ok";
+    };
+    NewApiKey: components["schemas"]["ApiKey"] & {
+      /** @description The key itself: shown this once, stored only as a hash. */
+      key: string;
     };
     /** @enum {string} */
     PermissionMode:
@@ -300,9 +372,17 @@ export interface components {
         | "unsupported_media_type"
         | "payload_too_large"
         | "not_found"
+        | "unauthorized"
+        | "forbidden"
+        | "rate_limited"
+        | "key_not_found"
+        | "work_dir_not_allowed"
         | "session_not_found"
         | "run_not_found"
         | "session_busy"
+        | "session_expired"
+        | "worktree_unavailable"
+        | "worktree_dirty"
         | "run_finished"
         | "queue_full"
         | "idempotency_key_reused"
@@ -402,6 +482,8 @@ export interface components {
       model: string | null;
       effort: components["schemas"]["Effort"];
       system_prompt: string | null;
+      /** @description The real path the agent works in. */
+      work_dir: string;
       worktree: boolean;
       metadata: {
         [key: string]: string;
@@ -412,6 +494,12 @@ export interface components {
       updated_at: string;
       /** Format: date-time */
       last_activity_at: string;
+      /**
+       * Format: date-time
+       * @description When the session outlived `AGENT_BRIDGE_SESSION_TTL_SECONDS` of inactivity; an expired session can be read and deleted but takes no more messages (410).
+       */
+      expired_at: string | null;
+      git_worktree: components["schemas"]["Worktree"];
       usage: components["schemas"]["SessionUsage"];
     };
     SessionPage: {
@@ -510,6 +598,24 @@ export interface components {
       path: string;
       message: string;
     };
+    /** @description The session's git worktree as found on disk after its last run; null until a run of a `worktree` session has made one. */
+    Worktree: {
+      /** @description The worktree's directory. */
+      path: string;
+      /** @example worktree-0b6a2f7e-3c1d-4a53-9d8e-2f1c6b7a9e10 */
+      branch: string;
+      /** @description The commit of origin/HEAD the branch was made from. */
+      base_commit: string | null;
+      /**
+       * @description `active`: in use; `removed`: worktree and branch removed (the session expired); `kept_dirty`: the session expired but the worktree had uncommitted changes, so it is still at `path`.
+       * @enum {string}
+       */
+      state: "active" | "removed" | "kept_dirty";
+      /** Format: date-time */
+      created_at: string;
+      /** Format: date-time */
+      removed_at: string | null;
+    } | null;
   };
   responses: never;
   parameters: never;
@@ -568,6 +674,198 @@ export interface operations {
       };
     };
   };
+  listKeys: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Every key, without its secret */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ApiKeyList"];
+        };
+      };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description The key lacks the admin role */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
+  createKey: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["CreateApiKey"];
+      };
+    };
+    responses: {
+      /** @description The new key, shown this once */
+      201: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["NewApiKey"];
+        };
+      };
+      /** @description Invalid request: every problem is listed in `errors` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description The key lacks the admin role */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Body larger than the configured limit */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Body is not JSON */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
+  revokeKey: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The revoked key */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ApiKey"];
+        };
+      };
+      /** @description Invalid request: every problem is listed in `errors` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description The key lacks the admin role */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Not found */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
   getRun: {
     parameters: {
       query?: never;
@@ -597,8 +895,26 @@ export interface operations {
           "application/problem+json": components["schemas"]["Problem"];
         };
       };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
       /** @description Not found */
       404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
         headers: {
           [name: string]: unknown;
         };
@@ -637,6 +953,15 @@ export interface operations {
           "application/problem+json": components["schemas"]["Problem"];
         };
       };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
       /** @description Not found */
       404: {
         headers: {
@@ -648,6 +973,15 @@ export interface operations {
       };
       /** @description Conflict */
       409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
         headers: {
           [name: string]: unknown;
         };
@@ -694,8 +1028,26 @@ export interface operations {
           "application/problem+json": components["schemas"]["Problem"];
         };
       };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
       /** @description Not found */
       404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
         headers: {
           [name: string]: unknown;
         };
@@ -729,6 +1081,24 @@ export interface operations {
       };
       /** @description Invalid request: every problem is listed in `errors` */
       400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
         headers: {
           [name: string]: unknown;
         };
@@ -770,6 +1140,15 @@ export interface operations {
           "application/problem+json": components["schemas"]["Problem"];
         };
       };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
       /** @description Body larger than the configured limit */
       413: {
         headers: {
@@ -781,6 +1160,15 @@ export interface operations {
       };
       /** @description Body is not JSON */
       415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
         headers: {
           [name: string]: unknown;
         };
@@ -819,8 +1207,26 @@ export interface operations {
           "application/problem+json": components["schemas"]["Problem"];
         };
       };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
       /** @description Not found */
       404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
         headers: {
           [name: string]: unknown;
         };
@@ -832,7 +1238,10 @@ export interface operations {
   };
   deleteSession: {
     parameters: {
-      query?: never;
+      query?: {
+        /** @description Remove the session's worktree even when it has uncommitted changes. */
+        force?: "true" | "false";
+      };
       header?: never;
       path: {
         id: string;
@@ -857,8 +1266,35 @@ export interface operations {
           "application/problem+json": components["schemas"]["Problem"];
         };
       };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
       /** @description Not found */
       404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Conflict */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
         headers: {
           [name: string]: unknown;
         };
@@ -919,6 +1355,15 @@ export interface operations {
           "application/problem+json": components["schemas"]["Problem"];
         };
       };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
       /** @description Not found */
       404: {
         headers: {
@@ -930,6 +1375,15 @@ export interface operations {
       };
       /** @description Conflict */
       409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description The session has expired */
+      410: {
         headers: {
           [name: string]: unknown;
         };
@@ -1000,6 +1454,24 @@ export interface operations {
         };
         content: {
           "application/json": components["schemas"]["UsageTotals"];
+        };
+      };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
         };
       };
     };

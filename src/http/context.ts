@@ -1,3 +1,4 @@
+import type { Principal } from "../auth/principal.js";
 import type { ClaudeProbe } from "../claude/version.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
@@ -18,5 +19,7 @@ export interface AppEnv {
   Variables: AppDeps & {
     db: Database;
     requestId: string;
+    /** Set by `authenticate` on every /v1 route. */
+    principal: Principal;
   };
 }

@@ -5,9 +5,11 @@ import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { ZodError } from "zod";
 import {
   IdempotencyConflictError,
+  KeyRunLimitError,
   QueueFullError,
   RunFinishedError,
   SessionBusyError,
+  SessionExpiredError,
   ShuttingDownError,
 } from "../runs/errors.js";
 import type { AppEnv } from "./context.js";
@@ -21,9 +23,17 @@ export const ERROR_CODES = {
   unsupported_media_type: "Unsupported media type",
   payload_too_large: "Payload too large",
   not_found: "Not found",
+  unauthorized: "Missing or invalid API key",
+  forbidden: "Not allowed for this key",
+  rate_limited: "Too many requests for this key",
+  key_not_found: "API key not found",
+  work_dir_not_allowed: "Work directory not allowed",
   session_not_found: "Session not found",
   run_not_found: "Run not found",
   session_busy: "Session has an active run",
+  session_expired: "Session expired",
+  worktree_unavailable: "Worktree mode unavailable",
+  worktree_dirty: "Worktree has uncommitted changes",
   run_finished: "Run already finished",
   queue_full: "Too many runs",
   idempotency_key_reused: "Idempotency key reused with a different request",
@@ -151,9 +161,15 @@ function runRefusal(err: unknown): ApiError | undefined {
       headers: { "Retry-After": String(err.retryAfterSeconds) },
     });
   }
+  if (err instanceof KeyRunLimitError) {
+    return new ApiError(429, "rate_limited", `${err.message}; retry later`, {
+      headers: { "Retry-After": String(err.retryAfterSeconds) },
+    });
+  }
   if (err instanceof IdempotencyConflictError)
     return new ApiError(422, "idempotency_key_reused", err.message);
   if (err instanceof RunFinishedError) return new ApiError(409, "run_finished", err.message);
+  if (err instanceof SessionExpiredError) return new ApiError(410, "session_expired", err.message);
   if (err instanceof ShuttingDownError) return new ApiError(503, "shutting_down", err.message);
   return undefined;
 }
@@ -174,8 +190,11 @@ export const onNotFound: NotFoundHandler<AppEnv> = (c) =>
 export function problemResponses<S extends number>(...statuses: S[]) {
   const descriptions: Record<number, string> = {
     400: "Invalid request: every problem is listed in `errors`",
+    401: "Missing, malformed, unknown or revoked API key",
+    403: "The key lacks the admin role",
     404: "Not found",
     409: "Conflict",
+    410: "The session has expired",
     422: "Idempotency-Key reused with a different body",
     413: "Body larger than the configured limit",
     415: "Body is not JSON",

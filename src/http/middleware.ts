@@ -38,3 +38,20 @@ export const requireJsonBody: MiddlewareHandler<AppEnv> = async (c, next) => {
   }
   await next();
 };
+
+/**
+ * One line per request: method, path, status, time, request id and the key's name. Never a
+ * header or a body, so no credential reaches the log.
+ */
+export const accessLog: MiddlewareHandler<AppEnv> = async (c, next) => {
+  const started = performance.now();
+  await next();
+  c.var.logger.info("request", {
+    method: c.req.method,
+    path: c.req.path,
+    status: c.res.status,
+    ms: Math.round(performance.now() - started),
+    request_id: c.var.requestId,
+    key: c.var.principal?.name,
+  });
+};

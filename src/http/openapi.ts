@@ -12,8 +12,16 @@ let memo: OpenApiDocument | undefined;
  * object is served at /openapi.json and written to openapi.yaml.
  */
 export function openApiDocument(): OpenApiDocument {
-  memo ??= mountRoutes(createRouter()).getOpenAPI31Document({
+  if (memo) return memo;
+  const router = createRouter();
+  router.openAPIRegistry.registerComponent("securitySchemes", "bearerAuth", {
+    type: "http",
+    scheme: "bearer",
+    description: "An API key, `ab_…`, made with `agent-bridge keys create` or `POST /v1/keys`.",
+  });
+  memo = mountRoutes(router).getOpenAPI31Document({
     openapi: "3.1.0",
+    security: [{ bearerAuth: [] }],
     info: {
       title: "agent-bridge",
       version: API_VERSION,
@@ -27,6 +35,7 @@ export function openApiDocument(): OpenApiDocument {
       { name: "Sessions", description: "Conversations with the agent and their usage totals" },
       { name: "Runs", description: "Messages, the runs they start, and their event streams" },
       { name: "Usage", description: "Token and cost totals" },
+      { name: "Keys", description: "API keys (admin)" },
       { name: "Health", description: "Liveness and readiness" },
     ],
   });

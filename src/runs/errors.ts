@@ -35,3 +35,18 @@ export class RunFinishedError extends Error {
     super(`run ${runId} has already finished (${status})`);
   }
 }
+
+export class KeyRunLimitError extends Error {
+  constructor(
+    readonly limit: number,
+    readonly retryAfterSeconds: number,
+  ) {
+    super(`this API key already has ${limit} runs active or queued, its limit`);
+  }
+}
+
+export class SessionExpiredError extends Error {
+  constructor(readonly sessionId: string) {
+    super(`session ${sessionId} has expired and takes no more messages; create a new one`);
+  }
+}

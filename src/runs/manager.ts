@@ -5,13 +5,17 @@ import { bareCompletion, type CompletionEvent } from "../events.js";
 import type { Logger } from "../log.js";
 import type { Database } from "../store/db.js";
 import { uniqueViolation } from "../store/errors.js";
+import { isSessionExpired } from "../store/expiry.js";
 import * as store from "../store/runs.js";
 import type { RunRow, SessionRow } from "../store/schema.js";
+import { prepareSessionWorktree, recordSessionWorktree } from "../worktrees/sessions.js";
 import {
   IdempotencyConflictError,
+  KeyRunLimitError,
   QueueFullError,
   RunFinishedError,
   SessionBusyError,
+  SessionExpiredError,
   ShuttingDownError,
 } from "./errors.js";
 import { type LogView, RunLog, type SequencedEvent, toRow } from "./run-log.js";
@@ -24,6 +28,8 @@ export interface RunManagerOptions {
   workDir: string;
   maxConcurrent: number;
   maxQueued: number;
+  /** Runs (running and queued) one API key may have at once. */
+  maxPerKey: number;
 }
 
 export interface Message {
@@ -65,15 +71,39 @@ export class RunManager {
     // Messages to one session are admitted one after the other, so that of several racing, one
     // gets the run and the rest see it (409) rather than competing for queue places (429). The
     // unique index on active runs still guards against other processes.
-    const previous = this.admissions.get(session.id) ?? Promise.resolve();
-    const admitted = previous.then(() => this.admit(session, message));
+    return this.inAdmissionOrder(session.id, () => this.admit(session, message));
+  }
+
+  /** True while a run of the session is queued or running in this process. */
+  isActive(sessionId: string): boolean {
+    for (const run of this.active.values()) if (run.session.id === sessionId) return true;
+    return false;
+  }
+
+  /**
+   * Calls `task` in the session's admission order when the session has no active run (else
+   * resolves undefined without calling it): a message arriving meanwhile waits for `task` and
+   * sees what it did. The sweep expires sessions through this.
+   */
+  whenIdle<T>(sessionId: string, task: () => Promise<T>): Promise<T | undefined> {
+    return this.inAdmissionOrder(sessionId, async () => {
+      if (this.isActive(sessionId) || (await store.getActiveRun(this.opts.db, sessionId))) {
+        return undefined;
+      }
+      return task();
+    });
+  }
+
+  private inAdmissionOrder<T>(sessionId: string, task: () => Promise<T>): Promise<T> {
+    const previous = this.admissions.get(sessionId) ?? Promise.resolve();
+    const admitted = previous.then(task);
     const settled = admitted.then(
       () => {},
       () => {},
     );
-    this.admissions.set(session.id, settled);
+    this.admissions.set(sessionId, settled);
     void settled.then(() => {
-      if (this.admissions.get(session.id) === settled) this.admissions.delete(session.id);
+      if (this.admissions.get(sessionId) === settled) this.admissions.delete(sessionId);
     });
     return admitted;
   }
@@ -84,6 +114,8 @@ export class RunManager {
   ): Promise<{ run: RunRow; created: boolean }> {
     if (!this.accepting) throw new ShuttingDownError();
     const { db } = this.opts;
+    // Read again rather than trusting `session`: the sweep may have expired it since.
+    if (await isSessionExpired(db, session.id)) throw new SessionExpiredError(session.id);
     const requestHash = message.idempotencyKey ? hashMessage(message) : null;
     if (message.idempotencyKey) {
       const earlier = await this.findIdempotent(session.id, message.idempotencyKey, requestHash);
@@ -91,6 +123,9 @@ export class RunManager {
     }
     const active = await store.getActiveRun(db, session.id);
     if (active) throw new SessionBusyError(active.id);
+    if (session.ownerKeyId && this.activeRunsOf(session.ownerKeyId) >= this.opts.maxPerKey) {
+      throw new KeyRunLimitError(this.opts.maxPerKey, this.retryAfterSeconds());
+    }
     const capacity = this.opts.maxConcurrent + this.opts.maxQueued;
     if (this.running + this.queue.length + this.admitting >= capacity) {
       throw new QueueFullError(capacity, this.retryAfterSeconds());
@@ -239,6 +274,7 @@ export class RunManager {
         queued_ms: Math.max(0, startedAt.getTime() - row.createdAt.getTime()),
       });
       const resume = await store.claudeSessionStarted(db, session.id);
+      if (session.worktree) await this.prepareWorktree(session);
       const events = runClaude(
         {
           prompt: row.prompt,
@@ -249,7 +285,7 @@ export class RunManager {
           effort: session.effort as never,
           ...(session.model ? { model: session.model } : {}),
           ...systemPrompt(session.systemPrompt, row.systemPrompt),
-          cwd: this.opts.workDir,
+          cwd: this.workDirOf(session),
         },
         {
           ...this.opts.runner,
@@ -270,6 +306,8 @@ export class RunManager {
       );
     }
     completion ??= bareCompletion("failed", "the runner ended without a completion");
+    // Before the completion goes out, so that a client reading the session then sees the record.
+    if (session.worktree) await this.recordWorktree(session);
     if (run.interruptedBy)
       completion = { ...completion, status: "interrupted", error: run.interruptedBy };
     try {
@@ -278,6 +316,34 @@ export class RunManager {
       // The log write already failed and was logged; the completion below still records the end.
     }
     await this.complete(run, completion);
+  }
+
+  /** A failure here is logged, not fatal: the CLI then makes a fresh worktree by itself. */
+  private async prepareWorktree(session: SessionRow) {
+    const { logger } = this.opts;
+    try {
+      await prepareSessionWorktree(this.workDirOf(session), session.id, logger);
+    } catch (err) {
+      logger.error("could not restore the session's worktree", {
+        session_id: session.id,
+        error: String(err),
+      });
+    }
+  }
+
+  private async recordWorktree(session: SessionRow) {
+    try {
+      await recordSessionWorktree(this.opts.db, this.workDirOf(session), session.id);
+    } catch (err) {
+      this.opts.logger.error("could not record the session's worktree", {
+        session_id: session.id,
+        error: String(err),
+      });
+    }
+  }
+
+  private workDirOf(session: SessionRow): string {
+    return session.workDir ?? this.opts.workDir;
   }
 
   private async finishUnstarted(
@@ -341,6 +407,12 @@ export class RunManager {
     }
     if (earlier.requestHash !== requestHash) throw new IdempotencyConflictError(earlier.id);
     return earlier;
+  }
+
+  private activeRunsOf(keyId: string): number {
+    let n = 0;
+    for (const run of this.active.values()) if (run.session.ownerKeyId === keyId) n++;
+    return n;
   }
 
   /** A rough wait: one run slot frees up per average run, assumed a minute. */

@@ -1,4 +1,4 @@
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { PGlite } from "@electric-sql/pglite";
@@ -26,20 +26,61 @@ export interface DatabaseHandle {
   close(): Promise<void>;
 }
 
+export class DatabaseLockedError extends Error {}
+
+/**
+ * The embedded database is one process's: a second one on the same files would corrupt them.
+ * A lock file holds the owner's pid; a lock whose process is gone is stale and taken over.
+ */
+function lockDataDir(dir: string): () => void {
+  const lock = path.join(dir, "pglite.lock");
+  try {
+    writeFileSync(lock, String(process.pid), { flag: "wx" });
+  } catch {
+    const owner = Number(readFileSync(lock, "utf8"));
+    if (owner && owner !== process.pid && processExists(owner)) {
+      throw new DatabaseLockedError(
+        `the embedded database in ${dir} is in use by process ${owner} (a running server?); stop it, or use the server's API`,
+      );
+    }
+    writeFileSync(lock, String(process.pid));
+  }
+  return () => rmSync(lock, { force: true });
+}
+
+function processExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
 const migrationsFolder = fileURLToPath(new URL("../../drizzle", import.meta.url));
 
 /** Opens the database and brings its schema up to date with the committed migrations. */
 export async function openDatabase(target: DatabaseTarget): Promise<DatabaseHandle> {
   if (target.kind === "pglite") {
     let dataDir: string | undefined;
+    let unlock = () => {};
     if (target.dataDir) {
       dataDir = path.join(target.dataDir, "pgdata");
       mkdirSync(dataDir, { recursive: true });
+      unlock = lockDataDir(target.dataDir);
     }
-    const client = new PGlite(dataDir);
-    const db = drizzlePglite({ client, schema });
-    await migratePglite(db, { migrationsFolder });
-    return handle(db, "pglite", () => client.close());
+    try {
+      const client = new PGlite(dataDir);
+      const db = drizzlePglite({ client, schema });
+      await migratePglite(db, { migrationsFolder });
+      return handle(db, "pglite", async () => {
+        await client.close();
+        unlock();
+      });
+    } catch (err) {
+      unlock();
+      throw err;
+    }
   }
   // `onnotice` silenced: migrations' "relation already exists, skipping" notices are noise.
   const client = postgres(target.url, { max: 10, onnotice: () => {} });

@@ -1,8 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { and, asc, eq, gt, inArray, isNotNull, lt, sql } from "drizzle-orm";
+import type { Principal } from "../auth/principal.js";
 import type { Usage } from "../events.js";
 import type { Database } from "./db.js";
 import { type RunEventRow, type RunRow, runEvents, runs, sessions } from "./schema.js";
+import { visibleTo } from "./sessions.js";
 
 export const ACTIVE_STATUSES = ["queued", "running"] as const;
 
@@ -28,6 +30,20 @@ export async function insertRun(db: Database, input: NewRun): Promise<RunRow> {
 export async function getRun(db: Database, id: string): Promise<RunRow | undefined> {
   const [row] = await db.select().from(runs).where(eq(runs.id, id));
   return row;
+}
+
+/** The run, when it exists and the caller may see its session. */
+export async function getVisibleRun(
+  db: Database,
+  id: string,
+  principal: Principal,
+): Promise<RunRow | undefined> {
+  const [row] = await db
+    .select({ run: runs })
+    .from(runs)
+    .innerJoin(sessions, eq(sessions.id, runs.sessionId))
+    .where(and(eq(runs.id, id), visibleTo(principal)));
+  return row?.run;
 }
 
 export async function getActiveRun(db: Database, sessionId: string): Promise<RunRow | undefined> {
@@ -165,10 +181,20 @@ export interface NewRunEvent {
   data: Record<string, unknown>;
 }
 
+/**
+ * Inserts a batch of events as one statement with one JSON parameter: a multi-row `values` list
+ * costs the query builder and the driver a parameter per column per row, which the bench
+ * measured as most of the relay's time (`npm run bench`, README "Performance").
+ */
 export async function appendEvents(db: Database, runId: string, events: NewRunEvent[]) {
   if (events.length === 0) return;
-  const createdAt = new Date();
-  await db.insert(runEvents).values(events.map((e) => ({ runId, createdAt, ...e })));
+  const rows = JSON.stringify(
+    events.map((e) => ({ seq: e.seq, public_seq: e.publicSeq, type: e.type, data: e.data })),
+  );
+  await db.execute(sql`
+    insert into ${runEvents} (run_id, seq, public_seq, type, data, created_at)
+    select ${runId}::uuid, e.seq, e.public_seq, e.type, e.data, ${new Date().toISOString()}::timestamptz
+    from json_to_recordset(${rows}::json) as e(seq integer, public_seq integer, type text, data json)`);
 }
 
 /** Events after `after`, counted in `seq` (every event) or `public_seq` (the default view). */
@@ -209,8 +235,8 @@ export async function lastEventSeqs(db: Database, runId: string) {
   return row ?? { seq: 0, publicSeq: 0 };
 }
 
-/** Usage over every session. */
-export async function usageTotals(db: Database) {
+/** Usage over the sessions the caller may see: its own, or all for an admin. */
+export async function usageTotals(db: Database, principal: Principal) {
   const [row] = await db
     .select({
       input_tokens: sql`coalesce(sum(${sessions.inputTokens}), 0)`.mapWith(Number),
@@ -222,7 +248,8 @@ export async function usageTotals(db: Database) {
       runs: sql`coalesce(sum(${sessions.runs}), 0)`.mapWith(Number),
       sessions: sql`count(*)`.mapWith(Number),
     })
-    .from(sessions);
+    .from(sessions)
+    .where(visibleTo(principal));
   if (!row) throw new Error("usage query returned no row");
   return row;
 }

@@ -62,12 +62,18 @@ export const sessions = pgTable(
     createdAt: ts("created_at").notNull(),
     updatedAt: ts("updated_at").notNull(),
     lastActivityAt: ts("last_activity_at").notNull(),
+    /** Set by the sweep once the session outlived its TTL; it then takes no more messages. */
+    expiredAt: ts("expired_at"),
     ...usageColumns(),
     runs: integer("runs").notNull().default(0),
   },
   (t) => [
     index("sessions_created_at_id_idx").on(t.createdAt.desc(), t.id.desc()),
     index("sessions_owner_key_id_idx").on(t.ownerKeyId),
+    // The sweep looks for live sessions idle for longer than the TTL.
+    index("sessions_live_last_activity_idx")
+      .on(t.lastActivityAt)
+      .where(sql`${t.expiredAt} is null`),
   ],
 );
 

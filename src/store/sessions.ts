@@ -1,9 +1,12 @@
 import { randomUUID } from "node:crypto";
-import { and, desc, eq, lt, or } from "drizzle-orm";
+import { and, desc, eq, lt, or, type SQL } from "drizzle-orm";
+import type { Principal } from "../auth/principal.js";
 import type { Database } from "./db.js";
 import { type SessionRow, sessions } from "./schema.js";
 
 export interface NewSession {
+  ownerKeyId: string | null;
+  workDir: string | null;
   title: string | null;
   permissionMode: string;
   model: string | null;
@@ -23,8 +26,21 @@ export async function createSession(db: Database, input: NewSession): Promise<Se
   return row;
 }
 
-export async function getSession(db: Database, id: string): Promise<SessionRow | undefined> {
-  const [row] = await db.select().from(sessions).where(eq(sessions.id, id));
+/** Sessions the caller may see: an admin sees all, any other key only the sessions it created. */
+export function visibleTo(principal: Principal): SQL | undefined {
+  return principal.admin ? undefined : eq(sessions.ownerKeyId, principal.keyId ?? "");
+}
+
+/** The session, when it exists and the caller may see it (else undefined: a 404 either way). */
+export async function getSession(
+  db: Database,
+  id: string,
+  principal: Principal,
+): Promise<SessionRow | undefined> {
+  const [row] = await db
+    .select()
+    .from(sessions)
+    .where(and(eq(sessions.id, id), visibleTo(principal)));
   return row;
 }
 
@@ -37,6 +53,7 @@ export interface SessionKey {
 /** Newest first; ties on the creation time are broken by id so that paging never skips a row. */
 export async function listSessions(
   db: Database,
+  principal: Principal,
   page: { limit: number; after?: SessionKey },
 ): Promise<SessionRow[]> {
   const { after } = page;
@@ -44,12 +61,15 @@ export async function listSessions(
     .select()
     .from(sessions)
     .where(
-      after
-        ? or(
-            lt(sessions.createdAt, after.createdAt),
-            and(eq(sessions.createdAt, after.createdAt), lt(sessions.id, after.id)),
-          )
-        : undefined,
+      and(
+        visibleTo(principal),
+        after
+          ? or(
+              lt(sessions.createdAt, after.createdAt),
+              and(eq(sessions.createdAt, after.createdAt), lt(sessions.id, after.id)),
+            )
+          : undefined,
+      ),
     )
     .orderBy(desc(sessions.createdAt), desc(sessions.id))
     .limit(page.limit);

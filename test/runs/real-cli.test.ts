@@ -134,7 +134,9 @@ describe.each(BACKENDS)("the real claude CLI through HTTP on %s", (backend) => {
     const completions = frames.filter((f) => f.event === "completion");
     expect(completions).toHaveLength(1);
     expect(completions[0]?.data).toMatchObject({ status: "failed", is_error: true });
-    expect((completions[0]?.data as { error?: string } | undefined)?.error).toContain("prompt is malformed");
+    expect((completions[0]?.data as { error?: string } | undefined)?.error).toContain(
+      "prompt is malformed",
+    );
   });
 
   it("cancel stops a run of the real CLI mid-stream and leaves none of its processes", async () => {

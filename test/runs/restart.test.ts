@@ -58,6 +58,8 @@ describe.each(targets)("restarts on %s", (_name, database) => {
       ...fake.env,
       AGENT_BRIDGE_CLAUDE_BIN: fake.bin,
       AGENT_BRIDGE_CLAUDE_ENV_ALLOW: "FAKE_CLAUDE_SCENARIO",
+      // The new run started at the end must not hold up the final stop.
+      AGENT_BRIDGE_SHUTDOWN_GRACE_SECONDS: "0",
     };
     const first = await startServer(env);
     const session = await (await fetch(`${first.url}/v1/sessions`, { method: "POST" })).json();

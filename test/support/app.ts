@@ -13,12 +13,20 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-/** The real app on a fresh database of the given back-end, configured from `env` alone. */
+/**
+ * The real app on a fresh database of the given back-end, configured from `env` alone. API keys
+ * are off unless `env` turns them on (`AGENT_BRIDGE_AUTH: "keys"`), as the tests of auth do.
+ */
 export async function createTestApp(
   backend: Backend,
   env: NodeJS.ProcessEnv = {},
 ): Promise<TestApp> {
-  const config = loadConfig({ PATH: process.env.PATH, HOME: process.env.HOME, ...env });
+  const config = loadConfig({
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    AGENT_BRIDGE_AUTH: "none",
+    ...env,
+  });
   const database = await openTestDatabase(backend);
   const deps = buildDeps(config, database, silentLogger);
   return {

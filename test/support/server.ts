@@ -15,6 +15,8 @@ export interface ServerProcess {
   url: string;
   child: ChildProcess;
   output(): string;
+  /** Resolves with the match once the process has printed it (its output may lag its HTTP). */
+  waitForOutput(pattern: RegExp, timeoutMs?: number): Promise<RegExpExecArray>;
   /** Sends the signal and waits for the process to exit; returns its exit code. */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
@@ -32,9 +34,11 @@ export async function startServer(env: NodeJS.ProcessEnv): Promise<ServerProcess
   const port = await freePort();
   const child = spawn(command[0], command.slice(1), {
     cwd: root,
+    // API keys off unless the test turns them on.
     env: {
       PATH: process.env.PATH,
       HOME: process.env.HOME,
+      AGENT_BRIDGE_AUTH: "none",
       ...env,
       PORT: String(port),
       HOST: "127.0.0.1",
@@ -59,8 +63,9 @@ export async function startServer(env: NodeJS.ProcessEnv): Promise<ServerProcess
     if (child.exitCode !== null)
       throw new Error(`server exited with ${child.exitCode}:\n${output}`);
     try {
-      if ((await fetch(`${url}/readyz`)).status === 200)
-        return { url, child, output: () => output, stop };
+      if ((await fetch(`${url}/readyz`)).status === 200) {
+        return { url, child, output: () => output, waitForOutput: waitFor(() => output), stop };
+      }
     } catch {
       // not listening yet
     }
@@ -68,6 +73,18 @@ export async function startServer(env: NodeJS.ProcessEnv): Promise<ServerProcess
   }
   await stop("SIGKILL");
   throw new Error(`server not ready within 60 s:\n${output}`);
+}
+
+function waitFor(output: () => string) {
+  return async (pattern: RegExp, timeoutMs = 5000): Promise<RegExpExecArray> => {
+    const until = Date.now() + timeoutMs;
+    for (;;) {
+      const match = pattern.exec(output());
+      if (match) return match;
+      if (Date.now() > until) throw new Error(`no ${pattern} in the output:\n${output()}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
 }
 
 /** Runs the entry point to its exit, for start-up failures. */

@@ -17,6 +17,7 @@ export const healthz = createRoute({
   path: "/healthz",
   operationId: "healthz",
   tags,
+  security: [],
   summary: "Liveness: the process is up",
   responses: { 200: { description: "Up", content: { "application/json": { schema: Health } } } },
 });
@@ -26,6 +27,7 @@ export const readyz = createRoute({
   path: "/readyz",
   operationId: "readyz",
   tags,
+  security: [],
   summary: "Readiness: the database answers and the claude CLI runs",
   responses: {
     200: { description: "Ready", content: { "application/json": { schema: Readiness } } },

@@ -1,4 +1,5 @@
 import type { RouteHandler } from "@hono/zod-openapi";
+import type { Principal } from "../../../auth/principal.js";
 import type { CompletionEvent } from "../../../events.js";
 import type { Database } from "../../../store/db.js";
 import * as runStore from "../../../store/runs.js";
@@ -11,8 +12,8 @@ import { toRun } from "./runs.schemas.js";
 
 const runNotFound = (id: string) => new ApiError(404, "run_not_found", `No run with id ${id}`);
 
-async function loadRun(db: Database, id: string) {
-  const row = await runStore.getRun(db, id);
+async function loadRun(db: Database, id: string, principal: Principal) {
+  const row = await runStore.getVisibleRun(db, id, principal);
   if (!row) throw runNotFound(id);
   const completion = await runStore.getCompletionEvent(db, id);
   return toRun(
@@ -35,8 +36,8 @@ export const postMessage: RouteHandler<typeof routes.postMessage, AppEnv> = asyn
   const { id } = c.req.valid("param");
   const body = c.req.valid("json");
   const headers = c.req.valid("header");
-  const { db, runs, config, logger } = c.var;
-  const session = await getSession(db, id);
+  const { db, runs, config, logger, principal } = c.var;
+  const session = await getSession(db, id, principal);
   if (!session) throw new ApiError(404, "session_not_found", `No session with id ${id}`);
 
   const { run } = await runs.submit(session, {
@@ -61,7 +62,7 @@ export const postMessage: RouteHandler<typeof routes.postMessage, AppEnv> = asyn
       if (event.type === "completion") completion = event;
     }
     if (!completion) throw new Error(`run ${run.id} ended without a completion`);
-    return c.json({ run: await loadRun(db, run.id), completion, text }, 200, {
+    return c.json({ run: await loadRun(db, run.id, principal), completion, text }, 200, {
       "X-Run-Id": run.id,
     });
   }
@@ -75,15 +76,15 @@ export const postMessage: RouteHandler<typeof routes.postMessage, AppEnv> = asyn
 
 export const getRun: RouteHandler<typeof routes.getRun, AppEnv> = async (c) => {
   const { id } = c.req.valid("param");
-  return c.json(await loadRun(c.var.db, id), 200);
+  return c.json(await loadRun(c.var.db, id, c.var.principal), 200);
 };
 
 export const getRunEvents: RouteHandler<typeof routes.getRunEvents, AppEnv> = async (c) => {
   const { id } = c.req.valid("param");
   const query = c.req.valid("query");
   const lastEventId = c.req.valid("header")["last-event-id"];
-  const { db, runs, config, logger } = c.var;
-  if (!(await runStore.getRun(db, id))) throw runNotFound(id);
+  const { db, runs, config, logger, principal } = c.var;
+  if (!(await runStore.getVisibleRun(db, id, principal))) throw runNotFound(id);
   const view = query.events === "full" ? "full" : "public";
   const after = lastEventId !== undefined ? Number(lastEventId) : (query.after ?? 0);
   return sseResponse((signal) => runs.events(id, view, after, signal), {
@@ -95,8 +96,8 @@ export const getRunEvents: RouteHandler<typeof routes.getRunEvents, AppEnv> = as
 
 export const cancelRun: RouteHandler<typeof routes.cancelRun, AppEnv> = async (c) => {
   const { id } = c.req.valid("param");
-  const { db, runs } = c.var;
-  if (!(await runStore.getRun(db, id))) throw runNotFound(id);
+  const { db, runs, principal } = c.var;
+  if (!(await runStore.getVisibleRun(db, id, principal))) throw runNotFound(id);
   await runs.cancel(id);
-  return c.json(await loadRun(db, id), 200);
+  return c.json(await loadRun(db, id, principal), 200);
 };

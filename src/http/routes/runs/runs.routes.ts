@@ -48,7 +48,7 @@ export const postMessage = createRoute({
       headers: z.object({ Location: z.string(), "Preference-Applied": z.string() }),
       content: { "application/json": { schema: Run } },
     },
-    ...problemResponses(400, 404, 409, 413, 415, 422, 429, 503),
+    ...problemResponses(400, 401, 404, 409, 410, 413, 415, 422, 429, 503),
   },
 });
 
@@ -61,7 +61,7 @@ export const getRun = createRoute({
   request: { params: z.object({ id: RunId }) },
   responses: {
     200: { description: "The run", content: { "application/json": { schema: Run } } },
-    ...problemResponses(400, 404),
+    ...problemResponses(400, 401, 404, 429),
   },
 });
 
@@ -79,7 +79,7 @@ export const getRunEvents = createRoute({
       description: "The run's events as SSE",
       content: { "text/event-stream": { schema: EventStream } },
     },
-    ...problemResponses(400, 404),
+    ...problemResponses(400, 401, 404, 429),
   },
 });
 
@@ -93,6 +93,6 @@ export const cancelRun = createRoute({
   request: { params: z.object({ id: RunId }) },
   responses: {
     200: { description: "The cancelled run", content: { "application/json": { schema: Run } } },
-    ...problemResponses(400, 404, 409),
+    ...problemResponses(400, 401, 404, 409, 429),
   },
 });

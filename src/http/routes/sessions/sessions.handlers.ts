@@ -1,6 +1,14 @@
 import type { RouteHandler } from "@hono/zod-openapi";
+import { resolveWorkDir, WorkDirNotAllowedError } from "../../../auth/work-dir.js";
 import { getActiveRun } from "../../../store/runs.js";
 import * as store from "../../../store/sessions.js";
+import { getSessionWorktree, sessionWorktrees } from "../../../store/worktrees.js";
+import {
+  checkWorktreePrerequisites,
+  WorktreePrerequisiteError,
+} from "../../../worktrees/prerequisites.js";
+import { discardSessionWorktree } from "../../../worktrees/sessions.js";
+import { findSessionWorktree, isDirty } from "../../../worktrees/worktree.js";
 import type { AppEnv } from "../../context.js";
 import { decodeCursor, encodeCursor } from "../../cursor.js";
 import { ApiError } from "../../errors.js";
@@ -9,31 +17,70 @@ import { toSession } from "./sessions.schemas.js";
 
 const notFound = (id: string) => new ApiError(404, "session_not_found", `No session with id ${id}`);
 
+/** A worktree session needs a git repository with origin/HEAD to branch off: refused otherwise. */
+async function requireWorktreePrerequisites(workDir: string) {
+  try {
+    await checkWorktreePrerequisites(workDir);
+  } catch (err) {
+    if (!(err instanceof WorktreePrerequisiteError)) throw err;
+    const message = `worktree mode is unavailable: ${err.message}`;
+    throw new ApiError(400, "worktree_unavailable", message, {
+      errors: [{ location: "body", path: "worktree", message }],
+    });
+  }
+}
+
+const worktreeDirty = (path: string) =>
+  new ApiError(
+    409,
+    "worktree_dirty",
+    `The session's worktree at ${path} has uncommitted changes; commit or discard them, or delete with ?force=true to discard them`,
+  );
+
 export const createSession: RouteHandler<typeof routes.createSession, AppEnv> = async (c) => {
   const body = c.req.valid("json");
-  const { claude } = c.var.config;
+  const { claude, allowedRoots } = c.var.config;
+  let workDir: string | null = null;
+  if (body.work_dir !== undefined) {
+    try {
+      workDir = await resolveWorkDir(body.work_dir, allowedRoots);
+    } catch (err) {
+      if (!(err instanceof WorkDirNotAllowedError)) throw err;
+      throw new ApiError(400, "work_dir_not_allowed", err.message, {
+        errors: [{ location: "body", path: "work_dir", message: err.message }],
+      });
+    }
+  }
+  const worktree = body.worktree ?? claude.worktreeEnabled;
+  if (worktree) await requireWorktreePrerequisites(workDir ?? claude.workDir);
   const row = await store.createSession(c.var.db, {
+    ownerKeyId: c.var.principal.keyId,
+    workDir,
     title: body.title ?? null,
     permissionMode: body.permission_mode ?? claude.permissionMode,
     model: body.model ?? claude.model ?? null,
     effort: body.effort ?? claude.effort,
     systemPrompt: body.system_prompt ?? null,
-    worktree: body.worktree ?? claude.worktreeEnabled,
+    worktree,
     metadata: body.metadata ?? {},
   });
-  return c.json(toSession(row), 201, { Location: `/v1/sessions/${row.id}` });
+  return c.json(toSession(row, c.var.config), 201, { Location: `/v1/sessions/${row.id}` });
 };
 
 export const listSessions: RouteHandler<typeof routes.listSessions, AppEnv> = async (c) => {
   const { limit, cursor } = c.req.valid("query");
   const after = cursor === undefined ? undefined : decodeCursor(cursor);
   // One row more than asked tells whether another page exists.
-  const rows = await store.listSessions(c.var.db, { limit: limit + 1, after });
+  const rows = await store.listSessions(c.var.db, c.var.principal, { limit: limit + 1, after });
   const page = rows.slice(0, limit);
   const last = page.at(-1);
+  const worktrees = await sessionWorktrees(
+    c.var.db,
+    page.filter((row) => row.worktree).map((row) => row.id),
+  );
   return c.json(
     {
-      data: page.map(toSession),
+      data: page.map((row) => toSession(row, c.var.config, worktrees.get(row.id))),
       next_cursor:
         rows.length > limit && last
           ? encodeCursor({ createdAt: last.createdAt, id: last.id })
@@ -45,16 +92,39 @@ export const listSessions: RouteHandler<typeof routes.listSessions, AppEnv> = as
 
 export const getSession: RouteHandler<typeof routes.getSession, AppEnv> = async (c) => {
   const { id } = c.req.valid("param");
-  const row = await store.getSession(c.var.db, id);
+  const row = await store.getSession(c.var.db, id, c.var.principal);
   if (!row) throw notFound(id);
-  return c.json(toSession(row), 200);
+  const worktree = row.worktree ? await getSessionWorktree(c.var.db, id) : undefined;
+  return c.json(toSession(row, c.var.config, worktree), 200);
 };
 
 export const deleteSession: RouteHandler<typeof routes.deleteSession, AppEnv> = async (c) => {
   const { id } = c.req.valid("param");
+  const force = c.req.valid("query").force === "true";
+  const session = await store.getSession(c.var.db, id, c.var.principal);
+  if (!session) throw notFound(id);
+  const repo = session.workDir ?? c.var.config.claude.workDir;
+  // Refused before anything is stopped: a dirty worktree keeps its session, runs included.
+  if (session.worktree && !force) {
+    const found = await findSessionWorktree(repo, id).catch(() => undefined);
+    if (found && (await isDirty(found.path))) throw worktreeDirty(found.path);
+  }
   // A run of the session is stopped first, so that no CLI outlives the rows it writes to.
   const active = await getActiveRun(c.var.db, id);
   if (active) await c.var.runs.cancel(active.id).catch(() => {});
+  if (session.worktree) {
+    try {
+      const removed = await discardSessionWorktree(c.var.db, repo, id, { force });
+      if (removed.outcome === "kept_dirty") throw worktreeDirty(removed.path);
+    } catch (err) {
+      if (err instanceof ApiError) throw err;
+      // The session goes anyway: a repository that git cannot work on must not pin it.
+      c.var.logger.warn("could not remove the worktree of a deleted session", {
+        session_id: id,
+        error: String(err),
+      });
+    }
+  }
   if (!(await store.deleteSession(c.var.db, id))) throw notFound(id);
   return c.body(null, 204);
 };

@@ -2,6 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { problemResponses } from "../../errors.js";
 import {
   CreateSessionBody,
+  DeleteSessionQuery,
   ListSessionsQuery,
   Session,
   SessionId,
@@ -28,7 +29,7 @@ export const createSession = createRoute({
       headers: z.object({ Location: z.string() }),
       content: { "application/json": { schema: Session } },
     },
-    ...problemResponses(400, 413, 415),
+    ...problemResponses(400, 401, 413, 415, 429),
   },
 });
 
@@ -44,7 +45,7 @@ export const listSessions = createRoute({
       description: "One page of sessions",
       content: { "application/json": { schema: SessionPage } },
     },
-    ...problemResponses(400),
+    ...problemResponses(400, 401, 429),
   },
 });
 
@@ -57,7 +58,7 @@ export const getSession = createRoute({
   request: { params },
   responses: {
     200: { description: "The session", content: { "application/json": { schema: Session } } },
-    ...problemResponses(400, 404),
+    ...problemResponses(400, 401, 404, 429),
   },
 });
 
@@ -67,10 +68,11 @@ export const deleteSession = createRoute({
   operationId: "deleteSession",
   tags,
   summary: "Delete a session with its runs and their events",
-  description: "A run still active on the session is cancelled first.",
-  request: { params },
+  description:
+    "A run still active on the session is cancelled first. A session's git worktree and its branch `worktree-<id>` are removed with it; when the worktree has uncommitted changes the answer is 409 `worktree_dirty` and nothing is deleted, unless `force=true`.",
+  request: { params, query: DeleteSessionQuery },
   responses: {
     204: { description: "Deleted" },
-    ...problemResponses(400, 404),
+    ...problemResponses(400, 401, 404, 409, 429),
   },
 });

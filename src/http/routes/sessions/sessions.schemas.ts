@@ -1,7 +1,9 @@
 import { z } from "@hono/zod-openapi";
 import { Effort, PermissionMode } from "../../../claude/options.js";
+import type { Config } from "../../../config.js";
 import { SessionUsage } from "../../../events.js";
-import type { SessionRow } from "../../../store/schema.js";
+import type { SessionRow, WorktreeRow } from "../../../store/schema.js";
+import { WORKTREE_STATES } from "../../../store/worktrees.js";
 
 export const SessionId = z.uuid({ error: "expected a session id (a UUID)" }).openapi({
   param: { name: "id", in: "path" },
@@ -35,6 +37,10 @@ export const CreateSessionBody = z
       description:
         "Run in a git worktree of its own. Default: `AGENT_BRIDGE_CLAUDE_WORKTREE_ENABLED`.",
     }),
+    work_dir: z.string().min(1).max(4096).optional().openapi({
+      description:
+        "Directory the agent works in, absolute or relative to the first allowed root; it must resolve (symlinks followed) inside `AGENT_BRIDGE_ALLOWED_ROOTS`. Default: `AGENT_BRIDGE_CLAUDE_WORK_DIR`.",
+    }),
     metadata: z
       .record(z.string().min(1).max(64), z.string().max(512))
       .refine((m) => Object.keys(m).length <= 32, { error: "at most 32 metadata keys" })
@@ -42,6 +48,24 @@ export const CreateSessionBody = z
       .openapi({ description: "Up to 32 string pairs, stored and returned as given." }),
   })
   .openapi("CreateSession");
+
+export const WorktreeInfo = z
+  .object({
+    path: z.string().openapi({ description: "The worktree's directory." }),
+    branch: z.string().openapi({ example: "worktree-0b6a2f7e-3c1d-4a53-9d8e-2f1c6b7a9e10" }),
+    base_commit: z
+      .string()
+      .nullable()
+      .openapi({ description: "The commit of origin/HEAD the branch was made from." }),
+    state: z.enum(WORKTREE_STATES).openapi({
+      description:
+        "`active`: in use; `removed`: worktree and branch removed (the session expired); `kept_dirty`: the session expired but the worktree had uncommitted changes, so it is still at `path`.",
+    }),
+    created_at: z.string().openapi({ format: "date-time" }),
+    removed_at: z.string().nullable().openapi({ format: "date-time" }),
+  })
+  .openapi("Worktree");
+export type WorktreeInfo = z.infer<typeof WorktreeInfo>;
 
 export const Session = z
   .object({
@@ -51,11 +75,21 @@ export const Session = z
     model: z.string().nullable().openapi({ description: "null: the CLI's default model." }),
     effort: Effort,
     system_prompt: z.string().nullable(),
+    work_dir: z.string().openapi({ description: "The real path the agent works in." }),
     worktree: z.boolean(),
     metadata: z.record(z.string(), z.string()),
     created_at: z.string().openapi({ format: "date-time" }),
     updated_at: z.string().openapi({ format: "date-time" }),
     last_activity_at: z.string().openapi({ format: "date-time" }),
+    expired_at: z.string().nullable().openapi({
+      format: "date-time",
+      description:
+        "When the session outlived `AGENT_BRIDGE_SESSION_TTL_SECONDS` of inactivity; an expired session can be read and deleted but takes no more messages (410).",
+    }),
+    git_worktree: WorktreeInfo.nullable().openapi({
+      description:
+        "The session's git worktree as found on disk after its last run; null until a run of a `worktree` session has made one.",
+    }),
     usage: SessionUsage,
   })
   .openapi("Session");
@@ -86,7 +120,28 @@ export const SessionPage = z
   })
   .openapi("SessionPage");
 
-export function toSession(row: SessionRow): Session {
+export const DeleteSessionQuery = z.strictObject({
+  force: z
+    .enum(["true", "false"], { error: "expected true or false" })
+    .default("false")
+    .openapi({
+      param: { name: "force", in: "query" },
+      description: "Remove the session's worktree even when it has uncommitted changes.",
+    }),
+});
+
+function toWorktreeInfo(row: WorktreeRow): WorktreeInfo {
+  return {
+    path: row.path,
+    branch: row.branch,
+    base_commit: row.baseRef,
+    state: z.enum(WORKTREE_STATES).parse(row.state),
+    created_at: row.createdAt.toISOString(),
+    removed_at: row.removedAt?.toISOString() ?? null,
+  };
+}
+
+export function toSession(row: SessionRow, config: Config, worktree?: WorktreeRow): Session {
   return {
     id: row.id,
     title: row.title,
@@ -94,11 +149,14 @@ export function toSession(row: SessionRow): Session {
     model: row.model,
     effort: Effort.parse(row.effort),
     system_prompt: row.systemPrompt,
+    work_dir: row.workDir ?? config.claude.workDir,
     worktree: row.worktree,
     metadata: row.metadata,
     created_at: row.createdAt.toISOString(),
     updated_at: row.updatedAt.toISOString(),
     last_activity_at: row.lastActivityAt.toISOString(),
+    expired_at: row.expiredAt?.toISOString() ?? null,
+    git_worktree: worktree ? toWorktreeInfo(worktree) : null,
     usage: {
       input_tokens: row.inputTokens,
       output_tokens: row.outputTokens,

@@ -4,4 +4,4 @@ import type { AppEnv } from "../../context.js";
 import type * as routes from "./usage.routes.js";
 
 export const getUsage: RouteHandler<typeof routes.getUsage, AppEnv> = async (c) =>
-  c.json(await usageTotals(c.var.db), 200);
+  c.json(await usageTotals(c.var.db, c.var.principal), 200);

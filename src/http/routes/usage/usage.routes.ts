@@ -1,5 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { SessionUsage } from "../../../events.js";
+import { problemResponses } from "../../errors.js";
 
 export const UsageTotals = SessionUsage.extend({
   sessions: z
@@ -13,8 +14,9 @@ export const getUsage = createRoute({
   path: "/v1/usage",
   operationId: "getUsage",
   tags: ["Usage"],
-  summary: "Token and cost totals over all sessions",
+  summary: "Token and cost totals over the caller's sessions (all sessions for an admin key)",
   responses: {
     200: { description: "Totals", content: { "application/json": { schema: UsageTotals } } },
+    ...problemResponses(401, 429),
   },
 });

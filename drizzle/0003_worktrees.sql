@@ -1,0 +1,2 @@
+ALTER TABLE "sessions" ADD COLUMN "expired_at" timestamp with time zone;--> statement-breakpoint
+CREATE INDEX "sessions_live_last_activity_idx" ON "sessions" USING btree ("last_activity_at") WHERE "sessions"."expired_at" is null;

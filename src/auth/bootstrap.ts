@@ -1,0 +1,42 @@
+import { eq } from "drizzle-orm";
+import type { Config } from "../config.js";
+import type { Logger } from "../log.js";
+import type { Database } from "../store/db.js";
+import { countKeys, findKeyByHash, insertKey } from "../store/keys.js";
+import { apiKeys } from "../store/schema.js";
+import { displayPrefix, hashKey, issueKey } from "./keys.js";
+
+/**
+ * Makes sure someone can get in: `AGENT_BRIDGE_API_KEY` becomes an admin key, and a server that
+ * has no key at all makes one. Returns that new key, for the caller to show once.
+ */
+export async function prepareKeys(
+  db: Database,
+  config: Config,
+  logger: Logger,
+): Promise<string | undefined> {
+  if (config.auth.mode === "none") return undefined;
+  const { apiKey } = config.auth;
+  if (apiKey) {
+    const hash = hashKey(apiKey);
+    const existing = await findKeyByHash(db, hash);
+    if (!existing) {
+      await insertKey(db, {
+        name: "AGENT_BRIDGE_API_KEY",
+        admin: true,
+        hash,
+        prefix: displayPrefix(apiKey),
+      });
+    } else if (existing.revokedAt) {
+      logger.warn("AGENT_BRIDGE_API_KEY names a revoked key; it stays revoked", {
+        key_id: existing.id,
+      });
+    } else if (!existing.admin) {
+      await db.update(apiKeys).set({ admin: true }).where(eq(apiKeys.id, existing.id));
+    }
+    return undefined;
+  }
+  if ((await countKeys(db)) > 0) return undefined;
+  const { key } = await issueKey(db, { name: "first-start admin", admin: true });
+  return key;
+}

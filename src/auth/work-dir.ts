@@ -1,0 +1,27 @@
+import { realpath } from "node:fs/promises";
+import path from "node:path";
+
+export class WorkDirNotAllowedError extends Error {}
+
+/**
+ * The real path of a requested work dir, when it lies inside one of the allowed roots (both
+ * compared after following symlinks, so neither `..` nor a link inside a root can lead out).
+ */
+export async function resolveWorkDir(requested: string, allowedRoots: string[]): Promise<string> {
+  const refuse = (why: string) =>
+    new WorkDirNotAllowedError(
+      `work_dir ${JSON.stringify(requested)} ${why}; allowed roots: ${allowedRoots.join(", ")}`,
+    );
+  let real: string;
+  try {
+    real = await realpath(path.resolve(allowedRoots[0] ?? "/", requested));
+  } catch {
+    throw refuse("does not exist");
+  }
+  const inside = allowedRoots.some((root) => {
+    const rel = path.relative(root, real);
+    return rel === "" || (!rel.startsWith("..") && !path.isAbsolute(rel));
+  });
+  if (!inside) throw refuse("is outside the allowed roots");
+  return real;
+}

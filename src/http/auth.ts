@@ -1,0 +1,42 @@
+import type { MiddlewareHandler } from "hono";
+import { hashKey, isWellFormedKey, sameHash } from "../auth/keys.js";
+import { ANONYMOUS_ADMIN } from "../auth/principal.js";
+import { findKeyByHash, touchKey } from "../store/keys.js";
+import type { AppEnv } from "./context.js";
+import { ApiError } from "./errors.js";
+
+const unauthorized = (detail: string) =>
+  new ApiError(401, "unauthorized", detail, {
+    headers: { "WWW-Authenticate": 'Bearer realm="agent-bridge"' },
+  });
+
+/**
+ * Every /v1 request names its key in `Authorization: Bearer <key>`. The key is looked up by its
+ * hash, so the secret is never compared byte by byte against stored values.
+ */
+export const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
+  if (c.var.config.auth.mode === "none") {
+    c.set("principal", ANONYMOUS_ADMIN);
+    return next();
+  }
+  const header = c.req.header("authorization");
+  if (!header) throw unauthorized("missing Authorization: Bearer <API key>");
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  const key = match?.[1];
+  if (!key || !isWellFormedKey(key)) throw unauthorized("malformed API key: expected Bearer ab_…");
+  const hash = hashKey(key);
+  const row = await findKeyByHash(c.var.db, hash);
+  if (!row || !sameHash(row.hash, hash) || row.revokedAt) {
+    throw unauthorized("unknown or revoked API key");
+  }
+  c.set("principal", { keyId: row.id, name: row.name, admin: row.admin });
+  void touchKey(c.var.db, row.id).catch(() => {});
+  return next();
+};
+
+/** Admin-only routes: a valid key without the admin role gets 403. */
+export const requireAdmin: MiddlewareHandler<AppEnv> = async (c, next) => {
+  if (!c.var.principal.admin)
+    throw new ApiError(403, "forbidden", "this route needs an admin API key");
+  return next();
+};

@@ -1,0 +1,54 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { requireAdmin } from "../../auth.js";
+import { problemResponses } from "../../errors.js";
+import { ApiKey, ApiKeyList, CreateKeyBody, KeyId, NewApiKey } from "./keys.schemas.js";
+
+const tags = ["Keys"];
+
+export const createKey = createRoute({
+  method: "post",
+  path: "/v1/keys",
+  operationId: "createKey",
+  tags,
+  summary: "Create an API key (admin)",
+  middleware: [requireAdmin] as const,
+  request: { body: { content: { "application/json": { schema: CreateKeyBody } }, required: true } },
+  responses: {
+    201: {
+      description: "The new key, shown this once",
+      content: { "application/json": { schema: NewApiKey } },
+    },
+    ...problemResponses(400, 401, 403, 413, 415, 429),
+  },
+});
+
+export const listKeys = createRoute({
+  method: "get",
+  path: "/v1/keys",
+  operationId: "listKeys",
+  tags,
+  summary: "List API keys, revoked ones included (admin)",
+  middleware: [requireAdmin] as const,
+  responses: {
+    200: {
+      description: "Every key, without its secret",
+      content: { "application/json": { schema: ApiKeyList } },
+    },
+    ...problemResponses(401, 403, 429),
+  },
+});
+
+export const revokeKey = createRoute({
+  method: "delete",
+  path: "/v1/keys/{id}",
+  operationId: "revokeKey",
+  tags,
+  summary: "Revoke an API key (admin)",
+  description: "The key stops working at once; it stays listed with its `revoked_at`.",
+  middleware: [requireAdmin] as const,
+  request: { params: z.object({ id: KeyId }) },
+  responses: {
+    200: { description: "The revoked key", content: { "application/json": { schema: ApiKey } } },
+    ...problemResponses(400, 401, 403, 404, 429),
+  },
+});

@@ -1,0 +1,58 @@
+import { randomUUID } from "node:crypto";
+import { and, asc, count, eq, isNull, lt, or } from "drizzle-orm";
+import type { Database } from "./db.js";
+import { type ApiKeyRow, apiKeys } from "./schema.js";
+
+export async function insertKey(
+  db: Database,
+  input: { name: string; admin: boolean; hash: string; prefix: string },
+): Promise<ApiKeyRow> {
+  const [row] = await db
+    .insert(apiKeys)
+    .values({ id: randomUUID(), createdAt: new Date(), ...input })
+    .returning();
+  if (!row) throw new Error("insert into api_keys returned no row");
+  return row;
+}
+
+export async function findKeyByHash(db: Database, hash: string): Promise<ApiKeyRow | undefined> {
+  const [row] = await db.select().from(apiKeys).where(eq(apiKeys.hash, hash));
+  return row;
+}
+
+export async function getKey(db: Database, id: string): Promise<ApiKeyRow | undefined> {
+  const [row] = await db.select().from(apiKeys).where(eq(apiKeys.id, id));
+  return row;
+}
+
+export async function listKeys(db: Database): Promise<ApiKeyRow[]> {
+  return db.select().from(apiKeys).orderBy(asc(apiKeys.createdAt), asc(apiKeys.id));
+}
+
+export async function countKeys(db: Database): Promise<number> {
+  const [row] = await db.select({ n: count() }).from(apiKeys);
+  return row?.n ?? 0;
+}
+
+/** Marks the key revoked (it stays listed); returns it, or undefined when there is none. */
+export async function revokeKey(db: Database, id: string): Promise<ApiKeyRow | undefined> {
+  const now = new Date();
+  await db
+    .update(apiKeys)
+    .set({ revokedAt: now })
+    .where(and(eq(apiKeys.id, id), isNull(apiKeys.revokedAt)));
+  return getKey(db, id);
+}
+
+/** Records a use, at most once a minute per key, so that requests do not each cost a write. */
+export async function touchKey(db: Database, id: string, now = new Date()) {
+  await db
+    .update(apiKeys)
+    .set({ lastUsedAt: now })
+    .where(
+      and(
+        eq(apiKeys.id, id),
+        or(isNull(apiKeys.lastUsedAt), lt(apiKeys.lastUsedAt, new Date(now.getTime() - 60_000))),
+      ),
+    );
+}

@@ -1,0 +1,131 @@
+import type { Logger } from "../log.js";
+import type { RunManager } from "../runs/manager.js";
+import type { Database } from "../store/db.js";
+import { expireSession, idleSessions, sessionById } from "../store/expiry.js";
+import { discardSessionWorktree } from "./sessions.js";
+
+// The periodic sweep: a session idle for longer than the TTL is expired (it keeps its history
+// but takes no more messages) and its worktree and branch are removed. A dirty worktree is kept
+// and recorded `kept_dirty`. One sweep at a time; never on a session with an active run.
+
+export interface SweeperOptions {
+  db: Database;
+  runs: RunManager;
+  logger: Logger;
+  ttlMs: number;
+  intervalMs: number;
+  /** The server's work dir, for sessions that have none of their own. */
+  workDir: string;
+  /** Sessions looked at per sweep; the rest wait for the next one. */
+  batchSize?: number;
+}
+
+export interface SweepReport {
+  expired: string[];
+  /** Expired sessions whose worktree was kept for its uncommitted changes. */
+  keptDirty: string[];
+  /** Skipped for now: a run of the session is active. */
+  busy: string[];
+  /** Left for the next sweep after an error (logged). */
+  failed: string[];
+}
+
+export class SessionSweeper {
+  private timer: NodeJS.Timeout | undefined;
+  private current: Promise<SweepReport> | undefined;
+  private stopped = false;
+
+  constructor(private readonly opts: SweeperOptions) {}
+
+  /** Sweeps now, then every interval, until `stop`. */
+  start(): void {
+    if (this.timer || this.stopped) return;
+    const tick = () => {
+      this.sweep().catch((err) =>
+        this.opts.logger.error("session sweep failed", { error: String(err) }),
+      );
+    };
+    this.timer = setInterval(tick, this.opts.intervalMs);
+    this.timer.unref();
+    tick();
+  }
+
+  /** No more sweeps; resolves once the one in progress, if any, has finished. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    this.timer = undefined;
+    await this.current?.catch(() => {});
+  }
+
+  /** One sweep; while one is in progress, a call gets that one instead of starting another. */
+  sweep(now: Date = new Date()): Promise<SweepReport> {
+    this.current ??= this.sweepOnce(now).finally(() => {
+      this.current = undefined;
+    });
+    return this.current;
+  }
+
+  private async sweepOnce(now: Date): Promise<SweepReport> {
+    const { db, runs, logger } = this.opts;
+    const cutoff = new Date(now.getTime() - this.opts.ttlMs);
+    const report: SweepReport = { expired: [], keptDirty: [], busy: [], failed: [] };
+    for (const candidate of await idleSessions(db, cutoff, this.opts.batchSize ?? 200)) {
+      if (this.stopped) break;
+      const id = candidate.id;
+      try {
+        // In the session's admission order: a message arriving meanwhile waits, then finds the
+        // session expired; and a session with a run queued or running is left alone.
+        const outcome = await runs.whenIdle(id, () => this.expire(id, cutoff, now));
+        if (outcome === undefined) report.busy.push(id);
+        else if (outcome !== "skipped") report.expired.push(id);
+        if (outcome === "kept_dirty") report.keptDirty.push(id);
+      } catch (err) {
+        report.failed.push(id);
+        logger.error("could not expire a session; the next sweep tries again", {
+          session_id: id,
+          error: String(err),
+        });
+      }
+    }
+    if (report.expired.length > 0 || report.failed.length > 0) {
+      logger.info("session sweep", {
+        expired: report.expired.length,
+        kept_dirty: report.keptDirty.length,
+        busy: report.busy.length,
+        failed: report.failed.length,
+      });
+    }
+    return report;
+  }
+
+  private async expire(
+    id: string,
+    cutoff: Date,
+    now: Date,
+  ): Promise<"expired" | "kept_dirty" | "skipped"> {
+    const { db, logger } = this.opts;
+    // Read again: a message may have come in since the candidates were listed.
+    const session = await sessionById(db, id);
+    if (!session || session.expiredAt || session.lastActivityAt >= cutoff) return "skipped";
+    let outcome: "expired" | "kept_dirty" = "expired";
+    if (session.worktree) {
+      const repo = session.workDir ?? this.opts.workDir;
+      const removed = await discardSessionWorktree(db, repo, id, { force: false });
+      if (removed.outcome === "kept_dirty") {
+        outcome = "kept_dirty";
+        logger.warn("kept the worktree of an expired session: it has uncommitted changes", {
+          session_id: id,
+          path: removed.path,
+        });
+      } else if (removed.outcome === "removed") {
+        logger.info("removed the worktree of an expired session", {
+          session_id: id,
+          path: removed.path,
+        });
+      }
+    }
+    await expireSession(db, id, now);
+    return outcome;
+  }
+}

@@ -1,0 +1,158 @@
+import { existsSync } from "node:fs";
+import path from "node:path";
+import { git, gitMaybe } from "./git.js";
+
+// A session's git worktree as the claude CLI makes it with `-w <session id>`: the directory
+// `<repo>/.claude/worktrees/<id>` on the branch `worktree-<id>`, made off origin/HEAD on the first
+// run and reused on `--resume`. Everything here asks git and the file system, never assumes.
+//
+// Observed with the CLI (2.1.328): it locks the worktree ("claude session <id> (pid …)") and
+// leaves the lock after it exits, so removal and prune unlock first; and when the directory is
+// missing it recreates the worktree with the branch reset to origin/HEAD, losing the session's
+// commits, hence `restoreSessionWorktree` before a run.
+
+export const worktreeBranch = (sessionId: string) => `worktree-${sessionId}`;
+
+export interface GitWorktree {
+  path: string;
+  head: string | null;
+  /** Full ref, e.g. `refs/heads/main`; null when detached. */
+  branch: string | null;
+  locked: boolean;
+}
+
+/** `git worktree list --porcelain`, parsed. */
+export async function listWorktrees(repo: string): Promise<GitWorktree[]> {
+  const out = await git(repo, ["worktree", "list", "--porcelain"]);
+  const list: GitWorktree[] = [];
+  let current: GitWorktree | undefined;
+  for (const line of out.split("\n")) {
+    const space = line.indexOf(" ");
+    const key = space < 0 ? line : line.slice(0, space);
+    const value = space < 0 ? "" : line.slice(space + 1);
+    if (key === "worktree") {
+      current = { path: value, head: null, branch: null, locked: false };
+      list.push(current);
+    } else if (current && key === "HEAD") current.head = value;
+    else if (current && key === "branch") current.branch = value;
+    else if (current && key === "locked") current.locked = true;
+  }
+  return list;
+}
+
+export interface SessionWorktree {
+  path: string;
+  branch: string;
+  head: string;
+  /** The commit the branch was made from, when git still knows it. */
+  baseCommit: string | null;
+}
+
+/** The worktree git has registered for the session's branch (its directory may be gone). */
+async function registeredWorktree(repo: string, sessionId: string) {
+  const ref = `refs/heads/${worktreeBranch(sessionId)}`;
+  return (await listWorktrees(repo)).find((w) => w.branch === ref);
+}
+
+const hasCheckout = (dir: string) => existsSync(path.join(dir, ".git"));
+
+/**
+ * The session's worktree when it is there: registered with git on `worktree-<id>` and its
+ * directory a checkout on disk. Undefined otherwise.
+ */
+export async function findSessionWorktree(
+  repo: string,
+  sessionId: string,
+): Promise<SessionWorktree | undefined> {
+  const entry = await registeredWorktree(repo, sessionId);
+  if (!entry?.head || !hasCheckout(entry.path)) return undefined;
+  const branch = worktreeBranch(sessionId);
+  return {
+    path: entry.path,
+    branch,
+    head: entry.head,
+    baseCommit: await baseCommit(repo, branch),
+  };
+}
+
+/**
+ * Where the branch started: its reflog's first entry ("branch: Created from <sha>"), else the
+ * merge base with origin/HEAD (reflogs expire).
+ */
+async function baseCommit(repo: string, branch: string): Promise<string | null> {
+  const reflog = await gitMaybe(repo, [
+    "reflog",
+    "show",
+    "--format=%H %gs",
+    `refs/heads/${branch}`,
+  ]);
+  const first = reflog?.split("\n").at(-1);
+  const created = first?.match(/^([0-9a-f]{40,64}) branch: Created from/);
+  if (created?.[1]) return created[1];
+  return (await gitMaybe(repo, ["merge-base", "origin/HEAD", branch])) || null;
+}
+
+/** Uncommitted changes, untracked files included (ignored files are not). */
+export async function isDirty(worktreePath: string): Promise<boolean> {
+  return (await git(worktreePath, ["status", "--porcelain"])).trim() !== "";
+}
+
+async function branchExists(repo: string, branch: string): Promise<boolean> {
+  return (
+    (await gitMaybe(repo, ["rev-parse", "--verify", "--quiet", `refs/heads/${branch}`])) !==
+    undefined
+  );
+}
+
+export type RemoveOutcome =
+  | { outcome: "removed"; path: string | null }
+  | { outcome: "kept_dirty"; path: string }
+  | { outcome: "absent" };
+
+/**
+ * `git worktree remove` then `git branch -D worktree-<id>`. A worktree with uncommitted changes
+ * is kept unless `force`; a directory already gone is pruned from git's records.
+ */
+export async function removeSessionWorktree(
+  repo: string,
+  sessionId: string,
+  opts: { force: boolean },
+): Promise<RemoveOutcome> {
+  const entry = await registeredWorktree(repo, sessionId);
+  const branch = worktreeBranch(sessionId);
+  if (entry) {
+    // The CLI leaves its lock behind, and git refuses to remove or prune a locked worktree.
+    await gitMaybe(repo, ["worktree", "unlock", entry.path]);
+    if (hasCheckout(entry.path)) {
+      if (!opts.force && (await isDirty(entry.path))) {
+        return { outcome: "kept_dirty", path: entry.path };
+      }
+      await git(repo, ["worktree", "remove", ...(opts.force ? ["--force"] : []), entry.path]);
+    } else {
+      await git(repo, ["worktree", "prune"]);
+    }
+  }
+  const hadBranch = await branchExists(repo, branch);
+  if (hadBranch) await git(repo, ["branch", "-D", branch]);
+  if (!entry && !hadBranch) return { outcome: "absent" };
+  return { outcome: "removed", path: entry?.path ?? null };
+}
+
+/**
+ * Before a run: when the session's worktree directory was deleted by hand, prunes git's record of
+ * it and checks the existing branch out again at the same place, so that the CLI reuses the
+ * branch (with the session's commits) instead of resetting it. Returns the restored path.
+ */
+export async function restoreSessionWorktree(
+  repo: string,
+  sessionId: string,
+): Promise<string | undefined> {
+  const entry = await registeredWorktree(repo, sessionId);
+  if (!entry || hasCheckout(entry.path)) return undefined;
+  await gitMaybe(repo, ["worktree", "unlock", entry.path]);
+  await git(repo, ["worktree", "prune"]);
+  const branch = worktreeBranch(sessionId);
+  if (!(await branchExists(repo, branch))) return undefined;
+  await git(repo, ["worktree", "add", entry.path, branch]);
+  return entry.path;
+}

@@ -1,0 +1,87 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { createServerDatabase } from "../support/db.js";
+import { startServer } from "../support/server.js";
+import { runCli } from "./run-cli.js";
+
+// `agent-bridge keys …` works on the server's own database, with the server's configuration.
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterAll(async () => {
+  for (const cleanup of cleanups) await cleanup();
+});
+
+const databases: [string, () => Promise<Record<string, string>>][] = [
+  [
+    "pglite",
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), "agent-bridge-cli-keys-"));
+      cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+      return { AGENT_BRIDGE_DATA_DIR: dir };
+    },
+  ],
+];
+if (process.env.TEST_DATABASE_URL) {
+  databases.push([
+    "postgres",
+    async () => {
+      const { url, drop } = await createServerDatabase();
+      cleanups.push(drop);
+      return { DATABASE_URL: url };
+    },
+  ]);
+}
+
+describe("agent-bridge keys next to a running server", () => {
+  it("refuses to open the embedded database the server holds, and says why", async () => {
+    const env = await databases[0]?.[1]();
+    const server = await startServer({ ...env, AGENT_BRIDGE_AUTH: "keys" });
+    try {
+      const res = await runCli(["keys", "list"], env);
+      expect(res.code).toBe(1);
+      expect(res.stderr).toContain(`in use by process ${server.child.pid}`);
+    } finally {
+      await server.stop();
+    }
+  });
+});
+
+describe.each(databases)("agent-bridge keys on %s", (_name, database) => {
+  it("creates a key the server accepts, lists it without its secret, and revokes it", async () => {
+    const env = await database();
+    const created = await runCli(["keys", "create", "--name", "ci", "--admin"], env);
+    expect(created.code).toBe(0);
+    const key = created.stdout.trim();
+    expect(key).toMatch(/^ab_[A-Za-z0-9_-]{43}$/);
+    expect(created.stderr).toContain("admin key");
+
+    const listed = await runCli(["keys", "list"], env);
+    expect(listed.code).toBe(0);
+    expect(listed.stdout).toContain("ci");
+    expect(listed.stdout).toContain(`${key.slice(0, 9)}…`);
+    expect(listed.stdout).not.toContain(key);
+    const id = /^([0-9a-f-]{36})\s+ci\s/m.exec(listed.stdout)?.[1];
+    expect(id).toBeDefined();
+
+    const auth = { headers: { Authorization: `Bearer ${key}` } };
+    const before = await startServer({ ...env, AGENT_BRIDGE_AUTH: "keys" });
+    try {
+      expect((await fetch(`${before.url}/v1/keys`, auth)).status).toBe(200);
+    } finally {
+      await before.stop();
+    }
+    const revoked = await runCli(["keys", "revoke", id ?? ""], env);
+    expect(revoked.code).toBe(0);
+    const after = await startServer({ ...env, AGENT_BRIDGE_AUTH: "keys" });
+    try {
+      expect((await fetch(`${after.url}/v1/keys`, auth)).status).toBe(401);
+    } finally {
+      await after.stop();
+    }
+    expect((await runCli(["keys", "list"], env)).stdout).toMatch(
+      /ci .*\d{4}-\d\d-\d\dT[\d:.]+Z\s*$/m,
+    );
+  });
+});
