@@ -9,12 +9,6 @@ import { BACKENDS } from "../support/db.js";
 import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
 import { longRun } from "../support/fake-scenarios.js";
 
-const fakeEnv = (fake: FakeClaude) => ({
-  ...fake.env,
-  AGENT_BRIDGE_CLAUDE_BIN: fake.bin,
-  AGENT_BRIDGE_CLAUDE_ENV_ALLOW: "FAKE_CLAUDE_SCENARIO",
-});
-
 // API keys in front of /v1, and tenancy: a key sees its own sessions, runs and events only.
 
 describe.each(BACKENDS)("keys and tenants on %s", (backend) => {
@@ -33,7 +27,7 @@ describe.each(BACKENDS)("keys and tenants on %s", (backend) => {
     symlinkSync(join(root, "outside"), join(root, "allowed", "escape"));
     fake = await fakeClaude(longRun(30));
     t = await createTestApp(backend, {
-      ...fakeEnv(fake),
+      ...fake.bridgeEnv,
       AGENT_BRIDGE_AUTH: "keys",
       AGENT_BRIDGE_CLAUDE_WORK_DIR: join(root, "allowed"),
     });
@@ -220,7 +214,7 @@ describe("per-key limits", () => {
   it("a key past its limit of active runs gets 429 for the next one", async () => {
     const fake = await fakeClaude(longRun(30));
     const t = await createTestApp("pglite", {
-      ...fakeEnv(fake),
+      ...fake.bridgeEnv,
       AGENT_BRIDGE_AUTH: "keys",
       AGENT_BRIDGE_MAX_RUNS_PER_KEY: "1",
     });

@@ -25,9 +25,7 @@ export interface LiveServer {
 export async function liveServer(backend: Backend, scenario: FakeScenario): Promise<LiveServer> {
   const fake = await fakeClaude(scenario);
   const app = await createTestApp(backend, {
-    ...fake.env,
-    AGENT_BRIDGE_CLAUDE_BIN: fake.bin,
-    AGENT_BRIDGE_CLAUDE_ENV_ALLOW: "FAKE_CLAUDE_SCENARIO",
+    ...fake.bridgeEnv,
   });
   const server = await listen(app.app);
   return {

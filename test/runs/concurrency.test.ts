@@ -1,5 +1,3 @@
-import { readFile } from "node:fs/promises";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { groupAlive } from "../../src/claude/process.js";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
@@ -11,13 +9,6 @@ import { SseReader } from "../support/sse.js";
 // One run per session, a global limit with a bounded queue, and cancel: against real HTTP and
 // the fake CLI, whose long runs stay active until cancelled.
 
-async function invocationsOf(fake: FakeClaude): Promise<{ pid: number; args: string[] }[]> {
-  const lines = (await readFile(join(fake.dir, "record.ndjson"), "utf8"))
-    .split("\n")
-    .filter(Boolean);
-  return lines.map((l) => JSON.parse(l)).filter((e) => Array.isArray(e.args));
-}
-
 describe.each(BACKENDS)("run concurrency on %s", (backend) => {
   let fake: FakeClaude;
   let t: TestApp;
@@ -26,9 +17,7 @@ describe.each(BACKENDS)("run concurrency on %s", (backend) => {
   beforeAll(async () => {
     fake = await fakeClaude(longRun(30));
     t = await createTestApp(backend, {
-      ...fake.env,
-      AGENT_BRIDGE_CLAUDE_BIN: fake.bin,
-      AGENT_BRIDGE_CLAUDE_ENV_ALLOW: "FAKE_CLAUDE_SCENARIO",
+      ...fake.bridgeEnv,
       AGENT_BRIDGE_MAX_CONCURRENT_RUNS: "2",
       AGENT_BRIDGE_MAX_QUEUED_RUNS: "1",
     });
@@ -70,7 +59,7 @@ describe.each(BACKENDS)("run concurrency on %s", (backend) => {
     }
     // Wait until the run's CLI is up, then make sure it is the only one for this session.
     await SseReader.of(await fetch(`${server.url}/v1/runs/${run.id}/events`)).events(2);
-    expect((await invocationsOf(fake)).filter((i) => i.args.includes(session.id))).toHaveLength(1);
+    expect((await fake.invocations()).filter((i) => i.args.includes(session.id))).toHaveLength(1);
     expect((await cancel(run.id)).status).toBe(200);
   });
 
@@ -79,7 +68,7 @@ describe.each(BACKENDS)("run concurrency on %s", (backend) => {
     const run = await (await postAsync(session.id)).json();
     const reader = SseReader.of(await fetch(`${server.url}/v1/runs/${run.id}/events`));
     await reader.events(2);
-    const [invocation] = (await invocationsOf(fake)).filter((i) => i.args.includes(session.id));
+    const [invocation] = (await fake.invocations()).filter((i) => i.args.includes(session.id));
     expect(invocation && (await groupAlive(invocation.pid))).toBe(true);
 
     const res = await cancel(run.id);
@@ -145,7 +134,7 @@ describe.each(BACKENDS)("run concurrency on %s", (backend) => {
     ).events();
     expect(frames.map((f) => f.event)).toEqual(["run_started", "completion"]);
     expect(
-      (await invocationsOf(fake)).filter((i) => i.args.includes(sessions[2]?.id ?? "")),
+      (await fake.invocations()).filter((i) => i.args.includes(sessions[2]?.id ?? "")),
     ).toHaveLength(0);
     for (const run of runs.slice(0, 2)) await cancel(run.id);
   });
@@ -157,7 +146,7 @@ describe.each(BACKENDS)("run concurrency on %s", (backend) => {
     const res = await fetch(`${server.url}/v1/sessions/${session.id}`, { method: "DELETE" });
     expect(res.status).toBe(204);
     expect((await fetch(`${server.url}/v1/runs/${run.id}`)).status).toBe(404);
-    const [invocation] = (await invocationsOf(fake)).filter((i) => i.args.includes(session.id));
+    const [invocation] = (await fake.invocations()).filter((i) => i.args.includes(session.id));
     expect(invocation && (await groupAlive(invocation.pid))).toBe(false);
   });
 });

@@ -1,5 +1,3 @@
-import { readFile } from "node:fs/promises";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
@@ -12,14 +10,6 @@ import { SseReader } from "../support/sse.js";
 
 const PARTS = ["Hel", "lo", ", wor", "ld", "!"];
 
-/** Every start of the fake CLI so far, with its arguments. */
-async function invocationsOf(fake: FakeClaude): Promise<{ pid: number; args: string[] }[]> {
-  const lines = (await readFile(join(fake.dir, "record.ndjson"), "utf8"))
-    .split("\n")
-    .filter(Boolean);
-  return lines.map((l) => JSON.parse(l)).filter((e) => Array.isArray(e.args));
-}
-
 describe.each(BACKENDS)("messages and runs on %s", (backend) => {
   let fake: FakeClaude;
   let t: TestApp;
@@ -30,9 +20,7 @@ describe.each(BACKENDS)("messages and runs on %s", (backend) => {
       streamedReply(PARTS, { delayMs: 30, usage: { input: 100, output: 20 }, costUsd: 0.01 }),
     );
     t = await createTestApp(backend, {
-      ...fake.env,
-      AGENT_BRIDGE_CLAUDE_BIN: fake.bin,
-      AGENT_BRIDGE_CLAUDE_ENV_ALLOW: "FAKE_CLAUDE_SCENARIO",
+      ...fake.bridgeEnv,
     });
     server = await listen(t.app);
   });
@@ -158,7 +146,7 @@ describe.each(BACKENDS)("messages and runs on %s", (backend) => {
     const session = await newSession();
     await (await post(session.id, "one", { Accept: "application/json" })).json();
     await (await post(session.id, "two", { Accept: "application/json" })).json();
-    const invocations = (await invocationsOf(fake)).filter((r) => r.args.includes(session.id));
+    const invocations = (await fake.invocations()).filter((r) => r.args.includes(session.id));
     expect(invocations.map((r) => (r.args.includes("--resume") ? "resume" : "new"))).toEqual([
       "new",
       "resume",

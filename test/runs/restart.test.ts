@@ -1,5 +1,4 @@
 import { mkdtempSync, rmSync } from "node:fs";
-import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -12,16 +11,6 @@ import { SseReader } from "../support/sse.js";
 
 // A run belongs to the server process: when that process dies, the next one closes the run as
 // interrupted (with its completion in the log), kills what it left running, and frees the session.
-
-async function cliPids(fake: FakeClaude): Promise<number[]> {
-  const lines = (await readFile(join(fake.dir, "record.ndjson"), "utf8"))
-    .split("\n")
-    .filter(Boolean);
-  return lines
-    .map((l) => JSON.parse(l))
-    .filter((e) => Array.isArray(e.args))
-    .map((e) => e.pid);
-}
 
 const cleanups: (() => Promise<void>)[] = [];
 afterAll(async () => {
@@ -55,9 +44,7 @@ describe.each(targets)("restarts on %s", (_name, database) => {
     cleanups.push(fake.cleanup);
     const env = {
       ...(await database()),
-      ...fake.env,
-      AGENT_BRIDGE_CLAUDE_BIN: fake.bin,
-      AGENT_BRIDGE_CLAUDE_ENV_ALLOW: "FAKE_CLAUDE_SCENARIO",
+      ...fake.bridgeEnv,
       // The new run started at the end must not hold up the final stop.
       AGENT_BRIDGE_SHUTDOWN_GRACE_SECONDS: "0",
     };
@@ -71,7 +58,7 @@ describe.each(targets)("restarts on %s", (_name, database) => {
     const runId = res.headers.get("x-run-id");
     const seen = await SseReader.of(res).events(2);
     expect(seen.map((f) => f.event)).toEqual(["run_started", "text_delta"]);
-    const [pid] = await cliPids(fake);
+    const [pid] = (await fake.invocations()).map((i) => i.pid);
     expect(pid && (await groupAlive(pid))).toBe(true);
 
     await first.stop("SIGKILL");
@@ -101,9 +88,7 @@ describe.each(targets)("restarts on %s", (_name, database) => {
     cleanups.push(fake.cleanup);
     const env = {
       ...(await database()),
-      ...fake.env,
-      AGENT_BRIDGE_CLAUDE_BIN: fake.bin,
-      AGENT_BRIDGE_CLAUDE_ENV_ALLOW: "FAKE_CLAUDE_SCENARIO",
+      ...fake.bridgeEnv,
       AGENT_BRIDGE_SHUTDOWN_GRACE_SECONDS: "0",
     };
     const server = await startServer(env);
@@ -115,7 +100,7 @@ describe.each(targets)("restarts on %s", (_name, database) => {
     });
     const reader = SseReader.of(res);
     await reader.events(2);
-    const [pid] = await cliPids(fake);
+    const [pid] = (await fake.invocations()).map((i) => i.pid);
 
     const exited = server.stop("SIGTERM");
     const [completion] = await reader.events();

@@ -51,8 +51,13 @@ export interface FakeClaude {
   bin: string;
   /** The child environment to give the runner. */
   env: Record<string, string>;
+  /** The bridge's configuration that makes it run this fake (for createTestApp / startServer). */
+  bridgeEnv: Record<string, string>;
   dir: string;
+  /** What the fake saw (of its last start, when it was started several times). */
   record(): Promise<FakeRecord>;
+  /** Every start of the fake so far, in order, with its pid and arguments. */
+  invocations(): Promise<{ pid: number; args: string[] }[]>;
   cleanup(): Promise<void>;
 }
 
@@ -68,11 +73,23 @@ export async function fakeClaude(scenario: FakeScenario): Promise<FakeClaude> {
     `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(FAKE_CLAUDE_SCRIPT)} "$@"\n`,
   );
   await chmod(bin, 0o755);
+  const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", FAKE_CLAUDE_SCENARIO: scenarioPath };
   return {
     bin,
-    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", FAKE_CLAUDE_SCENARIO: scenarioPath },
+    env,
+    bridgeEnv: {
+      ...env,
+      AGENT_BRIDGE_CLAUDE_BIN: bin,
+      AGENT_BRIDGE_CLAUDE_ENV_ALLOW: "FAKE_CLAUDE_SCENARIO",
+    },
     dir,
     record: async () => parseRecord(await readFile(recordPath, "utf8")),
+    invocations: async () =>
+      (await readFile(recordPath, "utf8"))
+        .split("\n")
+        .filter(Boolean)
+        .map((line) => JSON.parse(line))
+        .filter((entry) => Array.isArray(entry.args)),
     cleanup: () => rm(dir, { recursive: true, force: true }),
   };
 }

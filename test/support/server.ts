@@ -30,27 +30,30 @@ export async function freePort(): Promise<number> {
   return address.port;
 }
 
-export async function startServer(env: NodeJS.ProcessEnv): Promise<ServerProcess> {
-  const port = await freePort();
+/** The entry point as a child process, its stdout and stderr collected together. */
+function spawnEntry(env: NodeJS.ProcessEnv): { child: ChildProcess; output: () => string } {
   const child = spawn(command[0], command.slice(1), {
     cwd: root,
-    // API keys off unless the test turns them on.
-    env: {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      AGENT_BRIDGE_AUTH: "none",
-      ...env,
-      PORT: String(port),
-      HOST: "127.0.0.1",
-    },
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
-  child.stdout?.on("data", (d) => {
+  const collect = (d: Buffer) => {
     output += d;
-  });
-  child.stderr?.on("data", (d) => {
-    output += d;
+  };
+  child.stdout?.on("data", collect);
+  child.stderr?.on("data", collect);
+  return { child, output: () => output };
+}
+
+export async function startServer(env: NodeJS.ProcessEnv): Promise<ServerProcess> {
+  const port = await freePort();
+  // API keys off unless the test turns them on.
+  const { child, output } = spawnEntry({
+    AGENT_BRIDGE_AUTH: "none",
+    ...env,
+    PORT: String(port),
+    HOST: "127.0.0.1",
   });
   const url = `http://127.0.0.1:${port}`;
   const exited = once(child, "exit").then(() => child.exitCode);
@@ -61,10 +64,10 @@ export async function startServer(env: NodeJS.ProcessEnv): Promise<ServerProcess
   const deadline = Date.now() + 60_000;
   while (Date.now() < deadline) {
     if (child.exitCode !== null)
-      throw new Error(`server exited with ${child.exitCode}:\n${output}`);
+      throw new Error(`server exited with ${child.exitCode}:\n${output()}`);
     try {
       if ((await fetch(`${url}/readyz`)).status === 200) {
-        return { url, child, output: () => output, waitForOutput: waitFor(() => output), stop };
+        return { url, child, output, waitForOutput: waitFor(output), stop };
       }
     } catch {
       // not listening yet
@@ -72,7 +75,7 @@ export async function startServer(env: NodeJS.ProcessEnv): Promise<ServerProcess
     await new Promise((r) => setTimeout(r, 100));
   }
   await stop("SIGKILL");
-  throw new Error(`server not ready within 60 s:\n${output}`);
+  throw new Error(`server not ready within 60 s:\n${output()}`);
 }
 
 function waitFor(output: () => string) {
@@ -91,18 +94,7 @@ function waitFor(output: () => string) {
 export async function runServerToExit(
   env: NodeJS.ProcessEnv,
 ): Promise<{ code: number | null; output: string }> {
-  const child = spawn(command[0], command.slice(1), {
-    cwd: root,
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let output = "";
-  child.stdout?.on("data", (d) => {
-    output += d;
-  });
-  child.stderr?.on("data", (d) => {
-    output += d;
-  });
+  const { child, output } = spawnEntry(env);
   const [code] = await once(child, "exit");
-  return { code, output };
+  return { code, output: output() };
 }
