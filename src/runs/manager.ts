@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { Effort, PermissionMode } from "../claude/options.js";
 import { terminateGroup } from "../claude/process.js";
 import { type RunnerConfig, runClaude } from "../claude/runner.js";
 import { bareCompletion, type CompletionEvent } from "../events.js";
@@ -6,6 +7,7 @@ import type { Logger } from "../log.js";
 import type { Database } from "../store/db.js";
 import { uniqueViolation } from "../store/errors.js";
 import { isSessionExpired } from "../store/expiry.js";
+import { insertCallback, markCallbackDue } from "../store/hooks.js";
 import * as store from "../store/runs.js";
 import type { RunRow, SessionRow } from "../store/schema.js";
 import { prepareSessionWorktree, recordSessionWorktree } from "../worktrees/sessions.js";
@@ -37,6 +39,13 @@ export interface Message {
   systemPrompt: string | null;
   trigger: string;
   idempotencyKey: string | null;
+  /**
+   * When the session has an active run: wait in line for the session (the run is `waiting`)
+   * rather than be refused with SessionBusyError. Webhook deliveries wait; messages do not.
+   */
+  waitForSession?: boolean;
+  /** Where to POST the run's outcome once it completes (an outbox row written with the run). */
+  callback?: { url: string; secret: string } | null;
 }
 
 const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
@@ -46,6 +55,8 @@ interface ActiveRun {
   session: SessionRow;
   log: RunLog;
   abort: AbortController;
+  /** In line for its session (status `waiting`), not yet in the run queue. */
+  waiting: boolean;
   /** Set when the server's shutdown, not a client, ended the run. */
   interruptedBy?: string;
   finished: Promise<void>;
@@ -59,12 +70,22 @@ interface ActiveRun {
 export class RunManager {
   private readonly active = new Map<string, ActiveRun>();
   private readonly queue: ActiveRun[] = [];
+  /** Runs waiting for their session to be free, per session, oldest first. */
+  private readonly waiting = new Map<string, ActiveRun[]>();
+  private waitingPoll: NodeJS.Timeout | undefined;
+  private readonly completionListeners = new Set<(runId: string) => void>();
   private running = 0;
   private admitting = 0;
   private readonly admissions = new Map<string, Promise<void>>();
   private accepting = true;
 
   constructor(private readonly opts: RunManagerOptions) {}
+
+  /** Called after each run's completion is stored (the callback outbox listens). */
+  onCompletion(listener: (runId: string) => void): () => void {
+    this.completionListeners.add(listener);
+    return () => this.completionListeners.delete(listener);
+  }
 
   /** Creates and queues a run for the session; with an idempotency key, may return an earlier one. */
   async submit(session: SessionRow, message: Message): Promise<{ run: RunRow; created: boolean }> {
@@ -122,26 +143,48 @@ export class RunManager {
       if (earlier) return { run: earlier, created: false };
     }
     const active = await store.getActiveRun(db, session.id);
-    if (active) throw new SessionBusyError(active.id);
+    // Runs already waiting for the session go first: a newcomer may not overtake them.
+    const inLine = this.waiting.get(session.id)?.[0];
+    if (!message.waitForSession) {
+      if (active) throw new SessionBusyError(active.id);
+      if (inLine) throw new SessionBusyError(inLine.row.id);
+    }
+    let wait = Boolean(active || inLine);
     if (session.ownerKeyId && this.activeRunsOf(session.ownerKeyId) >= this.opts.maxPerKey) {
       throw new KeyRunLimitError(this.opts.maxPerKey, this.retryAfterSeconds());
     }
     const capacity = this.opts.maxConcurrent + this.opts.maxQueued;
-    if (this.running + this.queue.length + this.admitting >= capacity) {
+    if (this.running + this.queue.length + this.waitingCount() + this.admitting >= capacity) {
       throw new QueueFullError(capacity, this.retryAfterSeconds());
     }
     // Holds a place while the row is written, so that concurrent submits cannot overfill.
     this.admitting++;
     let row: RunRow;
     try {
-      row = await store.insertRun(db, {
-        sessionId: session.id,
-        trigger: message.trigger,
-        prompt: message.text,
-        systemPrompt: message.systemPrompt,
-        idempotencyKey: message.idempotencyKey,
-        requestHash,
-      });
+      const insert = (status: "queued" | "waiting") =>
+        db.transaction(async (tx) => {
+          const inserted = await store.insertRun(tx, {
+            sessionId: session.id,
+            status,
+            trigger: message.trigger,
+            prompt: message.text,
+            systemPrompt: message.systemPrompt,
+            idempotencyKey: message.idempotencyKey,
+            requestHash,
+          });
+          // With the run, so that no completion can ever find its callback missing.
+          if (message.callback) await insertCallback(tx, { runId: inserted.id, ...message.callback });
+          return inserted;
+        });
+      try {
+        row = await insert(wait ? "waiting" : "queued");
+      } catch (err) {
+        // Another process (or a run admitted meanwhile) took the session: wait behind it.
+        if (!message.waitForSession || uniqueViolation(err) !== "runs_one_active_per_session")
+          throw err;
+        wait = true;
+        row = await insert("waiting");
+      }
     } catch (err) {
       const constraint = uniqueViolation(err);
       if (constraint === "runs_one_active_per_session") {
@@ -166,13 +209,95 @@ export class RunManager {
       session,
       log: new RunLog(db, row.id, this.opts.logger),
       abort: new AbortController(),
+      waiting: wait,
       finished,
       markFinished,
     };
     this.active.set(row.id, run);
-    if (this.running < this.opts.maxConcurrent) this.start(run);
+    if (wait) this.enqueueWaiting(run);
+    else if (this.running < this.opts.maxConcurrent) this.start(run);
     else this.queue.push(run);
     return { run: row, created: true };
+  }
+
+  private waitingCount(): number {
+    let n = 0;
+    for (const line of this.waiting.values()) n += line.length;
+    return n;
+  }
+
+  private enqueueWaiting(run: ActiveRun) {
+    const line = this.waiting.get(run.session.id) ?? [];
+    line.push(run);
+    this.waiting.set(run.session.id, line);
+    // The run in the way may belong to another process, whose end this one never sees: look again
+    // now and then. (A run of this process that ends releases its session at once.)
+    this.waitingPoll ??= setInterval(() => {
+      for (const sessionId of this.waiting.keys()) {
+        if (!this.holdsSession(sessionId)) this.release(sessionId);
+      }
+    }, 1000).unref();
+  }
+
+  /** Whether a run of this process is queued or running on the session (not just waiting). */
+  private holdsSession(sessionId: string): boolean {
+    for (const run of this.active.values()) {
+      if (run.session.id === sessionId && !run.waiting) return true;
+    }
+    return false;
+  }
+
+  private removeWaiting(run: ActiveRun) {
+    const line = this.waiting.get(run.session.id);
+    if (line) {
+      const at = line.indexOf(run);
+      if (at >= 0) line.splice(at, 1);
+      if (line.length === 0) this.waiting.delete(run.session.id);
+    }
+    if (this.waiting.size === 0 && this.waitingPoll) {
+      clearInterval(this.waitingPoll);
+      this.waitingPoll = undefined;
+    }
+  }
+
+  /** The session is free here: the first run waiting for it moves to the run queue. */
+  private release(sessionId: string) {
+    if (!this.accepting || !this.waiting.has(sessionId)) return;
+    void this.inAdmissionOrder(sessionId, () => this.promote(sessionId)).catch((err) =>
+      this.opts.logger.error("could not start a run waiting for its session", {
+        session_id: sessionId,
+        error: String(err),
+      }),
+    );
+  }
+
+  private async promote(sessionId: string) {
+    const next = this.waiting.get(sessionId)?.[0];
+    if (!next || !this.accepting || this.holdsSession(sessionId)) return;
+    let promoted: RunRow | undefined;
+    try {
+      promoted = await store.promoteWaitingRun(this.opts.db, next.row.id);
+    } catch (err) {
+      // Another process still has a run on the session: keep waiting (the poll looks again).
+      if (uniqueViolation(err) === "runs_one_active_per_session") return;
+      throw err;
+    }
+    this.removeWaiting(next);
+    if (!promoted) {
+      // The row is gone (its session was deleted): nothing to run.
+      this.active.delete(next.row.id);
+      next.markFinished();
+      return;
+    }
+    next.row = promoted;
+    next.waiting = false;
+    if (this.running < this.opts.maxConcurrent) this.start(next);
+    else this.queue.push(next);
+  }
+
+  /** Cancels the runs waiting for the session (before it is deleted). */
+  async cancelWaiting(sessionId: string): Promise<void> {
+    for (const run of [...(this.waiting.get(sessionId) ?? [])]) await this.cancel(run.row.id);
   }
 
   /** The run's events after position `after` of the view, then live ones until its completion. */
@@ -194,10 +319,16 @@ export class RunManager {
       const row = await store.getRun(this.opts.db, runId);
       throw new RunFinishedError(runId, row?.status ?? "unknown");
     }
+    if (run.waiting) {
+      this.removeWaiting(run);
+      await this.finishUnstarted(run, "cancelled", "cancelled while it waited for its session");
+      return;
+    }
     const queued = this.queue.indexOf(run);
     if (queued >= 0) {
       this.queue.splice(queued, 1);
       await this.finishUnstarted(run, "cancelled", "cancelled before it started");
+      this.release(run.session.id);
       return;
     }
     run.abort.abort();
@@ -234,7 +365,9 @@ export class RunManager {
    */
   async shutdown(graceMs: number): Promise<void> {
     this.accepting = false;
-    for (const run of this.queue.splice(0)) {
+    const waiting = [...this.waiting.values()].flat();
+    for (const run of waiting) this.removeWaiting(run);
+    for (const run of [...this.queue.splice(0), ...waiting]) {
       await this.finishUnstarted(run, "interrupted", "the server shut down before the run started");
     }
     const all = () => Promise.all([...this.active.values()].map((r) => r.finished));
@@ -256,6 +389,7 @@ export class RunManager {
       run.markFinished();
       const next = this.queue.shift();
       if (next) this.start(next);
+      this.release(run.session.id);
     });
   }
 
@@ -281,8 +415,8 @@ export class RunManager {
           claudeSessionId: session.id,
           resume,
           ...(session.worktree ? { worktree: session.id } : {}),
-          permissionMode: session.permissionMode as never,
-          effort: session.effort as never,
+          permissionMode: PermissionMode.parse(session.permissionMode),
+          effort: Effort.parse(session.effort),
           ...(session.model ? { model: session.model } : {}),
           ...systemPrompt(session.systemPrompt, row.systemPrompt),
           cwd: this.workDirOf(session),
@@ -366,6 +500,7 @@ export class RunManager {
 
   private async complete(run: ActiveRun, completion: CompletionEvent) {
     run.log.close(await this.persistCompletion(run.row, run.log.number(completion)));
+    for (const listener of this.completionListeners) listener(run.row.id);
   }
 
   /** The run's outcome, its session's new totals and its completion event, in one transaction. */
@@ -388,6 +523,8 @@ export class RunManager {
         event: { ...completion, ...(totals ? { session_usage: totals } : {}) },
       };
       await store.appendEvents(tx, row.id, [toRow(stored)]);
+      // A hook's callback becomes due with the completion, or not at all: never lost to a crash.
+      await markCallbackDue(tx, row.id);
       return stored;
     });
   }
@@ -415,7 +552,7 @@ export class RunManager {
     return n;
   }
 
-  /** A rough wait: one run slot frees up per average run, assumed a minute. */
+  /** A rough wait: each run ahead in the queue is assumed to take 30 s of one slot. */
   private retryAfterSeconds(): number {
     return Math.max(1, Math.ceil((this.queue.length + 1) / this.opts.maxConcurrent) * 30);
   }

@@ -20,6 +20,7 @@ describe.each(BACKENDS)("run concurrency on %s", (backend) => {
       ...fake.bridgeEnv,
       AGENT_BRIDGE_MAX_CONCURRENT_RUNS: "2",
       AGENT_BRIDGE_MAX_QUEUED_RUNS: "1",
+      AGENT_BRIDGE_SSE_KEEPALIVE_SECONDS: "1",
     });
     server = await listen(t.app);
   });
@@ -137,6 +138,17 @@ describe.each(BACKENDS)("run concurrency on %s", (backend) => {
       (await fake.invocations()).filter((i) => i.args.includes(sessions[2]?.id ?? "")),
     ).toHaveLength(0);
     for (const run of runs.slice(0, 2)) await cancel(run.id);
+  });
+
+  it("keeps an idle stream open with a keep-alive comment", async () => {
+    const session = await newSession();
+    const run = await (await postAsync(session.id)).json();
+    const reader = SseReader.of(await fetch(`${server.url}/v1/runs/${run.id}/events`));
+    await reader.events(2);
+    const frame = await reader.next();
+    expect(frame?.raw).toBe(": keep-alive\n\n");
+    await cancel(run.id);
+    expect((await reader.events()).at(-1)?.event).toBe("completion");
   });
 
   it("deleting a session stops its active run first", async () => {

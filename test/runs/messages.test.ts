@@ -142,6 +142,32 @@ describe.each(BACKENDS)("messages and runs on %s", (backend) => {
     expect(frames.at(-1)?.event).toBe("completion");
   });
 
+  it("?events=full adds the internal events; each view numbers its own events without gaps", async () => {
+    const session = await newSession();
+    const { run } = await (await post(session.id, "hi", { Accept: "application/json" })).json();
+    const shown = await SseReader.of(
+      await fetch(`${server.url}/v1/runs/${run.id}/events`),
+    ).events();
+    const full = await SseReader.of(
+      await fetch(`${server.url}/v1/runs/${run.id}/events?events=full`),
+    ).events();
+    expect(shown.map((f) => f.id)).toEqual(shown.map((_, i) => String(i + 1)));
+    expect(full.map((f) => f.id)).toEqual(full.map((_, i) => String(i + 1)));
+    expect(shown.map((f) => f.event)).not.toContain("context_window");
+    expect(full.map((f) => f.event)).toContain("context_window");
+    expect(
+      full.filter((f) =>
+        shown.some((g) => g.raw.slice(g.raw.indexOf("\n")) === f.raw.slice(f.raw.indexOf("\n"))),
+      ),
+    ).toHaveLength(shown.length);
+    const tail = await SseReader.of(
+      await fetch(`${server.url}/v1/runs/${run.id}/events?events=full`, {
+        headers: { "Last-Event-ID": String(full.length - 1) },
+      }),
+    ).events();
+    expect(tail.map((f) => f.event)).toEqual(["completion"]);
+  });
+
   it("resumes the CLI session on the second message", async () => {
     const session = await newSession();
     await (await post(session.id, "one", { Accept: "application/json" })).json();
