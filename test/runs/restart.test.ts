@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { groupAlive } from "../../src/claude/process.js";
 import { createServerDatabase } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { fakeClaude } from "../support/fake-claude.js";
 import { longRun } from "../support/fake-scenarios.js";
 import { startServer } from "../support/server.js";
 import { SseReader } from "../support/sse.js";
