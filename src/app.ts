@@ -1,11 +1,16 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { Scalar } from "@scalar/hono-api-reference";
+import type { Context } from "hono";
+import { except } from "hono/combine";
 import { cors } from "hono/cors";
 import { methodNotAllowed } from "hono/method-not-allowed";
 import { requestId } from "hono/request-id";
 import { RUNNER_DEFAULTS } from "./claude/runner.js";
 import { createClaudeProbe } from "./claude/version.js";
 import type { Config } from "./config.js";
+import { callbackBody } from "./hooks/callback-body.js";
+import { CallbackOutbox } from "./hooks/outbox.js";
+import { Scheduler } from "./hooks/scheduler.js";
 import { authenticate } from "./http/auth.js";
 import type { AppDeps, AppEnv } from "./http/context.js";
 import { ApiError, onError, onNotFound, problemResponse } from "./http/errors.js";
@@ -60,6 +65,32 @@ export function buildSweeper(deps: AppDeps): SessionSweeper {
   });
 }
 
+/** The callback outbox worker and the hooks' scheduler (neither started). */
+export function buildHookWorkers(deps: AppDeps): { outbox: CallbackOutbox; scheduler: Scheduler } {
+  const { config, logger, runs } = deps;
+  const db = deps.database.db;
+  const outbox = new CallbackOutbox({
+    db,
+    logger,
+    ...config.hooks.callback,
+    buildBody: (runId) => callbackBody(db, runId),
+  });
+  // A completed run's callback goes out at once rather than at the next poll.
+  runs.onCompletion(() => outbox.poke());
+  const scheduler = new Scheduler({
+    db,
+    runs,
+    config,
+    logger,
+    tickMs: config.hooks.scheduleTickMs,
+  });
+  return { outbox, scheduler };
+}
+
+/** A webhook delivery: signed by its sender instead of carrying an API key (see the route). */
+const isHookDelivery = (c: Context) =>
+  c.req.method === "POST" && /^\/v1\/hooks\/[^/]+\/deliveries\/?$/.test(c.req.path);
+
 /** Builds the HTTP app from its dependencies; `src/index.ts` serves it, tests call it directly. */
 export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   const app = createRouter();
@@ -109,7 +140,15 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   });
   app.use(accessLog);
   app.use(limitBody(deps.config.bodyLimitBytes));
-  app.use("/v1/*", authenticate, rateLimit(deps.config.auth.requestsPerMinute), requireJsonBody);
+  app.use(
+    "/v1/*",
+    except(
+      isHookDelivery,
+      authenticate,
+      rateLimit(deps.config.auth.requestsPerMinute),
+      requireJsonBody,
+    ),
+  );
 
   mountRoutes(app);
 

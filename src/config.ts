@@ -60,6 +60,12 @@ const EnvSchema = z.object({
   AGENT_BRIDGE_CORS_ORIGINS: list.default([]),
   AGENT_BRIDGE_SESSION_TTL_SECONDS: int(1).default(259_200),
   AGENT_BRIDGE_SESSION_SWEEP_INTERVAL_SECONDS: int(1).default(300),
+  AGENT_BRIDGE_CALLBACK_MAX_ATTEMPTS: int(1, 100).default(10),
+  AGENT_BRIDGE_CALLBACK_BACKOFF_MIN_MS: int(10).default(2000),
+  AGENT_BRIDGE_CALLBACK_BACKOFF_MAX_MS: int(10).default(600_000),
+  AGENT_BRIDGE_CALLBACK_TIMEOUT_MS: int(100).default(10_000),
+  AGENT_BRIDGE_CALLBACK_POLL_MS: int(50).default(1000),
+  AGENT_BRIDGE_SCHEDULE_TICK_MS: int(100).default(1000),
   AGENT_BRIDGE_CLAUDE_BIN: z.string().min(1).optional(),
   AGENT_BRIDGE_CLAUDE_WORK_DIR: z.string().min(1).default("."),
   AGENT_BRIDGE_CLAUDE_PERMISSION_MODE: oneOf(PERMISSION_MODES).default("acceptEdits"),
@@ -105,6 +111,21 @@ export interface Config {
     /** Idle time after which the sweep expires a session (and removes its worktree). */
     ttlMs: number;
     sweepIntervalMs: number;
+  };
+  hooks: {
+    callback: {
+      /** Tries of one callback, the first included, before it is `failed`. */
+      maxAttempts: number;
+      /** The wait after the first failure; it doubles each time, up to `backoffMaxMs`, jittered. */
+      backoffMinMs: number;
+      backoffMaxMs: number;
+      /** One try that has no answer by then has failed. */
+      timeoutMs: number;
+      /** How often the outbox looks for due callbacks (a completion also wakes it). */
+      pollMs: number;
+    };
+    /** How often the scheduler looks for due ticks. */
+    scheduleTickMs: number;
   };
   claude: {
     bin: string;
@@ -178,6 +199,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       `AGENT_BRIDGE_AUTH: "none" is only allowed on a loopback address, and HOST is ${JSON.stringify(e.HOST)} (use 127.0.0.1, ::1 or localhost, or keep auth on)`,
     ]);
   }
+  if (e.AGENT_BRIDGE_CALLBACK_BACKOFF_MIN_MS > e.AGENT_BRIDGE_CALLBACK_BACKOFF_MAX_MS) {
+    throw new ConfigError([
+      `AGENT_BRIDGE_CALLBACK_BACKOFF_MIN_MS: must not exceed AGENT_BRIDGE_CALLBACK_BACKOFF_MAX_MS (${e.AGENT_BRIDGE_CALLBACK_BACKOFF_MAX_MS}) (got ${e.AGENT_BRIDGE_CALLBACK_BACKOFF_MIN_MS})`,
+    ]);
+  }
   const workDir = path.resolve(e.AGENT_BRIDGE_CLAUDE_WORK_DIR);
   return {
     port: e.PORT,
@@ -204,6 +230,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     sessions: {
       ttlMs: e.AGENT_BRIDGE_SESSION_TTL_SECONDS * 1000,
       sweepIntervalMs: e.AGENT_BRIDGE_SESSION_SWEEP_INTERVAL_SECONDS * 1000,
+    },
+    hooks: {
+      callback: {
+        maxAttempts: e.AGENT_BRIDGE_CALLBACK_MAX_ATTEMPTS,
+        backoffMinMs: e.AGENT_BRIDGE_CALLBACK_BACKOFF_MIN_MS,
+        backoffMaxMs: e.AGENT_BRIDGE_CALLBACK_BACKOFF_MAX_MS,
+        timeoutMs: e.AGENT_BRIDGE_CALLBACK_TIMEOUT_MS,
+        pollMs: e.AGENT_BRIDGE_CALLBACK_POLL_MS,
+      },
+      scheduleTickMs: e.AGENT_BRIDGE_SCHEDULE_TICK_MS,
     },
     claude: {
       bin: e.AGENT_BRIDGE_CLAUDE_BIN ?? defaultClaudeBin(),

@@ -1,5 +1,5 @@
 import { serve } from "@hono/node-server";
-import { buildDeps, buildSweeper, createApp } from "./app.js";
+import { buildDeps, buildHookWorkers, buildSweeper, createApp } from "./app.js";
 import { prepareKeys } from "./auth/bootstrap.js";
 import { ConfigError, loadConfig } from "./config.js";
 import { createLogger } from "./log.js";
@@ -50,6 +50,10 @@ if (recovered > 0)
   logger.warn("closed runs left unfinished by the previous process", { runs: recovered });
 const sweeper = buildSweeper(deps);
 sweeper.start();
+// After recovery, so that callbacks of the runs it closed go out too.
+const { outbox, scheduler } = buildHookWorkers(deps);
+outbox.start();
+scheduler.start();
 
 const app = createApp(deps);
 const server = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, (info) => {
@@ -80,8 +84,11 @@ async function shutdown(signal: string) {
   stopping = true;
   logger.info("shutting down", { signal, grace_ms: config.runs.shutdownGraceMs });
   await sweeper.stop();
+  await scheduler.stop();
   // Runs first: each gets its completion, which also ends the SSE streams following it.
   await deps.runs.shutdown(config.runs.shutdownGraceMs);
+  // Callbacks not sent yet stay in the outbox for the next start.
+  await outbox.stop();
   // Streams now end by themselves after their completion; give their last bytes a moment.
   await new Promise<void>((resolve) => {
     server.close(() => resolve());

@@ -38,6 +38,73 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  "/v1/hooks": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** List hooks (admin) */
+    get: operations["listHooks"];
+    put?: never;
+    /**
+     * Create a hook (admin)
+     * @description A hook turns signed webhook deliveries (and, with a `schedule`, the ticks of a cron pattern) into runs of the agent. The sessions it starts belong to the key that created it. Secrets are write-only.
+     */
+    post: operations["createHook"];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/v1/hooks/{name}": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** Get a hook (admin) */
+    get: operations["getHook"];
+    /**
+     * Replace a hook's definition (admin)
+     * @description Every field takes the value given, or its default when left out, except the secrets, which are kept when left out. Sessions already made from session keys go on.
+     */
+    put: operations["updateHook"];
+    post?: never;
+    /**
+     * Delete a hook and its delivery records (admin)
+     * @description Its sessions and runs stay, and callbacks already owed are still sent.
+     */
+    delete: operations["deleteHook"];
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/v1/hooks/{name}/deliveries": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** List a hook's deliveries and ticks, newest first (admin) */
+    get: operations["listHookDeliveries"];
+    put?: never;
+    /**
+     * Deliver a webhook: starts a run (no API key; signed)
+     * @description For CI and other senders: no API key, but the delivery must verify against the hook's secret, computed over the body's exact bytes (see the hook's `verification`). A bad or missing signature is a 401 and starts nothing. The body is JSON (for `github`, also `application/x-www-form-urlencoded` with a `payload` field). The answer comes at once: 202 with the run, which waits in line if its session is busy. The same delivery id again answers 200 with the first delivery's run and starts nothing. A delivery whose event the hook does not take is recorded and answered 200 with outcome `ignored`.
+     */
+    post: operations["deliverHook"];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   "/v1/keys": {
     parameters: {
       query?: never;
@@ -249,6 +316,25 @@ export interface components {
       | components["schemas"]["ContextWindowEvent"]
       | components["schemas"]["RateLimitEvent"]
       | components["schemas"]["CompletionEvent"];
+    CallbackState: {
+      /**
+       * @description `pending`: not sent yet (the run is going) or being retried; `delivered`: a 2xx came back, and it is never sent again; `failed`: every attempt failed.
+       * @enum {string}
+       */
+      state: "pending" | "delivered" | "failed";
+      url: string;
+      attempts: number;
+      /** @description The receiver's HTTP status at the last attempt, if it answered. */
+      last_status: number | null;
+      last_error: string | null;
+      /**
+       * Format: date-time
+       * @description When a pending callback is tried next; null while the run is going.
+       */
+      next_attempt_at: string | null;
+      /** Format: date-time */
+      delivered_at: string | null;
+    };
     CompletionEvent: {
       /**
        * @description discriminator enum property added by openapi-typescript
@@ -286,6 +372,48 @@ export interface components {
        */
       admin: boolean;
     };
+    CreateHook: {
+      /** @example pr-review */
+      name: string;
+      /** @description Write-only: never returned. For `standard`, a `whsec_` secret (base64 of 16 to 64 bytes). */
+      secret: string;
+      /** @description Write-only: a `whsec_` secret (base64 of 16 to 64 bytes) to sign callbacks with. */
+      callback_secret?: string;
+      /**
+       * @description How a delivery proves it comes from the sender: `github` (`X-Hub-Signature-256`, HMAC-SHA256 of the body with the secret), `standard` (Standard Webhooks: `webhook-id`, `webhook-timestamp` within 5 minutes, `webhook-signature: v1,<base64>`; secret `whsec_…`), `bearer` (`Authorization: Bearer <secret>`).
+       * @enum {string}
+       */
+      verification: "github" | "standard" | "bearer";
+      /** @description The prompt of each run. Placeholders: `{{payload.a.b}}` (a path into the delivery's JSON; a number indexes an array), `{{event}}`, `{{delivery_id}}`, `{{hook}}`, `{{fire_time}}` (scheduled runs). A value is inserted as text, never evaluated (a `{{…}}` inside it stays as it is), cut to 16384 characters; a missing path is empty; an object is inserted as JSON. */
+      prompt_template: string;
+      /** @description Appended to the system prompt of each run. Without it, a webhook's run is told it is an automated invocation from CI with nobody watching; a scheduled run is always told it is a scheduled invocation with nobody listening, and this follows. */
+      system_prompt_template?: string;
+      /** @description Deliveries whose key renders the same continue one session (e.g. `{{payload.repository.full_name}}#{{payload.pull_request.number}}`); without it every delivery gets a new session. */
+      session_key_template?: string;
+      /** @description As for a session: inside `AGENT_BRIDGE_ALLOWED_ROOTS`. */
+      work_dir?: string;
+      worktree?: boolean;
+      permission_mode?: components["schemas"]["PermissionMode"];
+      model?: string;
+      effort?: components["schemas"]["Effort"];
+      /** @description Only deliveries of these events start a run (an entry may also be `event.action`, e.g. `pull_request.opened`); others are recorded as `ignored`. Empty or absent: every event. */
+      events?: string[];
+      /**
+       * Format: uri
+       * @description Where the outcome of each run is POSTed when it completes, signed the Standard Webhooks way with `callback_secret`.
+       */
+      callback_url?: string;
+      /**
+       * @description A cron pattern (5 fields, or 6 with seconds first); the hook then also fires by itself at each tick.
+       * @example 0 6 * * 1-5
+       */
+      schedule?: string;
+      /**
+       * @description IANA time zone of `schedule`; default UTC.
+       * @example Europe/Berlin
+       */
+      timezone?: string;
+    };
     CreateSession: {
       /** @description A label for people. */
       title?: string;
@@ -304,6 +432,20 @@ export interface components {
         [key: string]: string;
       };
     };
+    DeliveryReceipt: {
+      hook: string;
+      delivery_id: string;
+      event: string;
+      /** @enum {string} */
+      outcome: "received" | "accepted" | "ignored" | "skipped" | "failed";
+      /** @description This delivery id had been received before: the first delivery's answer, and nothing started. */
+      duplicate: boolean;
+      run_id: string | null;
+      session_id: string | null;
+      /** @example /v1/runs/7d9f0c1e-5b2a-4c3d-8e4f-1a2b3c4d5e6f */
+      run_url: string | null;
+      events_url: string | null;
+    };
     /** @enum {string} */
     Effort: "low" | "medium" | "high" | "xhigh" | "max";
     FinishedRun: {
@@ -315,6 +457,61 @@ export interface components {
     Health: {
       /** @enum {string} */
       status: "ok";
+    };
+    Hook: {
+      name: string;
+      /** @enum {string} */
+      verification: "github" | "standard" | "bearer";
+      prompt_template: string;
+      system_prompt_template: string | null;
+      session_key_template: string | null;
+      /** @description null: the server's work dir. */
+      work_dir: string | null;
+      /** @description null: the server's default. */
+      worktree: boolean | null;
+      permission_mode: components["schemas"]["PermissionMode"] & (string | null);
+      model: string | null;
+      effort: components["schemas"]["Effort"] & (string | null);
+      events: string[];
+      callback_url: string | null;
+      schedule: string | null;
+      timezone: string | null;
+      /**
+       * Format: date-time
+       * @description The schedule's next tick.
+       */
+      next_fire_at: string | null;
+      /** @description Where senders POST deliveries. */
+      delivery_url: string;
+      /** Format: date-time */
+      created_at: string;
+      /** Format: date-time */
+      updated_at: string;
+    };
+    HookDelivery: {
+      id: string;
+      /** @description The sender's id (`X-GitHub-Delivery`, `webhook-id`, `X-Delivery-Id`), or `schedule:<fire time>`. */
+      delivery_id: string;
+      /** @enum {string} */
+      source: "webhook" | "schedule";
+      event: string;
+      /** Format: date-time */
+      received_at: string;
+      /**
+       * @description `accepted`: a run was queued; `ignored`: the event is not in the hook's `events`; `skipped`: a tick while the previous scheduled run was going; `failed`: no run could be queued (see `detail`); `received`: being started.
+       * @enum {string}
+       */
+      outcome: "received" | "accepted" | "ignored" | "skipped" | "failed";
+      detail: string | null;
+      run_id: string | null;
+      session_id: string | null;
+    };
+    HookDeliveryPage: {
+      data: components["schemas"]["HookDelivery"][];
+      next_cursor: string | null;
+    };
+    HookList: {
+      data: components["schemas"]["Hook"][];
     };
     NewApiKey: components["schemas"]["ApiKey"] & {
       /** @description The key itself: shown this once, stored only as a hash. */
@@ -379,6 +576,10 @@ export interface components {
         | "work_dir_not_allowed"
         | "session_not_found"
         | "run_not_found"
+        | "hook_not_found"
+        | "hook_exists"
+        | "invalid_signature"
+        | "prompt_empty"
         | "session_busy"
         | "session_expired"
         | "worktree_unavailable"
@@ -452,6 +653,8 @@ export interface components {
       events_url: string;
       /** @description The run's last event, once it has ended. */
       completion: components["schemas"]["CompletionEvent"] | null;
+      /** @description For a run started by a hook with a `callback_url`: the state of the POST of its outcome. */
+      callback: components["schemas"]["CallbackState"] | null;
     };
     RunStartedEvent: {
       /**
@@ -560,6 +763,46 @@ export interface components {
       truncated: boolean;
       parent_tool_use_id?: string | null;
     };
+    UpdateHook: {
+      /** @description Left out: the hook keeps its secret. */
+      secret?: string;
+      /** @description Left out: the hook keeps its callback secret. */
+      callback_secret?: string;
+      /**
+       * @description How a delivery proves it comes from the sender: `github` (`X-Hub-Signature-256`, HMAC-SHA256 of the body with the secret), `standard` (Standard Webhooks: `webhook-id`, `webhook-timestamp` within 5 minutes, `webhook-signature: v1,<base64>`; secret `whsec_…`), `bearer` (`Authorization: Bearer <secret>`).
+       * @enum {string}
+       */
+      verification: "github" | "standard" | "bearer";
+      /** @description The prompt of each run. Placeholders: `{{payload.a.b}}` (a path into the delivery's JSON; a number indexes an array), `{{event}}`, `{{delivery_id}}`, `{{hook}}`, `{{fire_time}}` (scheduled runs). A value is inserted as text, never evaluated (a `{{…}}` inside it stays as it is), cut to 16384 characters; a missing path is empty; an object is inserted as JSON. */
+      prompt_template: string;
+      /** @description Appended to the system prompt of each run. Without it, a webhook's run is told it is an automated invocation from CI with nobody watching; a scheduled run is always told it is a scheduled invocation with nobody listening, and this follows. */
+      system_prompt_template?: string;
+      /** @description Deliveries whose key renders the same continue one session (e.g. `{{payload.repository.full_name}}#{{payload.pull_request.number}}`); without it every delivery gets a new session. */
+      session_key_template?: string;
+      /** @description As for a session: inside `AGENT_BRIDGE_ALLOWED_ROOTS`. */
+      work_dir?: string;
+      worktree?: boolean;
+      permission_mode?: components["schemas"]["PermissionMode"];
+      model?: string;
+      effort?: components["schemas"]["Effort"];
+      /** @description Only deliveries of these events start a run (an entry may also be `event.action`, e.g. `pull_request.opened`); others are recorded as `ignored`. Empty or absent: every event. */
+      events?: string[];
+      /**
+       * Format: uri
+       * @description Where the outcome of each run is POSTed when it completes, signed the Standard Webhooks way with `callback_secret`.
+       */
+      callback_url?: string;
+      /**
+       * @description A cron pattern (5 fields, or 6 with seconds first); the hook then also fires by itself at each tick.
+       * @example 0 6 * * 1-5
+       */
+      schedule?: string;
+      /**
+       * @description IANA time zone of `schedule`; default UTC.
+       * @example Europe/Berlin
+       */
+      timezone?: string;
+    };
     Usage: {
       input_tokens: number;
       output_tokens: number;
@@ -661,6 +904,549 @@ export interface operations {
         };
         content: {
           "application/json": components["schemas"]["Readiness"];
+        };
+      };
+      /** @description Not ready */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
+  listHooks: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Every hook, by name */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["HookList"];
+        };
+      };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description The key lacks the admin role */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
+  createHook: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["CreateHook"];
+      };
+    };
+    responses: {
+      /** @description The new hook, without its secrets */
+      201: {
+        headers: {
+          Location: string;
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["Hook"];
+        };
+      };
+      /** @description Invalid request: every problem is listed in `errors` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description The key lacks the admin role */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Conflict */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Body larger than the configured limit */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Body is not JSON */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
+  getHook: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        name: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The hook */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["Hook"];
+        };
+      };
+      /** @description Invalid request: every problem is listed in `errors` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description The key lacks the admin role */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Not found */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
+  updateHook: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        name: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["UpdateHook"];
+      };
+    };
+    responses: {
+      /** @description The hook */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["Hook"];
+        };
+      };
+      /** @description Invalid request: every problem is listed in `errors` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description The key lacks the admin role */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Not found */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Body larger than the configured limit */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Body is not JSON */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
+  deleteHook: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        name: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Deleted */
+      204: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description Invalid request: every problem is listed in `errors` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description The key lacks the admin role */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Not found */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
+  listHookDeliveries: {
+    parameters: {
+      query?: {
+        limit?: number;
+        /** @description `next_cursor` of the previous page. */
+        cursor?: string;
+      };
+      header?: never;
+      path: {
+        name: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description One page of deliveries */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["HookDeliveryPage"];
+        };
+      };
+      /** @description Invalid request: every problem is listed in `errors` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description The key lacks the admin role */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Not found */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
+  deliverHook: {
+    parameters: {
+      query?: never;
+      header?: {
+        /** @description `github`: `sha256=<hex HMAC-SHA256 of the body>`. */
+        "x-hub-signature-256"?: string;
+        /** @description `github`: the delivery id. */
+        "x-github-delivery"?: string;
+        /** @description `github`: the event. */
+        "x-github-event"?: string;
+        /** @description `standard`: the delivery id. */
+        "webhook-id"?: string;
+        /** @description `standard`: Unix seconds; refused beyond 5 minutes from the server's clock. */
+        "webhook-timestamp"?: string;
+        /** @description `standard`: `v1,<base64 HMAC-SHA256 of id.timestamp.body>`, space-separated if several. */
+        "webhook-signature"?: string;
+        /** @description `bearer`: the delivery id (optional). */
+        "x-delivery-id"?: string;
+        /** @description `bearer`: the event (optional). */
+        "x-event"?: string;
+      };
+      path: {
+        name: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        "application/json": Record<string, never>;
+      };
+    };
+    responses: {
+      /** @description A duplicate delivery (nothing started), or an event the hook ignores */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["DeliveryReceipt"];
+        };
+      };
+      /** @description Verified; the run is queued */
+      202: {
+        headers: {
+          Location: string;
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["DeliveryReceipt"];
+        };
+      };
+      /** @description Invalid request: every problem is listed in `errors` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Not found */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Body larger than the configured limit */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Unprocessable: an Idempotency-Key reused with a different body, or a hook's prompt that rendered empty */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
         };
       };
       /** @description Not ready */
@@ -1409,7 +2195,7 @@ export interface operations {
           "application/problem+json": components["schemas"]["Problem"];
         };
       };
-      /** @description Idempotency-Key reused with a different body */
+      /** @description Unprocessable: an Idempotency-Key reused with a different body, or a hook's prompt that rendered empty */
       422: {
         headers: {
           [name: string]: unknown;

@@ -36,6 +36,10 @@ export function openApiDocument(): OpenApiDocument {
       { name: "Runs", description: "Messages, the runs they start, and their event streams" },
       { name: "Usage", description: "Token and cost totals" },
       { name: "Keys", description: "API keys (admin)" },
+      {
+        name: "Hooks",
+        description: "Signed webhooks from CI, schedules, and callbacks with the outcome",
+      },
       { name: "Health", description: "Liveness and readiness" },
     ],
   });

@@ -3,6 +3,10 @@ import type { Logger } from "../log.js";
 import type { LogView, SequencedEvent } from "../runs/run-log.js";
 
 const encoder = new TextEncoder();
+/** Frames are gathered up to this many characters before they are handed on. */
+const FLUSH_CHARS = 64 * 1024;
+/** How far the stream may run ahead of a slow client. */
+const HIGH_WATER_BYTES = 256 * 1024;
 
 /** One SSE frame: `id:` is the event's position in the view the client reads. */
 export function sseFrame(entry: SequencedEvent, view: LogView): string {
@@ -22,6 +26,11 @@ export const SSE_HEADERS = {
  * so that idle proxies keep the connection. A client that goes away only ends its subscription;
  * the run goes on. A failure after the response has started cannot become an HTTP error, so it
  * ends the stream with a `completion` saying so.
+ *
+ * Frames produced in one turn of the event loop go out as one chunk, and events are read only
+ * while the client keeps up (the stream's queue holds at most HIGH_WATER_BYTES): the bench found
+ * a replay enqueueing 50 000 one-frame chunks at once, whose dequeueing (an array shift each)
+ * then took most of the time, with the whole replay held in memory for a slow client.
  */
 export function sseResponse(
   open: (signal: AbortSignal) => AsyncIterable<SequencedEvent>,
@@ -29,30 +38,64 @@ export function sseResponse(
 ): Response {
   const gone = new AbortController();
   let keepAlive: NodeJS.Timeout | undefined;
-  const stream = new ReadableStream<Uint8Array>({
-    async start(controller) {
-      const send = (text: string) => {
-        if (!gone.signal.aborted) controller.enqueue(encoder.encode(text));
-      };
-      keepAlive = setInterval(() => send(": keep-alive\n\n"), opts.keepAliveMs);
-      try {
-        for await (const entry of open(gone.signal)) {
-          send(sseFrame(entry, opts.view));
-          if (entry.event.type === "completion") break;
-        }
-      } catch (err) {
-        opts.logger.error("event stream failed", { error: String(err) });
-        send(`event: completion\ndata: ${JSON.stringify(streamFailure(err))}\n\n`);
-      } finally {
+  let flushing: NodeJS.Immediate | undefined;
+  /** Resolves the producer's wait for room in the queue. */
+  let wake: (() => void) | undefined;
+  const stream = new ReadableStream<Uint8Array>(
+    {
+      start(controller) {
+        let pending = "";
+        const flush = () => {
+          clearImmediate(flushing);
+          flushing = undefined;
+          if (pending && !gone.signal.aborted) controller.enqueue(encoder.encode(pending));
+          pending = "";
+        };
+        const send = (text: string) => {
+          pending += text;
+          if (pending.length >= FLUSH_CHARS) flush();
+          else flushing ??= setImmediate(flush);
+        };
+        const room = async () => {
+          while (!gone.signal.aborted && (controller.desiredSize ?? 1) <= 0) {
+            await new Promise<void>((resolve) => {
+              wake = resolve;
+            });
+          }
+        };
+        keepAlive = setInterval(() => send(": keep-alive\n\n"), opts.keepAliveMs);
+        // Not awaited: `pull` (the client asking for more) is only called once `start` returns.
+        void (async () => {
+          try {
+            for await (const entry of open(gone.signal)) {
+              send(sseFrame(entry, opts.view));
+              if (entry.event.type === "completion") break;
+              await room();
+              if (gone.signal.aborted) break;
+            }
+          } catch (err) {
+            opts.logger.error("event stream failed", { error: String(err) });
+            send(`event: completion\ndata: ${JSON.stringify(streamFailure(err))}\n\n`);
+          } finally {
+            clearInterval(keepAlive);
+            flush();
+            if (!gone.signal.aborted) controller.close();
+          }
+        })();
+      },
+      pull() {
+        wake?.();
+        wake = undefined;
+      },
+      cancel() {
         clearInterval(keepAlive);
-        if (!gone.signal.aborted) controller.close();
-      }
+        clearImmediate(flushing);
+        gone.abort();
+        wake?.();
+      },
     },
-    cancel() {
-      clearInterval(keepAlive);
-      gone.abort();
-    },
-  });
+    { highWaterMark: HIGH_WATER_BYTES, size: (chunk) => chunk.byteLength },
+  );
   return new Response(stream, { status: 200, headers: { ...SSE_HEADERS, ...opts.headers } });
 }
 

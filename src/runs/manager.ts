@@ -173,7 +173,8 @@ export class RunManager {
             requestHash,
           });
           // With the run, so that no completion can ever find its callback missing.
-          if (message.callback) await insertCallback(tx, { runId: inserted.id, ...message.callback });
+          if (message.callback)
+            await insertCallback(tx, { runId: inserted.id, ...message.callback });
           return inserted;
         });
       try {

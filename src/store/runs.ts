@@ -10,6 +10,8 @@ export const ACTIVE_STATUSES = ["queued", "running"] as const;
 
 export interface NewRun {
   sessionId: string;
+  /** `waiting`: in line behind the session's active run (a webhook delivery); default `queued`. */
+  status?: "queued" | "waiting";
   trigger: string;
   prompt: string;
   systemPrompt: string | null;
@@ -99,12 +101,25 @@ export async function setRunPgid(db: Database, id: string, pgid: number | null) 
   await db.update(runs).set({ pgid }).where(eq(runs.id, id));
 }
 
-/** Runs a previous process left unfinished. */
+/** Runs a previous process left unfinished (waiting for their session included). */
 export async function unfinishedRuns(db: Database): Promise<RunRow[]> {
   return db
     .select()
     .from(runs)
-    .where(inArray(runs.status, [...ACTIVE_STATUSES]));
+    .where(inArray(runs.status, [...ACTIVE_STATUSES, "waiting"]));
+}
+
+/**
+ * Moves a waiting run into the queue; throws a unique violation while the session still has an
+ * active run, and returns undefined when the run is gone.
+ */
+export async function promoteWaitingRun(db: Database, id: string): Promise<RunRow | undefined> {
+  const [row] = await db
+    .update(runs)
+    .set({ status: "queued" })
+    .where(and(eq(runs.id, id), eq(runs.status, "waiting")))
+    .returning();
+  return row;
 }
 
 export interface RunOutcome {
@@ -181,20 +196,34 @@ export interface NewRunEvent {
   data: Record<string, unknown>;
 }
 
+export async function appendEvents(db: Database, runId: string, events: NewRunEvent[]) {
+  await appendRunEvents(
+    db,
+    events.map((e) => ({ runId, ...e })),
+  );
+}
+
 /**
- * Inserts a batch of events as one statement with one JSON parameter: a multi-row `values` list
- * costs the query builder and the driver a parameter per column per row, which the bench
+ * Inserts events of any runs as one statement with one JSON parameter: a multi-row `values`
+ * list costs the query builder and the driver a parameter per column per row, which the bench
  * measured as most of the relay's time (`npm run bench`, README "Performance").
  */
-export async function appendEvents(db: Database, runId: string, events: NewRunEvent[]) {
+export async function appendRunEvents(db: Database, events: (NewRunEvent & { runId: string })[]) {
   if (events.length === 0) return;
   const rows = JSON.stringify(
-    events.map((e) => ({ seq: e.seq, public_seq: e.publicSeq, type: e.type, data: e.data })),
+    events.map((e) => ({
+      run_id: e.runId,
+      seq: e.seq,
+      public_seq: e.publicSeq,
+      type: e.type,
+      data: e.data,
+    })),
   );
   await db.execute(sql`
     insert into ${runEvents} (run_id, seq, public_seq, type, data, created_at)
-    select ${runId}::uuid, e.seq, e.public_seq, e.type, e.data, ${new Date().toISOString()}::timestamptz
-    from json_to_recordset(${rows}::json) as e(seq integer, public_seq integer, type text, data json)`);
+    select e.run_id, e.seq, e.public_seq, e.type, e.data, ${new Date().toISOString()}::timestamptz
+    from json_to_recordset(${rows}::json)
+      as e(run_id uuid, seq integer, public_seq integer, type text, data json)`);
 }
 
 /** Events after `after`, counted in `seq` (every event) or `public_seq` (the default view). */
@@ -204,12 +233,16 @@ export async function listEvents(
   page: { view: "public" | "full"; after: number; limit: number },
 ): Promise<RunEventRow[]> {
   const position = page.view === "full" ? runEvents.seq : runEvents.publicSeq;
-  return db
-    .select()
-    .from(runEvents)
-    .where(and(eq(runEvents.runId, runId), gt(position, page.after)))
-    .orderBy(asc(runEvents.seq))
-    .limit(page.limit);
+  return (
+    db
+      .select()
+      .from(runEvents)
+      .where(and(eq(runEvents.runId, runId), gt(position, page.after)))
+      // By the column filtered on (the same order: public_seq grows with seq), so that its index
+      // serves both; ordering by seq scanned the run's log from the start for every page.
+      .orderBy(asc(position))
+      .limit(page.limit)
+  );
 }
 
 export async function getCompletionEvent(

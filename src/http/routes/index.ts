@@ -1,6 +1,7 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv } from "../context.js";
 import { healthRouter } from "./health/health.index.js";
+import { hooksRouter } from "./hooks/hooks.index.js";
 import { keysRouter } from "./keys/keys.index.js";
 import { runsRouter } from "./runs/runs.index.js";
 import { sessionsRouter } from "./sessions/sessions.index.js";
@@ -13,5 +14,6 @@ export function mountRoutes(app: OpenAPIHono<AppEnv>) {
     .route("/", sessionsRouter)
     .route("/", runsRouter)
     .route("/", usageRouter)
-    .route("/", keysRouter);
+    .route("/", keysRouter)
+    .route("/", hooksRouter);
 }

@@ -2,6 +2,7 @@ import type { RouteHandler } from "@hono/zod-openapi";
 import type { Principal } from "../../../auth/principal.js";
 import type { CompletionEvent } from "../../../events.js";
 import type { Database } from "../../../store/db.js";
+import { getCallback } from "../../../store/hooks.js";
 import * as runStore from "../../../store/runs.js";
 import { getSession } from "../../../store/sessions.js";
 import type { AppEnv } from "../../context.js";
@@ -19,6 +20,7 @@ async function loadRun(db: Database, id: string, principal: Principal) {
   return toRun(
     row,
     completion ? ({ type: completion.type, ...completion.data } as CompletionEvent) : null,
+    (await getCallback(db, id)) ?? null,
   );
 }
 

@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { BridgeEvent, CompletionEvent, RunStatus, Usage } from "../../../events.js";
-import type { RunRow } from "../../../store/schema.js";
+import type { CallbackRow, RunRow } from "../../../store/schema.js";
 
 export const RunId = z.uuid({ error: "expected a run id (a UUID)" }).openapi({
   param: { name: "id", in: "path" },
@@ -74,6 +74,29 @@ export const EventsHeaders = z.object({
     }),
 });
 
+export const CallbackState = z
+  .object({
+    state: z.enum(["pending", "delivered", "failed"]).openapi({
+      description:
+        "`pending`: not sent yet (the run is going) or being retried; `delivered`: a 2xx came back, and it is never sent again; `failed`: every attempt failed.",
+    }),
+    url: z.string(),
+    attempts: z.number().int(),
+    last_status: z
+      .number()
+      .int()
+      .nullable()
+      .openapi({ description: "The receiver's HTTP status at the last attempt, if it answered." }),
+    last_error: z.string().nullable(),
+    next_attempt_at: z.string().nullable().openapi({
+      format: "date-time",
+      description: "When a pending callback is tried next; null while the run is going.",
+    }),
+    delivered_at: z.string().nullable().openapi({ format: "date-time" }),
+  })
+  .openapi("CallbackState");
+export type CallbackState = z.infer<typeof CallbackState>;
+
 export const Run = z
   .object({
     id: z.string(),
@@ -97,6 +120,10 @@ export const Run = z
     completion: z.union([CompletionEvent, z.null()]).openapi({
       description: "The run's last event, once it has ended.",
     }),
+    callback: z.union([CallbackState, z.null()]).openapi({
+      description:
+        "For a run started by a hook with a `callback_url`: the state of the POST of its outcome.",
+    }),
   })
   .openapi("Run");
 export type Run = z.infer<typeof Run>;
@@ -118,11 +145,28 @@ export const EventStream = BridgeEvent.openapi({
   ].join(" "),
 });
 
-export function toRun(row: RunRow, completion: z.infer<typeof CompletionEvent> | null): Run {
+export function toCallbackState(row: CallbackRow): CallbackState {
+  return {
+    state: z.enum(["pending", "delivered", "failed"]).parse(row.state),
+    url: row.url,
+    attempts: row.attempts,
+    last_status: row.lastStatus,
+    last_error: row.lastError,
+    next_attempt_at: row.state === "pending" ? (row.nextAttemptAt?.toISOString() ?? null) : null,
+    delivered_at: row.deliveredAt?.toISOString() ?? null,
+  };
+}
+
+export function toRun(
+  row: RunRow,
+  completion: z.infer<typeof CompletionEvent> | null,
+  callback: CallbackRow | null = null,
+): Run {
   return {
     id: row.id,
     session_id: row.sessionId,
-    status: RunStatus.parse(row.status),
+    // A run waiting for its session (a webhook delivery behind another run) is queued too.
+    status: RunStatus.parse(row.status === "waiting" ? "queued" : row.status),
     trigger: row.trigger,
     prompt: row.prompt,
     system_prompt: row.systemPrompt,
@@ -145,5 +189,6 @@ export function toRun(row: RunRow, completion: z.infer<typeof CompletionEvent> |
     last_message_uuid: row.lastMessageUuid,
     events_url: `/v1/runs/${row.id}/events`,
     completion,
+    callback: callback ? toCallbackState(callback) : null,
   };
 }

@@ -110,6 +110,7 @@ export const deleteSession: RouteHandler<typeof routes.deleteSession, AppEnv> = 
     if (found && (await isDirty(found.path))) throw worktreeDirty(found.path);
   }
   // A run of the session is stopped first, so that no CLI outlives the rows it writes to.
+  await c.var.runs.cancelWaiting(id);
   const active = await getActiveRun(c.var.db, id);
   if (active) await c.var.runs.cancel(active.id).catch(() => {});
   if (session.worktree) {

@@ -1,0 +1,18 @@
+import type { CompletionEvent } from "../events.js";
+import { toRun } from "../http/routes/runs/runs.schemas.js";
+import type { Database } from "../store/db.js";
+import { runText } from "../store/hooks.js";
+import { getCompletionEvent, getRun } from "../store/runs.js";
+
+/**
+ * A callback's body: `{run, completion, text}`, the run as `GET /v1/runs/{id}` shows it (without
+ * its own `callback` state), its completion event, and all its text joined.
+ */
+export async function callbackBody(db: Database, runId: string): Promise<string> {
+  const row = await getRun(db, runId);
+  if (!row) throw new Error(`run ${runId} is gone`);
+  const stored = await getCompletionEvent(db, runId);
+  const completion = stored ? ({ type: stored.type, ...stored.data } as CompletionEvent) : null;
+  const { callback: _, ...run } = toRun(row, completion);
+  return JSON.stringify({ run, completion, text: await runText(db, runId) });
+}

@@ -1,0 +1,261 @@
+import { createHash, randomUUID } from "node:crypto";
+import type { Config } from "../config.js";
+import type { Logger } from "../log.js";
+import { SessionExpiredError } from "../runs/errors.js";
+import type { RunManager } from "../runs/manager.js";
+import type { Database } from "../store/db.js";
+import { uniqueViolation } from "../store/errors.js";
+import * as store from "../store/hooks.js";
+import type { HookDeliveryRow, HookRow, RunRow, SessionRow } from "../store/schema.js";
+import { createSession, deleteSession, getSession } from "../store/sessions.js";
+import { asText, render, type TemplateContext } from "./template.js";
+
+// What a verified delivery or a schedule's tick does: record it once, fill the hook's templates,
+// find or make the session, and queue the run (behind the session's active run, if any).
+
+export interface HookDeps {
+  db: Database;
+  runs: RunManager;
+  config: Config;
+  logger: Logger;
+}
+
+/** Longest delivery id and event name taken from a sender. */
+export const MAX_DELIVERY_ID_CHARS = 200;
+export const MAX_EVENT_CHARS = 200;
+/** A longer rendered session key is stored as its SHA-256. */
+const MAX_SESSION_KEY_CHARS = 256;
+
+export class EmptyPromptError extends Error {
+  constructor(hook: string) {
+    super(`the prompt template of hook ${hook} rendered empty for this delivery`);
+  }
+}
+
+export interface Receipt {
+  delivery: HookDeliveryRow;
+  /** True when the delivery id had been seen: nothing was started. */
+  duplicate: boolean;
+}
+
+export function webhookSystemPrompt(hook: string, event: string, deliveryId: string): string {
+  return [
+    `This is an automated invocation from CI: a webhook started this run (hook "${hook}", event "${event || "none"}", delivery ${deliveryId}).`,
+    "Nobody is watching this conversation as it happens and nobody can answer questions or approve anything:",
+    "do not ask for input or confirmation; decide for yourself, do the work, and end with a concise",
+    "summary of what you did and found. That final message is the result reported back to CI.",
+  ].join(" ");
+}
+
+export function scheduleSystemPrompt(hook: HookRow, fireTime: string): string {
+  return [
+    `This is a scheduled invocation (hook "${hook.name}", schedule "${hook.schedule}" in ${hook.timezone ?? "UTC"}), fired at ${fireTime}.`,
+    "Nobody is listening: nobody watches this conversation and nobody can answer questions or approve anything.",
+    "Do not ask for input or confirmation; do the work and end with a concise summary of what you did and found.",
+  ].join(" ");
+}
+
+/** Whether the hook's event filters let the delivery through (no filters: everything). */
+export function eventMatches(hook: HookRow, event: string, payload: unknown): boolean {
+  if (hook.events.length === 0) return true;
+  const action =
+    payload !== null && typeof payload === "object" && "action" in payload
+      ? (payload as { action: unknown }).action
+      : undefined;
+  return (
+    hook.events.includes(event) ||
+    (typeof action === "string" && hook.events.includes(`${event}.${action}`))
+  );
+}
+
+/**
+ * Records a verified webhook delivery and starts its run. The same delivery id again returns the
+ * first delivery (and starts nothing), unless that one could not start a run.
+ */
+export async function receiveDelivery(
+  deps: HookDeps,
+  hook: HookRow,
+  input: { deliveryId: string; event: string; payload: unknown },
+): Promise<Receipt> {
+  const { db } = deps;
+  const accepted = eventMatches(hook, input.event, input.payload);
+  let delivery: HookDeliveryRow | undefined;
+  for (let attempt = 0; !delivery; attempt++) {
+    try {
+      delivery = await store.insertDelivery(db, {
+        hookId: hook.id,
+        deliveryId: input.deliveryId,
+        source: "webhook",
+        event: input.event,
+        outcome: accepted ? "received" : "ignored",
+        detail: accepted ? null : `event ${input.event || "(none)"} is not in the hook's events`,
+      });
+    } catch (err) {
+      if (uniqueViolation(err) !== "hook_deliveries_hook_delivery_id") throw err;
+      const first = await firstDelivery(db, hook.id, input.deliveryId);
+      if (first.outcome !== "failed" || attempt > 0) return { delivery: first, duplicate: true };
+      await store.forgetFailedDelivery(db, first.id);
+    }
+  }
+  if (!accepted) return { delivery, duplicate: false };
+  const context: TemplateContext = {
+    payload: input.payload,
+    event: input.event,
+    delivery_id: input.deliveryId,
+    hook: hook.name,
+    fire_time: "",
+  };
+  const systemPrompt = hook.systemPromptTemplate
+    ? render(hook.systemPromptTemplate, context)
+    : webhookSystemPrompt(hook.name, input.event, input.deliveryId);
+  return { delivery: await start(deps, hook, delivery, context, systemPrompt), duplicate: false };
+}
+
+/** The first delivery of that id, once it has got past starting its run (a few seconds at most). */
+async function firstDelivery(db: Database, hookId: string, deliveryId: string) {
+  const until = Date.now() + 10_000;
+  for (;;) {
+    const first = await store.findDelivery(db, hookId, deliveryId);
+    if (!first) throw new Error(`delivery ${deliveryId} vanished`);
+    if (first.outcome !== "received" || Date.now() > until) return first;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/**
+ * One tick of the hook's schedule: claimed in the database (so that of several processes one
+ * fires it), skipped and recorded as such while the hook's previous scheduled run is going.
+ */
+export async function fireSchedule(
+  deps: HookDeps,
+  hook: HookRow,
+  at: Date,
+): Promise<HookDeliveryRow | undefined> {
+  const { db } = deps;
+  const fireTime = at.toISOString();
+  const busy = await store.busyScheduledDelivery(db, hook.id);
+  let delivery: HookDeliveryRow;
+  try {
+    delivery = await store.insertDelivery(db, {
+      hookId: hook.id,
+      deliveryId: `schedule:${fireTime}`,
+      source: "schedule",
+      event: "schedule",
+      outcome: busy ? "skipped" : "received",
+      detail: busy
+        ? `the previous scheduled run${busy.runId ? ` (${busy.runId})` : ""} was still going`
+        : null,
+    });
+  } catch (err) {
+    if (uniqueViolation(err) === "hook_deliveries_hook_delivery_id") return undefined; // another process has it
+    throw err;
+  }
+  if (busy) return delivery;
+  const context: TemplateContext = {
+    payload: {},
+    event: "schedule",
+    delivery_id: delivery.deliveryId,
+    hook: hook.name,
+    fire_time: fireTime,
+  };
+  const framing = scheduleSystemPrompt(hook, fireTime);
+  const systemPrompt = hook.systemPromptTemplate
+    ? `${framing}\n\n${render(hook.systemPromptTemplate, context)}`
+    : framing;
+  return start(deps, hook, delivery, context, systemPrompt);
+}
+
+async function start(
+  deps: HookDeps,
+  hook: HookRow,
+  delivery: HookDeliveryRow,
+  context: TemplateContext,
+  systemPrompt: string,
+): Promise<HookDeliveryRow> {
+  try {
+    const text = render(hook.promptTemplate, context);
+    if (text.trim() === "") throw new EmptyPromptError(hook.name);
+    const message = {
+      text,
+      systemPrompt: systemPrompt.trim() === "" ? null : systemPrompt,
+      trigger: delivery.source,
+      idempotencyKey: null,
+      waitForSession: true,
+      callback:
+        hook.callbackUrl && hook.callbackSecret
+          ? { url: hook.callbackUrl, secret: hook.callbackSecret }
+          : null,
+    };
+    const key = hook.sessionKeyTemplate ? sessionKey(render(hook.sessionKeyTemplate, context)) : "";
+    let session = await sessionFor(deps, hook, key);
+    let run: RunRow;
+    try {
+      ({ run } = await deps.runs.submit(session, message));
+    } catch (err) {
+      // The sweep expired the keyed session meanwhile: the key moves on to a new one.
+      if (!(err instanceof SessionExpiredError) || !key) throw err;
+      session = await newSession(deps, hook, key);
+      await store.replaceSessionKey(deps.db, hook.id, key, session.id);
+      ({ run } = await deps.runs.submit(session, message));
+    }
+    const settled = { outcome: "accepted", runId: run.id, sessionId: session.id };
+    await store.settleDelivery(deps.db, delivery.id, settled);
+    return { ...delivery, ...settled, detail: null };
+  } catch (err) {
+    const detail = err instanceof Error ? err.message : String(err);
+    await store.settleDelivery(deps.db, delivery.id, { outcome: "failed", detail });
+    throw err;
+  }
+}
+
+function sessionKey(rendered: string): string {
+  const key = rendered.trim();
+  if (key.length <= MAX_SESSION_KEY_CHARS) return key;
+  return `sha256:${createHash("sha256").update(key).digest("hex")}`;
+}
+
+/** The session the key continues (made on first use), or a new one when there is no key. */
+async function sessionFor(deps: HookDeps, hook: HookRow, key: string): Promise<SessionRow> {
+  const { db } = deps;
+  if (!key) return newSession(deps, hook, key);
+  const existing = await store.sessionForKey(db, hook.id, key);
+  if (existing) {
+    const session = await getSessionRow(db, existing);
+    if (session && !session.expiredAt) return session;
+    const fresh = await newSession(deps, hook, key);
+    await store.replaceSessionKey(db, hook.id, key, fresh.id);
+    return fresh;
+  }
+  const fresh = await newSession(deps, hook, key);
+  const winner = await store.claimSessionKey(db, hook.id, key, fresh.id);
+  if (winner === fresh.id) return fresh;
+  // Another delivery with the same key made the session first: continue that one.
+  await deleteSession(db, fresh.id);
+  const session = await getSessionRow(db, winner);
+  if (!session) throw new Error(`session ${winner} of key ${key} vanished`);
+  return session;
+}
+
+/** Hooks act for their owner key, which may see its sessions: read without a tenant filter. */
+const getSessionRow = (db: Database, id: string) =>
+  getSession(db, id, { keyId: null, name: "hooks", admin: true });
+
+function newSession(deps: HookDeps, hook: HookRow, key: string): Promise<SessionRow> {
+  const { claude } = deps.config;
+  return createSession(deps.db, {
+    ownerKeyId: hook.ownerKeyId,
+    workDir: hook.workDir,
+    title: key ? `${hook.name}: ${asText(key).slice(0, 150)}` : `${hook.name}`,
+    permissionMode: hook.permissionMode ?? claude.permissionMode,
+    model: hook.model ?? claude.model ?? null,
+    effort: hook.effort ?? claude.effort,
+    systemPrompt: null,
+    worktree: hook.worktree ?? claude.worktreeEnabled,
+    metadata: { hook: hook.name, ...(key ? { session_key: key.slice(0, 512) } : {}) },
+  });
+}
+
+/** A delivery id from the sender, or a fresh one when it sent none (no duplicate detection). */
+export function deliveryIdOf(given: string | undefined): string {
+  return given?.trim() || randomUUID();
+}

@@ -1,0 +1,169 @@
+import type { Logger } from "../log.js";
+import type { Database } from "../store/db.js";
+import * as store from "../store/hooks.js";
+import type { CallbackRow } from "../store/schema.js";
+import { signStandard } from "./verify.js";
+
+// Sends each finished run's callback from the outbox table: a POST of `{run, completion, text}`
+// signed the Standard Webhooks way with the hook's callback secret. A failure or a timeout is
+// retried with exponential backoff and jitter until `maxAttempts`; the state lives in the
+// database, so a restart goes on where the last process stopped, and a 2xx is final.
+
+export interface OutboxOptions {
+  db: Database;
+  logger: Logger;
+  maxAttempts: number;
+  backoffMinMs: number;
+  backoffMaxMs: number;
+  timeoutMs: number;
+  pollMs: number;
+  /** The body of a run's callback (built once, at its first attempt). */
+  buildBody: (runId: string) => Promise<string>;
+}
+
+const BATCH = 16;
+/** How long past its timeout a claimed attempt holds its row, should this process die sending. */
+const LEASE_MARGIN_MS = 5000;
+
+/** The wait before attempt `attempts + 1`: doubling from the minimum, capped, half of it random. */
+export function backoffMs(attempts: number, minMs: number, maxMs: number): number {
+  const base = Math.min(maxMs, minMs * 2 ** Math.max(0, attempts - 1));
+  return Math.round(base / 2 + (Math.random() * base) / 2);
+}
+
+export class CallbackOutbox {
+  private timer: NodeJS.Timeout | undefined;
+  private draining: Promise<void> | undefined;
+  private again = false;
+  private stopped = false;
+  private readonly stopping = new AbortController();
+
+  constructor(private readonly opts: OutboxOptions) {}
+
+  start() {
+    this.stopped = false;
+    this.timer = setInterval(() => this.poke(), this.opts.pollMs);
+    this.timer.unref();
+    this.poke();
+  }
+
+  /** Looks for due callbacks now (a run just completed). */
+  poke() {
+    if (this.stopped) return;
+    if (this.draining) {
+      this.again = true;
+      return;
+    }
+    this.draining = this.drain()
+      .catch((err) => this.opts.logger.error("callback outbox failed", { error: String(err) }))
+      .finally(() => {
+        this.draining = undefined;
+        if (this.again) {
+          this.again = false;
+          this.poke();
+        }
+      });
+  }
+
+  /** Stops looking; an attempt in flight is abandoned and retried by the next process. */
+  async stop() {
+    this.stopped = true;
+    clearInterval(this.timer);
+    this.stopping.abort();
+    await this.draining;
+  }
+
+  private async drain() {
+    while (!this.stopped) {
+      const due = await store.dueCallbacks(this.opts.db, new Date(), BATCH);
+      if (due.length === 0) return;
+      await Promise.all(due.map((runId) => this.attempt(runId)));
+    }
+  }
+
+  private async attempt(runId: string) {
+    const { db, logger, timeoutMs } = this.opts;
+    const now = new Date();
+    const row = await store.claimCallback(
+      db,
+      runId,
+      now,
+      new Date(now.getTime() + timeoutMs + LEASE_MARGIN_MS),
+    );
+    if (!row) return; // another worker took it
+    let result: Awaited<ReturnType<CallbackOutbox["send"]>>;
+    try {
+      let body = row.body;
+      if (body === null) {
+        body = await this.opts.buildBody(runId);
+        await store.setCallbackBody(db, runId, body);
+      }
+      result = await this.send(row, body);
+    } catch (err) {
+      result = {
+        ok: false,
+        status: null,
+        error: `could not prepare the callback: ${errorText(err)}`,
+      };
+    }
+    if (result.ok) {
+      await store.recordCallbackAttempt(db, runId, { state: "delivered", status: result.status });
+      logger.info("callback delivered", { run_id: runId, attempts: row.attempts });
+      return;
+    }
+    const failed = row.attempts >= this.opts.maxAttempts;
+    const wait = backoffMs(row.attempts, this.opts.backoffMinMs, this.opts.backoffMaxMs);
+    await store.recordCallbackAttempt(db, runId, {
+      state: failed ? "failed" : "pending",
+      status: result.status,
+      error: result.error,
+      nextAttemptAt: new Date(Date.now() + (this.stopped ? 0 : wait)),
+    });
+    logger.warn(failed ? "callback failed for good" : "callback failed; will retry", {
+      run_id: runId,
+      attempts: row.attempts,
+      error: result.error,
+      ...(failed ? {} : { retry_in_ms: wait }),
+    });
+  }
+
+  private async send(
+    row: CallbackRow,
+    body: string,
+  ): Promise<{ ok: true; status: number } | { ok: false; status: number | null; error: string }> {
+    const timestamp = Math.floor(Date.now() / 1000);
+    try {
+      const res = await fetch(row.url, {
+        method: "POST",
+        headers: {
+          "Content-Type": "application/json",
+          "User-Agent": "agent-bridge",
+          "webhook-id": row.runId,
+          "webhook-timestamp": String(timestamp),
+          "webhook-signature": signStandard(row.secret, row.runId, timestamp, body),
+        },
+        body,
+        // A redirect is not followed: the signed body goes only where the hook says.
+        redirect: "manual",
+        signal: AbortSignal.any([AbortSignal.timeout(this.opts.timeoutMs), this.stopping.signal]),
+      });
+      await res.body?.cancel().catch(() => {});
+      if (res.status >= 200 && res.status < 300) return { ok: true, status: res.status };
+      return { ok: false, status: res.status, error: `the receiver answered ${res.status}` };
+    } catch (err) {
+      const error =
+        err instanceof Error && err.name === "TimeoutError"
+          ? `no answer within ${this.opts.timeoutMs} ms`
+          : this.stopping.signal.aborted
+            ? "the server stopped during the attempt"
+            : `could not reach the receiver: ${errorText(err)}`;
+      return { ok: false, status: null, error };
+    }
+  }
+}
+
+function errorText(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const cause = (err as { cause?: unknown }).cause;
+  return cause instanceof Error ? `${err.message} (${cause.message})` : err.message;
+}

@@ -1,0 +1,267 @@
+import type { RouteHandler } from "@hono/zod-openapi";
+import { resolveWorkDir, WorkDirNotAllowedError } from "../../../auth/work-dir.js";
+import type { Config } from "../../../config.js";
+import {
+  deliveryIdOf,
+  EmptyPromptError,
+  MAX_DELIVERY_ID_CHARS,
+  MAX_EVENT_CHARS,
+  receiveDelivery,
+} from "../../../hooks/deliveries.js";
+import { parseSchedule } from "../../../hooks/scheduler.js";
+import { unknownPlaceholders } from "../../../hooks/template.js";
+import {
+  isStandardSecret,
+  type VerificationKind,
+  verifyAgainstDecoy,
+  verifyDelivery,
+} from "../../../hooks/verify.js";
+import { uniqueViolation } from "../../../store/errors.js";
+import * as store from "../../../store/hooks.js";
+import type { HookRow } from "../../../store/schema.js";
+import {
+  checkWorktreePrerequisites,
+  WorktreePrerequisiteError,
+} from "../../../worktrees/prerequisites.js";
+import type { AppEnv } from "../../context.js";
+import { decodeCursor, encodeCursor } from "../../cursor.js";
+import { ApiError } from "../../errors.js";
+import type * as routes from "./hooks.routes.js";
+import {
+  type CreateHookBody,
+  toHook,
+  toHookDelivery,
+  toReceipt,
+  type UpdateHookBody,
+} from "./hooks.schemas.js";
+
+const hookNotFound = (name: string) =>
+  new ApiError(404, "hook_not_found", `No hook named ${JSON.stringify(name)}`);
+
+type Issue = { location: "body"; path: string; message: string };
+
+function invalid(errors: Issue[]): ApiError {
+  return new ApiError(
+    400,
+    "validation_failed",
+    errors.map((e) => `body ${e.path}: ${e.message}`).join("; "),
+    { errors },
+  );
+}
+
+/**
+ * A hook's definition as stored, after the checks zod cannot make alone: secrets that fit the
+ * kind, templates with known placeholders, a parseable schedule, an allowed work dir.
+ */
+async function definition(
+  config: Config,
+  body: UpdateHookBody,
+  secrets: { secret: string; callbackSecret: string | null },
+): Promise<Omit<store.HookInput, "name" | "ownerKeyId">> {
+  const errors: Issue[] = [];
+  const issue = (path: string, message: string) => errors.push({ location: "body", path, message });
+  if (body.verification === "standard" && !isStandardSecret(secrets.secret)) {
+    issue("secret", "a standard hook's secret is whsec_ and base64 of 16 to 64 bytes");
+  }
+  if (body.verification !== "standard" && secrets.secret.length < 16) {
+    issue("secret", "expected at least 16 characters");
+  }
+  const callbackSecret = body.callback_url ? secrets.callbackSecret : null;
+  if (body.callback_url && !callbackSecret) {
+    issue("callback_secret", "a callback_url needs a callback_secret to sign with");
+  } else if (callbackSecret && !isStandardSecret(callbackSecret)) {
+    issue("callback_secret", "expected whsec_ and base64 of 16 to 64 bytes");
+  }
+  for (const field of [
+    "prompt_template",
+    "system_prompt_template",
+    "session_key_template",
+  ] as const) {
+    const unknown = unknownPlaceholders(body[field] ?? "");
+    if (unknown.length > 0) {
+      issue(
+        field,
+        `unknown placeholder ${unknown[0]}: use {{payload.<path>}}, {{event}}, {{delivery_id}}, {{hook}} or {{fire_time}}`,
+      );
+    }
+  }
+  if (body.timezone !== undefined && !body.schedule) {
+    issue("timezone", "a timezone goes with a schedule");
+  }
+  if (body.schedule) {
+    try {
+      parseSchedule(body.schedule, body.timezone ?? "UTC");
+      if (body.timezone) new Intl.DateTimeFormat("en", { timeZone: body.timezone });
+    } catch (err) {
+      issue("schedule", `not a cron pattern in a known time zone: ${(err as Error).message}`);
+    }
+  }
+  let workDir: string | null = null;
+  if (body.work_dir !== undefined) {
+    try {
+      workDir = await resolveWorkDir(body.work_dir, config.allowedRoots);
+    } catch (err) {
+      if (!(err instanceof WorkDirNotAllowedError)) throw err;
+      issue("work_dir", err.message);
+    }
+  }
+  if (body.worktree && errors.length === 0) {
+    try {
+      await checkWorktreePrerequisites(workDir ?? config.claude.workDir);
+    } catch (err) {
+      if (!(err instanceof WorktreePrerequisiteError)) throw err;
+      issue("worktree", `worktree mode is unavailable: ${err.message}`);
+    }
+  }
+  if (errors.length > 0) throw invalid(errors);
+  return {
+    verification: body.verification,
+    secret: secrets.secret,
+    promptTemplate: body.prompt_template,
+    systemPromptTemplate: body.system_prompt_template ?? null,
+    sessionKeyTemplate: body.session_key_template ?? null,
+    workDir,
+    worktree: body.worktree ?? null,
+    permissionMode: body.permission_mode ?? null,
+    model: body.model ?? null,
+    effort: body.effort ?? null,
+    events: body.events ?? [],
+    callbackUrl: body.callback_url ?? null,
+    callbackSecret,
+    schedule: body.schedule ?? null,
+    timezone: body.schedule ? (body.timezone ?? "UTC") : null,
+  };
+}
+
+export const createHook: RouteHandler<typeof routes.createHook, AppEnv> = async (c) => {
+  const body: CreateHookBody = c.req.valid("json");
+  const fields = await definition(c.var.config, body, {
+    secret: body.secret,
+    callbackSecret: body.callback_secret ?? null,
+  });
+  let row: HookRow;
+  try {
+    row = await store.insertHook(c.var.db, {
+      name: body.name,
+      ownerKeyId: c.var.principal.keyId,
+      ...fields,
+    });
+  } catch (err) {
+    if (uniqueViolation(err) !== "hooks_name_unique") throw err;
+    throw new ApiError(409, "hook_exists", `A hook named ${JSON.stringify(body.name)} exists`);
+  }
+  return c.json(toHook(row), 201, { Location: `/v1/hooks/${row.name}` });
+};
+
+export const listHooks: RouteHandler<typeof routes.listHooks, AppEnv> = async (c) =>
+  c.json({ data: (await store.listHooks(c.var.db)).map(toHook) }, 200);
+
+export const getHook: RouteHandler<typeof routes.getHook, AppEnv> = async (c) => {
+  const { name } = c.req.valid("param");
+  const row = await store.getHookByName(c.var.db, name);
+  if (!row) throw hookNotFound(name);
+  return c.json(toHook(row), 200);
+};
+
+export const updateHook: RouteHandler<typeof routes.updateHook, AppEnv> = async (c) => {
+  const { name } = c.req.valid("param");
+  const body = c.req.valid("json");
+  const existing = await store.getHookByName(c.var.db, name);
+  if (!existing) throw hookNotFound(name);
+  const fields = await definition(c.var.config, body, {
+    secret: body.secret ?? existing.secret,
+    callbackSecret: body.callback_secret ?? existing.callbackSecret,
+  });
+  const row = await store.updateHook(c.var.db, name, fields);
+  if (!row) throw hookNotFound(name);
+  return c.json(toHook(row), 200);
+};
+
+export const deleteHook: RouteHandler<typeof routes.deleteHook, AppEnv> = async (c) => {
+  const { name } = c.req.valid("param");
+  if (!(await store.deleteHook(c.var.db, name))) throw hookNotFound(name);
+  return c.body(null, 204);
+};
+
+export const listHookDeliveries: RouteHandler<typeof routes.listHookDeliveries, AppEnv> = async (
+  c,
+) => {
+  const { name } = c.req.valid("param");
+  const { limit, cursor } = c.req.valid("query");
+  const hook = await store.getHookByName(c.var.db, name);
+  if (!hook) throw hookNotFound(name);
+  const after = cursor === undefined ? undefined : decodeCursor(cursor);
+  const rows = await store.listDeliveries(c.var.db, hook.id, { limit: limit + 1, after });
+  const page = rows.slice(0, limit);
+  const last = page.at(-1);
+  return c.json(
+    {
+      data: page.map(toHookDelivery),
+      next_cursor:
+        rows.length > limit && last
+          ? encodeCursor({ createdAt: last.receivedAt, id: last.id })
+          : null,
+    },
+    200,
+  );
+};
+
+/** The delivery's JSON: the body itself, or (GitHub's form encoding) its `payload` field. */
+function parsePayload(body: Buffer, contentType: string | undefined): unknown {
+  const malformed = (why: string) => new ApiError(400, "malformed_json", why);
+  let text = body.toString("utf8");
+  if (/^application\/x-www-form-urlencoded\b/i.test(contentType ?? "")) {
+    const payload = new URLSearchParams(text).get("payload");
+    if (payload === null) throw malformed("a form-encoded delivery needs a payload field");
+    text = payload;
+  }
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw malformed(`the body is not JSON: ${(err as Error).message}`);
+  }
+}
+
+export const deliverHook: RouteHandler<typeof routes.deliverHook, AppEnv> = async (c) => {
+  const { name } = c.req.valid("param");
+  // The signature covers these exact bytes, so they are read once, as bytes, before anything else.
+  const body = Buffer.from(await c.req.arrayBuffer());
+  const header = (n: string) => c.req.header(n);
+  const { db, runs, config, logger } = c.var;
+  const hook = await store.getHookByName(db, name);
+  if (!hook) {
+    verifyAgainstDecoy(body, header);
+    throw hookNotFound(name);
+  }
+  const verdict = verifyDelivery(hook.verification as VerificationKind, hook.secret, body, header);
+  if (!verdict.ok) {
+    logger.warn("refused a hook delivery", { hook: hook.name, reason: verdict.reason });
+    throw new ApiError(401, "invalid_signature", `the delivery does not verify: ${verdict.reason}`);
+  }
+  const payload = parsePayload(body, header("content-type"));
+  const deliveryId = deliveryIdOf(verdict.deliveryId);
+  if (deliveryId.length > MAX_DELIVERY_ID_CHARS) {
+    throw new ApiError(
+      400,
+      "validation_failed",
+      `the delivery id exceeds ${MAX_DELIVERY_ID_CHARS} characters`,
+    );
+  }
+  const type =
+    payload !== null && typeof payload === "object" && "type" in payload ? payload.type : undefined;
+  const event = (verdict.event ?? (typeof type === "string" ? type : "")).slice(0, MAX_EVENT_CHARS);
+  let receipt: Awaited<ReturnType<typeof receiveDelivery>>;
+  try {
+    receipt = await receiveDelivery({ db, runs, config, logger }, hook, {
+      deliveryId,
+      event,
+      payload,
+    });
+  } catch (err) {
+    if (err instanceof EmptyPromptError) throw new ApiError(422, "prompt_empty", err.message);
+    throw err;
+  }
+  const answer = toReceipt(hook.name, receipt.delivery, receipt.duplicate);
+  if (receipt.duplicate || !answer.run_url) return c.json(answer, 200);
+  return c.json(answer, 202, { Location: answer.run_url });
+};

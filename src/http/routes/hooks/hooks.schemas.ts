@@ -1,0 +1,291 @@
+import { z } from "@hono/zod-openapi";
+import { Effort, PermissionMode } from "../../../claude/options.js";
+import { nextTick } from "../../../hooks/scheduler.js";
+import { MAX_VALUE_CHARS } from "../../../hooks/template.js";
+import { VERIFICATION_KINDS } from "../../../hooks/verify.js";
+import type { HookDeliveryRow, HookRow } from "../../../store/schema.js";
+
+const hookName = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/, {
+  error: "expected a hook name: letters, digits, '.', '_' or '-', at most 100",
+});
+
+export const HookName = hookName.openapi({
+  param: { name: "name", in: "path" },
+  example: "pr-review",
+});
+
+const template = (max: number, description: string) =>
+  z.string().min(1).max(max).openapi({ description });
+
+const TEMPLATE_HELP = `Placeholders: \`{{payload.a.b}}\` (a path into the delivery's JSON; a number indexes an array), \`{{event}}\`, \`{{delivery_id}}\`, \`{{hook}}\`, \`{{fire_time}}\` (scheduled runs). A value is inserted as text, never evaluated (a \`{{…}}\` inside it stays as it is), cut to ${MAX_VALUE_CHARS} characters; a missing path is empty; an object is inserted as JSON.`;
+
+/** The fields a hook is made of, without its name and secrets. */
+const hookFields = {
+  verification: z.enum(VERIFICATION_KINDS).openapi({
+    description:
+      "How a delivery proves it comes from the sender: `github` (`X-Hub-Signature-256`, HMAC-SHA256 of the body with the secret), `standard` (Standard Webhooks: `webhook-id`, `webhook-timestamp` within 5 minutes, `webhook-signature: v1,<base64>`; secret `whsec_…`), `bearer` (`Authorization: Bearer <secret>`).",
+  }),
+  prompt_template: template(100_000, `The prompt of each run. ${TEMPLATE_HELP}`),
+  system_prompt_template: template(
+    100_000,
+    "Appended to the system prompt of each run. Without it, a webhook's run is told it is an automated invocation from CI with nobody watching; a scheduled run is always told it is a scheduled invocation with nobody listening, and this follows.",
+  ).optional(),
+  session_key_template: template(
+    1000,
+    "Deliveries whose key renders the same continue one session (e.g. `{{payload.repository.full_name}}#{{payload.pull_request.number}}`); without it every delivery gets a new session.",
+  ).optional(),
+  work_dir: z.string().min(1).max(4096).optional().openapi({
+    description: "As for a session: inside `AGENT_BRIDGE_ALLOWED_ROOTS`.",
+  }),
+  worktree: z.boolean().optional(),
+  permission_mode: PermissionMode.optional(),
+  model: z
+    .string()
+    .min(1)
+    .max(200)
+    .regex(/^[A-Za-z0-9._:\-[\]/]+$/, { error: "expected a model name or alias, e.g. sonnet" })
+    .optional(),
+  effort: Effort.optional(),
+  events: z.array(z.string().min(1).max(200)).max(50).optional().openapi({
+    description:
+      "Only deliveries of these events start a run (an entry may also be `event.action`, e.g. `pull_request.opened`); others are recorded as `ignored`. Empty or absent: every event.",
+  }),
+  callback_url: z
+    .url({ protocol: /^https?$/, error: "expected an http:// or https:// URL" })
+    .max(2000)
+    .optional()
+    .openapi({
+      description:
+        "Where the outcome of each run is POSTed when it completes, signed the Standard Webhooks way with `callback_secret`.",
+    }),
+  schedule: z.string().min(1).max(200).optional().openapi({
+    description:
+      "A cron pattern (5 fields, or 6 with seconds first); the hook then also fires by itself at each tick.",
+    example: "0 6 * * 1-5",
+  }),
+  timezone: z.string().min(1).max(100).optional().openapi({
+    description: "IANA time zone of `schedule`; default UTC.",
+    example: "Europe/Berlin",
+  }),
+};
+
+const secret = z.string().min(8).max(1000).openapi({
+  description:
+    "Write-only: never returned. For `standard`, a `whsec_` secret (base64 of 16 to 64 bytes).",
+});
+const callbackSecret = z.string().max(1000).openapi({
+  description: "Write-only: a `whsec_` secret (base64 of 16 to 64 bytes) to sign callbacks with.",
+});
+
+export const CreateHookBody = z
+  .strictObject({
+    name: hookName.openapi({ example: "pr-review" }),
+    secret,
+    callback_secret: callbackSecret.optional(),
+    ...hookFields,
+  })
+  .openapi("CreateHook");
+export type CreateHookBody = z.infer<typeof CreateHookBody>;
+
+export const UpdateHookBody = z
+  .strictObject({
+    secret: secret.optional().openapi({ description: "Left out: the hook keeps its secret." }),
+    callback_secret: callbackSecret.optional().openapi({
+      description: "Left out: the hook keeps its callback secret.",
+    }),
+    ...hookFields,
+  })
+  .openapi("UpdateHook");
+export type UpdateHookBody = z.infer<typeof UpdateHookBody>;
+
+export const Hook = z
+  .object({
+    name: z.string(),
+    verification: z.enum(VERIFICATION_KINDS),
+    prompt_template: z.string(),
+    system_prompt_template: z.string().nullable(),
+    session_key_template: z.string().nullable(),
+    work_dir: z.string().nullable().openapi({ description: "null: the server's work dir." }),
+    worktree: z.boolean().nullable().openapi({ description: "null: the server's default." }),
+    permission_mode: PermissionMode.nullable(),
+    model: z.string().nullable(),
+    effort: Effort.nullable(),
+    events: z.array(z.string()),
+    callback_url: z.string().nullable(),
+    schedule: z.string().nullable(),
+    timezone: z.string().nullable(),
+    next_fire_at: z.string().nullable().openapi({
+      format: "date-time",
+      description: "The schedule's next tick.",
+    }),
+    delivery_url: z.string().openapi({ description: "Where senders POST deliveries." }),
+    created_at: z.string().openapi({ format: "date-time" }),
+    updated_at: z.string().openapi({ format: "date-time" }),
+  })
+  .openapi("Hook");
+
+export const HookList = z.object({ data: z.array(Hook) }).openapi("HookList");
+
+const DELIVERY_OUTCOMES = ["received", "accepted", "ignored", "skipped", "failed"] as const;
+
+export const HookDelivery = z
+  .object({
+    id: z.string(),
+    delivery_id: z.string().openapi({
+      description:
+        "The sender's id (`X-GitHub-Delivery`, `webhook-id`, `X-Delivery-Id`), or `schedule:<fire time>`.",
+    }),
+    source: z.enum(["webhook", "schedule"]),
+    event: z.string(),
+    received_at: z.string().openapi({ format: "date-time" }),
+    outcome: z.enum(DELIVERY_OUTCOMES).openapi({
+      description:
+        "`accepted`: a run was queued; `ignored`: the event is not in the hook's `events`; `skipped`: a tick while the previous scheduled run was going; `failed`: no run could be queued (see `detail`); `received`: being started.",
+    }),
+    detail: z.string().nullable(),
+    run_id: z.string().nullable(),
+    session_id: z.string().nullable(),
+  })
+  .openapi("HookDelivery");
+
+export const HookDeliveryPage = z
+  .object({ data: z.array(HookDelivery), next_cursor: z.string().nullable() })
+  .openapi("HookDeliveryPage");
+
+export const DeliveryReceipt = z
+  .object({
+    hook: z.string(),
+    delivery_id: z.string(),
+    event: z.string(),
+    outcome: z.enum(DELIVERY_OUTCOMES),
+    duplicate: z.boolean().openapi({
+      description:
+        "This delivery id had been received before: the first delivery's answer, and nothing started.",
+    }),
+    run_id: z.string().nullable(),
+    session_id: z.string().nullable(),
+    run_url: z
+      .string()
+      .nullable()
+      .openapi({ example: "/v1/runs/7d9f0c1e-5b2a-4c3d-8e4f-1a2b3c4d5e6f" }),
+    events_url: z.string().nullable(),
+  })
+  .openapi("DeliveryReceipt");
+
+export const DeliveryHeaders = z.object({
+  "x-hub-signature-256": z
+    .string()
+    .optional()
+    .openapi({
+      param: { in: "header" },
+      description: "`github`: `sha256=<hex HMAC-SHA256 of the body>`.",
+    }),
+  "x-github-delivery": z
+    .string()
+    .optional()
+    .openapi({ param: { in: "header" }, description: "`github`: the delivery id." }),
+  "x-github-event": z
+    .string()
+    .optional()
+    .openapi({ param: { in: "header" }, description: "`github`: the event." }),
+  "webhook-id": z
+    .string()
+    .optional()
+    .openapi({ param: { in: "header" }, description: "`standard`: the delivery id." }),
+  "webhook-timestamp": z
+    .string()
+    .optional()
+    .openapi({
+      param: { in: "header" },
+      description: "`standard`: Unix seconds; refused beyond 5 minutes from the server's clock.",
+    }),
+  "webhook-signature": z
+    .string()
+    .optional()
+    .openapi({
+      param: { in: "header" },
+      description:
+        "`standard`: `v1,<base64 HMAC-SHA256 of id.timestamp.body>`, space-separated if several.",
+    }),
+  "x-delivery-id": z
+    .string()
+    .optional()
+    .openapi({ param: { in: "header" }, description: "`bearer`: the delivery id (optional)." }),
+  "x-event": z
+    .string()
+    .optional()
+    .openapi({ param: { in: "header" }, description: "`bearer`: the event (optional)." }),
+});
+
+export const ListDeliveriesQuery = z.strictObject({
+  limit: z.coerce
+    .number({ error: "expected a whole number from 1 to 100" })
+    .int({ error: "expected a whole number from 1 to 100" })
+    .min(1, { error: "expected a whole number from 1 to 100" })
+    .max(100, { error: "expected a whole number from 1 to 100" })
+    .default(20)
+    .openapi({ param: { name: "limit", in: "query" }, example: 20 }),
+  cursor: z
+    .string()
+    .max(200)
+    .optional()
+    .openapi({
+      param: { name: "cursor", in: "query" },
+      description: "`next_cursor` of the previous page.",
+    }),
+});
+
+export function toHook(row: HookRow): z.infer<typeof Hook> {
+  return {
+    name: row.name,
+    verification: z.enum(VERIFICATION_KINDS).parse(row.verification),
+    prompt_template: row.promptTemplate,
+    system_prompt_template: row.systemPromptTemplate,
+    session_key_template: row.sessionKeyTemplate,
+    work_dir: row.workDir,
+    worktree: row.worktree,
+    permission_mode: row.permissionMode === null ? null : PermissionMode.parse(row.permissionMode),
+    model: row.model,
+    effort: row.effort === null ? null : Effort.parse(row.effort),
+    events: row.events,
+    callback_url: row.callbackUrl,
+    schedule: row.schedule,
+    timezone: row.schedule ? (row.timezone ?? "UTC") : row.timezone,
+    next_fire_at: nextTick(row, new Date())?.toISOString() ?? null,
+    delivery_url: `/v1/hooks/${row.name}/deliveries`,
+    created_at: row.createdAt.toISOString(),
+    updated_at: row.updatedAt.toISOString(),
+  };
+}
+
+export function toHookDelivery(row: HookDeliveryRow): z.infer<typeof HookDelivery> {
+  return {
+    id: row.id,
+    delivery_id: row.deliveryId,
+    source: z.enum(["webhook", "schedule"]).parse(row.source),
+    event: row.event,
+    received_at: row.receivedAt.toISOString(),
+    outcome: z.enum(DELIVERY_OUTCOMES).parse(row.outcome),
+    detail: row.detail,
+    run_id: row.runId,
+    session_id: row.sessionId,
+  };
+}
+
+export function toReceipt(
+  hook: string,
+  row: HookDeliveryRow,
+  duplicate: boolean,
+): z.infer<typeof DeliveryReceipt> {
+  return {
+    hook,
+    delivery_id: row.deliveryId,
+    event: row.event,
+    outcome: z.enum(DELIVERY_OUTCOMES).parse(row.outcome),
+    duplicate,
+    run_id: row.runId,
+    session_id: row.sessionId,
+    run_url: row.runId ? `/v1/runs/${row.runId}` : null,
+    events_url: row.runId ? `/v1/runs/${row.runId}/events` : null,
+  };
+}

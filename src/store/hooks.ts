@@ -1,0 +1,328 @@
+import { randomUUID } from "node:crypto";
+import { and, asc, desc, eq, gt, inArray, isNotNull, lt, lte, or, sql } from "drizzle-orm";
+import type { Database } from "./db.js";
+import {
+  type CallbackRow,
+  callbacks,
+  type HookDeliveryRow,
+  type HookRow,
+  hookDeliveries,
+  hookSessions,
+  hooks,
+  runEvents,
+  runs,
+} from "./schema.js";
+
+// Hooks, their deliveries and session keys, and the callback outbox: plain queries.
+
+export type HookInput = Omit<HookRow, "id" | "createdAt" | "updatedAt">;
+
+export async function insertHook(db: Database, input: HookInput): Promise<HookRow> {
+  const now = new Date();
+  const [row] = await db
+    .insert(hooks)
+    .values({ id: randomUUID(), ...input, createdAt: now, updatedAt: now })
+    .returning();
+  if (!row) throw new Error("insert into hooks returned no row");
+  return row;
+}
+
+export async function getHookByName(db: Database, name: string): Promise<HookRow | undefined> {
+  const [row] = await db.select().from(hooks).where(eq(hooks.name, name));
+  return row;
+}
+
+export async function listHooks(db: Database): Promise<HookRow[]> {
+  return db.select().from(hooks).orderBy(asc(hooks.name));
+}
+
+export async function scheduledHooks(db: Database): Promise<HookRow[]> {
+  return db.select().from(hooks).where(isNotNull(hooks.schedule));
+}
+
+export async function updateHook(
+  db: Database,
+  name: string,
+  input: Omit<HookInput, "name" | "ownerKeyId">,
+): Promise<HookRow | undefined> {
+  const [row] = await db
+    .update(hooks)
+    .set({ ...input, updatedAt: new Date() })
+    .where(eq(hooks.name, name))
+    .returning();
+  return row;
+}
+
+export async function deleteHook(db: Database, name: string): Promise<boolean> {
+  const deleted = await db.delete(hooks).where(eq(hooks.name, name)).returning({ id: hooks.id });
+  return deleted.length > 0;
+}
+
+// Deliveries
+
+export interface NewDelivery {
+  hookId: string;
+  deliveryId: string;
+  source: "webhook" | "schedule";
+  event: string;
+  outcome: string;
+  detail?: string | null;
+}
+
+/** Records a delivery; throws a unique violation when the hook already has one with that id. */
+export async function insertDelivery(db: Database, input: NewDelivery): Promise<HookDeliveryRow> {
+  const [row] = await db
+    .insert(hookDeliveries)
+    .values({ id: randomUUID(), receivedAt: new Date(), detail: null, ...input })
+    .returning();
+  if (!row) throw new Error("insert into hook_deliveries returned no row");
+  return row;
+}
+
+export async function findDelivery(
+  db: Database,
+  hookId: string,
+  deliveryId: string,
+): Promise<HookDeliveryRow | undefined> {
+  const [row] = await db
+    .select()
+    .from(hookDeliveries)
+    .where(and(eq(hookDeliveries.hookId, hookId), eq(hookDeliveries.deliveryId, deliveryId)));
+  return row;
+}
+
+export async function settleDelivery(
+  db: Database,
+  id: string,
+  outcome: { outcome: string; detail?: string | null; runId?: string; sessionId?: string },
+) {
+  await db
+    .update(hookDeliveries)
+    .set({ detail: null, ...outcome })
+    .where(eq(hookDeliveries.id, id));
+}
+
+/** Frees a delivery id whose first delivery could not start a run, so that a retry may. */
+export async function forgetFailedDelivery(db: Database, id: string) {
+  await db
+    .delete(hookDeliveries)
+    .where(and(eq(hookDeliveries.id, id), eq(hookDeliveries.outcome, "failed")));
+}
+
+/** Newest first, paged by (received_at, id) like the sessions. */
+export async function listDeliveries(
+  db: Database,
+  hookId: string,
+  page: { limit: number; after?: { createdAt: Date; id: string } },
+): Promise<HookDeliveryRow[]> {
+  const { after } = page;
+  return db
+    .select()
+    .from(hookDeliveries)
+    .where(
+      and(
+        eq(hookDeliveries.hookId, hookId),
+        after
+          ? or(
+              lt(hookDeliveries.receivedAt, after.createdAt),
+              and(eq(hookDeliveries.receivedAt, after.createdAt), lt(hookDeliveries.id, after.id)),
+            )
+          : undefined,
+      ),
+    )
+    .orderBy(desc(hookDeliveries.receivedAt), desc(hookDeliveries.id))
+    .limit(page.limit);
+}
+
+/** A tick still `received` after this long was left by a process that died starting its run. */
+const CLAIM_STALE_MS = 60_000;
+
+/**
+ * The hook's last scheduled tick that is still going: claimed but not started yet, or whose run
+ * has not finished. A new tick is skipped while there is one.
+ */
+export async function busyScheduledDelivery(
+  db: Database,
+  hookId: string,
+): Promise<HookDeliveryRow | undefined> {
+  const [row] = await db
+    .select({ delivery: hookDeliveries })
+    .from(hookDeliveries)
+    .leftJoin(runs, eq(runs.id, hookDeliveries.runId))
+    .where(
+      and(
+        eq(hookDeliveries.hookId, hookId),
+        eq(hookDeliveries.source, "schedule"),
+        or(
+          // A tick claimed by a process that died before starting its run holds nothing for long.
+          and(
+            eq(hookDeliveries.outcome, "received"),
+            gt(hookDeliveries.receivedAt, new Date(Date.now() - CLAIM_STALE_MS)),
+          ),
+          and(
+            eq(hookDeliveries.outcome, "accepted"),
+            inArray(runs.status, ["waiting", "queued", "running"]),
+          ),
+        ),
+      ),
+    )
+    .orderBy(desc(hookDeliveries.receivedAt))
+    .limit(1);
+  return row?.delivery;
+}
+
+// Session keys
+
+export async function sessionForKey(
+  db: Database,
+  hookId: string,
+  key: string,
+): Promise<string | undefined> {
+  const [row] = await db
+    .select({ sessionId: hookSessions.sessionId })
+    .from(hookSessions)
+    .where(and(eq(hookSessions.hookId, hookId), eq(hookSessions.key, key)));
+  return row?.sessionId;
+}
+
+/** Points the key at the session unless another delivery got there first; returns the winner. */
+export async function claimSessionKey(
+  db: Database,
+  hookId: string,
+  key: string,
+  sessionId: string,
+): Promise<string> {
+  const [row] = await db
+    .insert(hookSessions)
+    .values({ hookId, key, sessionId, createdAt: new Date() })
+    .onConflictDoNothing()
+    .returning({ sessionId: hookSessions.sessionId });
+  return row?.sessionId ?? (await sessionForKey(db, hookId, key)) ?? sessionId;
+}
+
+/** Moves the key to a new session (its old one expired). */
+export async function replaceSessionKey(
+  db: Database,
+  hookId: string,
+  key: string,
+  sessionId: string,
+) {
+  await db
+    .update(hookSessions)
+    .set({ sessionId })
+    .where(and(eq(hookSessions.hookId, hookId), eq(hookSessions.key, key)));
+}
+
+// The callback outbox
+
+/** The run's callback, due once the run completes (see `markCallbackDue`). */
+export async function insertCallback(
+  db: Database,
+  input: { runId: string; url: string; secret: string },
+) {
+  await db.insert(callbacks).values({ ...input, state: "pending", createdAt: new Date() });
+}
+
+/** Called in the transaction that records the run's completion: the callback becomes due. */
+export async function markCallbackDue(db: Database, runId: string) {
+  await db
+    .update(callbacks)
+    .set({ nextAttemptAt: new Date() })
+    .where(
+      and(
+        eq(callbacks.runId, runId),
+        eq(callbacks.state, "pending"),
+        sql`${callbacks.nextAttemptAt} is null`,
+      ),
+    );
+}
+
+export async function getCallback(db: Database, runId: string): Promise<CallbackRow | undefined> {
+  const [row] = await db.select().from(callbacks).where(eq(callbacks.runId, runId));
+  return row;
+}
+
+export async function dueCallbacks(db: Database, now: Date, limit: number): Promise<string[]> {
+  const rows = await db
+    .select({ runId: callbacks.runId })
+    .from(callbacks)
+    .where(
+      and(
+        eq(callbacks.state, "pending"),
+        lte(callbacks.nextAttemptAt, now),
+        or(sql`${callbacks.lockedUntil} is null`, lt(callbacks.lockedUntil, now)),
+      ),
+    )
+    .orderBy(asc(callbacks.nextAttemptAt))
+    .limit(limit);
+  return rows.map((r) => r.runId);
+}
+
+/**
+ * Takes the callback for one attempt when it is still due and nobody holds it; the conditional
+ * update is the lock, so two workers (or two processes) never send the same attempt.
+ */
+export async function claimCallback(
+  db: Database,
+  runId: string,
+  now: Date,
+  until: Date,
+): Promise<CallbackRow | undefined> {
+  const [row] = await db
+    .update(callbacks)
+    .set({ lockedUntil: until, attempts: sql`${callbacks.attempts} + 1` })
+    .where(
+      and(
+        eq(callbacks.runId, runId),
+        eq(callbacks.state, "pending"),
+        lte(callbacks.nextAttemptAt, now),
+        or(sql`${callbacks.lockedUntil} is null`, lt(callbacks.lockedUntil, now)),
+      ),
+    )
+    .returning();
+  return row;
+}
+
+export async function setCallbackBody(db: Database, runId: string, body: string) {
+  await db.update(callbacks).set({ body }).where(eq(callbacks.runId, runId));
+}
+
+export async function recordCallbackAttempt(
+  db: Database,
+  runId: string,
+  outcome:
+    | { state: "delivered"; status: number }
+    | { state: "pending" | "failed"; status: number | null; error: string; nextAttemptAt: Date },
+) {
+  const now = new Date();
+  await db
+    .update(callbacks)
+    .set(
+      outcome.state === "delivered"
+        ? {
+            state: "delivered",
+            lastStatus: outcome.status,
+            lastError: null,
+            deliveredAt: now,
+            lockedUntil: null,
+          }
+        : {
+            state: outcome.state,
+            lastStatus: outcome.status,
+            lastError: outcome.error,
+            nextAttemptAt: outcome.nextAttemptAt,
+            lockedUntil: null,
+          },
+    )
+    .where(eq(callbacks.runId, runId));
+}
+
+/** Every text_delta of the run, joined: the `text` of its callback. */
+export async function runText(db: Database, runId: string): Promise<string> {
+  const rows = await db
+    .select({ data: runEvents.data })
+    .from(runEvents)
+    .where(and(eq(runEvents.runId, runId), eq(runEvents.type, "text_delta")))
+    .orderBy(asc(runEvents.seq));
+  return rows.map((r) => (typeof r.data.text === "string" ? r.data.text : "")).join("");
+}

@@ -1,0 +1,257 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildHookWorkers } from "../../src/app.js";
+import type { CallbackOutbox } from "../../src/hooks/outbox.js";
+import { createTestApp, listen, type TestApp } from "../support/app.js";
+import { BACKENDS, createServerDatabase } from "../support/db.js";
+import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { streamedReply } from "../support/fake-scenarios.js";
+import { startServer } from "../support/server.js";
+import {
+  createHook,
+  deliver,
+  getRun,
+  newStandardSecret,
+  type ReceivedCallback,
+  type Receiver,
+  standardSignature,
+  startReceiver,
+  until,
+} from "./support.js";
+
+// Callbacks: the outcome of a hook's run POSTed to its callback URL from the durable outbox,
+// signed the Standard Webhooks way, retried on failure and timeout, and never after a 2xx.
+
+const SECRET = "bearer-secret-0123456789";
+const CALLBACK_ENV = {
+  AGENT_BRIDGE_CALLBACK_BACKOFF_MIN_MS: "100",
+  AGENT_BRIDGE_CALLBACK_BACKOFF_MAX_MS: "400",
+  AGENT_BRIDGE_CALLBACK_TIMEOUT_MS: "500",
+  AGENT_BRIDGE_CALLBACK_POLL_MS: "100",
+  AGENT_BRIDGE_CALLBACK_MAX_ATTEMPTS: "4",
+};
+
+const headers = { "Content-Type": "application/json", Authorization: `Bearer ${SECRET}` };
+
+/** Checks a received callback the way a receiver following the spec would. */
+function verifies(callback: ReceivedCallback, secret: string): boolean {
+  const id = String(callback.headers["webhook-id"]);
+  const timestamp = Number(callback.headers["webhook-timestamp"]);
+  const expected = standardSignature(secret, id, timestamp, callback.body);
+  return (
+    Math.abs(Date.now() / 1000 - timestamp) < 300 &&
+    String(callback.headers["webhook-signature"]).split(" ").includes(expected)
+  );
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe.each(BACKENDS)("callbacks on %s", (backend) => {
+  let fake: FakeClaude;
+  let t: TestApp;
+  let outbox: CallbackOutbox;
+  let server: { url: string; close(): Promise<void> };
+  const receivers: Receiver[] = [];
+
+  beforeAll(async () => {
+    fake = await fakeClaude(streamedReply(["All ", "good."]));
+    t = await createTestApp(backend, { ...fake.bridgeEnv, ...CALLBACK_ENV });
+    ({ outbox } = buildHookWorkers(t.deps));
+    outbox.start();
+    server = await listen(t.app);
+  });
+  afterAll(async () => {
+    await server.close();
+    await outbox.stop();
+    await t.close();
+    await fake.cleanup();
+    for (const r of receivers) await r.close();
+  });
+
+  async function hookWithReceiver(name: string, plan?: Receiver["plan"]) {
+    const receiver = await startReceiver(plan);
+    receivers.push(receiver);
+    const callbackSecret = newStandardSecret();
+    await createHook(server.url, {
+      name,
+      verification: "bearer",
+      secret: SECRET,
+      prompt_template: "Check {{payload.sha}}",
+      callback_url: receiver.url,
+      callback_secret: callbackSecret,
+    });
+    return { receiver, callbackSecret };
+  }
+
+  async function fire(name: string): Promise<string> {
+    const res = await deliver(server.url, name, JSON.stringify({ sha: "abc123" }), headers);
+    expect(res.status).toBe(202);
+    return (await res.json()).run_id;
+  }
+
+  it("reaches the receiver with {run, completion, text}, signed so that it verifies, once", async () => {
+    const { receiver, callbackSecret } = await hookWithReceiver("cb-ok");
+    const runId = await fire("cb-ok");
+    const [callback] = await until(() => receiver.received.length > 0 && receiver.received);
+    if (!callback) throw new Error("no callback");
+    expect(callback.headers["content-type"]).toBe("application/json");
+    expect(callback.headers["webhook-id"]).toBe(runId);
+    expect(verifies(callback, callbackSecret)).toBe(true);
+    expect(verifies(callback, newStandardSecret())).toBe(false);
+    const body = JSON.parse(callback.body);
+    expect(body).toMatchObject({
+      run: { id: runId, status: "succeeded", trigger: "webhook", prompt: "Check abc123" },
+      completion: { type: "completion", status: "succeeded", result: "All good." },
+      text: "All good.",
+    });
+    expect(body.run).not.toHaveProperty("callback");
+
+    const run = await until(async () => {
+      const r = await getRun(server.url, runId);
+      return r.callback?.state === "delivered" && r;
+    });
+    expect(run.callback).toMatchObject({ state: "delivered", attempts: 1, last_status: 200 });
+    await sleep(600);
+    expect(receiver.received).toHaveLength(1);
+  });
+
+  it("retries after a 500 and after a timeout, with the same bytes, and stops at the 2xx", async () => {
+    const plan: Receiver["plan"] = (n) =>
+      n === 1 ? { status: 500 } : n === 2 ? { status: 200, delayMs: 1500 } : { status: 204 };
+    const { receiver, callbackSecret } = await hookWithReceiver("cb-retry", plan);
+    const runId = await fire("cb-retry");
+
+    const afterFirst = await until(async () => {
+      const r = await getRun(server.url, runId);
+      return r.callback && r.callback.attempts >= 1 && r.callback.last_status === 500 && r;
+    });
+    expect(afterFirst.callback).toMatchObject({
+      state: "pending",
+      last_error: "the receiver answered 500",
+    });
+    const run = await until(async () => {
+      const r = await getRun(server.url, runId);
+      return r.callback?.state === "delivered" && r;
+    });
+    expect(run.callback).toMatchObject({ attempts: 3, last_status: 204, last_error: null });
+    expect(receiver.received).toHaveLength(3);
+    const [first, second, third] = receiver.received;
+    if (!first || !second || !third) throw new Error("three callbacks expected");
+    expect(second.body).toBe(first.body);
+    expect(third.body).toBe(first.body);
+    for (const callback of receiver.received) expect(verifies(callback, callbackSecret)).toBe(true);
+    // Backoff: each retry waited at least half the minimum.
+    expect(second.at - first.at).toBeGreaterThanOrEqual(50);
+    await sleep(1000);
+    expect(receiver.received).toHaveLength(3);
+  });
+
+  it("gives up after the configured attempts and says so on the run", async () => {
+    const { receiver } = await hookWithReceiver("cb-down", () => ({ status: 503 }));
+    const runId = await fire("cb-down");
+    const run = await until(async () => {
+      const r = await getRun(server.url, runId);
+      return r.callback?.state === "failed" && r;
+    });
+    expect(run.callback).toMatchObject({
+      attempts: 4,
+      last_status: 503,
+      last_error: "the receiver answered 503",
+    });
+    await sleep(600);
+    expect(receiver.received).toHaveLength(4);
+  });
+
+  it("shows no callback on a run of a hook without one, nor on a message's run", async () => {
+    const session = await (await fetch(`${server.url}/v1/sessions`, { method: "POST" })).json();
+    const res = await fetch(`${server.url}/v1/sessions/${session.id}/messages`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Accept: "application/json" },
+      body: JSON.stringify({ text: "hi" }),
+    });
+    expect((await res.json()).run.callback).toBeNull();
+  });
+});
+
+// The outbox is in the database: a server that dies between attempts leaves the callback to the
+// next one, which goes on counting, and a delivered callback is never sent again.
+
+const cleanups: (() => Promise<void>)[] = [];
+afterAll(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup();
+});
+
+const targets: [string, () => Promise<Record<string, string>>][] = [
+  [
+    "pglite",
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), "agent-bridge-callbacks-"));
+      cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
+      return { AGENT_BRIDGE_DATA_DIR: dir };
+    },
+  ],
+];
+if (process.env.TEST_DATABASE_URL) {
+  targets.push([
+    "postgres",
+    async () => {
+      const { url, drop } = await createServerDatabase();
+      cleanups.push(drop);
+      return { DATABASE_URL: url };
+    },
+  ]);
+}
+
+describe.each(targets)("callbacks across a restart on %s", (_name, database) => {
+  it("resumes after the server is killed, and stops after the 2xx", async () => {
+    const fake = await fakeClaude(streamedReply(["Done."]));
+    cleanups.push(fake.cleanup);
+    let up = false;
+    const receiver = await startReceiver(() => ({ status: up ? 200 : 500 }));
+    cleanups.push(receiver.close);
+    const env = {
+      ...(await database()),
+      ...fake.bridgeEnv,
+      ...CALLBACK_ENV,
+      AGENT_BRIDGE_CALLBACK_BACKOFF_MIN_MS: "300",
+      AGENT_BRIDGE_CALLBACK_BACKOFF_MAX_MS: "600",
+      AGENT_BRIDGE_CALLBACK_MAX_ATTEMPTS: "50",
+    };
+    const first = await startServer(env);
+    cleanups.push(async () => void (await first.stop("SIGKILL")));
+    await createHook(first.url, {
+      name: "restart",
+      verification: "bearer",
+      secret: SECRET,
+      prompt_template: "go",
+      callback_url: receiver.url,
+      callback_secret: newStandardSecret(),
+    });
+    const res = await deliver(first.url, "restart", "{}", headers);
+    const runId = (await res.json()).run_id;
+    await until(() => receiver.received.length >= 2, 30_000, "two failed attempts");
+    await first.stop("SIGKILL");
+    const failedAttempts = receiver.received.length;
+
+    up = true;
+    const second = await startServer(env);
+    cleanups.push(async () => void (await second.stop("SIGKILL")));
+    const run = await until(
+      async () => {
+        const r = await getRun(second.url, runId);
+        return r.callback?.state === "delivered" && r;
+      },
+      30_000,
+      "the callback to be delivered by the second server",
+    );
+    expect(run.callback?.attempts).toBeGreaterThan(failedAttempts);
+    const delivered = receiver.received.length;
+    await sleep(1500);
+    expect(receiver.received).toHaveLength(delivered);
+    // Only the last request was answered 2xx; the ones before it failed.
+    expect(new Set(receiver.received.map((r) => r.body)).size).toBe(1);
+    await second.stop();
+  });
+});

@@ -1,0 +1,286 @@
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runs } from "../../src/store/schema.js";
+import { createTestApp, listen, type TestApp } from "../support/app.js";
+import { BACKENDS } from "../support/db.js";
+import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { streamedReply } from "../support/fake-scenarios.js";
+import {
+  createHook,
+  deliver,
+  getRun,
+  githubHeaders,
+  isFinished,
+  newStandardSecret,
+  standardHeaders,
+  until,
+} from "./support.js";
+
+// Incoming deliveries over real HTTP: each kind of verification on the raw bytes, duplicates,
+// unknown hooks, filters, and what the admin routes show (never a secret).
+
+const GITHUB_SECRET = "github-secret-0123456789";
+const BEARER_SECRET = "bearer-secret-0123456789";
+
+describe.each(BACKENDS)("hook deliveries on %s", (backend) => {
+  let fake: FakeClaude;
+  let t: TestApp;
+  let server: { url: string; close(): Promise<void> };
+  const standardSecret = newStandardSecret();
+  const suffix = randomBytes(3).toString("hex");
+  const names = { github: `gh-${suffix}`, standard: `std-${suffix}`, bearer: `bearer-${suffix}` };
+
+  beforeAll(async () => {
+    fake = await fakeClaude(streamedReply(["Reviewed."]));
+    t = await createTestApp(backend, fake.bridgeEnv);
+    server = await listen(t.app);
+    const prompt_template = "Review {{payload.pull_request.title}} ({{event}}, {{delivery_id}})";
+    await createHook(server.url, {
+      name: names.github,
+      verification: "github",
+      secret: GITHUB_SECRET,
+      prompt_template,
+    });
+    await createHook(server.url, {
+      name: names.standard,
+      verification: "standard",
+      secret: standardSecret,
+      prompt_template,
+    });
+    await createHook(server.url, {
+      name: names.bearer,
+      verification: "bearer",
+      secret: BEARER_SECRET,
+      prompt_template,
+      events: ["pull_request.opened", "push"],
+    });
+  });
+  afterAll(async () => {
+    await server.close();
+    await t.close();
+    await fake.cleanup();
+  });
+
+  const payload = (title = "Fix the parser") =>
+    JSON.stringify({ action: "opened", pull_request: { title, number: 7 } });
+
+  /** Changes one byte of the body (the signature was made over the original). */
+  const tamper = (body: string) => body.replace("parser", "parses");
+
+  /** Runs in the database: a refused delivery adds none. */
+  const runsStarted = () => t.database.db.$count(runs);
+
+  describe("github", () => {
+    it("accepts a correct X-Hub-Signature-256 and starts the run", async () => {
+      const body = payload();
+      const res = await deliver(server.url, names.github, body, githubHeaders(GITHUB_SECRET, body));
+      expect(res.status).toBe(202);
+      const receipt = await res.json();
+      expect(receipt).toMatchObject({
+        hook: names.github,
+        event: "pull_request",
+        outcome: "accepted",
+        duplicate: false,
+        run_url: `/v1/runs/${receipt.run_id}`,
+        events_url: `/v1/runs/${receipt.run_id}/events`,
+      });
+      expect(res.headers.get("location")).toBe(receipt.run_url);
+      const run = await until(async () => {
+        const r = await getRun(server.url, receipt.run_id);
+        return isFinished(r) && r;
+      });
+      expect(run).toMatchObject({
+        status: "succeeded",
+        trigger: "webhook",
+        session_id: receipt.session_id,
+        prompt: `Review Fix the parser (pull_request, ${receipt.delivery_id})`,
+      });
+      expect(run.system_prompt).toMatch(/automated invocation from CI.*Nobody is watching/s);
+    });
+
+    it("refuses a wrong secret, a body changed by one byte and a missing signature, and starts nothing", async () => {
+      const before = await runsStarted();
+      const body = payload();
+      const wrong = await deliver(server.url, names.github, body, githubHeaders("not-it", body));
+      const changed = await deliver(
+        server.url,
+        names.github,
+        tamper(body),
+        githubHeaders(GITHUB_SECRET, body),
+      );
+      const { "X-Hub-Signature-256": _, ...unsigned } = githubHeaders(GITHUB_SECRET, body);
+      const missing = await deliver(server.url, names.github, body, unsigned);
+      for (const res of [wrong, changed, missing]) {
+        expect(res.status).toBe(401);
+        expect(res.headers.get("content-type")).toBe("application/problem+json");
+        expect((await res.json()).code).toBe("invalid_signature");
+      }
+      expect(await runsStarted()).toBe(before);
+    });
+
+    it("takes GitHub's form encoding (payload=…), verified on the encoded bytes", async () => {
+      const form = `payload=${encodeURIComponent(payload("Form encoded"))}`;
+      const headers = {
+        ...githubHeaders(GITHUB_SECRET, form),
+        "Content-Type": "application/x-www-form-urlencoded",
+      };
+      const res = await deliver(server.url, names.github, form, headers);
+      expect(res.status).toBe(202);
+      const run = await getRun(server.url, (await res.json()).run_id);
+      expect(run.prompt).toContain("Review Form encoded");
+    });
+  });
+
+  describe("standard webhooks", () => {
+    it("accepts a correct signature, also among several", async () => {
+      const body = payload();
+      const headers = standardHeaders(standardSecret, body);
+      const res = await deliver(server.url, names.standard, body, {
+        ...headers,
+        "webhook-signature": `v1,${Buffer.alloc(32).toString("base64")} ${headers["webhook-signature"]}`,
+      });
+      expect(res.status).toBe(202);
+      expect((await res.json()).delivery_id).toBe(headers["webhook-id"]);
+    });
+
+    it("refuses a wrong secret, a stale or future timestamp, and a body changed by one byte", async () => {
+      const before = await runsStarted();
+      const body = payload();
+      const now = Math.floor(Date.now() / 1000);
+      const attempts = [
+        deliver(server.url, names.standard, body, standardHeaders(newStandardSecret(), body)),
+        deliver(
+          server.url,
+          names.standard,
+          body,
+          standardHeaders(standardSecret, body, { timestamp: now - 301 }),
+        ),
+        deliver(
+          server.url,
+          names.standard,
+          body,
+          standardHeaders(standardSecret, body, { timestamp: now + 301 }),
+        ),
+        deliver(server.url, names.standard, tamper(body), standardHeaders(standardSecret, body)),
+      ];
+      const answers = await Promise.all(attempts);
+      expect(answers.map((r) => r.status)).toEqual([401, 401, 401, 401]);
+      expect((await answers[1]?.json())?.detail).toMatch(/timestamp/);
+      expect(await runsStarted()).toBe(before);
+    });
+
+    it("accepts a timestamp within the 5 minutes", async () => {
+      const body = payload();
+      const timestamp = Math.floor(Date.now() / 1000) - 240;
+      const res = await deliver(
+        server.url,
+        names.standard,
+        body,
+        standardHeaders(standardSecret, body, { timestamp }),
+      );
+      expect(res.status).toBe(202);
+    });
+  });
+
+  describe("bearer", () => {
+    const headers = (secret: string, id = crypto.randomUUID()) => ({
+      "Content-Type": "application/json",
+      Authorization: `Bearer ${secret}`,
+      "X-Delivery-Id": id,
+      "X-Event": "pull_request",
+    });
+
+    it("accepts the hook's secret", async () => {
+      const res = await deliver(server.url, names.bearer, payload(), headers(BEARER_SECRET));
+      expect(res.status).toBe(202);
+    });
+
+    it("refuses another secret, a changed one and none", async () => {
+      const before = await runsStarted();
+      const { Authorization: _, ...none } = headers(BEARER_SECRET);
+      const answers = await Promise.all([
+        deliver(server.url, names.bearer, payload(), headers("another-secret-0123456789")),
+        deliver(server.url, names.bearer, payload(), headers(`${BEARER_SECRET}x`)),
+        deliver(server.url, names.bearer, payload(), none),
+      ]);
+      expect(answers.map((r) => r.status)).toEqual([401, 401, 401]);
+      expect(await runsStarted()).toBe(before);
+    });
+
+    it("records an event the hook does not take as ignored, and starts nothing", async () => {
+      const before = await runsStarted();
+      const body = JSON.stringify({ action: "closed", pull_request: { title: "x" } });
+      const res = await deliver(server.url, names.bearer, body, headers(BEARER_SECRET));
+      expect(res.status).toBe(200);
+      expect(await res.json()).toMatchObject({ outcome: "ignored", run_id: null });
+      expect(await runsStarted()).toBe(before);
+    });
+  });
+
+  it("answers a repeated delivery id with the first delivery's run (200) and starts nothing", async () => {
+    const body = payload();
+    const headers = githubHeaders(GITHUB_SECRET, body, { id: `dup-${crypto.randomUUID()}` });
+    const first = await deliver(server.url, names.github, body, headers);
+    expect(first.status).toBe(202);
+    const receipt = await first.json();
+    await until(async () => isFinished(await getRun(server.url, receipt.run_id)));
+    const before = await runsStarted();
+
+    const again = await deliver(server.url, names.github, body, headers);
+    expect(again.status).toBe(200);
+    expect(await again.json()).toMatchObject({
+      run_id: receipt.run_id,
+      session_id: receipt.session_id,
+      duplicate: true,
+    });
+    // Even at the same time, twice more: one run in all.
+    const racing = await Promise.all([
+      deliver(server.url, names.github, body, headers),
+      deliver(server.url, names.github, body, headers),
+    ]);
+    for (const res of racing) expect((await res.json()).run_id).toBe(receipt.run_id);
+    expect(await runsStarted()).toBe(before);
+
+    const list = await (
+      await fetch(`${server.url}/v1/hooks/${names.github}/deliveries?limit=100`)
+    ).json();
+    const mine = list.data.filter(
+      (d: { delivery_id: string }) => d.delivery_id === headers["X-GitHub-Delivery"],
+    );
+    expect(mine).toEqual([
+      expect.objectContaining({
+        source: "webhook",
+        event: "pull_request",
+        outcome: "accepted",
+        run_id: receipt.run_id,
+      }),
+    ]);
+  });
+
+  it("answers 404 for an unknown hook, 400 for a signed body that is not JSON", async () => {
+    const body = payload();
+    const unknown = await deliver(server.url, `nope-${suffix}`, body, githubHeaders("x", body));
+    expect(unknown.status).toBe(404);
+    expect((await unknown.json()).code).toBe("hook_not_found");
+
+    const garbage = "{not json";
+    const malformed = await deliver(
+      server.url,
+      names.github,
+      garbage,
+      githubHeaders(GITHUB_SECRET, garbage),
+    );
+    expect(malformed.status).toBe(400);
+    expect((await malformed.json()).code).toBe("malformed_json");
+  });
+
+  it("never returns or lists a secret", async () => {
+    const hook = await (await fetch(`${server.url}/v1/hooks/${names.standard}`)).json();
+    const list = await (await fetch(`${server.url}/v1/hooks`)).text();
+    expect(hook).toMatchObject({ name: names.standard, verification: "standard" });
+    expect(JSON.stringify(hook)).not.toContain(standardSecret.slice(6, 20));
+    expect(list).not.toContain(standardSecret.slice(6, 20));
+    expect(list).not.toContain(GITHUB_SECRET);
+    expect(list).not.toContain(BEARER_SECRET);
+  });
+});

@@ -1,0 +1,136 @@
+import { spawn } from "node:child_process";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parse } from "yaml";
+import { issueKey } from "../../src/auth/keys.js";
+import { createTestApp, listen, type TestApp } from "../support/app.js";
+import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { streamedReply } from "../support/fake-scenarios.js";
+import { createHook, newStandardSecret } from "./support.js";
+
+// The README's CI examples are run as they are shown: the GitHub Actions steps (their `run`
+// scripts, with the environment the step gives them) and the plain shell script, against a server
+// with API keys on and a scripted stand-in for the CLI.
+
+const ROOT = new URL("../../", import.meta.url);
+
+async function section(): Promise<string> {
+  const readme = await readFile(new URL("README.md", ROOT), "utf8");
+  const start = readme.indexOf("\n## Webhooks and schedules\n");
+  const end = readme.indexOf("\n## ", start + 1);
+  return readme.slice(start, end < 0 ? undefined : end);
+}
+
+const blocks = (text: string, lang: string) =>
+  [...text.matchAll(new RegExp(`\`\`\`${lang}\\n([\\s\\S]*?)\`\`\``, "g"))].map((m) => m[1] ?? "");
+
+function sh(
+  shell: string,
+  script: string,
+  args: string[],
+  env: Record<string, string>,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    // As GitHub runs a step (`bash --noprofile --norc -eo pipefail`), and sh -e for the script.
+    const flags = shell === "bash" ? ["--noprofile", "--norc", "-eo", "pipefail"] : ["-e"];
+    const child = spawn(shell, [...flags, "-c", script, "script", ...args], {
+      env: { PATH: process.env.PATH, ...env },
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => {
+      stdout += d;
+    });
+    child.stderr.on("data", (d) => {
+      stderr += d;
+    });
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+describe("the README's CI examples", () => {
+  let fake: FakeClaude;
+  let t: TestApp;
+  let server: { url: string; close(): Promise<void> };
+  let key: string;
+  let dir: string;
+  const hookSecret = newStandardSecret();
+
+  beforeAll(async () => {
+    fake = await fakeClaude(streamedReply(["Looks ", "good."]));
+    t = await createTestApp("pglite", { ...fake.bridgeEnv, AGENT_BRIDGE_AUTH: "keys" });
+    key = (await issueKey(t.database.db, { name: "ops", admin: true })).key;
+    server = await listen(t.app);
+    dir = await mkdtemp(join(tmpdir(), "hooks-readme-"));
+    await createHook(
+      server.url,
+      {
+        name: "pr-review",
+        verification: "standard",
+        secret: hookSecret,
+        prompt_template:
+          "Review pull request #{{payload.pull_request.number}}: {{payload.pull_request.title}}",
+        session_key_template: "{{payload.repository}}#{{payload.pull_request.number}}",
+        events: ["pull_request"],
+      },
+      { Authorization: `Bearer ${key}` },
+    );
+  });
+  afterAll(async () => {
+    await server.close();
+    await t.close();
+    await fake.cleanup();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("the GitHub Actions steps deliver, wait, and write the review to the summary", async () => {
+    const [yaml] = blocks(await section(), "yaml");
+    const steps = parse(yaml ?? "") as { run: string }[];
+    const [deliverStep, waitStep] = steps;
+    if (!deliverStep || !waitStep) throw new Error("two steps expected");
+    const output = join(dir, "output");
+    const summary = join(dir, "summary");
+    const delivered = await sh("bash", deliverStep.run, [], {
+      HOOK_URL: `${server.url}/v1/hooks/pr-review/deliveries`,
+      HOOK_SECRET: hookSecret,
+      PR_NUMBER: "12",
+      PR_TITLE: `Quote ' and "double" and $(not run)`,
+      GITHUB_REPOSITORY: "acme/widgets",
+      GITHUB_RUN_ID: String(Date.now()),
+      GITHUB_RUN_ATTEMPT: "1",
+      GITHUB_OUTPUT: output,
+    });
+    expect(delivered.stderr).toBe("");
+    expect(delivered.code).toBe(0);
+    const runId = /^run_id=(\S+)$/m.exec(await readFile(output, "utf8"))?.[1];
+    expect(runId).toMatch(/^[0-9a-f-]{36}$/);
+
+    const waited = await sh("bash", waitStep.run, [], {
+      AGENT_BRIDGE_URL: server.url,
+      AGENT_BRIDGE_KEY: key,
+      RUN_ID: runId ?? "",
+      GITHUB_STEP_SUMMARY: summary,
+    });
+    expect(waited.code).toBe(0);
+    expect(await readFile(summary, "utf8")).toBe("Looks good.\n");
+    const run = await (
+      await fetch(`${server.url}/v1/runs/${runId}`, { headers: { Authorization: `Bearer ${key}` } })
+    ).json();
+    expect(run.prompt).toBe(`Review pull request #12: Quote ' and "double" and $(not run)`);
+  });
+
+  it("the plain shell script does the same", async () => {
+    const script = blocks(await section(), "sh").find((b) => b.startsWith("#!/bin/sh"));
+    if (!script) throw new Error("no shell script in the section");
+    const result = await sh("sh", script, ["acme/widgets", "13", "Add a thing"], {
+      AGENT_BRIDGE_URL: server.url,
+      AGENT_BRIDGE_HOOK_SECRET: hookSecret,
+      AGENT_BRIDGE_KEY: key,
+    });
+    expect(result.stderr).toBe("");
+    expect(result).toMatchObject({ code: 0, stdout: "Looks good.\n" });
+  });
+});

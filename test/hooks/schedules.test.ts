@@ -1,0 +1,170 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildHookWorkers } from "../../src/app.js";
+import type { Scheduler } from "../../src/hooks/scheduler.js";
+import { createTestApp, listen, type TestApp } from "../support/app.js";
+import { BACKENDS, createServerDatabase } from "../support/db.js";
+import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { streamedReply } from "../support/fake-scenarios.js";
+import { type ServerProcess, startServer } from "../support/server.js";
+import { createHook, getRun, type RunJson, until } from "./support.js";
+
+// Schedules: a hook with a cron pattern fires by itself, skips a tick (and records it) while its
+// previous scheduled run is still going, and fires each tick once however many servers run.
+
+interface Delivery {
+  delivery_id: string;
+  source: string;
+  outcome: string;
+  detail: string | null;
+  run_id: string | null;
+}
+
+async function deliveries(base: string, hook: string): Promise<Delivery[]> {
+  const res = await fetch(`${base}/v1/hooks/${hook}/deliveries?limit=100`);
+  return ((await res.json()) as { data: Delivery[] }).data.reverse();
+}
+
+const everySecond = {
+  verification: "bearer",
+  secret: "bearer-secret-0123456789",
+  prompt_template: "Heartbeat of {{hook}} at {{fire_time}}: anything to do?",
+  schedule: "* * * * * *",
+  timezone: "Europe/Berlin",
+};
+
+describe.each(BACKENDS)("schedules on %s", (backend) => {
+  let fake: FakeClaude;
+  let t: TestApp;
+  let scheduler: Scheduler;
+  let server: { url: string; close(): Promise<void> };
+
+  beforeAll(async () => {
+    // Each run takes about 2.5 s, so that an every-second schedule finds it busy.
+    fake = await fakeClaude(streamedReply(["Nothing ", "to ", "do."], { delayMs: 800 }));
+    t = await createTestApp(backend, { ...fake.bridgeEnv, AGENT_BRIDGE_SCHEDULE_TICK_MS: "200" });
+    ({ scheduler } = buildHookWorkers(t.deps));
+    scheduler.start();
+    server = await listen(t.app);
+  });
+  afterAll(async () => {
+    await scheduler.stop();
+    await server.close();
+    await t.close();
+    await fake.cleanup();
+  });
+
+  it("fires at each tick with the scheduled framing, skipping ticks while its run is going", async () => {
+    const hook = await createHook(server.url, { name: "heartbeat", ...everySecond });
+    expect(hook.next_fire_at).toEqual(expect.any(String));
+    const seen = await until(
+      async () => {
+        const all = await deliveries(server.url, "heartbeat");
+        const accepted = all.filter((d) => d.outcome === "accepted");
+        return accepted.length >= 2 && all.some((d) => d.outcome === "skipped") && all;
+      },
+      30_000,
+      "two scheduled runs and a skipped tick",
+    );
+    await fetch(`${server.url}/v1/hooks/heartbeat`, { method: "DELETE" });
+
+    for (const d of seen) {
+      expect(d.source).toBe("schedule");
+      expect(d.delivery_id).toMatch(/^schedule:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.000Z$/);
+    }
+    // Ticks a second apart, each once.
+    const times = seen.map((d) => Date.parse(d.delivery_id.slice("schedule:".length)));
+    for (let i = 1; i < times.length; i++) expect(times[i]).toBe((times[i - 1] ?? 0) + 1000);
+
+    const skipped = seen.find((d) => d.outcome === "skipped");
+    expect(skipped?.run_id).toBeNull();
+    expect(skipped?.detail).toMatch(/previous scheduled run .* was still going/);
+
+    const accepted = seen.filter((d) => d.outcome === "accepted");
+    const runs: RunJson[] = [];
+    for (const d of accepted) runs.push(await getRun(server.url, d.run_id ?? ""));
+    const [firstRun] = runs;
+    const fireTime = accepted[0]?.delivery_id.slice("schedule:".length);
+    expect(firstRun).toMatchObject({
+      trigger: "schedule",
+      prompt: `Heartbeat of heartbeat at ${fireTime}: anything to do?`,
+    });
+    expect(firstRun?.system_prompt).toContain("scheduled invocation");
+    expect(firstRun?.system_prompt).toContain("Nobody is listening");
+    expect(firstRun?.system_prompt).toContain(`fired at ${fireTime}`);
+    expect(firstRun?.system_prompt).toContain("Europe/Berlin");
+    // Without a session key, every tick is a new session.
+    expect(new Set(runs.map((r) => r.session_id)).size).toBe(runs.length);
+  });
+
+  it("refuses a schedule that is not a cron pattern, or a time zone that does not exist", async () => {
+    const bad = async (body: Record<string, unknown>) =>
+      fetch(`${server.url}/v1/hooks`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ name: "bad", ...everySecond, ...body }),
+      });
+    const pattern = await bad({ schedule: "every minute" });
+    expect(pattern.status).toBe(400);
+    expect((await pattern.json()).errors[0].path).toBe("schedule");
+    const zone = await bad({ timezone: "Mars/Olympus" });
+    expect(zone.status).toBe(400);
+  });
+});
+
+describe.skipIf(!process.env.TEST_DATABASE_URL)("two servers on one Postgres", () => {
+  const servers: ServerProcess[] = [];
+  let fake: FakeClaude;
+  let drop: () => Promise<void>;
+  afterAll(async () => {
+    for (const s of servers) await s.stop("SIGKILL");
+    await fake?.cleanup();
+    await drop?.();
+  });
+
+  it("fire each tick once", async () => {
+    fake = await fakeClaude(streamedReply(["ok"]));
+    const database = await createServerDatabase();
+    drop = database.drop;
+    const env = {
+      DATABASE_URL: database.url,
+      ...fake.bridgeEnv,
+      AGENT_BRIDGE_SCHEDULE_TICK_MS: "100",
+    };
+    servers.push(await startServer(env), await startServer(env));
+    const [a, b] = servers;
+    if (!a || !b) throw new Error("two servers expected");
+    await createHook(a.url, { name: "both", ...everySecond, schedule: "*/2 * * * * *" });
+    await until(
+      async () =>
+        (await deliveries(b.url, "both")).filter((d) => d.outcome === "accepted").length >= 3,
+      30_000,
+      "three ticks",
+    );
+    // Unscheduled (not deleted, so that its deliveries stay listed); a pass under way may end.
+    const { schedule: _, timezone: __, ...unscheduled } = everySecond;
+    const put = await fetch(`${b.url}/v1/hooks/both`, {
+      method: "PUT",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(unscheduled),
+    });
+    expect(put.status).toBe(200);
+    await new Promise((r) => setTimeout(r, 1000));
+    const list = await deliveries(a.url, "both");
+    const ticks = list.map((d) => d.delivery_id);
+    expect(new Set(ticks).size).toBe(ticks.length);
+    const times = ticks.map((id) => Date.parse(id.slice("schedule:".length)));
+    for (let i = 1; i < times.length; i++) expect(times[i]).toBe((times[i - 1] ?? 0) + 2000);
+    // One CLI process per accepted tick, over both servers.
+    await until(async () => {
+      const runs = await Promise.all(
+        list.map((d) => (d.run_id ? getRun(a.url, d.run_id) : undefined)),
+      );
+      return runs.every((r) => !r || !["queued", "running"].includes(r.status));
+    });
+    const accepted = list.filter((d) => d.outcome === "accepted").length;
+    expect((await fake.invocations()).length).toBe(accepted);
+    // Each tick was fired (and logged) by one of the two, never both.
+    const fired = (s: ServerProcess) => s.output().match(/"msg":"schedule fired"/g)?.length ?? 0;
+    expect(fired(a) + fired(b)).toBe(list.length);
+  });
+});
