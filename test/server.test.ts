@@ -1,8 +1,11 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { getTableName, is } from "drizzle-orm";
+import { PgTable } from "drizzle-orm/pg-core";
 import postgres from "postgres";
 import { afterAll, describe, expect, it } from "vitest";
+import * as schema from "../src/store/schema.js";
 import { createServerDatabase } from "./support/db.js";
 import { runServerToExit, startServer } from "./support/server.js";
 
@@ -57,13 +60,12 @@ describe("the service process", () => {
         const tables =
           await sql`select table_name from information_schema.tables where table_schema = 'public'`;
         await sql.end();
-        expect(tables.map((t) => t.table_name).sort()).toEqual([
-          "api_keys",
-          "run_events",
-          "runs",
-          "sessions",
-          "worktrees",
-        ]);
+        // Every table of the schema, and nothing else.
+        const expected = Object.values(schema)
+          .filter((t) => is(t, PgTable))
+          .map((t) => getTableName(t))
+          .sort();
+        expect(tables.map((t) => t.table_name).sort()).toEqual(expected);
 
         const second = await startServer({ DATABASE_URL: databaseUrl });
         try {
