@@ -1,0 +1,444 @@
+import { randomBytes } from "node:crypto";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import { join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import postgres from "postgres";
+import { useApiKey } from "./client.js";
+import {
+  activeRuns,
+  bigLine,
+  concurrency,
+  firstEvent,
+  idleSubscribers,
+  median,
+  type RelaySample,
+  relay,
+  replay,
+  restRss,
+  type Server,
+  sequentialRuns,
+  warmUp,
+} from "./scenarios.js";
+import { startBenchServer } from "./server.js";
+import { type Transcripts, writeTranscripts } from "./transcripts.js";
+
+// `npm run bench`: the measurements of issue 9 against the real server process, on PGlite and,
+// when DATABASE_URL is set, on a fresh database of that Postgres server (dropped afterwards).
+// Prints a table and writes bench/results/<date>.json. Options:
+//   --only relay,first,concurrency,memory,bigline,replay   a subset (replay needs relay)
+//   --backend pglite|postgres                              one back-end only
+//   --profile                                              the server runs with --cpu-prof
+//                                                          (profiles in bench/results/profiles)
+
+const SIZES = {
+  repeats: 3,
+  /** The longer rounds (paced concurrency, 1 000 subscribers) run fewer times, for the time budget. */
+  longRepeats: 2,
+  firstEventRepeats: 11,
+  relay: (process.env.BENCH_RELAY ?? "10000,100000").split(",").map(Number),
+  concurrentRuns: 50,
+  concurrentDeltas: 2_000,
+  /**
+   * Lines per second per run in the paced rounds (10 000 a second over the 50 runs): about twice
+   * what a fast model streams, and within what this bridge sustains on a 2-core machine, so the
+   * latency measured is the bridge's and not a queue's.
+   */
+  pacedRate: 200,
+  activeRuns: 20,
+  subscribers: 1_000,
+  sequentialRuns: 1_000,
+  bigLineBytes: 64 * 1024 * 1024,
+  replayFrom: 50_000,
+} as const;
+
+const TARGETS = {
+  relayEventsPerSec: 100_000,
+  relayRatio: 2,
+  firstEventOverFloorMs: 15,
+  p99Ms: 50,
+  subscriberBytes: 64 * 1024,
+  /** Growth over the second half of the sequential runs counted as a leak. */
+  leakBytes: 2 * 1024 * 1024,
+  bigLineRatio: 2,
+  bigLinePeakFactor: 4,
+  replayMs: 1_000,
+};
+
+const root = resolve(import.meta.dirname, "..");
+const bin = join(root, "bench", "fake-cli.sh");
+
+const { values: args } = parseArgs({
+  options: {
+    only: { type: "string" },
+    backend: { type: "string" },
+    profile: { type: "boolean", default: false },
+  },
+});
+const only = new Set((args.only ?? "relay,first,concurrency,memory,bigline,replay").split(","));
+const wanted = (name: string) => only.has(name);
+
+type Backend = "pglite" | "postgres";
+const databaseUrl = process.env.DATABASE_URL;
+const backends: Backend[] = (databaseUrl ? ["pglite", "postgres"] : ["pglite"]).filter(
+  (b): b is Backend => !args.backend || args.backend === b,
+) as Backend[];
+
+/** A fresh database on the DATABASE_URL server; `drop` removes it. */
+async function freshDatabase(url: string) {
+  const name = `agent_bridge_bench_${randomBytes(5).toString("hex")}`;
+  const admin = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    await admin.unsafe(`create database ${name}`);
+  } finally {
+    await admin.end();
+  }
+  const dbUrl = new URL(url);
+  dbUrl.pathname = `/${name}`;
+  return {
+    url: dbUrl.toString(),
+    drop: async () => {
+      const sql = postgres(url, { max: 1, onnotice: () => {} });
+      try {
+        await sql.unsafe(`drop database if exists ${name} with (force)`);
+      } finally {
+        await sql.end();
+      }
+    },
+  };
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: results are plain JSON of many shapes
+type Results = Record<string, any>;
+
+async function benchBackend(backend: Backend, transcripts: Transcripts, tmp: string) {
+  const dataDir = join(tmp, `data-${backend}`);
+  const database =
+    backend === "postgres" && databaseUrl ? await freshDatabase(databaseUrl) : undefined;
+  const profileDir = join(root, "bench", "results", "profiles");
+  if (args.profile) mkdirSync(profileDir, { recursive: true });
+  const memoryFile = join(tmp, `memory-${backend}.json`);
+  const apiKey = `ab_${randomBytes(32).toString("base64url")}`;
+  useApiKey(apiKey);
+  const proc = await startBenchServer(
+    {
+      LOG_LEVEL: "warn",
+      // Keys on, as in production, with the per-key limits out of the way of the bench's load.
+      AGENT_BRIDGE_API_KEY: apiKey,
+      BENCH_MEMORY_FILE: memoryFile,
+      AGENT_BRIDGE_RATE_LIMIT_PER_MINUTE: "1000000",
+      AGENT_BRIDGE_MAX_RUNS_PER_KEY: "1000",
+      AGENT_BRIDGE_DATA_DIR: dataDir,
+      ...(database ? { DATABASE_URL: database.url } : {}),
+      AGENT_BRIDGE_CLAUDE_BIN: bin,
+      AGENT_BRIDGE_MAX_CONCURRENT_RUNS: "100",
+      AGENT_BRIDGE_MAX_QUEUED_RUNS: "100",
+      AGENT_BRIDGE_CLAUDE_MAX_LINE_BYTES: String(2 * SIZES.bigLineBytes),
+    },
+    [
+      "--expose-gc",
+      "--import",
+      join(root, "bench", "gc-probe.mjs"),
+      ...(args.profile ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] : []),
+    ],
+  );
+  const server: Server = {
+    url: proc.url,
+    pid: proc.child.pid ?? 0,
+    bin,
+    transcripts,
+    memoryFile,
+  };
+  const out: Results = {};
+  // How long each step took, so that the sizes can be kept within the time budget.
+  const steps: Record<string, number> = {};
+  let current: { name: string; at: number } | undefined;
+  const step = (name?: string) => {
+    if (current) steps[current.name] = Math.round(performance.now() - current.at) / 1000;
+    current = name ? { name, at: performance.now() } : undefined;
+    if (name) process.stderr.write(`[${backend}] ${name}…\n`);
+  };
+  out.steps = steps;
+  try {
+    step("warm-up");
+    await warmUp(server);
+    out.restRss = await restRss(server);
+    // Measured first, while little garbage of earlier steps is left to be freed meanwhile.
+    if (wanted("memory")) {
+      step("memory: active runs");
+      out.activeRuns = await activeRuns(server, SIZES.activeRuns, SIZES.repeats);
+      step("memory: idle subscribers");
+      out.idleSubscribers = await idleSubscribers(server, SIZES.subscribers, SIZES.longRepeats);
+    }
+    if (wanted("first")) {
+      step("first event");
+      out.firstEvent = await firstEvent(server, SIZES.firstEventRepeats);
+    }
+    let lastBig: RelaySample | undefined;
+    if (wanted("relay") || wanted("replay")) {
+      out.relay = {};
+      for (const n of SIZES.relay) {
+        step(`relay ${n}`);
+        out.relay[n] = await relay(server, n, SIZES.repeats);
+        lastBig = out.relay[n].at(-1);
+      }
+    }
+    if (wanted("replay") && lastBig) {
+      step("replay");
+      const total = Math.max(...SIZES.relay) + 2;
+      out.replay = await replay(server, lastBig.runId, SIZES.replayFrom, total, SIZES.repeats);
+    }
+    if (wanted("bigline")) {
+      step("64 MB line");
+      out.bigLine = await bigLine(server, SIZES.repeats);
+    }
+    if (wanted("concurrency")) {
+      const { concurrentRuns: runs, concurrentDeltas: deltas } = SIZES;
+      step(`concurrency ${runs} x ${deltas}, as fast as the pipe`);
+      out.concurrencyBurst = await concurrency(server, runs, deltas, 0, SIZES.repeats);
+      step(`concurrency ${runs} x ${deltas}, ${SIZES.pacedRate} lines/s per run`);
+      out.concurrencyPaced = await concurrency(
+        server,
+        runs,
+        deltas,
+        SIZES.pacedRate,
+        SIZES.longRepeats,
+      );
+    }
+    if (wanted("memory")) {
+      step(`memory: ${SIZES.sequentialRuns} sequential runs`);
+      out.sequential = await sequentialRuns(server, SIZES.sequentialRuns);
+    }
+    step();
+  } catch (err) {
+    process.stderr.write(`server output:\n${proc.output().slice(-4000)}\n`);
+    throw err;
+  } finally {
+    await proc.stop();
+    await database?.drop();
+  }
+  return out;
+}
+
+// --- summary -------------------------------------------------------------------------------
+
+const med = <T>(xs: T[] | undefined, f: (x: T) => number) => (xs ? median(xs.map(f)) : undefined);
+const num = (x: number, digits = 0) =>
+  x.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
+const ms = (x: number) => `${num(x, x < 10 ? 2 : 1)} ms`;
+const kb = (x: number) => `${num(x / 1024, 1)} KB`;
+const mb = (x: number) => `${num(x / 1024 / 1024, 1)} MB`;
+const mark = (ok: boolean) => (ok ? " ✓" : " ✗");
+
+interface Row {
+  measure: string;
+  target: string;
+  cell: (r: Results) => { text: string; ok?: boolean } | undefined;
+}
+
+const rows: Row[] = [
+  ...SIZES.relay.flatMap((n): Row[] => [
+    {
+      measure: `relay ${num(n)} lines: events/s (floor lines/s)`,
+      target: `≥ ${num(TARGETS.relayEventsPerSec)}`,
+      cell: (r) => {
+        const v = med(r.relay?.[n] as RelaySample[], (s) => s.eventsPerSec);
+        const f = med(r.relay?.[n] as RelaySample[], (s) => s.floorLinesPerSec);
+        if (v === undefined || f === undefined) return undefined;
+        return { text: `${num(v)} (${num(f)})`, ok: v >= TARGETS.relayEventsPerSec };
+      },
+    },
+    {
+      measure: `relay ${num(n)} lines: time, bridge / floor`,
+      target: `≤ ${TARGETS.relayRatio}x`,
+      cell: (r) => {
+        const b = med(r.relay?.[n] as RelaySample[], (s) => s.bridgeMs);
+        const f = med(r.relay?.[n] as RelaySample[], (s) => s.floorMs);
+        if (b === undefined || f === undefined) return undefined;
+        return {
+          text: `${num(b / f, 2)}x (${ms(b)} / ${ms(f)})`,
+          ok: b / f <= TARGETS.relayRatio,
+        };
+      },
+    },
+  ]),
+  {
+    measure: "first SSE byte (floor: spawn, first line)",
+    target: "",
+    cell: (r) => {
+      const b = med(r.firstEvent, (s: { firstByteMs: number }) => s.firstByteMs);
+      const f = med(r.firstEvent, (s: { floorMs: number }) => s.floorMs);
+      return b === undefined || f === undefined ? undefined : { text: `${ms(b)} (${ms(f)})` };
+    },
+  },
+  {
+    measure: "first text_delta, over the floor",
+    target: `≤ +${TARGETS.firstEventOverFloorMs} ms`,
+    cell: (r) => {
+      const b = med(r.firstEvent, (s: { firstDeltaMs: number }) => s.firstDeltaMs);
+      const f = med(r.firstEvent, (s: { floorMs: number }) => s.floorMs);
+      if (b === undefined || f === undefined) return undefined;
+      return {
+        text: `+${ms(b - f)} (${ms(b)})`,
+        ok: b - f <= TARGETS.firstEventOverFloorMs,
+      };
+    },
+  },
+  ...(["Burst", "Paced"] as const).flatMap((kind): Row[] => {
+    const label =
+      kind === "Burst"
+        ? `${SIZES.concurrentRuns} runs x ${num(SIZES.concurrentDeltas)}, as fast as the pipe`
+        : `${SIZES.concurrentRuns} runs x ${num(SIZES.concurrentDeltas)}, ${SIZES.pacedRate} lines/s each`;
+    const key = `concurrency${kind}`;
+    return [
+      {
+        measure: `${label}: events/s`,
+        target: "",
+        cell: (r) => {
+          const v = med(r[key], (s: { eventsPerSec: number }) => s.eventsPerSec);
+          return v === undefined ? undefined : { text: num(v) };
+        },
+      },
+      {
+        measure: `${label}: latency p50 / p99, all delivered in order`,
+        target: `p99 < ${TARGETS.p99Ms} ms`,
+        cell: (r) => {
+          const p50 = med(r[key], (s: { p50Ms: number }) => s.p50Ms);
+          const p99 = med(r[key], (s: { p99Ms: number }) => s.p99Ms);
+          if (p50 === undefined || p99 === undefined) return undefined;
+          return { text: `${ms(p50)} / ${ms(p99)}`, ok: p99 < TARGETS.p99Ms };
+        },
+      },
+    ];
+  }),
+  {
+    measure: "server RSS at rest",
+    target: "",
+    cell: (r) => (r.restRss === undefined ? undefined : { text: mb(r.restRss) }),
+  },
+  {
+    measure: `RSS per active run, its CLI aside (${SIZES.activeRuns} held open)`,
+    target: "",
+    cell: (r) => {
+      const v = med(r.activeRuns, (s: { perRunBytes: number }) => s.perRunBytes);
+      const h = med(r.activeRuns, (s: { perRunHeapBytes: number }) => s.perRunHeapBytes);
+      return v === undefined || h === undefined ? undefined : { text: `${kb(v)} (heap ${kb(h)})` };
+    },
+  },
+  {
+    measure: `RSS per idle SSE subscriber (${num(SIZES.subscribers)})`,
+    target: `< ${kb(TARGETS.subscriberBytes)}`,
+    cell: (r) => {
+      const v = med(r.idleSubscribers, (s: { perSubscriberBytes: number }) => s.perSubscriberBytes);
+      const h = med(
+        r.idleSubscribers,
+        (s: { perSubscriberHeapBytes: number }) => s.perSubscriberHeapBytes,
+      );
+      if (v === undefined || h === undefined) return undefined;
+      return { text: `${kb(v)} (heap ${kb(h)})`, ok: v < TARGETS.subscriberBytes };
+    },
+  },
+  {
+    measure: `RSS over ${num(SIZES.sequentialRuns)} sequential runs (0 / ½ / all)`,
+    target: `½ → all < ${mb(TARGETS.leakBytes)}`,
+    cell: (r) => {
+      const s = r.sequential as { runs: number; rss: number }[] | undefined;
+      if (!s) return undefined;
+      const first = s[0]?.rss ?? 0;
+      const half = s.find((x) => x.runs === SIZES.sequentialRuns / 2)?.rss ?? 0;
+      const last = s.at(-1)?.rss ?? 0;
+      return {
+        text: `${mb(first)} / ${mb(half)} / ${mb(last)}`,
+        ok: last - half < TARGETS.leakBytes,
+      };
+    },
+  },
+  {
+    measure: "64 MB line: bridge / JSON.parse",
+    target: `≤ ${TARGETS.bigLineRatio}x`,
+    cell: (r) => {
+      const b = med(r.bigLine, (s: { bridgeMs: number }) => s.bridgeMs);
+      const p = med(r.bigLine, (s: { parseMs: number }) => s.parseMs);
+      if (b === undefined || p === undefined) return undefined;
+      return { text: `${num(b / p, 2)}x (${ms(b)} / ${ms(p)})`, ok: b / p <= TARGETS.bigLineRatio };
+    },
+  },
+  {
+    measure: "64 MB line: peak RSS above rest (absolute)",
+    target: `< ${TARGETS.bigLinePeakFactor}x the line`,
+    cell: (r) => {
+      const peak = med(
+        r.bigLine,
+        (s: { peakRss: number; restRss: number }) => s.peakRss - s.restRss,
+      );
+      const abs = med(r.bigLine, (s: { peakRss: number }) => s.peakRss);
+      const line = r.bigLine?.[0]?.lineBytes as number | undefined;
+      if (peak === undefined || abs === undefined || !line) return undefined;
+      return {
+        text: `${num(peak / line, 2)}x: ${mb(peak)} (${mb(abs)})`,
+        ok: peak < TARGETS.bigLinePeakFactor * line,
+      };
+    },
+  },
+  {
+    measure: `replay from Last-Event-ID ${num(SIZES.replayFrom)} to the end`,
+    target: `< ${ms(TARGETS.replayMs)}`,
+    cell: (r) => {
+      const v = med(r.replay, (s: { ms: number }) => s.ms);
+      return v === undefined ? undefined : { text: ms(v), ok: v < TARGETS.replayMs };
+    },
+  },
+];
+
+function table(results: Partial<Record<Backend, Results>>): string {
+  const names = Object.keys(results) as Backend[];
+  const lines = [
+    `| measure | target | ${names.join(" | ")} |`,
+    `|---|---|${names.map(() => "---").join("|")}|`,
+  ];
+  for (const row of rows) {
+    const cells = names.map((b) => {
+      const c = row.cell(results[b] ?? {});
+      return c ? `${c.text}${c.ok === undefined ? "" : mark(c.ok)}` : "";
+    });
+    if (cells.every((c) => c === "")) continue;
+    lines.push(`| ${row.measure} | ${row.target} | ${cells.join(" | ")} |`);
+  }
+  return lines.join("\n");
+}
+
+// --- main ----------------------------------------------------------------------------------
+
+const machine = {
+  cpus: os.cpus().length,
+  cpu_model: os.cpus()[0]?.model ?? "unknown",
+  memory_bytes: os.totalmem(),
+  node: process.version,
+  platform: `${os.platform()} ${os.release()}`,
+  load_average_at_start: os.loadavg(),
+};
+const startedAt = new Date();
+const tmp = mkdtempSync(join(os.tmpdir(), "agent-bridge-bench-"));
+const results: Partial<Record<Backend, Results>> = {};
+try {
+  process.stderr.write("writing transcripts…\n");
+  const transcripts = await writeTranscripts(tmp, [...SIZES.relay], SIZES.bigLineBytes);
+  for (const backend of backends) results[backend] = await benchBackend(backend, transcripts, tmp);
+} finally {
+  rmSync(tmp, { recursive: true, force: true });
+}
+
+const seconds = (Date.now() - startedAt.getTime()) / 1000;
+const text = table(results);
+const header = `${machine.cpus} × ${machine.cpu_model}, ${mb(machine.memory_bytes)}, Node ${machine.node}, ${machine.platform}; load average at start ${machine.load_average_at_start.map((x) => x.toFixed(2)).join(" ")}`;
+process.stdout.write(
+  `\n${header}\nmedians of ${SIZES.repeats} (first event: ${SIZES.firstEventRepeats}; paced concurrency and subscribers: ${SIZES.longRepeats}); ${num(seconds, 0)} s in all\n\n${text}\n`,
+);
+const resultsDir = join(root, "bench", "results");
+mkdirSync(resultsDir, { recursive: true });
+const file = join(resultsDir, `${startedAt.toISOString().slice(0, 10)}.json`);
+writeFileSync(
+  file,
+  `${JSON.stringify({ started_at: startedAt.toISOString(), seconds, machine, sizes: SIZES, targets: TARGETS, table: text, results }, null, 2)}\n`,
+);
+process.stdout.write(`\nwritten to ${file}\n`);

@@ -1,0 +1,398 @@
+import { readFileSync } from "node:fs";
+import {
+  collectedMemory,
+  createSessions,
+  floorRun,
+  memoryOf,
+  now,
+  readSse,
+  requestJson,
+  resetPeak,
+  type SseResult,
+  sleep,
+} from "./client.js";
+import type { Transcripts } from "./transcripts.js";
+
+// One function per measurement of issue 9. Each returns the samples of every repetition; the
+// caller takes medians. A check that fails (an event lost, out of order, a run that did not
+// succeed) throws: a fast wrong answer is not a result.
+
+export interface Server {
+  url: string;
+  pid: number;
+  /** The fake CLI the server runs, spawned directly for the floors. */
+  bin: string;
+  transcripts: Transcripts;
+  /** Where the server writes its memory use when asked (see gc-probe.mjs). */
+  memoryFile: string;
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 ? (s[mid] ?? Number.NaN) : ((s[mid - 1] ?? 0) + (s[mid] ?? 0)) / 2;
+};
+
+export { median };
+
+function post(
+  server: Server,
+  sessionId: string,
+  prompt: string,
+  opts: Parameters<typeof readSse>[2] = {},
+) {
+  return readSse(server.url, `/v1/sessions/${sessionId}/messages`, {
+    method: "POST",
+    body: { text: prompt },
+    ...opts,
+  });
+}
+
+function expect(condition: boolean, what: string, res?: SseResult): asserts condition {
+  if (!condition)
+    throw new Error(`bench check failed: ${what}${res ? ` ${JSON.stringify(res)}` : ""}`);
+}
+
+function expectComplete(res: SseResult, events: number, what: string) {
+  expect(res.status === 200, `${what}: HTTP ${res.status}`, res);
+  expect(res.completionStatus === "succeeded", `${what}: completion ${res.completionStatus}`, res);
+  expect(res.events === events, `${what}: ${res.events} events, expected ${events}`, res);
+  expect(res.ordered && res.firstId === 1, `${what}: ids not 1..n in order`, res);
+}
+
+/** A few runs so that the JIT and the database caches are warm before anything is timed. */
+export async function warmUp(server: Server) {
+  const [session] = await createSessions(server.url, 1);
+  for (let i = 0; i < 10; i++) await post(server, session ?? "", `@${server.transcripts.small}`);
+  const first = server.transcripts.relay[10_000];
+  if (first) await post(server, session ?? "", `@${first}`);
+}
+
+export interface RelaySample {
+  bridgeMs: number;
+  floorMs: number;
+  events: number;
+  eventsPerSec: number;
+  floorLinesPerSec: number;
+  runId: string;
+}
+
+/** POST to the client's completion, against the fake piped into a bare JSON.parse consumer. */
+export async function relay(server: Server, deltas: number, reps: number): Promise<RelaySample[]> {
+  const path = server.transcripts.relay[deltas];
+  if (!path) throw new Error(`no transcript of ${deltas} deltas`);
+  const sessions = await createSessions(server.url, reps);
+  const samples: RelaySample[] = [];
+  for (const session of sessions) {
+    const floor = await floorRun(server.bin, `@${path}`);
+    const t0 = now();
+    const res = await post(server, session, `@${path}`);
+    const bridgeMs = res.endedAt - t0;
+    expectComplete(res, deltas + 2, `relay ${deltas}`);
+    samples.push({
+      bridgeMs,
+      floorMs: floor.totalMs,
+      events: res.events,
+      eventsPerSec: (res.events / bridgeMs) * 1000,
+      floorLinesPerSec: (floor.lines / floor.totalMs) * 1000,
+      runId: res.runId ?? "",
+    });
+  }
+  return samples;
+}
+
+export interface FirstEventSample {
+  firstByteMs: number;
+  firstDeltaMs: number;
+  floorMs: number;
+}
+
+/** POST to the first SSE byte and to the first text_delta, against spawn-and-read-a-line. */
+export async function firstEvent(server: Server, reps: number): Promise<FirstEventSample[]> {
+  const sessions = await createSessions(server.url, reps);
+  const samples: FirstEventSample[] = [];
+  for (const session of sessions) {
+    const floor = await floorRun(server.bin, `@${server.transcripts.small}`, {
+      firstLineOnly: true,
+    });
+    const t0 = now();
+    const res = await post(server, session, `@${server.transcripts.small}`);
+    expectComplete(res, 7, "first event");
+    samples.push({
+      firstByteMs: (res.firstByteAt ?? Number.NaN) - t0,
+      firstDeltaMs: (res.firstDeltaAt ?? Number.NaN) - t0,
+      floorMs: floor.firstLineMs,
+    });
+  }
+  return samples;
+}
+
+export interface ConcurrencySample {
+  eventsPerSec: number;
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
+  events: number;
+  wallMs: number;
+}
+
+/**
+ * `runs` runs at once, `deltas` stamped deltas each (`rate` lines/s per run, 0 = as fast as the
+ * pipe takes them). Latency of an event: its arrival at the client minus the fake's write stamp.
+ */
+export async function concurrency(
+  server: Server,
+  runs: number,
+  deltas: number,
+  rate: number,
+  reps: number,
+): Promise<ConcurrencySample[]> {
+  const samples: ConcurrencySample[] = [];
+  for (let r = 0; r < reps; r++) {
+    const sessions = await createSessions(server.url, runs);
+    const latencies = new Float64Array(runs * deltas);
+    let n = 0;
+    const t0 = now();
+    const results = await Promise.all(
+      sessions.map((session) => {
+        let expected = 0;
+        let inOrder = true;
+        return post(server, session, `!stamped ${deltas} ${rate}`, {
+          onEvent: (event, at) => {
+            if (event.type !== "text_delta") return;
+            const text = (JSON.parse(event.data) as { text: string }).text;
+            const sep = text.indexOf("@");
+            if (Number(text.slice(0, sep)) !== expected++) inOrder = false;
+            latencies[n++] = performance.timeOrigin + at - Number(text.slice(sep + 1, -1));
+          },
+        }).then((res) => ({ res, inOrder, deltas: expected }));
+      }),
+    );
+    for (const { res, inOrder, deltas: got } of results) {
+      expectComplete(res, deltas + 2, "concurrency");
+      expect(inOrder && got === deltas, `concurrency: deltas out of order or lost (${got})`, res);
+    }
+    const wallMs = Math.max(...results.map((r) => r.res.endedAt)) - t0;
+    const sorted = latencies.subarray(0, n).sort();
+    const events = results.reduce((sum, r) => sum + r.res.events, 0);
+    samples.push({
+      eventsPerSec: (events / wallMs) * 1000,
+      p50Ms: sorted[Math.floor(n * 0.5)] ?? Number.NaN,
+      p99Ms: sorted[Math.floor(n * 0.99)] ?? Number.NaN,
+      maxMs: sorted[n - 1] ?? Number.NaN,
+      events,
+      wallMs,
+    });
+  }
+  return samples;
+}
+
+export interface ReplaySample {
+  ms: number;
+  events: number;
+}
+
+/** Reconnects to a finished run with `Last-Event-ID`, timing the request to the last event. */
+export async function replay(
+  server: Server,
+  runId: string,
+  lastEventId: number,
+  total: number,
+  reps: number,
+): Promise<ReplaySample[]> {
+  const samples: ReplaySample[] = [];
+  for (let r = 0; r < reps; r++) {
+    const t0 = now();
+    const res = await readSse(server.url, `/v1/runs/${runId}/events`, {
+      headers: { "last-event-id": String(lastEventId) },
+    });
+    expect(res.completionStatus === "succeeded", "replay: no completion", res);
+    expect(res.firstId === lastEventId + 1 && res.ordered, "replay: wrong ids", res);
+    expect(res.events === total - lastEventId, `replay: ${res.events} events`, res);
+    samples.push({ ms: res.endedAt - t0, events: res.events });
+  }
+  return samples;
+}
+
+export interface BigLineSample {
+  bridgeMs: number;
+  parseMs: number;
+  floorMs: number;
+  lineBytes: number;
+  peakRss: number;
+  restRss: number;
+  peakFromProc: boolean;
+}
+
+/** A transcript holding one huge tool_result line: the bridge against JSON.parse of that line. */
+export async function bigLine(server: Server, reps: number): Promise<BigLineSample[]> {
+  const path = server.transcripts.bigLine;
+  const lines = readFileSync(path, "utf8").split("\n");
+  const line = lines.reduce((a, b) => (b.length > a.length ? b : a), "");
+  const lineBytes = Buffer.byteLength(line);
+  const sessions = await createSessions(server.url, reps);
+  const samples: BigLineSample[] = [];
+  for (const session of sessions) {
+    const p0 = now();
+    JSON.parse(line);
+    const parseMs = now() - p0;
+    const floor = await floorRun(server.bin, `@${path}`);
+    await sleep(200);
+    const restRss = memoryOf(server.pid).rss;
+    const peakFromProc = resetPeak(server.pid);
+    // Where the peak cannot be reset, sample RSS instead (may miss a short spike).
+    let polled = restRss;
+    const poll = setInterval(() => {
+      polled = Math.max(polled, memoryOf(server.pid).rss);
+    }, 5);
+    const t0 = now();
+    const res = await post(server, session, `@${path}`);
+    clearInterval(poll);
+    // run_started, the Read status, 10 deltas, completion
+    expectComplete(res, 13, "64 MB line");
+    samples.push({
+      bridgeMs: res.endedAt - t0,
+      parseMs,
+      floorMs: floor.totalMs,
+      lineBytes,
+      peakRss: peakFromProc ? memoryOf(server.pid).peak : polled,
+      restRss,
+      peakFromProc,
+    });
+  }
+  return samples;
+}
+
+/**
+ * Memory after the server has been idle a moment and has collected its garbage: RSS, and the
+ * JavaScript heap plus buffers, which (unlike RSS) the allocator's caching does not blur.
+ */
+async function settled(server: Server): Promise<{ rss: number; heap: number }> {
+  await sleep(300);
+  const m = await collectedMemory(server.pid, server.memoryFile);
+  return { rss: m.rss, heap: m.heapUsed + m.external };
+}
+
+export async function restRss(server: Server): Promise<number> {
+  return (await settled(server)).rss;
+}
+
+export interface ActiveRunSample {
+  perRunBytes: number;
+  perRunHeapBytes: number;
+  runs: number;
+}
+
+/** Server RSS per active run (its CLI process excluded): runs held open, then cancelled. */
+export async function activeRuns(
+  server: Server,
+  count: number,
+  reps: number,
+): Promise<ActiveRunSample[]> {
+  const samples: ActiveRunSample[] = [];
+  for (let r = 0; r < reps; r++) {
+    const before = await settled(server);
+    const ids: string[] = [];
+    const streams = await holdRuns(server, count, ids);
+    const after = await settled(server);
+    await Promise.all(ids.map((id) => requestJson(server.url, "POST", `/v1/runs/${id}/cancel`)));
+    for (const res of await Promise.all(streams)) {
+      expect(res.completionStatus === "cancelled", "held run not cancelled", res);
+    }
+    samples.push({
+      perRunBytes: (after.rss - before.rss) / count,
+      perRunHeapBytes: (after.heap - before.heap) / count,
+      runs: count,
+    });
+  }
+  return samples;
+}
+
+/** Starts runs whose CLI holds (one delta, then silence); resolves once each client has it. */
+async function holdRuns(server: Server, count: number, ids: string[]) {
+  const sessions = await createSessions(server.url, count);
+  const started: Promise<void>[] = [];
+  const streams: Promise<SseResult>[] = [];
+  for (const session of sessions) {
+    let seen = () => {};
+    started.push(new Promise<void>((resolve) => (seen = resolve)));
+    streams.push(
+      post(server, session, "!hold", {
+        onEvent: (e) => {
+          if (e.type === "run_started") ids.push((JSON.parse(e.data) as { run_id: string }).run_id);
+          if (e.type === "text_delta") seen();
+        },
+      }),
+    );
+  }
+  await Promise.all(started);
+  return streams;
+}
+
+export interface SubscriberSample {
+  perSubscriberBytes: number;
+  perSubscriberHeapBytes: number;
+  subscribers: number;
+}
+
+/** Server RSS per idle SSE subscriber: many followers of one run whose CLI is silent. */
+export async function idleSubscribers(
+  server: Server,
+  count: number,
+  reps: number,
+): Promise<SubscriberSample[]> {
+  const samples: SubscriberSample[] = [];
+  for (let r = 0; r < reps; r++) {
+    const ids: string[] = [];
+    const [owner] = await holdRuns(server, 1, ids);
+    const runId = ids[0] ?? "";
+    const before = await settled(server);
+    const opened: Promise<void>[] = [];
+    const followers: Promise<SseResult>[] = [];
+    for (let i = 0; i < count; i++) {
+      let seen = () => {};
+      opened.push(new Promise<void>((resolve) => (seen = resolve)));
+      followers.push(
+        readSse(server.url, `/v1/runs/${runId}/events`, {
+          onEvent: (e) => {
+            if (e.type === "text_delta") seen();
+          },
+        }),
+      );
+      // Opened in small groups, as clients arrive, not as one burst of connects.
+      if (i % 100 === 99) await Promise.all(opened.slice(i - 99));
+    }
+    await Promise.all(opened);
+    const after = await settled(server);
+    await requestJson(server.url, "POST", `/v1/runs/${runId}/cancel`);
+    for (const res of await Promise.all([...followers, owner as Promise<SseResult>])) {
+      expect(res.completionStatus === "cancelled", "follower did not see the cancel", res);
+    }
+    samples.push({
+      perSubscriberBytes: (after.rss - before.rss) / count,
+      perSubscriberHeapBytes: (after.heap - before.heap) / count,
+      subscribers: count,
+    });
+  }
+  return samples;
+}
+
+export interface LeakSample {
+  runs: number;
+  rss: number;
+  heap: number;
+}
+
+/** RSS along `total` sequential runs of one session (after a warm-up of its own). */
+export async function sequentialRuns(server: Server, total: number): Promise<LeakSample[]> {
+  const [session = ""] = await createSessions(server.url, 1);
+  const prompt = `@${server.transcripts.small}`;
+  for (let i = 0; i < 50; i++) await post(server, session, prompt);
+  const samples: LeakSample[] = [{ runs: 0, ...(await settled(server)) }];
+  for (let i = 1; i <= total; i++) {
+    const res = await post(server, session, prompt);
+    expectComplete(res, 7, "sequential run");
+    if (i % (total / 4) === 0) samples.push({ runs: i, ...(await settled(server)) });
+  }
+  return samples;
+}

@@ -1,0 +1,60 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
+import { resolve } from "node:path";
+import { freePort } from "../test/support/server.js";
+
+// The server as `npm start` runs it (one Node process, so its pid is the server's own), with
+// room for extra Node flags such as --cpu-prof, which NODE_OPTIONS does not accept.
+
+const root = resolve(import.meta.dirname, "..");
+
+export interface BenchServer {
+  url: string;
+  child: ChildProcess;
+  output(): string;
+  stop(): Promise<void>;
+}
+
+export async function startBenchServer(
+  env: Record<string, string>,
+  nodeFlags: string[] = [],
+): Promise<BenchServer> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [...nodeFlags, "--import", "tsx", "src/index.ts"], {
+    cwd: root,
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      ...env,
+      PORT: String(port),
+      HOST: "127.0.0.1",
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  const keep = (d: Buffer) => {
+    output = (output + d.toString()).slice(-20_000);
+  };
+  child.stdout?.on("data", keep);
+  child.stderr?.on("data", keep);
+  const exited = once(child, "exit");
+  const url = `http://127.0.0.1:${port}`;
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+    await exited;
+  };
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null)
+      throw new Error(`server exited with ${child.exitCode}:\n${output}`);
+    try {
+      if ((await fetch(`${url}/healthz`)).status === 200)
+        return { url, child, output: () => output, stop };
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  await stop();
+  throw new Error(`server not ready within 60 s:\n${output}`);
+}
