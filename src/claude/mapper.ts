@@ -1,4 +1,9 @@
-import type { BridgeEvent, CompletionEvent, CompletionStatusValue, Usage } from "../events.js";
+import {
+  type BridgeEvent,
+  bareCompletion,
+  type CompletionEvent,
+  type CompletionStatusValue,
+} from "../events.js";
 import { ASK_USER_QUESTION, toolKind, toolStatusMessage } from "./tools.js";
 
 // Turns the CLI's stream-json lines (already parsed) into BridgeEvents. Pure and synchronous:
@@ -123,17 +128,6 @@ function runCost(line: Json): number {
   return typeof total === "number" && Number.isFinite(total) ? total : 0;
 }
 
-function zeroUsage(): Usage {
-  return {
-    input_tokens: 0,
-    output_tokens: 0,
-    cache_read_tokens: 0,
-    cache_creation_tokens: 0,
-    num_turns: 0,
-    duration_api_ms: 0,
-  };
-}
-
 export class StreamMapper {
   private readonly maxToolResultChars: number;
   private readonly elapsedMs: () => number;
@@ -204,14 +198,8 @@ export class StreamMapper {
   failure(status: CompletionStatusValue, error: string, durationMs: number): CompletionEvent {
     this.finished = true;
     return {
-      type: "completion",
-      status,
-      is_error: status !== "succeeded",
-      result: null,
-      error,
-      cost_usd: 0,
+      ...bareCompletion(status, error),
       duration_ms: Math.max(0, Math.round(durationMs)),
-      usage: zeroUsage(),
       claude_session_id: this.sessionId,
       last_message_uuid: this.lastMessageUuid,
     };

@@ -2,7 +2,7 @@ import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
 import { stat } from "node:fs/promises";
 import type { BridgeEvent, CompletionEvent } from "../events.js";
 import { type Logger, silentLogger } from "../log.js";
-import { buildClaudeArgs, userMessageLine } from "./command.js";
+import { buildClaudeArgs, type CommandInput, userMessageLine } from "./command.js";
 import { answerControlRequest } from "./control.js";
 import {
   ClaudeCancelledError,
@@ -18,7 +18,6 @@ import {
 } from "./errors.js";
 import { NdjsonReader } from "./framer.js";
 import { StreamMapper } from "./mapper.js";
-import type { Effort, PermissionMode } from "./options.js";
 import { ByteTail, terminateGroup } from "./process.js";
 
 // Runs one `claude -p` for one message and yields its BridgeEvents, ending with exactly one
@@ -27,15 +26,9 @@ import { ByteTail, terminateGroup } from "./process.js";
 // the group is then terminated (SIGTERM, `killGraceMs`, SIGKILL). The same happens on timeout,
 // stall, cancel, and when the consumer stops iterating early.
 
-export interface RunRequest {
+/** One message to the CLI: the command's options, plus the prompt (stdin) and where to run. */
+export interface RunRequest extends CommandInput {
   prompt: string;
-  claudeSessionId: string;
-  resume: boolean;
-  worktree?: string;
-  permissionMode: PermissionMode;
-  effort?: Effort;
-  model?: string;
-  appendSystemPrompt?: string;
   cwd: string;
 }
 

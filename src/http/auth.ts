@@ -10,6 +10,10 @@ const unauthorized = (detail: string) =>
     headers: { "WWW-Authenticate": 'Bearer realm="agent-bridge"' },
   });
 
+/** `last_used_at` is kept to the minute: a request need not cost a write each. */
+const TOUCH_EVERY_MS = 60_000;
+const lastTouched = new Map<string, number>();
+
 /**
  * Every /v1 request names its key in `Authorization: Bearer <key>`. The key is looked up by its
  * hash, so the secret is never compared byte by byte against stored values.
@@ -30,7 +34,11 @@ export const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
     throw unauthorized("unknown or revoked API key");
   }
   c.set("principal", { keyId: row.id, name: row.name, admin: row.admin });
-  void touchKey(c.var.db, row.id).catch(() => {});
+  const now = Date.now();
+  if (now - (lastTouched.get(row.id) ?? 0) >= TOUCH_EVERY_MS) {
+    lastTouched.set(row.id, now);
+    void touchKey(c.var.db, row.id).catch(() => {});
+  }
   return next();
 };
 
