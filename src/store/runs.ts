@@ -232,17 +232,20 @@ export async function listEvents(
   runId: string,
   page: { view: "public" | "full"; after: number; limit: number },
 ): Promise<RunEventRow[]> {
-  const position = page.view === "full" ? runEvents.seq : runEvents.publicSeq;
-  return (
-    db
-      .select()
-      .from(runEvents)
-      .where(and(eq(runEvents.runId, runId), gt(position, page.after)))
-      // By the column filtered on (the same order: public_seq grows with seq), so that its index
-      // serves both; ordering by seq scanned the run's log from the start for every page.
-      .orderBy(asc(position))
-      .limit(page.limit)
-  );
+  // Both views read the primary key's range of the run from `seq > after`: an event's public_seq
+  // is never above its seq, so that bound skips what lies before without an index of its own.
+  return db
+    .select()
+    .from(runEvents)
+    .where(
+      and(
+        eq(runEvents.runId, runId),
+        gt(runEvents.seq, page.after),
+        page.view === "public" ? gt(runEvents.publicSeq, page.after) : undefined,
+      ),
+    )
+    .orderBy(asc(runEvents.seq))
+    .limit(page.limit);
 }
 
 export async function getCompletionEvent(

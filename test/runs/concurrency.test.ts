@@ -1,5 +1,7 @@
+import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { groupAlive } from "../../src/claude/process.js";
+import { runEvents } from "../../src/store/schema.js";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
@@ -151,13 +153,15 @@ describe.each(BACKENDS)("run concurrency on %s", (backend) => {
     expect((await reader.events()).at(-1)?.event).toBe("completion");
   });
 
-  it("deleting a session stops its active run first", async () => {
+  it("deleting a session stops its active run first, and takes its runs and events with it", async () => {
     const session = await newSession();
     const run = await (await postAsync(session.id)).json();
     await SseReader.of(await fetch(`${server.url}/v1/runs/${run.id}/events`)).events(2);
     const res = await fetch(`${server.url}/v1/sessions/${session.id}`, { method: "DELETE" });
     expect(res.status).toBe(204);
     expect((await fetch(`${server.url}/v1/runs/${run.id}`)).status).toBe(404);
+    const events = await t.database.db.select().from(runEvents).where(eq(runEvents.runId, run.id));
+    expect(events).toEqual([]);
     const [invocation] = (await fake.invocations()).filter((i) => i.args.includes(session.id));
     expect(invocation && (await groupAlive(invocation.pid))).toBe(false);
   });
