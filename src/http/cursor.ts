@@ -1,4 +1,4 @@
-import { z } from "zod";
+import { z } from "@hono/zod-openapi";
 import type { SessionKey } from "../store/sessions.js";
 import { ApiError } from "./errors.js";
 
@@ -25,3 +25,22 @@ export function decodeCursor(cursor: string): SessionKey {
     );
   }
 }
+
+/** `?limit=&cursor=` of every paged list. */
+export const PageQuery = z.strictObject({
+  limit: z.coerce
+    .number({ error: "expected a whole number from 1 to 100" })
+    .int({ error: "expected a whole number from 1 to 100" })
+    .min(1, { error: "expected a whole number from 1 to 100" })
+    .max(100, { error: "expected a whole number from 1 to 100" })
+    .default(20)
+    .openapi({ param: { name: "limit", in: "query" }, example: 20 }),
+  cursor: z
+    .string()
+    .max(200)
+    .optional()
+    .openapi({
+      param: { name: "cursor", in: "query" },
+      description: "`next_cursor` of the previous page.",
+    }),
+});

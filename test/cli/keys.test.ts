@@ -1,42 +1,16 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { createServerDatabase } from "../support/db.js";
+import { serverDatabases } from "../support/db.js";
 import { startServer } from "../support/server.js";
 import { runCli } from "./run-cli.js";
 
 // `agent-bridge keys …` works on the server's own database, with the server's configuration.
 
-const cleanups: (() => Promise<void> | void)[] = [];
-afterAll(async () => {
-  for (const cleanup of cleanups) await cleanup();
-});
-
-const databases: [string, () => Promise<Record<string, string>>][] = [
-  [
-    "pglite",
-    async () => {
-      const dir = mkdtempSync(join(tmpdir(), "agent-bridge-cli-keys-"));
-      cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-      return { AGENT_BRIDGE_DATA_DIR: dir };
-    },
-  ],
-];
-if (process.env.TEST_DATABASE_URL) {
-  databases.push([
-    "postgres",
-    async () => {
-      const { url, drop } = await createServerDatabase();
-      cleanups.push(drop);
-      return { DATABASE_URL: url };
-    },
-  ]);
-}
+const databases = serverDatabases();
+afterAll(() => databases.cleanup());
 
 describe("agent-bridge keys next to a running server", () => {
   it("refuses to open the embedded database the server holds, and says why", async () => {
-    const env = await databases[0]?.[1]();
+    const env = await databases.targets[0]?.[1]();
     const server = await startServer({ ...env, AGENT_BRIDGE_AUTH: "keys" });
     try {
       const res = await runCli(["keys", "list"], env);
@@ -48,7 +22,7 @@ describe("agent-bridge keys next to a running server", () => {
   });
 });
 
-describe.each(databases)("agent-bridge keys on %s", (_name, database) => {
+describe.each(databases.targets)("agent-bridge keys on %s", (_name, database) => {
   it("creates a key the server accepts, lists it without its secret, and revokes it", async () => {
     const env = await database();
     const created = await runCli(["keys", "create", "--name", "ci", "--admin"], env);

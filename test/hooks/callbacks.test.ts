@@ -1,11 +1,8 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildHookWorkers } from "../../src/app.js";
 import type { CallbackOutbox } from "../../src/hooks/outbox.js";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
-import { BACKENDS, createServerDatabase } from "../support/db.js";
+import { BACKENDS, serverDatabases } from "../support/db.js";
 import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
 import { streamedReply } from "../support/fake-scenarios.js";
 import { startServer } from "../support/server.js";
@@ -183,28 +180,10 @@ afterAll(async () => {
   for (const cleanup of cleanups.reverse()) await cleanup();
 });
 
-const targets: [string, () => Promise<Record<string, string>>][] = [
-  [
-    "pglite",
-    async () => {
-      const dir = mkdtempSync(join(tmpdir(), "agent-bridge-callbacks-"));
-      cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
-      return { AGENT_BRIDGE_DATA_DIR: dir };
-    },
-  ],
-];
-if (process.env.TEST_DATABASE_URL) {
-  targets.push([
-    "postgres",
-    async () => {
-      const { url, drop } = await createServerDatabase();
-      cleanups.push(drop);
-      return { DATABASE_URL: url };
-    },
-  ]);
-}
+const databases = serverDatabases();
+afterAll(() => databases.cleanup());
 
-describe.each(targets)("callbacks across a restart on %s", (_name, database) => {
+describe.each(databases.targets)("callbacks across a restart on %s", (_name, database) => {
   it("resumes after the server is killed, and stops after the 2xx", async () => {
     const fake = await fakeClaude(streamedReply(["Done."]));
     cleanups.push(fake.cleanup);

@@ -1,9 +1,6 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { groupAlive } from "../../src/claude/process.js";
-import { createServerDatabase } from "../support/db.js";
+import { serverDatabases } from "../support/db.js";
 import { fakeClaude } from "../support/fake-claude.js";
 import { longRun } from "../support/fake-scenarios.js";
 import { startServer } from "../support/server.js";
@@ -17,28 +14,10 @@ afterAll(async () => {
   for (const cleanup of cleanups) await cleanup();
 });
 
-const targets: [string, () => Promise<Record<string, string>>][] = [
-  [
-    "pglite",
-    async () => {
-      const dir = mkdtempSync(join(tmpdir(), "agent-bridge-restart-"));
-      cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
-      return { AGENT_BRIDGE_DATA_DIR: dir };
-    },
-  ],
-];
-if (process.env.TEST_DATABASE_URL) {
-  targets.push([
-    "postgres",
-    async () => {
-      const { url, drop } = await createServerDatabase();
-      cleanups.push(drop);
-      return { DATABASE_URL: url };
-    },
-  ]);
-}
+const databases = serverDatabases();
+afterAll(() => databases.cleanup());
 
-describe.each(targets)("restarts on %s", (_name, database) => {
+describe.each(databases.targets)("restarts on %s", (_name, database) => {
   it("a server killed with SIGKILL mid-run comes back with the run interrupted and the session free", async () => {
     const fake = await fakeClaude(longRun(60));
     cleanups.push(fake.cleanup);

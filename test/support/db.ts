@@ -1,4 +1,7 @@
 import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import postgres from "postgres";
 import { type DatabaseHandle, openDatabase } from "../../src/store/db.js";
 
@@ -56,6 +59,44 @@ export async function createServerDatabase(): Promise<{ url: string; drop: () =>
       } finally {
         await sql.end();
       }
+    },
+  };
+}
+
+/**
+ * The back-ends as a server process is configured for them: each call of a target's function
+ * makes a fresh embedded data dir or a fresh Postgres database and returns the env naming it.
+ * `cleanup` removes everything made.
+ */
+export function serverDatabases(): {
+  targets: [Backend, () => Promise<Record<string, string>>][];
+  cleanup(): Promise<void>;
+} {
+  const made: (() => Promise<void>)[] = [];
+  const targets: [Backend, () => Promise<Record<string, string>>][] = [
+    [
+      "pglite",
+      async () => {
+        const dir = mkdtempSync(join(tmpdir(), "agent-bridge-data-"));
+        made.push(async () => rmSync(dir, { recursive: true, force: true }));
+        return { AGENT_BRIDGE_DATA_DIR: dir };
+      },
+    ],
+  ];
+  if (serverUrl) {
+    targets.push([
+      "postgres",
+      async () => {
+        const { url, drop } = await createServerDatabase();
+        made.push(drop);
+        return { DATABASE_URL: url };
+      },
+    ]);
+  }
+  return {
+    targets,
+    cleanup: async () => {
+      for (const remove of made.splice(0)) await remove();
     },
   };
 }

@@ -1,5 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { requireAdmin } from "../../auth.js";
+import { PageQuery } from "../../cursor.js";
 import { problemResponses } from "../../errors.js";
 import {
   CreateHookBody,
@@ -9,7 +10,6 @@ import {
   HookDeliveryPage,
   HookList,
   HookName,
-  ListDeliveriesQuery,
   UpdateHookBody,
 } from "./hooks.schemas.js";
 
@@ -109,7 +109,7 @@ export const listHookDeliveries = createRoute({
   tags,
   summary: "List a hook's deliveries and ticks, newest first (admin)",
   middleware: [requireAdmin] as const,
-  request: { params, query: ListDeliveriesQuery },
+  request: { params, query: PageQuery },
   responses: {
     200: {
       description: "One page of deliveries",

@@ -217,24 +217,6 @@ export const DeliveryHeaders = z.object({
     .openapi({ param: { in: "header" }, description: "`bearer`: the event (optional)." }),
 });
 
-export const ListDeliveriesQuery = z.strictObject({
-  limit: z.coerce
-    .number({ error: "expected a whole number from 1 to 100" })
-    .int({ error: "expected a whole number from 1 to 100" })
-    .min(1, { error: "expected a whole number from 1 to 100" })
-    .max(100, { error: "expected a whole number from 1 to 100" })
-    .default(20)
-    .openapi({ param: { name: "limit", in: "query" }, example: 20 }),
-  cursor: z
-    .string()
-    .max(200)
-    .optional()
-    .openapi({
-      param: { name: "cursor", in: "query" },
-      description: "`next_cursor` of the previous page.",
-    }),
-});
-
 export function toHook(row: HookRow): z.infer<typeof Hook> {
   return {
     name: row.name,

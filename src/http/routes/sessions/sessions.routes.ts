@@ -1,9 +1,9 @@
 import { createRoute, z } from "@hono/zod-openapi";
+import { PageQuery } from "../../cursor.js";
 import { problemResponses } from "../../errors.js";
 import {
   CreateSessionBody,
   DeleteSessionQuery,
-  ListSessionsQuery,
   Session,
   SessionId,
   SessionPage,
@@ -39,7 +39,7 @@ export const listSessions = createRoute({
   operationId: "listSessions",
   tags,
   summary: "List sessions, newest first",
-  request: { query: ListSessionsQuery },
+  request: { query: PageQuery },
   responses: {
     200: {
       description: "One page of sessions",

@@ -95,24 +95,6 @@ export const Session = z
   .openapi("Session");
 export type Session = z.infer<typeof Session>;
 
-export const ListSessionsQuery = z.strictObject({
-  limit: z.coerce
-    .number({ error: "expected a whole number from 1 to 100" })
-    .int({ error: "expected a whole number from 1 to 100" })
-    .min(1, { error: "expected a whole number from 1 to 100" })
-    .max(100, { error: "expected a whole number from 1 to 100" })
-    .default(20)
-    .openapi({ param: { name: "limit", in: "query" }, example: 20 }),
-  cursor: z
-    .string()
-    .max(200)
-    .optional()
-    .openapi({
-      param: { name: "cursor", in: "query" },
-      description: "`next_cursor` of the previous page.",
-    }),
-});
-
 export const SessionPage = z
   .object({
     data: z.array(Session),
