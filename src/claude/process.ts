@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { readdir, readFile } from "node:fs/promises";
 import type { Logger } from "../log.js";
 
@@ -63,6 +64,23 @@ async function waitGone(pgid: number, ms: number): Promise<boolean> {
     if (left <= 0) return false;
     await sleep(Math.min(25, left));
   }
+}
+
+let boot: string | null | undefined;
+
+/**
+ * This boot of the machine (Linux's random boot id), so that a process group number recorded
+ * before a restart is only acted on when it cannot have been reused by a reboot; null elsewhere.
+ */
+export function bootId(): string | null {
+  if (boot === undefined) {
+    try {
+      boot = readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim() || null;
+    } catch {
+      boot = null;
+    }
+  }
+  return boot;
 }
 
 /** SIGTERM to the whole group, then SIGKILL to what is left after `graceMs`. */

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { Effort, PermissionMode } from "../claude/options.js";
-import { terminateGroup } from "../claude/process.js";
+import { bootId, terminateGroup } from "../claude/process.js";
 import { type RunnerConfig, runClaude } from "../claude/runner.js";
 import { bareCompletion, type CompletionEvent } from "../events.js";
 import type { Logger } from "../log.js";
@@ -344,7 +344,10 @@ export class RunManager {
     const { db, logger } = this.opts;
     const left = await store.unfinishedRuns(db);
     for (const row of left) {
-      if (row.pgid) await terminateGroup(row.pgid, this.opts.runner.killGraceMs, logger);
+      // Only a group of this boot can still be the CLI's; after a reboot the number is anyone's.
+      if (row.pgid && row.pgidBootId === bootId()) {
+        await terminateGroup(row.pgid, this.opts.runner.killGraceMs, logger);
+      }
       const last = await store.lastEventSeqs(db, row.id);
       const completion = bareCompletion(
         "interrupted",
@@ -425,7 +428,7 @@ export class RunManager {
         {
           ...this.opts.runner,
           logger: logger.child({ run_id: row.id }),
-          onSpawn: (pgid) => void store.setRunPgid(db, row.id, pgid).catch(() => {}),
+          onSpawn: (pgid) => void store.setRunPgid(db, row.id, pgid, bootId()).catch(() => {}),
         },
         run.abort.signal,
       );

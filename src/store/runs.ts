@@ -97,8 +97,8 @@ export async function markRunning(db: Database, id: string, startedAt: Date) {
   await db.update(runs).set({ status: "running", startedAt }).where(eq(runs.id, id));
 }
 
-export async function setRunPgid(db: Database, id: string, pgid: number | null) {
-  await db.update(runs).set({ pgid }).where(eq(runs.id, id));
+export async function setRunPgid(db: Database, id: string, pgid: number, bootId: string | null) {
+  await db.update(runs).set({ pgid, pgidBootId: bootId }).where(eq(runs.id, id));
 }
 
 /** Runs a previous process left unfinished (waiting for their session included). */
@@ -161,6 +161,7 @@ export async function finishRun(db: Database, run: RunRow, outcome: RunOutcome) 
       claudeSessionId: outcome.claudeSessionId,
       lastMessageUuid: outcome.lastMessageUuid,
       pgid: null,
+      pgidBootId: null,
     })
     .where(eq(runs.id, run.id));
   const [totals] = await db

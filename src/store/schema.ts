@@ -101,6 +101,8 @@ export const runs = pgTable(
     lastMessageUuid: text("last_message_uuid"),
     /** Process group of the CLI while it runs, so a restart can kill what a crash left behind. */
     pgid: integer("pgid"),
+    /** The boot the pgid belongs to: after a reboot the number may name someone else's group. */
+    pgidBootId: text("pgid_boot_id"),
     idempotencyKey: text("idempotency_key"),
     /** Hash of the request an idempotency key was first used with. */
     requestHash: text("request_hash"),

@@ -1,0 +1,1 @@
+ALTER TABLE "runs" ADD COLUMN "pgid_boot_id" text;

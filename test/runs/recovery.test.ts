@@ -1,0 +1,72 @@
+import { spawn } from "node:child_process";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { bootId, groupAlive, terminateGroup } from "../../src/claude/process.js";
+import * as runStore from "../../src/store/runs.js";
+import { createSession } from "../../src/store/sessions.js";
+import { createTestApp, type TestApp } from "../support/app.js";
+import { BACKENDS } from "../support/db.js";
+
+// Start-up recovery acts on the process group a dead server recorded only when that number can
+// still be its CLI's: recorded in this boot of the machine.
+
+/** A detached process group that stands in for a CLI left running. */
+function orphanGroup(): number {
+  const child = spawn("sleep", ["30"], { detached: true, stdio: "ignore" });
+  child.unref();
+  if (!child.pid) throw new Error("sleep did not start");
+  return child.pid;
+}
+
+describe.each(BACKENDS)("recovering runs on %s", (backend) => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp(backend);
+  });
+  afterAll(() => t.close());
+
+  async function unfinishedRun(pgid: number, boot: string | null) {
+    const db = t.database.db;
+    const session = await createSession(db, {
+      ownerKeyId: null,
+      workDir: null,
+      title: null,
+      permissionMode: "acceptEdits",
+      model: null,
+      effort: "high",
+      systemPrompt: null,
+      worktree: false,
+      metadata: {},
+    });
+    const run = await runStore.insertRun(db, {
+      sessionId: session.id,
+      trigger: "message",
+      prompt: "left behind",
+      systemPrompt: null,
+      idempotencyKey: null,
+      requestHash: null,
+    });
+    await runStore.markRunning(db, run.id, new Date());
+    await runStore.setRunPgid(db, run.id, pgid, boot);
+    return run;
+  }
+
+  it("kills the group a run of this boot left, and closes the run as interrupted", async () => {
+    const pgid = orphanGroup();
+    const run = await unfinishedRun(pgid, bootId());
+    await t.deps.runs.recover();
+    expect(await groupAlive(pgid)).toBe(false);
+    expect((await runStore.getRun(t.database.db, run.id))?.status).toBe("interrupted");
+  });
+
+  it("leaves alone a group number recorded in another boot, which may be anyone's now", async () => {
+    const pgid = orphanGroup();
+    try {
+      const run = await unfinishedRun(pgid, "a-boot-before-the-reboot");
+      await t.deps.runs.recover();
+      expect(await groupAlive(pgid)).toBe(true);
+      expect((await runStore.getRun(t.database.db, run.id))?.status).toBe("interrupted");
+    } finally {
+      await terminateGroup(pgid, 100);
+    }
+  });
+});
