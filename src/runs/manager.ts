@@ -95,10 +95,9 @@ export class RunManager {
     return this.inAdmissionOrder(session.id, () => this.admit(session, message));
   }
 
-  /** True while a run of the session is queued or running in this process. */
+  /** True while a run of the session is waiting, queued or running in this process. */
   isActive(sessionId: string): boolean {
-    for (const run of this.active.values()) if (run.session.id === sessionId) return true;
-    return false;
+    return this.holdsSession(sessionId) || this.waiting.has(sessionId);
   }
 
   /**

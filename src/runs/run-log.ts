@@ -1,7 +1,7 @@
 import { type BridgeEvent, PUBLIC_EVENT_TYPES } from "../events.js";
 import type { Logger } from "../log.js";
 import type { Database } from "../store/db.js";
-import { appendRunEvents, type NewRunEvent } from "../store/runs.js";
+import { appendEvents, type NewRunEvent } from "../store/runs.js";
 
 /**
  * An event with its place in the run's log: `seq` counts every event, `publicSeq` only those a
@@ -21,69 +21,10 @@ const MAX_BATCH = 500;
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 const RETRY_DELAYS_MS = [50, 250, 1000, 3000];
 
-type Row = NewRunEvent & { runId: string };
-
-/**
- * Writes the batches of every run on one database: those handed over while a statement is in
- * flight go out together in the next one, so fifty busy runs cost one insert at a time, not
- * fifty small ones (the bench's concurrency figures). A combined statement that fails is retried
- * run by run, so that one run's bad rows fail only that run.
- */
-class BatchWriter {
-  private waiting: { rows: Row[]; done: (err?: unknown) => void }[] = [];
-  private writing = false;
-
-  constructor(private readonly db: Database) {}
-
-  write(rows: Row[]): Promise<void> {
-    return new Promise((resolve, reject) => {
-      this.waiting.push({ rows, done: (err) => (err === undefined ? resolve() : reject(err)) });
-      if (!this.writing) void this.writeAll();
-    });
-  }
-
-  private async writeAll(): Promise<void> {
-    this.writing = true;
-    try {
-      while (this.waiting.length > 0) {
-        // Lets the other runs woken in this turn hand over their batches too.
-        await nextTurn();
-        const group = this.waiting;
-        this.waiting = [];
-        try {
-          await appendRunEvents(
-            this.db,
-            group.flatMap((g) => g.rows),
-          );
-          for (const g of group) g.done();
-        } catch (err) {
-          if (group.length === 1) group[0]?.done(err);
-          else
-            await Promise.all(
-              group.map((g) => appendRunEvents(this.db, g.rows).then(g.done, g.done)),
-            );
-        }
-      }
-    } finally {
-      this.writing = false;
-    }
-  }
-}
-
-const writers = new WeakMap<Database, BatchWriter>();
-const writerFor = (db: Database) => {
-  let writer = writers.get(db);
-  if (!writer) {
-    writer = new BatchWriter(db);
-    writers.set(db, writer);
-  }
-  return writer;
-};
-
 /**
  * The event log of one run in progress. Events are numbered, written to the database in
  * batches (whatever accumulated while the previous write was in flight, so a burst of deltas
- * costs a few round-trips, not one each; see BatchWriter), and only then reach subscribers: an
+ * costs a few round-trips, not one each), and only then reach subscribers: an
  * event a client has seen is always one the database has.
  */
 export class RunLog {
@@ -186,10 +127,10 @@ export class RunLog {
   }
 
   private async write(batch: SequencedEvent[]): Promise<boolean> {
-    const rows = batch.map((entry) => ({ runId: this.runId, ...toRow(entry) }));
+    const rows = batch.map(toRow);
     for (let attempt = 0; ; attempt++) {
       try {
-        await writerFor(this.db).write(rows);
+        await appendEvents(this.db, this.runId, rows);
         return true;
       } catch (err) {
         const delay = RETRY_DELAYS_MS[attempt];

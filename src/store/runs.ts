@@ -197,34 +197,20 @@ export interface NewRunEvent {
   data: Record<string, unknown>;
 }
 
-export async function appendEvents(db: Database, runId: string, events: NewRunEvent[]) {
-  await appendRunEvents(
-    db,
-    events.map((e) => ({ runId, ...e })),
-  );
-}
-
 /**
- * Inserts events of any runs as one statement with one JSON parameter: a multi-row `values`
- * list costs the query builder and the driver a parameter per column per row, which the bench
+ * Inserts a batch of events as one statement with one JSON parameter: a multi-row `values` list
+ * costs the query builder and the driver a parameter per column per row, which the bench
  * measured as most of the relay's time (`npm run bench`, README "Performance").
  */
-export async function appendRunEvents(db: Database, events: (NewRunEvent & { runId: string })[]) {
+export async function appendEvents(db: Database, runId: string, events: NewRunEvent[]) {
   if (events.length === 0) return;
   const rows = JSON.stringify(
-    events.map((e) => ({
-      run_id: e.runId,
-      seq: e.seq,
-      public_seq: e.publicSeq,
-      type: e.type,
-      data: e.data,
-    })),
+    events.map((e) => ({ seq: e.seq, public_seq: e.publicSeq, type: e.type, data: e.data })),
   );
   await db.execute(sql`
     insert into ${runEvents} (run_id, seq, public_seq, type, data, created_at)
-    select e.run_id, e.seq, e.public_seq, e.type, e.data, ${new Date().toISOString()}::timestamptz
-    from json_to_recordset(${rows}::json)
-      as e(run_id uuid, seq integer, public_seq integer, type text, data json)`);
+    select ${runId}::uuid, e.seq, e.public_seq, e.type, e.data, ${new Date().toISOString()}::timestamptz
+    from json_to_recordset(${rows}::json) as e(seq integer, public_seq integer, type text, data json)`);
 }
 
 /** Events after `after`, counted in `seq` (every event) or `public_seq` (the default view). */

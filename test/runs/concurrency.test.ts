@@ -2,7 +2,7 @@ import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { groupAlive } from "../../src/claude/process.js";
 import { runEvents } from "../../src/store/schema.js";
-import { createTestApp, listen, type TestApp } from "../support/app.js";
+import { createTestApp, httpApi, listen, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
 import { longRun } from "../support/fake-scenarios.js";
@@ -15,6 +15,7 @@ describe.each(BACKENDS)("run concurrency on %s", (backend) => {
   let fake: FakeClaude;
   let t: TestApp;
   let server: { url: string; close(): Promise<void> };
+  let api: ReturnType<typeof httpApi>;
 
   beforeAll(async () => {
     fake = await fakeClaude(longRun(30));
@@ -25,6 +26,7 @@ describe.each(BACKENDS)("run concurrency on %s", (backend) => {
       AGENT_BRIDGE_SSE_KEEPALIVE_SECONDS: "1",
     });
     server = await listen(t.app);
+    api = httpApi(server.url);
   });
   afterAll(async () => {
     await server.close();
@@ -32,19 +34,13 @@ describe.each(BACKENDS)("run concurrency on %s", (backend) => {
     await fake.cleanup();
   });
 
-  const newSession = async () =>
-    (await (await fetch(`${server.url}/v1/sessions`, { method: "POST" })).json()) as { id: string };
   const postAsync = (sessionId: string, text = "work") =>
-    fetch(`${server.url}/v1/sessions/${sessionId}/messages`, {
-      method: "POST",
-      headers: { "Content-Type": "application/json", Prefer: "respond-async" },
-      body: JSON.stringify({ text }),
-    });
+    api.postMessage(sessionId, text, { Prefer: "respond-async" });
   const cancel = (runId: string) =>
     fetch(`${server.url}/v1/runs/${runId}/cancel`, { method: "POST" });
 
   it("of 20 simultaneous messages to one session exactly one runs; the others get 409 naming it", async () => {
-    const session = await newSession();
+    const session = await api.newSession();
     const responses = await Promise.all(
       Array.from({ length: 20 }, (_, i) => postAsync(session.id, `m${i}`)),
     );
@@ -67,7 +63,7 @@ describe.each(BACKENDS)("run concurrency on %s", (backend) => {
   });
 
   it("cancel ends a running run as cancelled with no process of its group left; a second cancel is 409", async () => {
-    const session = await newSession();
+    const session = await api.newSession();
     const run = await (await postAsync(session.id)).json();
     const reader = SseReader.of(await fetch(`${server.url}/v1/runs/${run.id}/events`));
     await reader.events(2);
@@ -96,10 +92,10 @@ describe.each(BACKENDS)("run concurrency on %s", (backend) => {
 
   it("queues past the run limit, refuses past the queue with 429 and Retry-After, and reports the wait", async () => {
     const [a, b, c, d] = [
-      await newSession(),
-      await newSession(),
-      await newSession(),
-      await newSession(),
+      await api.newSession(),
+      await api.newSession(),
+      await api.newSession(),
+      await api.newSession(),
     ];
     const runA = await (await postAsync(a.id)).json();
     const runB = await (await postAsync(b.id)).json();
@@ -125,7 +121,7 @@ describe.each(BACKENDS)("run concurrency on %s", (backend) => {
   });
 
   it("cancelling a queued run ends it without ever starting the CLI", async () => {
-    const sessions = [await newSession(), await newSession(), await newSession()];
+    const sessions = [await api.newSession(), await api.newSession(), await api.newSession()];
     const runs = [];
     for (const s of sessions) runs.push(await (await postAsync(s.id)).json());
     const queued = runs[2];
@@ -143,7 +139,7 @@ describe.each(BACKENDS)("run concurrency on %s", (backend) => {
   });
 
   it("keeps an idle stream open with a keep-alive comment", async () => {
-    const session = await newSession();
+    const session = await api.newSession();
     const run = await (await postAsync(session.id)).json();
     const reader = SseReader.of(await fetch(`${server.url}/v1/runs/${run.id}/events`));
     await reader.events(2);
@@ -154,7 +150,7 @@ describe.each(BACKENDS)("run concurrency on %s", (backend) => {
   });
 
   it("deleting a session stops its active run first, and takes its runs and events with it", async () => {
-    const session = await newSession();
+    const session = await api.newSession();
     const run = await (await postAsync(session.id)).json();
     await SseReader.of(await fetch(`${server.url}/v1/runs/${run.id}/events`)).events(2);
     const res = await fetch(`${server.url}/v1/sessions/${session.id}`, { method: "DELETE" });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestApp, listen, type TestApp } from "../support/app.js";
+import { createTestApp, httpApi, listen, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
 import { streamedReply } from "../support/fake-scenarios.js";
@@ -14,6 +14,7 @@ describe.each(BACKENDS)("messages and runs on %s", (backend) => {
   let fake: FakeClaude;
   let t: TestApp;
   let server: { url: string; close(): Promise<void> };
+  let api: ReturnType<typeof httpApi>;
 
   beforeAll(async () => {
     fake = await fakeClaude(
@@ -23,6 +24,7 @@ describe.each(BACKENDS)("messages and runs on %s", (backend) => {
       ...fake.bridgeEnv,
     });
     server = await listen(t.app);
+    api = httpApi(server.url);
   });
   afterAll(async () => {
     await server.close();
@@ -30,19 +32,9 @@ describe.each(BACKENDS)("messages and runs on %s", (backend) => {
     await fake.cleanup();
   });
 
-  const newSession = async () =>
-    (await (await fetch(`${server.url}/v1/sessions`, { method: "POST" })).json()) as { id: string };
-
-  const post = (sessionId: string, text: string, headers: Record<string, string> = {}) =>
-    fetch(`${server.url}/v1/sessions/${sessionId}/messages`, {
-      method: "POST",
-      headers: { "Content-Type": "application/json", ...headers },
-      body: JSON.stringify({ text }),
-    });
-
   it("streams the run as SSE by default: run_started first, text deltas, one completion, then closes", async () => {
-    const session = await newSession();
-    const res = await post(session.id, "hi");
+    const session = await api.newSession();
+    const res = await api.postMessage(session.id, "hi");
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toBe("text/event-stream; charset=utf-8");
     const runId = res.headers.get("x-run-id");
@@ -80,8 +72,8 @@ describe.each(BACKENDS)("messages and runs on %s", (backend) => {
   });
 
   it("with Accept: application/json waits and returns the run, its completion and its full text", async () => {
-    const session = await newSession();
-    const res = await post(session.id, "hi", { Accept: "application/json" });
+    const session = await api.newSession();
+    const res = await api.postMessage(session.id, "hi", { Accept: "application/json" });
     expect(res.status).toBe(200);
     const body = await res.json();
     expect(body.text).toBe("Hello, world!");
@@ -95,8 +87,8 @@ describe.each(BACKENDS)("messages and runs on %s", (backend) => {
   });
 
   it("with Prefer: respond-async answers 202 at once; the run can be followed and read later", async () => {
-    const session = await newSession();
-    const res = await post(session.id, "hi", { Prefer: "respond-async" });
+    const session = await api.newSession();
+    const res = await api.postMessage(session.id, "hi", { Prefer: "respond-async" });
     expect(res.status).toBe(202);
     const run = await res.json();
     expect(res.headers.get("location")).toBe(`/v1/runs/${run.id}`);
@@ -118,8 +110,8 @@ describe.each(BACKENDS)("messages and runs on %s", (backend) => {
   });
 
   it("a client that drops the stream and reconnects with Last-Event-ID gets exactly the rest", async () => {
-    const session = await newSession();
-    const res = await post(session.id, "hi");
+    const session = await api.newSession();
+    const res = await api.postMessage(session.id, "hi");
     const runId = res.headers.get("x-run-id");
     const first = SseReader.of(res);
     const head = await first.events(3);
@@ -134,8 +126,10 @@ describe.each(BACKENDS)("messages and runs on %s", (backend) => {
   });
 
   it("replays a finished run from ?after=N and closes", async () => {
-    const session = await newSession();
-    const { run } = await (await post(session.id, "hi", { Accept: "application/json" })).json();
+    const session = await api.newSession();
+    const { run } = await (
+      await api.postMessage(session.id, "hi", { Accept: "application/json" })
+    ).json();
     const reader = SseReader.of(await fetch(`${server.url}/v1/runs/${run.id}/events?after=5`));
     const frames = await reader.events();
     expect(frames.map((f) => f.id)).toEqual(["6", "7"]);
@@ -143,8 +137,10 @@ describe.each(BACKENDS)("messages and runs on %s", (backend) => {
   });
 
   it("?events=full adds the internal events; each view numbers its own events without gaps", async () => {
-    const session = await newSession();
-    const { run } = await (await post(session.id, "hi", { Accept: "application/json" })).json();
+    const session = await api.newSession();
+    const { run } = await (
+      await api.postMessage(session.id, "hi", { Accept: "application/json" })
+    ).json();
     const shown = await SseReader.of(
       await fetch(`${server.url}/v1/runs/${run.id}/events`),
     ).events();
@@ -169,9 +165,9 @@ describe.each(BACKENDS)("messages and runs on %s", (backend) => {
   });
 
   it("resumes the CLI session on the second message", async () => {
-    const session = await newSession();
-    await (await post(session.id, "one", { Accept: "application/json" })).json();
-    await (await post(session.id, "two", { Accept: "application/json" })).json();
+    const session = await api.newSession();
+    await (await api.postMessage(session.id, "one", { Accept: "application/json" })).json();
+    await (await api.postMessage(session.id, "two", { Accept: "application/json" })).json();
     const invocations = (await fake.invocations()).filter((r) => r.args.includes(session.id));
     expect(invocations.map((r) => (r.args.includes("--resume") ? "resume" : "new"))).toEqual([
       "new",
@@ -180,13 +176,13 @@ describe.each(BACKENDS)("messages and runs on %s", (backend) => {
   });
 
   it("an Idempotency-Key retried returns the same run; with another body it is a 422", async () => {
-    const session = await newSession();
+    const session = await api.newSession();
     const key = { "Idempotency-Key": `k-${session.id}`, Prefer: "respond-async" };
-    const first = await (await post(session.id, "same", key)).json();
-    const again = await post(session.id, "same", key);
+    const first = await (await api.postMessage(session.id, "same", key)).json();
+    const again = await api.postMessage(session.id, "same", key);
     expect(again.status).toBe(202);
     expect((await again.json()).id).toBe(first.id);
-    const other = await post(session.id, "different", key);
+    const other = await api.postMessage(session.id, "different", key);
     expect(other.status).toBe(422);
     expect((await other.json()).code).toBe("idempotency_key_reused");
     await SseReader.of(await fetch(`${server.url}/v1/runs/${first.id}/events`)).events();
@@ -194,15 +190,16 @@ describe.each(BACKENDS)("messages and runs on %s", (backend) => {
 
   it("adds every run's usage to its session and to the totals, equal to the completions' sum", async () => {
     const before = await (await fetch(`${server.url}/v1/usage`)).json();
-    const a = await newSession();
-    const b = await newSession();
+    const a = await api.newSession();
+    const b = await api.newSession();
     const completions: {
       usage: Record<"input_tokens" | "output_tokens", number>;
       cost_usd: number;
     }[] = [];
     for (const s of [a, b, a]) {
       completions.push(
-        (await (await post(s.id, "count me", { Accept: "application/json" })).json()).completion,
+        (await (await api.postMessage(s.id, "count me", { Accept: "application/json" })).json())
+          .completion,
       );
     }
     const sum = (key: "input_tokens" | "output_tokens") =>

@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestApp, listen, type TestApp } from "../support/app.js";
+import { createTestApp, httpApi, listen, type TestApp } from "../support/app.js";
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
 import { BACKENDS } from "../support/db.js";
 import { chunk, type MockAnthropic, startMockAnthropic } from "../support/mock-anthropic.js";
@@ -27,6 +27,7 @@ describe.each(BACKENDS)("the real claude CLI through HTTP on %s", (backend) => {
   let ce: ClaudeEnv;
   let t: TestApp;
   let server: { url: string; close(): Promise<void> };
+  let api: ReturnType<typeof httpApi>;
 
   beforeAll(async () => {
     mock = await startMockAnthropic({ quiet: true });
@@ -37,6 +38,7 @@ describe.each(BACKENDS)("the real claude CLI through HTTP on %s", (backend) => {
       AGENT_BRIDGE_CLAUDE_PERMISSION_MODE: "bypassPermissions",
     });
     server = await listen(t.app);
+    api = httpApi(server.url);
   });
   afterAll(async () => {
     await server.close();
@@ -44,15 +46,6 @@ describe.each(BACKENDS)("the real claude CLI through HTTP on %s", (backend) => {
     await mock.close();
     await ce.cleanup();
   });
-
-  const newSession = async () =>
-    (await (await fetch(`${server.url}/v1/sessions`, { method: "POST" })).json()) as { id: string };
-  const post = (sessionId: string, text: string, headers: Record<string, string> = {}) =>
-    fetch(`${server.url}/v1/sessions/${sessionId}/messages`, {
-      method: "POST",
-      headers: { "Content-Type": "application/json", ...headers },
-      body: JSON.stringify({ text }),
-    });
 
   it("streams the model's text as deltas whose concatenation is exactly that text, then the usage", async () => {
     const text = "Streaming from the real CLI, through the bridge.";
@@ -65,8 +58,8 @@ describe.each(BACKENDS)("the real claude CLI through HTTP on %s", (backend) => {
         cache_creation_input_tokens: 5,
       },
     });
-    const session = await newSession();
-    const frames = await SseReader.of(await post(session.id, "Say something")).events();
+    const session = await api.newSession();
+    const frames = await SseReader.of(await api.postMessage(session.id, "Say something")).events();
     const deltas = frames.filter((f) => f.event === "text_delta");
     expect(frames[0]?.event).toBe("run_started");
     expect(deltas.length).toBeGreaterThan(1);
@@ -97,8 +90,8 @@ describe.each(BACKENDS)("the real claude CLI through HTTP on %s", (backend) => {
       },
       { blocks: [{ type: "text", text: "Wrote it." }] },
     );
-    const session = await newSession();
-    const frames = await SseReader.of(await post(session.id, "Write the file")).events();
+    const session = await api.newSession();
+    const frames = await SseReader.of(await api.postMessage(session.id, "Write the file")).events();
     expect(frames.find((f) => f.event === "status")?.data).toMatchObject({
       message: "Using Bash…",
       tool_name: "Bash",
@@ -108,16 +101,16 @@ describe.each(BACKENDS)("the real claude CLI through HTTP on %s", (backend) => {
   });
 
   it("answers as JSON, and resumes the CLI session on the next message", async () => {
-    const session = await newSession();
+    const session = await api.newSession();
     mock.script({ blocks: [{ type: "text", text: "First answer." }] });
     const first = await (
-      await post(session.id, "remember the word apricot", { Accept: "application/json" })
+      await api.postMessage(session.id, "remember the word apricot", { Accept: "application/json" })
     ).json();
     expect(first).toMatchObject({ text: "First answer.", run: { status: "succeeded" } });
 
     mock.script({ blocks: [{ type: "text", text: "Second answer." }] });
     const second = await (
-      await post(session.id, "which word?", { Accept: "application/json" })
+      await api.postMessage(session.id, "which word?", { Accept: "application/json" })
     ).json();
     expect(second.text).toBe("Second answer.");
     const seen = JSON.stringify(mock.mainRequests().at(-1)?.messages);
@@ -129,8 +122,8 @@ describe.each(BACKENDS)("the real claude CLI through HTTP on %s", (backend) => {
     mock.script({
       error: { status: 400, type: "invalid_request_error", message: "prompt is malformed" },
     });
-    const session = await newSession();
-    const frames = await SseReader.of(await post(session.id, "fail please")).events();
+    const session = await api.newSession();
+    const frames = await SseReader.of(await api.postMessage(session.id, "fail please")).events();
     const completions = frames.filter((f) => f.event === "completion");
     expect(completions).toHaveLength(1);
     expect(completions[0]?.data).toMatchObject({ status: "failed", is_error: true });
@@ -144,8 +137,10 @@ describe.each(BACKENDS)("the real claude CLI through HTTP on %s", (backend) => {
       blocks: [{ type: "text", text: chunk("slow ".repeat(200), 200).join("") }],
       delayMs: 50,
     });
-    const session = await newSession();
-    const run = await (await post(session.id, "go slowly", { Prefer: "respond-async" })).json();
+    const session = await api.newSession();
+    const run = await (
+      await api.postMessage(session.id, "go slowly", { Prefer: "respond-async" })
+    ).json();
     const reader = SseReader.of(await fetch(`${server.url}/v1/runs/${run.id}/events`));
     const [started, firstDelta] = await reader.events(2);
     expect([started?.event, firstDelta?.event]).toEqual(["run_started", "text_delta"]);

@@ -17,23 +17,32 @@ afterAll(async () => {
 const databases = serverDatabases();
 afterAll(() => databases.cleanup());
 
+/** The fake's long run on a fresh database; no grace at shutdown, so stops never wait on it. */
+async function longRunServer(database: () => Promise<Record<string, string>>) {
+  const fake = await fakeClaude(longRun(60));
+  cleanups.push(fake.cleanup);
+  return {
+    fake,
+    env: { ...(await database()), ...fake.bridgeEnv, AGENT_BRIDGE_SHUTDOWN_GRACE_SECONDS: "0" },
+  };
+}
+
+/** A new session with a long run going, and the SSE response following it. */
+async function startLongRun(url: string) {
+  const session = await (await fetch(`${url}/v1/sessions`, { method: "POST" })).json();
+  const res = await fetch(`${url}/v1/sessions/${session.id}/messages`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ text: "long job" }),
+  });
+  return { session, res };
+}
+
 describe.each(databases.targets)("restarts on %s", (_name, database) => {
   it("a server killed with SIGKILL mid-run comes back with the run interrupted and the session free", async () => {
-    const fake = await fakeClaude(longRun(60));
-    cleanups.push(fake.cleanup);
-    const env = {
-      ...(await database()),
-      ...fake.bridgeEnv,
-      // The new run started at the end must not hold up the final stop.
-      AGENT_BRIDGE_SHUTDOWN_GRACE_SECONDS: "0",
-    };
+    const { fake, env } = await longRunServer(database);
     const first = await startServer(env);
-    const session = await (await fetch(`${first.url}/v1/sessions`, { method: "POST" })).json();
-    const res = await fetch(`${first.url}/v1/sessions/${session.id}/messages`, {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ text: "long job" }),
-    });
+    const { session, res } = await startLongRun(first.url);
     const runId = res.headers.get("x-run-id");
     const seen = await SseReader.of(res).events(2);
     expect(seen.map((f) => f.event)).toEqual(["run_started", "text_delta"]);
@@ -63,20 +72,9 @@ describe.each(databases.targets)("restarts on %s", (_name, database) => {
   });
 
   it("SIGTERM gives running runs their completion before the process exits", async () => {
-    const fake = await fakeClaude(longRun(60));
-    cleanups.push(fake.cleanup);
-    const env = {
-      ...(await database()),
-      ...fake.bridgeEnv,
-      AGENT_BRIDGE_SHUTDOWN_GRACE_SECONDS: "0",
-    };
+    const { fake, env } = await longRunServer(database);
     const server = await startServer(env);
-    const session = await (await fetch(`${server.url}/v1/sessions`, { method: "POST" })).json();
-    const res = await fetch(`${server.url}/v1/sessions/${session.id}/messages`, {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ text: "long job" }),
-    });
+    const { res } = await startLongRun(server.url);
     const reader = SseReader.of(res);
     await reader.events(2);
     const [pid] = (await fake.invocations()).map((i) => i.pid);

@@ -59,3 +59,17 @@ export async function listen(
     });
   });
 }
+
+/** Plain-fetch calls for the routes most tests go through, against a served app. */
+export function httpApi(url: string) {
+  return {
+    newSession: async (): Promise<{ id: string }> =>
+      (await fetch(`${url}/v1/sessions`, { method: "POST" })).json(),
+    postMessage: (sessionId: string, text: string, headers: Record<string, string> = {}) =>
+      fetch(`${url}/v1/sessions/${sessionId}/messages`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json", ...headers },
+        body: JSON.stringify({ text }),
+      }),
+  };
+}
