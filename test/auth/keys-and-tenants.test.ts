@@ -106,6 +106,18 @@ describe.each(BACKENDS)("keys and tenants on %s", (backend) => {
     }
   });
 
+  it("records when a key was last used", async () => {
+    const created = await (await postJson(admin, "/v1/keys", { name: "fresh" })).json();
+    expect(created.last_used_at).toBeNull();
+    expect((await as(created.key, "/v1/sessions")).status).toBe(200);
+    await expect
+      .poll(async () => {
+        const list = await (await as(admin, "/v1/keys")).json();
+        return list.data.find((k: { id: string }) => k.id === created.id)?.last_used_at;
+      })
+      .not.toBeNull();
+  });
+
   it("manages keys with admin keys only", async () => {
     expect((await as(alice, "/v1/keys")).status).toBe(403);
     expect((await postJson(alice, "/v1/keys", { name: "sneaky", admin: true })).status).toBe(403);
