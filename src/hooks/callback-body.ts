@@ -1,8 +1,7 @@
-import type { CompletionEvent } from "../events.js";
 import { toRun } from "../http/routes/runs/runs.schemas.js";
 import type { Database } from "../store/db.js";
-import { runText } from "../store/hooks.js";
-import { getCompletionEvent, getRun } from "../store/runs.js";
+import { getCompletionEvent, runText } from "../store/events.js";
+import { getRun } from "../store/runs.js";
 
 /**
  * A callback's body: `{run, completion, text}`, the run as `GET /v1/runs/{id}` shows it (without
@@ -11,8 +10,7 @@ import { getCompletionEvent, getRun } from "../store/runs.js";
 export async function callbackBody(db: Database, runId: string): Promise<string> {
   const row = await getRun(db, runId);
   if (!row) throw new Error(`run ${runId} is gone`);
-  const stored = await getCompletionEvent(db, runId);
-  const completion = stored ? ({ type: stored.type, ...stored.data } as CompletionEvent) : null;
+  const completion = (await getCompletionEvent(db, runId)) ?? null;
   const { callback: _, ...run } = toRun(row, completion);
   return JSON.stringify({ run, completion, text: await runText(db, runId) });
 }

@@ -1,6 +1,7 @@
 import { bareCompletion } from "../events.js";
 import type { Logger } from "../log.js";
-import type { LogView, SequencedEvent } from "../runs/run-log.js";
+import type { LogView } from "../runs/run-log.js";
+import type { SequencedEvent } from "../store/events.js";
 
 const encoder = new TextEncoder();
 /** Frames are gathered up to this many characters before they are handed on. */
@@ -11,7 +12,7 @@ const HIGH_WATER_BYTES = 256 * 1024;
 /** One SSE frame: `id:` is the event's position in the view the client reads. */
 export function sseFrame(entry: SequencedEvent, view: LogView): string {
   const id = view === "full" ? entry.seq : entry.publicSeq;
-  return `id: ${id}\nevent: ${entry.event.type}\ndata: ${JSON.stringify(entry.event)}\n\n`;
+  return `id: ${id}\nevent: ${entry.type}\ndata: ${entry.json}\n\n`;
 }
 
 export const SSE_HEADERS = {
@@ -69,7 +70,7 @@ export function sseResponse(
           try {
             for await (const entry of open(gone.signal)) {
               send(sseFrame(entry, opts.view));
-              if (entry.event.type === "completion") break;
+              if (entry.type === "completion") break;
               await room();
               if (gone.signal.aborted) break;
             }

@@ -6,6 +6,7 @@ import { bareCompletion, type CompletionEvent } from "../events.js";
 import type { Logger } from "../log.js";
 import type { Database } from "../store/db.js";
 import { uniqueViolation } from "../store/errors.js";
+import { appendEvents, lastEventSeqs, type SequencedEvent, sequenced } from "../store/events.js";
 import { isSessionExpired } from "../store/expiry.js";
 import { insertCallback, markCallbackDue } from "../store/hooks.js";
 import * as store from "../store/runs.js";
@@ -20,7 +21,7 @@ import {
   SessionExpiredError,
   ShuttingDownError,
 } from "./errors.js";
-import { type LogView, RunLog, type SequencedEvent, toRow } from "./run-log.js";
+import { type CompletionPosition, type LogView, RunLog } from "./run-log.js";
 import { readStoredLog } from "./stored-log.js";
 
 export interface RunManagerOptions {
@@ -347,16 +348,12 @@ export class RunManager {
       if (row.pgid && row.pgidBootId === bootId()) {
         await terminateGroup(row.pgid, this.opts.runner.killGraceMs, logger);
       }
-      const last = await store.lastEventSeqs(db, row.id);
-      const completion = bareCompletion(
-        "interrupted",
-        "the server stopped before the run finished",
+      const last = await lastEventSeqs(db, row.id);
+      await this.persistCompletion(
+        row,
+        { seq: last.seq + 1, publicSeq: last.publicSeq + 1 },
+        bareCompletion("interrupted", "the server stopped before the run finished"),
       );
-      await this.persistCompletion(row, {
-        seq: last.seq + 1,
-        publicSeq: last.publicSeq + 1,
-        event: completion,
-      });
       logger.warn("closed a run left unfinished by a previous process", { run_id: row.id });
     }
     return left.length;
@@ -502,13 +499,17 @@ export class RunManager {
   }
 
   private async complete(run: ActiveRun, completion: CompletionEvent) {
-    run.log.close(await this.persistCompletion(run.row, run.log.number(completion)));
+    const at = run.log.completionPosition();
+    run.log.close(await this.persistCompletion(run.row, at, completion));
     for (const listener of this.completionListeners) listener(run.row.id);
   }
 
   /** The run's outcome, its session's new totals and its completion event, in one transaction. */
-  private async persistCompletion(row: RunRow, entry: SequencedEvent): Promise<SequencedEvent> {
-    const completion = entry.event as CompletionEvent;
+  private async persistCompletion(
+    row: RunRow,
+    at: CompletionPosition,
+    completion: CompletionEvent,
+  ): Promise<SequencedEvent> {
     return this.opts.db.transaction(async (tx) => {
       const totals = await store.finishRun(tx, row, {
         status: completion.status,
@@ -521,11 +522,12 @@ export class RunManager {
         lastMessageUuid: completion.last_message_uuid,
         exitCode: null,
       });
-      const stored = {
-        ...entry,
-        event: { ...completion, ...(totals ? { session_usage: totals } : {}) },
-      };
-      await store.appendEvents(tx, row.id, [toRow(stored)]);
+      const stored = sequenced(
+        { ...completion, ...(totals ? { session_usage: totals } : {}) },
+        at.seq,
+        at.publicSeq,
+      );
+      await appendEvents(tx, row.id, [stored], at.publicSeq);
       // A hook's callback becomes due with the completion, or not at all: never lost to a crash.
       await markCallbackDue(tx, row.id);
       return stored;

@@ -1,23 +1,18 @@
 import { type BridgeEvent, PUBLIC_EVENT_TYPES } from "../events.js";
 import type { Logger } from "../log.js";
 import type { Database } from "../store/db.js";
-import { appendEvents, type NewRunEvent } from "../store/runs.js";
-
-/**
- * An event with its place in the run's log: `seq` counts every event, `publicSeq` only those a
- * client sees by default. Each numbering starts at 1 and has no gaps, so a client can resume
- * from the last id it saw in either view.
- */
-export interface SequencedEvent {
-  seq: number;
-  publicSeq: number | null;
-  event: BridgeEvent;
-}
+import { appendEvents, type SequencedEvent, sequenced } from "../store/events.js";
 
 /** Which numbering a reader follows: the default view, or `?events=full`. */
 export type LogView = "public" | "full";
 
-const MAX_BATCH = 500;
+export interface CompletionPosition {
+  seq: number;
+  publicSeq: number;
+}
+
+/** A batch (one row) holds at most about this many characters, unless one event alone is longer. */
+const MAX_BATCH_CHARS = 1 << 20;
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 const RETRY_DELAYS_MS = [50, 250, 1000, 3000];
 
@@ -34,6 +29,8 @@ export class RunLog {
   private pending: SequencedEvent[] = [];
   private nextSeq = 1;
   private nextPublicSeq = 1;
+  /** The default view's position at the end of what is stored. */
+  private storedPublicSeq = 0;
   private flushing: Promise<void> | undefined;
   private failure: unknown;
   private readonly waiters = new Set<() => void>();
@@ -51,10 +48,14 @@ export class RunLog {
     this.flushing ??= this.flushLoop();
   }
 
-  /** Numbers an event the caller persists itself (the completion, in its own transaction). */
-  number(event: BridgeEvent): SequencedEvent {
+  /** The completion's place, last and public; the caller persists it in its own transaction. */
+  completionPosition(): CompletionPosition {
+    return { seq: this.nextSeq++, publicSeq: this.nextPublicSeq++ };
+  }
+
+  private number(event: BridgeEvent): SequencedEvent {
     const publicSeq = PUBLIC_EVENT_TYPES.has(event.type) ? this.nextPublicSeq++ : null;
-    return { seq: this.nextSeq++, publicSeq, event };
+    return sequenced(event, this.nextSeq++, publicSeq);
   }
 
   /** Resolves once every appended event is persisted; rejects if the database refused them. */
@@ -116,7 +117,7 @@ export class RunLog {
         // held what arrived during the previous write's few awaits (13 events on average), and
         // the per-statement cost dominated the relay (bench: 7 600 inserts for 100 000 events).
         await nextTurn();
-        const batch = this.pending.slice(0, MAX_BATCH);
+        const batch = this.takeBatch();
         if (!(await this.write(batch))) return;
         this.pending = this.pending.slice(batch.length);
         this.publish(batch);
@@ -126,11 +127,23 @@ export class RunLog {
     }
   }
 
+  private takeBatch(): SequencedEvent[] {
+    let chars = 0;
+    let n = 0;
+    while (n < this.pending.length && (n === 0 || chars < MAX_BATCH_CHARS)) {
+      chars += this.pending[n]?.json.length ?? 0;
+      n++;
+    }
+    return this.pending.slice(0, n);
+  }
+
   private async write(batch: SequencedEvent[]): Promise<boolean> {
-    const rows = batch.map(toRow);
+    let lastPublicSeq = this.storedPublicSeq;
+    for (const entry of batch) lastPublicSeq = entry.publicSeq ?? lastPublicSeq;
     for (let attempt = 0; ; attempt++) {
       try {
-        await appendEvents(this.db, this.runId, rows);
+        await appendEvents(this.db, this.runId, batch, lastPublicSeq);
+        this.storedPublicSeq = lastPublicSeq;
         return true;
       } catch (err) {
         const delay = RETRY_DELAYS_MS[attempt];
@@ -143,10 +156,4 @@ export class RunLog {
       }
     }
   }
-}
-
-/** The stored form: the type has its own column. */
-export function toRow({ seq, publicSeq, event }: SequencedEvent): NewRunEvent {
-  const { type, ...data } = event;
-  return { seq, publicSeq, type, data };
 }

@@ -1,28 +1,29 @@
-import type { BridgeEvent } from "../events.js";
 import type { Database } from "../store/db.js";
-import { listEvents } from "../store/runs.js";
-import type { LogView, SequencedEvent } from "./run-log.js";
+import { listEventBatches, type SequencedEvent } from "../store/events.js";
+import type { LogView } from "./run-log.js";
 
-const PAGE = 1000;
+/** Batches read per query: up to a few MB of events (a batch is about 1 MB at most). */
+const PAGE = 8;
 
-/** Replays a finished run's log from the database, a page at a time. */
+/** Replays a finished run's log from the database, a page of batches at a time. */
 export async function* readStoredLog(
   db: Database,
   runId: string,
   view: LogView,
   after: number,
 ): AsyncGenerator<SequencedEvent> {
-  let position = after;
+  const position = (e: SequencedEvent) => (view === "full" ? e.seq : e.publicSeq);
+  // Pages continue after the last batch read, counted in `seq` (the batches' key).
+  let fromSeq = after;
   for (;;) {
-    const rows = await listEvents(db, runId, { view, after: position, limit: PAGE });
-    for (const row of rows) {
-      yield {
-        seq: row.seq,
-        publicSeq: row.publicSeq,
-        event: { type: row.type, ...row.data } as BridgeEvent,
-      };
-      position = (view === "full" ? row.seq : row.publicSeq) ?? position;
+    const batches = await listEventBatches(db, runId, { view, after, fromSeq, limit: PAGE });
+    for (const batch of batches) {
+      for (const entry of batch) {
+        const at = position(entry);
+        if (at !== null && at > after) yield entry;
+      }
+      fromSeq = batch.at(-1)?.seq ?? fromSeq;
     }
-    if (rows.length < PAGE) return;
+    if (batches.length < PAGE) return;
   }
 }

@@ -9,7 +9,6 @@ import {
   hookDeliveries,
   hookSessions,
   hooks,
-  runEvents,
   runs,
 } from "./schema.js";
 
@@ -315,14 +314,4 @@ export async function recordCallbackAttempt(
           },
     )
     .where(eq(callbacks.runId, runId));
-}
-
-/** Every text_delta of the run, joined: the `text` of its callback. */
-export async function runText(db: Database, runId: string): Promise<string> {
-  const rows = await db
-    .select({ data: runEvents.data })
-    .from(runEvents)
-    .where(and(eq(runEvents.runId, runId), eq(runEvents.type, "text_delta")))
-    .orderBy(asc(runEvents.seq));
-  return rows.map((r) => (typeof r.data.text === "string" ? r.data.text : "")).join("");
 }

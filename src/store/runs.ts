@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
-import { and, asc, eq, gt, inArray, isNotNull, lt, sql } from "drizzle-orm";
+import { and, eq, inArray, isNotNull, lt, sql } from "drizzle-orm";
 import type { Principal } from "../auth/principal.js";
 import type { Usage } from "../events.js";
 import type { Database } from "./db.js";
-import { type RunEventRow, type RunRow, runEvents, runs, sessions } from "./schema.js";
+import { type RunRow, runs, sessions } from "./schema.js";
 import { visibleTo } from "./sessions.js";
 
 export const ACTIVE_STATUSES = ["queued", "running"] as const;
@@ -188,74 +188,6 @@ export async function finishRun(db: Database, run: RunRow, outcome: RunOutcome) 
       runs: sessions.runs,
     });
   return totals;
-}
-
-export interface NewRunEvent {
-  seq: number;
-  publicSeq: number | null;
-  type: string;
-  data: Record<string, unknown>;
-}
-
-/**
- * Inserts a batch of events as one statement with one JSON parameter: a multi-row `values` list
- * costs the query builder and the driver a parameter per column per row, which the bench
- * measured as most of the relay's time (`npm run bench`, README "Performance").
- */
-export async function appendEvents(db: Database, runId: string, events: NewRunEvent[]) {
-  if (events.length === 0) return;
-  const rows = JSON.stringify(
-    events.map((e) => ({ seq: e.seq, public_seq: e.publicSeq, type: e.type, data: e.data })),
-  );
-  await db.execute(sql`
-    insert into ${runEvents} (run_id, seq, public_seq, type, data, created_at)
-    select ${runId}::uuid, e.seq, e.public_seq, e.type, e.data, ${new Date().toISOString()}::timestamptz
-    from json_to_recordset(${rows}::json) as e(seq integer, public_seq integer, type text, data json)`);
-}
-
-/** Events after `after`, counted in `seq` (every event) or `public_seq` (the default view). */
-export async function listEvents(
-  db: Database,
-  runId: string,
-  page: { view: "public" | "full"; after: number; limit: number },
-): Promise<RunEventRow[]> {
-  // Both views read the primary key's range of the run from `seq > after`: an event's public_seq
-  // is never above its seq, so that bound skips what lies before without an index of its own.
-  return db
-    .select()
-    .from(runEvents)
-    .where(
-      and(
-        eq(runEvents.runId, runId),
-        gt(runEvents.seq, page.after),
-        page.view === "public" ? gt(runEvents.publicSeq, page.after) : undefined,
-      ),
-    )
-    .orderBy(asc(runEvents.seq))
-    .limit(page.limit);
-}
-
-export async function getCompletionEvent(
-  db: Database,
-  runId: string,
-): Promise<RunEventRow | undefined> {
-  const [row] = await db
-    .select()
-    .from(runEvents)
-    .where(and(eq(runEvents.runId, runId), eq(runEvents.type, "completion")));
-  return row;
-}
-
-/** The highest `seq` and `public_seq` a run's log holds (0 when empty). */
-export async function lastEventSeqs(db: Database, runId: string) {
-  const [row] = await db
-    .select({
-      seq: sql`coalesce(max(${runEvents.seq}), 0)`.mapWith(Number),
-      publicSeq: sql`coalesce(max(${runEvents.publicSeq}), 0)`.mapWith(Number),
-    })
-    .from(runEvents)
-    .where(eq(runEvents.runId, runId));
-  return row ?? { seq: 0, publicSeq: 0 };
 }
 
 /** Usage over the sessions the caller may see: its own, or all for an admin. */

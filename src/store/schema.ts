@@ -5,7 +5,6 @@ import {
   doublePrecision,
   index,
   integer,
-  json,
   jsonb,
   pgTable,
   primaryKey,
@@ -122,27 +121,26 @@ export const runs = pgTable(
   ],
 );
 
-// The hottest table: one row per event, written in batches. It has no foreign key to `runs`
-// and no index but its primary key, because each of those cost a lookup per inserted row and
-// together halved the relay's throughput (`npm run bench`, README "Performance"). Its rows are
-// only written by the run manager for runs it holds, and `deleteSession` removes them with their
-// runs.
-export const runEvents = pgTable(
-  "run_events",
+// The hottest table. A row is one batch of a run's events (whatever the run log gathered while
+// its previous write was in flight), not one event: a row per event cost the database a tuple and
+// an index entry each, which held the relay of 100 000 deltas to 34 000 events/s on PGlite and a
+// replay of 50 000 to 1.3 s (`npm run bench`, README "Performance"). `events` holds one line per
+// event, in the format of `src/store/events.ts`.
+export const runEventBatches = pgTable(
+  "run_event_batches",
   {
-    runId: uuid("run_id").notNull(),
-    seq: integer("seq").notNull(),
-    /**
-     * Position among the events a client sees by default (internal ones such as `reasoning` have
-     * none), so that the default stream's ids have no gaps either.
-     */
-    publicSeq: integer("public_seq"),
-    type: text("type").notNull(),
-    // json, not jsonb: a replay must send the very bytes the live stream sent, key order included.
-    data: json("data").$type<Record<string, unknown>>().notNull(),
+    runId: uuid("run_id")
+      .notNull()
+      .references(() => runs.id, { onDelete: "cascade" }),
+    firstSeq: integer("first_seq").notNull(),
+    // The key: a reader after position N wants the batches that end beyond it.
+    lastSeq: integer("last_seq").notNull(),
+    /** How many events of the default view the log holds up to this batch's end. */
+    lastPublicSeq: integer("last_public_seq").notNull(),
+    events: text("events").notNull(),
     createdAt: ts("created_at").notNull(),
   },
-  (t) => [primaryKey({ columns: [t.runId, t.seq] })],
+  (t) => [primaryKey({ columns: [t.runId, t.lastSeq] })],
 );
 
 export const worktrees = pgTable(
@@ -267,7 +265,6 @@ export const callbacks = pgTable(
 export type ApiKeyRow = typeof apiKeys.$inferSelect;
 export type SessionRow = typeof sessions.$inferSelect;
 export type RunRow = typeof runs.$inferSelect;
-export type RunEventRow = typeof runEvents.$inferSelect;
 export type WorktreeRow = typeof worktrees.$inferSelect;
 export type HookRow = typeof hooks.$inferSelect;
 export type HookDeliveryRow = typeof hookDeliveries.$inferSelect;

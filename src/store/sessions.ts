@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
-import { and, desc, eq, inArray, lt, or, type SQL } from "drizzle-orm";
+import { and, desc, eq, lt, or, type SQL } from "drizzle-orm";
 import type { Principal } from "../auth/principal.js";
 import type { Database } from "./db.js";
-import { runEvents, runs, type SessionRow, sessions } from "./schema.js";
+import { type SessionRow, sessions } from "./schema.js";
 
 export interface NewSession {
   ownerKeyId: string | null;
@@ -75,22 +75,11 @@ export async function listSessions(
     .limit(page.limit);
 }
 
-/** Deletes the session with its runs, events and worktree records; false when there was none. */
+/** Deletes the session with its runs, their events and its worktree records; false when there was none. */
 export async function deleteSession(db: Database, id: string): Promise<boolean> {
-  return db.transaction(async (tx) => {
-    // run_events has no foreign key to cascade along (see schema.ts): its rows go first.
-    await tx
-      .delete(runEvents)
-      .where(
-        inArray(
-          runEvents.runId,
-          tx.select({ id: runs.id }).from(runs).where(eq(runs.sessionId, id)),
-        ),
-      );
-    const deleted = await tx
-      .delete(sessions)
-      .where(eq(sessions.id, id))
-      .returning({ id: sessions.id });
-    return deleted.length > 0;
-  });
+  const deleted = await db
+    .delete(sessions)
+    .where(eq(sessions.id, id))
+    .returning({ id: sessions.id });
+  return deleted.length > 0;
 }

@@ -1,7 +1,7 @@
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { groupAlive } from "../../src/claude/process.js";
-import { runEvents } from "../../src/store/schema.js";
+import { runEventBatches } from "../../src/store/schema.js";
 import { createTestApp, httpApi, listen, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
@@ -156,7 +156,10 @@ describe.each(BACKENDS)("run concurrency on %s", (backend) => {
     const res = await fetch(`${server.url}/v1/sessions/${session.id}`, { method: "DELETE" });
     expect(res.status).toBe(204);
     expect((await fetch(`${server.url}/v1/runs/${run.id}`)).status).toBe(404);
-    const events = await t.database.db.select().from(runEvents).where(eq(runEvents.runId, run.id));
+    const events = await t.database.db
+      .select()
+      .from(runEventBatches)
+      .where(eq(runEventBatches.runId, run.id));
     expect(events).toEqual([]);
     const [invocation] = (await fake.invocations()).filter((i) => i.args.includes(session.id));
     expect(invocation && (await groupAlive(invocation.pid))).toBe(false);

@@ -2,6 +2,7 @@ import type { RouteHandler } from "@hono/zod-openapi";
 import type { Principal } from "../../../auth/principal.js";
 import type { CompletionEvent } from "../../../events.js";
 import type { Database } from "../../../store/db.js";
+import { getCompletionEvent } from "../../../store/events.js";
 import { getCallback } from "../../../store/hooks.js";
 import * as runStore from "../../../store/runs.js";
 import { getSession } from "../../../store/sessions.js";
@@ -16,10 +17,9 @@ const runNotFound = (id: string) => new ApiError(404, "run_not_found", `No run w
 async function loadRun(db: Database, id: string, principal: Principal) {
   const row = await runStore.getVisibleRun(db, id, principal);
   if (!row) throw runNotFound(id);
-  const completion = await runStore.getCompletionEvent(db, id);
   return toRun(
     row,
-    completion ? ({ type: completion.type, ...completion.data } as CompletionEvent) : null,
+    (await getCompletionEvent(db, id)) ?? null,
     (await getCallback(db, id)) ?? null,
   );
 }
@@ -59,9 +59,9 @@ export const postMessage: RouteHandler<typeof routes.postMessage, AppEnv> = asyn
   if (mode === "json") {
     let text = "";
     let completion: CompletionEvent | undefined;
-    for await (const { event } of runs.events(run.id, "public", 0)) {
-      if (event.type === "text_delta") text += event.text;
-      if (event.type === "completion") completion = event;
+    for await (const { type, json } of runs.events(run.id, "public", 0)) {
+      if (type === "text_delta") text += (JSON.parse(json) as { text: string }).text;
+      if (type === "completion") completion = JSON.parse(json) as CompletionEvent;
     }
     if (!completion) throw new Error(`run ${run.id} ended without a completion`);
     return c.json({ run: await loadRun(db, run.id, principal), completion, text }, 200, {

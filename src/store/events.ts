@@ -1,0 +1,136 @@
+import { and, asc, desc, eq, gt } from "drizzle-orm";
+import type { BridgeEvent, BridgeEventType, CompletionEvent } from "../events.js";
+import type { Database } from "./db.js";
+import { runEventBatches } from "./schema.js";
+
+// A run's event log, stored a batch to a row (see schema.ts). Each event is serialized once, when
+// it is numbered; the same text is stored, sent live and replayed, so a replay is byte-identical
+// to the live stream and costs no JSON work. A batch's `events` holds one line per event:
+//
+//   seq \t public seq (empty for an internal event) \t type \t the event as JSON
+//
+// JSON.stringify never writes a raw tab or newline, and event types hold neither.
+
+/** An event with its place in the run's log, and its JSON. */
+export interface SequencedEvent {
+  /** Position among all the run's events (`?events=full`), from 1 without gaps. */
+  seq: number;
+  /** Position among the events a client sees by default, from 1 without gaps; null if internal. */
+  publicSeq: number | null;
+  type: BridgeEventType;
+  json: string;
+}
+
+export function sequenced(
+  event: BridgeEvent,
+  seq: number,
+  publicSeq: number | null,
+): SequencedEvent {
+  return { seq, publicSeq, type: event.type, json: JSON.stringify(event) };
+}
+
+const line = (e: SequencedEvent) => `${e.seq}\t${e.publicSeq ?? ""}\t${e.type}\t${e.json}`;
+
+function parseLine(text: string): SequencedEvent {
+  const a = text.indexOf("\t");
+  const b = text.indexOf("\t", a + 1);
+  const c = text.indexOf("\t", b + 1);
+  return {
+    seq: Number(text.slice(0, a)),
+    publicSeq: b === a + 1 ? null : Number(text.slice(a + 1, b)),
+    type: text.slice(b + 1, c) as BridgeEventType,
+    json: text.slice(c + 1),
+  };
+}
+
+const parseBatch = (events: string) => events.split("\n").map(parseLine);
+
+/**
+ * Stores consecutive events of a run as one row. `lastPublicSeq` is the default view's position
+ * at the batch's end: the last public event's, in this batch or before it.
+ */
+export async function appendEvents(
+  db: Database,
+  runId: string,
+  events: SequencedEvent[],
+  lastPublicSeq: number,
+) {
+  const first = events[0];
+  const last = events.at(-1);
+  if (!first || !last) return;
+  await db.insert(runEventBatches).values({
+    runId,
+    firstSeq: first.seq,
+    lastSeq: last.seq,
+    lastPublicSeq,
+    events: events.map(line).join("\n"),
+    createdAt: new Date(),
+  });
+}
+
+/**
+ * Up to `limit` batches of the run's log, in order: those ending beyond `fromSeq` that hold an
+ * event after position `after` of the view. (An event's public position is never above its
+ * `seq`, so `after` is also a valid `fromSeq`.)
+ */
+export async function listEventBatches(
+  db: Database,
+  runId: string,
+  page: { view: "public" | "full"; after: number; fromSeq: number; limit: number },
+): Promise<SequencedEvent[][]> {
+  const rows = await db
+    .select({ events: runEventBatches.events })
+    .from(runEventBatches)
+    .where(
+      and(
+        eq(runEventBatches.runId, runId),
+        gt(runEventBatches.lastSeq, page.fromSeq),
+        page.view === "public" ? gt(runEventBatches.lastPublicSeq, page.after) : undefined,
+      ),
+    )
+    .orderBy(asc(runEventBatches.lastSeq))
+    .limit(page.limit);
+  return rows.map((row) => parseBatch(row.events));
+}
+
+/** The run's last event, when it is its completion (always written alone, in the last batch). */
+export async function getCompletionEvent(
+  db: Database,
+  runId: string,
+): Promise<CompletionEvent | undefined> {
+  const [row] = await db
+    .select({ events: runEventBatches.events })
+    .from(runEventBatches)
+    .where(eq(runEventBatches.runId, runId))
+    .orderBy(desc(runEventBatches.lastSeq))
+    .limit(1);
+  const last = row ? parseBatch(row.events).at(-1) : undefined;
+  return last?.type === "completion" ? (JSON.parse(last.json) as CompletionEvent) : undefined;
+}
+
+/** The highest `seq` and public position the run's log holds (0 when empty). */
+export async function lastEventSeqs(db: Database, runId: string) {
+  const [row] = await db
+    .select({ seq: runEventBatches.lastSeq, publicSeq: runEventBatches.lastPublicSeq })
+    .from(runEventBatches)
+    .where(eq(runEventBatches.runId, runId))
+    .orderBy(desc(runEventBatches.lastSeq))
+    .limit(1);
+  return row ?? { seq: 0, publicSeq: 0 };
+}
+
+/** Every text_delta of the run, joined: the `text` of its callback. */
+export async function runText(db: Database, runId: string): Promise<string> {
+  const rows = await db
+    .select({ events: runEventBatches.events })
+    .from(runEventBatches)
+    .where(eq(runEventBatches.runId, runId))
+    .orderBy(asc(runEventBatches.lastSeq));
+  let text = "";
+  for (const row of rows) {
+    for (const e of parseBatch(row.events)) {
+      if (e.type === "text_delta") text += (JSON.parse(e.json) as { text: string }).text;
+    }
+  }
+  return text;
+}

@@ -1,0 +1,204 @@
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { PGlite } from "@electric-sql/pglite";
+import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
+import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
+import postgres from "postgres";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type BridgeEvent, bareCompletion, PUBLIC_EVENT_TYPES } from "../../src/events.js";
+import type { LogView } from "../../src/runs/run-log.js";
+import { readStoredLog } from "../../src/runs/stored-log.js";
+import type { Database } from "../../src/store/db.js";
+import {
+  appendEvents,
+  getCompletionEvent,
+  lastEventSeqs,
+  runText,
+  type SequencedEvent,
+  sequenced,
+} from "../../src/store/events.js";
+import * as runStore from "../../src/store/runs.js";
+import * as schema from "../../src/store/schema.js";
+import { createSession } from "../../src/store/sessions.js";
+import {
+  BACKENDS,
+  createServerDatabase,
+  openTestDatabase,
+  type TestDatabase,
+} from "../support/db.js";
+
+// The run log's stored form: a batch of events to a row, read back in either view from any
+// position, and the migration that moved logs stored a row per event into batches.
+
+async function newRun(db: Database) {
+  const session = await createSession(db, {
+    ownerKeyId: null,
+    workDir: null,
+    title: null,
+    permissionMode: "acceptEdits",
+    model: null,
+    effort: "high",
+    systemPrompt: null,
+    worktree: false,
+    metadata: {},
+  });
+  return runStore.insertRun(db, {
+    sessionId: session.id,
+    trigger: "message",
+    prompt: "hi",
+    systemPrompt: null,
+    idempotencyKey: null,
+    requestHash: null,
+  });
+}
+
+/** A log of `n` events where every third is internal (`reasoning`), ending with a completion. */
+function numberedLog(n: number): SequencedEvent[] {
+  const events: SequencedEvent[] = [];
+  let publicSeq = 0;
+  for (let seq = 1; seq <= n; seq++) {
+    const event: BridgeEvent =
+      seq === n
+        ? bareCompletion("interrupted", "the server stopped")
+        : seq % 3 === 0
+          ? { type: "reasoning", text: `thought ${seq}\twith a tab\nand a newline` }
+          : { type: "text_delta", text: `word ${seq} ` };
+    events.push(sequenced(event, seq, PUBLIC_EVENT_TYPES.has(event.type) ? ++publicSeq : null));
+  }
+  return events;
+}
+
+async function store(db: Database, runId: string, log: SequencedEvent[], batchSize: number) {
+  let publicSeq = 0;
+  for (let i = 0; i < log.length; i += batchSize) {
+    const batch = log.slice(i, i + batchSize);
+    for (const e of batch) publicSeq = e.publicSeq ?? publicSeq;
+    await appendEvents(db, runId, batch, publicSeq);
+  }
+}
+
+async function read(db: Database, runId: string, view: LogView, after: number) {
+  const out: SequencedEvent[] = [];
+  for await (const e of readStoredLog(db, runId, view, after)) out.push(e);
+  return out;
+}
+
+describe.each(BACKENDS)("the stored run log on %s", (backend) => {
+  let database: TestDatabase;
+  beforeAll(async () => {
+    database = await openTestDatabase(backend);
+  });
+  afterAll(() => database.destroy());
+
+  it("reads back every event after any position, in either view, across many batches", async () => {
+    const { db } = database;
+    const run = await newRun(db);
+    const log = numberedLog(200);
+    // Batches of 7 make 29 rows: more than one page of the reader, with pages of only internal events.
+    await store(db, run.id, log, 7);
+    const visible = log.filter((e) => e.publicSeq !== null);
+    for (const after of [0, 1, 2, 3, 50, 66, 132, 133, 199, 200]) {
+      expect(await read(db, run.id, "full", after)).toEqual(log.slice(after));
+      expect(await read(db, run.id, "public", after)).toEqual(visible.slice(after));
+    }
+  });
+
+  it("finds the completion, the last positions and the joined text", async () => {
+    const { db } = database;
+    const run = await newRun(db);
+    expect(await getCompletionEvent(db, run.id)).toBeUndefined();
+    expect(await lastEventSeqs(db, run.id)).toEqual({ seq: 0, publicSeq: 0 });
+    const log = numberedLog(10);
+    await store(db, run.id, log.slice(0, 9), 4);
+    expect(await getCompletionEvent(db, run.id)).toBeUndefined();
+    await store(db, run.id, log.slice(9), 1);
+    expect(await getCompletionEvent(db, run.id)).toEqual(
+      bareCompletion("interrupted", "the server stopped"),
+    );
+    expect(await lastEventSeqs(db, run.id)).toEqual({ seq: 10, publicSeq: 7 });
+    expect(await runText(db, run.id)).toBe("word 1 word 2 word 4 word 5 word 7 word 8 ");
+  });
+});
+
+/** A raw connection that runs plain SQL, and a Drizzle database on the same connection. */
+interface RawDatabase {
+  exec(statement: string): Promise<void>;
+  db: Database;
+  close(): Promise<void>;
+}
+
+async function rawDatabase(backend: "pglite" | "postgres"): Promise<RawDatabase> {
+  if (backend === "pglite") {
+    const client = new PGlite();
+    return {
+      exec: async (s) => void (await client.exec(s)),
+      db: drizzlePglite({ client, schema }) as unknown as Database,
+      close: () => client.close(),
+    };
+  }
+  const { url, drop } = await createServerDatabase();
+  const client = postgres(url, { max: 1, onnotice: () => {} });
+  return {
+    exec: async (s) => void (await client.unsafe(s)),
+    db: drizzlePostgres({ client, schema }) as unknown as Database,
+    close: async () => {
+      await client.end();
+      await drop();
+    },
+  };
+}
+
+const migrationsDir = join(import.meta.dirname, "../../drizzle");
+
+async function migrate(raw: RawDatabase, which: (name: string) => boolean) {
+  for (const file of readdirSync(migrationsDir)
+    .filter((f) => f.endsWith(".sql"))
+    .sort()) {
+    if (!which(file)) continue;
+    for (const statement of readFileSync(join(migrationsDir, file), "utf8").split(
+      "--> statement-breakpoint",
+    )) {
+      await raw.exec(statement);
+    }
+  }
+}
+
+describe.each(BACKENDS)("migrating logs to batches on %s", (backend) => {
+  it("keeps every stored event, byte for byte, with both numberings", async () => {
+    const raw = await rawDatabase(backend);
+    try {
+      await migrate(raw, (f) => f < "0007");
+      const run = await newRun(raw.db);
+      const empty = await newRun(raw.db);
+      // As the row-per-event log stored them: the type in its column, the rest as JSON text.
+      // 2 500 events, the last a completion, and one whose data is empty: `{}`.
+      const rows = numberedLog(2500);
+      const last = rows.at(-1) as SequencedEvent;
+      rows[rows.length - 2] = sequenced(
+        { type: "status" } as BridgeEvent,
+        last.seq - 1,
+        (last.publicSeq ?? 0) - 1,
+      );
+      const values = rows.map((e) => {
+        const { type, ...data } = JSON.parse(e.json) as Record<string, unknown>;
+        const json = JSON.stringify(data).replaceAll("'", "''");
+        return `('${run.id}', ${e.seq}, ${e.publicSeq ?? "null"}, '${type}', '${json}', now())`;
+      });
+      await raw.exec(
+        `insert into run_events (run_id, seq, public_seq, type, data, created_at) values ${values.join(",")}`,
+      );
+      await migrate(raw, (f) => f >= "0007");
+      expect(await read(raw.db, run.id, "full", 0)).toEqual(rows);
+      expect(await read(raw.db, run.id, "public", 1000)).toEqual(
+        rows.filter((e) => e.publicSeq !== null && e.publicSeq > 1000),
+      );
+      expect(await lastEventSeqs(raw.db, run.id)).toEqual({ seq: 2500, publicSeq: last.publicSeq });
+      expect(await getCompletionEvent(raw.db, run.id)).toEqual(
+        bareCompletion("interrupted", "the server stopped"),
+      );
+      expect(await read(raw.db, empty.id, "full", 0)).toEqual([]);
+    } finally {
+      await raw.close();
+    }
+  });
+});
