@@ -1,13 +1,24 @@
 // Summarises a .cpuprofile (from `npm run bench -- --profile`): the functions with the most
-// self time, and self time per file. Usage: node bench/profile-top.mjs <file.cpuprofile> [n]
+// self time, and self time per file. Usage:
+//   node bench/profile-top.mjs <file.cpuprofile> [n] [--from SECONDS]
+// `--from` skips the samples before that many seconds into the profile (e.g. the server's start).
 import { readFileSync } from "node:fs";
+import { parseArgs } from "node:util";
 
-const [file, n = "25"] = process.argv.slice(2);
+const { positionals, values } = parseArgs({
+  allowPositionals: true,
+  options: { from: { type: "string", default: "0" } },
+});
+const [file, n = "25"] = positionals;
+const from = Number(values.from) * 1e6;
 const profile = JSON.parse(readFileSync(file, "utf8"));
 const byId = new Map(profile.nodes.map((node) => [node.id, node]));
 const self = new Map();
 const dt = profile.timeDeltas;
+let at = 0;
 for (let i = 0; i < profile.samples.length; i++) {
+  at += dt[i] ?? 0;
+  if (at < from) continue;
   self.set(profile.samples[i], (self.get(profile.samples[i]) ?? 0) + (dt[i] ?? 0));
 }
 const total = [...self.values()].reduce((a, b) => a + b, 0);

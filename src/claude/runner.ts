@@ -20,8 +20,9 @@ import { NdjsonReader } from "./framer.js";
 import { StreamMapper } from "./mapper.js";
 import { ByteTail, terminateGroup } from "./process.js";
 
-// Runs one `claude -p` for one message and yields its BridgeEvents, ending with exactly one
-// `completion` whatever happens. The child runs in its own process group; the read loop stops
+// Runs one `claude -p` for one message and yields its BridgeEvents in batches (what the CLI wrote
+// while the consumer was busy with the previous batch), ending with exactly one `completion`
+// whatever happens. The child runs in its own process group; the read loop stops
 // at the `result` line (not at EOF, which a grandchild holding stdout could delay forever), and
 // the group is then terminated (SIGTERM, `killGraceMs`, SIGKILL). The same happens on timeout,
 // stall, cancel, and when the consumer stops iterating early.
@@ -88,12 +89,9 @@ class Inbox<T> {
     wake?.();
   }
 
-  async next(): Promise<T> {
-    while (this.length === 0) {
-      await new Promise<void>((resolve) => {
-        this.waiter = resolve;
-      });
-    }
+  /** The next item if there is one, without waiting. */
+  shift(): T | undefined {
+    if (this.length === 0) return undefined;
     const item = this.items[this.head] as T;
     this.head++;
     if (this.head > 1024 && this.head * 2 > this.items.length) {
@@ -101,6 +99,15 @@ class Inbox<T> {
       this.head = 0;
     }
     return item;
+  }
+
+  async next(): Promise<T> {
+    while (this.length === 0) {
+      await new Promise<void>((resolve) => {
+        this.waiter = resolve;
+      });
+    }
+    return this.shift() as T;
   }
 }
 
@@ -139,7 +146,7 @@ export async function* runClaude(
   req: RunRequest,
   config: RunnerConfig,
   signal?: AbortSignal,
-): AsyncGenerator<BridgeEvent> {
+): AsyncGenerator<BridgeEvent[]> {
   const log = (config.logger ?? silentLogger).child({ claude_session_id: req.claudeSessionId });
   const startedAt = performance.now();
   const elapsed = () => performance.now() - startedAt;
@@ -147,14 +154,16 @@ export async function* runClaude(
   const fail = (err: RunnerError) => mapper.failure(err.status, err.message, elapsed());
 
   if (signal?.aborted) {
-    yield fail(new ClaudeCancelledError());
+    yield [fail(new ClaudeCancelledError())];
     return;
   }
   let args: string[];
   try {
     args = buildClaudeArgs(req);
   } catch (err) {
-    yield fail(err instanceof RunnerError ? err : new InvalidRunRequestError(toError(err).message));
+    yield [
+      fail(err instanceof RunnerError ? err : new InvalidRunRequestError(toError(err).message)),
+    ];
     return;
   }
 
@@ -168,7 +177,7 @@ export async function* runClaude(
     });
   } catch (err) {
     // Synchronous failures: e.g. an argument holding a NUL byte.
-    yield fail(new ClaudeSpawnError(config.bin, toError(err)));
+    yield [fail(new ClaudeSpawnError(config.bin, toError(err)))];
     return;
   }
   const pgid = child.pid;
@@ -282,6 +291,8 @@ export async function* runClaude(
   let ending: RunnerError | undefined;
   let exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
   let stdoutClosed = false;
+  /** Events mapped since the last yield. */
+  let batch: BridgeEvent[] = [];
   try {
     loop: for (;;) {
       if (paused && inbox.length <= LOW_WATER) {
@@ -289,7 +300,17 @@ export async function* runClaude(
         lastOutputAt = performance.now();
         child.stdout.resume();
       }
-      const item = await inbox.next();
+      let item = inbox.shift();
+      if (item === undefined) {
+        // Hands over what is mapped before waiting for more: one await per batch, not per line
+        // (an async generator costs about a microsecond per item, paid here once per batch).
+        if (batch.length > 0) {
+          yield batch;
+          batch = [];
+          continue;
+        }
+        item = await inbox.next();
+      }
       switch (item.kind) {
         case "line": {
           const line = item.line;
@@ -299,13 +320,13 @@ export async function* runClaude(
             writeStdin(answer.line);
             const q = answer.question;
             const event = q ? mapper.questionFromControl(q.toolUseId, q.input) : undefined;
-            if (event) yield event;
+            if (event) batch.push(event);
             continue;
           }
           if (line.type === "control_cancel_request") continue;
           for (const event of mapper.push(line)) {
             if (event.type === "completion") completion = event;
-            else yield event;
+            else batch.push(event);
           }
           if (completion) break loop;
           continue;
@@ -362,7 +383,7 @@ export async function* runClaude(
       duration_ms: Math.round(elapsed()),
       ...(final.error ? { error: final.error } : {}),
     });
-    yield final;
+    yield [...batch, final];
   } finally {
     // Also reached when the consumer stops early: nothing of the child may outlive the run.
     await stop(false);

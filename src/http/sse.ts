@@ -34,7 +34,7 @@ export const SSE_HEADERS = {
  * then took most of the time, with the whole replay held in memory for a slow client.
  */
 export function sseResponse(
-  open: (signal: AbortSignal) => AsyncIterable<SequencedEvent>,
+  open: (signal: AbortSignal) => AsyncIterable<SequencedEvent[]>,
   opts: { view: LogView; keepAliveMs: number; logger: Logger; headers?: Record<string, string> },
 ): Response {
   const gone = new AbortController();
@@ -68,9 +68,11 @@ export function sseResponse(
         // Not awaited: `pull` (the client asking for more) is only called once `start` returns.
         void (async () => {
           try {
-            for await (const entry of open(gone.signal)) {
-              send(sseFrame(entry, opts.view));
-              if (entry.type === "completion") break;
+            read: for await (const batch of open(gone.signal)) {
+              for (const entry of batch) {
+                send(sseFrame(entry, opts.view));
+                if (entry.type === "completion") break read;
+              }
               await room();
               if (gone.signal.aborted) break;
             }

@@ -301,13 +301,16 @@ export class RunManager {
     for (const run of [...(this.waiting.get(sessionId) ?? [])]) await this.cancel(run.row.id);
   }
 
-  /** The run's events after position `after` of the view, then live ones until its completion. */
+  /**
+   * The run's events after position `after` of the view, then live ones until its completion, in
+   * batches of consecutive events.
+   */
   async *events(
     runId: string,
     view: LogView,
     after: number,
     signal?: AbortSignal,
-  ): AsyncGenerator<SequencedEvent> {
+  ): AsyncGenerator<SequencedEvent[]> {
     const live = this.active.get(runId);
     if (live) yield* live.log.subscribe(view, after, signal);
     else yield* readStoredLog(this.opts.db, runId, view, after);
@@ -428,9 +431,11 @@ export class RunManager {
         },
         run.abort.signal,
       );
-      for await (const event of events) {
-        if (event.type === "completion") completion = event;
-        else log.append(event);
+      for await (const batch of events) {
+        for (const event of batch) {
+          if (event.type === "completion") completion = event;
+          else log.append(event);
+        }
       }
     } catch (err) {
       logger.error("run failed unexpectedly", { run_id: row.id, error: String(err) });

@@ -71,18 +71,20 @@ export class RunLog {
     this.notify();
   }
 
-  /** Every event after `after` in the given view, then each new one as it is persisted. */
+  /** Every event after `after` in the given view, then the new ones as they are persisted. */
   async *subscribe(
     view: LogView,
     after: number,
     signal?: AbortSignal,
-  ): AsyncGenerator<SequencedEvent> {
+  ): AsyncGenerator<SequencedEvent[]> {
     const events = view === "full" ? this.all : this.visible;
     let next = Math.max(0, after);
     while (!signal?.aborted) {
-      while (next < events.length) {
-        const entry = events[next++];
-        if (entry) yield entry;
+      if (next < events.length) {
+        const batch = events.slice(next);
+        next = events.length;
+        yield batch;
+        continue;
       }
       if (this.closed) return;
       await new Promise<void>((resolve) => {

@@ -5,23 +5,20 @@ import type { LogView } from "./run-log.js";
 /** Batches read per query: up to a few MB of events (a batch is about 1 MB at most). */
 const PAGE = 8;
 
-/** Replays a finished run's log from the database, a page of batches at a time. */
+/** Replays a finished run's log from the database, a batch at a time. */
 export async function* readStoredLog(
   db: Database,
   runId: string,
   view: LogView,
   after: number,
-): AsyncGenerator<SequencedEvent> {
+): AsyncGenerator<SequencedEvent[]> {
   const position = (e: SequencedEvent) => (view === "full" ? e.seq : e.publicSeq);
   // Pages continue after the last batch read, counted in `seq` (the batches' key).
   let fromSeq = after;
   for (;;) {
     const batches = await listEventBatches(db, runId, { view, after, fromSeq, limit: PAGE });
     for (const batch of batches) {
-      for (const entry of batch) {
-        const at = position(entry);
-        if (at !== null && at > after) yield entry;
-      }
+      yield batch.filter((entry) => (position(entry) ?? 0) > after);
       fromSeq = batch.at(-1)?.seq ?? fromSeq;
     }
     if (batches.length < PAGE) return;

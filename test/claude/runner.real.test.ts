@@ -60,7 +60,7 @@ function request(ce: ClaudeEnv, prompt: string, extra: Partial<RunRequest> = {})
 
 async function collect(req: RunRequest, config: RunnerConfig, signal?: AbortSignal) {
   const events: BridgeEvent[] = [];
-  for await (const e of runClaude(req, config, signal)) events.push(e);
+  for await (const batch of runClaude(req, config, signal)) events.push(...batch);
   // Every event the runner yields is a valid BridgeEvent.
   for (const e of events) expect(() => BridgeEvent.parse(e)).not.toThrow();
   const completions = events.filter((e): e is CompletionEvent => e.type === "completion");
@@ -368,9 +368,9 @@ describe("runClaude with the real CLI", () => {
     const ac = new AbortController();
     const events: BridgeEvent[] = [];
     const started = Date.now();
-    for await (const e of runClaude(request(ce, "Talk slowly"), config, ac.signal)) {
-      events.push(e);
-      if (e.type === "text_delta") ac.abort();
+    for await (const batch of runClaude(request(ce, "Talk slowly"), config, ac.signal)) {
+      events.push(...batch);
+      if (batch.some((e) => e.type === "text_delta")) ac.abort();
     }
     expect(Date.now() - started).toBeLessThan(10_000);
     const completions = of(events, "completion");

@@ -48,9 +48,9 @@ function request(f: FakeClaude, overrides: Partial<RunRequest> = {}): RunRequest
   };
 }
 
-async function collect(gen: AsyncGenerator<BridgeEvent>): Promise<BridgeEvent[]> {
+async function collect(gen: AsyncGenerator<BridgeEvent[]>): Promise<BridgeEvent[]> {
   const events: BridgeEvent[] = [];
-  for await (const e of gen) events.push(e);
+  for await (const batch of gen) events.push(...batch);
   return events;
 }
 
@@ -286,9 +286,9 @@ describe("runClaude with the fake CLI", () => {
       });
       const controller = new AbortController();
       const events: BridgeEvent[] = [];
-      for await (const e of runClaude(request(f), fakeRunnerConfig(f), controller.signal)) {
-        events.push(e);
-        if (e.type === "text_delta") controller.abort();
+      for await (const batch of runClaude(request(f), fakeRunnerConfig(f), controller.signal)) {
+        events.push(...batch);
+        if (batch.some((e) => e.type === "text_delta")) controller.abort();
       }
       expect(completionOf(events)).toMatchObject({ status: "cancelled", error: "run cancelled" });
       expect(survivors((await f.record()).pid)).toEqual([]);
@@ -369,7 +369,9 @@ describe("runClaude with the fake CLI", () => {
       });
       const gen = runClaude(request(f), fakeRunnerConfig(f));
       const first = await gen.next();
-      expect(first.value).toMatchObject({ type: "text_delta", text: "a" });
+      expect(first.value).toContainEqual(
+        expect.objectContaining({ type: "text_delta", text: "a" }),
+      );
       const done = await gen.return(undefined);
       expect(done.done).toBe(true);
       const record = await f.record();
@@ -448,9 +450,10 @@ describe("runClaude with the fake CLI", () => {
     }));
     const f = await fake({ steps: [...steps, { emit: result() }] });
     const events: BridgeEvent[] = [];
-    for await (const e of runClaude(request(f), fakeRunnerConfig(f, { idleTimeoutMs: 400 }))) {
-      events.push(e);
-      if (events.length % 10 === 0) await new Promise((r) => setTimeout(r, 1));
+    for await (const batch of runClaude(request(f), fakeRunnerConfig(f, { idleTimeoutMs: 400 }))) {
+      // Longer than the idle timeout: meanwhile stdout fills the inbox and is paused.
+      if (events.length === 0) await new Promise((r) => setTimeout(r, 600));
+      events.push(...batch);
     }
     expect(completionOf(events).status).toBe("succeeded");
     const expected = Array.from({ length: n }, (_, i) => `${i},`).join("");

@@ -79,7 +79,7 @@ async function store(db: Database, runId: string, log: SequencedEvent[], batchSi
 
 async function read(db: Database, runId: string, view: LogView, after: number) {
   const out: SequencedEvent[] = [];
-  for await (const e of readStoredLog(db, runId, view, after)) out.push(e);
+  for await (const batch of readStoredLog(db, runId, view, after)) out.push(...batch);
   return out;
 }
 

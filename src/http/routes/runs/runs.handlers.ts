@@ -59,9 +59,11 @@ export const postMessage: RouteHandler<typeof routes.postMessage, AppEnv> = asyn
   if (mode === "json") {
     let text = "";
     let completion: CompletionEvent | undefined;
-    for await (const { type, json } of runs.events(run.id, "public", 0)) {
-      if (type === "text_delta") text += (JSON.parse(json) as { text: string }).text;
-      if (type === "completion") completion = JSON.parse(json) as CompletionEvent;
+    for await (const batch of runs.events(run.id, "public", 0)) {
+      for (const { type, json } of batch) {
+        if (type === "text_delta") text += (JSON.parse(json) as { text: string }).text;
+        if (type === "completion") completion = JSON.parse(json) as CompletionEvent;
+      }
     }
     if (!completion) throw new Error(`run ${run.id} ended without a completion`);
     return c.json({ run: await loadRun(db, run.id, principal), completion, text }, 200, {
