@@ -10,6 +10,7 @@ import {
   RunFinishedError,
   SessionBusyError,
   SessionExpiredError,
+  SessionGoneError,
   ShuttingDownError,
 } from "../runs/errors.js";
 import type { AppEnv } from "./context.js";
@@ -174,6 +175,7 @@ function runRefusal(err: unknown): ApiError | undefined {
     return new ApiError(422, "idempotency_key_reused", err.message);
   if (err instanceof RunFinishedError) return new ApiError(409, "run_finished", err.message);
   if (err instanceof SessionExpiredError) return new ApiError(410, "session_expired", err.message);
+  if (err instanceof SessionGoneError) return new ApiError(404, "session_not_found", err.message);
   if (err instanceof ShuttingDownError) return new ApiError(503, "shutting_down", err.message);
   return undefined;
 }

@@ -50,3 +50,10 @@ export class SessionExpiredError extends Error {
     super(`session ${sessionId} has expired and takes no more messages; create a new one`);
   }
 }
+
+/** The session was deleted while the message was on its way in. */
+export class SessionGoneError extends Error {
+  constructor(readonly sessionId: string) {
+    super(`No session with id ${sessionId}`);
+  }
+}

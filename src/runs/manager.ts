@@ -7,7 +7,6 @@ import type { Logger } from "../log.js";
 import type { Database } from "../store/db.js";
 import { uniqueViolation } from "../store/errors.js";
 import { appendEvents, lastEventSeqs, type SequencedEvent, sequenced } from "../store/events.js";
-import { isSessionExpired } from "../store/expiry.js";
 import { insertCallback, markCallbackDue } from "../store/hooks.js";
 import * as store from "../store/runs.js";
 import type { RunRow, SessionRow } from "../store/schema.js";
@@ -19,6 +18,7 @@ import {
   RunFinishedError,
   SessionBusyError,
   SessionExpiredError,
+  SessionGoneError,
   ShuttingDownError,
 } from "./errors.js";
 import { type CompletionPosition, type LogView, RunLog } from "./run-log.js";
@@ -136,20 +136,21 @@ export class RunManager {
     if (!this.accepting) throw new ShuttingDownError();
     const { db } = this.opts;
     // Read again rather than trusting `session`: the sweep may have expired it since.
-    if (await isSessionExpired(db, session.id)) throw new SessionExpiredError(session.id);
+    const state = await store.admissionState(db, session.id);
+    if (!state) throw new SessionGoneError(session.id);
+    if (state.expired) throw new SessionExpiredError(session.id);
     const requestHash = message.idempotencyKey ? hashMessage(message) : null;
     if (message.idempotencyKey) {
       const earlier = await this.findIdempotent(session.id, message.idempotencyKey, requestHash);
       if (earlier) return { run: earlier, created: false };
     }
-    const active = await store.getActiveRun(db, session.id);
     // Runs already waiting for the session go first: a newcomer may not overtake them.
     const inLine = this.waiting.get(session.id)?.[0];
     if (!message.waitForSession) {
-      if (active) throw new SessionBusyError(active.id);
+      if (state.activeRunId) throw new SessionBusyError(state.activeRunId);
       if (inLine) throw new SessionBusyError(inLine.row.id);
     }
-    let wait = Boolean(active || inLine);
+    let wait = Boolean(state.activeRunId || inLine);
     if (session.ownerKeyId && this.activeRunsOf(session.ownerKeyId) >= this.opts.maxPerKey) {
       throw new KeyRunLimitError(this.opts.maxPerKey, this.retryAfterSeconds());
     }
@@ -161,22 +162,25 @@ export class RunManager {
     this.admitting++;
     let row: RunRow;
     try {
-      const insert = (status: "queued" | "waiting") =>
-        db.transaction(async (tx) => {
-          const inserted = await store.insertRun(tx, {
-            sessionId: session.id,
-            status,
-            trigger: message.trigger,
-            prompt: message.text,
-            systemPrompt: message.systemPrompt,
-            idempotencyKey: message.idempotencyKey,
-            requestHash,
-          });
-          // With the run, so that no completion can ever find its callback missing.
-          if (message.callback)
-            await insertCallback(tx, { runId: inserted.id, ...message.callback });
+      const insert = (status: "queued" | "waiting") => {
+        const run = {
+          sessionId: session.id,
+          status,
+          trigger: message.trigger,
+          prompt: message.text,
+          systemPrompt: message.systemPrompt,
+          idempotencyKey: message.idempotencyKey,
+          requestHash,
+        };
+        const { callback } = message;
+        if (!callback) return store.insertRun(db, run);
+        // With the run, so that no completion can ever find its callback missing.
+        return db.transaction(async (tx) => {
+          const inserted = await store.insertRun(tx, run);
+          await insertCallback(tx, { runId: inserted.id, ...callback });
           return inserted;
         });
+      };
       try {
         row = await insert(wait ? "waiting" : "queued");
       } catch (err) {
@@ -402,7 +406,7 @@ export class RunManager {
     const startedAt = new Date();
     let completion: CompletionEvent | undefined;
     try {
-      await store.markRunning(db, row.id, startedAt);
+      const { resume } = await store.markRunning(db, row.id, startedAt);
       log.append({
         type: "run_started",
         run_id: row.id,
@@ -410,7 +414,6 @@ export class RunManager {
         trigger: row.trigger,
         queued_ms: Math.max(0, startedAt.getTime() - row.createdAt.getTime()),
       });
-      const resume = await store.claudeSessionStarted(db, session.id);
       if (session.worktree) await this.prepareWorktree(session);
       const events = runClaude(
         {

@@ -33,11 +33,3 @@ export async function expireSession(db: Database, id: string, at: Date): Promise
     .returning({ id: sessions.id });
   return rows.length > 0;
 }
-
-export async function isSessionExpired(db: Database, id: string): Promise<boolean> {
-  const [row] = await db
-    .select({ expiredAt: sessions.expiredAt })
-    .from(sessions)
-    .where(eq(sessions.id, id));
-  return Boolean(row?.expiredAt);
-}

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { and, eq, inArray, isNotNull, lt, sql } from "drizzle-orm";
+import { alias } from "drizzle-orm/pg-core";
 import type { Principal } from "../auth/principal.js";
 import type { Usage } from "../events.js";
 import type { Database } from "./db.js";
@@ -83,18 +84,49 @@ export async function expireIdempotencyKey(
     );
 }
 
-/** Whether an earlier run of the session got as far as starting the CLI's own session. */
-export async function claudeSessionStarted(db: Database, sessionId: string): Promise<boolean> {
+/**
+ * What admitting a message to the session depends on, read in one statement: whether the session
+ * has expired (the sweep may have done so since the route read it) and its active run, if any.
+ */
+export async function admissionState(
+  db: Database,
+  sessionId: string,
+): Promise<{ expired: boolean; activeRunId: string | null } | undefined> {
   const [row] = await db
-    .select({ id: runs.id })
-    .from(runs)
-    .where(and(eq(runs.sessionId, sessionId), isNotNull(runs.claudeSessionId)))
-    .limit(1);
-  return row !== undefined;
+    .select({
+      expired: sql<boolean>`${sessions.expiredAt} is not null`,
+      activeRunId: sql<string | null>`(${db
+        .select({ id: runs.id })
+        .from(runs)
+        .where(and(eq(runs.sessionId, sessionId), inArray(runs.status, [...ACTIVE_STATUSES])))
+        .limit(1)})`,
+    })
+    .from(sessions)
+    .where(eq(sessions.id, sessionId));
+  return row;
 }
 
-export async function markRunning(db: Database, id: string, startedAt: Date) {
-  await db.update(runs).set({ status: "running", startedAt }).where(eq(runs.id, id));
+/**
+ * Marks the run running, and answers whether an earlier run of its session got as far as starting
+ * the CLI's own session (so that this one resumes it): one statement before the CLI starts.
+ */
+export async function markRunning(
+  db: Database,
+  id: string,
+  startedAt: Date,
+): Promise<{ resume: boolean }> {
+  const earlier = alias(runs, "earlier");
+  const [row] = await db
+    .update(runs)
+    .set({ status: "running", startedAt })
+    .where(eq(runs.id, id))
+    .returning({
+      resume: sql<boolean>`exists (${db
+        .select({ id: earlier.id })
+        .from(earlier)
+        .where(and(eq(earlier.sessionId, runs.sessionId), isNotNull(earlier.claudeSessionId)))})`,
+    });
+  return { resume: row?.resume ?? false };
 }
 
 export async function setRunPgid(db: Database, id: string, pgid: number, bootId: string | null) {

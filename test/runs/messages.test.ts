@@ -1,4 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ANONYMOUS_ADMIN } from "../../src/auth/principal.js";
+import { SessionGoneError } from "../../src/runs/errors.js";
+import { deleteSession, getSession } from "../../src/store/sessions.js";
 import { createTestApp, httpApi, listen, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
@@ -173,6 +176,16 @@ describe.each(BACKENDS)("messages and runs on %s", (backend) => {
       "new",
       "resume",
     ]);
+  });
+
+  it("a message to a session deleted after the route read it is refused as not found, and runs nothing", async () => {
+    const created = await api.newSession();
+    const session = await getSession(t.database.db, created.id, ANONYMOUS_ADMIN);
+    if (!session) throw new Error("the new session is not there");
+    await deleteSession(t.database.db, session.id);
+    const message = { text: "late", systemPrompt: null, trigger: "message", idempotencyKey: null };
+    await expect(t.deps.runs.submit(session, message)).rejects.toThrow(SessionGoneError);
+    expect(t.deps.runs.isActive(session.id)).toBe(false);
   });
 
   it("an Idempotency-Key retried returns the same run; with another body it is a 422", async () => {
