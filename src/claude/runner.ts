@@ -1,4 +1,3 @@
-import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
 import { stat } from "node:fs/promises";
 import type { BridgeEvent, CompletionEvent } from "../events.js";
 import { type Logger, silentLogger } from "../log.js";
@@ -19,6 +18,7 @@ import {
 import { NdjsonReader } from "./framer.js";
 import { StreamMapper } from "./mapper.js";
 import { ByteTail, terminateGroup } from "./process.js";
+import { type SpawnedProcess, spawnProcess } from "./spawner.js";
 
 // Runs one `claude -p` for one message and yields its BridgeEvents in batches (what the CLI wrote
 // while the consumer was busy with the previous batch), ending with exactly one `completion`
@@ -66,7 +66,6 @@ type Item =
   | { kind: "line"; line: Json }
   | { kind: "exit"; code: number | null; signal: NodeJS.Signals | null }
   | { kind: "stdout_closed" }
-  | { kind: "spawn_error"; error: NodeJS.ErrnoException }
   | { kind: "timeout" }
   | { kind: "idle" }
   | { kind: "abort" }
@@ -167,27 +166,19 @@ export async function* runClaude(
     return;
   }
 
-  let child: ChildProcessWithoutNullStreams;
+  let child: SpawnedProcess;
   try {
-    child = spawn(config.bin, args, {
-      cwd: req.cwd,
-      env: config.env,
-      stdio: "pipe",
-      detached: true,
-    });
+    child = await spawnProcess(config.bin, args, { cwd: req.cwd, env: config.env });
   } catch (err) {
-    // Synchronous failures: e.g. an argument holding a NUL byte.
-    yield [fail(new ClaudeSpawnError(config.bin, toError(err)))];
+    yield [fail(await spawnFailure(err as NodeJS.ErrnoException, config.bin, req.cwd))];
     return;
   }
   const pgid = child.pid;
   log.debug("claude started", { pid: pgid, bin: config.bin, args });
-  if (pgid !== undefined) {
-    try {
-      config.onSpawn?.(pgid);
-    } catch (err) {
-      log.warn("onSpawn callback failed", { error: toError(err).message });
-    }
+  try {
+    config.onSpawn?.(pgid);
+  } catch (err) {
+    log.warn("onSpawn callback failed", { error: toError(err).message });
   }
 
   const inbox = new Inbox<Item>();
@@ -208,19 +199,12 @@ export async function* runClaude(
   let paused = false;
   let lastOutputAt = performance.now();
 
-  const exitedPromise = new Promise<void>((resolve) => {
-    child.once("exit", (code, sig) => {
-      exited = true;
-      exitStatus = { code, signal: sig };
-      inbox.push({ kind: "exit", code, signal: sig });
-      resolve();
-    });
+  const exitedPromise = child.exited.then(({ code, signal }) => {
+    exited = true;
+    exitStatus = { code, signal };
+    inbox.push({ kind: "exit", code, signal });
   });
   const stderrClosed = new Promise<void>((resolve) => child.stderr.once("close", resolve));
-  child.on("error", (error: NodeJS.ErrnoException) => {
-    if (child.pid === undefined) inbox.push({ kind: "spawn_error", error });
-    else log.warn("claude child process error", { error: error.message });
-  });
   child.stdout.on("data", (chunk: Buffer) => {
     lastOutputAt = performance.now();
     for (const line of reader.push(chunk)) inbox.push({ kind: "line", line });
@@ -254,16 +238,16 @@ export async function* runClaude(
   }
   const onAbort = () => inbox.push({ kind: "abort" });
   signal?.addEventListener("abort", onAbort, { once: true });
+  // Aborted while the process was being started.
+  if (signal?.aborted) onAbort();
 
   const writeStdin = (text: string) => {
     if (child.stdin.writable) child.stdin.write(text);
   };
-  const waitForExit = (ms: number) =>
-    pgid === undefined || exited ? Promise.resolve() : within(exitedPromise, ms);
+  const waitForExit = (ms: number) => (exited ? Promise.resolve() : within(exitedPromise, ms));
   let groupKill: Promise<void> | undefined;
   const killGroup = () => {
-    groupKill ??=
-      pgid === undefined ? Promise.resolve() : terminateGroup(pgid, config.killGraceMs, log);
+    groupKill ??= terminateGroup(pgid, config.killGraceMs, log);
     return groupKill;
   };
   let stopped: Promise<void> | undefined;
@@ -347,9 +331,6 @@ export async function* runClaude(
           timers.push(setTimeout(() => inbox.push({ kind: "drain_timeout" }), config.killGraceMs));
           continue;
         case "drain_timeout":
-          break loop;
-        case "spawn_error":
-          ending = await spawnFailure(item.error, config.bin, req.cwd);
           break loop;
         case "timeout":
           ending = new ClaudeTimeoutError(config.timeoutMs);
