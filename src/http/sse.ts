@@ -4,7 +4,7 @@ import type { LogView } from "../runs/run-log.js";
 import type { SequencedEvent } from "../store/events.js";
 
 const encoder = new TextEncoder();
-/** Frames are gathered up to this many characters before they are handed on. */
+/** Frames of a batch are handed on in chunks of about this many characters. */
 const FLUSH_CHARS = 64 * 1024;
 /** How far the stream may run ahead of a slow client. */
 const HIGH_WATER_BYTES = 256 * 1024;
@@ -28,10 +28,10 @@ export const SSE_HEADERS = {
  * the run goes on. A failure after the response has started cannot become an HTTP error, so it
  * ends the stream with a `completion` saying so.
  *
- * Frames produced in one turn of the event loop go out as one chunk, and events are read only
- * while the client keeps up (the stream's queue holds at most HIGH_WATER_BYTES): the bench found
- * a replay enqueueing 50 000 one-frame chunks at once, whose dequeueing (an array shift each)
- * then took most of the time, with the whole replay held in memory for a slow client.
+ * The frames of a batch of events go out as one chunk, at once, and batches are read only while
+ * the client keeps up (the stream's queue holds at most HIGH_WATER_BYTES): the bench found a
+ * replay enqueueing 50 000 one-frame chunks at once, whose dequeueing (an array shift each) then
+ * took most of the time, with the whole replay held in memory for a slow client.
  */
 export function sseResponse(
   open: (signal: AbortSignal) => AsyncIterable<SequencedEvent[]>,
@@ -39,7 +39,6 @@ export function sseResponse(
 ): Response {
   const gone = new AbortController();
   let keepAlive: NodeJS.Timeout | undefined;
-  let flushing: NodeJS.Immediate | undefined;
   /** Resolves the producer's wait for room in the queue. */
   let wake: (() => void) | undefined;
   const stream = new ReadableStream<Uint8Array>(
@@ -47,15 +46,12 @@ export function sseResponse(
       start(controller) {
         let pending = "";
         const flush = () => {
-          clearImmediate(flushing);
-          flushing = undefined;
           if (pending && !gone.signal.aborted) controller.enqueue(encoder.encode(pending));
           pending = "";
         };
         const send = (text: string) => {
           pending += text;
           if (pending.length >= FLUSH_CHARS) flush();
-          else flushing ??= setImmediate(flush);
         };
         const room = async () => {
           while (!gone.signal.aborted && (controller.desiredSize ?? 1) <= 0) {
@@ -64,7 +60,10 @@ export function sseResponse(
             });
           }
         };
-        keepAlive = setInterval(() => send(": keep-alive\n\n"), opts.keepAliveMs);
+        keepAlive = setInterval(() => {
+          send(": keep-alive\n\n");
+          flush();
+        }, opts.keepAliveMs);
         // Not awaited: `pull` (the client asking for more) is only called once `start` returns.
         void (async () => {
           try {
@@ -73,6 +72,7 @@ export function sseResponse(
                 send(sseFrame(entry, opts.view));
                 if (entry.type === "completion") break read;
               }
+              flush();
               await room();
               if (gone.signal.aborted) break;
             }
@@ -92,7 +92,6 @@ export function sseResponse(
       },
       cancel() {
         clearInterval(keepAlive);
-        clearImmediate(flushing);
         gone.abort();
         wake?.();
       },
