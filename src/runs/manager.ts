@@ -58,6 +58,8 @@ interface ActiveRun {
   abort: AbortController;
   /** In line for its session (status `waiting`), not yet in the run queue. */
   waiting: boolean;
+  /** Resumes the CLI's session: known when no other run of the session can be active. */
+  resume: boolean;
   /** Set when the server's shutdown, not a client, ended the run. */
   interruptedBy?: string;
   finished: Promise<void>;
@@ -215,6 +217,8 @@ export class RunManager {
       log: new RunLog(db, row.id, this.opts.logger),
       abort: new AbortController(),
       waiting: wait,
+      // Asked again when a waiting run takes its turn.
+      resume: state.resume,
       finished,
       markFinished,
     };
@@ -279,7 +283,7 @@ export class RunManager {
   private async promote(sessionId: string) {
     const next = this.waiting.get(sessionId)?.[0];
     if (!next || !this.accepting || this.holdsSession(sessionId)) return;
-    let promoted: RunRow | undefined;
+    let promoted: Awaited<ReturnType<typeof store.promoteWaitingRun>>;
     try {
       promoted = await store.promoteWaitingRun(this.opts.db, next.row.id);
     } catch (err) {
@@ -294,7 +298,8 @@ export class RunManager {
       next.markFinished();
       return;
     }
-    next.row = promoted;
+    next.row = promoted.run;
+    next.resume = promoted.resume;
     next.waiting = false;
     if (this.running < this.opts.maxConcurrent) this.start(next);
     else this.queue.push(next);
@@ -405,8 +410,14 @@ export class RunManager {
     const { row, session, log } = run;
     const startedAt = new Date();
     let completion: CompletionEvent | undefined;
+    // Recorded while the CLI starts: recovery closes queued and running runs alike, and the run's
+    // end is recorded only after this (one statement less before the first event).
+    const marking = store
+      .markRunning(db, row.id, startedAt)
+      .catch((err) =>
+        logger.error("could not mark the run running", { run_id: row.id, error: String(err) }),
+      );
     try {
-      const { resume } = await store.markRunning(db, row.id, startedAt);
       log.append({
         type: "run_started",
         run_id: row.id,
@@ -419,7 +430,7 @@ export class RunManager {
         {
           prompt: row.prompt,
           claudeSessionId: session.id,
-          resume,
+          resume: run.resume,
           ...(session.worktree ? { worktree: session.id } : {}),
           permissionMode: PermissionMode.parse(session.permissionMode),
           effort: Effort.parse(session.effort),
@@ -457,6 +468,7 @@ export class RunManager {
     } catch {
       // The log write already failed and was logged; the completion below still records the end.
     }
+    await marking;
     await this.complete(run, completion);
   }
 

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { and, eq, inArray, isNotNull, lt, sql } from "drizzle-orm";
-import { alias } from "drizzle-orm/pg-core";
+import { and, eq, getTableColumns, inArray, isNotNull, lt, sql } from "drizzle-orm";
+import { type AnyPgColumn, alias, QueryBuilder } from "drizzle-orm/pg-core";
 import type { Principal } from "../auth/principal.js";
 import type { Usage } from "../events.js";
 import type { Database } from "./db.js";
@@ -85,13 +85,27 @@ export async function expireIdempotencyKey(
 }
 
 /**
+ * Whether a finished run of the session got as far as starting the CLI's own session, so that the
+ * next run resumes it. Asked when no other run of the session can be active: at admission, or
+ * when a waiting run takes its turn.
+ */
+function cliSessionStarted(sessionId: AnyPgColumn | string) {
+  const earlier = alias(runs, "earlier");
+  return sql<boolean>`exists (${new QueryBuilder()
+    .select({ id: earlier.id })
+    .from(earlier)
+    .where(and(eq(earlier.sessionId, sessionId), isNotNull(earlier.claudeSessionId)))})`;
+}
+
+/**
  * What admitting a message to the session depends on, read in one statement: whether the session
- * has expired (the sweep may have done so since the route read it) and its active run, if any.
+ * has expired (the sweep may have done so since the route read it), its active run if any, and
+ * whether its run will resume the CLI's session.
  */
 export async function admissionState(
   db: Database,
   sessionId: string,
-): Promise<{ expired: boolean; activeRunId: string | null } | undefined> {
+): Promise<{ expired: boolean; activeRunId: string | null; resume: boolean } | undefined> {
   const [row] = await db
     .select({
       expired: sql<boolean>`${sessions.expiredAt} is not null`,
@@ -100,33 +114,15 @@ export async function admissionState(
         .from(runs)
         .where(and(eq(runs.sessionId, sessionId), inArray(runs.status, [...ACTIVE_STATUSES])))
         .limit(1)})`,
+      resume: cliSessionStarted(sessionId),
     })
     .from(sessions)
     .where(eq(sessions.id, sessionId));
   return row;
 }
 
-/**
- * Marks the run running, and answers whether an earlier run of its session got as far as starting
- * the CLI's own session (so that this one resumes it): one statement before the CLI starts.
- */
-export async function markRunning(
-  db: Database,
-  id: string,
-  startedAt: Date,
-): Promise<{ resume: boolean }> {
-  const earlier = alias(runs, "earlier");
-  const [row] = await db
-    .update(runs)
-    .set({ status: "running", startedAt })
-    .where(eq(runs.id, id))
-    .returning({
-      resume: sql<boolean>`exists (${db
-        .select({ id: earlier.id })
-        .from(earlier)
-        .where(and(eq(earlier.sessionId, runs.sessionId), isNotNull(earlier.claudeSessionId)))})`,
-    });
-  return { resume: row?.resume ?? false };
+export async function markRunning(db: Database, id: string, startedAt: Date) {
+  await db.update(runs).set({ status: "running", startedAt }).where(eq(runs.id, id));
 }
 
 export async function setRunPgid(db: Database, id: string, pgid: number, bootId: string | null) {
@@ -142,15 +138,18 @@ export async function unfinishedRuns(db: Database): Promise<RunRow[]> {
 }
 
 /**
- * Moves a waiting run into the queue; throws a unique violation while the session still has an
- * active run, and returns undefined when the run is gone.
+ * Moves a waiting run into the queue, saying whether it resumes the CLI's session; throws a unique
+ * violation while the session still has an active run, and returns undefined when the run is gone.
  */
-export async function promoteWaitingRun(db: Database, id: string): Promise<RunRow | undefined> {
+export async function promoteWaitingRun(
+  db: Database,
+  id: string,
+): Promise<{ run: RunRow; resume: boolean } | undefined> {
   const [row] = await db
     .update(runs)
     .set({ status: "queued" })
     .where(and(eq(runs.id, id), eq(runs.status, "waiting")))
-    .returning();
+    .returning({ run: getTableColumns(runs), resume: cliSessionStarted(runs.sessionId) });
   return row;
 }
 
