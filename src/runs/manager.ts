@@ -21,6 +21,7 @@ import {
   SessionGoneError,
   ShuttingDownError,
 } from "./errors.js";
+import { LogWriter } from "./log-writer.js";
 import { type CompletionPosition, type LogView, RunLog } from "./run-log.js";
 import { readStoredLog } from "./stored-log.js";
 
@@ -81,8 +82,11 @@ export class RunManager {
   private admitting = 0;
   private readonly admissions = new Map<string, Promise<void>>();
   private accepting = true;
+  private readonly writer: LogWriter;
 
-  constructor(private readonly opts: RunManagerOptions) {}
+  constructor(private readonly opts: RunManagerOptions) {
+    this.writer = new LogWriter(opts.db, opts.logger);
+  }
 
   /** Called after each run's completion is stored (the callback outbox listens). */
   onCompletion(listener: (runId: string) => void): () => void {
@@ -214,7 +218,7 @@ export class RunManager {
     const run: ActiveRun = {
       row,
       session,
-      log: new RunLog(db, row.id, this.opts.logger),
+      log: new RunLog(this.writer, row.id),
       abort: new AbortController(),
       waiting: wait,
       // Asked again when a waiting run takes its turn.
@@ -547,7 +551,7 @@ export class RunManager {
         at.seq,
         at.publicSeq,
       );
-      await appendEvents(tx, row.id, [stored], at.publicSeq);
+      await appendEvents(tx, [{ runId: row.id, events: [stored], lastPublicSeq: at.publicSeq }]);
       // A hook's callback becomes due with the completion, or not at all: never lost to a crash.
       await markCallbackDue(tx, row.id);
       return stored;

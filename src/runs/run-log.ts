@@ -1,7 +1,6 @@
 import { type BridgeEvent, PUBLIC_EVENT_TYPES } from "../events.js";
-import type { Logger } from "../log.js";
-import type { Database } from "../store/db.js";
-import { appendEvents, type SequencedEvent, sequenced } from "../store/events.js";
+import { type EventBatch, type SequencedEvent, sequenced } from "../store/events.js";
+import type { LogWriter } from "./log-writer.js";
 
 /** Which numbering a reader follows: the default view, or `?events=full`. */
 export type LogView = "public" | "full";
@@ -13,14 +12,12 @@ export interface CompletionPosition {
 
 /** A batch (one row) holds at most about this many characters, unless one event alone is longer. */
 const MAX_BATCH_CHARS = 1 << 20;
-const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
-const RETRY_DELAYS_MS = [50, 250, 1000, 3000];
 
 /**
- * The event log of one run in progress. Events are numbered, written to the database in
- * batches (whatever accumulated while the previous write was in flight, so a burst of deltas
- * costs a few round-trips, not one each), and only then reach subscribers: an
- * event a client has seen is always one the database has.
+ * The event log of one run in progress. Events are numbered, written to the database in batches
+ * by the LogWriter (whatever accumulated while the previous write was in flight, so a burst of
+ * deltas costs a few statements, not one each), and only then reach subscribers: an event a
+ * client has seen is always one the database has.
  */
 export class RunLog {
   /** Persisted events: `all[i].seq === i + 1`, `visible[i].publicSeq === i + 1`. */
@@ -31,21 +28,21 @@ export class RunLog {
   private nextPublicSeq = 1;
   /** The default view's position at the end of what is stored. */
   private storedPublicSeq = 0;
-  private flushing: Promise<void> | undefined;
   private failure: unknown;
+  /** Called once nothing is waiting to be written (or writing failed). */
+  private drained: (() => void)[] = [];
   private readonly waiters = new Set<() => void>();
   private closed = false;
 
   constructor(
-    private readonly db: Database,
+    private readonly writer: LogWriter,
     readonly runId: string,
-    private readonly logger: Logger,
   ) {}
 
   /** Numbers the event and queues it for the next batch. */
   append(event: BridgeEvent): void {
     this.pending.push(this.number(event));
-    this.flushing ??= this.flushLoop();
+    if (!this.failure) this.writer.schedule(this);
   }
 
   /** The completion's place, last and public; the caller persists it in its own transaction. */
@@ -60,8 +57,43 @@ export class RunLog {
 
   /** Resolves once every appended event is persisted; rejects if the database refused them. */
   async drain(): Promise<void> {
-    while (this.flushing) await this.flushing;
+    if (this.pending.length > 0 && !this.failure) {
+      await new Promise<void>((resolve) => this.drained.push(resolve));
+    }
     if (this.failure) throw this.failure;
+  }
+
+  /** For the writer: the next events to store, up to the size of a batch. */
+  takeBatch(): EventBatch | undefined {
+    if (this.failure || this.pending.length === 0) return undefined;
+    let chars = 0;
+    let n = 0;
+    let lastPublicSeq = this.storedPublicSeq;
+    while (n < this.pending.length && (n === 0 || chars < MAX_BATCH_CHARS)) {
+      const entry = this.pending[n++] as SequencedEvent;
+      chars += entry.json.length;
+      lastPublicSeq = entry.publicSeq ?? lastPublicSeq;
+    }
+    return { runId: this.runId, events: this.pending.slice(0, n), lastPublicSeq };
+  }
+
+  /** For the writer: the batch taken last is stored. */
+  stored(batch: EventBatch): void {
+    this.pending = this.pending.slice(batch.events.length);
+    this.storedPublicSeq = batch.lastPublicSeq;
+    this.publish(batch.events);
+    if (this.pending.length > 0) this.writer.schedule(this);
+    else this.settle();
+  }
+
+  /** For the writer: the batch taken last could not be stored; nothing more will be. */
+  failed(err: unknown): void {
+    this.failure = err;
+    this.settle();
+  }
+
+  private settle() {
+    for (const resolve of this.drained.splice(0)) resolve();
   }
 
   /** Publishes the last event, persisted by the caller, and closes the log. */
@@ -109,53 +141,5 @@ export class RunLog {
 
   private notify() {
     for (const wake of [...this.waiters]) wake();
-  }
-
-  private async flushLoop(): Promise<void> {
-    try {
-      while (this.pending.length > 0 && !this.failure) {
-        // Waiting for the next turn of the event loop lets a batch take every read of the CLI's
-        // stdout that this turn's poll made. Without the wait a batch held one read (taking the
-        // runner's batch a microtask later: PGlite relay 92 000 -> 60 000 events/s), or, before
-        // the runner handed over batches, what arrived during the previous write's few awaits.
-        await nextTurn();
-        const batch = this.takeBatch();
-        if (!(await this.write(batch))) return;
-        this.pending = this.pending.slice(batch.length);
-        this.publish(batch);
-      }
-    } finally {
-      this.flushing = undefined;
-    }
-  }
-
-  private takeBatch(): SequencedEvent[] {
-    let chars = 0;
-    let n = 0;
-    while (n < this.pending.length && (n === 0 || chars < MAX_BATCH_CHARS)) {
-      chars += this.pending[n]?.json.length ?? 0;
-      n++;
-    }
-    return this.pending.slice(0, n);
-  }
-
-  private async write(batch: SequencedEvent[]): Promise<boolean> {
-    let lastPublicSeq = this.storedPublicSeq;
-    for (const entry of batch) lastPublicSeq = entry.publicSeq ?? lastPublicSeq;
-    for (let attempt = 0; ; attempt++) {
-      try {
-        await appendEvents(this.db, this.runId, batch, lastPublicSeq);
-        this.storedPublicSeq = lastPublicSeq;
-        return true;
-      } catch (err) {
-        const delay = RETRY_DELAYS_MS[attempt];
-        if (delay === undefined) {
-          this.failure = err;
-          this.logger.error("event log write failed", { run_id: this.runId, error: String(err) });
-          return false;
-        }
-        await new Promise((r) => setTimeout(r, delay));
-      }
-    }
   }
 }

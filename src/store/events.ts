@@ -45,27 +45,26 @@ function parseLine(text: string): SequencedEvent {
 
 const parseBatch = (events: string) => events.split("\n").map(parseLine);
 
-/**
- * Stores consecutive events of a run as one row. `lastPublicSeq` is the default view's position
- * at the batch's end: the last public event's, in this batch or before it.
- */
-export async function appendEvents(
-  db: Database,
-  runId: string,
-  events: SequencedEvent[],
-  lastPublicSeq: number,
-) {
-  const first = events[0];
-  const last = events.at(-1);
-  if (!first || !last) return;
-  await db.insert(runEventBatches).values({
-    runId,
-    firstSeq: first.seq,
-    lastSeq: last.seq,
-    lastPublicSeq,
-    events: events.map(line).join("\n"),
-    createdAt: new Date(),
+/** Consecutive events of one run, stored as one row. */
+export interface EventBatch {
+  runId: string;
+  events: SequencedEvent[];
+  /** The default view's position at the batch's end: the last public event's, here or before. */
+  lastPublicSeq: number;
+}
+
+/** Stores batches, of one run or of several, in one statement. */
+export async function appendEvents(db: Database, batches: EventBatch[]) {
+  const rows = batches.flatMap(({ runId, events, lastPublicSeq }) => {
+    const first = events[0];
+    const last = events.at(-1);
+    if (!first || !last) return [];
+    const text = events.map(line).join("\n");
+    return [{ runId, firstSeq: first.seq, lastSeq: last.seq, lastPublicSeq, events: text }];
   });
+  if (rows.length === 0) return;
+  const createdAt = new Date();
+  await db.insert(runEventBatches).values(rows.map((row) => ({ ...row, createdAt })));
 }
 
 /**

@@ -73,7 +73,7 @@ async function store(db: Database, runId: string, log: SequencedEvent[], batchSi
   for (let i = 0; i < log.length; i += batchSize) {
     const batch = log.slice(i, i + batchSize);
     for (const e of batch) publicSeq = e.publicSeq ?? publicSeq;
-    await appendEvents(db, runId, batch, publicSeq);
+    await appendEvents(db, [{ runId, events: batch, lastPublicSeq: publicSeq }]);
   }
 }
 

@@ -1,0 +1,91 @@
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { BridgeEvent } from "../../src/events.js";
+import { silentLogger } from "../../src/log.js";
+import { LogWriter } from "../../src/runs/log-writer.js";
+import { RunLog } from "../../src/runs/run-log.js";
+import { readStoredLog } from "../../src/runs/stored-log.js";
+import type { Database } from "../../src/store/db.js";
+import * as runStore from "../../src/store/runs.js";
+import { runEventBatches } from "../../src/store/schema.js";
+import { createSession } from "../../src/store/sessions.js";
+import { BACKENDS, openTestDatabase, type TestDatabase } from "../support/db.js";
+
+// The writer stores the logs of all runs in progress, one statement per turn of the event loop.
+
+async function newRun(db: Database) {
+  const session = await createSession(db, {
+    ownerKeyId: null,
+    workDir: null,
+    title: null,
+    permissionMode: "acceptEdits",
+    model: null,
+    effort: "high",
+    systemPrompt: null,
+    worktree: false,
+    metadata: {},
+  });
+  const run = await runStore.insertRun(db, {
+    sessionId: session.id,
+    trigger: "message",
+    prompt: "hi",
+    systemPrompt: null,
+    idempotencyKey: null,
+    requestHash: null,
+  });
+  return run.id;
+}
+
+const delta = (text: string): BridgeEvent => ({ type: "text_delta", text });
+
+async function stored(db: Database, runId: string) {
+  const texts: string[] = [];
+  for await (const batch of readStoredLog(db, runId, "full", 0)) {
+    for (const e of batch) texts.push((JSON.parse(e.json) as { text: string }).text);
+  }
+  return texts;
+}
+
+describe.each(BACKENDS)("the log writer on %s", (backend) => {
+  let database: TestDatabase;
+  beforeAll(async () => {
+    database = await openTestDatabase(backend);
+  });
+  afterAll(() => database.destroy());
+
+  it("stores what several runs append in a turn in one statement, each log in order", async () => {
+    const { db } = database;
+    let statements = 0;
+    const counting = new Proxy(db, {
+      get(target, key, receiver) {
+        if (key === "insert") statements++;
+        return Reflect.get(target, key, receiver);
+      },
+    });
+    const writer = new LogWriter(counting, silentLogger);
+    const logs = await Promise.all([1, 2, 3].map(async () => new RunLog(writer, await newRun(db))));
+    for (let i = 0; i < 100; i++) for (const log of logs) log.append(delta(`${log.runId}:${i}`));
+    await Promise.all(logs.map((log) => log.drain()));
+    expect(statements).toBe(1);
+    for (const log of logs) {
+      expect(await stored(db, log.runId)).toEqual(
+        Array.from({ length: 100 }, (_, i) => `${log.runId}:${i}`),
+      );
+    }
+  });
+
+  it("a batch the database refuses fails only its own log", async () => {
+    const { db } = database;
+    const writer = new LogWriter(db, silentLogger, [0]);
+    const good = new RunLog(writer, await newRun(db));
+    // No such run: the foreign key refuses its batch.
+    const bad = new RunLog(writer, randomUUID());
+    good.append(delta("kept"));
+    bad.append(delta("refused"));
+    await expect(bad.drain()).rejects.toThrow();
+    await good.drain();
+    expect(await stored(db, good.runId)).toEqual(["kept"]);
+    const rows = await db.select().from(runEventBatches);
+    expect(rows.some((row) => row.runId === bad.runId)).toBe(false);
+  });
+});
