@@ -2,7 +2,8 @@
 # The bench's stand-in for the `claude` CLI. It reads the one stream-json user message the bridge
 # writes on stdin and takes the prompt text as its orders:
 #   @/path/transcript.jsonl   write that recorded transcript as fast as the pipe takes it (cat)
-#   !MODE ARGS...             hand over to fake-cli.mjs (stamped lines, paced lines, hold)
+#   !stamped N RATE           hand over to fake-stamped.pl (stamped lines, paced or not)
+#   !MODE ARGS...             hand over to fake-cli.mjs (hold)
 # It is a POSIX shell script so that a recorded run costs a fork of `cat`, not a Node start-up.
 case "$1" in --version) echo "2.1.328 (agent-bridge bench fake)"; exit 0 ;; esac
 IFS= read -r line
@@ -12,6 +13,7 @@ case "$text" in
   @*) exec cat "${text#@}" ;;
   # Word splitting of the orders is wanted here.
   # shellcheck disable=SC2086
+  !stamped*) exec perl "${0%/*}/fake-stamped.pl" ${text#!stamped} ;;
   !*) exec node "${0%/*}/fake-cli.mjs" ${text#!} ;;
   *) echo "bench fake: unknown orders: $text" >&2; exit 2 ;;
 esac
