@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, gt } from "drizzle-orm";
+import { and, asc, desc, eq, gt, sql } from "drizzle-orm";
 import type { BridgeEvent, BridgeEventType, CompletionEvent } from "../events.js";
 import type { Database } from "./db.js";
 import { runEventBatches } from "./schema.js";
@@ -62,9 +62,24 @@ export async function appendEvents(db: Database, batches: EventBatch[]) {
     const text = events.map(line).join("\n");
     return [{ runId, firstSeq: first.seq, lastSeq: last.seq, lastPublicSeq, events: text }];
   });
-  if (rows.length === 0) return;
   const createdAt = new Date();
-  await db.insert(runEventBatches).values(rows.map((row) => ({ ...row, createdAt })));
+  const [only] = rows;
+  // One batch (a single busy run) goes as plain parameters: its text is sent as it is, where an
+  // array parameter is escaped and parsed again (PGlite relay 101 000 -> 81 000 events/s).
+  if (rows.length === 1 && only) {
+    await db.insert(runEventBatches).values({ ...only, createdAt });
+    return;
+  }
+  if (rows.length === 0) return;
+  // Several batches go as five array parameters: a multi-row `values` list costs the query
+  // builder work per row and column (drizzle's `is`, 12 % of the server's CPU with 50 runs).
+  const column = <T>(pick: (row: (typeof rows)[number]) => T) => sql.param(rows.map(pick));
+  await db.execute(sql`
+    insert into ${runEventBatches} (run_id, first_seq, last_seq, last_public_seq, events, created_at)
+    select b.*, ${createdAt.toISOString()}::timestamptz
+    from unnest(${column((r) => r.runId)}::uuid[], ${column((r) => r.firstSeq)}::integer[],
+      ${column((r) => r.lastSeq)}::integer[], ${column((r) => r.lastPublicSeq)}::integer[],
+      ${column((r) => r.events)}::text[]) as b`);
 }
 
 /**

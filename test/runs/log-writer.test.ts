@@ -58,7 +58,7 @@ describe.each(BACKENDS)("the log writer on %s", (backend) => {
     let statements = 0;
     const counting = new Proxy(db, {
       get(target, key, receiver) {
-        if (key === "insert") statements++;
+        if (key === "execute") statements++;
         return Reflect.get(target, key, receiver);
       },
     });
