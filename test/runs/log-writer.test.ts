@@ -6,35 +6,10 @@ import { LogWriter } from "../../src/runs/log-writer.js";
 import { RunLog } from "../../src/runs/run-log.js";
 import { readStoredLog } from "../../src/runs/stored-log.js";
 import type { Database } from "../../src/store/db.js";
-import * as runStore from "../../src/store/runs.js";
 import { runEventBatches } from "../../src/store/schema.js";
-import { createSession } from "../../src/store/sessions.js";
-import { BACKENDS, openTestDatabase, type TestDatabase } from "../support/db.js";
+import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
 
 // The writer stores the logs of all runs in progress, one statement per turn of the event loop.
-
-async function newRun(db: Database) {
-  const session = await createSession(db, {
-    ownerKeyId: null,
-    workDir: null,
-    title: null,
-    permissionMode: "acceptEdits",
-    model: null,
-    effort: "high",
-    systemPrompt: null,
-    worktree: false,
-    metadata: {},
-  });
-  const run = await runStore.insertRun(db, {
-    sessionId: session.id,
-    trigger: "message",
-    prompt: "hi",
-    systemPrompt: null,
-    idempotencyKey: null,
-    requestHash: null,
-  });
-  return run.id;
-}
 
 const delta = (text: string): BridgeEvent => ({ type: "text_delta", text });
 
@@ -63,7 +38,9 @@ describe.each(BACKENDS)("the log writer on %s", (backend) => {
       },
     });
     const writer = new LogWriter(counting, silentLogger);
-    const logs = await Promise.all([1, 2, 3].map(async () => new RunLog(writer, await newRun(db))));
+    const logs = await Promise.all(
+      [1, 2, 3].map(async () => new RunLog(writer, (await insertSessionRun(db)).id)),
+    );
     for (let i = 0; i < 100; i++) for (const log of logs) log.append(delta(`${log.runId}:${i}`));
     await Promise.all(logs.map((log) => log.drain()));
     expect(statements).toBe(1);
@@ -77,7 +54,7 @@ describe.each(BACKENDS)("the log writer on %s", (backend) => {
   it("a batch the database refuses fails only its own log", async () => {
     const { db } = database;
     const writer = new LogWriter(db, silentLogger, [0]);
-    const good = new RunLog(writer, await newRun(db));
+    const good = new RunLog(writer, (await insertSessionRun(db)).id);
     // No such run: the foreign key refuses its batch.
     const bad = new RunLog(writer, randomUUID());
     good.append(delta("kept"));

@@ -2,9 +2,8 @@ import { spawn } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bootId, groupAlive, terminateGroup } from "../../src/claude/process.js";
 import * as runStore from "../../src/store/runs.js";
-import { createSession } from "../../src/store/sessions.js";
 import { createTestApp, type TestApp } from "../support/app.js";
-import { BACKENDS } from "../support/db.js";
+import { BACKENDS, insertSessionRun } from "../support/db.js";
 
 // Start-up recovery acts on the process group a dead server recorded only when that number can
 // still be its CLI's: recorded in this boot of the machine.
@@ -26,25 +25,7 @@ describe.each(BACKENDS)("recovering runs on %s", (backend) => {
 
   async function unfinishedRun(pgid: number, boot: string | null) {
     const db = t.database.db;
-    const session = await createSession(db, {
-      ownerKeyId: null,
-      workDir: null,
-      title: null,
-      permissionMode: "acceptEdits",
-      model: null,
-      effort: "high",
-      systemPrompt: null,
-      worktree: false,
-      metadata: {},
-    });
-    const run = await runStore.insertRun(db, {
-      sessionId: session.id,
-      trigger: "message",
-      prompt: "left behind",
-      systemPrompt: null,
-      idempotencyKey: null,
-      requestHash: null,
-    });
+    const run = await insertSessionRun(db, "left behind");
     await runStore.markRunning(db, run.id, new Date());
     await runStore.setRunPgid(db, run.id, pgid, boot);
     return run;

@@ -17,40 +17,17 @@ import {
   type SequencedEvent,
   sequenced,
 } from "../../src/store/events.js";
-import * as runStore from "../../src/store/runs.js";
 import * as schema from "../../src/store/schema.js";
-import { createSession } from "../../src/store/sessions.js";
 import {
   BACKENDS,
   createServerDatabase,
+  insertSessionRun,
   openTestDatabase,
   type TestDatabase,
 } from "../support/db.js";
 
 // The run log's stored form: a batch of events to a row, read back in either view from any
 // position, and the migration that moved logs stored a row per event into batches.
-
-async function newRun(db: Database) {
-  const session = await createSession(db, {
-    ownerKeyId: null,
-    workDir: null,
-    title: null,
-    permissionMode: "acceptEdits",
-    model: null,
-    effort: "high",
-    systemPrompt: null,
-    worktree: false,
-    metadata: {},
-  });
-  return runStore.insertRun(db, {
-    sessionId: session.id,
-    trigger: "message",
-    prompt: "hi",
-    systemPrompt: null,
-    idempotencyKey: null,
-    requestHash: null,
-  });
-}
 
 /** A log of `n` events where every third is internal (`reasoning`), ending with a completion. */
 function numberedLog(n: number): SequencedEvent[] {
@@ -92,7 +69,7 @@ describe.each(BACKENDS)("the stored run log on %s", (backend) => {
 
   it("reads back every event after any position, in either view, across many batches", async () => {
     const { db } = database;
-    const run = await newRun(db);
+    const run = await insertSessionRun(db);
     const log = numberedLog(200);
     // Batches of 7 make 29 rows: more than one page of the reader, with pages of only internal events.
     await store(db, run.id, log, 7);
@@ -105,7 +82,7 @@ describe.each(BACKENDS)("the stored run log on %s", (backend) => {
 
   it("finds the completion, the last positions and the joined text", async () => {
     const { db } = database;
-    const run = await newRun(db);
+    const run = await insertSessionRun(db);
     expect(await getCompletionEvent(db, run.id)).toBeUndefined();
     expect(await lastEventSeqs(db, run.id)).toEqual({ seq: 0, publicSeq: 0 });
     const log = numberedLog(10);
@@ -168,8 +145,8 @@ describe.each(BACKENDS)("migrating logs to batches on %s", (backend) => {
     const raw = await rawDatabase(backend);
     try {
       await migrate(raw, (f) => f < "0007");
-      const run = await newRun(raw.db);
-      const empty = await newRun(raw.db);
+      const run = await insertSessionRun(raw.db);
+      const empty = await insertSessionRun(raw.db);
       // As the row-per-event log stored them: the type in its column, the rest as JSON text.
       // 2 500 events, the last a completion, and one whose data is empty: `{}`.
       const rows = numberedLog(2500);

@@ -3,7 +3,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
-import { type DatabaseHandle, openDatabase } from "../../src/store/db.js";
+import { type Database, type DatabaseHandle, openDatabase } from "../../src/store/db.js";
+import { insertRun } from "../../src/store/runs.js";
+import type { RunRow } from "../../src/store/schema.js";
+import { createSession } from "../../src/store/sessions.js";
 
 // Every database test runs on embedded PGlite, and also on the real Postgres server when
 // TEST_DATABASE_URL is set (CI sets it). Each opened database is new and private to its caller.
@@ -99,4 +102,27 @@ export function serverDatabases(): {
       for (const remove of made.splice(0)) await remove();
     },
   };
+}
+
+/** A new session with one queued run, as the run manager would have admitted it. */
+export async function insertSessionRun(db: Database, prompt = "hi"): Promise<RunRow> {
+  const session = await createSession(db, {
+    ownerKeyId: null,
+    workDir: null,
+    title: null,
+    permissionMode: "acceptEdits",
+    model: null,
+    effort: "high",
+    systemPrompt: null,
+    worktree: false,
+    metadata: {},
+  });
+  return insertRun(db, {
+    sessionId: session.id,
+    trigger: "message",
+    prompt,
+    systemPrompt: null,
+    idempotencyKey: null,
+    requestHash: null,
+  });
 }
