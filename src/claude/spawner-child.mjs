@@ -31,9 +31,10 @@ process.on("message", ({ id, bin, args, cwd, env }) => {
   }
   // Node starts reading a child's stdout and stderr at once; whatever this process read would
   // never reach the server, so reading stops before anything can arrive.
-  for (const stream of [child.stdout, child.stderr]) {
-    stream._handle.reading = false;
-    stream._handle.readStop();
+  for (const { _handle: handle } of [child.stdout, child.stderr]) {
+    if (!handle) continue;
+    handle.reading = false;
+    handle.readStop();
   }
   child.once("exit", (code, signal) => process.send({ id, exit: { code, signal } }));
   // Sending a handle closes this process's copy of it once it is sent.
