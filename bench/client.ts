@@ -1,6 +1,7 @@
 import { spawn } from "node:child_process";
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
+import { userMessageLine } from "../src/claude/command.js";
 
 // The bench's side of the wire: plain node:http (one agent, no pool limit), a minimal SSE frame
 // parser, the fake CLI driven directly for the floors, and the server's memory from /proc.
@@ -166,17 +167,6 @@ function parseFrame(buffer: string, start: number, end: number): SseEvent | unde
   return type ? { id, type, data } : undefined;
 }
 
-/** The line the bridge writes on the CLI's stdin (src/claude/command.ts `userMessageLine`). */
-export function userLine(prompt: string): string {
-  const message = {
-    type: "user",
-    message: { role: "user", content: [{ type: "text", text: prompt }] },
-    parent_tool_use_id: null,
-    session_id: "",
-  };
-  return `${JSON.stringify(message)}\n`;
-}
-
 /**
  * The floor: the same fake, with the same stdin line, piped into a bare consumer that frames
  * stdout by line and JSON.parses each. Resolves with the times of the first line and the end.
@@ -190,7 +180,7 @@ export function floorRun(
     const t0 = now();
     const child = spawn(bin, ["-p"], { stdio: ["pipe", "pipe", "inherit"] });
     child.on("error", reject);
-    child.stdin.end(userLine(prompt));
+    child.stdin.end(userMessageLine(prompt));
     let firstLineMs: number | undefined;
     let lines = 0;
     // Pieces of the unfinished line, joined once it is whole: linear however long the line.

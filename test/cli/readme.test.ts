@@ -1,10 +1,10 @@
-import { spawn } from "node:child_process";
 import { mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { crashBeforeResult, type LiveServer, liveServer, toolThenReply } from "../client/live.js";
+import { runCommand } from "../support/process.js";
 import { BIN, ROOT } from "./run-cli.js";
 
 // The README's examples are the ones that run: the client example is a file the tests execute
@@ -26,27 +26,6 @@ function codeBlocks(section: string, lang: string): string[] {
   const fence = new RegExp(`\`\`\`${lang}\\n([\\s\\S]*?)\`\`\``, "g");
   for (const match of section.matchAll(fence)) blocks.push(match[1] ?? "");
   return blocks;
-}
-
-function run(
-  command: string,
-  args: string[],
-  options: { cwd: string; env: NodeJS.ProcessEnv; input?: string },
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd: options.cwd, env: options.env });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d) => {
-      stdout += d;
-    });
-    child.stderr.on("data", (d) => {
-      stderr += d;
-    });
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-    child.stdin.end(options.input ?? "");
-  });
 }
 
 function shellQuote(text: string): string {
@@ -112,7 +91,7 @@ describe("the README examples", () => {
     const [block] = codeBlocks(await readmeSection("Client"), "ts");
     expect(block).toBe(await readFile(file, "utf8"));
 
-    const res = await run(join(ROOT, "node_modules/.bin/tsx"), [file], { cwd: ROOT, env });
+    const res = await runCommand(join(ROOT, "node_modules/.bin/tsx"), [file], { cwd: ROOT, env });
     expect(res).toEqual({
       code: 0,
       stdout: "Hello, world!\nsucceeded, $0.0123\n",
@@ -138,7 +117,7 @@ describe("the README examples", () => {
         [`__rc=$?`, `echo ${shellQuote(`@@ ${command}`)}`, "(exit $__rc)", command].join("\n"),
       )
       .join("\n");
-    const res = await run("bash", ["-c", `exec 2>&1\n${script}`], {
+    const res = await runCommand("bash", ["-c", `exec 2>&1\n${script}`], {
       cwd: dir,
       env: { ...env, AGENT_BRIDGE_URL: fresh.url },
     });
@@ -158,13 +137,13 @@ describe("the README examples", () => {
     await writeFile(summary, "");
     // As a GitHub Actions `run:` step: bash -e, the step's env from the (here local) settings.
     const stepEnv = { ...env, AGENT_BRIDGE_KEY: "ab_test_key", GITHUB_STEP_SUMMARY: summary };
-    const ok = await run("bash", ["-e", "-c", step.run], { cwd: dir, env: stepEnv });
+    const ok = await runCommand("bash", ["-e", "-c", step.run], { cwd: dir, env: stepEnv });
     expect(ok.code).toBe(0);
     expect(await readFile(join(dir, "review.md"), "utf8")).toBe("Hello, world!\n");
     expect(await readFile(summary, "utf8")).toBe("Hello, world!\n");
     expect(ok.stderr).toMatch(/^succeeded in /m);
 
-    const failed = await run("bash", ["-e", "-c", step.run], {
+    const failed = await runCommand("bash", ["-e", "-c", step.run], {
       cwd: dir,
       env: { ...stepEnv, AGENT_BRIDGE_URL: crashing.url },
     });

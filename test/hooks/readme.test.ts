@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -8,6 +7,7 @@ import { issueKey } from "../../src/auth/keys.js";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
 import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
 import { streamedReply } from "../support/fake-scenarios.js";
+import { type CommandResult, runCommand } from "../support/process.js";
 import { createHook, newStandardSecret } from "./support.js";
 
 // The README's CI examples are run as they are shown: the GitHub Actions steps (their `run`
@@ -31,23 +31,11 @@ function sh(
   script: string,
   args: string[],
   env: Record<string, string>,
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    // As GitHub runs a step (`bash --noprofile --norc -eo pipefail`), and sh -e for the script.
-    const flags = shell === "bash" ? ["--noprofile", "--norc", "-eo", "pipefail"] : ["-e"];
-    const child = spawn(shell, [...flags, "-c", script, "script", ...args], {
-      env: { PATH: process.env.PATH, ...env },
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d) => {
-      stdout += d;
-    });
-    child.stderr.on("data", (d) => {
-      stderr += d;
-    });
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
+): Promise<CommandResult> {
+  // As GitHub runs a step (`bash --noprofile --norc -eo pipefail`), and sh -e for the script.
+  const flags = shell === "bash" ? ["--noprofile", "--norc", "-eo", "pipefail"] : ["-e"];
+  return runCommand(shell, [...flags, "-c", script, "script", ...args], {
+    env: { PATH: process.env.PATH, ...env },
   });
 }
 
