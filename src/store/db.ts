@@ -1,7 +1,7 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { PGlite } from "@electric-sql/pglite";
+import { PGlite, type QueryOptions, type Results, type Transaction } from "@electric-sql/pglite";
 import { sql } from "drizzle-orm";
 import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
 import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
@@ -57,6 +57,28 @@ function processExists(pid: number): boolean {
   }
 }
 
+/**
+ * PGlite runs in this thread, and its statements resolve as microtasks: a chain of them (a
+ * request's lookups, a run's completion) ran to its end before any `process.nextTick` callback.
+ * Node corks an HTTP response's writes until the next tick, so SSE frames already sent waited
+ * behind unrelated statements: 5 ms for a run's first text delta (`npm run bench -- --only
+ * first`). Each statement, and each transaction as a whole, therefore waits for the ticks already
+ * queued before it starts.
+ */
+class TickYieldingPGlite extends PGlite {
+  override async query<T>(query: string, params?: unknown[], options?: QueryOptions) {
+    await afterQueuedTicks();
+    return super.query<T>(query, params, options) as Promise<Results<T>>;
+  }
+
+  override async transaction<T>(callback: (tx: Transaction) => Promise<T>): Promise<T> {
+    await afterQueuedTicks();
+    return super.transaction(callback);
+  }
+}
+
+const afterQueuedTicks = () => new Promise<void>((resolve) => process.nextTick(resolve));
+
 const migrationsFolder = fileURLToPath(new URL("../../drizzle", import.meta.url));
 
 /** Opens the database and brings its schema up to date with the committed migrations. */
@@ -70,7 +92,7 @@ export async function openDatabase(target: DatabaseTarget): Promise<DatabaseHand
       unlock = lockDataDir(target.dataDir);
     }
     try {
-      const client = new PGlite(dataDir);
+      const client = new TickYieldingPGlite(dataDir);
       const db = drizzlePglite({ client, schema });
       await migratePglite(db, { migrationsFolder });
       return handle(db, "pglite", async () => {
