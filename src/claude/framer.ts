@@ -3,22 +3,37 @@
 // Work is on bytes: chunks are kept in a list (never re-concatenated while a line grows, so the
 // cost is linear in the input), a line is decoded as UTF-8 only once it is whole (a character
 // split across chunks decodes correctly), and every line is bounded in bytes. A line over the
-// bound is dropped, counted and reported, and framing resumes after its `\n`.
+// bound is dropped, counted and reported, and framing resumes after its `\n`. A line over
+// `longLine.overBytes` has its strings cut as it arrives (see json-cutter.ts).
+
+import { JsonStringCutter } from "./json-cutter.js";
 
 export interface LineFramerOptions {
   /** Longest accepted line in bytes, without its `\n`. */
   maxLineBytes: number;
   /** Called once per dropped line with its length in bytes (as far as it was read). */
   onOversized?: (bytes: number) => void;
+  /** Lines are JSON, and in one longer than `overBytes` strings keep `maxStringBytes`. */
+  longLine?: { overBytes: number; maxStringBytes: number };
 }
+
+/**
+ * What NdjsonReader cuts: strings of over 1 MiB in lines of over 4 MiB. A model writes far less in
+ * one message (its output is bounded by tokens), and a `tool_result` event keeps 16 384
+ * characters, so no event changes; only a big tool output's unused rest is not kept.
+ */
+export const LONG_LINE = { overBytes: 4 * 1024 * 1024, maxStringBytes: 1024 * 1024 };
 
 const NEWLINE = 0x0a;
 
 export class LineFramer {
   private readonly maxLineBytes: number;
   private readonly onOversized: ((bytes: number) => void) | undefined;
+  private readonly longLine: LineFramerOptions["longLine"];
   private parts: Buffer[] = [];
   private size = 0;
+  /** The current line's cutter, once the line is long. */
+  private cutter: JsonStringCutter | undefined;
   /** Inside an over-long line: bytes are discarded up to the next `\n`. */
   private skipping = false;
   private skipped = 0;
@@ -28,6 +43,7 @@ export class LineFramer {
   constructor(options: LineFramerOptions) {
     this.maxLineBytes = options.maxLineBytes;
     this.onOversized = options.onOversized;
+    this.longLine = options.longLine;
   }
 
   /** Feeds one chunk; returns the lines it completed, decoded, without their `\n`. */
@@ -65,10 +81,17 @@ export class LineFramer {
       this.skipped = this.size + segment.length;
       this.parts = [];
       this.size = 0;
+      this.cutter = undefined;
       return;
     }
-    this.parts.push(segment);
     this.size += segment.length;
+    if (!this.cutter && this.longLine && this.size > this.longLine.overBytes) {
+      this.cutter = new JsonStringCutter(this.longLine.maxStringBytes);
+      for (const part of this.parts) this.cutter.push(part);
+      this.parts = [];
+    }
+    if (this.cutter) this.cutter.push(segment);
+    else this.parts.push(segment);
   }
 
   private finishLine(): string | undefined {
@@ -79,10 +102,11 @@ export class LineFramer {
       this.skipped = 0;
       return undefined;
     }
-    const parts = this.parts;
-    const size = this.size;
+    const { parts, size, cutter } = this;
     this.parts = [];
     this.size = 0;
+    this.cutter = undefined;
+    if (cutter) return cutter.finish().toString("utf8");
     const bytes = parts.length === 1 && parts[0] ? parts[0] : Buffer.concat(parts, size);
     return bytes.toString("utf8");
   }
@@ -101,7 +125,7 @@ export class NdjsonReader {
   invalidLines = 0;
 
   constructor(options: NdjsonReaderOptions) {
-    this.framer = new LineFramer(options);
+    this.framer = new LineFramer({ longLine: LONG_LINE, ...options });
     this.onInvalid = options.onInvalid;
   }
 

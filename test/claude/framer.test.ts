@@ -89,15 +89,20 @@ describe("LineFramer / NdjsonReader", () => {
     expect(invalid).toEqual(["not json", "[1,2]", "42", "{broken"]);
   });
 
-  it("accepts a 20 MB line when the bound allows it", () => {
+  it("keeps the first MiB of each string of a line over 4 MiB, and shorter lines whole", () => {
     const { r } = reader(32 * MB);
-    const text = "z".repeat(20 * MB);
-    const bytes = Buffer.from(`${JSON.stringify({ text })}\n`);
+    const line = (value: object) => Buffer.from(`${JSON.stringify(value)}\n`);
+    const bytes = Buffer.concat([
+      line({ type: "user", text: "z".repeat(20 * MB), tool_use_result: "y".repeat(2 * MB), n: 1 }),
+      line({ type: "user", text: "x".repeat(3 * MB) }),
+    ]);
     const out = [];
     for (let i = 0; i < bytes.length; i += 64 * 1024)
       out.push(...r.push(bytes.subarray(i, i + 64 * 1024)));
-    expect(out).toHaveLength(1);
-    expect((out[0] as { text: string }).text.length).toBe(20 * MB);
+    expect(out).toEqual([
+      { type: "user", text: "z".repeat(MB), tool_use_result: "y".repeat(MB), n: 1 },
+      { type: "user", text: "x".repeat(3 * MB) },
+    ]);
   });
 
   it("frames 50 MB in 64 KiB chunks by keeping chunk lists (linear, no regrowing buffer)", () => {

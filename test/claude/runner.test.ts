@@ -381,16 +381,21 @@ describe("runClaude with the fake CLI", () => {
   });
 
   describe("framing through the real pipe", () => {
-    it("passes a 20 MB line", async () => {
-      const size = 20 * 1024 * 1024;
+    it("passes a 40 MB tool output as a tool_result cut to 16 384 characters", async () => {
       const { events, completion } = await run(
-        { steps: [{ bigText: size }, { emit: result() }] },
-        { maxLineBytes: 32 * 1024 * 1024 },
+        { steps: [{ bigToolResult: 20 * 1024 * 1024 }, { emit: result() }] },
+        { maxLineBytes: 64 * 1024 * 1024 },
       );
-      expect(completion.status).toBe("succeeded");
-      const texts = events.filter((e) => e.type === "text_delta");
-      expect(texts).toHaveLength(1);
-      expect(texts[0]?.type === "text_delta" && texts[0].text.length).toBe(size);
+      expect(completion).toMatchObject({ status: "succeeded", last_message_uuid: "big-uuid" });
+      expect(events.filter((e) => e.type !== "completion")).toEqual([
+        {
+          type: "tool_result",
+          tool_use_id: "toolu_big",
+          is_error: false,
+          content: "x".repeat(16_384),
+          truncated: true,
+        },
+      ]);
     });
 
     it("decodes a multibyte character split across writes", async () => {
@@ -430,7 +435,7 @@ describe("runClaude with the fake CLI", () => {
 
     it("drops an over-long line and keeps going", async () => {
       const { events, completion } = await run(
-        { steps: [{ bigText: 5000 }, ...ok()] },
+        { steps: [{ bigToolResult: 5000 }, ...ok()] },
         { maxLineBytes: 4096 },
       );
       expect(completion.status).toBe("succeeded");

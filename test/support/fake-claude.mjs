@@ -81,17 +81,18 @@ for (const step of scenario.steps) {
   if ("emit" in step) await write(process.stdout, `${JSON.stringify(step.emit)}\n`);
   else if ("text" in step) await write(process.stdout, step.text);
   else if ("bytes" in step) await write(process.stdout, Buffer.from(step.bytes));
-  else if ("bigText" in step) {
+  else if ("bigToolResult" in step) {
+    const content = "x".repeat(step.bigToolResult);
     const message = {
-      type: "assistant",
+      type: "user",
       message: {
-        id: "msg_big",
-        role: "assistant",
-        content: [{ type: "text", text: "x".repeat(step.bigText) }],
+        role: "user",
+        content: [{ type: "tool_result", tool_use_id: "toolu_big", content, is_error: false }],
       },
       parent_tool_use_id: null,
       session_id: "fake-session",
       uuid: "big-uuid",
+      tool_use_result: { stdout: content, stderr: "", interrupted: false },
     };
     await write(process.stdout, `${JSON.stringify(message)}\n`);
   } else if ("stderr" in step) await write(process.stderr, step.stderr);

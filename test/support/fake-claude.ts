@@ -15,8 +15,11 @@ export type FakeStep =
   | { text: string }
   /** Writes raw bytes on stdout (e.g. half of a multibyte character). */
   | { bytes: number[] }
-  /** Writes an assistant line whose text block holds `bigText` "x" characters. */
-  | { bigText: number }
+  /**
+   * Writes a `tool_result` line for the tool use `toolu_big` whose content, and its copy in
+   * `tool_use_result` (as the CLI writes them), hold `bigToolResult` "x" characters.
+   */
+  | { bigToolResult: number }
   | { stderr: string }
   | { sleep: number }
   /** Exits at once with this code. */
