@@ -61,6 +61,8 @@ interface ActiveRun {
   waiting: boolean;
   /** Resumes the CLI's session: known when no other run of the session can be active. */
   resume: boolean;
+  /** An outbox row for a callback was written with the run (see Message.callback). */
+  hasCallback: boolean;
   /** Set when the server's shutdown, not a client, ended the run. */
   interruptedBy?: string;
   finished: Promise<void>;
@@ -223,6 +225,7 @@ export class RunManager {
       waiting: wait,
       // Asked again when a waiting run takes its turn.
       resume: state.resume,
+      hasCallback: Boolean(message.callback),
       finished,
       markFinished,
     };
@@ -365,10 +368,12 @@ export class RunManager {
         await terminateGroup(row.pgid, this.opts.runner.killGraceMs, logger);
       }
       const last = await lastEventSeqs(db, row.id);
+      // Whether the run had a callback is not known here: mark it due if there is one.
       await this.persistCompletion(
         row,
         { seq: last.seq + 1, publicSeq: last.publicSeq + 1 },
         bareCompletion("interrupted", "the server stopped before the run finished"),
+        true,
       );
       logger.warn("closed a run left unfinished by a previous process", { run_id: row.id });
     }
@@ -524,7 +529,7 @@ export class RunManager {
 
   private async complete(run: ActiveRun, completion: CompletionEvent) {
     const at = run.log.completionPosition();
-    run.log.close(await this.persistCompletion(run.row, at, completion));
+    run.log.close(await this.persistCompletion(run.row, at, completion, run.hasCallback));
     for (const listener of this.completionListeners) listener(run.row.id);
   }
 
@@ -533,6 +538,7 @@ export class RunManager {
     row: RunRow,
     at: CompletionPosition,
     completion: CompletionEvent,
+    hasCallback: boolean,
   ): Promise<SequencedEvent> {
     return this.opts.db.transaction(async (tx) => {
       const totals = await store.finishRun(tx, row, {
@@ -553,7 +559,7 @@ export class RunManager {
       );
       await appendEvents(tx, [{ runId: row.id, events: [stored], lastPublicSeq: at.publicSeq }]);
       // A hook's callback becomes due with the completion, or not at all: never lost to a crash.
-      await markCallbackDue(tx, row.id);
+      if (hasCallback) await markCallbackDue(tx, row.id);
       return stored;
     });
   }
