@@ -220,7 +220,7 @@ export class RunManager {
     const run: ActiveRun = {
       row,
       session,
-      log: new RunLog(this.writer, row.id),
+      log: new RunLog(this.writer, row.id, db),
       abort: new AbortController(),
       waiting: wait,
       // Asked again when a waiting run takes its turn.

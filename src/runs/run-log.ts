@@ -1,6 +1,8 @@
 import { type BridgeEvent, PUBLIC_EVENT_TYPES } from "../events.js";
+import type { Database } from "../store/db.js";
 import { type EventBatch, type SequencedEvent, sequenced } from "../store/events.js";
 import type { LogWriter } from "./log-writer.js";
+import { readStoredLog } from "./stored-log.js";
 
 /** Which numbering a reader follows: the default view, or `?events=full`. */
 export type LogView = "public" | "full";
@@ -14,15 +16,29 @@ export interface CompletionPosition {
 const MAX_BATCH_CHARS = 1 << 20;
 
 /**
+ * Stored events kept in memory for subscribers, per view: between this many and twice as many.
+ * Holding a whole run took 160 bytes an event (160 MB for a million deltas); a subscriber further
+ * behind reads the database.
+ */
+const KEPT_EVENTS = 4096;
+
+/** The events of one view kept in memory: `events[i]` is at position `dropped + i + 1`. */
+interface Kept {
+  events: SequencedEvent[];
+  dropped: number;
+}
+
+/**
  * The event log of one run in progress. Events are numbered, written to the database in batches
  * by the LogWriter (whatever accumulated while the previous write was in flight, so a burst of
  * deltas costs a few statements, not one each), and only then reach subscribers: an event a
- * client has seen is always one the database has.
+ * client has seen is always one the database has. Memory keeps the latest stored events; a
+ * subscriber behind them reads the database until it has caught up.
  */
 export class RunLog {
-  /** Persisted events: `all[i].seq === i + 1`, `visible[i].publicSeq === i + 1`. */
-  private readonly all: SequencedEvent[] = [];
-  private readonly visible: SequencedEvent[] = [];
+  /** Stored events of each view, the latest `keep` to `2 * keep` of them. */
+  private readonly full: Kept = { events: [], dropped: 0 };
+  private readonly public: Kept = { events: [], dropped: 0 };
   private pending: SequencedEvent[] = [];
   private nextSeq = 1;
   private nextPublicSeq = 1;
@@ -37,6 +53,9 @@ export class RunLog {
   constructor(
     private readonly writer: LogWriter,
     readonly runId: string,
+    /** Where a subscriber behind what memory keeps reads the rest. */
+    private readonly db: Database,
+    private readonly keep = KEPT_EVENTS,
   ) {}
 
   /** Numbers the event and queues it for the next batch. */
@@ -109,12 +128,26 @@ export class RunLog {
     after: number,
     signal?: AbortSignal,
   ): AsyncGenerator<SequencedEvent[]> {
-    const events = view === "full" ? this.all : this.visible;
+    const kept = view === "full" ? this.full : this.public;
+    const position = (e: SequencedEvent) => (view === "full" ? e.seq : (e.publicSeq ?? 0));
     let next = Math.max(0, after);
     while (!signal?.aborted) {
-      if (next < events.length) {
-        const batch = events.slice(next);
-        next = events.length;
+      if (next < kept.dropped) {
+        const from = next;
+        for await (const batch of readStoredLog(this.db, this.runId, view, next)) {
+          const last = batch.at(-1);
+          if (!last) continue;
+          next = position(last);
+          yield batch;
+          if (signal?.aborted) return;
+        }
+        // Every event memory let go of was stored first: not finding it is a broken log.
+        if (next === from) throw new Error(`run ${this.runId}: stored log ends at ${from}`);
+        continue;
+      }
+      if (next < kept.dropped + kept.events.length) {
+        const batch = kept.events.slice(next - kept.dropped);
+        next = kept.dropped + kept.events.length;
         yield batch;
         continue;
       }
@@ -133,8 +166,16 @@ export class RunLog {
 
   private publish(batch: SequencedEvent[]) {
     for (const entry of batch) {
-      this.all.push(entry);
-      if (entry.publicSeq !== null) this.visible.push(entry);
+      this.full.events.push(entry);
+      if (entry.publicSeq !== null) this.public.events.push(entry);
+    }
+    for (const kept of [this.full, this.public]) {
+      // Half at a time, so that trimming costs O(1) an event.
+      if (kept.events.length >= 2 * this.keep) {
+        const excess = kept.events.length - this.keep;
+        kept.events.splice(0, excess);
+        kept.dropped += excess;
+      }
     }
     this.notify();
   }

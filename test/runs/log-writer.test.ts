@@ -39,7 +39,7 @@ describe.each(BACKENDS)("the log writer on %s", (backend) => {
     });
     const writer = new LogWriter(counting, silentLogger);
     const logs = await Promise.all(
-      [1, 2, 3].map(async () => new RunLog(writer, (await insertSessionRun(db)).id)),
+      [1, 2, 3].map(async () => new RunLog(writer, (await insertSessionRun(db)).id, db)),
     );
     for (let i = 0; i < 100; i++) for (const log of logs) log.append(delta(`${log.runId}:${i}`));
     await Promise.all(logs.map((log) => log.drain()));
@@ -54,9 +54,9 @@ describe.each(BACKENDS)("the log writer on %s", (backend) => {
   it("a batch the database refuses fails only its own log", async () => {
     const { db } = database;
     const writer = new LogWriter(db, silentLogger, [0]);
-    const good = new RunLog(writer, (await insertSessionRun(db)).id);
+    const good = new RunLog(writer, (await insertSessionRun(db)).id, db);
     // No such run: the foreign key refuses its batch.
-    const bad = new RunLog(writer, randomUUID());
+    const bad = new RunLog(writer, randomUUID(), db);
     good.append(delta("kept"));
     bad.append(delta("refused"));
     await expect(bad.drain()).rejects.toThrow();
