@@ -459,6 +459,7 @@ export class RunManager {
           if (event.type === "completion") completion = event;
           else log.append(event);
         }
+        await log.keepPace();
       }
     } catch (err) {
       logger.error("run failed unexpectedly", { run_id: row.id, error: String(err) });

@@ -22,6 +22,9 @@ const MAX_BATCH_CHARS = 1 << 20;
  */
 const KEPT_EVENTS = 4096;
 
+/** Events waiting to be stored beyond which the run waits for the database (see keepPace). */
+export const MAX_BACKLOG = 8192;
+
 /** The events of one view kept in memory: `events[i]` is at position `dropped + i + 1`. */
 interface Kept {
   events: SequencedEvent[];
@@ -60,8 +63,20 @@ export class RunLog {
 
   /** Numbers the event and queues it for the next batch. */
   append(event: BridgeEvent): void {
-    this.pending.push(this.number(event));
-    if (!this.failure) this.writer.schedule(this);
+    const entry = this.number(event);
+    // Once writing failed nothing more is stored; the run's completion reports the failure.
+    if (this.failure) return;
+    this.pending.push(entry);
+    this.writer.schedule(this);
+  }
+
+  /**
+   * Waits while the database is MAX_BACKLOG events behind, until it has caught up: the caller
+   * stops reading the CLI meanwhile, so a slow database holds the CLI back rather than the
+   * events piling up in memory.
+   */
+  async keepPace(): Promise<void> {
+    if (this.pending.length >= MAX_BACKLOG) await this.drain().catch(() => {});
   }
 
   /** The completion's place, last and public; the caller persists it in its own transaction. */

@@ -1,10 +1,12 @@
+import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type BridgeEvent, bareCompletion } from "../../src/events.js";
 import { silentLogger } from "../../src/log.js";
 import { LogWriter } from "../../src/runs/log-writer.js";
-import { type LogView, RunLog } from "../../src/runs/run-log.js";
+import { type LogView, MAX_BACKLOG, RunLog } from "../../src/runs/run-log.js";
 import type { Database } from "../../src/store/db.js";
 import { sequenced } from "../../src/store/events.js";
+import { runEventBatches } from "../../src/store/schema.js";
 import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
 
 // A run's live log keeps only its latest events in memory; subscribers further behind read the
@@ -94,5 +96,38 @@ describe.each(BACKENDS)("a run's live log on %s", (backend) => {
       }
     }
     expect(positions).toEqual(range(1, 101));
+  });
+
+  it("holds the run back while the database is far behind, until it has caught up", async () => {
+    const { db } = database;
+    const runId = (await insertSessionRun(db)).id;
+    // The log's table is locked until the test lets the writes through.
+    let open = () => {};
+    const gate = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    let locked = () => {};
+    const lock = db.transaction(async (tx) => {
+      await tx.execute(sql`lock table ${runEventBatches} in exclusive mode`);
+      locked();
+      await gate;
+    });
+    await new Promise<void>((resolve) => {
+      locked = resolve;
+    });
+    const log = new RunLog(new LogWriter(db, silentLogger), runId, db);
+    for (let i = 1; i < MAX_BACKLOG; i++) log.append(event(i));
+    await log.keepPace();
+    log.append(event(MAX_BACKLOG));
+    let caughtUp = false;
+    const pace = log.keepPace().then(() => {
+      caughtUp = true;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(caughtUp).toBe(false);
+    open();
+    await lock;
+    await pace;
+    expect(await read(log, "full", MAX_BACKLOG - 1, 1)).toEqual([MAX_BACKLOG]);
   });
 });
