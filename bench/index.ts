@@ -341,7 +341,7 @@ const rows: Row[] = [
   // A leak shows in the heap after a full collection. RSS is shown too, but with PGlite it holds
   // the embedded database's caches, which fill as its data grows.
   ...(["rss", "heap"] as const).map((kind) => ({
-    measure: `${kind === "rss" ? "RSS" : "heap after GC"} over ${num(SIZES.sequentialRuns)} sequential runs (0 / ½ / all)`,
+    measure: `${kind === "rss" ? "RSS" : "heap and buffers after GC"} over ${num(SIZES.sequentialRuns)} sequential runs (0 / ½ / all)`,
     target: kind === "heap" ? `½ → all < ${mb(TARGETS.leakBytes)}` : "",
     cell: (r: Results) => {
       const s = r.sequential as ({ runs: number } & Record<typeof kind, number>)[] | undefined;
