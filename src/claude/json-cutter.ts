@@ -28,8 +28,6 @@ export class JsonStringCutter {
   private kept = 0;
   /** While skipping: backslashes at the end of the previous chunk (their parity escapes a quote). */
   private backslashes = 0;
-  /** Strings cut in the current text. */
-  cutStrings = 0;
 
   constructor(private readonly maxStringBytes: number) {}
 
@@ -62,13 +60,12 @@ export class JsonStringCutter {
     const text = Buffer.concat(this.pieces);
     this.pieces = [];
     this.mode = "outside";
-    this.cutStrings = 0;
     return text;
   }
 
   /**
-   * Reads a kept string from `i`: returns past its closing quote (mode Outside), at the boundary
-   * where it is cut (mode Skipping, the chunk copied up to there), or the chunk's end.
+   * Reads a kept string from `i`: returns past its closing quote (mode "outside"), at the
+   * boundary where it is cut (mode "skipping", the chunk copied up to there), or the chunk's end.
    */
   private keep(chunk: Buffer, i: number, copyFrom: number): number {
     for (; i < chunk.length; i++) {
@@ -83,7 +80,6 @@ export class JsonStringCutter {
         this.mode = "skipping";
         this.backslashes = 0;
         this.pieces.push(chunk.subarray(copyFrom, i));
-        this.cutStrings++;
         return i;
       } else if (byte === BACKSLASH) {
         this.escape = -1;

@@ -40,8 +40,8 @@ interface Kept {
  */
 export class RunLog {
   /** Stored events of each view, the latest `keep` to `2 * keep` of them. */
-  private readonly full: Kept = { events: [], dropped: 0 };
-  private readonly public: Kept = { events: [], dropped: 0 };
+  private readonly fullView: Kept = { events: [], dropped: 0 };
+  private readonly publicView: Kept = { events: [], dropped: 0 };
   private pending: SequencedEvent[] = [];
   private nextSeq = 1;
   private nextPublicSeq = 1;
@@ -143,7 +143,7 @@ export class RunLog {
     after: number,
     signal?: AbortSignal,
   ): AsyncGenerator<SequencedEvent[]> {
-    const kept = view === "full" ? this.full : this.public;
+    const kept = view === "full" ? this.fullView : this.publicView;
     const position = (e: SequencedEvent) => (view === "full" ? e.seq : (e.publicSeq ?? 0));
     let next = Math.max(0, after);
     while (!signal?.aborted) {
@@ -181,10 +181,10 @@ export class RunLog {
 
   private publish(batch: SequencedEvent[]) {
     for (const entry of batch) {
-      this.full.events.push(entry);
-      if (entry.publicSeq !== null) this.public.events.push(entry);
+      this.fullView.events.push(entry);
+      if (entry.publicSeq !== null) this.publicView.events.push(entry);
     }
-    for (const kept of [this.full, this.public]) {
+    for (const kept of [this.fullView, this.publicView]) {
       // Half at a time, so that trimming costs O(1) an event.
       if (kept.events.length >= 2 * this.keep) {
         const excess = kept.events.length - this.keep;
