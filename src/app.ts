@@ -11,15 +11,16 @@ import type { Config } from "./config.js";
 import { callbackBody } from "./hooks/callback-body.js";
 import { CallbackOutbox } from "./hooks/outbox.js";
 import { Scheduler } from "./hooks/scheduler.js";
-import { authenticate } from "./http/auth.js";
+import { authenticate, requireAdmin } from "./http/auth.js";
 import type { AppDeps, AppEnv } from "./http/context.js";
 import { ApiError, onError, onNotFound, problemResponse } from "./http/errors.js";
-import { accessLog, limitBody, requireJsonBody } from "./http/middleware.js";
+import { accessLog, limitBody, requestMetrics, requireJsonBody } from "./http/middleware.js";
 import { openApiDocument } from "./http/openapi.js";
 import { rateLimit } from "./http/rate-limit.js";
 import { createRouter } from "./http/router.js";
 import { mountRoutes } from "./http/routes/index.js";
 import type { Logger } from "./log.js";
+import { Metrics } from "./metrics.js";
 import { RunManager } from "./runs/manager.js";
 import type { DatabaseHandle } from "./store/db.js";
 import { SessionSweeper } from "./worktrees/sweep.js";
@@ -27,6 +28,7 @@ import { SessionSweeper } from "./worktrees/sweep.js";
 /** The app's dependencies as configured; the entry point and the tests both build them here. */
 export function buildDeps(config: Config, database: DatabaseHandle, logger: Logger): AppDeps {
   const { claude } = config;
+  const metrics = new Metrics();
   const runs = new RunManager({
     db: database.db,
     logger,
@@ -34,6 +36,7 @@ export function buildDeps(config: Config, database: DatabaseHandle, logger: Logg
     maxConcurrent: config.runs.maxConcurrent,
     maxQueued: config.runs.maxQueued,
     maxPerKey: config.runs.maxPerKey,
+    metrics,
     runner: {
       bin: claude.bin,
       env: claude.childEnv,
@@ -49,6 +52,7 @@ export function buildDeps(config: Config, database: DatabaseHandle, logger: Logg
     database,
     logger,
     runs,
+    metrics,
     claudeProbe: createClaudeProbe(claude.bin, claude.childEnv),
   };
 }
@@ -136,9 +140,11 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     c.set("logger", deps.logger);
     c.set("claudeProbe", deps.claudeProbe);
     c.set("runs", deps.runs);
+    c.set("metrics", deps.metrics);
     await next();
   });
   app.use(accessLog);
+  app.use(requestMetrics);
   app.use(limitBody(deps.config.bodyLimitBytes));
   app.use(
     "/v1/*",
@@ -150,6 +156,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     ),
   );
 
+  if (!deps.config.auth.publicMetrics) app.use("/metrics", authenticate, requireAdmin);
   mountRoutes(app);
 
   if (!deps.config.auth.publicOpenApi) app.use("/openapi.json", authenticate);

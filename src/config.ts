@@ -54,6 +54,7 @@ const EnvSchema = z.object({
     })
     .optional(),
   AGENT_BRIDGE_PUBLIC_OPENAPI: bool.default(true),
+  AGENT_BRIDGE_PUBLIC_METRICS: bool.default(false),
   AGENT_BRIDGE_ALLOWED_ROOTS: list.optional(),
   AGENT_BRIDGE_RATE_LIMIT_PER_MINUTE: int(1).default(600),
   AGENT_BRIDGE_MAX_RUNS_PER_KEY: int(1).default(8),
@@ -93,6 +94,8 @@ export interface Config {
     apiKey: string | undefined;
     /** Whether /openapi.json is served without a key (/docs needs it). */
     publicOpenApi: boolean;
+    /** Whether /metrics is served without a key (else it needs an admin key). */
+    publicMetrics: boolean;
     requestsPerMinute: number;
   };
   /** Real paths a session's work_dir must lie in. */
@@ -216,6 +219,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       mode: e.AGENT_BRIDGE_AUTH,
       apiKey: e.AGENT_BRIDGE_API_KEY,
       publicOpenApi: e.AGENT_BRIDGE_PUBLIC_OPENAPI,
+      publicMetrics: e.AGENT_BRIDGE_PUBLIC_METRICS,
       requestsPerMinute: e.AGENT_BRIDGE_RATE_LIMIT_PER_MINUTE,
     },
     allowedRoots: (e.AGENT_BRIDGE_ALLOWED_ROOTS ?? [workDir]).map((root) => realPathOrSelf(root)),

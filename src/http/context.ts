@@ -2,6 +2,7 @@ import type { Principal } from "../auth/principal.js";
 import type { ClaudeProbe } from "../claude/version.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
+import type { Metrics } from "../metrics.js";
 import type { RunManager } from "../runs/manager.js";
 import type { Database, DatabaseHandle } from "../store/db.js";
 
@@ -12,6 +13,7 @@ export interface AppDeps {
   logger: Logger;
   claudeProbe: ClaudeProbe;
   runs: RunManager;
+  metrics: Metrics;
 }
 
 /** What a handler finds on its context: the app's dependencies and the request's id. */

@@ -1,5 +1,6 @@
 import type { MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
+import { routePath } from "hono/route";
 import type { AppEnv } from "./context.js";
 import { ApiError } from "./errors.js";
 
@@ -43,6 +44,14 @@ export const requireJsonBody: MiddlewareHandler<AppEnv> = async (c, next) => {
  * One line per request: method, path, status, time, request id and the key's name. Never a
  * header or a body, so no credential reaches the log.
  */
+/** Counts each request in the metrics, by the route pattern it matched (not its path). */
+export const requestMetrics: MiddlewareHandler<AppEnv> = async (c, next) => {
+  const started = performance.now();
+  await next();
+  const seconds = (performance.now() - started) / 1000;
+  c.var.metrics.httpResponded(c.req.method, routePath(c, -1), c.res.status, seconds);
+};
+
 export const accessLog: MiddlewareHandler<AppEnv> = async (c, next) => {
   const started = performance.now();
   await next();

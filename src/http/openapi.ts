@@ -40,7 +40,7 @@ export function openApiDocument(): OpenApiDocument {
         name: "Hooks",
         description: "Signed webhooks from CI, schedules, and callbacks with the outcome",
       },
-      { name: "Health", description: "Liveness and readiness" },
+      { name: "Health", description: "Liveness, readiness and metrics" },
     ],
   });
   return memo;

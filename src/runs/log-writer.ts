@@ -1,4 +1,5 @@
 import type { Logger } from "../log.js";
+import type { Metrics } from "../metrics.js";
 import type { Database } from "../store/db.js";
 import { appendEvents, type EventBatch } from "../store/events.js";
 import type { RunLog } from "./run-log.js";
@@ -19,11 +20,17 @@ export class LogWriter {
   private readonly ready = new Set<RunLog>();
   private writing = false;
 
+  private readonly metrics: Metrics | undefined;
+  private readonly retryDelaysMs: readonly number[];
+
   constructor(
     private readonly db: Database,
     private readonly logger: Logger,
-    private readonly retryDelaysMs: readonly number[] = RETRY_DELAYS_MS,
-  ) {}
+    options: { metrics?: Metrics; retryDelaysMs?: readonly number[] } = {},
+  ) {
+    this.metrics = options.metrics;
+    this.retryDelaysMs = options.retryDelaysMs ?? RETRY_DELAYS_MS;
+  }
 
   /** The log has events waiting: they go with the next statement. */
   schedule(log: RunLog): void {
@@ -76,7 +83,10 @@ export class LogWriter {
   private async attempt(batches: EventBatch[]): Promise<unknown> {
     for (let attempt = 0; ; attempt++) {
       try {
+        const started = performance.now();
         await appendEvents(this.db, batches);
+        const events = batches.reduce((n, batch) => n + batch.events.length, 0);
+        this.metrics?.logWritten(events, (performance.now() - started) / 1000);
         return undefined;
       } catch (err) {
         const delay = this.retryDelaysMs[attempt];

@@ -4,6 +4,7 @@ import { bootId, terminateGroup } from "../claude/process.js";
 import { type RunnerConfig, runClaude } from "../claude/runner.js";
 import { bareCompletion, type CompletionEvent } from "../events.js";
 import type { Logger } from "../log.js";
+import type { Metrics } from "../metrics.js";
 import type { Database } from "../store/db.js";
 import { uniqueViolation } from "../store/errors.js";
 import { appendEvents, lastEventSeqs, type SequencedEvent, sequenced } from "../store/events.js";
@@ -34,6 +35,7 @@ export interface RunManagerOptions {
   maxQueued: number;
   /** Runs (running and queued) one API key may have at once. */
   maxPerKey: number;
+  metrics: Metrics;
 }
 
 export interface Message {
@@ -81,13 +83,21 @@ export class RunManager {
   private waitingPoll: NodeJS.Timeout | undefined;
   private readonly completionListeners = new Set<(runId: string) => void>();
   private running = 0;
+  /** Clients following a run's events. */
+  private subscribers = 0;
   private admitting = 0;
   private readonly admissions = new Map<string, Promise<void>>();
   private accepting = true;
   private readonly writer: LogWriter;
 
   constructor(private readonly opts: RunManagerOptions) {
-    this.writer = new LogWriter(opts.db, opts.logger);
+    this.writer = new LogWriter(opts.db, opts.logger, { metrics: opts.metrics });
+    opts.metrics.watchRuns(() => ({
+      running: this.running,
+      queued: this.queue.length,
+      waiting: this.waitingCount(),
+      subscribers: this.subscribers,
+    }));
   }
 
   /** Called after each run's completion is stored (the callback outbox listens). */
@@ -328,8 +338,13 @@ export class RunManager {
     signal?: AbortSignal,
   ): AsyncGenerator<SequencedEvent[]> {
     const live = this.active.get(runId);
-    if (live) yield* live.log.subscribe(view, after, signal);
-    else yield* readStoredLog(this.opts.db, runId, view, after);
+    this.subscribers++;
+    try {
+      if (live) yield* live.log.subscribe(view, after, signal);
+      else yield* readStoredLog(this.opts.db, runId, view, after);
+    } finally {
+      this.subscribers--;
+    }
   }
 
   /** Stops a queued or running run; it ends `cancelled` with its completion event. */
@@ -531,6 +546,7 @@ export class RunManager {
   private async complete(run: ActiveRun, completion: CompletionEvent) {
     const at = run.log.completionPosition();
     run.log.close(await this.persistCompletion(run.row, at, completion, run.hasCallback));
+    this.opts.metrics.runFinished(completion);
     for (const listener of this.completionListeners) listener(run.row.id);
   }
 

@@ -26,3 +26,8 @@ export const readyz: RouteHandler<typeof routes.readyz, AppEnv> = async (c) => {
 };
 
 const reason = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
+export const metrics: RouteHandler<typeof routes.metrics, AppEnv> = async (c) => {
+  const { registry } = c.var.metrics;
+  return c.text(await registry.metrics(), 200, { "Content-Type": registry.contentType });
+};

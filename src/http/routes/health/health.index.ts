@@ -4,4 +4,5 @@ import * as routes from "./health.routes.js";
 
 export const healthRouter = createRouter()
   .openapi(routes.healthz, handlers.healthz)
-  .openapi(routes.readyz, handlers.readyz);
+  .openapi(routes.readyz, handlers.readyz)
+  .openapi(routes.metrics, handlers.metrics);

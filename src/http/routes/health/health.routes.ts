@@ -34,3 +34,20 @@ export const readyz = createRoute({
     ...problemResponses(503),
   },
 });
+
+export const metrics = createRoute({
+  method: "get",
+  path: "/metrics",
+  operationId: "metrics",
+  tags,
+  summary: "Prometheus metrics: runs, their cost, the event log's writes, HTTP, Node",
+  description:
+    "Prometheus text format. Needs an admin key, unless `AGENT_BRIDGE_PUBLIC_METRICS=true` opens it to scrapers that carry none.",
+  responses: {
+    200: {
+      description: "The metrics",
+      content: { "text/plain": { schema: z.string() } },
+    },
+    ...problemResponses(401, 403),
+  },
+});
