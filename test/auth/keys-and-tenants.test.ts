@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
 import { apiKeys } from "../../src/store/schema.js";
-import { createTestApp, type TestApp } from "../support/app.js";
+import { createTestApp, requestAs, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
 import { longRun } from "../support/fake-scenarios.js";
@@ -42,13 +42,7 @@ describe.each(BACKENDS)("keys and tenants on %s", (backend) => {
   });
 
   const as = (key: string | undefined, path: string, init: RequestInit = {}) =>
-    t.app.request(path, {
-      ...init,
-      headers: {
-        ...(key ? { Authorization: `Bearer ${key}` } : {}),
-        ...(init.headers as Record<string, string>),
-      },
-    });
+    requestAs(t.app, key, path, init);
   const postJson = (
     key: string,
     path: string,

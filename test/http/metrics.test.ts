@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
-import { createTestApp, type TestApp } from "../support/app.js";
+import { createTestApp, requestAs, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
 import { streamedReply } from "../support/fake-scenarios.js";
@@ -37,13 +37,7 @@ describe.each(BACKENDS)("metrics on %s", (backend) => {
   });
 
   const as = (key: string | undefined, path: string, init: RequestInit = {}) =>
-    t.app.request(path, {
-      ...init,
-      headers: {
-        ...(key ? { Authorization: `Bearer ${key}` } : {}),
-        ...(init.headers as Record<string, string>),
-      },
-    });
+    requestAs(t.app, key, path, init);
   const scrape = async () => (await as(admin, "/metrics")).text();
 
   it("counts a finished run: its status, cost, tokens, events, and the request that made it", async () => {

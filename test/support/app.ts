@@ -41,6 +41,22 @@ export async function createTestApp(
   };
 }
 
+/** A request to the app with `key` as its API key (none when undefined). */
+export function requestAs(
+  app: TestApp["app"],
+  key: string | undefined,
+  path: string,
+  init: RequestInit = {},
+) {
+  return app.request(path, {
+    ...init,
+    headers: {
+      ...(key ? { Authorization: `Bearer ${key}` } : {}),
+      ...(init.headers as Record<string, string>),
+    },
+  });
+}
+
 /** Serves the app on a loopback port: real HTTP, for what `app.request` cannot show. */
 export async function listen(
   app: TestApp["app"],
