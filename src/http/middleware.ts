@@ -44,14 +44,6 @@ export const requireJsonBody: MiddlewareHandler<AppEnv> = async (c, next) => {
  * One line per request: method, path, status, time, request id and the key's name. Never a
  * header or a body, so no credential reaches the log.
  */
-/** Counts each request in the metrics, by the route pattern it matched (not its path). */
-export const requestMetrics: MiddlewareHandler<AppEnv> = async (c, next) => {
-  const started = performance.now();
-  await next();
-  const seconds = (performance.now() - started) / 1000;
-  c.var.metrics.httpResponded(c.req.method, routePath(c, -1), c.res.status, seconds);
-};
-
 export const accessLog: MiddlewareHandler<AppEnv> = async (c, next) => {
   const started = performance.now();
   await next();
@@ -63,4 +55,12 @@ export const accessLog: MiddlewareHandler<AppEnv> = async (c, next) => {
     request_id: c.var.requestId,
     key: c.var.principal?.name,
   });
+};
+
+/** Counts each request in the metrics, by the route pattern it matched (not its path). */
+export const requestMetrics: MiddlewareHandler<AppEnv> = async (c, next) => {
+  const started = performance.now();
+  await next();
+  const seconds = (performance.now() - started) / 1000;
+  c.var.metrics.httpResponded(c.req.method, routePath(c, -1), c.res.status, seconds);
 };

@@ -1,7 +1,6 @@
 import { bareCompletion } from "../events.js";
 import type { Logger } from "../log.js";
-import type { LogView } from "../runs/run-log.js";
-import type { SequencedEvent } from "../store/events.js";
+import { type LogView, positionIn, type SequencedEvent } from "../store/events.js";
 
 const encoder = new TextEncoder();
 /** Frames of a batch are handed on in chunks of about this many characters. */
@@ -11,8 +10,7 @@ const HIGH_WATER_BYTES = 256 * 1024;
 
 /** One SSE frame: `id:` is the event's position in the view the client reads. */
 export function sseFrame(entry: SequencedEvent, view: LogView): string {
-  const id = view === "full" ? entry.seq : entry.publicSeq;
-  return `id: ${id}\nevent: ${entry.type}\ndata: ${entry.json}\n\n`;
+  return `id: ${positionIn(view, entry)}\nevent: ${entry.type}\ndata: ${entry.json}\n\n`;
 }
 
 export const SSE_HEADERS = {

@@ -7,7 +7,13 @@ import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
 import type { Database } from "../store/db.js";
 import { uniqueViolation } from "../store/errors.js";
-import { appendEvents, lastEventSeqs, type SequencedEvent, sequenced } from "../store/events.js";
+import {
+  appendEvents,
+  type LogView,
+  lastEventSeqs,
+  type SequencedEvent,
+  sequenced,
+} from "../store/events.js";
 import { insertCallback, markCallbackDue } from "../store/hooks.js";
 import * as store from "../store/runs.js";
 import type { RunRow, SessionRow } from "../store/schema.js";
@@ -23,7 +29,7 @@ import {
   ShuttingDownError,
 } from "./errors.js";
 import { LogWriter } from "./log-writer.js";
-import { type CompletionPosition, type LogView, RunLog } from "./run-log.js";
+import { type CompletionPosition, RunLog } from "./run-log.js";
 import { readStoredLog } from "./stored-log.js";
 
 export interface RunManagerOptions {

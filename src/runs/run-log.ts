@@ -1,11 +1,14 @@
 import { type BridgeEvent, PUBLIC_EVENT_TYPES } from "../events.js";
 import type { Database } from "../store/db.js";
-import { type EventBatch, type SequencedEvent, sequenced } from "../store/events.js";
+import {
+  type EventBatch,
+  type LogView,
+  positionIn,
+  type SequencedEvent,
+  sequenced,
+} from "../store/events.js";
 import type { LogWriter } from "./log-writer.js";
 import { readStoredLog } from "./stored-log.js";
-
-/** Which numbering a reader follows: the default view, or `?events=full`. */
-export type LogView = "public" | "full";
 
 export interface CompletionPosition {
   seq: number;
@@ -45,8 +48,6 @@ export class RunLog {
   private pending: SequencedEvent[] = [];
   private nextSeq = 1;
   private nextPublicSeq = 1;
-  /** The default view's position at the end of what is stored. */
-  private storedPublicSeq = 0;
   private failure: unknown;
   /** Called once nothing is waiting to be written (or writing failed). */
   private drained: (() => void)[] = [];
@@ -102,7 +103,8 @@ export class RunLog {
     if (this.failure || this.pending.length === 0) return undefined;
     let chars = 0;
     let n = 0;
-    let lastPublicSeq = this.storedPublicSeq;
+    // The default view's position at the end of what is stored (and published).
+    let lastPublicSeq = this.publicView.dropped + this.publicView.events.length;
     while (n < this.pending.length && (n === 0 || chars < MAX_BATCH_CHARS)) {
       const entry = this.pending[n++] as SequencedEvent;
       chars += entry.json.length;
@@ -114,7 +116,6 @@ export class RunLog {
   /** For the writer: the batch taken last is stored. */
   stored(batch: EventBatch): void {
     this.pending = this.pending.slice(batch.events.length);
-    this.storedPublicSeq = batch.lastPublicSeq;
     this.publish(batch.events);
     if (this.pending.length > 0) this.writer.schedule(this);
     else this.settle();
@@ -144,7 +145,6 @@ export class RunLog {
     signal?: AbortSignal,
   ): AsyncGenerator<SequencedEvent[]> {
     const kept = view === "full" ? this.fullView : this.publicView;
-    const position = (e: SequencedEvent) => (view === "full" ? e.seq : (e.publicSeq ?? 0));
     let next = Math.max(0, after);
     while (!signal?.aborted) {
       if (next < kept.dropped) {
@@ -152,7 +152,7 @@ export class RunLog {
         for await (const batch of readStoredLog(this.db, this.runId, view, next)) {
           const last = batch.at(-1);
           if (!last) continue;
-          next = position(last);
+          next = positionIn(view, last);
           yield batch;
           if (signal?.aborted) return;
         }

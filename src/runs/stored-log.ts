@@ -1,6 +1,10 @@
 import type { Database } from "../store/db.js";
-import { listEventBatches, type SequencedEvent } from "../store/events.js";
-import type { LogView } from "./run-log.js";
+import {
+  type LogView,
+  listEventBatches,
+  positionIn,
+  type SequencedEvent,
+} from "../store/events.js";
 
 /** Batches read per query: up to a few MB of events (a batch is about 1 MB at most). */
 const PAGE = 8;
@@ -12,13 +16,12 @@ export async function* readStoredLog(
   view: LogView,
   after: number,
 ): AsyncGenerator<SequencedEvent[]> {
-  const position = (e: SequencedEvent) => (view === "full" ? e.seq : e.publicSeq);
   // Pages continue after the last batch read, counted in `seq` (the batches' key).
   let fromSeq = after;
   for (;;) {
     const batches = await listEventBatches(db, runId, { view, after, fromSeq, limit: PAGE });
     for (const batch of batches) {
-      yield batch.filter((entry) => (position(entry) ?? 0) > after);
+      yield batch.filter((entry) => positionIn(view, entry) > after);
       fromSeq = batch.at(-1)?.seq ?? fromSeq;
     }
     if (batches.length < PAGE) return;

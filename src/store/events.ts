@@ -21,6 +21,13 @@ export interface SequencedEvent {
   json: string;
 }
 
+/** Which numbering a reader follows: the default view, or `?events=full`. */
+export type LogView = "public" | "full";
+
+/** The event's position in the view (0 for an internal event in the default view). */
+export const positionIn = (view: LogView, entry: SequencedEvent): number =>
+  (view === "full" ? entry.seq : entry.publicSeq) ?? 0;
+
 export function sequenced(
   event: BridgeEvent,
   seq: number,
@@ -90,7 +97,7 @@ export async function appendEvents(db: Database, batches: EventBatch[]) {
 export async function listEventBatches(
   db: Database,
   runId: string,
-  page: { view: "public" | "full"; after: number; fromSeq: number; limit: number },
+  page: { view: LogView; after: number; fromSeq: number; limit: number },
 ): Promise<SequencedEvent[][]> {
   const rows = await db
     .select({ events: runEventBatches.events })

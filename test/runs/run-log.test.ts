@@ -3,9 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type BridgeEvent, bareCompletion } from "../../src/events.js";
 import { silentLogger } from "../../src/log.js";
 import { LogWriter } from "../../src/runs/log-writer.js";
-import { type LogView, MAX_BACKLOG, RunLog } from "../../src/runs/run-log.js";
+import { MAX_BACKLOG, RunLog } from "../../src/runs/run-log.js";
 import type { Database } from "../../src/store/db.js";
-import { sequenced } from "../../src/store/events.js";
+import { type LogView, sequenced } from "../../src/store/events.js";
 import { runEventBatches } from "../../src/store/schema.js";
 import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
 

@@ -6,12 +6,12 @@ import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type BridgeEvent, bareCompletion, PUBLIC_EVENT_TYPES } from "../../src/events.js";
-import type { LogView } from "../../src/runs/run-log.js";
 import { readStoredLog } from "../../src/runs/stored-log.js";
 import type { Database } from "../../src/store/db.js";
 import {
   appendEvents,
   getCompletionEvent,
+  type LogView,
   lastEventSeqs,
   runText,
   type SequencedEvent,
