@@ -36,6 +36,7 @@ export function buildDeps(config: Config, database: DatabaseHandle, logger: Logg
     maxConcurrent: config.runs.maxConcurrent,
     maxQueued: config.runs.maxQueued,
     maxPerKey: config.runs.maxPerKey,
+    dbOutageBoundMs: config.runs.dbOutageBoundMs,
     metrics,
     runner: {
       bin: claude.bin,

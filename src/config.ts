@@ -44,6 +44,7 @@ const EnvSchema = z.object({
   AGENT_BRIDGE_MAX_CONCURRENT_RUNS: int(1).default(4),
   AGENT_BRIDGE_MAX_QUEUED_RUNS: int(0).default(32),
   AGENT_BRIDGE_SHUTDOWN_GRACE_SECONDS: int(0).default(30),
+  AGENT_BRIDGE_DB_OUTAGE_SECONDS: int(1).default(30),
   AGENT_BRIDGE_SSE_KEEPALIVE_SECONDS: int(1).default(15),
   AGENT_BRIDGE_AUTH: oneOf(["keys", "none"] as const).default("keys"),
   AGENT_BRIDGE_API_KEY: z
@@ -108,6 +109,8 @@ export interface Config {
     maxQueued: number;
     /** How long running runs may go on after SIGTERM before they are stopped. */
     shutdownGraceMs: number;
+    /** How long a run waits for an unreachable database before it fails (nothing is lost before). */
+    dbOutageBoundMs: number;
     keepAliveMs: number;
   };
   sessions: {
@@ -229,6 +232,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxConcurrent: e.AGENT_BRIDGE_MAX_CONCURRENT_RUNS,
       maxQueued: e.AGENT_BRIDGE_MAX_QUEUED_RUNS,
       shutdownGraceMs: e.AGENT_BRIDGE_SHUTDOWN_GRACE_SECONDS * 1000,
+      dbOutageBoundMs: e.AGENT_BRIDGE_DB_OUTAGE_SECONDS * 1000,
       keepAliveMs: e.AGENT_BRIDGE_SSE_KEEPALIVE_SECONDS * 1000,
     },
     sessions: {

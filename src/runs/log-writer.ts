@@ -2,10 +2,10 @@ import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
 import type { Database } from "../store/db.js";
 import { appendEvents, type EventBatch } from "../store/events.js";
+import { DatabaseOutageError, withDbRetries } from "../store/retry.js";
 import type { RunLog } from "./run-log.js";
 
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
-const RETRY_DELAYS_MS = [50, 250, 1000, 3000];
 
 /**
  * Writes the event logs of every run in progress: once per turn of the event loop, it takes what
@@ -14,22 +14,22 @@ const RETRY_DELAYS_MS = [50, 250, 1000, 3000];
  * cost is mostly per statement (`npm run bench`, README "Performance").
  *
  * Writes are one after another, so each log has at most one batch in flight, and its events are
- * stored in order.
+ * stored in order. While the database is unreachable the writer keeps trying (up to the outage
+ * bound) and the logs' backlogs grow until their runs wait for it (RunLog.keepPace).
  */
 export class LogWriter {
   private readonly ready = new Set<RunLog>();
   private writing = false;
 
   private readonly metrics: Metrics | undefined;
-  private readonly retryDelaysMs: readonly number[];
 
   constructor(
     private readonly db: Database,
     private readonly logger: Logger,
-    options: { metrics?: Metrics; retryDelaysMs?: readonly number[] } = {},
+    private readonly outageBoundMs: number,
+    options: { metrics?: Metrics } = {},
   ) {
     this.metrics = options.metrics;
-    this.retryDelaysMs = options.retryDelaysMs ?? RETRY_DELAYS_MS;
   }
 
   /** The log has events waiting: they go with the next statement. */
@@ -61,8 +61,8 @@ export class LogWriter {
   }
 
   /**
-   * Stores the batches, retrying a failed statement; if it keeps failing, each batch is tried
-   * alone, so that one run's bad batch fails only that run's log.
+   * Stores the batches, retrying a failed statement; if the database refuses it, each batch is
+   * tried alone, so that one run's bad batch fails only that run's log.
    */
   private async write(taken: [RunLog, EventBatch][]): Promise<void> {
     const error = await this.attempt(taken.map(([, batch]) => batch));
@@ -70,29 +70,31 @@ export class LogWriter {
       for (const [log, batch] of taken) log.stored(batch);
       return;
     }
+    const alone = taken.length > 1 && !(error instanceof DatabaseOutageError);
     for (const [log, batch] of taken) {
-      const alone = taken.length > 1 ? await this.attempt([batch]) : error;
-      if (alone) {
-        this.logger.error("event log write failed", { run_id: batch.runId, error: String(alone) });
-        log.failed(alone);
+      const failure = alone ? await this.attempt([batch]) : error;
+      if (failure) {
+        this.logger.error("event log write failed", {
+          run_id: batch.runId,
+          error: String(failure),
+        });
+        log.failed(failure);
       } else log.stored(batch);
     }
   }
 
-  /** Undefined when stored, else the last error. */
+  /** Undefined when stored, else the error that ended the retries. */
   private async attempt(batches: EventBatch[]): Promise<unknown> {
-    for (let attempt = 0; ; attempt++) {
-      try {
+    try {
+      await withDbRetries(async () => {
         const started = performance.now();
         await appendEvents(this.db, batches);
         const events = batches.reduce((n, batch) => n + batch.events.length, 0);
         this.metrics?.logWritten(events, (performance.now() - started) / 1000);
-        return undefined;
-      } catch (err) {
-        const delay = this.retryDelaysMs[attempt];
-        if (delay === undefined) return err;
-        await new Promise((r) => setTimeout(r, delay));
-      }
+      }, this.outageBoundMs);
+      return undefined;
+    } catch (err) {
+      return err;
     }
   }
 }

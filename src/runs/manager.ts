@@ -2,19 +2,14 @@ import { createHash } from "node:crypto";
 import { Effort, PermissionMode } from "../claude/options.js";
 import { bootId, terminateGroup } from "../claude/process.js";
 import { type RunnerConfig, runClaude } from "../claude/runner.js";
-import { bareCompletion, type CompletionEvent } from "../events.js";
+import { type BridgeEvent, bareCompletion, type CompletionEvent } from "../events.js";
 import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
 import type { Database } from "../store/db.js";
-import { uniqueViolation } from "../store/errors.js";
-import {
-  appendEvents,
-  type LogView,
-  lastEventSeqs,
-  type SequencedEvent,
-  sequenced,
-} from "../store/events.js";
-import { insertCallback, markCallbackDue } from "../store/hooks.js";
+import { describeDbError, uniqueViolation } from "../store/errors.js";
+import { type LogView, lastEventSeqs, type SequencedEvent } from "../store/events.js";
+import { insertCallback } from "../store/hooks.js";
+import { DatabaseOutageError } from "../store/retry.js";
 import * as store from "../store/runs.js";
 import type { RunRow, SessionRow } from "../store/schema.js";
 import { prepareSessionWorktree, recordSessionWorktree } from "../worktrees/sessions.js";
@@ -29,7 +24,8 @@ import {
   ShuttingDownError,
 } from "./errors.js";
 import { LogWriter } from "./log-writer.js";
-import { type CompletionPosition, RunLog } from "./run-log.js";
+import { CompletionRecorder } from "./recording.js";
+import { RunLog } from "./run-log.js";
 import { readStoredLog } from "./stored-log.js";
 
 export interface RunManagerOptions {
@@ -41,6 +37,8 @@ export interface RunManagerOptions {
   maxQueued: number;
   /** Runs (running and queued) one API key may have at once. */
   maxPerKey: number;
+  /** How long a run's writes wait for an unreachable database before the run fails. */
+  dbOutageBoundMs: number;
   metrics: Metrics;
 }
 
@@ -73,6 +71,11 @@ interface ActiveRun {
   hasCallback: boolean;
   /** Set when the server's shutdown, not a client, ended the run. */
   interruptedBy?: string;
+  /** A client cancelled the run before its outcome was known: it ends `cancelled`. */
+  cancelled?: boolean;
+  /** The run's outcome, once known: from then on it can no longer be cancelled. */
+  outcome?: CompletionEvent["status"];
+  /** Resolves once the run's CLI is gone and its slot is free. */
   finished: Promise<void>;
   markFinished: () => void;
 }
@@ -94,10 +97,26 @@ export class RunManager {
   private admitting = 0;
   private readonly admissions = new Map<string, Promise<void>>();
   private accepting = true;
+  /** Sessions being deleted: no message is admitted to them any more. */
+  private readonly deleting = new Set<string>();
+  /** Logs of finished runs whose completion is published but not stored yet. */
+  private readonly unrecorded = new Map<string, RunLog>();
   private readonly writer: LogWriter;
+  private readonly recorder: CompletionRecorder;
 
   constructor(private readonly opts: RunManagerOptions) {
-    this.writer = new LogWriter(opts.db, opts.logger, { metrics: opts.metrics });
+    this.writer = new LogWriter(opts.db, opts.logger, opts.dbOutageBoundMs, {
+      metrics: opts.metrics,
+    });
+    this.recorder = new CompletionRecorder({
+      db: opts.db,
+      logger: opts.logger,
+      outageBoundMs: opts.dbOutageBoundMs,
+      onLateRecord: (runId) => {
+        this.unrecorded.delete(runId);
+        this.notifyCompletion(runId);
+      },
+    });
     opts.metrics.watchRuns(() => ({
       running: this.running,
       queued: this.queue.length,
@@ -139,6 +158,29 @@ export class RunManager {
     });
   }
 
+  /**
+   * Deletes a session in its admission order: no message is admitted meanwhile or after, its
+   * waiting and active runs are cancelled (their CLIs gone) before `remove` deletes what is left,
+   * so that no run outlives the rows it writes to, nor makes a worktree again after `remove`.
+   */
+  deleteSession<T>(sessionId: string, remove: () => Promise<T>): Promise<T> {
+    return this.inAdmissionOrder(sessionId, async () => {
+      this.deleting.add(sessionId);
+      try {
+        await this.cancelWaiting(sessionId);
+        for (const run of [...this.active.values()]) {
+          if (run.session.id !== sessionId) continue;
+          // A run whose outcome is already known refuses the cancel: wait for its end all the same.
+          await this.cancel(run.row.id).catch(() => {});
+          await run.finished;
+        }
+        return await remove();
+      } finally {
+        this.deleting.delete(sessionId);
+      }
+    });
+  }
+
   private inAdmissionOrder<T>(sessionId: string, task: () => Promise<T>): Promise<T> {
     const previous = this.admissions.get(sessionId) ?? Promise.resolve();
     const admitted = previous.then(task);
@@ -158,6 +200,7 @@ export class RunManager {
     message: Message,
   ): Promise<{ run: RunRow; created: boolean }> {
     if (!this.accepting) throw new ShuttingDownError();
+    if (this.deleting.has(session.id)) throw new SessionGoneError(session.id);
     const { db } = this.opts;
     // Read again rather than trusting `session`: the sweep may have expired it since.
     const state = await store.admissionState(db, session.id);
@@ -343,10 +386,10 @@ export class RunManager {
     after: number,
     signal?: AbortSignal,
   ): AsyncGenerator<SequencedEvent[]> {
-    const live = this.active.get(runId);
+    const live = this.active.get(runId)?.log ?? this.unrecorded.get(runId);
     this.subscribers++;
     try {
-      if (live) yield* live.log.subscribe(view, after, signal);
+      if (live) yield* live.subscribe(view, after, signal);
       else yield* readStoredLog(this.opts.db, runId, view, after);
     } finally {
       this.subscribers--;
@@ -360,6 +403,8 @@ export class RunManager {
       const row = await store.getRun(this.opts.db, runId);
       throw new RunFinishedError(runId, row?.status ?? "unknown");
     }
+    // Its outcome is known, its completion on the way: too late to cancel.
+    if (run.outcome) throw new RunFinishedError(runId, run.outcome);
     if (run.waiting) {
       this.removeWaiting(run);
       await this.finishUnstarted(run, "cancelled", "cancelled while it waited for its session");
@@ -372,6 +417,7 @@ export class RunManager {
       this.release(run.session.id);
       return;
     }
+    run.cancelled = true;
     run.abort.abort();
     await run.finished;
   }
@@ -390,7 +436,7 @@ export class RunManager {
       }
       const last = await lastEventSeqs(db, row.id);
       // Whether the run had a callback is not known here: mark it due if there is one.
-      await this.persistCompletion(
+      await this.recorder.record(
         row,
         { seq: last.seq + 1, publicSeq: last.publicSeq + 1 },
         bareCompletion("interrupted", "the server stopped before the run finished"),
@@ -421,11 +467,14 @@ export class RunManager {
       run.abort.abort();
     }
     await all();
+    // A completion the database would not take yet gets one more try; recovery does the rest.
+    await this.recorder.flush();
   }
 
   private start(run: ActiveRun) {
     this.running++;
-    void this.execute(run).finally(() => {
+    // execute() never rejects: a run's end is recorded (or kept for later) inside it.
+    void this.execute(run).then(() => {
       this.running--;
       this.active.delete(run.row.id);
       run.markFinished();
@@ -435,11 +484,15 @@ export class RunManager {
     });
   }
 
+  /**
+   * Runs the CLI and relays its events to the log until its outcome is known, publishes the
+   * completion at once, and only then waits for the CLI's process group to be gone (a CLI that
+   * ignores SIGTERM costs its slot the kill's grace period, not the client its answer).
+   */
   private async execute(run: ActiveRun) {
     const { db, logger } = this.opts;
-    const { row, session, log } = run;
+    const { row, session } = run;
     const startedAt = new Date();
-    let completion: CompletionEvent | undefined;
     // Recorded while the CLI starts: recovery closes queued and running runs alike, and the run's
     // end is recorded only after this (one statement less before the first event).
     const marking = store
@@ -447,60 +500,99 @@ export class RunManager {
       .catch((err) =>
         logger.error("could not mark the run running", { run_id: row.id, error: String(err) }),
       );
+    run.log.append({
+      type: "run_started",
+      run_id: row.id,
+      session_id: session.id,
+      trigger: row.trigger,
+      queued_ms: Math.max(0, startedAt.getTime() - row.createdAt.getTime()),
+    });
+    let events: AsyncGenerator<BridgeEvent[]> | undefined;
+    let completion: CompletionEvent;
     try {
-      log.append({
-        type: "run_started",
-        run_id: row.id,
-        session_id: session.id,
-        trigger: row.trigger,
-        queued_ms: Math.max(0, startedAt.getTime() - row.createdAt.getTime()),
-      });
       if (session.worktree) await this.prepareWorktree(session);
-      const events = runClaude(
-        {
-          prompt: row.prompt,
-          claudeSessionId: session.id,
-          resume: run.resume,
-          ...(session.worktree ? { worktree: session.id } : {}),
-          permissionMode: PermissionMode.parse(session.permissionMode),
-          effort: Effort.parse(session.effort),
-          ...(session.model ? { model: session.model } : {}),
-          ...systemPrompt(session.systemPrompt, row.systemPrompt),
-          cwd: this.workDirOf(session),
-        },
-        {
-          ...this.opts.runner,
-          logger: logger.child({ run_id: row.id }),
-          onSpawn: (pgid) => void store.setRunPgid(db, row.id, pgid, bootId()).catch(() => {}),
-        },
-        run.abort.signal,
-      );
-      for await (const batch of events) {
-        for (const event of batch) {
-          if (event.type === "completion") completion = event;
-          else log.append(event);
-        }
-        await log.keepPace();
-      }
+      events = this.runCli(run);
+      completion = await this.relay(run, events);
+      await run.log.drain();
     } catch (err) {
-      logger.error("run failed unexpectedly", { run_id: row.id, error: String(err) });
-      completion = bareCompletion(
-        "failed",
-        `the bridge failed running the CLI: ${errorMessage(err)}`,
-      );
+      completion = this.failure(run, err);
     }
-    completion ??= bareCompletion("failed", "the runner ended without a completion");
     // Before the completion goes out, so that a client reading the session then sees the record.
     if (session.worktree) await this.recordWorktree(session);
-    if (run.interruptedBy)
-      completion = { ...completion, status: "interrupted", error: run.interruptedBy };
-    try {
-      await log.drain();
-    } catch {
-      // The log write already failed and was logged; the completion below still records the end.
-    }
+    if (run.interruptedBy) completion = ended(completion, "interrupted", run.interruptedBy);
+    else if (run.cancelled) completion = ended(completion, "cancelled", "cancelled by a client");
     await marking;
     await this.complete(run, completion);
+    try {
+      // Lets the runner stop the CLI's group; resolves once it is gone.
+      await events?.return(undefined);
+    } catch (err) {
+      logger.error("stopping the CLI failed", { run_id: row.id, error: String(err) });
+    }
+  }
+
+  private runCli(run: ActiveRun): AsyncGenerator<BridgeEvent[]> {
+    const { db, logger } = this.opts;
+    const { row, session } = run;
+    return runClaude(
+      {
+        prompt: row.prompt,
+        claudeSessionId: session.id,
+        resume: run.resume,
+        ...(session.worktree ? { worktree: session.id } : {}),
+        permissionMode: PermissionMode.parse(session.permissionMode),
+        effort: Effort.parse(session.effort),
+        ...(session.model ? { model: session.model } : {}),
+        ...systemPrompt(session.systemPrompt, row.systemPrompt),
+        cwd: this.workDirOf(session),
+      },
+      {
+        ...this.opts.runner,
+        logger: logger.child({ run_id: row.id }),
+        onSpawn: (pgid) =>
+          void store.setRunPgid(db, row.id, pgid, bootId()).catch((err) =>
+            logger.warn("could not record the CLI's process group", {
+              run_id: row.id,
+              error: String(err),
+            }),
+          ),
+      },
+      run.abort.signal,
+    );
+  }
+
+  /** Appends the runner's events to the log until its completion, which it returns. */
+  private async relay(run: ActiveRun, events: AsyncGenerator<BridgeEvent[]>) {
+    for (;;) {
+      const next = await events.next();
+      if (next.done) return bareCompletion("failed", "the runner ended without a completion");
+      for (const event of next.value) {
+        if (event.type !== "completion") {
+          run.log.append(event);
+          continue;
+        }
+        // Decided here, in one place: a cancel that comes after this is too late (409).
+        run.outcome = run.cancelled ? "cancelled" : event.status;
+        return event;
+      }
+      await run.log.keepPace();
+    }
+  }
+
+  /** The completion of a run that failed in the bridge rather than in the CLI. */
+  private failure(run: ActiveRun, err: unknown): CompletionEvent {
+    run.outcome ??= "failed";
+    const { logger } = this.opts;
+    if (err instanceof DatabaseOutageError || run.log.hasFailed()) {
+      logger.error("a run's event log could not be stored", {
+        run_id: run.row.id,
+        error: describeDbError(err instanceof DatabaseOutageError ? err.cause : err),
+      });
+      const why = err instanceof DatabaseOutageError ? err.message : `${describeDbError(err)}`;
+      return bareCompletion("failed", `the run's events could not be stored: ${why}`);
+    }
+    logger.error("run failed unexpectedly", { run_id: run.row.id, error: String(err) });
+    return bareCompletion("failed", "the bridge failed running the CLI; see its log");
   }
 
   /** A failure here is logged, not fatal: the CLI then makes a fresh worktree by itself. */
@@ -536,6 +628,7 @@ export class RunManager {
     status: "cancelled" | "interrupted",
     reason: string,
   ) {
+    run.outcome = status;
     run.log.append({
       type: "run_started",
       run_id: run.row.id,
@@ -549,42 +642,27 @@ export class RunManager {
     run.markFinished();
   }
 
+  /** Records the run's end and publishes its completion; never rejects. */
   private async complete(run: ActiveRun, completion: CompletionEvent) {
     const at = run.log.completionPosition();
-    run.log.close(await this.persistCompletion(run.row, at, completion, run.hasCallback));
+    const { entry, stored } = await this.recorder.record(run.row, at, completion, run.hasCallback);
+    run.log.close(entry);
     this.opts.metrics.runFinished(completion);
-    for (const listener of this.completionListeners) listener(run.row.id);
+    if (stored) this.notifyCompletion(run.row.id);
+    else if (this.recorder.isPending(run.row.id)) this.unrecorded.set(run.row.id, run.log);
   }
 
-  /** The run's outcome, its session's new totals and its completion event, in one transaction. */
-  private async persistCompletion(
-    row: RunRow,
-    at: CompletionPosition,
-    completion: CompletionEvent,
-    hasCallback: boolean,
-  ): Promise<SequencedEvent> {
-    return this.opts.db.transaction(async (tx) => {
-      const totals = await store.finishRun(tx, row, {
-        status: completion.status,
-        error: completion.error,
-        result: completion.result,
-        usage: completion.usage,
-        costUsd: completion.cost_usd,
-        durationMs: completion.duration_ms,
-        claudeSessionId: completion.claude_session_id,
-        lastMessageUuid: completion.last_message_uuid,
-        exitCode: null,
-      });
-      const stored = sequenced(
-        { ...completion, ...(totals ? { session_usage: totals } : {}) },
-        at.seq,
-        at.publicSeq,
-      );
-      await appendEvents(tx, [{ runId: row.id, events: [stored], lastPublicSeq: at.publicSeq }]);
-      // A hook's callback becomes due with the completion, or not at all: never lost to a crash.
-      if (hasCallback) await markCallbackDue(tx, row.id);
-      return stored;
-    });
+  private notifyCompletion(runId: string) {
+    for (const listener of this.completionListeners) {
+      try {
+        listener(runId);
+      } catch (err) {
+        this.opts.logger.error("a completion listener failed", {
+          run_id: runId,
+          error: String(err),
+        });
+      }
+    }
   }
 
   private async findIdempotent(sessionId: string, key: string, requestHash: string | null) {
@@ -627,4 +705,11 @@ function hashMessage(message: Message): string {
     .digest("hex");
 }
 
-const errorMessage = (err: unknown) => (err instanceof Error ? err.message : String(err));
+/** The completion with its status changed by the bridge (a cancel, a shutdown), spend kept. */
+function ended(
+  completion: CompletionEvent,
+  status: "cancelled" | "interrupted",
+  error: string,
+): CompletionEvent {
+  return { ...completion, status, is_error: true, error };
+}

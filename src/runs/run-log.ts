@@ -73,16 +73,25 @@ export class RunLog {
 
   /**
    * Waits while the database is MAX_BACKLOG events behind, until it has caught up: the caller
-   * stops reading the CLI meanwhile, so a slow database holds the CLI back rather than the
-   * events piling up in memory.
+   * stops reading the CLI meanwhile, so a slow (or unreachable) database holds the CLI back
+   * rather than the events piling up in memory. Throws once the log could not be written.
    */
   async keepPace(): Promise<void> {
-    if (this.pending.length >= MAX_BACKLOG) await this.drain().catch(() => {});
+    if (this.failure) throw this.failure;
+    if (this.pending.length >= MAX_BACKLOG) await this.drain();
   }
 
-  /** The completion's place, last and public; the caller persists it in its own transaction. */
+  /**
+   * The completion's place, last and public: right after the last event stored, so that the log
+   * has no gap even when writing failed (events never stored were never sent either). Call once
+   * the log is drained or has failed; the caller persists the completion in its own transaction.
+   */
   completionPosition(): CompletionPosition {
-    return { seq: this.nextSeq++, publicSeq: this.nextPublicSeq++ };
+    this.pending = [];
+    return {
+      seq: this.fullView.dropped + this.fullView.events.length + 1,
+      publicSeq: this.publicView.dropped + this.publicView.events.length + 1,
+    };
   }
 
   private number(event: BridgeEvent): SequencedEvent {
@@ -119,6 +128,11 @@ export class RunLog {
     this.publish(batch.events);
     if (this.pending.length > 0) this.writer.schedule(this);
     else this.settle();
+  }
+
+  /** Whether writing failed (past the database's outage bound, or refused): nothing more is stored. */
+  hasFailed(): boolean {
+    return this.failure !== undefined;
   }
 
   /** For the writer: the batch taken last could not be stored; nothing more will be. */

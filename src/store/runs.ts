@@ -153,10 +153,13 @@ export async function promoteWaitingRun(
   return row;
 }
 
+/**
+ * How a run ended, as its row keeps it. Its text (result, error) is not copied here: the run's
+ * completion event in its log holds it losslessly, as JSON, whatever characters it has, where a
+ * Postgres text column cannot even hold U+0000.
+ */
 export interface RunOutcome {
   status: string;
-  error: string | null;
-  result: string | null;
   usage: Usage;
   costUsd: number;
   durationMs: number | null;
@@ -164,6 +167,9 @@ export interface RunOutcome {
   lastMessageUuid: string | null;
   exitCode: number | null;
 }
+
+/** An id the CLI reported, kept only when it looks like one (printable ASCII, bounded). */
+const cliId = (id: string | null) => (id && /^[\x21-\x7e]{1,200}$/.test(id) ? id : null);
 
 /**
  * Records how a run ended and adds its usage to its session's totals in one SQL update each (no
@@ -178,8 +184,6 @@ export async function finishRun(db: Database, run: RunRow, outcome: RunOutcome) 
     .set({
       status: outcome.status,
       finishedAt: now,
-      error: outcome.error,
-      result: outcome.result,
       exitCode: outcome.exitCode,
       inputTokens: usage.input_tokens,
       outputTokens: usage.output_tokens,
@@ -189,8 +193,8 @@ export async function finishRun(db: Database, run: RunRow, outcome: RunOutcome) 
       durationApiMs: usage.duration_api_ms,
       costUsd: outcome.costUsd,
       durationMs: outcome.durationMs,
-      claudeSessionId: outcome.claudeSessionId,
-      lastMessageUuid: outcome.lastMessageUuid,
+      claudeSessionId: cliId(outcome.claudeSessionId),
+      lastMessageUuid: cliId(outcome.lastMessageUuid),
       pgid: null,
       pgidBootId: null,
     })

@@ -91,8 +91,6 @@ export const runs = pgTable(
     startedAt: ts("started_at"),
     finishedAt: ts("finished_at"),
     exitCode: integer("exit_code"),
-    error: text("error"),
-    result: text("result"),
     ...usageColumns(),
     durationMs: integer("duration_ms"),
     durationApiMs: integer("duration_api_ms"),

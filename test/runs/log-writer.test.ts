@@ -37,7 +37,7 @@ describe.each(BACKENDS)("the log writer on %s", (backend) => {
         return Reflect.get(target, key, receiver);
       },
     });
-    const writer = new LogWriter(counting, silentLogger);
+    const writer = new LogWriter(counting, silentLogger, 1000);
     const logs = await Promise.all(
       [1, 2, 3].map(async () => new RunLog(writer, (await insertSessionRun(db)).id, db)),
     );
@@ -53,7 +53,7 @@ describe.each(BACKENDS)("the log writer on %s", (backend) => {
 
   it("a batch the database refuses fails only its own log", async () => {
     const { db } = database;
-    const writer = new LogWriter(db, silentLogger, { retryDelaysMs: [0] });
+    const writer = new LogWriter(db, silentLogger, 1000);
     const good = new RunLog(writer, (await insertSessionRun(db)).id, db);
     // No such run: the foreign key refuses its batch.
     const bad = new RunLog(writer, randomUUID(), db);

@@ -39,7 +39,7 @@ describe.each(BACKENDS)("a run's live log on %s", (backend) => {
   async function logWith(n: number) {
     const { db, counter } = countingReads(database.db);
     const log = new RunLog(
-      new LogWriter(database.db, silentLogger),
+      new LogWriter(database.db, silentLogger, 1000),
       (await insertSessionRun(database.db)).id,
       db,
       10,
@@ -115,7 +115,7 @@ describe.each(BACKENDS)("a run's live log on %s", (backend) => {
     await new Promise<void>((resolve) => {
       locked = resolve;
     });
-    const log = new RunLog(new LogWriter(db, silentLogger), runId, db);
+    const log = new RunLog(new LogWriter(db, silentLogger, 1000), runId, db);
     for (let i = 1; i < MAX_BACKLOG; i++) log.append(event(i));
     await log.keepPace();
     log.append(event(MAX_BACKLOG));

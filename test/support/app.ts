@@ -21,13 +21,17 @@ export async function createTestApp(
   backend: Backend,
   env: NodeJS.ProcessEnv = {},
 ): Promise<TestApp> {
+  return createTestAppOn(await openTestDatabase(backend), env);
+}
+
+/** The real app on a database the test opened itself (e.g. on a Postgres server it owns). */
+export function createTestAppOn(database: TestDatabase, env: NodeJS.ProcessEnv = {}): TestApp {
   const config = loadConfig({
     PATH: process.env.PATH,
     HOME: process.env.HOME,
     AGENT_BRIDGE_AUTH: "none",
     ...env,
   });
-  const database = await openTestDatabase(backend);
   const deps = buildDeps(config, database, silentLogger);
   return {
     app: createApp(deps),

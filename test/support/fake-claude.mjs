@@ -3,7 +3,7 @@
 // order. Everything it sees (pid, argv, each stdin line, stdin EOF, signals, grandchild pids) is
 // appended as NDJSON to the scenario's `record` file so tests can assert on it.
 import { spawn } from "node:child_process";
-import { appendFileSync, readFileSync } from "node:fs";
+import { appendFileSync, existsSync, readFileSync } from "node:fs";
 
 // Like the real CLI, answers `--version` at once (the readiness probe asks it).
 if (process.argv[2] === "--version") {
@@ -102,6 +102,9 @@ for (const step of scenario.steps) {
     process.on("SIGTERM", () => record({ signal: "SIGTERM" }));
   } else if ("grandchild" in step) grandchild(step.grandchild);
   else if ("waitStdin" in step) await waitStdinType(step.waitStdin);
+  else if ("waitFile" in step) {
+    while (!existsSync(step.waitFile)) await sleep(20);
+  } else if ("mark" in step) record({ mark: step.mark });
   else throw new Error(`fake-claude: unknown step ${JSON.stringify(step)}`);
 }
 

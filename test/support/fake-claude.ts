@@ -29,7 +29,11 @@ export type FakeStep =
   /** Spawns a grandchild (same process group) that holds stdout open and sleeps. */
   | { grandchild: { seconds?: number; ignoreSigterm?: boolean } }
   /** Waits until a stdin line of this `type` arrives (or stdin ends). */
-  | { waitStdin: string };
+  | { waitStdin: string }
+  /** Waits until a file exists at this path: the test says when to go on. */
+  | { waitFile: string }
+  /** Records that the scenario got this far (see FakeClaude.waitForMark). */
+  | { mark: string };
 
 export interface FakeScenario {
   steps: FakeStep[];
@@ -59,6 +63,8 @@ export interface FakeClaude {
   dir: string;
   /** What the fake saw (of its last start, when it was started several times). */
   record(): Promise<FakeRecord>;
+  /** Resolves once a `mark` step with this name has been played. */
+  waitForMark(name: string, timeoutMs?: number): Promise<void>;
   /** Every start of the fake so far, in order, with its pid and arguments. */
   invocations(): Promise<{ pid: number; args: string[] }[]>;
   cleanup(): Promise<void>;
@@ -87,6 +93,14 @@ export async function fakeClaude(scenario: FakeScenario): Promise<FakeClaude> {
     },
     dir,
     record: async () => parseRecord(await readFile(recordPath, "utf8")),
+    waitForMark: async (name, timeoutMs = 60_000) => {
+      const line = JSON.stringify({ mark: name });
+      const until = Date.now() + timeoutMs;
+      while (!(await readFile(recordPath, "utf8")).split("\n").includes(line)) {
+        if (Date.now() > until) throw new Error(`the fake CLI never reached mark ${name}`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    },
     invocations: async () =>
       (await readFile(recordPath, "utf8"))
         .split("\n")

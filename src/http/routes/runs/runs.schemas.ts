@@ -173,8 +173,9 @@ export function toRun(
     created_at: row.createdAt.toISOString(),
     started_at: row.startedAt?.toISOString() ?? null,
     finished_at: row.finishedAt?.toISOString() ?? null,
-    result: row.result,
-    error: row.error,
+    // The completion holds the run's text as the CLI wrote it (the row keeps no copy).
+    result: completion?.result ?? null,
+    error: completion?.error ?? null,
     usage: {
       input_tokens: row.inputTokens,
       output_tokens: row.outputTokens,

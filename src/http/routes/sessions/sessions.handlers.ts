@@ -1,6 +1,5 @@
 import type { RouteHandler } from "@hono/zod-openapi";
 import { resolveWorkDir, WorkDirNotAllowedError } from "../../../auth/work-dir.js";
-import { getActiveRun } from "../../../store/runs.js";
 import * as store from "../../../store/sessions.js";
 import { getSessionWorktree, sessionWorktrees } from "../../../store/worktrees.js";
 import {
@@ -109,23 +108,24 @@ export const deleteSession: RouteHandler<typeof routes.deleteSession, AppEnv> = 
     const found = await findSessionWorktree(repo, id).catch(() => undefined);
     if (found && (await isDirty(found.path))) throw worktreeDirty(found.path);
   }
-  // A run of the session is stopped first, so that no CLI outlives the rows it writes to.
-  await c.var.runs.cancelWaiting(id);
-  const active = await getActiveRun(c.var.db, id);
-  if (active) await c.var.runs.cancel(active.id).catch(() => {});
-  if (session.worktree) {
-    try {
-      const removed = await discardSessionWorktree(c.var.db, repo, id, { force });
-      if (removed.outcome === "kept_dirty") throw worktreeDirty(removed.path);
-    } catch (err) {
-      if (err instanceof ApiError) throw err;
-      // The session goes anyway: a repository that git cannot work on must not pin it.
-      c.var.logger.warn("could not remove the worktree of a deleted session", {
-        session_id: id,
-        error: String(err),
-      });
+  // In the session's admission order: its runs are stopped first and no message gets in, so that
+  // no CLI outlives the rows it writes to or makes the worktree again.
+  const deleted = await c.var.runs.deleteSession(id, async () => {
+    if (session.worktree) {
+      try {
+        const removed = await discardSessionWorktree(c.var.db, repo, id, { force });
+        if (removed.outcome === "kept_dirty") throw worktreeDirty(removed.path);
+      } catch (err) {
+        if (err instanceof ApiError) throw err;
+        // The session goes anyway: a repository that git cannot work on must not pin it.
+        c.var.logger.warn("could not remove the worktree of a deleted session", {
+          session_id: id,
+          error: String(err),
+        });
+      }
     }
-  }
-  if (!(await store.deleteSession(c.var.db, id))) throw notFound(id);
+    return store.deleteSession(c.var.db, id);
+  });
+  if (!deleted) throw notFound(id);
   return c.body(null, 204);
 };

@@ -1,0 +1,198 @@
+import type { CompletionEvent, SessionUsage } from "../events.js";
+import type { Logger } from "../log.js";
+import type { Database } from "../store/db.js";
+import { describeDbError, foreignKeyViolation, transientDbError } from "../store/errors.js";
+import { appendEvents, type SequencedEvent, sequenced } from "../store/events.js";
+import { markCallbackDue } from "../store/hooks.js";
+import { DatabaseOutageError, withDbRetries } from "../store/retry.js";
+import * as store from "../store/runs.js";
+import type { RunRow } from "../store/schema.js";
+import type { CompletionPosition } from "./run-log.js";
+
+// Recording a run's end: its outcome on the run row, its usage added to its session, and its
+// completion as the log's last event, in one transaction. Every run gets a completion whatever
+// the database does: the recorder retries through an outage (up to the bound), records a failure
+// in place of an outcome the database refuses, and when even that cannot be stored, hands back
+// the completion to publish anyway and keeps trying in the background until it is stored.
+
+export interface RecorderOptions {
+  db: Database;
+  logger: Logger;
+  outageBoundMs: number;
+  /** Called when a completion that could not be stored at the run's end has been stored since. */
+  onLateRecord: (runId: string) => void;
+}
+
+export interface Recorded {
+  /** The completion event, to publish to the run's subscribers. */
+  entry: SequencedEvent;
+  /** False while it waits to be stored (the recorder keeps trying). */
+  stored: boolean;
+}
+
+interface Unrecorded {
+  row: RunRow;
+  entry: SequencedEvent;
+  completion: CompletionEvent;
+  hasCallback: boolean;
+}
+
+const FIRST_RETRY_MS = 1000;
+const MAX_RETRY_MS = 10_000;
+
+export class CompletionRecorder {
+  private readonly unrecorded = new Map<string, Unrecorded>();
+  private timer: NodeJS.Timeout | undefined;
+  private retryMs = FIRST_RETRY_MS;
+
+  constructor(private readonly opts: RecorderOptions) {}
+
+  /** Records the run's end; resolves with the completion to publish. Never rejects. */
+  async record(
+    row: RunRow,
+    at: CompletionPosition,
+    completion: CompletionEvent,
+    hasCallback: boolean,
+  ): Promise<Recorded> {
+    const { logger, outageBoundMs } = this.opts;
+    let error: unknown;
+    try {
+      const entry = await withDbRetries(
+        () =>
+          this.persist(row, completion, hasCallback, (totals) => numbered(completion, at, totals)),
+        outageBoundMs,
+      );
+      return { entry, stored: true };
+    } catch (err) {
+      error = err;
+    }
+    if (foreignKeyViolation(error)) {
+      // The run's row is gone (its session was deleted): there is nothing left to record it in.
+      logger.warn("a run ended after its session was deleted", { run_id: row.id });
+      return { entry: numbered(completion, at), stored: false };
+    }
+    if (!(error instanceof DatabaseOutageError)) {
+      // The database refused the outcome itself: record that the run failed, without its data.
+      const failed = refusedOutcome(completion, error);
+      try {
+        const entry = await withDbRetries(
+          () => this.persist(row, failed, hasCallback, (totals) => numbered(failed, at, totals)),
+          outageBoundMs,
+        );
+        logger.error("the database refused a run's outcome; recorded it as failed", {
+          run_id: row.id,
+          error: describeDbError(error),
+        });
+        return { entry, stored: true };
+      } catch (err) {
+        error = err;
+      }
+    }
+    logger.error("could not record a run's end; trying again in the background", {
+      run_id: row.id,
+      error: describeDbError(error),
+    });
+    const entry = numbered(completion, at);
+    this.unrecorded.set(row.id, { row, entry, completion, hasCallback });
+    this.scheduleRetry();
+    return { entry, stored: false };
+  }
+
+  /** Whether the run's end is still waiting to be stored. */
+  isPending(runId: string): boolean {
+    return this.unrecorded.has(runId);
+  }
+
+  /** Tries once more to store what is waiting (at shutdown); what still fails is left to recovery. */
+  async flush(): Promise<void> {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.retryUnrecorded();
+  }
+
+  private scheduleRetry() {
+    if (this.timer) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void this.retryUnrecorded().then(() => {
+        if (this.unrecorded.size === 0) this.retryMs = FIRST_RETRY_MS;
+        else {
+          this.retryMs = Math.min(this.retryMs * 2, MAX_RETRY_MS);
+          this.scheduleRetry();
+        }
+      });
+    }, this.retryMs).unref();
+  }
+
+  /** Stores each waiting completion exactly as it was published. Never rejects. */
+  private async retryUnrecorded() {
+    for (const [runId, { row, entry, completion, hasCallback }] of this.unrecorded) {
+      try {
+        await this.persist(row, completion, hasCallback, () => entry);
+        this.unrecorded.delete(runId);
+        this.opts.logger.info("recorded a run's end after the database came back", {
+          run_id: runId,
+        });
+        this.opts.onLateRecord(runId);
+      } catch (err) {
+        if (transientDbError(err)) continue;
+        // Refused for good (or the run is gone): recovery at the next start closes it.
+        this.unrecorded.delete(runId);
+        this.opts.logger.error("gave up recording a run's end", {
+          run_id: runId,
+          error: describeDbError(err),
+        });
+      }
+    }
+  }
+
+  /** The run's outcome, its session's new totals and its completion event, in one transaction. */
+  private persist(
+    row: RunRow,
+    completion: CompletionEvent,
+    hasCallback: boolean,
+    entryFor: (totals: SessionUsage | undefined) => SequencedEvent,
+  ): Promise<SequencedEvent> {
+    return this.opts.db.transaction(async (tx) => {
+      const totals = await store.finishRun(tx, row, {
+        status: completion.status,
+        usage: completion.usage,
+        costUsd: completion.cost_usd,
+        durationMs: completion.duration_ms,
+        claudeSessionId: completion.claude_session_id,
+        lastMessageUuid: completion.last_message_uuid,
+        exitCode: null,
+      });
+      const entry = entryFor(totals);
+      await appendEvents(tx, [
+        { runId: row.id, events: [entry], lastPublicSeq: entry.publicSeq ?? 0 },
+      ]);
+      // A hook's callback becomes due with the completion, or not at all: never lost to a crash.
+      if (hasCallback) await markCallbackDue(tx, row.id);
+      return entry;
+    });
+  }
+}
+
+function numbered(
+  completion: CompletionEvent,
+  at: CompletionPosition,
+  totals?: SessionUsage,
+): SequencedEvent {
+  return sequenced(
+    { ...completion, ...(totals ? { session_usage: totals } : {}) },
+    at.seq,
+    at.publicSeq,
+  );
+}
+
+/** What is recorded when the database refuses a run's outcome: a failure, keeping the spend. */
+function refusedOutcome(completion: CompletionEvent, err: unknown): CompletionEvent {
+  return {
+    ...completion,
+    status: "failed",
+    is_error: true,
+    result: null,
+    error: `the run's outcome could not be stored: ${describeDbError(err)}`,
+  };
+}

@@ -1,0 +1,167 @@
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openDatabase } from "../../src/store/db.js";
+import { listEventBatches } from "../../src/store/events.js";
+import { createTestAppOn, httpApi, listen, type TestApp } from "../support/app.js";
+import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import {
+  createDatabaseOn,
+  type OwnPostgres,
+  ownPostgresAvailable,
+  startOwnPostgres,
+} from "../support/pg-server.js";
+import { SseReader } from "../support/sse.js";
+import { messageStart, result, systemInit, textDelta } from "../support/stream-json-lines.js";
+
+// The database goes away under a running run (a Postgres restart, a failover): the run's log
+// keeps every event, in order, without a gap, as long as the outage stays within the bound; past
+// it the run fails, says why, and its log is still contiguous. The server owned by this test is
+// stopped and started; the machine's shared one is never touched.
+
+const BEFORE = 20;
+const DURING = 30;
+
+/** Streams BEFORE deltas, waits for the test, streams DURING more (the test has stopped the database by then), and succeeds. */
+function outageScenario(go: string) {
+  const delta = (i: number) => ({ emit: textDelta("msg_1", 0, `${i} `) });
+  return {
+    steps: [
+      { emit: systemInit() },
+      { emit: messageStart("msg_1") },
+      ...Array.from({ length: BEFORE }, (_, i) => delta(i)),
+      { mark: "before" },
+      { waitFile: go },
+      ...Array.from({ length: DURING }, (_, i) => delta(BEFORE + i)),
+      { emit: result({ result: "done" }) },
+      { mark: "result" },
+    ],
+  };
+}
+
+const expectedText = Array.from({ length: BEFORE + DURING }, (_, i) => `${i} `).join("");
+
+describe.runIf(ownPostgresAvailable)("a database outage during a run", () => {
+  let pg: OwnPostgres;
+  beforeAll(async () => {
+    pg = await startOwnPostgres();
+  });
+  afterAll(() => pg?.destroy());
+
+  async function appWith(fake: FakeClaude, env: Record<string, string> = {}) {
+    const url = await createDatabaseOn(pg.url, `outage_${randomBytes(4).toString("hex")}`);
+    const handle = await openDatabase({ kind: "postgres", url });
+    const t = createTestAppOn(
+      { ...handle, url, destroy: () => handle.close() },
+      {
+        ...fake.bridgeEnv,
+        ...env,
+      },
+    );
+    const server = await listen(t.app);
+    return { t, server, api: httpApi(server.url) };
+  }
+
+  async function storedLog(t: TestApp, runId: string) {
+    const batches = await listEventBatches(t.database.db, runId, {
+      view: "full",
+      after: 0,
+      fromSeq: 0,
+      limit: 1000,
+    });
+    return batches.flat();
+  }
+
+  it("loses nothing when the database is back within the bound (8 s down mid-run)", async () => {
+    const go = join(mkdtempSync(join(tmpdir(), "outage-")), "go");
+    const scenarioFake = await fakeClaude(outageScenario(go));
+    const { t, server, api } = await appWith(scenarioFake);
+    try {
+      const session = await api.newSession();
+      const res = await api.postMessage(session.id, "count");
+      const runId = res.headers.get("x-run-id") ?? "";
+      const reader = SseReader.of(res);
+      const first = await reader.events(1 + BEFORE);
+      expect(first.at(-1)?.event).toBe("text_delta");
+
+      pg.stop();
+      writeFileSync(go, "");
+      // The CLI writes the rest of its answer while the database is down.
+      await scenarioFake.waitForMark("result");
+      // The outage itself lasts 8 s: longer than the log's retries used to hold out.
+      await new Promise((r) => setTimeout(r, 8000));
+      pg.start();
+
+      const rest = await reader.events();
+      const frames = [...first, ...rest];
+      expect(frames.map((f) => f.id)).toEqual(frames.map((_, i) => String(i + 1)));
+      const completion = frames.at(-1);
+      expect(completion?.event).toBe("completion");
+      expect(completion?.data).toMatchObject({ status: "succeeded" });
+      const text = frames
+        .filter((f) => f.event === "text_delta")
+        .map((f) => (f.data as { text: string }).text)
+        .join("");
+      expect(text).toBe(expectedText);
+
+      const stored = await storedLog(t, runId);
+      expect(stored.map((e) => e.seq)).toEqual(stored.map((_, i) => i + 1));
+      expect(stored.at(-1)?.type).toBe("completion");
+      const shown = stored.filter((e) => e.publicSeq !== null);
+      expect(shown.map((e) => e.json)).toEqual(frames.map((f) => JSON.stringify(f.data)));
+    } finally {
+      await server.close();
+      await t.close();
+      await scenarioFake.cleanup();
+    }
+  });
+
+  it("past the bound the run fails, names the database, and its log has no gap", async () => {
+    const go = join(mkdtempSync(join(tmpdir(), "outage-")), "go");
+    const scenarioFake = await fakeClaude(outageScenario(go));
+    const { t, server, api } = await appWith(scenarioFake, {
+      AGENT_BRIDGE_DB_OUTAGE_SECONDS: "2",
+    });
+    try {
+      const session = await api.newSession();
+      const res = await api.postMessage(session.id, "count");
+      const runId = res.headers.get("x-run-id") ?? "";
+      const reader = SseReader.of(res);
+      const first = await reader.events(1 + BEFORE);
+
+      pg.stop();
+      writeFileSync(go, "");
+      // The client gets the run's end while the database is still down.
+      const rest = await reader.events();
+      const frames = [...first, ...rest];
+      expect(frames.map((f) => f.id)).toEqual(frames.map((_, i) => String(i + 1)));
+      const completion = frames.at(-1);
+      expect(completion?.event).toBe("completion");
+      expect(completion?.data).toMatchObject({
+        status: "failed",
+        error: expect.stringMatching(/database is unreachable/),
+      });
+      pg.start();
+
+      // Once the database is back the run is closed with the completion the client saw.
+      const until = Date.now() + 60_000;
+      let status = "";
+      while (Date.now() < until) {
+        const run = await fetch(`${server.url}/v1/runs/${runId}`);
+        if (run.ok) status = ((await run.json()) as { status: string }).status;
+        if (status === "failed") break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(status).toBe("failed");
+      const stored = await storedLog(t, runId);
+      expect(stored.map((e) => e.seq)).toEqual(stored.map((_, i) => i + 1));
+      expect(stored.at(-1)?.json).toBe(JSON.stringify(completion?.data));
+    } finally {
+      await server.close();
+      await t.close();
+      await scenarioFake.cleanup();
+    }
+  });
+});

@@ -1,0 +1,87 @@
+import { execFileSync } from "node:child_process";
+import { chownSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir, userInfo } from "node:os";
+import { join } from "node:path";
+import postgres from "postgres";
+import { freePort } from "./server.js";
+
+// A Postgres server of the test's own, for tests that stop the database under a running bridge:
+// the machine's shared server is never stopped. initdb refuses to run as root, so as root the
+// cluster belongs to the `postgres` user.
+
+export interface OwnPostgres {
+  /** The URL of its `postgres` database (trust auth on loopback). */
+  url: string;
+  /** Stops the server (fast shutdown: open connections are cut, as in a crash or failover). */
+  stop(): void;
+  /** Starts it again on the same port and data. */
+  start(): void;
+  /** Stops it for good and removes its files. */
+  destroy(): void;
+}
+
+const BIN = (() => {
+  const versions = readdirSync("/usr/lib/postgresql").sort();
+  const latest = versions.at(-1);
+  if (!latest) throw new Error("no Postgres server binaries under /usr/lib/postgresql");
+  return join("/usr/lib/postgresql", latest, "bin");
+})();
+
+export const ownPostgresAvailable = (() => {
+  try {
+    readdirSync(BIN);
+    return true;
+  } catch {
+    return false;
+  }
+})();
+
+export async function startOwnPostgres(): Promise<OwnPostgres> {
+  const dir = mkdtempSync(join(tmpdir(), "own-pg-"));
+  const data = join(dir, "data");
+  const asRoot = userInfo().uid === 0;
+  if (asRoot) chownSync(dir, uid("postgres"), uid("postgres", "-g"));
+  const run = (tool: string, args: string[]) =>
+    execFileSync(
+      asRoot ? "runuser" : join(BIN, tool),
+      asRoot ? ["-u", "postgres", "--", join(BIN, tool), ...args] : args,
+      { stdio: ["ignore", "pipe", "pipe"], cwd: dir },
+    );
+  run("initdb", ["-D", data, "-A", "trust", "-U", "postgres", "--no-sync"]);
+  const port = await freePort();
+  const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off`;
+  const start = () =>
+    run("pg_ctl", ["-D", data, "-o", options, "-l", join(dir, "log"), "-w", "-t", "60", "start"]);
+  const stop = () => run("pg_ctl", ["-D", data, "-m", "fast", "-w", "-t", "60", "stop"]);
+  start();
+  return {
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    start,
+    stop,
+    destroy: () => {
+      try {
+        stop();
+      } catch {
+        // already stopped
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+function uid(user: string, flag = "-u"): number {
+  return Number(execFileSync("id", [flag, user], { encoding: "utf8" }).trim());
+}
+
+/** Creates a fresh database on the server and returns its URL. */
+export async function createDatabaseOn(serverUrl: string, name: string): Promise<string> {
+  const admin = postgres(serverUrl, { max: 1, onnotice: () => {} });
+  try {
+    await admin.unsafe(`create database ${name}`);
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(serverUrl);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
