@@ -403,8 +403,13 @@ export class RunManager {
       const row = await store.getRun(this.opts.db, runId);
       throw new RunFinishedError(runId, row?.status ?? "unknown");
     }
-    // Its outcome is known, its completion on the way: too late to cancel.
-    if (run.outcome) throw new RunFinishedError(runId, run.outcome);
+    // Its outcome is known, its completion on the way: too late to cancel. Answered once the run
+    // is over, so that the client then reads it finished.
+    if (run.outcome) {
+      const { outcome } = run;
+      await run.finished;
+      throw new RunFinishedError(runId, outcome);
+    }
     if (run.waiting) {
       this.removeWaiting(run);
       await this.finishUnstarted(run, "cancelled", "cancelled while it waited for its session");

@@ -1,0 +1,184 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestApp, httpApi, listen, type TestApp } from "../support/app.js";
+import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
+import { BACKENDS } from "../support/db.js";
+import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { streamedReply } from "../support/fake-scenarios.js";
+import { type MockAnthropic, startMockAnthropic } from "../support/mock-anthropic.js";
+import { SseReader } from "../support/sse.js";
+import { git, makeRepo, type TestRepo } from "../worktrees/repo.js";
+
+// The run guarantees under hostile output and racing requests: every run ends with exactly one
+// completion, the server stays up, and what the CLI wrote comes back as it wrote it.
+
+describe.each(BACKENDS)("text from the CLI holding any character, on %s", (backend) => {
+  let mock: MockAnthropic;
+  let ce: ClaudeEnv;
+  let t: TestApp;
+  let server: { url: string; close(): Promise<void> };
+  let api: ReturnType<typeof httpApi>;
+
+  beforeAll(async () => {
+    mock = await startMockAnthropic({ quiet: true });
+    ce = await makeClaudeEnv(mock.url);
+    // The default permission mode (acceptEdits) with an ordinary tenant's powers: Bash is denied,
+    // so the NUL reaches the model through the denial and comes back in its text.
+    t = await createTestApp(backend, { ...ce.env, AGENT_BRIDGE_CLAUDE_WORK_DIR: ce.cwd });
+    server = await listen(t.app);
+    api = httpApi(server.url);
+  });
+  afterAll(async () => {
+    await server.close();
+    await t.close();
+    await mock.close();
+    await ce.cleanup();
+  });
+
+  it("a U+0000 in the agent's text is relayed, stored and returned intact; the server stays up", async () => {
+    const text = "the output was a\u0000b, as printed";
+    mock.script(
+      { blocks: [{ type: "tool_use", name: "Bash", input: { command: "printf 'a\\000b'" } }] },
+      { blocks: [{ type: "text", text }] },
+    );
+    const session = await api.newSession();
+    const res = await api.postMessage(
+      session.id,
+      "Run printf 'a\\000b' and tell me what it printed",
+    );
+    const runId = res.headers.get("x-run-id");
+    const frames = await SseReader.of(res).events();
+    expect(frames.filter((f) => f.event === "completion")).toHaveLength(1);
+    expect(frames.at(-1)?.data).toMatchObject({ status: "succeeded", result: text });
+    const deltas = frames.filter((f) => f.event === "text_delta");
+    expect(deltas.map((f) => (f.data as { text: string }).text).join("")).toBe(text);
+
+    const run = await (await fetch(`${server.url}/v1/runs/${runId}`)).json();
+    expect(run).toMatchObject({ status: "succeeded", result: text, completion: { result: text } });
+    const replay = await SseReader.of(
+      await fetch(`${server.url}/v1/runs/${runId}/events`),
+    ).events();
+    expect(replay.map((f) => f.raw)).toEqual(frames.map((f) => f.raw));
+
+    // The session takes its next message: nothing was left half-recorded.
+    mock.script({ blocks: [{ type: "text", text: "still here" }] });
+    const next = await (
+      await api.postMessage(session.id, "again", { Accept: "application/json" })
+    ).json();
+    expect(next).toMatchObject({ completion: { status: "succeeded", result: "still here" } });
+  });
+});
+
+describe.each(BACKENDS)("racing requests on %s", (backend) => {
+  let fake: FakeClaude;
+  let t: TestApp;
+  let server: { url: string; close(): Promise<void> };
+  let api: ReturnType<typeof httpApi>;
+
+  beforeAll(async () => {
+    fake = await fakeClaude(streamedReply(["quick"]));
+    t = await createTestApp(backend, fake.bridgeEnv);
+    server = await listen(t.app);
+    api = httpApi(server.url);
+  });
+  afterAll(async () => {
+    await server.close();
+    await t.close();
+    await fake.cleanup();
+  });
+
+  it("a cancel racing a run's end answers 200 and the run is cancelled, or 409 and it finished as it did", async () => {
+    // The CLI has written its result but not exited yet: the outcome is known, the run not over.
+    const lingering = await fakeClaude({
+      steps: [...streamedReply(["done"]).steps, { mark: "result" }],
+      end: "hang",
+    });
+    const app = await createTestApp(backend, lingering.bridgeEnv);
+    const served = await listen(app.app);
+    try {
+      const session = await httpApi(served.url).newSession();
+      const posted = await httpApi(served.url).postMessage(session.id, "go", {
+        Prefer: "respond-async",
+      });
+      const { id } = (await posted.json()) as { id: string };
+      await lingering.waitForMark("result");
+      const cancel = await fetch(`${served.url}/v1/runs/${id}/cancel`, { method: "POST" });
+      const run = await (await fetch(`${served.url}/v1/runs/${id}`)).json();
+      const outcome = `${cancel.status} ${run.status} ${run.completion?.status}`;
+      expect(["200 cancelled cancelled", "409 succeeded succeeded"]).toContain(outcome);
+      const replay = await SseReader.of(await fetch(`${served.url}/v1/runs/${id}/events`)).events();
+      expect(replay.filter((f) => f.event === "completion")).toHaveLength(1);
+    } finally {
+      await served.close();
+      await app.close();
+      await lingering.cleanup();
+    }
+  });
+
+  it("a session deleted while a message is being admitted leaves no run behind and the server up", async () => {
+    for (let i = 0; i < 10; i++) {
+      const session = await api.newSession();
+      const [posted, deleted] = await Promise.all([
+        api.postMessage(session.id, "go", { Prefer: "respond-async" }),
+        fetch(`${server.url}/v1/sessions/${session.id}?force=true`, { method: "DELETE" }),
+      ]);
+      expect(deleted.status).toBe(204);
+      // Either the message got in first (and the delete stopped its run), or it came too late.
+      expect([202, 404]).toContain(posted.status);
+      if (posted.status === 202) {
+        const { id } = (await posted.json()) as { id: string };
+        expect((await fetch(`${server.url}/v1/runs/${id}`)).status).toBe(404);
+      }
+      expect((await fetch(`${server.url}/v1/sessions/${session.id}`)).status).toBe(404);
+    }
+    expect((await fetch(`${server.url}/readyz`)).status).toBe(200);
+  });
+});
+
+describe.each(BACKENDS)(
+  "deleting a worktree session while its message starts, on %s",
+  (backend) => {
+    let mock: MockAnthropic;
+    let ce: ClaudeEnv;
+    let repo: TestRepo;
+    let t: TestApp;
+    let server: { url: string; close(): Promise<void> };
+    let api: ReturnType<typeof httpApi>;
+
+    beforeAll(async () => {
+      mock = await startMockAnthropic({ quiet: true, defaultText: "working" });
+      ce = await makeClaudeEnv(mock.url);
+      repo = await makeRepo();
+      t = await createTestApp(backend, {
+        ...ce.env,
+        AGENT_BRIDGE_CLAUDE_WORK_DIR: repo.clone,
+        AGENT_BRIDGE_CLAUDE_WORKTREE_ENABLED: "true",
+      });
+      server = await listen(t.app);
+      api = httpApi(server.url);
+    });
+    afterAll(async () => {
+      await server.close();
+      await t.close();
+      await mock.close();
+      await ce.cleanup();
+      await repo.cleanup();
+    });
+
+    it("leaves neither the session's worktree nor its branch behind", async () => {
+      for (let i = 0; i < 3; i++) {
+        const session = await api.newSession();
+        const [posted, deleted] = await Promise.all([
+          api.postMessage(session.id, "go", { Prefer: "respond-async" }),
+          fetch(`${server.url}/v1/sessions/${session.id}?force=true`, { method: "DELETE" }),
+        ]);
+        expect(deleted.status).toBe(204);
+        expect([202, 404]).toContain(posted.status);
+      }
+      // The message that got in first started its run before the delete: let it come and go, then
+      // look at the repository (a run outliving the delete would make its worktree again).
+      expect(git(repo.clone, "worktree", "list", "--porcelain")).not.toMatch(/worktrees/);
+      expect(git(repo.clone, "branch", "--list", "worktree-*")).toBe("");
+      expect((await fetch(`${server.url}/readyz`)).status).toBe(200);
+    });
+  },
+);
