@@ -513,14 +513,14 @@ export class RunManager {
       queued_ms: Math.max(0, startedAt.getTime() - row.createdAt.getTime()),
     });
     let events: AsyncGenerator<BridgeEvent[]> | undefined;
-    let completion: CompletionEvent;
+    let completion: CompletionEvent | undefined;
     try {
       if (session.worktree) await this.prepareWorktree(session);
       events = this.runCli(run);
       completion = await this.relay(run, events);
       await run.log.drain();
     } catch (err) {
-      completion = this.failure(run, err);
+      completion = this.failure(run, err, completion);
     }
     // Before the completion goes out, so that a client reading the session then sees the record.
     if (session.worktree) await this.recordWorktree(session);
@@ -584,20 +584,26 @@ export class RunManager {
     }
   }
 
-  /** The completion of a run that failed in the bridge rather than in the CLI. */
-  private failure(run: ActiveRun, err: unknown): CompletionEvent {
-    run.outcome ??= "failed";
+  /**
+   * The completion of a run that failed in the bridge rather than in the CLI; what the CLI
+   * reported (`reported`: its spend above all) is kept when it got that far.
+   */
+  private failure(run: ActiveRun, err: unknown, reported?: CompletionEvent): CompletionEvent {
     const { logger } = this.opts;
+    let error: string;
     if (err instanceof DatabaseOutageError || run.log.hasFailed()) {
-      logger.error("a run's event log could not be stored", {
-        run_id: run.row.id,
-        error: describeDbError(err instanceof DatabaseOutageError ? err.cause : err),
-      });
-      const why = err instanceof DatabaseOutageError ? err.message : `${describeDbError(err)}`;
-      return bareCompletion("failed", `the run's events could not be stored: ${why}`);
+      error = `the run's events could not be stored: ${
+        err instanceof DatabaseOutageError ? err.message : describeDbError(err)
+      }`;
+      logger.error("a run's event log could not be stored", { run_id: run.row.id, error });
+    } else {
+      error = "the bridge failed running the CLI; see its log";
+      logger.error("run failed unexpectedly", { run_id: run.row.id, error: String(err) });
     }
-    logger.error("run failed unexpectedly", { run_id: run.row.id, error: String(err) });
-    return bareCompletion("failed", "the bridge failed running the CLI; see its log");
+    run.outcome = run.cancelled ? "cancelled" : "failed";
+    return reported
+      ? { ...reported, status: "failed", is_error: true, error }
+      : bareCompletion("failed", error);
   }
 
   /** A failure here is logged, not fatal: the CLI then makes a fresh worktree by itself. */
