@@ -195,11 +195,13 @@ async function* runClaudeOnce(
   const inbox = new Inbox<Item>();
   const reader = new NdjsonReader({
     maxLineBytes: config.maxLineBytes,
-    onOversized: (bytes) =>
+    onOversized: (bytes) => {
+      mapper.lineDropped();
       log.warn("claude stdout line over the size bound dropped", {
         bytes,
         max_line_bytes: config.maxLineBytes,
-      }),
+      });
+    },
     onInvalid: (preview, reason) =>
       log.warn("claude stdout line is not a JSON object; skipped", { preview, reason }),
   });
