@@ -4,7 +4,8 @@
 // cost is linear in the input), a line is decoded as UTF-8 only once it is whole (a character
 // split across chunks decodes correctly), and every line is bounded in bytes. A line over the
 // bound is dropped, counted and reported, and framing resumes after its `\n`. A line over
-// `longLine.overBytes` has its strings cut as it arrives (see json-cutter.ts).
+// `longLine.overBytes` that starts with `longLine.startingWith` has its strings cut as it arrives
+// (see json-cutter.ts); any other line is kept whole up to the bound.
 
 import { JsonStringCutter } from "./json-cutter.js";
 
@@ -14,26 +15,42 @@ export interface LineFramerOptions {
   /** Called once per dropped line with its length in bytes (as far as it was read). */
   onOversized?: (bytes: number) => void;
   /** Lines are JSON, and in one longer than `overBytes` strings keep `maxStringBytes`. */
-  longLine?: { overBytes: number; maxStringBytes: number };
+  longLine?: LongLine;
+}
+
+export interface LongLine {
+  overBytes: number;
+  maxStringBytes: number;
+  /** Only a line that starts with this is cut (every long line when absent). */
+  startingWith?: string;
 }
 
 /**
- * What NdjsonReader cuts: strings of over 1 MiB in lines of over 4 MiB. A model writes far less in
- * one message (its output is bounded by tokens), and a `tool_result` event keeps 16 384
- * characters, so no event changes; only a big tool output's unused rest is not kept.
+ * What NdjsonReader cuts: strings of over 1 MiB in `user` lines of over 4 MiB, which is where the
+ * CLI writes a tool's output (twice: the message and `tool_use_result`). A `tool_result` event
+ * keeps 16 384 characters, so no event changes; only a big output's unused rest is not kept.
+ * Lines with text the user reads (`stream_event`, `assistant`, `result`) are never cut: they are
+ * kept whole up to the line bound, and a line over it is dropped and counted in the completion.
  */
-export const LONG_LINE = { overBytes: 4 * 1024 * 1024, maxStringBytes: 1024 * 1024 };
+export const LONG_LINE: LongLine = {
+  overBytes: 4 * 1024 * 1024,
+  maxStringBytes: 1024 * 1024,
+  startingWith: '{"type":"user"',
+};
 
 const NEWLINE = 0x0a;
 
 export class LineFramer {
   private readonly maxLineBytes: number;
   private readonly onOversized: ((bytes: number) => void) | undefined;
-  private readonly longLine: LineFramerOptions["longLine"];
+  private readonly longLine: LongLine | undefined;
+  private readonly cutPrefix: Buffer | undefined;
   private parts: Buffer[] = [];
   private size = 0;
-  /** The current line's cutter, once the line is long. */
+  /** The current line's cutter, once the line is long (and one to cut). */
   private cutter: JsonStringCutter | undefined;
+  /** The current line is long but not one to cut. */
+  private keptWhole = false;
   /** Inside an over-long line: bytes are discarded up to the next `\n`. */
   private skipping = false;
   private skipped = 0;
@@ -44,6 +61,8 @@ export class LineFramer {
     this.maxLineBytes = options.maxLineBytes;
     this.onOversized = options.onOversized;
     this.longLine = options.longLine;
+    const prefix = options.longLine?.startingWith;
+    this.cutPrefix = prefix === undefined ? undefined : Buffer.from(prefix);
   }
 
   /** Feeds one chunk; returns the lines it completed, decoded, without their `\n`. */
@@ -82,16 +101,37 @@ export class LineFramer {
       this.parts = [];
       this.size = 0;
       this.cutter = undefined;
+      this.keptWhole = false;
       return;
     }
     this.size += segment.length;
-    if (!this.cutter && this.longLine && this.size > this.longLine.overBytes) {
-      this.cutter = new JsonStringCutter(this.longLine.maxStringBytes);
-      for (const part of this.parts) this.cutter.push(part);
-      this.parts = [];
+    if (this.cutter) {
+      this.cutter.push(segment);
+      return;
     }
-    if (this.cutter) this.cutter.push(segment);
-    else this.parts.push(segment);
+    this.parts.push(segment);
+    if (this.longLine && !this.keptWhole && this.size > this.longLine.overBytes) {
+      if (this.startsWithCutPrefix()) {
+        this.cutter = new JsonStringCutter(this.longLine.maxStringBytes);
+        for (const part of this.parts) this.cutter.push(part);
+        this.parts = [];
+      } else {
+        this.keptWhole = true;
+      }
+    }
+  }
+
+  private startsWithCutPrefix(): boolean {
+    const prefix = this.cutPrefix;
+    if (prefix === undefined) return true;
+    let offset = 0;
+    for (const part of this.parts) {
+      const n = Math.min(part.length, prefix.length - offset);
+      if (prefix.compare(part, 0, n, offset, offset + n) !== 0) return false;
+      offset += n;
+      if (offset === prefix.length) return true;
+    }
+    return false;
   }
 
   private finishLine(): string | undefined {
@@ -106,6 +146,7 @@ export class LineFramer {
     this.parts = [];
     this.size = 0;
     this.cutter = undefined;
+    this.keptWhole = false;
     if (cutter) return cutter.finish().toString("utf8");
     const bytes = parts.length === 1 && parts[0] ? parts[0] : Buffer.concat(parts, size);
     return bytes.toString("utf8");

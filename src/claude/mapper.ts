@@ -143,6 +143,8 @@ export class StreamMapper {
   private contextUsed: number | undefined;
   private lastModel: string | undefined;
   private finished = false;
+  /** Output lines dropped for being over the line bound: their events are missing. */
+  private droppedLines = 0;
 
   constructor(options: StreamMapperOptions = {}) {
     this.maxToolResultChars = options.maxToolResultChars ?? DEFAULT_MAX_TOOL_RESULT_CHARS;
@@ -194,6 +196,11 @@ export class StreamMapper {
     return { type: "user_question", tool_use_id: toolUseId, questions };
   }
 
+  /** Counts a line of the CLI's output that was dropped (over the line bound) in the completion. */
+  lineDropped(): void {
+    this.droppedLines++;
+  }
+
   /** The completion of a run that ended without a result line. */
   failure(status: CompletionStatusValue, error: string, durationMs: number): CompletionEvent {
     this.finished = true;
@@ -202,7 +209,12 @@ export class StreamMapper {
       duration_ms: Math.max(0, Math.round(durationMs)),
       claude_session_id: this.sessionId,
       last_message_uuid: this.lastMessageUuid,
+      ...this.dropped(),
     };
+  }
+
+  private dropped(): { dropped_lines?: number } {
+    return this.droppedLines > 0 ? { dropped_lines: this.droppedLines } : {};
   }
 
   private state(messageId: string): MessageState {
@@ -437,6 +449,7 @@ export class StreamMapper {
       },
       claude_session_id: str(line.session_id) ?? this.sessionId,
       last_message_uuid: this.lastMessageUuid,
+      ...this.dropped(),
     });
     return events;
   }

@@ -18,6 +18,7 @@ import {
 import { NdjsonReader } from "./framer.js";
 import { StreamMapper } from "./mapper.js";
 import { ByteTail, terminateGroup } from "./process.js";
+import { withSessionFallback } from "./resume.js";
 import { type SpawnedProcess, spawnProcess } from "./spawner.js";
 
 // Runs one `claude -p` for one message and yields its BridgeEvents in batches (what the CLI wrote
@@ -141,7 +142,17 @@ async function spawnFailure(err: NodeJS.ErrnoException, bin: string, cwd: string
   return new ClaudeSpawnError(bin, err);
 }
 
-export async function* runClaude(
+/** One run; started again once with the other session flag when the CLI asks for it (resume.ts). */
+export function runClaude(
+  req: RunRequest,
+  config: RunnerConfig,
+  signal?: AbortSignal,
+): AsyncGenerator<BridgeEvent[]> {
+  const log = config.logger ?? silentLogger;
+  return withSessionFallback(req, (r) => runClaudeOnce(r, config, signal), log);
+}
+
+async function* runClaudeOnce(
   req: RunRequest,
   config: RunnerConfig,
   signal?: AbortSignal,
@@ -184,11 +195,13 @@ export async function* runClaude(
   const inbox = new Inbox<Item>();
   const reader = new NdjsonReader({
     maxLineBytes: config.maxLineBytes,
-    onOversized: (bytes) =>
+    onOversized: (bytes) => {
+      mapper.lineDropped();
       log.warn("claude stdout line over the size bound dropped", {
         bytes,
         max_line_bytes: config.maxLineBytes,
-      }),
+      });
+    },
     onInvalid: (preview, reason) =>
       log.warn("claude stdout line is not a JSON object; skipped", { preview, reason }),
   });

@@ -371,6 +371,8 @@ export interface components {
       session_usage?: components["schemas"]["SessionUsage"];
       claude_session_id: string | null;
       last_message_uuid: string | null;
+      /** @description Lines of the CLI's output dropped for being over AGENT_BRIDGE_CLAUDE_MAX_LINE_BYTES; the events they held (text included) are missing. Absent when none was. */
+      dropped_lines?: number;
     };
     /** @enum {string} */
     CompletionStatus: "succeeded" | "failed" | "cancelled" | "timed_out" | "interrupted";

@@ -85,16 +85,19 @@ export async function expireIdempotencyKey(
 }
 
 /**
- * Whether a finished run of the session got as far as starting the CLI's own session, so that the
- * next run resumes it. Asked when no other run of the session can be active: at admission, or
- * when a waiting run takes its turn.
+ * Whether an earlier run of the session was started, so that the CLI may hold its session and the
+ * next run resumes it. Not whether a CLI session id was recorded: the CLI keeps a conversation
+ * from before its first line reaches the bridge (a run cancelled or killed early, or whose server
+ * died, has none recorded), and when there is none to resume, the runner starts it instead
+ * (claude/resume.ts). Asked when no other run of the session can be active: at admission, or when
+ * a waiting run takes its turn.
  */
 function cliSessionStarted(sessionId: AnyPgColumn | string) {
   const earlier = alias(runs, "earlier");
   return sql<boolean>`exists (${new QueryBuilder()
     .select({ id: earlier.id })
     .from(earlier)
-    .where(and(eq(earlier.sessionId, sessionId), isNotNull(earlier.claudeSessionId)))})`;
+    .where(and(eq(earlier.sessionId, sessionId), isNotNull(earlier.startedAt)))})`;
 }
 
 /**

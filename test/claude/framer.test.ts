@@ -105,6 +105,30 @@ describe("LineFramer / NdjsonReader", () => {
     ]);
   });
 
+  it("keeps whole a long line with text the user reads (not a user line), up to the bound", () => {
+    const { r, oversized } = reader(16 * MB);
+    const text = "t".repeat(12 * MB);
+    const lines = [
+      { type: "assistant", message: { content: [{ type: "text", text }] } },
+      { subtype: "success", type: "result", result: text },
+      { type: "stream_event", event: { delta: { type: "text_delta", text } } },
+    ];
+    const bytes = Buffer.concat(lines.map((l) => Buffer.from(`${JSON.stringify(l)}\n`)));
+    const out = [];
+    for (let i = 0; i < bytes.length; i += 64 * 1024)
+      out.push(...r.push(bytes.subarray(i, i + 64 * 1024)));
+    expect(out).toEqual(lines);
+    expect(oversized).toEqual([]);
+  });
+
+  it("cuts a long user line whose prefix arrives split over several chunks", () => {
+    const { r } = reader(32 * MB);
+    const bytes = Buffer.from(`${JSON.stringify({ type: "user", text: "z".repeat(5 * MB) })}\n`);
+    const out = [...r.push(bytes.subarray(0, 3)), ...r.push(bytes.subarray(3, 9))];
+    out.push(...r.push(bytes.subarray(9)));
+    expect(out).toEqual([{ type: "user", text: "z".repeat(MB) }]);
+  });
+
   it("frames 50 MB in 64 KiB chunks by keeping chunk lists (linear, no regrowing buffer)", () => {
     // A 50 MB line in 800 chunks: a framer that re-concatenated its growing tail on every chunk
     // would copy ~20 GB here; this one copies each byte once, when the line is complete.

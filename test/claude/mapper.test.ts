@@ -303,6 +303,20 @@ describe("StreamMapper: subagents and other lines", () => {
 });
 
 describe("StreamMapper: completion", () => {
+  it("counts dropped output lines in the completion, from a result line or a failure", () => {
+    const fromResult = new StreamMapper();
+    fromResult.lineDropped();
+    fromResult.lineDropped();
+    expect(fromResult.push(result()).at(-1)).toMatchObject({
+      status: "succeeded",
+      dropped_lines: 2,
+    });
+    const fromFailure = new StreamMapper();
+    fromFailure.lineDropped();
+    expect(fromFailure.failure("failed", "no result", 5)).toMatchObject({ dropped_lines: 1 });
+    expect(new StreamMapper().push(result()).at(-1)).not.toHaveProperty("dropped_lines");
+  });
+
   it("builds the completion from the result line, with context_window just before it", () => {
     const events = mapAll([
       systemInit(),

@@ -14,6 +14,7 @@ import {
   runCli,
 } from "../support/claude-env.js";
 import {
+  holdUntilReleased,
   type MessagesBody,
   type MockAnthropic,
   type MockTurn,
@@ -377,4 +378,55 @@ describe("runClaude with the real CLI", () => {
     expect(completions).toHaveLength(1);
     expect(completions[0]).toMatchObject({ status: "cancelled", is_error: true });
   });
+});
+
+// The CLI has its session before the bridge sees its first line, and whether a run got that far
+// decides nothing: the next run works with either flag, and continues the conversation when the
+// CLI kept one (see claude/resume.ts).
+describe("the run after a first run that ended early", () => {
+  it.each([true, false])(
+    "continues the conversation of a first run cancelled while the API held its answer (resume: %s)",
+    async (resume) => {
+      const { mock, ce, config } = await setup();
+      const held = holdUntilReleased();
+      mock.script({ blocks: [{ type: "text", text: "Never sent." }], hold: held.hold });
+      const first = request(ce, "Remember KIWI");
+      const ac = new AbortController();
+      void held.arrived.then(() => ac.abort());
+      const one = await collect(first, config, ac.signal);
+      held.release();
+      expect(one.completion.status).toBe("cancelled");
+
+      mock.script({ blocks: [{ type: "text", text: "You said KIWI." }] });
+      const two = await collect({ ...first, prompt: "What was the word?", resume }, config);
+      expect(two.completion).toMatchObject({ status: "succeeded", result: "You said KIWI." });
+      // The CLI (sent SIGTERM) kept the first message: the model sees it.
+      expect(userTexts(mock.mainRequests().at(-1))).toEqual(
+        expect.arrayContaining(["Remember KIWI", "What was the word?"]),
+      );
+    },
+  );
+
+  it.each([true, false])(
+    "starts the conversation after a first run whose CLI was killed before its init line (resume: %s)",
+    async (resume) => {
+      const { mock, ce, config } = await setup();
+      const first = request(ce, "Lost message");
+      const killAtSpawn = { ...config, onSpawn: (pgid: number) => process.kill(-pgid, "SIGKILL") };
+      const one = await collect(first, killAtSpawn);
+      expect(one.completion).toMatchObject({ status: "failed", claude_session_id: null });
+      expect(mock.mainRequests()).toHaveLength(0);
+
+      mock.script({ blocks: [{ type: "text", text: "Fresh start." }] });
+      const two = await collect({ ...first, prompt: "Hello again", resume }, config);
+      expect(two.completion).toMatchObject({
+        status: "succeeded",
+        result: "Fresh start.",
+        claude_session_id: first.claudeSessionId,
+      });
+      const seen = userTexts(mock.mainRequests().at(-1));
+      expect(seen).toContain("Hello again");
+      expect(seen).not.toContain("Lost message");
+    },
+  );
 });

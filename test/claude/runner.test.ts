@@ -433,12 +433,26 @@ describe("runClaude with the fake CLI", () => {
       });
     });
 
-    it("drops an over-long line and keeps going", async () => {
+    it("relays a 12 MiB assistant text whole, in its text_delta and in the completion's result", async () => {
+      const text = "é".repeat(6 * 1024 * 1024);
+      const { events, completion } = await run({
+        steps: [
+          { emit: systemInit() },
+          { emit: assistant("msg_big", [{ type: "text", text }]) },
+          { emit: result({ result: text }) },
+        ],
+      });
+      expect(texts(events)).toBe(text);
+      expect(completion).toMatchObject({ status: "succeeded", result: text });
+      expect(completion.dropped_lines).toBeUndefined();
+    });
+
+    it("drops an over-long line, keeps going, and says so in the completion", async () => {
       const { events, completion } = await run(
         { steps: [{ bigToolResult: 5000 }, ...ok()] },
         { maxLineBytes: 4096 },
       );
-      expect(completion.status).toBe("succeeded");
+      expect(completion).toMatchObject({ status: "succeeded", dropped_lines: 1 });
       expect(
         events
           .filter((e) => e.type === "text_delta")

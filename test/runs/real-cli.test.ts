@@ -5,7 +5,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestApp, httpApi, listen, type TestApp } from "../support/app.js";
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
 import { BACKENDS } from "../support/db.js";
-import { chunk, type MockAnthropic, startMockAnthropic } from "../support/mock-anthropic.js";
+import {
+  chunk,
+  holdUntilReleased,
+  type MockAnthropic,
+  startMockAnthropic,
+} from "../support/mock-anthropic.js";
 import { SseReader } from "../support/sse.js";
 
 // The whole path with the real `claude` binary: HTTP -> run manager -> CLI -> a mock Messages
@@ -19,6 +24,18 @@ function processesOf(sessionId: string): string[] {
       .filter(Boolean);
   } catch {
     return [];
+  }
+}
+
+/** Kills the session's CLI with SIGKILL to its group as soon as it runs. */
+async function killOnceRunning(sessionId: string): Promise<void> {
+  for (;;) {
+    const [pid] = processesOf(sessionId).map(Number);
+    if (pid !== undefined) {
+      process.kill(-pid, "SIGKILL");
+      return;
+    }
+    await new Promise((r) => setTimeout(r, 10));
   }
 }
 
@@ -153,5 +170,44 @@ describe.each(BACKENDS)("the real claude CLI through HTTP on %s", (backend) => {
     expect(processesOf(session.id)).toEqual([]);
     const rest = await reader.events();
     expect(rest.at(-1)?.data).toMatchObject({ type: "completion", status: "cancelled" });
+  });
+
+  it("after a first message cancelled while the API held its answer, the next continues the conversation", async () => {
+    const held = holdUntilReleased();
+    mock.script({ blocks: [{ type: "text", text: "Never sent." }], hold: held.hold });
+    const session = await api.newSession();
+    const run = await (
+      await api.postMessage(session.id, "remember the word quince", { Prefer: "respond-async" })
+    ).json();
+    await held.arrived;
+    const cancelled = await (
+      await fetch(`${server.url}/v1/runs/${run.id}/cancel`, { method: "POST" })
+    ).json();
+    held.release();
+    expect(cancelled).toMatchObject({ status: "cancelled" });
+
+    mock.script({ blocks: [{ type: "text", text: "The word was quince." }] });
+    const next = await (
+      await api.postMessage(session.id, "which word?", { Accept: "application/json" })
+    ).json();
+    expect(next).toMatchObject({ text: "The word was quince.", run: { status: "succeeded" } });
+    const seen = JSON.stringify(mock.mainRequests().at(-1)?.messages);
+    expect(seen).toContain("remember the word quince");
+  });
+
+  it("after a first message whose CLI was killed before its init line, the next one works", async () => {
+    const session = await api.newSession();
+    const run = await (
+      await api.postMessage(session.id, "never heard", { Prefer: "respond-async" })
+    ).json();
+    await killOnceRunning(session.id);
+    const killed = SseReader.of(await fetch(`${server.url}/v1/runs/${run.id}/events`));
+    expect((await killed.events()).at(-1)?.data).toMatchObject({ status: "failed" });
+
+    mock.script({ blocks: [{ type: "text", text: "Hello, fresh." }] });
+    const next = await (
+      await api.postMessage(session.id, "hello", { Accept: "application/json" })
+    ).json();
+    expect(next).toMatchObject({ text: "Hello, fresh.", run: { status: "succeeded" } });
   });
 });

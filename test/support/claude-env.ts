@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { mkdir, mkdtemp, realpath, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, realpath, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
@@ -203,4 +203,17 @@ export function runCli(ce: ClaudeEnv, opts: CliRunOptions): Promise<CliRun> {
       resolve({ code, signal, stdout, stderr, lines, msToResult, msToExit: Date.now() - t0 });
     });
   });
+}
+
+/** Whether the CLI kept a transcript of the session (under HOME) that holds `text`. */
+export async function transcriptHolds(ce: ClaudeEnv, sessionId: string, text: string) {
+  const projects = join(ce.home, ".claude", "projects");
+  const dirs = await readdir(projects).catch(() => []);
+  for (const dir of dirs) {
+    const content = await readFile(join(projects, dir, `${sessionId}.jsonl`), "utf8").catch(
+      () => "",
+    );
+    if (content.includes(text)) return true;
+  }
+  return false;
 }

@@ -35,6 +35,8 @@ export type MockTurn =
       headers?: Record<string, string>;
       /** Milliseconds to wait between SSE events (default 2). */
       delayMs?: number;
+      /** Called when the request arrives; the answer waits until what it returns settles. */
+      hold?: () => Promise<unknown>;
     }
   | {
       error: { status: number; type: string; message: string };
@@ -116,6 +118,30 @@ export function chunk(text: string, parts = 4): string[] {
   const out: string[] = [];
   for (let i = 0; i < text.length; i += size) out.push(text.slice(i, i + size));
   return out;
+}
+
+export interface Hold {
+  /** For a turn's `hold`. */
+  hold: () => Promise<void>;
+  /** Settles when the held request has arrived. */
+  arrived: Promise<void>;
+  release(): void;
+}
+
+/** A hold for a turn: its request is answered only after `release()`. */
+export function holdUntilReleased(): Hold {
+  let arrive = () => {};
+  let release = () => {};
+  const arrived = new Promise<void>((resolve) => (arrive = resolve));
+  const released = new Promise<void>((resolve) => (release = resolve));
+  return {
+    hold: () => {
+      arrive();
+      return released;
+    },
+    arrived,
+    release,
+  };
 }
 
 function id(prefix: string): string {
@@ -314,6 +340,11 @@ export async function startMockAnthropic(options: MockOptions = {}): Promise<Moc
           error: { type: turn.error.type, message: turn.error.message },
         });
         return;
+      }
+      if (turn.hold) {
+        await turn.hold();
+        // The CLI may have gone while the answer was held.
+        if (!res.socket || res.socket.destroyed) return;
       }
       if (mb.stream) {
         await streamTurn(res, model, turn);
