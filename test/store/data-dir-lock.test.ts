@@ -3,7 +3,8 @@ import { once } from "node:events";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { seedDataDir } from "../support/pglite-template.js";
 import { freePort, runServerToExit, startServer } from "../support/server.js";
 
 // The embedded database's data dir belongs to one server process at a time, and the lock goes
@@ -20,9 +21,11 @@ const dataDir = () => {
 };
 
 describe("the embedded database's lock", () => {
-  // One data dir through a server's whole life, since each fresh one costs an initdb.
+  const env = { AGENT_BRIDGE_DATA_DIR: dataDir() };
+  // Not a first start's initdb: what is under test is the lock.
+  beforeAll(() => seedDataDir(env.AGENT_BRIDGE_DATA_DIR));
+
   it("ignores an older version's pid file, refuses a second server while held, and is free at once after SIGKILL", async () => {
-    const env = { AGENT_BRIDGE_DATA_DIR: dataDir() };
     // The old lock named a pid; after a reboot that pid can be any live process, as this one.
     const bystander = spawn(process.execPath, ["-e", "process.stdin.resume()"], {
       stdio: ["pipe", "ignore", "ignore"],
