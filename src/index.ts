@@ -1,87 +1,169 @@
-import { serve } from "@hono/node-server";
+import { createAdaptorServer, type ServerType } from "@hono/node-server";
+import type { OpenAPIHono } from "@hono/zod-openapi";
 import { buildDeps, buildHookWorkers, buildSweeper, createApp } from "./app.js";
 import { prepareKeys } from "./auth/bootstrap.js";
-import { ConfigError, loadConfig } from "./config.js";
-import { createLogger } from "./log.js";
-import { openDatabase } from "./store/db.js";
+import { type Config, ConfigError, loadConfig } from "./config.js";
+import type { AppEnv } from "./http/context.js";
+import { createLogger, errorFields, type Logger } from "./log.js";
+import { installProcessGuards } from "./process-guards.js";
+import { DataDirLockedError } from "./store/data-dir-lock.js";
+import { type DatabaseHandle, DatabaseOpenError, openDatabase } from "./store/db.js";
 import {
   checkWorktreePrerequisites,
   WorktreePrerequisiteError,
 } from "./worktrees/prerequisites.js";
 
-// Starts the service and stops it cleanly; everything else is built in createApp.
+// Starts the service and stops it cleanly; everything else is built in createApp. A start-up
+// failure is one line on stderr, `agent-bridge: <what is wrong and what to do>`, and exit code 1,
+// with whatever was opened closed again; never a stack trace.
 
-let config: ReturnType<typeof loadConfig>;
+/** A start-up failure found here, its message written for the operator. */
+class StartupError extends Error {}
+
+let config: Config;
 try {
   config = loadConfig();
 } catch (err) {
-  if (!(err instanceof ConfigError)) throw err;
-  process.stderr.write(`agent-bridge: ${err.message}\n`);
+  failStartup(err);
+}
+const logger = createLogger(config.logLevel);
+installProcessGuards(logger);
+const service = await start(config, logger).catch((err) =>
+  failStartup(err, logger, config.databaseUrl),
+);
+
+async function start(config: Config, logger: Logger) {
+  if (config.claude.worktreeEnabled) await checkWorktreePrerequisites(config.claude.workDir);
+  // Listening comes first, so that a port in use is told before anything is opened; a request
+  // that arrives meanwhile waits for the app, which exists once the last process's runs are closed.
+  let appReady!: (app: OpenAPIHono<AppEnv>) => void;
+  const app = new Promise<OpenAPIHono<AppEnv>>((resolve) => (appReady = resolve));
+  const server = await listen(config, (req, env) => app.then((a) => a.fetch(req, env)));
+  let database: DatabaseHandle | undefined;
+  try {
+    database = await openDatabase(
+      config.databaseUrl
+        ? { kind: "postgres", url: config.databaseUrl }
+        : { kind: "pglite", dataDir: config.dataDir },
+    );
+    logger.info("database ready", {
+      kind: database.kind,
+      ...(database.kind === "pglite" ? { data_dir: config.dataDir } : {}),
+    });
+    const firstKey = await prepareKeys(database.db, config, logger);
+    const deps = buildDeps(config, database, logger);
+    const recovered = await deps.runs.recover();
+    if (recovered > 0)
+      logger.warn("closed runs left unfinished by the previous process", { runs: recovered });
+    appReady(createApp(deps));
+    const sweeper = buildSweeper(deps);
+    sweeper.start();
+    // After recovery, so that callbacks of the runs it closed go out too.
+    const { outbox, scheduler } = buildHookWorkers(deps);
+    outbox.start();
+    scheduler.start();
+    return { server, database, deps, sweeper, outbox, scheduler, firstKey };
+  } catch (err) {
+    server.close();
+    await database?.close().catch(() => {});
+    throw err;
+  }
+}
+
+/** Binds the port, or fails with what to do about it. */
+function listen(config: Config, fetch: Parameters<typeof createAdaptorServer>[0]["fetch"]) {
+  const { host, port } = config;
+  const server = createAdaptorServer({ fetch });
+  return new Promise<ServerType>((resolve, reject) => {
+    const failed = (err: NodeJS.ErrnoException) => {
+      const where = `${host}:${port}`;
+      const what: Record<string, string> = {
+        EADDRINUSE: `port ${port} on ${host} is in use by another process; stop it, or set PORT to a free port`,
+        EACCES: `not allowed to listen on ${where}; set PORT to a port above 1023`,
+        EADDRNOTAVAIL: `${host} is not an address of this machine; set HOST to one of its addresses`,
+        ENOTFOUND: `HOST ${host} is not a known host name; set HOST to an address of this machine`,
+      };
+      reject(
+        new StartupError(what[err.code ?? ""] ?? `cannot listen on ${where} (${err.message})`),
+      );
+    };
+    server.once("error", failed);
+    server.listen(port, host, () => {
+      server.off("error", failed);
+      resolve(server);
+    });
+  });
+}
+
+function failStartup(err: unknown, logger?: Logger, databaseUrl?: string): never {
+  const line = `agent-bridge: ${startupProblem(err, logger)}`;
+  process.stderr.write(`${databaseUrl ? withoutPassword(line, databaseUrl) : line}\n`);
   process.exit(1);
 }
 
-if (config.claude.worktreeEnabled) {
+/** What went wrong, for the operator: the message of an error made for them, else a summary. */
+function startupProblem(err: unknown, logger?: Logger): string {
+  if (
+    err instanceof ConfigError ||
+    err instanceof StartupError ||
+    err instanceof DatabaseOpenError ||
+    err instanceof DataDirLockedError
+  )
+    return err.message;
+  if (err instanceof WorktreePrerequisiteError)
+    return `worktree mode (AGENT_BRIDGE_CLAUDE_WORKTREE_ENABLED) cannot start: ${err.message}`;
+  // Not foreseen: its stack is for a developer, at LOG_LEVEL=debug, not on the console.
+  logger?.debug("start-up failed", errorFields(err));
+  const message = (err instanceof Error ? err.message : String(err)).replace(/\s+/g, " ");
+  return `start-up failed: ${message} (LOG_LEVEL=debug logs where)`;
+}
+
+/** A line without DATABASE_URL's password, should any message have quoted it. */
+function withoutPassword(line: string, databaseUrl: string): string {
+  let password = "";
   try {
-    await checkWorktreePrerequisites(config.claude.workDir);
-  } catch (err) {
-    if (!(err instanceof WorktreePrerequisiteError)) throw err;
-    process.stderr.write(
-      `agent-bridge: worktree mode (AGENT_BRIDGE_CLAUDE_WORKTREE_ENABLED) cannot start: ${err.message}\n`,
-    );
-    process.exit(1);
+    password = new URL(databaseUrl).password;
+  } catch {
+    // Not a URL that parses: postgres.js would not have got a password out of it either.
+  }
+  // As written in the URL, and decoded.
+  for (const p of new Set([password, safeDecode(password)])) {
+    if (p) line = line.replaceAll(p, "***");
+  }
+  return line;
+}
+
+function safeDecode(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
   }
 }
 
-const logger = createLogger(config.logLevel);
-const database = await openDatabase(
-  config.databaseUrl
-    ? { kind: "postgres", url: config.databaseUrl }
-    : { kind: "pglite", dataDir: config.dataDir },
-);
-logger.info("database ready", {
-  kind: database.kind,
-  ...(database.kind === "pglite" ? { data_dir: config.dataDir } : {}),
-});
-
-const firstKey = await prepareKeys(database.db, config, logger);
-const deps = buildDeps(config, database, logger);
-const recovered = await deps.runs.recover();
-if (recovered > 0)
-  logger.warn("closed runs left unfinished by the previous process", { runs: recovered });
-const sweeper = buildSweeper(deps);
-sweeper.start();
-// After recovery, so that callbacks of the runs it closed go out too.
-const { outbox, scheduler } = buildHookWorkers(deps);
-outbox.start();
-scheduler.start();
-
-const app = createApp(deps);
-const server = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, (info) => {
-  const url = `http://${config.host}:${info.port}`;
-  logger.info("listening", { url });
-  const lines = [`agent-bridge listening on ${url} (docs at ${url}/docs)`];
-  if (config.auth.mode === "none") {
-    lines.push(
-      "API keys are off (AGENT_BRIDGE_AUTH=none): anyone on this machine can use the API.",
-    );
-  }
-  if (firstKey) {
-    // Shown once: only its hash is stored.
-    lines.push(
-      "",
-      "No API key existed, so an admin key was made. It is shown this once; keep it:",
-      `  ${firstKey}`,
-      `  curl -H 'Authorization: Bearer ${firstKey}' ${url}/v1/sessions`,
-      "",
-    );
-  }
-  process.stdout.write(`${lines.join("\n")}\n`);
-});
+const url = `http://${config.host}:${(service.server.address() as { port: number }).port}`;
+logger.info("listening", { url });
+const lines = [`agent-bridge listening on ${url} (docs at ${url}/docs)`];
+if (config.auth.mode === "none") {
+  lines.push("API keys are off (AGENT_BRIDGE_AUTH=none): anyone on this machine can use the API.");
+}
+if (service.firstKey) {
+  // Shown once: only its hash is stored.
+  lines.push(
+    "",
+    "No API key existed, so an admin key was made. It is shown this once; keep it:",
+    `  ${service.firstKey}`,
+    `  curl -H 'Authorization: Bearer ${service.firstKey}' ${url}/v1/sessions`,
+    "",
+  );
+}
+process.stdout.write(`${lines.join("\n")}\n`);
 
 let stopping = false;
 async function shutdown(signal: string) {
   if (stopping) return;
   stopping = true;
+  const { server, database, deps, sweeper, outbox, scheduler } = service;
   logger.info("shutting down", { signal, grace_ms: config.runs.shutdownGraceMs });
   await sweeper.stop();
   await scheduler.stop();

@@ -32,3 +32,9 @@ export function createLogger(
 
 /** A logger that drops everything: the default for library code and tests. */
 export const silentLogger: Logger = createLogger("error", {}, () => {});
+
+/** An error's message and stack as log fields: for the operator's log, never for a response. */
+export function errorFields(err: unknown): { error: string; stack?: string } {
+  if (!(err instanceof Error)) return { error: String(err) };
+  return { error: err.message, ...(err.stack ? { stack: err.stack } : {}) };
+}

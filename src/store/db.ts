@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { accessSync, constants, mkdirSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { PGlite, type QueryOptions, type Results, type Transaction } from "@electric-sql/pglite";
@@ -9,6 +9,7 @@ import { migrate as migratePglite } from "drizzle-orm/pglite/migrator";
 import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
 import { migrate as migratePostgres } from "drizzle-orm/postgres-js/migrator";
 import postgres from "postgres";
+import { type DataDirLock, lockDataDir } from "./data-dir-lock.js";
 import * as schema from "./schema.js";
 
 /** One type for both back-ends: queries are written once against it. */
@@ -26,34 +27,17 @@ export interface DatabaseHandle {
   close(): Promise<void>;
 }
 
-export class DatabaseLockedError extends Error {}
-
 /**
- * The embedded database is one process's: a second one on the same files would corrupt them.
- * A lock file holds the owner's pid; a lock whose process is gone is stale and taken over.
+ * The database could not be opened; the message says what is wrong and what to do, in one line
+ * and without the URL's password, for the operator (the entry point prints it as it is).
  */
-function lockDataDir(dir: string): () => void {
-  const lock = path.join(dir, "pglite.lock");
-  try {
-    writeFileSync(lock, String(process.pid), { flag: "wx" });
-  } catch {
-    const owner = Number(readFileSync(lock, "utf8"));
-    if (owner && owner !== process.pid && processExists(owner)) {
-      throw new DatabaseLockedError(
-        `the embedded database in ${dir} is in use by process ${owner} (a running server?); stop it, or use the server's API`,
-      );
-    }
-    writeFileSync(lock, String(process.pid));
-  }
-  return () => rmSync(lock, { force: true });
-}
-
-function processExists(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
+export class DatabaseOpenError extends Error {
+  constructor(
+    readonly code: "data_dir_unusable" | "database_unreachable" | "migration_failed",
+    message: string,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
   }
 }
 
@@ -82,39 +66,119 @@ const afterQueuedTicks = () => new Promise<void>((resolve) => process.nextTick(r
 const migrationsFolder = fileURLToPath(new URL("../../drizzle", import.meta.url));
 
 /** Opens the database and brings its schema up to date with the committed migrations. */
-export async function openDatabase(target: DatabaseTarget): Promise<DatabaseHandle> {
-  if (target.kind === "pglite") {
-    let dataDir: string | undefined;
-    let unlock = () => {};
-    if (target.dataDir) {
-      dataDir = path.join(target.dataDir, "pgdata");
-      mkdirSync(dataDir, { recursive: true });
-      unlock = lockDataDir(target.dataDir);
-    }
+export function openDatabase(target: DatabaseTarget): Promise<DatabaseHandle> {
+  return target.kind === "pglite" ? openPglite(target.dataDir) : openPostgres(target.url);
+}
+
+async function openPglite(dir: string | undefined): Promise<DatabaseHandle> {
+  let dataDir: string | undefined;
+  let lock: DataDirLock | undefined;
+  if (dir) {
+    dataDir = path.join(dir, "pgdata");
     try {
-      const client = new TickYieldingPGlite(dataDir);
-      const db = drizzlePglite({ client, schema });
-      await migratePglite(db, { migrationsFolder });
-      return handle(db, "pglite", async () => {
-        await client.close();
-        unlock();
-      });
+      mkdirSync(dataDir, { recursive: true });
+      accessSync(dataDir, constants.W_OK);
     } catch (err) {
-      unlock();
-      throw err;
+      throw new DatabaseOpenError(
+        "data_dir_unusable",
+        `cannot use ${dir} as the data directory (${errnoText(err)}); make it a directory this user can write to, or set AGENT_BRIDGE_DATA_DIR to one`,
+        { cause: err },
+      );
     }
+    lock = await lockDataDir(dir);
   }
-  // `onnotice` silenced: migrations' "relation already exists, skipping" notices are noise.
-  const client = postgres(target.url, { max: 10, onnotice: () => {} });
-  const db = drizzlePostgres({ client, schema });
+  const client = new TickYieldingPGlite(dataDir);
   try {
-    await migratePostgres(db, { migrationsFolder });
+    try {
+      await client.waitReady;
+    } catch (err) {
+      throw new DatabaseOpenError(
+        "data_dir_unusable",
+        `the embedded database in ${dataDir} cannot be opened (${oneLine(err)}); restore it from a backup, or move it aside to start with an empty one`,
+        { cause: err },
+      );
+    }
+    const db = drizzlePglite({ client, schema });
+    await migrateOrExplain(() => migratePglite(db, { migrationsFolder }));
+    return handle(db, "pglite", async () => {
+      await client.close();
+      await lock?.release();
+    });
+  } catch (err) {
+    if (!client.closed) await client.close().catch(() => {});
+    await lock?.release();
+    throw err;
+  }
+}
+
+async function openPostgres(url: string): Promise<DatabaseHandle> {
+  // `onnotice` silenced: migrations' "relation already exists, skipping" notices are noise.
+  const client = postgres(url, { max: 10, onnotice: () => {} });
+  try {
+    // Asked first, so that a server that cannot be reached is told apart from a failed migration.
+    try {
+      await client`select 1`;
+    } catch (err) {
+      throw new DatabaseOpenError(
+        "database_unreachable",
+        `cannot connect to the Postgres server at ${serverName(url)} (${errnoText(err)}); check that it is running and that DATABASE_URL is right`,
+        { cause: err },
+      );
+    }
+    const db = drizzlePostgres({ client, schema });
+    await migrateOrExplain(() => migratePostgres(db, { migrationsFolder }));
+    return handle(db, "postgres", () => client.end({ timeout: 5 }));
   } catch (err) {
     await client.end({ timeout: 1 });
     throw err;
   }
-  return handle(db, "postgres", () => client.end({ timeout: 5 }));
 }
+
+async function migrateOrExplain(migrate: () => Promise<void>): Promise<void> {
+  try {
+    await migrate();
+  } catch (err) {
+    // Drizzle wraps the database's own error, whose message is the one that says what is wrong.
+    const cause = (err as { cause?: unknown }).cause ?? err;
+    throw new DatabaseOpenError(
+      "migration_failed",
+      `the database's schema cannot be brought up to date (${oneLine(cause)}); it holds tables this version of agent-bridge did not make: use an empty database, or restore a backup`,
+      { cause: err },
+    );
+  }
+}
+
+/** Host, port and database of a Postgres URL: never its password or parameters. */
+function serverName(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.hostname || "localhost"}:${u.port || 5432}${u.pathname}`;
+  } catch {
+    return "DATABASE_URL";
+  }
+}
+
+const ERRNO_TEXT: Record<string, string> = {
+  EACCES: "permission denied",
+  EROFS: "read-only file system",
+  ENOTDIR: "not a directory",
+  EEXIST: "a file of that name exists",
+  ECONNREFUSED: "connection refused",
+  ENOTFOUND: "unknown host",
+  EAI_AGAIN: "unknown host",
+  ETIMEDOUT: "timed out",
+  CONNECT_TIMEOUT: "timed out",
+  EHOSTUNREACH: "host unreachable",
+};
+
+/** An error as a short phrase: the system's words for a known errno, else its message. */
+function errnoText(err: unknown): string {
+  const code = (err as { code?: unknown }).code;
+  return (typeof code === "string" && ERRNO_TEXT[code]) || oneLine(err);
+}
+
+const oneLine = (err: unknown) =>
+  (err instanceof Error ? err.message : String(err)).replace(/\s+/g, " ").trim();
 
 function handle(
   db: Database,

@@ -30,20 +30,28 @@ export async function freePort(): Promise<number> {
   return address.port;
 }
 
-/** The entry point as a child process, its stdout and stderr collected together. */
-function spawnEntry(env: NodeJS.ProcessEnv): { child: ChildProcess; output: () => string } {
+/** The entry point as a child process, its stdout and stderr collected together (and apart). */
+function spawnEntry(env: NodeJS.ProcessEnv): {
+  child: ChildProcess;
+  output: () => string;
+  stderr: () => string;
+} {
   const child = spawn(command[0], command.slice(1), {
     cwd: root,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
+  let stderr = "";
   const collect = (d: Buffer) => {
     output += d;
   };
   child.stdout?.on("data", collect);
   child.stderr?.on("data", collect);
-  return { child, output: () => output };
+  child.stderr?.on("data", (d: Buffer) => {
+    stderr += d;
+  });
+  return { child, output: () => output, stderr: () => stderr };
 }
 
 export async function startServer(env: NodeJS.ProcessEnv): Promise<ServerProcess> {
@@ -93,8 +101,9 @@ function waitFor(output: () => string) {
 /** Runs the entry point to its exit, for start-up failures. */
 export async function runServerToExit(
   env: NodeJS.ProcessEnv,
-): Promise<{ code: number | null; output: string }> {
-  const { child, output } = spawnEntry(env);
-  const [code] = await once(child, "exit");
-  return { code, output: output() };
+): Promise<{ code: number | null; output: string; stderr: string }> {
+  const { child, output, stderr } = spawnEntry(env);
+  // "close", not "exit": the pipes may still hold the last line when the process has exited.
+  const [code] = await once(child, "close");
+  return { code, output: output(), stderr: stderr() };
 }
