@@ -7,6 +7,7 @@ import { type Database, type DatabaseHandle, openDatabase } from "../../src/stor
 import { insertRun } from "../../src/store/runs.js";
 import type { RunRow } from "../../src/store/schema.js";
 import { createSession } from "../../src/store/sessions.js";
+import { seedDataDir } from "./pglite-template.js";
 
 // Every database test runs on embedded PGlite, and also on the real Postgres server when
 // TEST_DATABASE_URL is set (CI sets it). Each opened database is new and private to its caller.
@@ -82,6 +83,8 @@ export function serverDatabases(): {
       async () => {
         const dir = mkdtempSync(join(tmpdir(), "agent-bridge-data-"));
         made.push(async () => rmSync(dir, { recursive: true, force: true }));
+        // From an empty cluster's copy: initdb on every start cost these tests most of their time.
+        await seedDataDir(dir);
         return { AGENT_BRIDGE_DATA_DIR: dir };
       },
     ],
