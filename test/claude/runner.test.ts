@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { buildClaudeArgs, userMessageLine } from "../../src/claude/command.js";
 import { ASK_DENY_MESSAGE } from "../../src/claude/control.js";
+import { groupAlive } from "../../src/claude/process.js";
 import { type RunnerConfig, type RunRequest, runClaude } from "../../src/claude/runner.js";
 import type { BridgeEvent, CompletionEvent } from "../../src/events.js";
 import { createLogger } from "../../src/log.js";
@@ -349,6 +350,84 @@ describe("runClaude with the fake CLI", () => {
       expect(completion.status).toBe("succeeded");
       expect(record.stdinEnded).toBe(true);
       expect(survivors(pgid)).toEqual([]);
+    });
+
+    describe("the completion comes as soon as the outcome is known; the kill goes on behind it", () => {
+      // The fake ignores SIGTERM and then says so with its first text: from then on its group
+      // lives until the runner's SIGKILL, a grace period after the SIGTERM.
+      const ready = [
+        { ignoreSigterm: true } as const,
+        { emit: systemInit() },
+        ...streamedText("m", ["ready"]).map((emit) => ({ emit })),
+      ];
+
+      /**
+       * Runs to the generator's end (or, with `stopAtCompletion`, calls return() there), noting
+       * whether the CLI's group was still alive when the completion arrived.
+       */
+      async function runWatchingTheGroup(
+        scenario: FakeScenario,
+        overrides: Partial<RunnerConfig>,
+        opts: { cancelWhenReady?: boolean; stopAtCompletion?: boolean } = {},
+      ) {
+        const f = await fake(scenario);
+        let pgid = 0;
+        const config = fakeRunnerConfig(f, { onSpawn: (id) => (pgid = id), ...overrides });
+        const controller = new AbortController();
+        const events: BridgeEvent[] = [];
+        let aliveAtCompletion: boolean | undefined;
+        for await (const batch of runClaude(request(f), config, controller.signal)) {
+          events.push(...batch);
+          if (opts.cancelWhenReady && batch.some((e) => e.type === "text_delta"))
+            controller.abort();
+          if (batch.some((e) => e.type === "completion")) {
+            aliveAtCompletion = await groupAlive(pgid);
+            if (opts.stopAtCompletion) break;
+          }
+        }
+        // The generator has ended: nothing of the group may be left.
+        expect(survivors(pgid)).toEqual([]);
+        const completion = completionOf(events);
+        // The fake was ready (ignoring SIGTERM) before the run ended.
+        expect(events.findIndex((e) => e.type === "text_delta")).toBeGreaterThanOrEqual(0);
+        return { completion, aliveAtCompletion, record: await f.record() };
+      }
+
+      it("an idle timeout: the stall is reported at the idle mark, SIGKILL comes after it", async () => {
+        const { completion, aliveAtCompletion, record } = await runWatchingTheGroup(
+          { steps: ready, end: "hang" },
+          { idleTimeoutMs: 2000, killGraceMs: 3000 },
+        );
+        expect(completion).toMatchObject({
+          status: "failed",
+          error: expect.stringMatching(/stalled/),
+        });
+        expect(aliveAtCompletion).toBe(true);
+        expect(record.signals).toContain("SIGTERM");
+      });
+
+      it("a cancel: cancelled at once, the group killed behind it", async () => {
+        const { completion, aliveAtCompletion, record } = await runWatchingTheGroup(
+          { steps: ready, end: "hang" },
+          { killGraceMs: 3000 },
+          { cancelWhenReady: true },
+        );
+        expect(completion.status).toBe("cancelled");
+        expect(aliveAtCompletion).toBe(true);
+        expect(record.signals).toContain("SIGTERM");
+      });
+
+      it("a result line: the run succeeds at once; a CLI that stays is killed when the consumer stops (return())", async () => {
+        const { completion, aliveAtCompletion, record } = await runWatchingTheGroup(
+          { steps: [...ready, { emit: result({ result: "ready" }) }], end: "hang" },
+          { killGraceMs: 1500 },
+          { stopAtCompletion: true },
+        );
+        expect(completion.status).toBe("succeeded");
+        expect(aliveAtCompletion).toBe(true);
+        expect(record.stdinEnded).toBe(true);
+        expect(record.signals).toContain("SIGTERM");
+      });
     });
 
     it("a consumer that stops iterating early (return()) kills the group", async () => {
