@@ -1,0 +1,81 @@
+import { afterAll, describe, expect, it } from "vitest";
+import { groupAlive, liveGroupMembers, terminateGroup } from "../../src/claude/process.js";
+import { serverDatabases } from "../support/db.js";
+import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { longRun } from "../support/fake-scenarios.js";
+import { waitUntil } from "../support/process.js";
+import { type ServerProcess, startServer } from "../support/server.js";
+import { SseReader } from "../support/sse.js";
+
+// What becomes of the CLIs when the server process goes. Killed outright (an OOM kill), the server
+// cannot stop them itself: its spawner notices and stops their groups at once. Signalled with its
+// whole process group (Ctrl-C in a terminal, a service manager's stop), the server shuts down as
+// documented: running runs get the grace period, then end `interrupted`.
+
+/** The fake CLI's run: far longer than any wait below. */
+const RUN_SECONDS = 300;
+/** A server start takes seconds, and half a minute on a loaded machine: each test starts one or two. */
+const TEST_TIMEOUT_MS = 180_000;
+
+const fakes: FakeClaude[] = [];
+afterAll(async () => {
+  for (const fake of fakes.splice(0)) await fake.cleanup();
+});
+
+const databases = serverDatabases();
+afterAll(() => databases.cleanup());
+
+async function longRunFake(): Promise<FakeClaude> {
+  const fake = await fakeClaude(longRun(RUN_SECONDS));
+  fakes.push(fake);
+  return fake;
+}
+
+/** A new session with a long run going: its id, its SSE stream, and its CLI's pid. */
+async function runGoing(server: ServerProcess, fake: FakeClaude) {
+  const session = await (await fetch(`${server.url}/v1/sessions`, { method: "POST" })).json();
+  const res = await fetch(`${server.url}/v1/sessions/${session.id}/messages`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ text: "long job" }),
+  });
+  const reader = SseReader.of(res);
+  // The CLI has spoken: it runs.
+  expect((await reader.events(2)).map((f) => f.event)).toEqual(["run_started", "text_delta"]);
+  const [pid] = (await fake.invocations()).map((i) => i.pid);
+  if (!pid) throw new Error("the fake CLI recorded no pid");
+  return { runId: res.headers.get("x-run-id"), reader, pid };
+}
+
+/** The server's process group (it and its spawner) has no live process left. */
+async function groupEmpty(pgid: number): Promise<boolean> {
+  return (await liveGroupMembers(pgid))?.length === 0;
+}
+
+describe.each(databases.targets)("when the server goes, on %s", (_name, database) => {
+  it(
+    "killed with SIGKILL alone, its CLIs are stopped at once, long before their runs would end",
+    async () => {
+      const fake = await longRunFake();
+      const server = await startServer(
+        { ...(await database()), ...fake.bridgeEnv },
+        { ownGroup: true },
+      );
+      const pgid = server.child.pid ?? 0;
+      let cli = 0;
+      try {
+        const { reader, pid } = await runGoing(server, fake);
+        cli = pid;
+        await reader.cancel();
+        // The server's pid only, as an OOM kill does: its spawner is left to notice.
+        await server.stop("SIGKILL");
+        await waitUntil(async () => !(await groupAlive(cli)), "the CLI's group is gone");
+        await waitUntil(() => groupEmpty(pgid), "the spawner has exited");
+      } finally {
+        await terminateGroup(pgid, 100);
+        if (cli) await terminateGroup(cli, 100);
+      }
+    },
+    TEST_TIMEOUT_MS,
+  );
+});
