@@ -14,6 +14,13 @@ import { once } from "node:events";
 /** Started processes still running: pid (each leads its own process group) -> their exit. */
 const running = new Map();
 
+// The terminal's Ctrl-C, a closed terminal and a service manager's stop (systemd's
+// KillMode=control-group) signal the server's whole process group, this process included. They are
+// the server's to act on: it gives its runs their grace period and stops them through their own
+// groups, and this process leaves when the server does (below). Dying here would end every run at
+// once.
+for (const signal of ["SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM"]) process.on(signal, () => {});
+
 // The runner's grace between SIGTERM and SIGKILL (RUNNER_DEFAULTS.killGraceMs).
 const KILL_GRACE_MS = 5000;
 

@@ -87,6 +87,25 @@ describe("the process spawner", () => {
     expect(await next.exited).toEqual({ code: 0, signal: null });
   });
 
+  it("a signal for the server's whole process group (Ctrl-C, a service manager's stop) does not end it", async () => {
+    const child = await spawnProcess("/bin/sh", ["-c", "read line; echo got $line"], {
+      cwd: "/",
+      env,
+    });
+    const helper = spawnerPid();
+    for (const signal of ["SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM"] as const)
+      process.kill(helper, signal);
+    // It answers after the signals: they did not end it.
+    const next = await spawnProcess("/bin/sh", ["-c", "echo again"], { cwd: "/", env });
+    expect(await readAll(next.stdout)).toBe("again\n");
+    expect(spawnerPid()).toBe(helper);
+    // And a process started before them is still reported on.
+    const out = readAll(child.stdout);
+    child.stdin.end("x\n");
+    expect(await out).toBe("got x\n");
+    expect(await child.exited).toEqual({ code: 0, signal: null });
+  });
+
   it("when the server dies, even while handing a process over, it stops every group it started (SIGTERM, then SIGKILL for what stays), then exits", async () => {
     const dir = await mkdtemp(join(tmpdir(), "spawner-"));
     const pidFile = (name: string) => join(dir, name);

@@ -78,4 +78,54 @@ describe.each(databases.targets)("when the server goes, on %s", (_name, database
     },
     TEST_TIMEOUT_MS,
   );
+
+  it.each(["SIGINT", "SIGTERM"] as const)(
+    "%s to its whole process group: running runs get the grace, end interrupted with one completion, and no process is left",
+    async (signal) => {
+      const fake = await longRunFake();
+      const env = {
+        ...(await database()),
+        ...fake.bridgeEnv,
+        AGENT_BRIDGE_SHUTDOWN_GRACE_SECONDS: "2",
+      };
+      const server = await startServer(env, { ownGroup: true });
+      const pgid = server.child.pid ?? 0;
+      let cli = 0;
+      try {
+        const { runId, reader, pid } = await runGoing(server, fake);
+        cli = pid;
+        // What Ctrl-C in a terminal sends, and systemd's KillMode=control-group stop.
+        process.kill(-pgid, signal);
+        const rest = await reader.events();
+        expect(rest.map((f) => f.event)).toEqual(["completion"]);
+        expect(rest[0]?.data).toMatchObject({
+          status: "interrupted",
+          error: "the server shut down before the run finished",
+        });
+        expect(await server.exited).toBe(0);
+        expect(await groupAlive(cli)).toBe(false);
+        await waitUntil(() => groupEmpty(pgid), "the server's process group is empty");
+
+        // The same database, read back by the next start: the run as the stream said, once.
+        const next = await startServer(env);
+        try {
+          const run = await (await fetch(`${next.url}/v1/runs/${runId}`)).json();
+          expect(run).toMatchObject({
+            status: "interrupted",
+            completion: { status: "interrupted" },
+          });
+          const log = await SseReader.of(
+            await fetch(`${next.url}/v1/runs/${runId}/events`),
+          ).events();
+          expect(log.map((f) => f.event)).toEqual(["run_started", "text_delta", "completion"]);
+        } finally {
+          await next.stop();
+        }
+      } finally {
+        await terminateGroup(pgid, 100);
+        if (cli) await terminateGroup(cli, 100);
+      }
+    },
+    TEST_TIMEOUT_MS,
+  );
 });
