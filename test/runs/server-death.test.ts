@@ -1,9 +1,11 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { groupAlive, liveGroupMembers, terminateGroup } from "../../src/claude/process.js";
+import { makeClaudeEnv } from "../support/claude-env.js";
 import { serverDatabases } from "../support/db.js";
 import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
 import { longRun } from "../support/fake-scenarios.js";
-import { waitUntil } from "../support/process.js";
+import { startMockAnthropic } from "../support/mock-anthropic.js";
+import { runCommand, waitUntil } from "../support/process.js";
 import { type ServerProcess, startServer } from "../support/server.js";
 import { SseReader } from "../support/sse.js";
 
@@ -45,6 +47,13 @@ async function runGoing(server: ServerProcess, fake: FakeClaude) {
   const [pid] = (await fake.invocations()).map((i) => i.pid);
   if (!pid) throw new Error("the fake CLI recorded no pid");
   return { runId: res.headers.get("x-run-id"), reader, pid };
+}
+
+/** The children of `pid` (those whose command line mentions `pattern`, if given). */
+async function childrenOf(pid: number, pattern?: string): Promise<number[]> {
+  const args = ["-P", String(pid), ...(pattern ? ["-f", pattern] : [])];
+  const { stdout } = await runCommand("pgrep", args, { env: process.env });
+  return stdout.split("\n").filter(Boolean).map(Number);
 }
 
 /** The server's process group (it and its spawner) has no live process left. */
@@ -124,6 +133,60 @@ describe.each(databases.targets)("when the server goes, on %s", (_name, database
       } finally {
         await terminateGroup(pgid, 100);
         if (cli) await terminateGroup(cli, 100);
+      }
+    },
+    TEST_TIMEOUT_MS,
+  );
+});
+
+describe("when the server goes, with the real CLI", () => {
+  it(
+    "killed with SIGKILL alone, a CLI streaming from the model is stopped at once",
+    async () => {
+      const mock = await startMockAnthropic({ quiet: true });
+      const ce = await makeClaudeEnv(mock.url);
+      // About three minutes of streaming: a text block every 3 s, one SSE event every 500 ms.
+      const blocks = Array.from({ length: 60 }, (_, i) => ({
+        type: "text" as const,
+        text: `Part ${i}. `,
+      }));
+      mock.script({ blocks, delayMs: 500 });
+      const [, database] = databases.targets[0] ?? [];
+      const server = await startServer(
+        {
+          ...(await database?.()),
+          ...ce.env,
+          AGENT_BRIDGE_CLAUDE_WORK_DIR: ce.cwd,
+          AGENT_BRIDGE_CLAUDE_PERMISSION_MODE: "bypassPermissions",
+        },
+        { ownGroup: true },
+      );
+      const pgid = server.child.pid ?? 0;
+      let clis: number[] = [];
+      try {
+        const session = await (await fetch(`${server.url}/v1/sessions`, { method: "POST" })).json();
+        const res = await fetch(`${server.url}/v1/sessions/${session.id}/messages`, {
+          method: "POST",
+          headers: { "Content-Type": "application/json" },
+          body: JSON.stringify({ text: "Tell me a long story" }),
+        });
+        const reader = SseReader.of(res);
+        // The model is streaming to the CLI, and the CLI to the server.
+        expect((await reader.events(2)).map((f) => f.event)).toEqual(["run_started", "text_delta"]);
+        await reader.cancel();
+        const [spawner] = await childrenOf(pgid, "spawner-child");
+        clis = await childrenOf(spawner ?? 0);
+        expect(clis).toHaveLength(1);
+
+        await server.stop("SIGKILL");
+        for (const cli of clis) {
+          await waitUntil(async () => !(await groupAlive(cli)), "the CLI's group is gone");
+        }
+        await waitUntil(() => groupEmpty(pgid), "the spawner has exited");
+      } finally {
+        for (const pid of [pgid, ...clis]) await terminateGroup(pid, 100);
+        await mock.close();
+        await ce.cleanup();
       }
     },
     TEST_TIMEOUT_MS,
