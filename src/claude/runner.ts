@@ -25,12 +25,12 @@ import { type SpawnedProcess, spawnProcess } from "./spawner.js";
 // whatever happens. The child runs in its own process group; the read loop stops at the `result`
 // line (not at EOF, which a grandchild holding stdout could delay forever).
 //
-// The batch holding the completion is yielded as soon as the outcome is known (result line,
-// timeout, stall, cancel, exit), and the group is stopped behind it: stdin closes (after a result
-// the CLI exits by itself), then SIGTERM, `killGraceMs`, SIGKILL. That stopping starts before the
-// yield, and the generator's return (the consumer's next `next()`, or its `return()`, also before
-// the end) resolves only once the group is gone: a consumer that holds a slot until the generator
-// has ended never has two CLIs in it.
+// The completion's batch is yielded as soon as the outcome is known (a result line, a timeout, a
+// stall, a cancel, the process's end), and stopping the group starts just before it: stdin closes
+// (after a result the CLI exits by itself), then SIGTERM, `killGraceMs`, SIGKILL. The generator's
+// return, whether the consumer asks for the next item or calls return() (also early), resolves
+// only once the group is gone: a consumer that holds the run's slot until then never has two CLIs
+// in one slot.
 
 /** One message to the CLI: the command's options, plus the prompt (stdin) and where to run. */
 export interface RunRequest extends CommandInput {

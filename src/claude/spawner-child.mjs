@@ -7,7 +7,8 @@
 // Plain JavaScript, so that it starts without the TypeScript loader. Protocol (JSON over the IPC
 // channel, see spawner.ts): the server sends {id, bin, args, cwd, env}; the answer is either
 // {id, error} or three messages {id, pid, stream} each carrying one stdio pipe, and later
-// {id, exit: {code, signal}}.
+// {id, exit: {code, signal}}. This process's stdin is a pipe from the server that is never written
+// to: its end says the server is gone.
 import { spawn } from "node:child_process";
 import { once } from "node:events";
 
