@@ -23,10 +23,15 @@ import { type SpawnedProcess, spawnProcess } from "./spawner.js";
 
 // Runs one `claude -p` for one message and yields its BridgeEvents in batches (what the CLI wrote
 // while the consumer was busy with the previous batch), ending with exactly one `completion`
-// whatever happens. The child runs in its own process group; the read loop stops
-// at the `result` line (not at EOF, which a grandchild holding stdout could delay forever), and
-// the group is then terminated (SIGTERM, `killGraceMs`, SIGKILL). The same happens on timeout,
-// stall, cancel, and when the consumer stops iterating early.
+// whatever happens. The child runs in its own process group; the read loop stops at the `result`
+// line (not at EOF, which a grandchild holding stdout could delay forever).
+//
+// The completion's batch is yielded as soon as the outcome is known (a result line, a timeout, a
+// stall, a cancel, the process's end), and stopping the group starts just before it: stdin closes
+// (after a result the CLI exits by itself), then SIGTERM, `killGraceMs`, SIGKILL. The generator's
+// return, whether the consumer asks for the next item or calls return() (also early), resolves
+// only once the group is gone: a consumer that holds the run's slot until then never has two CLIs
+// in one slot.
 
 /** One message to the CLI: the command's options, plus the prompt (stdin) and where to run. */
 export interface RunRequest extends CommandInput {
@@ -285,6 +290,8 @@ async function* runClaudeOnce(
   writeStdin(userMessageLine(req.prompt));
 
   let completion: CompletionEvent | undefined;
+  let final: CompletionEvent | undefined;
+  let outcomeAtMs = 0;
   let ending: RunnerError | undefined;
   let exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
   let stdoutClosed = false;
@@ -366,20 +373,25 @@ async function* runClaudeOnce(
           ? new ClaudeNoResultError(tail)
           : new ClaudeExitError(exit.code, exit.signal, tail);
     }
-    await stop(completion !== undefined);
-    const final = completion ?? fail(ending ?? new ClaudeNoResultError(""));
-    log.info("claude run finished", {
-      status: final.status,
-      exit_code: exitStatus?.code ?? null,
-      exit_signal: exitStatus?.signal ?? null,
-      invalid_lines: reader.invalidLines,
-      oversized_lines: reader.oversizedLines,
-      duration_ms: Math.round(elapsed()),
-      ...(final.error ? { error: final.error } : {}),
-    });
+    final = completion ?? fail(ending ?? new ClaudeNoResultError(""));
+    outcomeAtMs = elapsed();
+    // Awaited (and its failure raised) when the generator returns, below.
+    stop(completion !== undefined).catch(() => {});
     yield [...batch, final];
   } finally {
     // Also reached when the consumer stops early: nothing of the child may outlive the run.
-    await stop(false);
+    await stop(completion !== undefined);
+    if (final) {
+      log.info("claude run finished", {
+        status: final.status,
+        exit_code: exitStatus?.code ?? null,
+        exit_signal: exitStatus?.signal ?? null,
+        invalid_lines: reader.invalidLines,
+        oversized_lines: reader.oversizedLines,
+        duration_ms: Math.round(outcomeAtMs),
+        stop_ms: Math.round(elapsed() - outcomeAtMs),
+        ...(final.error ? { error: final.error } : {}),
+      });
+    }
   }
 }

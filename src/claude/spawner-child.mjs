@@ -7,12 +7,57 @@
 // Plain JavaScript, so that it starts without the TypeScript loader. Protocol (JSON over the IPC
 // channel, see spawner.ts): the server sends {id, bin, args, cwd, env}; the answer is either
 // {id, error} or three messages {id, pid, stream} each carrying one stdio pipe, and later
-// {id, exit: {code, signal}}.
+// {id, exit: {code, signal}}. This process's stdin is a pipe from the server that is never written
+// to: its end says the server is gone.
 import { spawn } from "node:child_process";
+import { once } from "node:events";
 
-// Once the server is gone there is nobody to hand a process to; the CLIs it ran are in their own
-// process groups, which the server (or its recovery at the next start) terminates.
-process.on("disconnect", () => process.exit(0));
+/** Started processes still running: pid (each leads its own process group) -> their exit. */
+const running = new Map();
+
+// The terminal's Ctrl-C, a closed terminal and a service manager's stop (systemd's
+// KillMode=control-group) signal the server's whole process group, this process included. They are
+// the server's to act on: it gives its runs their grace period and stops them through their own
+// groups, and this process leaves when the server does (below). Dying here would end every run at
+// once.
+for (const signal of ["SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM"]) process.on(signal, () => {});
+
+// The runner's grace between SIGTERM and SIGKILL (RUNNER_DEFAULTS.killGraceMs).
+const KILL_GRACE_MS = 5000;
+
+const signalGroup = (pid, signal) => {
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    // Gone already.
+  }
+};
+
+// The server is gone: it exited, or was killed with SIGKILL (as an OOM kill does). Its runs are
+// lost, so the CLIs still running are stopped now rather than left to work on to the end of their
+// turn: SIGTERM to each group, SIGKILL to every group once each has exited or the grace has passed
+// (what a CLI left behind goes too), then this process exits.
+let leaving = false;
+async function serverGone() {
+  if (leaving) return;
+  leaving = true;
+  const pids = [...running.keys()];
+  for (const pid of pids) signalGroup(pid, "SIGTERM");
+  let timer;
+  const grace = new Promise((resolve) => (timer = setTimeout(resolve, KILL_GRACE_MS)));
+  await Promise.race([Promise.all(running.values()), grace]);
+  clearTimeout(timer);
+  for (const pid of pids) signalGroup(pid, "SIGKILL");
+  process.exit(0);
+}
+process.on("disconnect", serverGone);
+// Node withholds "disconnect" while a handle it sent awaits the other side's acknowledgement, which
+// a server that died mid-handover never sends. stdin is a pipe only the server holds open: it ends
+// when the server's process does, however it ends.
+process.stdin.on("end", serverGone).resume();
+
+// A reply the server can no longer receive is dropped (else the failed send would throw here).
+const reply = (message, handle) => process.send(message, handle, undefined, () => {});
 
 const failure = (err) => ({ code: err.code, message: err.message });
 
@@ -22,11 +67,11 @@ process.on("message", ({ id, bin, args, cwd, env }) => {
     child = spawn(bin, args, { cwd, env, stdio: "pipe", detached: true });
   } catch (err) {
     // Synchronous failures: e.g. an argument holding a NUL byte.
-    process.send({ id, error: failure(err) });
+    reply({ id, error: failure(err) });
     return;
   }
   if (child.pid === undefined) {
-    child.once("error", (err) => process.send({ id, error: failure(err) }));
+    child.once("error", (err) => reply({ id, error: failure(err) }));
     return;
   }
   // Node starts reading a child's stdout and stderr at once; whatever this process read would
@@ -36,9 +81,13 @@ process.on("message", ({ id, bin, args, cwd, env }) => {
     handle.reading = false;
     handle.readStop();
   }
-  child.once("exit", (code, signal) => process.send({ id, exit: { code, signal } }));
+  running.set(child.pid, once(child, "exit"));
+  child.once("exit", (code, signal) => {
+    running.delete(child.pid);
+    reply({ id, exit: { code, signal } });
+  });
   // Sending a handle closes this process's copy of it once it is sent.
-  process.send({ id, pid: child.pid, stream: "stdin" }, child.stdin);
-  process.send({ id, pid: child.pid, stream: "stdout" }, child.stdout);
-  process.send({ id, pid: child.pid, stream: "stderr" }, child.stderr);
+  reply({ id, pid: child.pid, stream: "stdin" }, child.stdin);
+  reply({ id, pid: child.pid, stream: "stdout" }, child.stdout);
+  reply({ id, pid: child.pid, stream: "stderr" }, child.stderr);
 });

@@ -64,11 +64,12 @@ class Spawner {
 
   private ensureHelper(): ChildProcess {
     if (this.helper) return this.helper;
-    // No environment of its own: what a CLI gets is sent with each request.
+    // No environment of its own: what a CLI gets is sent with each request. Its stdin is a pipe
+    // this process holds open and never writes to: its end tells the helper this process is gone.
     const helper = fork(helperPath, [], {
       env: {},
       execArgv: [],
-      stdio: ["ignore", "ignore", "inherit", "ipc"],
+      stdio: ["pipe", "ignore", "inherit", "ipc"],
       serialization: "json",
     });
     helper.on("message", (reply: Reply, handle: unknown) => this.receive(reply, handle));

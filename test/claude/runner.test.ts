@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { buildClaudeArgs, userMessageLine } from "../../src/claude/command.js";
 import { ASK_DENY_MESSAGE } from "../../src/claude/control.js";
+import { groupAlive } from "../../src/claude/process.js";
 import { type RunnerConfig, type RunRequest, runClaude } from "../../src/claude/runner.js";
 import type { BridgeEvent, CompletionEvent } from "../../src/events.js";
 import { createLogger } from "../../src/log.js";
@@ -69,11 +70,12 @@ async function run(
   req: Partial<RunRequest> = {},
 ) {
   const f = await fake(scenario);
-  const config = fakeRunnerConfig(f, overrides);
+  let pgid = 0;
+  const config = fakeRunnerConfig(f, { onSpawn: (id) => (pgid = id), ...overrides });
   const started = performance.now();
   const events = await collect(runClaude(request(f, req), config));
   const ms = performance.now() - started;
-  return { f, events, completion: completionOf(events), ms, record: await f.record() };
+  return { f, events, completion: completionOf(events), ms, pgid, record: await f.record() };
 }
 
 const texts = (events: BridgeEvent[]) =>
@@ -81,6 +83,8 @@ const texts = (events: BridgeEvent[]) =>
 
 /** Live (non-zombie) processes of a group, from ps: independent of the runner's own check. */
 function survivors(pgid: number): string[] {
+  // Group 0 holds the kernel's threads: a test that never learnt its group must not look there.
+  if (pgid <= 0) throw new Error(`no process group to look at (${pgid})`);
   const out = execFileSync("ps", ["-eo", "pid=,pgid=,stat="], { encoding: "utf8" });
   return out
     .split("\n")
@@ -248,7 +252,8 @@ describe("runClaude with the fake CLI", () => {
     });
 
     it("wall-clock timeout -> timed_out, and the group is gone", async () => {
-      const { completion, record, ms } = await run(
+      // The fake never ends by itself: only the timer can have ended the run.
+      const { completion, pgid } = await run(
         { steps: [{ emit: systemInit() }], end: "hang" },
         { timeoutMs: 300, idleTimeoutMs: 0 },
       );
@@ -256,12 +261,11 @@ describe("runClaude with the fake CLI", () => {
         status: "timed_out",
         error: "claude CLI timed out after 0.3s",
       });
-      expect(ms).toBeLessThan(3000);
-      expect(survivors(record.pid)).toEqual([]);
+      expect(survivors(pgid)).toEqual([]);
     });
 
     it("idle timeout -> failed with a stall message", async () => {
-      const { completion, record } = await run(
+      const { completion, pgid } = await run(
         { steps: [{ emit: systemInit() }, { sleep: 50 }, { emit: systemInit() }], end: "hang" },
         { idleTimeoutMs: 250 },
       );
@@ -269,13 +273,13 @@ describe("runClaude with the fake CLI", () => {
         status: "failed",
         error: "claude CLI stalled: no output for 0.3s",
       });
-      expect(survivors(record.pid)).toEqual([]);
+      expect(survivors(pgid)).toEqual([]);
     });
 
     it("output keeps the idle timer from firing", async () => {
-      // 1.2 s of ticks every 150 ms, against a 600 ms idle limit.
-      const steps = Array.from({ length: 8 }, () => [{ sleep: 150 }, { stderr: "tick\n" }]).flat();
-      const { completion } = await run({ steps: [...steps, ...ok()] }, { idleTimeoutMs: 600 });
+      // 3 s of ticks every 250 ms, against a 2 s idle limit (the fake's start-up counts too).
+      const steps = Array.from({ length: 12 }, () => [{ sleep: 250 }, { stderr: "tick\n" }]).flat();
+      const { completion } = await run({ steps: [...steps, ...ok()] }, { idleTimeoutMs: 2000 });
       expect(completion.status).toBe("succeeded");
     });
 
@@ -285,13 +289,15 @@ describe("runClaude with the fake CLI", () => {
         end: "hang",
       });
       const controller = new AbortController();
+      let pgid = 0;
+      const config = fakeRunnerConfig(f, { onSpawn: (id) => (pgid = id) });
       const events: BridgeEvent[] = [];
-      for await (const batch of runClaude(request(f), fakeRunnerConfig(f), controller.signal)) {
+      for await (const batch of runClaude(request(f), config, controller.signal)) {
         events.push(...batch);
         if (batch.some((e) => e.type === "text_delta")) controller.abort();
       }
       expect(completionOf(events)).toMatchObject({ status: "cancelled", error: "run cancelled" });
-      expect(survivors((await f.record()).pid)).toEqual([]);
+      expect(survivors(pgid)).toEqual([]);
     });
 
     it("an already aborted signal -> cancelled without starting the CLI", async () => {
@@ -316,67 +322,133 @@ describe("runClaude with the fake CLI", () => {
 
   describe("process group", () => {
     it("a grandchild holding stdout does not hold the run: done soon after the result, no survivor", async () => {
-      const { completion, record, ms } = await run({
-        steps: [{ emit: systemInit() }, { grandchild: { seconds: 30 } }, ...ok().slice(1)],
+      const { completion, record, ms, pgid } = await run({
+        steps: [{ emit: systemInit() }, { grandchild: { seconds: 120 } }, ...ok().slice(1)],
       });
       expect(completion.status).toBe("succeeded");
       expect(record.grandchildren).toHaveLength(1);
-      expect(ms).toBeLessThan(2500);
-      expect(survivors(record.pid)).toEqual([]);
+      // Long before the grandchild would have closed stdout.
+      expect(ms).toBeLessThan(30_000);
+      expect(survivors(pgid)).toEqual([]);
     });
 
     it("a grandchild that ignores SIGTERM gets SIGKILL after killGraceMs", async () => {
-      const { completion, record, ms } = await run(
-        { steps: [{ grandchild: { seconds: 30, ignoreSigterm: true } }, ...ok()] },
+      const { completion, ms, pgid } = await run(
+        { steps: [{ grandchild: { seconds: 120, ignoreSigterm: true } }, ...ok()] },
         { killGraceMs: 200 },
       );
       expect(completion.status).toBe("succeeded");
       expect(ms).toBeGreaterThanOrEqual(200);
-      expect(ms).toBeLessThan(2500);
-      expect(survivors(record.pid)).toEqual([]);
+      expect(survivors(pgid)).toEqual([]);
     });
 
     it("a CLI that does not exit after the result is terminated after the grace period", async () => {
-      const { completion, record, ms } = await run(
+      const { completion, record, pgid } = await run(
         { steps: ok(), end: "hang" },
-        { killGraceMs: 200 },
+        { killGraceMs: 2000 },
       );
       expect(completion.status).toBe("succeeded");
       expect(record.stdinEnded).toBe(true);
-      expect(ms).toBeLessThan(2500);
-      expect(survivors(record.pid)).toEqual([]);
+      expect(survivors(pgid)).toEqual([]);
     });
 
-    it("a CLI ignoring SIGTERM gets SIGKILL after killGraceMs", async () => {
-      const { completion, record, ms } = await run(
-        { steps: [{ ignoreSigterm: true }, { emit: systemInit() }], end: "hang" },
-        { timeoutMs: 200, killGraceMs: 300 },
-      );
-      expect(completion.status).toBe("timed_out");
-      expect(record.signals).toContain("SIGTERM");
-      expect(ms).toBeGreaterThanOrEqual(500);
-      expect(survivors(record.pid)).toEqual([]);
+    describe("the completion comes as soon as the outcome is known; the kill goes on behind it", () => {
+      // The fake ignores SIGTERM and then says so with its first text: from then on its group
+      // lives until the runner's SIGKILL, a grace period after the SIGTERM.
+      const ready = [
+        { ignoreSigterm: true } as const,
+        { emit: systemInit() },
+        ...streamedText("m", ["ready"]).map((emit) => ({ emit })),
+      ];
+
+      /**
+       * Runs to the generator's end (or, with `stopAtCompletion`, calls return() there), noting
+       * whether the CLI's group was still alive when the completion arrived.
+       */
+      async function runWatchingTheGroup(
+        scenario: FakeScenario,
+        overrides: Partial<RunnerConfig>,
+        opts: { cancelWhenReady?: boolean; stopAtCompletion?: boolean } = {},
+      ) {
+        const f = await fake(scenario);
+        let pgid = 0;
+        const config = fakeRunnerConfig(f, { onSpawn: (id) => (pgid = id), ...overrides });
+        const controller = new AbortController();
+        const events: BridgeEvent[] = [];
+        let aliveAtCompletion: boolean | undefined;
+        for await (const batch of runClaude(request(f), config, controller.signal)) {
+          events.push(...batch);
+          if (opts.cancelWhenReady && batch.some((e) => e.type === "text_delta"))
+            controller.abort();
+          if (batch.some((e) => e.type === "completion")) {
+            aliveAtCompletion = await groupAlive(pgid);
+            if (opts.stopAtCompletion) break;
+          }
+        }
+        // The generator has ended: nothing of the group may be left.
+        expect(survivors(pgid)).toEqual([]);
+        const completion = completionOf(events);
+        // The fake was ready (ignoring SIGTERM) before the run ended.
+        expect(events.findIndex((e) => e.type === "text_delta")).toBeGreaterThanOrEqual(0);
+        return { completion, aliveAtCompletion, record: await f.record() };
+      }
+
+      it("an idle timeout: the stall is reported at the idle mark, SIGKILL comes after it", async () => {
+        const { completion, aliveAtCompletion, record } = await runWatchingTheGroup(
+          { steps: ready, end: "hang" },
+          { idleTimeoutMs: 2000, killGraceMs: 3000 },
+        );
+        expect(completion).toMatchObject({
+          status: "failed",
+          error: expect.stringMatching(/stalled/),
+        });
+        expect(aliveAtCompletion).toBe(true);
+        expect(record.signals).toContain("SIGTERM");
+      });
+
+      it("a cancel: cancelled at once, the group killed behind it", async () => {
+        const { completion, aliveAtCompletion, record } = await runWatchingTheGroup(
+          { steps: ready, end: "hang" },
+          { killGraceMs: 3000 },
+          { cancelWhenReady: true },
+        );
+        expect(completion.status).toBe("cancelled");
+        expect(aliveAtCompletion).toBe(true);
+        expect(record.signals).toContain("SIGTERM");
+      });
+
+      it("a result line: the run succeeds at once; a CLI that stays is killed when the consumer stops (return())", async () => {
+        const { completion, aliveAtCompletion, record } = await runWatchingTheGroup(
+          { steps: [...ready, { emit: result({ result: "ready" }) }], end: "hang" },
+          { killGraceMs: 1500 },
+          { stopAtCompletion: true },
+        );
+        expect(completion.status).toBe("succeeded");
+        expect(aliveAtCompletion).toBe(true);
+        expect(record.stdinEnded).toBe(true);
+        expect(record.signals).toContain("SIGTERM");
+      });
     });
 
     it("a consumer that stops iterating early (return()) kills the group", async () => {
       const f = await fake({
         steps: [
           { emit: systemInit() },
-          { grandchild: { seconds: 30 } },
+          { grandchild: { seconds: 120 } },
           ...streamedText("m", ["a"]).map((emit) => ({ emit })),
         ],
         end: "hang",
       });
-      const gen = runClaude(request(f), fakeRunnerConfig(f));
+      let pgid = 0;
+      const gen = runClaude(request(f), fakeRunnerConfig(f, { onSpawn: (id) => (pgid = id) }));
       const first = await gen.next();
       expect(first.value).toContainEqual(
         expect.objectContaining({ type: "text_delta", text: "a" }),
       );
       const done = await gen.return(undefined);
       expect(done.done).toBe(true);
-      const record = await f.record();
-      expect(record.grandchildren).toHaveLength(1);
-      expect(survivors(record.pid)).toEqual([]);
+      expect((await f.record()).grandchildren).toHaveLength(1);
+      expect(survivors(pgid)).toEqual([]);
     });
   });
 
@@ -469,9 +541,9 @@ describe("runClaude with the fake CLI", () => {
     }));
     const f = await fake({ steps: [...steps, { emit: result() }] });
     const events: BridgeEvent[] = [];
-    for await (const batch of runClaude(request(f), fakeRunnerConfig(f, { idleTimeoutMs: 400 }))) {
+    for await (const batch of runClaude(request(f), fakeRunnerConfig(f, { idleTimeoutMs: 2000 }))) {
       // Longer than the idle timeout: meanwhile stdout fills the inbox and is paused.
-      if (events.length === 0) await new Promise((r) => setTimeout(r, 600));
+      if (events.length === 0) await new Promise((r) => setTimeout(r, 2500));
       events.push(...batch);
     }
     expect(completionOf(events).status).toBe("succeeded");

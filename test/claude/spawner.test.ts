@@ -1,8 +1,14 @@
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import type { Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { groupAlive } from "../../src/claude/process.js";
+import { groupAlive, liveGroupMembers, terminateGroup } from "../../src/claude/process.js";
 import { spawnProcess } from "../../src/claude/spawner.js";
+import { waitUntil } from "../support/process.js";
 
 // CLIs are started by a small helper process, which hands their stdio pipes to the server.
 
@@ -14,6 +20,32 @@ function readAll(stream: Socket): Promise<string> {
     text += d.toString();
   });
   return new Promise((resolve) => stream.once("close", () => resolve(text)));
+}
+
+const root = fileURLToPath(new URL("../..", import.meta.url));
+const spawnerModule = fileURLToPath(new URL("../../src/claude/spawner.ts", import.meta.url));
+
+// Each started process writes its pid to $PID_DIR/<name> once it runs (and ignores SIGTERM, if it
+// should). Blocking the event loop after the second request leaves its stdio pipes sent but never
+// acknowledged: Node then never reports the IPC channel's end to the spawner.
+const serverScript = `
+const { spawnProcess } = await import(process.env.SPAWNER);
+const env = { PATH: process.env.PATH };
+const start = (name, trap) => spawnProcess("/bin/sh",
+  ["-c", trap + "echo $$ > " + process.env.PID_DIR + "/" + name + "; exec sleep 300"],
+  { cwd: "/", env });
+await start("obeying", "");
+void start("ignoring", "trap '' TERM; ");
+setImmediate(() => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0));
+`;
+
+/** The pid of the spawner this process forked. */
+function spawnerPid(): number {
+  return Number(
+    execFileSync("pgrep", ["-P", String(process.pid), "-f", "spawner-child"])
+      .toString()
+      .trim(),
+  );
 }
 
 describe("the process spawner", () => {
@@ -47,14 +79,67 @@ describe("the process spawner", () => {
 
   it("when the spawner dies, its processes count as ended and the next start forks a new one", async () => {
     const child = await spawnProcess("/bin/sh", ["-c", "sleep 30"], { cwd: "/", env });
-    const helper = execFileSync("pgrep", ["-P", String(process.pid), "-f", "spawner-child"])
-      .toString()
-      .trim();
-    process.kill(Number(helper), "SIGKILL");
+    process.kill(spawnerPid(), "SIGKILL");
     expect(await child.exited).toEqual({ code: null, signal: null });
     process.kill(-child.pid, "SIGKILL");
     const next = await spawnProcess("/bin/sh", ["-c", "echo again"], { cwd: "/", env });
     expect(await readAll(next.stdout)).toBe("again\n");
     expect(await next.exited).toEqual({ code: 0, signal: null });
+  });
+
+  it("a signal for the server's whole process group (Ctrl-C, a service manager's stop) does not end it", async () => {
+    const child = await spawnProcess("/bin/sh", ["-c", "read line; echo got $line"], {
+      cwd: "/",
+      env,
+    });
+    const helper = spawnerPid();
+    for (const signal of ["SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM"] as const)
+      process.kill(helper, signal);
+    // It answers after the signals: they did not end it.
+    const next = await spawnProcess("/bin/sh", ["-c", "echo again"], { cwd: "/", env });
+    expect(await readAll(next.stdout)).toBe("again\n");
+    expect(spawnerPid()).toBe(helper);
+    // And a process started before them is still reported on.
+    const out = readAll(child.stdout);
+    child.stdin.end("x\n");
+    expect(await out).toBe("got x\n");
+    expect(await child.exited).toEqual({ code: 0, signal: null });
+  });
+
+  it("when the server dies, even while handing a process over, it stops every group it started (SIGTERM, then SIGKILL for what stays), then exits", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "spawner-"));
+    const pidFile = (name: string) => join(dir, name);
+    // A stand-in for the server in a process group of its own: it starts one process, then asks
+    // for a second (ignoring SIGTERM) and stops reading before the handover is done.
+    const server = spawn(
+      process.execPath,
+      ["--import", "tsx", "--input-type=module", "-e", serverScript],
+      {
+        cwd: root,
+        detached: true,
+        stdio: "ignore",
+        env: { PATH: env.PATH, PID_DIR: dir, SPAWNER: spawnerModule },
+      },
+    );
+    const pids: number[] = [];
+    try {
+      for (const name of ["obeying", "ignoring"]) {
+        await waitUntil(() => existsSync(pidFile(name)), `the ${name} process has started`);
+        pids.push(Number(await readFile(pidFile(name), "utf8")));
+      }
+      process.kill(server.pid ?? 0, "SIGKILL");
+      await waitUntil(
+        async () => !(await groupAlive(pids[0] ?? 0)) && !(await groupAlive(pids[1] ?? 0)),
+        "the groups the spawner started are gone",
+      );
+      // The server's group (it and its spawner) is empty: the spawner has exited.
+      await waitUntil(
+        async () => (await liveGroupMembers(server.pid ?? 0))?.length === 0,
+        "the spawner has exited",
+      );
+    } finally {
+      for (const pid of [server.pid ?? 0, ...pids]) await terminateGroup(pid, 100);
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

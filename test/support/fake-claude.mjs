@@ -3,6 +3,7 @@
 // order. Everything it sees (pid, argv, each stdin line, stdin EOF, signals, grandchild pids) is
 // appended as NDJSON to the scenario's `record` file so tests can assert on it.
 import { spawn } from "node:child_process";
+import { once } from "node:events";
 import { appendFileSync, existsSync, readFileSync } from "node:fs";
 
 // Like the real CLI, answers `--version` at once (the readiness probe asks it).
@@ -65,14 +66,16 @@ async function waitStdinEnd() {
   while (!stdinEnded) await changed();
 }
 
-function grandchild(step) {
+async function grandchild(step) {
   const seconds = String(step.seconds ?? 30);
-  // Inherits stdout and stderr: the pipe stays open as long as this process lives.
-  const child = step.ignoreSigterm
-    ? spawn("sh", ["-c", `trap '' TERM; exec sleep ${seconds}`], {
-        stdio: ["ignore", "inherit", "inherit"],
-      })
-    : spawn("sleep", [seconds], { stdio: ["ignore", "inherit", "inherit"] });
+  const trap = step.ignoreSigterm ? "trap '' TERM; " : "";
+  // Inherits stdout and stderr: the pipe stays open as long as it lives. It says on fd 3 that it
+  // runs (with its trap set) before the next step plays, so a signal cannot come too early.
+  const child = spawn("sh", ["-c", `${trap}echo >&3; exec sleep ${seconds} 3>&-`], {
+    stdio: ["ignore", "inherit", "inherit", "pipe"],
+  });
+  await once(child.stdio[3], "data");
+  child.stdio[3].destroy();
   record({ grandchild: child.pid });
   child.unref();
 }
@@ -100,7 +103,7 @@ for (const step of scenario.steps) {
   else if ("exit" in step) process.exit(step.exit);
   else if ("ignoreSigterm" in step) {
     process.on("SIGTERM", () => record({ signal: "SIGTERM" }));
-  } else if ("grandchild" in step) grandchild(step.grandchild);
+  } else if ("grandchild" in step) await grandchild(step.grandchild);
   else if ("waitStdin" in step) await waitStdinType(step.waitStdin);
   else if ("waitFile" in step) {
     while (!existsSync(step.waitFile)) await sleep(20);

@@ -26,7 +26,10 @@ export type FakeStep =
   | { exit: number }
   /** From now on SIGTERM is recorded and otherwise ignored. */
   | { ignoreSigterm: true }
-  /** Spawns a grandchild (same process group) that holds stdout open and sleeps. */
+  /**
+   * Spawns a grandchild (same process group) that holds stdout open and sleeps; the next step
+   * plays once it runs (and ignores SIGTERM, if asked).
+   */
   | { grandchild: { seconds?: number; ignoreSigterm?: boolean } }
   /** Waits until a stdin line of this `type` arrives (or stdin ends). */
   | { waitStdin: string }

@@ -27,3 +27,19 @@ export function runCommand(
     child.stdin.end(options.input ?? "");
   });
 }
+
+/**
+ * Resolves once `condition` holds, looking every 50 ms; fails naming `what` when it still does
+ * not after `timeoutMs` (a deadline for a broken behaviour, not a measure of a working one).
+ */
+export async function waitUntil(
+  condition: () => boolean | Promise<boolean>,
+  what: string,
+  timeoutMs = 30_000,
+): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!(await condition())) {
+    if (performance.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

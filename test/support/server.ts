@@ -19,6 +19,8 @@ export interface ServerProcess {
   waitForOutput(pattern: RegExp, timeoutMs?: number): Promise<RegExpExecArray>;
   /** Sends the signal and waits for the process to exit; returns its exit code. */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
+  /** Resolves with its exit code once the process has exited. */
+  exited: Promise<number | null>;
 }
 
 export async function freePort(): Promise<number> {
@@ -31,15 +33,15 @@ export async function freePort(): Promise<number> {
 }
 
 /** The entry point as a child process, its stdout and stderr collected together (and apart). */
-function spawnEntry(env: NodeJS.ProcessEnv): {
-  child: ChildProcess;
-  output: () => string;
-  stderr: () => string;
-} {
+function spawnEntry(
+  env: NodeJS.ProcessEnv,
+  ownGroup = false,
+): { child: ChildProcess; output: () => string; stderr: () => string } {
   const child = spawn(command[0], command.slice(1), {
     cwd: root,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
     stdio: ["ignore", "pipe", "pipe"],
+    detached: ownGroup,
   });
   let output = "";
   let stderr = "";
@@ -54,15 +56,25 @@ function spawnEntry(env: NodeJS.ProcessEnv): {
   return { child, output: () => output, stderr: () => stderr };
 }
 
-export async function startServer(env: NodeJS.ProcessEnv): Promise<ServerProcess> {
+/**
+ * Starts the service and waits until it is ready. `ownGroup`: in a process group of its own (pgid =
+ * its pid), as a terminal or a service manager starts it, for signals to the whole group.
+ */
+export async function startServer(
+  env: NodeJS.ProcessEnv,
+  opts: { ownGroup?: boolean } = {},
+): Promise<ServerProcess> {
   const port = await freePort();
   // API keys off unless the test turns them on.
-  const { child, output } = spawnEntry({
-    AGENT_BRIDGE_AUTH: "none",
-    ...env,
-    PORT: String(port),
-    HOST: "127.0.0.1",
-  });
+  const { child, output } = spawnEntry(
+    {
+      AGENT_BRIDGE_AUTH: "none",
+      ...env,
+      PORT: String(port),
+      HOST: "127.0.0.1",
+    },
+    opts.ownGroup,
+  );
   const url = `http://127.0.0.1:${port}`;
   const exited = once(child, "exit").then(() => child.exitCode);
   const stop = async (signal: NodeJS.Signals = "SIGTERM") => {
@@ -75,7 +87,7 @@ export async function startServer(env: NodeJS.ProcessEnv): Promise<ServerProcess
       throw new Error(`server exited with ${child.exitCode}:\n${output()}`);
     try {
       if ((await fetch(`${url}/readyz`)).status === 200) {
-        return { url, child, output, waitForOutput: waitFor(output), stop };
+        return { url, child, output, waitForOutput: waitFor(output), stop, exited };
       }
     } catch {
       // not listening yet
