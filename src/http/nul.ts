@@ -14,14 +14,13 @@ export const NUL_MESSAGE = "must not contain U+0000 (NUL)";
 export function nulPaths(value: unknown): string[] {
   const found: string[] = [];
   const stack: [unknown, string][] = [[value, ""]];
-  const at = (path: string, key: string | number) => (path ? `${path}.${key}` : String(key));
+  const at = (path: string, key: string) => (path ? `${path}.${key}` : key);
   for (let next = stack.pop(); next; next = stack.pop()) {
     const [item, path] = next;
     if (typeof item === "string") {
       if (item.includes("\u0000")) found.push(path);
-    } else if (Array.isArray(item)) {
-      item.forEach((v, i) => stack.push([v, at(path, i)]));
     } else if (item !== null && typeof item === "object") {
+      // Arrays too: their entries are keyed "0", "1", …
       for (const [key, v] of Object.entries(item)) {
         if (key.includes("\u0000")) found.push(path);
         stack.push([v, at(path, key)]);
