@@ -460,6 +460,8 @@ export interface components {
       outcome: "received" | "accepted" | "ignored" | "skipped" | "failed";
       /** @description This delivery id had been received before: the first delivery's answer, and nothing started. */
       duplicate: boolean;
+      /** @description Why no run was started, for an `ignored` or `failed` delivery (a duplicate's is the first delivery's). */
+      detail: string | null;
       run_id: string | null;
       session_id: string | null;
       /** @example /v1/runs/7d9f0c1e-5b2a-4c3d-8e4f-1a2b3c4d5e6f */
@@ -518,7 +520,7 @@ export interface components {
       /** Format: date-time */
       received_at: string;
       /**
-       * @description `accepted`: a run was queued; `ignored`: the event is not in the hook's `events`; `skipped`: a tick while the previous scheduled run was going; `failed`: no run could be queued (see `detail`); `received`: being started.
+       * @description `accepted`: a run was queued; `ignored`: the event is not in the hook's `events`; `skipped`: a tick while the previous scheduled run was going; `failed`: no run could be queued (see `detail`; also a delivery whose server stopped while starting its run); `received`: being started (for milliseconds).
        * @enum {string}
        */
       outcome: "received" | "accepted" | "ignored" | "skipped" | "failed";

@@ -181,6 +181,8 @@ export const listHookDeliveries: RouteHandler<typeof routes.listHookDeliveries, 
   const hook = await store.getHookByName(c.var.db, name);
   if (!hook) throw hookNotFound(name);
   const after = cursor === undefined ? undefined : decodeCursor(cursor);
+  // Nobody is shown a delivery as `received` that no process will ever move on.
+  await store.settleAbandonedDeliveries(c.var.db, hook.id);
   const rows = await store.listDeliveries(c.var.db, hook.id, { limit: limit + 1, after });
   const page = rows.slice(0, limit);
   const last = page.at(-1);
