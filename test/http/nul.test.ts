@@ -61,12 +61,15 @@ describe.each(BACKENDS)("U+0000 in input on %s", (backend) => {
       body: JSON.stringify(body),
     });
 
-  const hookBody = (fields: Record<string, unknown>) => ({
-    name: `h-${randomBytes(3).toString("hex")}`,
+  const hookDefinition = (fields: Record<string, unknown>) => ({
     verification: "bearer",
     secret: BEARER_SECRET,
     prompt_template: "Review it",
     ...fields,
+  });
+  const hookBody = (fields: Record<string, unknown>) => ({
+    name: `h-${randomBytes(3).toString("hex")}`,
+    ...hookDefinition(fields),
   });
 
   const cases: { what: string; request: () => Promise<Response>; path: string }[] = [
@@ -135,12 +138,7 @@ describe.each(BACKENDS)("U+0000 in input on %s", (backend) => {
     {
       what: "a hook's prompt_template on update",
       path: "prompt_template",
-      request: () =>
-        send("PUT", `/v1/hooks/${hook}`, {
-          ...hookBody({}),
-          name: undefined,
-          prompt_template: NUL,
-        }),
+      request: () => send("PUT", `/v1/hooks/${hook}`, hookDefinition({ prompt_template: NUL })),
     },
   ];
 
@@ -188,4 +186,22 @@ describe.each(BACKENDS)("U+0000 in input on %s", (backend) => {
       expect(await counts()).toEqual(before);
     });
   }
+
+  it("a NUL at the bottom of a payload nested 20 000 deep: 400 naming its path, not a stack overflow", async () => {
+    const depth = 20_000;
+    const deep = `${"[".repeat(depth)}"a\\u0000b"${"]".repeat(depth)}`;
+    const res = await deliver(server.url, hook, `{"title":"t","repo":"r","deep":${deep}}`, {
+      "Content-Type": "application/json",
+      Authorization: `Bearer ${BEARER_SECRET}`,
+      "X-Delivery-Id": crypto.randomUUID(),
+    });
+    expect(res.status).toBe(400);
+    expect((await res.json()).errors).toEqual([
+      {
+        location: "body",
+        path: `deep${".0".repeat(depth)}`,
+        message: "must not contain U+0000 (NUL)",
+      },
+    ]);
+  });
 });
