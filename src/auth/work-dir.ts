@@ -1,11 +1,12 @@
-import { realpath } from "node:fs/promises";
+import { realpath, stat } from "node:fs/promises";
 import path from "node:path";
 
 export class WorkDirNotAllowedError extends Error {}
 
 /**
- * The real path of a requested work dir, when it lies inside one of the allowed roots (both
- * compared after following symlinks, so neither `..` nor a link inside a root can lead out).
+ * The real path of a requested work dir, when it is a directory inside one of the allowed roots
+ * (both compared after following symlinks, so neither `..` nor a link inside a root can lead
+ * out). A file would be taken by nobody but the CLI's spawn, which fails with ENOTDIR.
  */
 export async function resolveWorkDir(requested: string, allowedRoots: string[]): Promise<string> {
   const refuse = (why: string) =>
@@ -23,5 +24,8 @@ export async function resolveWorkDir(requested: string, allowedRoots: string[]):
     return rel === "" || (!rel.startsWith("..") && !path.isAbsolute(rel));
   });
   if (!inside) throw refuse("is outside the allowed roots");
+  const found = await stat(real).catch(() => undefined);
+  if (!found) throw refuse("does not exist");
+  if (!found.isDirectory()) throw refuse("is not a directory");
   return real;
 }

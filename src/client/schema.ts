@@ -322,7 +322,7 @@ export interface components {
     ApiKeyList: {
       data: components["schemas"]["ApiKey"][];
     };
-    /** @description A stream of Server-Sent Events, one per BridgeEvent: `id:` is the event's number in the run (from 1, no gaps), `event:` its type, `data:` the JSON object below. It starts with `run_started` and ends with exactly one `completion`, then closes. Lines starting with `:` are keep-alive comments. Reconnect with `Last-Event-ID` to get every later event, once. */
+    /** @description A stream of Server-Sent Events, one per BridgeEvent: `id:` is the event's number in the run (from 1, no gaps), `event:` its type, `data:` the JSON object below. It starts with `run_started` and ends with exactly one `completion`, then closes. Lines starting with `:` are keep-alive comments. Reconnect with `Last-Event-ID` to get every later event, once. A stream the server cannot continue ends instead with an `event: error` frame without an `id:`, whose `data:` is a StreamError; it is not a completion: reconnect. */
     BridgeEvent:
       | components["schemas"]["RunStartedEvent"]
       | components["schemas"]["TextDeltaEvent"]
@@ -462,6 +462,8 @@ export interface components {
       outcome: "received" | "accepted" | "ignored" | "skipped" | "failed";
       /** @description This delivery id had been received before: the first delivery's answer, and nothing started. */
       duplicate: boolean;
+      /** @description Why no run was started, for an `ignored` or `failed` delivery (a duplicate's is the first delivery's). */
+      detail: string | null;
       run_id: string | null;
       session_id: string | null;
       /** @example /v1/runs/7d9f0c1e-5b2a-4c3d-8e4f-1a2b3c4d5e6f */
@@ -520,7 +522,7 @@ export interface components {
       /** Format: date-time */
       received_at: string;
       /**
-       * @description `accepted`: a run was queued; `ignored`: the event is not in the hook's `events`; `skipped`: a tick while the previous scheduled run was going; `failed`: no run could be queued (see `detail`); `received`: being started.
+       * @description `accepted`: a run was queued; `ignored`: the event is not in the hook's `events`; `skipped`: a tick while the previous scheduled run was going; `failed`: no run could be queued (see `detail`; also a delivery whose server stopped while starting its run); `received`: being started (for milliseconds).
        * @enum {string}
        */
       outcome: "received" | "accepted" | "ignored" | "skipped" | "failed";
@@ -751,6 +753,15 @@ export interface components {
       tool_name?: string;
       tool_use_id?: string;
       parent_tool_use_id?: string | null;
+    };
+    /** @description The `data:` of an `event: error` frame, which ends a stream the server could not continue (the run goes on). It has no `id:`: reconnect with `Last-Event-ID` set to the last event's id to get every later event, once. It is not a `completion`, and carries no detail of the cause (that is in the server's log). */
+    StreamError: {
+      /**
+       * @description Stable: switch on it.
+       * @enum {string}
+       */
+      code: "stream_failed";
+      message: string;
     };
     TextDeltaEvent: {
       /**
@@ -1841,12 +1852,12 @@ export interface operations {
     parameters: {
       query?: {
         /** @description Replay from the event after this id (the `Last-Event-ID` header wins when both are given). */
-        after?: number | null;
+        after?: number;
         /** @description `full` adds reasoning, tool_call, tool_result, context_window and rate_limit events; ids then count every event. */
         events?: "default" | "full";
       };
       header?: {
-        /** @description Resume after this event. */
+        /** @description Resume after this event: its `id:`, a whole number from 0 to 2147483647. */
         "last-event-id"?: string;
       };
       path: {
@@ -1856,7 +1867,7 @@ export interface operations {
     };
     requestBody?: never;
     responses: {
-      /** @description The run's events as SSE */
+      /** @description The run's events as SSE, ending with its `completion`, or with an `event: error` frame (a StreamError) when the server cannot continue the stream: reconnect with `Last-Event-ID`. */
       200: {
         headers: {
           [name: string]: unknown;
@@ -2170,7 +2181,7 @@ export interface operations {
       };
     };
     responses: {
-      /** @description The run's events as SSE (the default, or `Accept: text/event-stream`); or with `Accept: application/json`, the finished run. */
+      /** @description The run's events as SSE (the default, or `Accept: text/event-stream`), ending with its `completion`, or with an `event: error` frame when the server cannot continue the stream; or with `Accept: application/json`, the finished run. */
       200: {
         headers: {
           "X-Run-Id": string;

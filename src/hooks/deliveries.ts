@@ -1,7 +1,13 @@
 import { createHash, randomUUID } from "node:crypto";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
-import { SessionExpiredError } from "../runs/errors.js";
+import {
+  KeyRunLimitError,
+  QueueFullError,
+  SessionExpiredError,
+  SessionGoneError,
+  ShuttingDownError,
+} from "../runs/errors.js";
 import type { RunManager } from "../runs/manager.js";
 import type { Database } from "../store/db.js";
 import { uniqueViolation } from "../store/errors.js";
@@ -70,7 +76,8 @@ export function eventMatches(hook: HookRow, event: string, payload: unknown): bo
 
 /**
  * Records a verified webhook delivery and starts its run. The same delivery id again returns the
- * first delivery (and starts nothing), unless that one could not start a run.
+ * first delivery once it has settled (and starts nothing), unless that one failed: then this one
+ * tries again.
  */
 export async function receiveDelivery(
   deps: HookDeps,
@@ -92,7 +99,8 @@ export async function receiveDelivery(
       });
     } catch (err) {
       if (uniqueViolation(err) !== "hook_deliveries_hook_delivery_id") throw err;
-      const first = await firstDelivery(db, hook.id, input.deliveryId);
+      const first = await settledDelivery(db, hook.id, input.deliveryId);
+      if (!first) continue; // forgotten meanwhile by another retry of a failed one
       if (first.outcome !== "failed" || attempt > 0) return { delivery: first, duplicate: true };
       await store.forgetFailedDelivery(db, first.id);
     }
@@ -111,13 +119,16 @@ export async function receiveDelivery(
   return { delivery: await start(deps, hook, delivery, context, systemPrompt), duplicate: false };
 }
 
-/** The first delivery of that id, once it has got past starting its run (a few seconds at most). */
-async function firstDelivery(db: Database, hookId: string, deliveryId: string) {
-  const until = Date.now() + 10_000;
+/**
+ * The delivery of that id once it has settled, or undefined when there is none. A delivery being
+ * started settles within milliseconds (`start` settles it on every path); one its process left
+ * `received` is settled here as abandoned once it is stale.
+ */
+async function settledDelivery(db: Database, hookId: string, deliveryId: string) {
   for (;;) {
-    const first = await store.findDelivery(db, hookId, deliveryId);
-    if (!first) throw new Error(`delivery ${deliveryId} vanished`);
-    if (first.outcome !== "received" || Date.now() > until) return first;
+    await store.settleAbandonedDeliveries(db, hookId);
+    const delivery = await store.findDelivery(db, hookId, deliveryId);
+    if (delivery?.outcome !== "received") return delivery;
     await new Promise((r) => setTimeout(r, 50));
   }
 }
@@ -165,6 +176,21 @@ export async function fireSchedule(
   return start(deps, hook, delivery, context, systemPrompt);
 }
 
+/** Refusals whose message says why no run started, and holds nothing of the server's. */
+const REFUSALS = [
+  EmptyPromptError,
+  QueueFullError,
+  KeyRunLimitError,
+  ShuttingDownError,
+  SessionExpiredError,
+  SessionGoneError,
+];
+
+/** Recorded for any other failure, whose message may hold SQL, parameters or paths (logged). */
+const INTERNAL_FAILURE =
+  "the run could not be started: an internal error (the server's log has the cause)";
+
+/** Starts the delivery's run and settles the delivery on every path: `accepted` with it, or `failed`. */
 async function start(
   deps: HookDeps,
   hook: HookRow,
@@ -172,39 +198,77 @@ async function start(
   context: TemplateContext,
   systemPrompt: string,
 ): Promise<HookDeliveryRow> {
+  let run: RunRow;
+  let session: SessionRow;
   try {
-    const text = render(hook.promptTemplate, context);
-    if (text.trim() === "") throw new EmptyPromptError(hook.name);
-    const message = {
-      text,
-      systemPrompt: systemPrompt.trim() === "" ? null : systemPrompt,
-      trigger: delivery.source,
-      idempotencyKey: null,
-      waitForSession: true,
-      callback:
-        hook.callbackUrl && hook.callbackSecret
-          ? { url: hook.callbackUrl, secret: hook.callbackSecret }
-          : null,
-    };
-    const key = hook.sessionKeyTemplate ? sessionKey(render(hook.sessionKeyTemplate, context)) : "";
-    let session = await sessionFor(deps, hook, key);
-    let run: RunRow;
-    try {
-      ({ run } = await deps.runs.submit(session, message));
-    } catch (err) {
-      // The sweep expired the keyed session meanwhile: the key moves on to a new one.
-      if (!(err instanceof SessionExpiredError) || !key) throw err;
-      session = await newSession(deps, hook, key);
-      await store.replaceSessionKey(deps.db, hook.id, key, session.id);
-      ({ run } = await deps.runs.submit(session, message));
-    }
-    const settled = { outcome: "accepted", runId: run.id, sessionId: session.id };
-    await store.settleDelivery(deps.db, delivery.id, settled);
-    return { ...delivery, ...settled, detail: null };
+    ({ run, session } = await submitRun(deps, hook, delivery, context, systemPrompt));
   } catch (err) {
-    const detail = err instanceof Error ? err.message : String(err);
-    await store.settleDelivery(deps.db, delivery.id, { outcome: "failed", detail });
+    const refusal = REFUSALS.some((refusal) => err instanceof refusal);
+    if (!refusal) {
+      deps.logger.error("a hook delivery could not start its run", {
+        hook: hook.name,
+        delivery_id: delivery.deliveryId,
+        error: err instanceof Error ? (err.stack ?? err.message) : String(err),
+      });
+    }
+    const detail = refusal ? (err as Error).message : INTERNAL_FAILURE;
+    await settle(deps, delivery, { outcome: "failed", detail });
     throw err;
+  }
+  const settled = { outcome: "accepted", runId: run.id, sessionId: session.id };
+  await settle(deps, delivery, settled);
+  return { ...delivery, ...settled, detail: null };
+}
+
+/**
+ * Records the delivery's outcome. Should that write fail too (the database gone), the delivery
+ * stays `received` until it is stale and settled as abandoned (see settledDelivery).
+ */
+async function settle(
+  deps: HookDeps,
+  delivery: HookDeliveryRow,
+  outcome: Parameters<typeof store.settleDelivery>[2],
+) {
+  await store.settleDelivery(deps.db, delivery.id, outcome).catch((err: unknown) => {
+    deps.logger.error("could not record a hook delivery's outcome", {
+      delivery_id: delivery.deliveryId,
+      outcome: outcome.outcome,
+      error: String(err),
+    });
+  });
+}
+
+/** Renders the prompt, finds or makes the session, and queues the run behind the session's. */
+async function submitRun(
+  deps: HookDeps,
+  hook: HookRow,
+  delivery: HookDeliveryRow,
+  context: TemplateContext,
+  systemPrompt: string,
+): Promise<{ run: RunRow; session: SessionRow }> {
+  const text = render(hook.promptTemplate, context);
+  if (text.trim() === "") throw new EmptyPromptError(hook.name);
+  const message = {
+    text,
+    systemPrompt: systemPrompt.trim() === "" ? null : systemPrompt,
+    trigger: delivery.source,
+    idempotencyKey: null,
+    waitForSession: true,
+    callback:
+      hook.callbackUrl && hook.callbackSecret
+        ? { url: hook.callbackUrl, secret: hook.callbackSecret }
+        : null,
+  };
+  const key = hook.sessionKeyTemplate ? sessionKey(render(hook.sessionKeyTemplate, context)) : "";
+  const session = await sessionFor(deps, hook, key);
+  try {
+    return { run: (await deps.runs.submit(session, message)).run, session };
+  } catch (err) {
+    // The sweep expired the keyed session meanwhile: the key moves on to a new one.
+    if (!(err instanceof SessionExpiredError) || !key) throw err;
+    const fresh = await newSession(deps, hook, key);
+    await store.replaceSessionKey(deps.db, hook.id, key, fresh.id);
+    return { run: (await deps.runs.submit(fresh, message)).run, session: fresh };
   }
 }
 

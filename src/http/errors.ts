@@ -59,6 +59,7 @@ export const ValidationIssue = z
     message: z.string(),
   })
   .openapi("ValidationIssue");
+export type ValidationIssue = z.infer<typeof ValidationIssue>;
 
 export const Problem = z
   .object({
@@ -87,7 +88,7 @@ export class ApiError extends Error {
     readonly code: ErrorCode,
     readonly detail: string,
     readonly extra: {
-      errors?: z.infer<typeof ValidationIssue>[];
+      errors?: ValidationIssue[];
       headers?: Record<string, string>;
       /** RFC 9457 extension members. */
       fields?: { active_run_id?: string; events_url?: string };
@@ -116,18 +117,24 @@ export function problemResponse(c: Context<AppEnv>, err: ApiError): Response {
 
 const LOCATIONS = { json: "body", query: "query", param: "path", header: "header" } as const;
 
-/** Turns a failed zod validation of one request part into a 400 that lists every issue. */
-export function validationError(target: string, error: ZodError): ApiError {
-  const location = LOCATIONS[target as keyof typeof LOCATIONS] ?? "body";
-  const errors = error.issues.map((issue) => ({
-    location,
-    path: issue.path.join("."),
-    message: issue.message,
-  }));
+/** Where a validator's target sits in the request. */
+export const locationOf = (target: string): ValidationIssue["location"] =>
+  LOCATIONS[target as keyof typeof LOCATIONS] ?? "body";
+
+/** A 400 that lists every issue, in `errors` and in the detail. */
+export function invalidRequest(errors: ValidationIssue[]): ApiError {
   const detail = errors
     .map((e) => (e.path ? `${e.location} ${e.path}: ${e.message}` : `${e.location}: ${e.message}`))
     .join("; ");
   return new ApiError(400, "validation_failed", detail, { errors });
+}
+
+/** Turns a failed zod validation of one request part into a 400 that lists every issue. */
+export function validationError(target: string, error: ZodError): ApiError {
+  const location = locationOf(target);
+  return invalidRequest(
+    error.issues.map((issue) => ({ location, path: issue.path.join("."), message: issue.message })),
+  );
 }
 
 export const onError: ErrorHandler<AppEnv> = (err, c) => {

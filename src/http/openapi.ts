@@ -1,6 +1,7 @@
 import { PROBLEM_CONTENT_TYPE } from "./errors.js";
 import { createRouter } from "./router.js";
 import { mountRoutes } from "./routes/index.js";
+import { StreamError } from "./sse.js";
 
 export const API_VERSION = "1.0.0";
 
@@ -19,6 +20,8 @@ export function openApiDocument(): OpenApiDocument {
     scheme: "bearer",
     description: "An API key, `ab_…`, made with `agent-bridge keys create` or `POST /v1/keys`.",
   });
+  // Named by the SSE responses' descriptions: the data of the `event: error` frame.
+  router.openAPIRegistry.register("StreamError", StreamError);
   memo = mountRoutes(router).getOpenAPI31Document({
     openapi: "3.1.0",
     security: [{ bearerAuth: [] }],

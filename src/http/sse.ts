@@ -1,4 +1,4 @@
-import { bareCompletion } from "../events.js";
+import { z } from "@hono/zod-openapi";
 import type { Logger } from "../log.js";
 import { type LogView, positionIn, type SequencedEvent } from "../store/events.js";
 
@@ -13,6 +13,23 @@ export function sseFrame(entry: SequencedEvent, view: LogView): string {
   return `id: ${positionIn(view, entry)}\nevent: ${entry.type}\ndata: ${entry.json}\n\n`;
 }
 
+export const StreamError = z
+  .object({
+    code: z.enum(["stream_failed"]).openapi({ description: "Stable: switch on it." }),
+    message: z.string(),
+  })
+  .openapi("StreamError", {
+    description:
+      "The `data:` of an `event: error` frame, which ends a stream the server could not continue (the run goes on). It has no `id:`: reconnect with `Last-Event-ID` set to the last event's id to get every later event, once. It is not a `completion`, and carries no detail of the cause (that is in the server's log).",
+  });
+
+/** The frame that ends a stream the server could not continue (named as Hono's helper does). */
+const STREAM_FAILED = `event: error\ndata: ${JSON.stringify({
+  code: "stream_failed",
+  message:
+    "the event stream failed on the server; reconnect with Last-Event-ID to resume after the last event received",
+} satisfies z.infer<typeof StreamError>)}\n\n`;
+
 export const SSE_HEADERS = {
   "Content-Type": "text/event-stream; charset=utf-8",
   "Cache-Control": "no-cache, no-transform",
@@ -23,8 +40,10 @@ export const SSE_HEADERS = {
 /**
  * Streams a run's events as SSE until its completion, with a comment line every `keepAliveMs`
  * so that idle proxies keep the connection. A client that goes away only ends its subscription;
- * the run goes on. A failure after the response has started cannot become an HTTP error, so it
- * ends the stream with a `completion` saying so.
+ * the run goes on. A failure after the response has started cannot become an HTTP error: it
+ * ends the stream with an `error` frame (see STREAM_FAILED), never with a made-up `completion`,
+ * which would break "exactly one completion" for a run that may still be going. The cause is
+ * logged, not sent: it may hold SQL, parameters or server paths.
  *
  * The frames of a batch of events go out as one chunk, at once, and batches are read only while
  * the client keeps up (the stream's queue holds at most HIGH_WATER_BYTES): the bench found a
@@ -75,8 +94,10 @@ export function sseResponse(
               if (gone.signal.aborted) break;
             }
           } catch (err) {
-            opts.logger.error("event stream failed", { error: String(err) });
-            send(`event: completion\ndata: ${JSON.stringify(streamFailure(err))}\n\n`);
+            opts.logger.error("event stream failed", {
+              error: err instanceof Error ? (err.stack ?? err.message) : String(err),
+            });
+            send(STREAM_FAILED);
           } finally {
             clearInterval(keepAlive);
             flush();
@@ -98,9 +119,3 @@ export function sseResponse(
   );
   return new Response(stream, { status: 200, headers: { ...SSE_HEADERS, ...opts.headers } });
 }
-
-const streamFailure = (err: unknown) =>
-  bareCompletion(
-    "failed",
-    `the event stream failed: ${err instanceof Error ? err.message : String(err)}; reconnect with Last-Event-ID to resume`,
-  );

@@ -59,6 +59,9 @@ export async function deleteHook(db: Database, name: string): Promise<boolean> {
 
 // Deliveries
 
+/** A delivery (or tick) still `received` after this long was left by a process that died starting its run. */
+const CLAIM_STALE_MS = 60_000;
+
 export interface NewDelivery {
   hookId: string;
   deliveryId: string;
@@ -101,6 +104,27 @@ export async function settleDelivery(
     .where(eq(hookDeliveries.id, id));
 }
 
+/**
+ * Settles as failed the hook's deliveries still `received` after CLAIM_STALE_MS: starting a run
+ * takes milliseconds, so such a delivery was left by a process that died (or lost its database)
+ * while starting it, and nothing else will ever move it on.
+ */
+export async function settleAbandonedDeliveries(db: Database, hookId: string) {
+  await db
+    .update(hookDeliveries)
+    .set({
+      outcome: "failed",
+      detail: "abandoned: the server stopped before it had started the run",
+    })
+    .where(
+      and(
+        eq(hookDeliveries.hookId, hookId),
+        eq(hookDeliveries.outcome, "received"),
+        lt(hookDeliveries.receivedAt, new Date(Date.now() - CLAIM_STALE_MS)),
+      ),
+    );
+}
+
 /** Frees a delivery id whose first delivery could not start a run, so that a retry may. */
 export async function forgetFailedDelivery(db: Database, id: string) {
   await db
@@ -132,9 +156,6 @@ export async function listDeliveries(
     .orderBy(desc(hookDeliveries.receivedAt), desc(hookDeliveries.id))
     .limit(page.limit);
 }
-
-/** A tick still `received` after this long was left by a process that died starting its run. */
-const CLAIM_STALE_MS = 60_000;
 
 /**
  * The hook's last scheduled tick that is still going: claimed but not started yet, or whose run

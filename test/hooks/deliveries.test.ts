@@ -1,6 +1,8 @@
 import { randomBytes } from "node:crypto";
+import { eq, sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runs } from "../../src/store/schema.js";
+import { getHookByName, insertDelivery } from "../../src/store/hooks.js";
+import { hookDeliveries, runs } from "../../src/store/schema.js";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
@@ -255,6 +257,130 @@ describe.each(BACKENDS)("hook deliveries on %s", (backend) => {
         run_id: receipt.run_id,
       }),
     ]);
+  });
+
+  describe("a delivery always ends settled, and a retry gets its real outcome", () => {
+    const headers = (id: string) => ({
+      "Content-Type": "application/json",
+      Authorization: `Bearer ${BEARER_SECRET}`,
+      "X-Delivery-Id": id,
+      "X-Event": "push",
+    });
+    const listed = async (id: string) => {
+      const res = await fetch(`${server.url}/v1/hooks/${names.bearer}/deliveries?limit=100`);
+      const { data } = (await res.json()) as { data: { delivery_id: string }[] };
+      return data.filter((d) => d.delivery_id === id);
+    };
+
+    it("a payload holding U+0000 is refused before it is recorded; the retry starts the run", async () => {
+      const id = `nul-${crypto.randomUUID()}`;
+      const refused = await deliver(
+        server.url,
+        names.bearer,
+        JSON.stringify({ pull_request: { title: "a\u0000b" } }),
+        headers(id),
+      );
+      expect(refused.status).toBe(400);
+      expect(await refused.json()).toMatchObject({
+        code: "validation_failed",
+        errors: [{ location: "body", path: "pull_request.title" }],
+      });
+      expect(await listed(id)).toEqual([]);
+
+      const retry = await deliver(server.url, names.bearer, payload(), headers(id));
+      expect(retry.status).toBe(202);
+      const receipt = await retry.json();
+      expect(receipt).toMatchObject({ outcome: "accepted", duplicate: false });
+      expect(receipt.run_id).toEqual(expect.any(String));
+    });
+
+    it("a failure after the delivery is recorded settles it failed, with no SQL in it; the retry starts the run, and a duplicate of that answers with it", async () => {
+      const db = t.database.db;
+      // A real database error after the delivery's row is written: no run may be inserted.
+      await db.execute(sql`create function test_refuse_runs() returns trigger language plpgsql
+        as $$ begin raise exception 'test: no runs now'; end $$`);
+      await db.execute(sql`create trigger test_refuse_runs before insert on runs
+        for each row execute function test_refuse_runs()`);
+      const id = `fail-${crypto.randomUUID()}`;
+      let failed: Response;
+      try {
+        failed = await deliver(server.url, names.bearer, payload(), headers(id));
+      } finally {
+        await db.execute(sql`drop trigger test_refuse_runs on runs`);
+        await db.execute(sql`drop function test_refuse_runs`);
+      }
+      expect(failed.status).toBe(500);
+      const problem = await failed.text();
+      expect(JSON.parse(problem)).toMatchObject({ code: "internal_error" });
+      const [recorded, ...more] = await listed(id);
+      expect(more).toEqual([]);
+      expect(recorded).toMatchObject({
+        outcome: "failed",
+        run_id: null,
+        detail: "the run could not be started: an internal error (the server's log has the cause)",
+      });
+      for (const text of [problem, JSON.stringify(recorded)]) {
+        expect(text).not.toMatch(/insert|runs|test_refuse|no runs now|params/i);
+      }
+
+      const retry = await deliver(server.url, names.bearer, payload(), headers(id));
+      expect(retry.status).toBe(202);
+      const receipt = await retry.json();
+      const again = await deliver(server.url, names.bearer, payload(), headers(id));
+      expect(again.status).toBe(200);
+      expect(await again.json()).toMatchObject({
+        outcome: "accepted",
+        duplicate: true,
+        run_id: receipt.run_id,
+        detail: null,
+      });
+      expect(await listed(id)).toEqual([
+        expect.objectContaining({ outcome: "accepted", run_id: receipt.run_id }),
+      ]);
+    });
+
+    it("a delivery left received by a server that died starting its run is settled failed, and the retry starts the run", async () => {
+      const db = t.database.db;
+      const hook = await getHookByName(db, names.bearer);
+      if (!hook) throw new Error("no hook");
+      const id = `orphan-${crypto.randomUUID()}`;
+      const orphan = await insertDelivery(db, {
+        hookId: hook.id,
+        deliveryId: id,
+        source: "webhook",
+        event: "push",
+        outcome: "received",
+      });
+      await db
+        .update(hookDeliveries)
+        .set({ receivedAt: new Date(Date.now() - 3600_000) })
+        .where(eq(hookDeliveries.id, orphan.id));
+      // Listing it settles it: nobody sees a delivery that will never move on as `received`.
+      expect(await listed(id)).toEqual([
+        expect.objectContaining({
+          outcome: "failed",
+          detail: "abandoned: the server stopped before it had started the run",
+        }),
+      ]);
+
+      const retry = await deliver(server.url, names.bearer, payload(), headers(id));
+      expect(retry.status).toBe(202);
+      expect(await retry.json()).toMatchObject({ outcome: "accepted", duplicate: false });
+    });
+
+    it("two deliveries of a new id at the same time: one run, both answers name it", async () => {
+      const id = `twin-${crypto.randomUUID()}`;
+      const before = await runsStarted();
+      const answers = await Promise.all([
+        deliver(server.url, names.bearer, payload(), headers(id)),
+        deliver(server.url, names.bearer, payload(), headers(id)),
+      ]);
+      const receipts = await Promise.all(answers.map((r) => r.json()));
+      expect(answers.map((r) => r.status).sort()).toEqual([200, 202]);
+      expect(receipts[0].run_id).toEqual(expect.any(String));
+      expect(receipts[1].run_id).toBe(receipts[0].run_id);
+      expect(await runsStarted()).toBe(before + 1);
+    });
   });
 
   it("answers 404 for an unknown hook, 400 for a signed body that is not JSON", async () => {

@@ -25,7 +25,8 @@ import {
 } from "../../../worktrees/prerequisites.js";
 import type { AppEnv } from "../../context.js";
 import { decodeCursor, encodeCursor } from "../../cursor.js";
-import { ApiError } from "../../errors.js";
+import { ApiError, invalidRequest, type ValidationIssue } from "../../errors.js";
+import { refuseNul } from "../../nul.js";
 import type * as routes from "./hooks.routes.js";
 import {
   type CreateHookBody,
@@ -38,17 +39,6 @@ import {
 const hookNotFound = (name: string) =>
   new ApiError(404, "hook_not_found", `No hook named ${JSON.stringify(name)}`);
 
-type Issue = { location: "body"; path: string; message: string };
-
-function invalid(errors: Issue[]): ApiError {
-  return new ApiError(
-    400,
-    "validation_failed",
-    errors.map((e) => `body ${e.path}: ${e.message}`).join("; "),
-    { errors },
-  );
-}
-
 /**
  * A hook's definition as stored, after the checks zod cannot make alone: secrets that fit the
  * kind, templates with known placeholders, a parseable schedule, an allowed work dir.
@@ -58,7 +48,7 @@ async function definition(
   body: UpdateHookBody,
   secrets: { secret: string; callbackSecret: string | null },
 ): Promise<Omit<store.HookInput, "name" | "ownerKeyId">> {
-  const errors: Issue[] = [];
+  const errors: ValidationIssue[] = [];
   const issue = (path: string, message: string) => errors.push({ location: "body", path, message });
   if (body.verification === "standard" && !isStandardSecret(secrets.secret)) {
     issue("secret", "a standard hook's secret is whsec_ and base64 of 16 to 64 bytes");
@@ -113,7 +103,7 @@ async function definition(
       issue("worktree", `worktree mode is unavailable: ${err.message}`);
     }
   }
-  if (errors.length > 0) throw invalid(errors);
+  if (errors.length > 0) throw invalidRequest(errors);
   return {
     verification: body.verification,
     secret: secrets.secret,
@@ -191,6 +181,8 @@ export const listHookDeliveries: RouteHandler<typeof routes.listHookDeliveries, 
   const hook = await store.getHookByName(c.var.db, name);
   if (!hook) throw hookNotFound(name);
   const after = cursor === undefined ? undefined : decodeCursor(cursor);
+  // Nobody is shown a delivery as `received` that no process will ever move on.
+  await store.settleAbandonedDeliveries(c.var.db, hook.id);
   const rows = await store.listDeliveries(c.var.db, hook.id, { limit: limit + 1, after });
   const page = rows.slice(0, limit);
   const last = page.at(-1);
@@ -239,6 +231,7 @@ export const deliverHook: RouteHandler<typeof routes.deliverHook, AppEnv> = asyn
     throw new ApiError(401, "invalid_signature", `the delivery does not verify: ${verdict.reason}`);
   }
   const payload = parsePayload(body, header("content-type"));
+  refuseNul("json", payload);
   const deliveryId = deliveryIdOf(verdict.deliveryId);
   if (deliveryId.length > MAX_DELIVERY_ID_CHARS) {
     throw new ApiError(

@@ -140,7 +140,7 @@ export const HookDelivery = z
     received_at: z.string().openapi({ format: "date-time" }),
     outcome: z.enum(DELIVERY_OUTCOMES).openapi({
       description:
-        "`accepted`: a run was queued; `ignored`: the event is not in the hook's `events`; `skipped`: a tick while the previous scheduled run was going; `failed`: no run could be queued (see `detail`); `received`: being started.",
+        "`accepted`: a run was queued; `ignored`: the event is not in the hook's `events`; `skipped`: a tick while the previous scheduled run was going; `failed`: no run could be queued (see `detail`; also a delivery whose server stopped while starting its run); `received`: being started (for milliseconds).",
     }),
     detail: z.string().nullable(),
     run_id: z.string().nullable(),
@@ -161,6 +161,10 @@ export const DeliveryReceipt = z
     duplicate: z.boolean().openapi({
       description:
         "This delivery id had been received before: the first delivery's answer, and nothing started.",
+    }),
+    detail: z.string().nullable().openapi({
+      description:
+        "Why no run was started, for an `ignored` or `failed` delivery (a duplicate's is the first delivery's).",
     }),
     run_id: z.string().nullable(),
     session_id: z.string().nullable(),
@@ -265,6 +269,7 @@ export function toReceipt(
     event: row.event,
     outcome: z.enum(DELIVERY_OUTCOMES).parse(row.outcome),
     duplicate,
+    detail: row.detail,
     run_id: row.runId,
     session_id: row.sessionId,
     run_url: row.runId ? `/v1/runs/${row.runId}` : null,

@@ -73,7 +73,7 @@ export const postMessage: RouteHandler<typeof routes.postMessage, AppEnv> = asyn
   return sseResponse((signal) => runs.events(run.id, "public", 0, signal), {
     view: "public",
     keepAliveMs: config.runs.keepAliveMs,
-    logger,
+    logger: logger.child({ run_id: run.id }),
     headers: { "X-Run-Id": run.id, "Content-Location": `/v1/runs/${run.id}/events` },
   });
 };
@@ -90,11 +90,11 @@ export const getRunEvents: RouteHandler<typeof routes.getRunEvents, AppEnv> = as
   const { db, runs, config, logger, principal } = c.var;
   if (!(await runStore.getVisibleRun(db, id, principal))) throw runNotFound(id);
   const view = query.events === "full" ? "full" : "public";
-  const after = lastEventId !== undefined ? Number(lastEventId) : (query.after ?? 0);
+  const after = lastEventId ?? query.after ?? 0;
   return sseResponse((signal) => runs.events(id, view, after, signal), {
     view,
     keepAliveMs: config.runs.keepAliveMs,
-    logger,
+    logger: logger.child({ run_id: id }),
   });
 };
 

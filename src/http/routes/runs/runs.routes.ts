@@ -36,7 +36,7 @@ export const postMessage = createRoute({
   responses: {
     200: {
       description:
-        "The run's events as SSE (the default, or `Accept: text/event-stream`); or with `Accept: application/json`, the finished run.",
+        "The run's events as SSE (the default, or `Accept: text/event-stream`), ending with its `completion`, or with an `event: error` frame when the server cannot continue the stream; or with `Accept: application/json`, the finished run.",
       headers: z.object({ "X-Run-Id": z.string() }),
       content: {
         "text/event-stream": { schema: EventStream },
@@ -76,7 +76,8 @@ export const getRunEvents = createRoute({
   request: { params: z.object({ id: RunId }), query: EventsQuery, headers: EventsHeaders },
   responses: {
     200: {
-      description: "The run's events as SSE",
+      description:
+        "The run's events as SSE, ending with its `completion`, or with an `event: error` frame (a StreamError) when the server cannot continue the stream: reconnect with `Last-Event-ID`.",
       content: { "text/event-stream": { schema: EventStream } },
     },
     ...problemResponses(400, 401, 404, 429),

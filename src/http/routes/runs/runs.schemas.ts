@@ -42,17 +42,25 @@ export const MessageHeaders = z.object({
     }),
 });
 
+/** Events are numbered in a Postgres integer: no event of any run is beyond this position. */
+const MAX_EVENT_POSITION = 2_147_483_647;
+const POSITION_ERROR = `expected an event id: a whole number from 0 to ${MAX_EVENT_POSITION}`;
+
+/** Where a replay starts, as a client sends it: decimal digits, within the log's numbering. */
+const eventPosition = z
+  .string()
+  .refine((s) => /^\d+$/.test(s) && Number(s) <= MAX_EVENT_POSITION, { error: POSITION_ERROR })
+  .transform(Number);
+
 export const EventsQuery = z.strictObject({
-  after: z.coerce
-    .number({ error: "expected a whole number >= 0" })
-    .int({ error: "expected a whole number >= 0" })
-    .min(0, { error: "expected a whole number >= 0" })
-    .optional()
-    .openapi({
-      param: { name: "after", in: "query" },
-      description:
-        "Replay from the event after this id (the `Last-Event-ID` header wins when both are given).",
-    }),
+  after: eventPosition.optional().openapi({
+    param: { name: "after", in: "query" },
+    type: "integer",
+    minimum: 0,
+    maximum: MAX_EVENT_POSITION,
+    description:
+      "Replay from the event after this id (the `Last-Event-ID` header wins when both are given).",
+  }),
   events: z
     .enum(["default", "full"])
     .default("default")
@@ -64,14 +72,12 @@ export const EventsQuery = z.strictObject({
 });
 
 export const EventsHeaders = z.object({
-  "last-event-id": z
-    .string()
-    .regex(/^\d+$/, { error: "expected the id of an event of this run" })
-    .optional()
-    .openapi({
-      param: { in: "header" },
-      description: "Resume after this event.",
-    }),
+  "last-event-id": eventPosition.optional().openapi({
+    param: { in: "header" },
+    type: "string",
+    pattern: "^\\d+$",
+    description: `Resume after this event: its \`id:\`, a whole number from 0 to ${MAX_EVENT_POSITION}.`,
+  }),
 });
 
 export const CallbackState = z
@@ -142,6 +148,8 @@ export const EventStream = BridgeEvent.openapi({
     "(from 1, no gaps), `event:` its type, `data:` the JSON object below. It starts with",
     "`run_started` and ends with exactly one `completion`, then closes. Lines starting with `:`",
     "are keep-alive comments. Reconnect with `Last-Event-ID` to get every later event, once.",
+    "A stream the server cannot continue ends instead with an `event: error` frame without an",
+    "`id:`, whose `data:` is a StreamError; it is not a completion: reconnect.",
   ].join(" "),
 });
 
