@@ -90,6 +90,11 @@ async function* parseEvents(
 }
 
 function toEvent(message: EventSourceMessage): StreamedEvent {
+  // The server could not go on with the stream (it says why); the run goes on: reconnect.
+  if (message.event === "error") {
+    const { message: why } = JSON.parse(message.data) as { message?: string };
+    throw new Error(`the event stream failed: ${why ?? message.data}`);
+  }
   const id = Number(message.id);
   if (!Number.isInteger(id) || id < 1)
     throw new Error(`SSE event without a valid id: ${message.id}`);

@@ -615,6 +615,7 @@ export interface components {
         | "invalid_cursor"
         | "method_not_allowed"
         | "not_ready"
+        | "database_unavailable"
         | "internal_error";
       request_id: string;
       errors?: components["schemas"]["ValidationIssue"][];

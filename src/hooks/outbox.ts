@@ -1,5 +1,6 @@
 import type { Logger } from "../log.js";
 import type { Database } from "../store/db.js";
+import { publicErrorText } from "../store/errors.js";
 import * as store from "../store/hooks.js";
 import type { CallbackRow } from "../store/schema.js";
 import { signStandard } from "./verify.js";
@@ -100,10 +101,12 @@ export class CallbackOutbox {
       }
       result = await this.send(row, body);
     } catch (err) {
+      // Shown on the run: the database's own text (SQL, parameters) stays in the log.
+      logger.error("could not prepare a callback", { run_id: runId, error: errorText(err) });
       result = {
         ok: false,
         status: null,
-        error: `could not prepare the callback: ${errorText(err)}`,
+        error: `could not prepare the callback: ${publicErrorText(err)}`,
       };
     }
     if (result.ok) {

@@ -13,6 +13,7 @@ import {
   SessionGoneError,
   ShuttingDownError,
 } from "../runs/errors.js";
+import { describeDbError, transientDbError } from "../store/errors.js";
 import type { AppEnv } from "./context.js";
 
 // Every error leaves the service as RFC 9457 problem+json with a stable `code` a client can
@@ -46,6 +47,7 @@ export const ERROR_CODES = {
   invalid_cursor: "Invalid cursor",
   method_not_allowed: "Method not allowed",
   not_ready: "Service not ready",
+  database_unavailable: "Database unavailable",
   internal_error: "Internal server error",
 } as const;
 export type ErrorCode = keyof typeof ERROR_CODES;
@@ -141,6 +143,19 @@ export const onError: ErrorHandler<AppEnv> = (err, c) => {
   if (err instanceof ApiError) return problemResponse(c, err);
   const refusal = runRefusal(err);
   if (refusal) return problemResponse(c, refusal);
+  if (transientDbError(err)) {
+    // An outage, not a bug: nothing was done, and the same request may work in a moment.
+    c.get("logger")?.warn("request failed: the database is unavailable", {
+      request_id: c.get("requestId"),
+      error: describeDbError(err),
+    });
+    return problemResponse(
+      c,
+      new ApiError(503, "database_unavailable", `${describeDbError(err)}; retry shortly`, {
+        headers: { "Retry-After": "5" },
+      }),
+    );
+  }
   if (err instanceof HTTPException) {
     // Hono's own exceptions: the JSON validator's parse failure is the one a client can cause.
     const code: ErrorCode =

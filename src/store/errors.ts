@@ -62,3 +62,17 @@ export function foreignKeyViolation(err: unknown): boolean {
   }
   return false;
 }
+
+/**
+ * An error as a line safe to show a client: a database error by its code only (Drizzle's message
+ * quotes the failed SQL and its parameters), anything else by its message.
+ */
+export function publicErrorText(err: unknown): string {
+  for (let e: unknown = err; e && typeof e === "object"; e = (e as { cause?: unknown }).cause) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string" && (CONNECTION_ERRORS.has(code) || /^[0-9A-Z]{5}$/.test(code)))
+      return describeDbError(err);
+    if (e instanceof Error && e.message.startsWith("Failed query")) return describeDbError(err);
+  }
+  return err instanceof Error ? err.message : String(err);
+}

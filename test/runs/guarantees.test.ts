@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { groupAlive } from "../../src/claude/process.js";
 import { createTestApp, httpApi, listen, type TestApp } from "../support/app.js";
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
 import { BACKENDS } from "../support/db.js";
@@ -6,6 +7,7 @@ import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
 import { streamedReply } from "../support/fake-scenarios.js";
 import { type MockAnthropic, startMockAnthropic } from "../support/mock-anthropic.js";
 import { SseReader } from "../support/sse.js";
+import { systemInit, textDelta } from "../support/stream-json-lines.js";
 import { git, makeRepo, type TestRepo } from "../worktrees/repo.js";
 
 // The run guarantees under hostile output and racing requests: every run ends with exactly one
@@ -131,6 +133,47 @@ describe.each(BACKENDS)("racing requests on %s", (backend) => {
       expect((await fetch(`${server.url}/v1/sessions/${session.id}`)).status).toBe(404);
     }
     expect((await fetch(`${server.url}/readyz`)).status).toBe(200);
+  });
+});
+
+describe.each(BACKENDS)("a CLI that ignores SIGTERM, on %s", (backend) => {
+  it("the completion goes out when the outcome is known; the run's slot is free once its CLI is gone", async () => {
+    // Says one thing, stops answering SIGTERM, and never writes again: stalled after 1 s.
+    const stubborn = await fakeClaude({
+      steps: [
+        { emit: systemInit() },
+        { ignoreSigterm: true },
+        { emit: textDelta("msg_1", 0, "thinking") },
+      ],
+      end: "hang",
+    });
+    const app = await createTestApp(backend, {
+      ...stubborn.bridgeEnv,
+      AGENT_BRIDGE_CLAUDE_IDLE_TIMEOUT_SECONDS: "1",
+      AGENT_BRIDGE_MAX_CONCURRENT_RUNS: "1",
+    });
+    const served = await listen(app.app);
+    const api = httpApi(served.url);
+    try {
+      const first = await api.postMessage((await api.newSession()).id, "go");
+      // Queued behind the first run: the only slot is its until its CLI is gone.
+      const second = await api.postMessage((await api.newSession()).id, "next");
+      const reader = SseReader.of(first);
+      await reader.events(2);
+      const pid = (await stubborn.invocations())[0]?.pid ?? 0;
+      expect(pid).toBeGreaterThan(0);
+      const [completion] = await reader.events();
+      expect(completion?.data).toMatchObject({ status: "failed" });
+      // The answer did not wait for the kill: the CLI is still there, ignoring SIGTERM.
+      expect(await groupAlive(pid)).toBe(true);
+      const [started] = await SseReader.of(second).events(1);
+      expect(started?.event).toBe("run_started");
+      expect(await groupAlive(pid)).toBe(false);
+    } finally {
+      await served.close();
+      await app.close();
+      await stubborn.cleanup();
+    }
   });
 });
 

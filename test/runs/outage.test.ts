@@ -88,6 +88,13 @@ describe.runIf(ownPostgresAvailable)("a database outage during a run", () => {
 
       pg.stop();
       writeFileSync(go, "");
+      // Meanwhile a request that needs the database is told so, without the database's text.
+      const refused = await fetch(`${server.url}/v1/sessions`, { method: "POST" });
+      expect(refused.status).toBe(503);
+      expect(refused.headers.get("retry-after")).toBe("5");
+      const problem = await refused.json();
+      expect(problem).toMatchObject({ code: "database_unavailable" });
+      expect(problem.detail).not.toMatch(/insert|select|sessions/i);
       // The CLI writes the rest of its answer while the database is down.
       await scenarioFake.waitForMark("result");
       // The outage itself lasts 8 s: longer than the log's retries used to hold out.

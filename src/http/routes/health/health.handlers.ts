@@ -1,4 +1,5 @@
 import type { RouteHandler } from "@hono/zod-openapi";
+import { publicErrorText } from "../../../store/errors.js";
 import type { AppEnv } from "../../context.js";
 import { ApiError } from "../../errors.js";
 import type * as routes from "./health.routes.js";
@@ -10,7 +11,7 @@ export const readyz: RouteHandler<typeof routes.readyz, AppEnv> = async (c) => {
   const problems: string[] = [];
   const [database, claude] = await Promise.allSettled([c.var.database.ping(), c.var.claudeProbe()]);
   if (database.status === "rejected")
-    problems.push(`database unreachable: ${reason(database.reason)}`);
+    problems.push(`database unreachable: ${publicErrorText(database.reason)}`);
   if (claude.status === "rejected") problems.push(reason(claude.reason));
   if (database.status === "rejected" || claude.status === "rejected") {
     throw new ApiError(503, "not_ready", problems.join("; "));
