@@ -81,7 +81,7 @@ export function buildHookWorkers(deps: AppDeps): { outbox: CallbackOutbox; sched
     buildBody: (runId) => callbackBody(db, runId),
   });
   // A completed run's callback goes out at once rather than at the next poll.
-  runs.onCompletion(() => outbox.poke());
+  runs.onCompletion(() => void outbox.poke());
   const scheduler = new Scheduler({
     db,
     runs,

@@ -36,6 +36,8 @@ export class CallbackOutbox {
   private timer: NodeJS.Timeout | undefined;
   private draining: Promise<void> | undefined;
   private again = false;
+  /** Resolved when the pass asked for while one was running has finished. */
+  private passAsked: (() => void)[] = [];
   private stopped = false;
   private readonly stopping = new AbortController();
 
@@ -43,27 +45,36 @@ export class CallbackOutbox {
 
   start() {
     this.stopped = false;
-    this.timer = setInterval(() => this.poke(), this.opts.pollMs);
+    this.timer = setInterval(() => void this.poke(), this.opts.pollMs);
     this.timer.unref();
-    this.poke();
+    void this.poke();
   }
 
-  /** Looks for due callbacks now (a run just completed). */
-  poke() {
-    if (this.stopped) return;
+  /**
+   * Looks for due callbacks now (a run just completed); resolves once a pass that started after
+   * the call has finished, so that what it sends has been sent (or tried).
+   */
+  poke(): Promise<void> {
+    if (this.stopped) {
+      for (const resolve of this.passAsked.splice(0)) resolve();
+      return Promise.resolve();
+    }
     if (this.draining) {
       this.again = true;
-      return;
+      return new Promise((resolve) => this.passAsked.push(resolve));
     }
+    const asked = this.passAsked.splice(0);
     this.draining = this.drain()
       .catch((err) => this.opts.logger.error("callback outbox failed", { error: String(err) }))
       .finally(() => {
         this.draining = undefined;
+        for (const resolve of asked) resolve();
         if (this.again) {
           this.again = false;
-          this.poke();
+          void this.poke();
         }
       });
+    return this.draining;
   }
 
   /** Stops looking; an attempt in flight is abandoned and retried by the next process. */

@@ -44,8 +44,6 @@ function verifies(callback: ReceivedCallback, secret: string): boolean {
   );
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 describe.each(BACKENDS)("callbacks on %s", (backend) => {
   let fake: FakeClaude;
   let t: TestApp;
@@ -111,7 +109,8 @@ describe.each(BACKENDS)("callbacks on %s", (backend) => {
       return r.callback?.state === "delivered" && r;
     });
     expect(run.callback).toMatchObject({ state: "delivered", attempts: 1, last_status: 200 });
-    await sleep(600);
+    // A whole pass of the outbox after the delivery sends nothing more.
+    await outbox.poke();
     expect(receiver.received).toHaveLength(1);
   });
 
@@ -142,7 +141,7 @@ describe.each(BACKENDS)("callbacks on %s", (backend) => {
     for (const callback of receiver.received) expect(verifies(callback, callbackSecret)).toBe(true);
     // Backoff: each retry waited at least half the minimum.
     expect(second.at - first.at).toBeGreaterThanOrEqual(50);
-    await sleep(1000);
+    await outbox.poke();
     expect(receiver.received).toHaveLength(3);
   });
 
@@ -158,7 +157,7 @@ describe.each(BACKENDS)("callbacks on %s", (backend) => {
       last_status: 503,
       last_error: "the receiver answered 503",
     });
-    await sleep(600);
+    await outbox.poke();
     expect(receiver.received).toHaveLength(4);
   });
 

@@ -4,6 +4,7 @@ import { createTestApp, requestAs, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
 import { streamedReply } from "../support/fake-scenarios.js";
+import { waitUntil } from "../support/process.js";
 
 // GET /metrics: Prometheus text an operator scrapes with an admin key.
 
@@ -51,6 +52,8 @@ describe.each(BACKENDS)("metrics on %s", (backend) => {
     expect(res.status).toBe(200);
     const { run } = await res.json();
     const log = await (await as(user, `/v1/runs/${run.id}/events?events=full`)).text();
+    // The answer goes out before the CLI is gone; the run holds its slot until then.
+    await waitUntil(() => !t.deps.runs.isActive(session.id), "the run's slot is free");
     const after = await scrape();
 
     const grew = (name: string, labels?: Record<string, string>) =>

@@ -74,7 +74,10 @@ describe.runIf(ownPostgresAvailable)("a database outage during a run", () => {
     return batches.flat();
   }
 
-  it("loses nothing when the database is back within the bound (8 s down mid-run)", async () => {
+  // Each test stops and starts a Postgres server: seconds each on a loaded machine.
+  it("loses nothing when the database is back within the bound (8 s down mid-run)", {
+    timeout: 180_000,
+  }, async () => {
     const go = join(mkdtempSync(join(tmpdir(), "outage-")), "go");
     const scenarioFake = await fakeClaude(outageScenario(go));
     const { t, server, api } = await appWith(scenarioFake);
@@ -119,13 +122,16 @@ describe.runIf(ownPostgresAvailable)("a database outage during a run", () => {
       const shown = stored.filter((e) => e.publicSeq !== null);
       expect(shown.map((e) => e.json)).toEqual(frames.map((f) => JSON.stringify(f.data)));
     } finally {
+      pg.ensureStarted();
       await server.close();
       await t.close();
       await scenarioFake.cleanup();
     }
   });
 
-  it("past the bound the run fails, names the database, and its log has no gap", async () => {
+  it("past the bound the run fails, names the database, and its log has no gap", {
+    timeout: 180_000,
+  }, async () => {
     const go = join(mkdtempSync(join(tmpdir(), "outage-")), "go");
     const scenarioFake = await fakeClaude(outageScenario(go));
     const { t, server, api } = await appWith(scenarioFake, {
@@ -166,6 +172,7 @@ describe.runIf(ownPostgresAvailable)("a database outage during a run", () => {
       expect(stored.map((e) => e.seq)).toEqual(stored.map((_, i) => i + 1));
       expect(stored.at(-1)?.json).toBe(JSON.stringify(completion?.data));
     } finally {
+      pg.ensureStarted();
       await server.close();
       await t.close();
       await scenarioFake.cleanup();

@@ -16,6 +16,8 @@ export interface OwnPostgres {
   stop(): void;
   /** Starts it again on the same port and data. */
   start(): void;
+  /** Starts it unless it runs (after a test that failed while it was stopped). */
+  ensureStarted(): void;
   /** Stops it for good and removes its files. */
   destroy(): void;
 }
@@ -54,10 +56,21 @@ export async function startOwnPostgres(): Promise<OwnPostgres> {
     run("pg_ctl", ["-D", data, "-o", options, "-l", join(dir, "log"), "-w", "-t", "60", "start"]);
   const stop = () => run("pg_ctl", ["-D", data, "-m", "fast", "-w", "-t", "60", "stop"]);
   start();
+  let running = true;
   return {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
-    start,
-    stop,
+    start: () => {
+      start();
+      running = true;
+    },
+    stop: () => {
+      stop();
+      running = false;
+    },
+    ensureStarted: () => {
+      if (!running) start();
+      running = true;
+    },
     destroy: () => {
       try {
         stop();

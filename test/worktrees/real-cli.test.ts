@@ -218,8 +218,11 @@ describe.each(BACKENDS)("worktree mode with the real claude CLI on %s", (backend
     expect((await getSession(busy.id)).expired_at).toBeNull();
     // Cancelled once the CLI has taken its turn, so that no scripted turn is left for others.
     while (mock.pending() > 0) await new Promise((r) => setTimeout(r, 50));
+    // (On a loaded machine the slow answer may have ended by now: then the cancel is too late.)
     const cancelled = await fetch(`${server.url}/v1/runs/${run.id}/cancel`, { method: "POST" });
-    expect(await cancelled.json()).toMatchObject({ status: "cancelled" });
+    expect(await cancelled.json()).toMatchObject(
+      cancelled.status === 200 ? { status: "cancelled" } : { code: "run_finished" },
+    );
 
     // An expired session can be read but takes no more messages.
     const refused = await post(clean.id, "hello again");
