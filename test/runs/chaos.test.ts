@@ -88,7 +88,12 @@ describe.runIf(ownPostgresAvailable)("chaos", () => {
       const all = [...before, ...after];
       const until = Date.now() + 150_000;
       while ((await unfinishedRuns(db.db)).length > 0) {
-        if (Date.now() > until) throw new Error("runs still unfinished after 150 s");
+        if (Date.now() > until) {
+          const left = (await unfinishedRuns(db.db)).map((r) => `${r.id} ${r.status}`);
+          throw new Error(
+            `runs still unfinished after 150 s: ${left.join(", ")}\n${second.output().slice(-4000)}`,
+          );
+        }
         await new Promise((r) => setTimeout(r, 200));
       }
       const statuses = new Map<string, number>();
