@@ -4,14 +4,10 @@ import { groupAlive } from "../../src/claude/process.js";
 import { openDatabase } from "../../src/store/db.js";
 import { listEventBatches } from "../../src/store/events.js";
 import { unfinishedRuns } from "../../src/store/runs.js";
+import { createDatabaseOn } from "../support/db.js";
 import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
 import { streamedReply } from "../support/fake-scenarios.js";
-import {
-  createDatabaseOn,
-  type OwnPostgres,
-  ownPostgresAvailable,
-  startOwnPostgres,
-} from "../support/pg-server.js";
+import { type OwnPostgres, ownPostgresAvailable, startOwnPostgres } from "../support/pg-server.js";
 import { type ServerProcess, startServer } from "../support/server.js";
 
 // Chaos: 50 runs while the database is stopped twice and the server is killed with SIGKILL once.

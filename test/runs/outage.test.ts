@@ -6,13 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openDatabase } from "../../src/store/db.js";
 import { listEventBatches } from "../../src/store/events.js";
 import { createTestAppOn, httpApi, listen, type TestApp } from "../support/app.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
-import {
-  createDatabaseOn,
-  type OwnPostgres,
-  ownPostgresAvailable,
-  startOwnPostgres,
-} from "../support/pg-server.js";
+import { createDatabaseOn } from "../support/db.js";
+import { fakeClaude } from "../support/fake-claude.js";
+import { type OwnPostgres, ownPostgresAvailable, startOwnPostgres } from "../support/pg-server.js";
 import { SseReader } from "../support/sse.js";
 import { messageStart, result, systemInit, textDelta } from "../support/stream-json-lines.js";
 
@@ -50,18 +46,38 @@ describe.runIf(ownPostgresAvailable)("a database outage during a run", () => {
   });
   afterAll(() => pg?.destroy());
 
-  async function appWith(fake: FakeClaude, env: Record<string, string> = {}) {
+  /**
+   * The app on a fresh database of this server, with a run of the outage scenario going and its
+   * stream read up to the CLI's pause; `go()` lets the CLI write the rest.
+   */
+  async function countingRun(env: Record<string, string> = {}) {
+    const goFile = join(mkdtempSync(join(tmpdir(), "outage-")), "go");
+    const fake = await fakeClaude(outageScenario(goFile));
     const url = await createDatabaseOn(pg.url, `outage_${randomBytes(4).toString("hex")}`);
     const handle = await openDatabase({ kind: "postgres", url });
     const t = createTestAppOn(
       { ...handle, url, destroy: () => handle.close() },
-      {
-        ...fake.bridgeEnv,
-        ...env,
-      },
+      { ...fake.bridgeEnv, ...env },
     );
     const server = await listen(t.app);
-    return { t, server, api: httpApi(server.url) };
+    const api = httpApi(server.url);
+    const res = await api.postMessage((await api.newSession()).id, "count");
+    const reader = SseReader.of(res);
+    return {
+      t,
+      fake,
+      server,
+      runId: res.headers.get("x-run-id") ?? "",
+      reader,
+      first: await reader.events(1 + BEFORE),
+      go: () => writeFileSync(goFile, ""),
+      close: async () => {
+        pg.ensureStarted();
+        await server.close();
+        await t.close();
+        await fake.cleanup();
+      },
+    };
   }
 
   async function storedLog(t: TestApp, runId: string) {
@@ -78,19 +94,14 @@ describe.runIf(ownPostgresAvailable)("a database outage during a run", () => {
   it("loses nothing when the database is back within the bound (8 s down mid-run)", {
     timeout: 180_000,
   }, async () => {
-    const go = join(mkdtempSync(join(tmpdir(), "outage-")), "go");
-    const scenarioFake = await fakeClaude(outageScenario(go));
-    const { t, server, api } = await appWith(scenarioFake);
+    // A bound well past the outage: stopping and starting Postgres takes seconds more when loaded.
+    const { t, fake, server, runId, reader, first, go, close } = await countingRun({
+      AGENT_BRIDGE_DB_OUTAGE_SECONDS: "120",
+    });
     try {
-      const session = await api.newSession();
-      const res = await api.postMessage(session.id, "count");
-      const runId = res.headers.get("x-run-id") ?? "";
-      const reader = SseReader.of(res);
-      const first = await reader.events(1 + BEFORE);
       expect(first.at(-1)?.event).toBe("text_delta");
-
       pg.stop();
-      writeFileSync(go, "");
+      go();
       // Meanwhile a request that needs the database is told so, without the database's text.
       const refused = await fetch(`${server.url}/v1/sessions`, { method: "POST" });
       expect(refused.status).toBe(503);
@@ -99,7 +110,7 @@ describe.runIf(ownPostgresAvailable)("a database outage during a run", () => {
       expect(problem).toMatchObject({ code: "database_unavailable" });
       expect(problem.detail).not.toMatch(/insert|select|sessions/i);
       // The CLI writes the rest of its answer while the database is down.
-      await scenarioFake.waitForMark("result");
+      await fake.waitForMark("result");
       // The outage itself lasts 8 s: longer than the log's retries used to hold out.
       await new Promise((r) => setTimeout(r, 8000));
       pg.start();
@@ -122,30 +133,19 @@ describe.runIf(ownPostgresAvailable)("a database outage during a run", () => {
       const shown = stored.filter((e) => e.publicSeq !== null);
       expect(shown.map((e) => e.json)).toEqual(frames.map((f) => JSON.stringify(f.data)));
     } finally {
-      pg.ensureStarted();
-      await server.close();
-      await t.close();
-      await scenarioFake.cleanup();
+      await close();
     }
   });
 
   it("past the bound the run fails, names the database, and its log has no gap", {
     timeout: 180_000,
   }, async () => {
-    const go = join(mkdtempSync(join(tmpdir(), "outage-")), "go");
-    const scenarioFake = await fakeClaude(outageScenario(go));
-    const { t, server, api } = await appWith(scenarioFake, {
+    const { t, server, runId, reader, first, go, close } = await countingRun({
       AGENT_BRIDGE_DB_OUTAGE_SECONDS: "2",
     });
     try {
-      const session = await api.newSession();
-      const res = await api.postMessage(session.id, "count");
-      const runId = res.headers.get("x-run-id") ?? "";
-      const reader = SseReader.of(res);
-      const first = await reader.events(1 + BEFORE);
-
       pg.stop();
-      writeFileSync(go, "");
+      go();
       // The client gets the run's end while the database is still down.
       const rest = await reader.events();
       const frames = [...first, ...rest];
@@ -172,10 +172,7 @@ describe.runIf(ownPostgresAvailable)("a database outage during a run", () => {
       expect(stored.map((e) => e.seq)).toEqual(stored.map((_, i) => i + 1));
       expect(stored.at(-1)?.json).toBe(JSON.stringify(completion?.data));
     } finally {
-      pg.ensureStarted();
-      await server.close();
-      await t.close();
-      await scenarioFake.cleanup();
+      await close();
     }
   });
 });

@@ -42,10 +42,8 @@ export async function openTestDatabase(backend: Backend): Promise<TestDatabase> 
   };
 }
 
-/** A fresh, empty database on the TEST_DATABASE_URL server. */
-export async function createServerDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {
-  if (!serverUrl) throw new Error("TEST_DATABASE_URL is not set");
-  const name = `agent_bridge_test_${randomBytes(6).toString("hex")}`;
+/** Creates a database on the Postgres server at `serverUrl`; returns its URL. */
+export async function createDatabaseOn(serverUrl: string, name: string): Promise<string> {
   const admin = postgres(serverUrl, { max: 1, onnotice: () => {} });
   try {
     await admin.unsafe(`create database ${name}`);
@@ -54,8 +52,15 @@ export async function createServerDatabase(): Promise<{ url: string; drop: () =>
   }
   const url = new URL(serverUrl);
   url.pathname = `/${name}`;
+  return url.toString();
+}
+
+/** A fresh, empty database on the TEST_DATABASE_URL server. */
+export async function createServerDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {
+  if (!serverUrl) throw new Error("TEST_DATABASE_URL is not set");
+  const name = `agent_bridge_test_${randomBytes(6).toString("hex")}`;
   return {
-    url: url.toString(),
+    url: await createDatabaseOn(serverUrl, name),
     drop: async () => {
       const sql = postgres(serverUrl, { max: 1, onnotice: () => {} });
       try {

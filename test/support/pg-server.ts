@@ -2,7 +2,6 @@ import { execFileSync } from "node:child_process";
 import { chownSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
-import postgres from "postgres";
 import { freePort } from "./server.js";
 
 // A Postgres server of the test's own, for tests that stop the database under a running bridge:
@@ -84,17 +83,4 @@ export async function startOwnPostgres(): Promise<OwnPostgres> {
 
 function uid(user: string, flag = "-u"): number {
   return Number(execFileSync("id", [flag, user], { encoding: "utf8" }).trim());
-}
-
-/** Creates a fresh database on the server and returns its URL. */
-export async function createDatabaseOn(serverUrl: string, name: string): Promise<string> {
-  const admin = postgres(serverUrl, { max: 1, onnotice: () => {} });
-  try {
-    await admin.unsafe(`create database ${name}`);
-  } finally {
-    await admin.end();
-  }
-  const url = new URL(serverUrl);
-  url.pathname = `/${name}`;
-  return url.toString();
 }
