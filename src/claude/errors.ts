@@ -27,8 +27,9 @@ export class InvalidRunRequestError extends RunnerError {
 export class ClaudeNotFoundError extends RunnerError {
   readonly status = "failed";
   override readonly name = "ClaudeNotFoundError";
+  // The path is the server's: it goes to the server's log (see runner.ts), not to the client.
   constructor(readonly path: string) {
-    super(`claude CLI not found at ${path}`);
+    super("claude CLI not found (AGENT_BRIDGE_CLAUDE_BIN); the server's log names the path");
   }
 }
 
@@ -37,7 +38,7 @@ export class WorkDirNotFoundError extends RunnerError {
   readonly status = "failed";
   override readonly name = "WorkDirNotFoundError";
   constructor(readonly cwd: string) {
-    super(`working directory does not exist: ${cwd}`);
+    super("the session's working directory does not exist");
   }
 }
 
@@ -48,7 +49,10 @@ export class ClaudeSpawnError extends RunnerError {
     readonly path: string,
     cause: Error,
   ) {
-    super(`could not start claude CLI at ${path}: ${cause.message}`, { cause });
+    super(
+      `could not start claude CLI (${(cause as NodeJS.ErrnoException).code ?? "error"}); the server's log says why`,
+      { cause },
+    );
   }
 }
 

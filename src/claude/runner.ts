@@ -186,7 +186,14 @@ async function* runClaudeOnce(
   try {
     child = await spawnProcess(config.bin, args, { cwd: req.cwd, env: config.env });
   } catch (err) {
-    yield [fail(await spawnFailure(err as NodeJS.ErrnoException, config.bin, req.cwd))];
+    const failure = await spawnFailure(err as NodeJS.ErrnoException, config.bin, req.cwd);
+    // The client's completion names no server path; the operator's log does.
+    log.error("could not start the claude CLI", {
+      bin: config.bin,
+      cwd: req.cwd,
+      error: (err as Error).message,
+    });
+    yield [fail(failure)];
     return;
   }
   const pgid = child.pid;

@@ -156,7 +156,7 @@ describe("runClaude with the fake CLI", () => {
   });
 
   describe("the error table", () => {
-    it("binary missing -> failed, 'claude CLI not found at <path>'", async () => {
+    it("binary missing -> failed, 'claude CLI not found', naming the setting, not the path", async () => {
       const f = await fake({ steps: [] });
       const bin = join(f.dir, "no-such-claude");
       const events = await collect(runClaude(request(f), fakeRunnerConfig(f, { bin })));
@@ -164,7 +164,7 @@ describe("runClaude with the fake CLI", () => {
       expect(completionOf(events)).toMatchObject({
         status: "failed",
         is_error: true,
-        error: `claude CLI not found at ${bin}`,
+        error: "claude CLI not found (AGENT_BRIDGE_CLAUDE_BIN); the server's log names the path",
         usage: { input_tokens: 0, output_tokens: 0 },
         cost_usd: 0,
       });
@@ -176,7 +176,7 @@ describe("runClaude with the fake CLI", () => {
       const events = await collect(runClaude(request(f, { cwd }), fakeRunnerConfig(f)));
       expect(completionOf(events)).toMatchObject({
         status: "failed",
-        error: `working directory does not exist: ${cwd}`,
+        error: "the session's working directory does not exist",
       });
     });
 
@@ -190,7 +190,9 @@ describe("runClaude with the fake CLI", () => {
           await collect(runClaude(request(f), fakeRunnerConfig(f, { bin }))),
         );
         expect(completion.status).toBe("failed");
-        expect(completion.error).toMatch(/^could not start claude CLI at .*EACCES/);
+        expect(completion.error).toBe(
+          "could not start claude CLI (EACCES); the server's log says why",
+        );
       } finally {
         await rm(dir, { recursive: true, force: true });
       }

@@ -23,7 +23,10 @@ describe("agent-bridge keys next to a running server", () => {
 });
 
 describe.each(databases.targets)("agent-bridge keys on %s", (_name, database) => {
-  it("creates a key the server accepts, lists it without its secret, and revokes it", async () => {
+  // Five processes (three CLI commands, two servers) start one after the other.
+  it("creates a key the server accepts, lists it without its secret, and revokes it", {
+    timeout: 180_000,
+  }, async () => {
     const env = await database();
     const created = await runCli(["keys", "create", "--name", "ci", "--admin"], env);
     expect(created.code).toBe(0);
