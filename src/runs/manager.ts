@@ -112,9 +112,9 @@ export class RunManager {
       db: opts.db,
       logger: opts.logger,
       outageBoundMs: opts.dbOutageBoundMs,
-      onLateRecord: (runId) => {
+      onSettled: (runId, stored) => {
         this.unrecorded.delete(runId);
-        this.notifyCompletion(runId);
+        if (stored) this.notifyCompletion(runId);
       },
     });
     opts.metrics.watchRuns(() => ({

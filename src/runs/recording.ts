@@ -19,8 +19,11 @@ export interface RecorderOptions {
   db: Database;
   logger: Logger;
   outageBoundMs: number;
-  /** Called when a completion that could not be stored at the run's end has been stored since. */
-  onLateRecord: (runId: string) => void;
+  /**
+   * Called when a completion that could not be stored at the run's end is settled: stored since,
+   * or given up on (refused for good; recovery at the next start closes the run).
+   */
+  onSettled: (runId: string, stored: boolean) => void;
 }
 
 export interface Recorded {
@@ -133,7 +136,7 @@ export class CompletionRecorder {
         this.opts.logger.info("recorded a run's end after the database came back", {
           run_id: runId,
         });
-        this.opts.onLateRecord(runId);
+        this.opts.onSettled(runId, true);
       } catch (err) {
         if (transientDbError(err)) continue;
         // Refused for good (or the run is gone): recovery at the next start closes it.
@@ -142,6 +145,7 @@ export class CompletionRecorder {
           run_id: runId,
           error: describeDbError(err),
         });
+        this.opts.onSettled(runId, false);
       }
     }
   }
