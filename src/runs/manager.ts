@@ -468,6 +468,8 @@ export class RunManager {
     await Promise.race([all(), new Promise((r) => (timer = setTimeout(r, graceMs)))]);
     clearTimeout(timer);
     for (const run of this.active.values()) {
+      // One whose outcome is known is finishing: it ends as it did.
+      if (run.outcome) continue;
       run.interruptedBy = "the server shut down before the run finished";
       run.abort.abort();
     }
