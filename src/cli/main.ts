@@ -346,5 +346,14 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
+// A reader that has gone (`agent-bridge runs events ID | head -2`) is not an error: stop quietly,
+// as `git log | head` does, instead of a stack trace for the next write.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on("error", (err: NodeJS.ErrnoException) => {
+    if (err.code !== "EPIPE") throw err;
+    process.exit(EXIT.ok);
+  });
+}
+
 // `serve` keeps the process alive with its server; every other command ends here.
 process.exitCode = await main(process.argv);

@@ -4,6 +4,23 @@
  */
 
 export interface paths {
+  "/": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** What this is: the service's name and version, and where its docs are */
+    get: operations["service"];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   "/healthz": {
     parameters: {
       query?: never;
@@ -701,6 +718,24 @@ export interface components {
       | "cancelled"
       | "timed_out"
       | "interrupted";
+    Service: {
+      /** @enum {string} */
+      name: "agent-bridge";
+      /**
+       * @description The server's version
+       * @example 0.1.0
+       */
+      version: string;
+      /**
+       * @description The contract's version
+       * @example 1.0.0
+       */
+      api_version: string;
+      /** @example /docs */
+      docs: string;
+      /** @example /openapi.json */
+      openapi: string;
+    };
     Session: {
       /** @description Also the Claude Code CLI's session id. */
       id: string;
@@ -902,6 +937,26 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+  service: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The service */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["Service"];
+        };
+      };
+    };
+  };
   healthz: {
     parameters: {
       query?: never;

@@ -5,6 +5,7 @@ import { EXIT } from "../../src/cli/exit-codes.js";
 import { createClient } from "../../src/client/index.js";
 import { crashBeforeResult, type LiveServer, liveServer, toolThenReply } from "../client/live.js";
 import { longRun } from "../support/fake-scenarios.js";
+import { runCommand } from "../support/process.js";
 import { freePort } from "../support/server.js";
 import { BIN, ROOT, runCli } from "./run-cli.js";
 
@@ -200,6 +201,17 @@ describe("the agent-bridge command", () => {
     expect(bad.stderr).toContain("missing required argument 'prompt'");
     const conflict = await runCli(["send", "hi", "--new", "--session", crypto.randomUUID()]);
     expect(conflict.code).toBe(EXIT.usage);
+  });
+
+  it("stops quietly when its reader goes away (| head)", async () => {
+    // 77 KB of YAML: more than a pipe holds, so writing goes on after head has gone.
+    const cli = `${JSON.stringify(process.execPath)} ${JSON.stringify(BIN)}`;
+    const res = await runCommand("bash", ["-c", `set -o pipefail; ${cli} openapi | head -3`], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH, HOME: process.env.HOME },
+    });
+    expect(res).toMatchObject({ code: 0, stderr: "" });
+    expect(res.stdout.split("\n")[0]).toBe("openapi: 3.1.0");
   });
 
   it("openapi prints the committed spec", async () => {

@@ -1,6 +1,11 @@
+import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestApp, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
+
+const { version: packageVersion } = JSON.parse(
+  readFileSync(new URL("../../package.json", import.meta.url), "utf8"),
+) as { version: string };
 
 describe.each(BACKENDS)("health on %s", (backend) => {
   let t: TestApp;
@@ -8,6 +13,23 @@ describe.each(BACKENDS)("health on %s", (backend) => {
     t = await createTestApp(backend);
   });
   afterAll(() => t.close());
+
+  it("GET / says what this is and where its docs are, without a key", async () => {
+    const keyed = await createTestApp(backend, { AGENT_BRIDGE_AUTH: "keys" });
+    try {
+      const res = await keyed.app.request("/");
+      expect(res.status).toBe(200);
+      expect(await res.json()).toEqual({
+        name: "agent-bridge",
+        version: packageVersion,
+        api_version: "1.0.0",
+        docs: "/docs",
+        openapi: "/openapi.json",
+      });
+    } finally {
+      await keyed.close();
+    }
+  });
 
   it("healthz answers while the process is up", async () => {
     const res = await t.app.request("/healthz");

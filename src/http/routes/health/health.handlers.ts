@@ -1,8 +1,26 @@
+import { createRequire } from "node:module";
 import type { RouteHandler } from "@hono/zod-openapi";
 import { publicErrorText } from "../../../store/errors.js";
 import type { AppEnv } from "../../context.js";
 import { ApiError } from "../../errors.js";
+import { API_VERSION } from "../../openapi.js";
 import type * as routes from "./health.routes.js";
+
+const { version } = createRequire(import.meta.url)("../../../../package.json") as {
+  version: string;
+};
+
+export const root: RouteHandler<typeof routes.root, AppEnv> = (c) =>
+  c.json(
+    {
+      name: "agent-bridge" as const,
+      version,
+      api_version: API_VERSION,
+      docs: "/docs",
+      openapi: "/openapi.json",
+    },
+    200,
+  );
 
 export const healthz: RouteHandler<typeof routes.healthz, AppEnv> = (c) =>
   c.json({ status: "ok" as const }, 200);

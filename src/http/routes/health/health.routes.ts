@@ -4,6 +4,15 @@ import { problemResponses } from "../../errors.js";
 const tags = ["Health"];
 
 export const Health = z.object({ status: z.literal("ok") }).openapi("Health");
+export const Service = z
+  .object({
+    name: z.literal("agent-bridge"),
+    version: z.string().openapi({ description: "The server's version", example: "0.1.0" }),
+    api_version: z.string().openapi({ description: "The contract's version", example: "1.0.0" }),
+    docs: z.string().openapi({ example: "/docs" }),
+    openapi: z.string().openapi({ example: "/openapi.json" }),
+  })
+  .openapi("Service");
 export const Readiness = z
   .object({
     status: z.literal("ok"),
@@ -11,6 +20,18 @@ export const Readiness = z
     claude: z.object({ bin: z.string(), version: z.string() }),
   })
   .openapi("Readiness");
+
+export const root = createRoute({
+  method: "get",
+  path: "/",
+  operationId: "service",
+  tags,
+  security: [],
+  summary: "What this is: the service's name and version, and where its docs are",
+  responses: {
+    200: { description: "The service", content: { "application/json": { schema: Service } } },
+  },
+});
 
 export const healthz = createRoute({
   method: "get",
