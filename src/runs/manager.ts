@@ -658,11 +658,11 @@ export class RunManager {
   /** Records the run's end and publishes its completion; never rejects. */
   private async complete(run: ActiveRun, completion: CompletionEvent) {
     const at = run.log.completionPosition();
-    const { entry, stored } = await this.recorder.record(run.row, at, completion, run.hasCallback);
+    const { entry, state } = await this.recorder.record(run.row, at, completion, run.hasCallback);
     run.log.close(entry);
     this.opts.metrics.runFinished(completion);
-    if (stored) this.notifyCompletion(run.row.id);
-    else if (this.recorder.isPending(run.row.id)) this.unrecorded.set(run.row.id, run.log);
+    if (state === "stored") this.notifyCompletion(run.row.id);
+    else if (state === "pending") this.unrecorded.set(run.row.id, run.log);
   }
 
   private notifyCompletion(runId: string) {

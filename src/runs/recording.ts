@@ -5,7 +5,7 @@ import { describeDbError, foreignKeyViolation, transientDbError } from "../store
 import { appendEvents, type SequencedEvent, sequenced } from "../store/events.js";
 import { markCallbackDue } from "../store/hooks.js";
 import { DatabaseOutageError, withDbRetries } from "../store/retry.js";
-import * as store from "../store/runs.js";
+import { finishRun } from "../store/runs.js";
 import type { RunRow } from "../store/schema.js";
 import type { CompletionPosition } from "./run-log.js";
 
@@ -29,8 +29,11 @@ export interface RecorderOptions {
 export interface Recorded {
   /** The completion event, to publish to the run's subscribers. */
   entry: SequencedEvent;
-  /** False while it waits to be stored (the recorder keeps trying). */
-  stored: boolean;
+  /**
+   * `stored`; `pending` while the recorder keeps trying to store it; `lost` when there is nothing
+   * left to store it in (the run's row was deleted with its session).
+   */
+  state: "stored" | "pending" | "lost";
 }
 
 interface Unrecorded {
@@ -58,35 +61,32 @@ export class CompletionRecorder {
     hasCallback: boolean,
   ): Promise<Recorded> {
     const { logger, outageBoundMs } = this.opts;
-    let error: unknown;
-    try {
-      const entry = await withDbRetries(
-        () =>
-          this.persist(row, completion, hasCallback, (totals) => numbered(completion, at, totals)),
+    const store = (outcome: CompletionEvent) =>
+      withDbRetries(
+        () => this.persist(row, outcome, hasCallback, (totals) => numbered(outcome, at, totals)),
         outageBoundMs,
       );
-      return { entry, stored: true };
+    let outcome = completion;
+    let error: unknown;
+    try {
+      return { entry: await store(outcome), state: "stored" };
     } catch (err) {
       error = err;
     }
     if (foreignKeyViolation(error)) {
       // The run's row is gone (its session was deleted): there is nothing left to record it in.
       logger.warn("a run ended after its session was deleted", { run_id: row.id });
-      return { entry: numbered(completion, at), stored: false };
+      return { entry: numbered(outcome, at), state: "lost" };
     }
     if (!(error instanceof DatabaseOutageError)) {
       // The database refused the outcome itself: record that the run failed, without its data.
-      const failed = refusedOutcome(completion, error);
+      logger.error("the database refused a run's outcome; recording it as failed", {
+        run_id: row.id,
+        error: describeDbError(error),
+      });
+      outcome = refusedOutcome(completion, error);
       try {
-        const entry = await withDbRetries(
-          () => this.persist(row, failed, hasCallback, (totals) => numbered(failed, at, totals)),
-          outageBoundMs,
-        );
-        logger.error("the database refused a run's outcome; recorded it as failed", {
-          run_id: row.id,
-          error: describeDbError(error),
-        });
-        return { entry, stored: true };
+        return { entry: await store(outcome), state: "stored" };
       } catch (err) {
         error = err;
       }
@@ -95,15 +95,10 @@ export class CompletionRecorder {
       run_id: row.id,
       error: describeDbError(error),
     });
-    const entry = numbered(completion, at);
-    this.unrecorded.set(row.id, { row, entry, completion, hasCallback });
+    const entry = numbered(outcome, at);
+    this.unrecorded.set(row.id, { row, entry, completion: outcome, hasCallback });
     this.scheduleRetry();
-    return { entry, stored: false };
-  }
-
-  /** Whether the run's end is still waiting to be stored. */
-  isPending(runId: string): boolean {
-    return this.unrecorded.has(runId);
+    return { entry, state: "pending" };
   }
 
   /** Tries once more to store what is waiting (at shutdown); what still fails is left to recovery. */
@@ -158,7 +153,7 @@ export class CompletionRecorder {
     entryFor: (totals: SessionUsage | undefined) => SequencedEvent,
   ): Promise<SequencedEvent> {
     return this.opts.db.transaction(async (tx) => {
-      const totals = await store.finishRun(tx, row, {
+      const totals = await finishRun(tx, row, {
         status: completion.status,
         usage: completion.usage,
         costUsd: completion.cost_usd,
