@@ -13,6 +13,21 @@ import { git, makeRepo, type TestRepo } from "../worktrees/repo.js";
 // The run guarantees under hostile output and racing requests: every run ends with exactly one
 // completion, the server stays up, and what the CLI wrote comes back as it wrote it.
 
+/**
+ * Posts a message and deletes its session at the same moment. Either the message got in first
+ * (and the delete stopped its run) or it came too late: the delete succeeds either way.
+ */
+async function deleteWhileAdmitting(url: string, api: ReturnType<typeof httpApi>) {
+  const session = await api.newSession();
+  const [posted, deleted] = await Promise.all([
+    api.postMessage(session.id, "go", { Prefer: "respond-async" }),
+    fetch(`${url}/v1/sessions/${session.id}?force=true`, { method: "DELETE" }),
+  ]);
+  expect(deleted.status).toBe(204);
+  expect([202, 404]).toContain(posted.status);
+  return { session, posted };
+}
+
 describe.each(BACKENDS)("text from the CLI holding any character, on %s", (backend) => {
   let mock: MockAnthropic;
   let ce: ClaudeEnv;
@@ -97,10 +112,9 @@ describe.each(BACKENDS)("racing requests on %s", (backend) => {
     const app = await createTestApp(backend, lingering.bridgeEnv);
     const served = await listen(app.app);
     try {
-      const session = await httpApi(served.url).newSession();
-      const posted = await httpApi(served.url).postMessage(session.id, "go", {
-        Prefer: "respond-async",
-      });
+      const lingeringApi = httpApi(served.url);
+      const session = await lingeringApi.newSession();
+      const posted = await lingeringApi.postMessage(session.id, "go", { Prefer: "respond-async" });
       const { id } = (await posted.json()) as { id: string };
       await lingering.waitForMark("result");
       const cancel = await fetch(`${served.url}/v1/runs/${id}/cancel`, { method: "POST" });
@@ -118,14 +132,7 @@ describe.each(BACKENDS)("racing requests on %s", (backend) => {
 
   it("a session deleted while a message is being admitted leaves no run behind and the server up", async () => {
     for (let i = 0; i < 10; i++) {
-      const session = await api.newSession();
-      const [posted, deleted] = await Promise.all([
-        api.postMessage(session.id, "go", { Prefer: "respond-async" }),
-        fetch(`${server.url}/v1/sessions/${session.id}?force=true`, { method: "DELETE" }),
-      ]);
-      expect(deleted.status).toBe(204);
-      // Either the message got in first (and the delete stopped its run), or it came too late.
-      expect([202, 404]).toContain(posted.status);
+      const { session, posted } = await deleteWhileAdmitting(server.url, api);
       if (posted.status === 202) {
         const { id } = (await posted.json()) as { id: string };
         expect((await fetch(`${server.url}/v1/runs/${id}`)).status).toBe(404);
@@ -208,17 +215,9 @@ describe.each(BACKENDS)(
     });
 
     it("leaves neither the session's worktree nor its branch behind", async () => {
-      for (let i = 0; i < 3; i++) {
-        const session = await api.newSession();
-        const [posted, deleted] = await Promise.all([
-          api.postMessage(session.id, "go", { Prefer: "respond-async" }),
-          fetch(`${server.url}/v1/sessions/${session.id}?force=true`, { method: "DELETE" }),
-        ]);
-        expect(deleted.status).toBe(204);
-        expect([202, 404]).toContain(posted.status);
-      }
-      // The message that got in first started its run before the delete: let it come and go, then
-      // look at the repository (a run outliving the delete would make its worktree again).
+      for (let i = 0; i < 3; i++) await deleteWhileAdmitting(server.url, api);
+      // A DELETE answers once the session's run is gone: a run outliving it would have made the
+      // worktree again after the delete removed it.
       expect(git(repo.clone, "worktree", "list", "--porcelain")).not.toMatch(/worktrees/);
       expect(git(repo.clone, "branch", "--list", "worktree-*")).toBe("");
       expect((await fetch(`${server.url}/readyz`)).status).toBe(200);
