@@ -21,6 +21,8 @@ import { createRouter } from "./http/router.js";
 import { mountRoutes } from "./http/routes/index.js";
 import type { Logger } from "./log.js";
 import { Metrics } from "./metrics.js";
+import { resolveAgentUser } from "./process/agent-user.js";
+import { TenantHomes } from "./process/tenant-homes.js";
 import { RunManager } from "./runs/manager.js";
 import type { DatabaseHandle } from "./store/db.js";
 import { SessionSweeper } from "./worktrees/sweep.js";
@@ -29,6 +31,9 @@ import { SessionSweeper } from "./worktrees/sweep.js";
 export function buildDeps(config: Config, database: DatabaseHandle, logger: Logger): AppDeps {
   const { claude } = config;
   const metrics = new Metrics();
+  const homes = config.agentUser
+    ? new TenantHomes(database.db, resolveAgentUser(config.agentUser.spec), config.agentUser)
+    : undefined;
   const runs = new RunManager({
     db: database.db,
     logger,
@@ -38,6 +43,7 @@ export function buildDeps(config: Config, database: DatabaseHandle, logger: Logg
     maxPerKey: config.runs.maxPerKey,
     dbOutageBoundMs: config.runs.dbOutageBoundMs,
     metrics,
+    ...(homes ? { homes } : {}),
     runner: {
       bin: claude.bin,
       env: claude.childEnv,
@@ -54,7 +60,9 @@ export function buildDeps(config: Config, database: DatabaseHandle, logger: Logg
     logger,
     runs,
     metrics,
-    claudeProbe: createClaudeProbe(claude.bin, claude.childEnv),
+    // As the agents' user, when they have one: it proves that user can run the CLI too.
+    claudeProbe: createClaudeProbe(claude.bin, claude.childEnv, homes?.user),
+    ...(homes ? { homes } : {}),
   };
 }
 

@@ -1,4 +1,4 @@
-import { existsSync, realpathSync } from "node:fs";
+import { existsSync, readFileSync, realpathSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { z } from "zod";
@@ -78,7 +78,22 @@ const EnvSchema = z.object({
   AGENT_BRIDGE_CLAUDE_MODEL: z.string().min(1).optional(),
   AGENT_BRIDGE_CLAUDE_MAX_LINE_BYTES: int(10_000_000).default(16 * 1024 * 1024),
   AGENT_BRIDGE_CLAUDE_ENV_ALLOW: list.default([]),
+  AGENT_BRIDGE_AGENT_USER: z.string().min(1).optional(),
+  AGENT_BRIDGE_AGENT_HOMES_DIR: z.string().min(1).optional(),
+  AGENT_BRIDGE_TENANT_GID_BASE: int(1000, 4_000_000_000).default(2_000_000_000),
 });
+
+/**
+ * Settings that hold secrets. Each can instead be read from a file named by `<NAME>_FILE` (the
+ * Docker-secrets convention), so that no secret need be in the process's environment at all.
+ */
+const SECRET_SETTINGS = [
+  "DATABASE_URL",
+  "AGENT_BRIDGE_API_KEY",
+  "ANTHROPIC_API_KEY",
+  "ANTHROPIC_AUTH_TOKEN",
+  "CLAUDE_CODE_OAUTH_TOKEN",
+] as const;
 
 export interface Config {
   port: number;
@@ -146,6 +161,16 @@ export interface Config {
     /** The environment the CLI runs with: an allow-list of this process's, never its secrets. */
     childEnv: Record<string, string>;
   };
+  /** Set: every agent runs as this OS user (by name or uid), in a HOME of its tenant's. */
+  agentUser:
+    | {
+        spec: string;
+        /** Where each tenant's HOME is made (one directory per API key). */
+        homesDir: string;
+        /** Tenant n's agents run with this group id + n (0 when auth is off). */
+        tenantGidBase: number;
+      }
+    | undefined;
 }
 
 export class ConfigError extends Error {
@@ -187,16 +212,52 @@ function realPathOrSelf(p: string): string {
   }
 }
 
+/** `env` with each `<NAME>_FILE` of a secret setting replaced by `<NAME>` and the file's content. */
+function readSecretFiles(env: Record<string, string>): Record<string, string> {
+  const out = { ...env };
+  const problems: string[] = [];
+  for (const name of SECRET_SETTINGS) {
+    const file = out[`${name}_FILE`];
+    if (file === undefined) continue;
+    delete out[`${name}_FILE`];
+    if (out[name] !== undefined) {
+      problems.push(`${name}_FILE: set either ${name} or ${name}_FILE, not both`);
+      continue;
+    }
+    let value: string;
+    try {
+      // A file written by `echo` or an editor ends in a newline that is not part of the secret.
+      value = readFileSync(file, "utf8").replace(/\r?\n$/, "");
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+      problems.push(`${name}_FILE: cannot read ${JSON.stringify(file)} (${code})`);
+      continue;
+    }
+    if (value === "") problems.push(`${name}_FILE: ${JSON.stringify(file)} is empty`);
+    else out[name] = value;
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+  return out;
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   // An empty variable means "not set", as in most shells' `VAR= cmd` idiom.
-  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== ""));
+  const present = readSecretFiles(
+    Object.fromEntries(
+      Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined && e[1] !== ""),
+    ),
+  );
   const parsed = EnvSchema.safeParse(present);
   if (!parsed.success) {
     throw new ConfigError(
-      parsed.error.issues.map(
-        (i) =>
-          `${i.path.join(".")}: ${i.message} (got ${JSON.stringify(present[String(i.path[0])])})`,
-      ),
+      parsed.error.issues.map((i) => {
+        const name = String(i.path[0]);
+        // A secret's value is not repeated: the line may end up in a log.
+        const got = (SECRET_SETTINGS as readonly string[]).includes(name)
+          ? ""
+          : ` (got ${JSON.stringify(present[name])})`;
+        return `${i.path.join(".")}: ${i.message}${got}`;
+      }),
     );
   }
   const e = parsed.data;
@@ -211,11 +272,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     ]);
   }
   const workDir = path.resolve(e.AGENT_BRIDGE_CLAUDE_WORK_DIR);
+  const dataDir = path.resolve(e.AGENT_BRIDGE_DATA_DIR);
   return {
     port: e.PORT,
     host: e.HOST,
     databaseUrl: e.DATABASE_URL,
-    dataDir: path.resolve(e.AGENT_BRIDGE_DATA_DIR),
+    dataDir,
     logLevel: e.LOG_LEVEL,
     bodyLimitBytes: e.AGENT_BRIDGE_BODY_LIMIT_BYTES,
     auth: {
@@ -259,7 +321,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       effort: e.AGENT_BRIDGE_CLAUDE_EFFORT,
       model: e.AGENT_BRIDGE_CLAUDE_MODEL,
       maxLineBytes: e.AGENT_BRIDGE_CLAUDE_MAX_LINE_BYTES,
-      childEnv: childEnvironment(env, e.AGENT_BRIDGE_CLAUDE_ENV_ALLOW),
+      childEnv: childEnvironment(present, e.AGENT_BRIDGE_CLAUDE_ENV_ALLOW),
     },
+    agentUser: e.AGENT_BRIDGE_AGENT_USER
+      ? {
+          spec: e.AGENT_BRIDGE_AGENT_USER,
+          homesDir: path.resolve(e.AGENT_BRIDGE_AGENT_HOMES_DIR ?? path.join(dataDir, "homes")),
+          tenantGidBase: e.AGENT_BRIDGE_TENANT_GID_BASE,
+        }
+      : undefined,
   };
 }

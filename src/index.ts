@@ -5,6 +5,7 @@ import { prepareKeys } from "./auth/bootstrap.js";
 import { type Config, ConfigError, loadConfig } from "./config.js";
 import type { AppEnv } from "./http/context.js";
 import { createLogger, errorFields, type Logger } from "./log.js";
+import { AgentUserError } from "./process/agent-user.js";
 import { installProcessGuards } from "./process-guards.js";
 import { DataDirLockedError } from "./store/data-dir-lock.js";
 import { type DatabaseHandle, DatabaseOpenError, openDatabase } from "./store/db.js";
@@ -52,6 +53,7 @@ async function start(config: Config, logger: Logger) {
     });
     const firstKey = await prepareKeys(database.db, config, logger);
     const deps = buildDeps(config, database, logger);
+    await deps.homes?.prepare();
     const recovered = await deps.runs.recover();
     if (recovered > 0)
       logger.warn("closed runs left unfinished by the previous process", { runs: recovered });
@@ -107,7 +109,8 @@ function startupProblem(err: unknown, logger?: Logger): string {
     err instanceof ConfigError ||
     err instanceof StartupError ||
     err instanceof DatabaseOpenError ||
-    err instanceof DataDirLockedError
+    err instanceof DataDirLockedError ||
+    err instanceof AgentUserError
   )
     return err.message;
   if (err instanceof WorktreePrerequisiteError)

@@ -1,4 +1,7 @@
-import { describe, expect, it } from "vitest";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
 import { ConfigError, defaultClaudeBin, loadConfig } from "../src/config.js";
 
 function problems(env: NodeJS.ProcessEnv): string[] {
@@ -80,5 +83,49 @@ describe("config", () => {
     });
     expect(config.claude.childEnv.DATABASE_URL).toBeUndefined();
     expect(config.claude.childEnv.AGENT_BRIDGE_API_KEY).toBeUndefined();
+  });
+
+  describe("secrets from files (<NAME>_FILE, as Docker secrets are mounted)", () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "agent-bridge-secrets-"));
+    afterAll(() => rmSync(dir, { recursive: true, force: true }));
+    const secretFile = (name: string, content: string) => {
+      const file = path.join(dir, name);
+      writeFileSync(file, content, { mode: 0o600 });
+      return file;
+    };
+    const key = `ab_${"s".repeat(43)}`;
+
+    it("reads each secret setting from its file, without the file's final newline", () => {
+      const config = loadConfig({
+        DATABASE_URL_FILE: secretFile("db", "postgres://bridge:pw@db/x\n"),
+        AGENT_BRIDGE_API_KEY_FILE: secretFile("key", key),
+        ANTHROPIC_API_KEY_FILE: secretFile("anthropic", "sk-from-file\r\n"),
+      });
+      expect(config.databaseUrl).toBe("postgres://bridge:pw@db/x");
+      expect(config.auth.apiKey).toBe(key);
+      // The CLI gets the value it needs, not the file's name.
+      expect(config.claude.childEnv.ANTHROPIC_API_KEY).toBe("sk-from-file");
+      expect(config.claude.childEnv.ANTHROPIC_API_KEY_FILE).toBeUndefined();
+    });
+
+    it("refuses a setting given both ways, a file it cannot read and an empty one", () => {
+      expect(
+        problems({
+          AGENT_BRIDGE_API_KEY: key,
+          AGENT_BRIDGE_API_KEY_FILE: secretFile("key2", key),
+          DATABASE_URL_FILE: path.join(dir, "missing"),
+          ANTHROPIC_API_KEY_FILE: secretFile("empty", "\n"),
+        }),
+      ).toEqual([
+        `DATABASE_URL_FILE: cannot read ${JSON.stringify(path.join(dir, "missing"))} (ENOENT)`,
+        "AGENT_BRIDGE_API_KEY_FILE: set either AGENT_BRIDGE_API_KEY or AGENT_BRIDGE_API_KEY_FILE, not both",
+        `ANTHROPIC_API_KEY_FILE: ${JSON.stringify(path.join(dir, "empty"))} is empty`,
+      ]);
+    });
+
+    it("never repeats a secret's value in a problem", () => {
+      const lines = problems({ DATABASE_URL_FILE: secretFile("bad", "mysql://root:hunter2@x/y") });
+      expect(lines).toEqual(["DATABASE_URL: expected a postgres:// or postgresql:// URL"]);
+    });
   });
 });

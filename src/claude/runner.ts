@@ -1,6 +1,7 @@
 import { stat } from "node:fs/promises";
 import type { BridgeEvent, CompletionEvent } from "../events.js";
 import { type Logger, silentLogger } from "../log.js";
+import type { AgentIdentity } from "../process/tenant-homes.js";
 import { buildClaudeArgs, type CommandInput, userMessageLine } from "./command.js";
 import { answerControlRequest } from "./control.js";
 import {
@@ -37,6 +38,8 @@ import { type SpawnedProcess, spawnProcess } from "./spawner.js";
 export interface RunRequest extends CommandInput {
   prompt: string;
   cwd: string;
+  /** Set: the CLI runs as the agent user, in its tenant's HOME (src/process/tenant-homes.ts). */
+  identity?: AgentIdentity;
 }
 
 export interface RunnerConfig {
@@ -184,7 +187,11 @@ async function* runClaudeOnce(
 
   let child: SpawnedProcess;
   try {
-    child = await spawnProcess(config.bin, args, { cwd: req.cwd, env: config.env });
+    child = await spawnProcess(config.bin, args, {
+      cwd: req.cwd,
+      env: req.identity ? { ...config.env, ...req.identity.env } : config.env,
+      ...(req.identity ? { runAs: req.identity.runAs } : {}),
+    });
   } catch (err) {
     const failure = await spawnFailure(err as NodeJS.ErrnoException, config.bin, req.cwd);
     // The client's completion names no server path; the operator's log does.

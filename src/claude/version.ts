@@ -1,4 +1,5 @@
 import { execFile } from "node:child_process";
+import { commandAs, type RunAs } from "../process/agent-user.js";
 
 export type ClaudeProbe = () => Promise<string>;
 
@@ -9,13 +10,15 @@ export type ClaudeProbe = () => Promise<string>;
 export function createClaudeProbe(
   bin: string,
   env: Record<string, string>,
+  runAs?: RunAs,
   ttlMs = 60_000,
 ): ClaudeProbe {
+  const [file, args] = runAs ? commandAs(runAs, bin, ["--version"]) : [bin, ["--version"]];
   let cached: { version: string; at: number } | undefined;
   return async () => {
     if (cached && Date.now() - cached.at < ttlMs) return cached.version;
     const version = await new Promise<string>((resolve, reject) => {
-      execFile(bin, ["--version"], { timeout: 15_000, env }, (err, stdout) => {
+      execFile(file, args, { timeout: 15_000, env }, (err, stdout) => {
         if (err) {
           const reason =
             (err as NodeJS.ErrnoException).code === "ENOENT" ? "not found" : err.message;

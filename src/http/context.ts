@@ -3,6 +3,7 @@ import type { ClaudeProbe } from "../claude/version.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
+import type { TenantHomes } from "../process/tenant-homes.js";
 import type { RunManager } from "../runs/manager.js";
 import type { Database, DatabaseHandle } from "../store/db.js";
 
@@ -14,6 +15,8 @@ export interface AppDeps {
   claudeProbe: ClaudeProbe;
   runs: RunManager;
   metrics: Metrics;
+  /** Set when the agents run as another OS user (AGENT_BRIDGE_AGENT_USER). */
+  homes?: TenantHomes;
 }
 
 /** What a handler finds on its context: the app's dependencies and the request's id. */

@@ -5,6 +5,7 @@ import { type RunnerConfig, runClaude } from "../claude/runner.js";
 import { type BridgeEvent, bareCompletion, type CompletionEvent } from "../events.js";
 import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
+import type { TenantHomes } from "../process/tenant-homes.js";
 import type { Database } from "../store/db.js";
 import { describeDbError, uniqueViolation } from "../store/errors.js";
 import { type LogView, lastEventSeqs, type SequencedEvent } from "../store/events.js";
@@ -40,6 +41,8 @@ export interface RunManagerOptions {
   /** How long a run's writes wait for an unreachable database before the run fails. */
   dbOutageBoundMs: number;
   metrics: Metrics;
+  /** Set: the agents run as another OS user, each tenant in a HOME of its own. */
+  homes?: TenantHomes;
 }
 
 export interface Message {
@@ -518,7 +521,7 @@ export class RunManager {
     let completion: CompletionEvent | undefined;
     try {
       if (session.worktree) await this.prepareWorktree(session);
-      events = this.runCli(run);
+      events = await this.runCli(run);
       completion = await this.relay(run, events);
       await run.log.drain();
     } catch (err) {
@@ -538,9 +541,10 @@ export class RunManager {
     }
   }
 
-  private runCli(run: ActiveRun): AsyncGenerator<BridgeEvent[]> {
-    const { db, logger } = this.opts;
+  private async runCli(run: ActiveRun): Promise<AsyncGenerator<BridgeEvent[]>> {
+    const { db, logger, homes } = this.opts;
     const { row, session } = run;
+    const identity = await homes?.identityFor(session.ownerKeyId);
     return runClaude(
       {
         prompt: row.prompt,
@@ -552,6 +556,7 @@ export class RunManager {
         ...(session.model ? { model: session.model } : {}),
         ...systemPrompt(session.systemPrompt, row.systemPrompt),
         cwd: this.workDirOf(session),
+        ...(identity ? { identity } : {}),
       },
       {
         ...this.opts.runner,

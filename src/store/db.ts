@@ -1,4 +1,4 @@
-import { accessSync, constants, mkdirSync } from "node:fs";
+import { accessSync, chmodSync, constants, mkdirSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { PGlite, type QueryOptions, type Results, type Transaction } from "@electric-sql/pglite";
@@ -77,6 +77,9 @@ async function openPglite(dir: string | undefined): Promise<DatabaseHandle> {
     dataDir = path.join(dir, "pgdata");
     try {
       mkdirSync(dataDir, { recursive: true });
+      // The database's files are the server's alone, as Postgres requires of its own data dir;
+      // an agent running as another user must not read them.
+      chmodSync(dataDir, 0o700);
       accessSync(dataDir, constants.W_OK);
     } catch (err) {
       throw new DatabaseOpenError(

@@ -37,6 +37,14 @@ export const apiKeys = pgTable("api_keys", {
   /** SHA-256 of the whole key: the key itself is never stored. */
   hash: text("hash").notNull().unique(),
   admin: boolean("admin").notNull(),
+  /**
+   * A small number of the key's own: its agents run with group id AGENT_BRIDGE_TENANT_GID_BASE +
+   * this, which keeps one tenant's agent out of another's HOME and processes (src/process/).
+   */
+  tenantNumber: integer("tenant_number")
+    .notNull()
+    .generatedByDefaultAsIdentity({ startWith: 1 })
+    .unique(),
   createdAt: ts("created_at").notNull(),
   lastUsedAt: ts("last_used_at"),
   revokedAt: ts("revoked_at"),

@@ -106,6 +106,22 @@ export const DEFAULT_USAGE: MockUsage = {
   cache_creation_input_tokens: 0,
 };
 
+/** The text of the tool results in a request's last message: what a command printed. */
+export function toolResultText(body: MessagesBody | undefined): string {
+  const content = body?.messages.at(-1)?.content;
+  if (!Array.isArray(content)) return "";
+  const texts: string[] = [];
+  for (const block of content) {
+    if (block.type !== "tool_result") continue;
+    const inner = block.content;
+    if (typeof inner === "string") texts.push(inner);
+    else if (Array.isArray(inner))
+      for (const part of inner as Array<{ text?: unknown }>)
+        if (typeof part.text === "string") texts.push(part.text);
+  }
+  return texts.join("\n");
+}
+
 /** Main conversation requests carry the tool list; side requests (titles, probes) carry none. */
 export function isMainRequest(body: MessagesBody): boolean {
   return Array.isArray(body.tools) && body.tools.length > 0;

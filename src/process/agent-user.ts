@@ -1,0 +1,101 @@
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+
+// The OS user the agents run as (AGENT_BRIDGE_AGENT_USER). The agent is a program that runs shell
+// commands, so the boundary between it and the server (its environment, memory, database files
+// and config) is the operating system's: another user id. Between tenants it is another group id
+// (see tenant-homes.ts).
+
+export interface AgentUser {
+  name: string;
+  uid: number;
+  /** The user's own group, which the agent keeps as a supplementary group (for work dirs). */
+  gid: number;
+}
+
+/** Why the agents cannot run as another user here; one line for the operator. */
+export class AgentUserError extends Error {}
+
+// Linux capability bits: what switching to the agent user and managing its files and processes take.
+const NEEDED_CAPABILITIES = { CAP_CHOWN: 0, CAP_KILL: 5, CAP_SETGID: 6, CAP_SETUID: 7 } as const;
+
+/** Looks the user up (a name or a uid) and checks that this process can run programs as it. */
+export function resolveAgentUser(spec: string): AgentUser {
+  const missing = missingCapabilities();
+  if (missing.length > 0) {
+    throw new AgentUserError(
+      `AGENT_BRIDGE_AGENT_USER is set, but the server runs as uid ${process.getuid?.()} without ${missing.join(", ")}: start it as root (it then runs only the agents as ${spec}), or give it those capabilities, or unset AGENT_BRIDGE_AGENT_USER`,
+    );
+  }
+  const user = lookUp(spec);
+  if (user.uid === 0 || user.uid === process.getuid?.()) {
+    throw new AgentUserError(
+      `AGENT_BRIDGE_AGENT_USER: ${spec} is uid ${user.uid}, ${user.uid === 0 ? "root" : "the server's own user"}; the agents need a user of their own: useradd --system --user-group --no-create-home --shell /usr/sbin/nologin agent-bridge-agent`,
+    );
+  }
+  try {
+    execFileSync("setpriv", ["--version"], { stdio: "ignore" });
+  } catch {
+    throw new AgentUserError(
+      "AGENT_BRIDGE_AGENT_USER needs setpriv (util-linux) on PATH to start the agents as that user",
+    );
+  }
+  return user;
+}
+
+function lookUp(spec: string): AgentUser {
+  let line: string;
+  try {
+    // getent asks the system's user database (files, LDAP, …) as login would.
+    line = execFileSync("getent", ["passwd", spec], { encoding: "utf8" }).split("\n")[0] ?? "";
+  } catch {
+    throw new AgentUserError(
+      `AGENT_BRIDGE_AGENT_USER: there is no user ${JSON.stringify(spec)} on this machine; create one with: useradd --system --user-group --no-create-home --shell /usr/sbin/nologin ${/^\d+$/.test(spec) ? "agent-bridge-agent" : spec}`,
+    );
+  }
+  const [name = "", , uid = "", gid = ""] = line.split(":");
+  return { name, uid: Number(uid), gid: Number(gid) };
+}
+
+/** The capabilities this process lacks of those it needs (none for root). */
+function missingCapabilities(): string[] {
+  if (process.getuid?.() === 0) return [];
+  let effective = 0n;
+  try {
+    const status = readFileSync("/proc/self/status", "utf8");
+    effective = BigInt(`0x${/^CapEff:\s*([0-9a-f]+)/m.exec(status)?.[1] ?? "0"}`);
+  } catch {
+    // Not Linux: no capabilities to speak of.
+  }
+  return Object.entries(NEEDED_CAPABILITIES)
+    .filter(([, bit]) => (effective & (1n << BigInt(bit))) === 0n)
+    .map(([name]) => name);
+}
+
+/** Who a process runs as: the agent user, with its tenant's group. */
+export interface RunAs {
+  uid: number;
+  gid: number;
+}
+
+/**
+ * The command that starts `bin` as `runAs`: with the agent user's supplementary groups, its
+ * tenant's group as real and effective group, no capabilities, and no way to gain privileges
+ * again (set-uid programs such as sudo or su do not work).
+ */
+export function commandAs(runAs: RunAs, bin: string, args: string[]): [string, string[]] {
+  return [
+    "setpriv",
+    [
+      `--reuid=${runAs.uid}`,
+      `--regid=${runAs.gid}`,
+      "--init-groups",
+      "--no-new-privs",
+      "--inh-caps=-all",
+      "--bounding-set=-all",
+      "--",
+      bin,
+      ...args,
+    ],
+  ];
+}

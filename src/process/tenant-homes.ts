@@ -1,0 +1,97 @@
+import { chmod, chown, mkdir, stat } from "node:fs/promises";
+import path from "node:path";
+import type { Database } from "../store/db.js";
+import { getKey } from "../store/keys.js";
+import { type AgentUser, AgentUserError, type RunAs } from "./agent-user.js";
+
+// Each tenant (API key) gets a HOME of its own for its agents: the CLI's transcripts, settings
+// and caches, and its TMPDIR. All tenants' agents share one OS user, so what keeps them apart is
+// the group: tenant n's agents run with group id `gidBase + n` as their real and effective
+// group, and its HOME is owned by the server with that group and mode 2770. Another tenant's
+// agent is neither the owner nor in the group, so it can neither list nor read the HOME; and the
+// kernel lets a process read another's /proc/<pid>/environ, memory or cwd only when user AND
+// group ids match, so it cannot reach a running agent of another tenant either.
+
+/** A tenant's agent: who it runs as and the environment that places it in its HOME. */
+export interface AgentIdentity {
+  runAs: RunAs;
+  /** HOME, TMPDIR and the user's names, laid over the CLI's environment. */
+  env: Record<string, string>;
+}
+
+export class TenantHomes {
+  /** Key id -> its tenant number, which never changes. */
+  private readonly numbers = new Map<string, number>();
+  private rootReady: Promise<void> | undefined;
+
+  private readonly homesDir: string;
+  private readonly gidBase: number;
+
+  constructor(
+    private readonly db: Database,
+    readonly user: AgentUser,
+    where: { homesDir: string; tenantGidBase: number },
+  ) {
+    this.homesDir = where.homesDir;
+    this.gidBase = where.tenantGidBase;
+  }
+
+  /** The identity a session of `ownerKeyId` (null: auth is off) runs its agents with. */
+  async identityFor(ownerKeyId: string | null): Promise<AgentIdentity> {
+    const number = ownerKeyId === null ? 0 : await this.tenantNumber(ownerKeyId);
+    const gid = this.gidBase + number;
+    const home = path.join(this.homesDir, ownerKeyId ?? "no-key");
+    const tmp = path.join(home, "tmp");
+    await this.prepare();
+    for (const dir of [home, tmp]) await this.ownedByTenant(dir, gid);
+    return {
+      runAs: { uid: this.user.uid, gid },
+      env: {
+        HOME: home,
+        TMPDIR: tmp,
+        CLAUDE_CODE_TMPDIR: tmp,
+        USER: this.user.name,
+        LOGNAME: this.user.name,
+      },
+    };
+  }
+
+  private async tenantNumber(keyId: string): Promise<number> {
+    let number = this.numbers.get(keyId);
+    if (number === undefined) {
+      const key = await getKey(this.db, keyId);
+      if (!key) throw new Error(`no API key ${keyId} for the session's tenant`);
+      number = key.tenantNumber;
+      this.numbers.set(keyId, number);
+    }
+    return number;
+  }
+
+  /**
+   * Makes the homes' directory: the agents may pass through it (x) but not list it (r), so a
+   * tenant cannot learn of another's HOME. Fails, naming it, when a directory above it keeps the
+   * agents out. Called at start-up; runs wait for it too.
+   */
+  prepare(): Promise<void> {
+    this.rootReady ??= (async () => {
+      await mkdir(this.homesDir, { recursive: true, mode: 0o711 });
+      await chmod(this.homesDir, 0o711);
+      for (let dir = path.dirname(this.homesDir); ; dir = path.dirname(dir)) {
+        if (((await stat(dir)).mode & 0o001) === 0) {
+          throw new AgentUserError(
+            `the agent user cannot reach its homes in ${this.homesDir}: ${dir} is not searchable by other users; chmod o+x ${dir}, or set AGENT_BRIDGE_AGENT_HOMES_DIR to a directory the agent user can reach`,
+          );
+        }
+        if (dir === path.dirname(dir)) break;
+      }
+    })();
+    return this.rootReady;
+  }
+
+  /** Made if missing, and (again) given to the tenant's group: 2770, so new files keep the group. */
+  private async ownedByTenant(dir: string, gid: number) {
+    await mkdir(dir, { recursive: true });
+    await chown(dir, process.getuid?.() ?? 0, gid);
+    await chmod(dir, 0o2770);
+  }
+}

@@ -1,0 +1,166 @@
+import { chmodSync, chownSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { generateKey } from "../../src/auth/keys.js";
+import { AGENT_USER, ensureAgentUser, isRoot } from "../support/agent-user.js";
+import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
+import { serverDatabases } from "../support/db.js";
+import {
+  holdUntilReleased,
+  type MockAnthropic,
+  startMockAnthropic,
+  toolResultText,
+} from "../support/mock-anthropic.js";
+import { type ServerProcess, startServer } from "../support/server.js";
+
+// A tenant's agent runs arbitrary shell commands. With AGENT_BRIDGE_AGENT_USER the server runs
+// every CLI as that user, with a group of its tenant's: the real CLI, in bypass mode, is asked to
+// read the server's environment, its database files and another tenant's HOME, and the operating
+// system refuses each. Needs root (CI runs as root), as the feature itself does.
+
+/** The sections of a command's output that `probe` below marks with `== name`. */
+function sections(output: string): Record<string, string> {
+  const found: Record<string, string> = {};
+  for (const part of output.split(/^== /m).slice(1)) {
+    const [name = "", ...rest] = part.split("\n");
+    found[name.trim()] = rest.join("\n");
+  }
+  return found;
+}
+
+/** The pid of the process whose HOME is `home` (read as root). */
+function processWithHome(home: string): number {
+  for (const pid of readdirSync("/proc").filter((e) => /^\d+$/.test(e))) {
+    try {
+      if (readFileSync(`/proc/${pid}/environ`, "utf8").split("\0").includes(`HOME=${home}`))
+        return Number(pid);
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  throw new Error(`no process runs with HOME=${home}`);
+}
+
+describe.skipIf(!isRoot)("agents run as another OS user (AGENT_BRIDGE_AGENT_USER)", () => {
+  const dbs = serverDatabases();
+  let mock: MockAnthropic;
+  let ce: ClaudeEnv;
+  let agent: { uid: number; gid: number };
+
+  beforeAll(async () => {
+    agent = ensureAgentUser();
+    mock = await startMockAnthropic({ quiet: true });
+    ce = await makeClaudeEnv(mock.url);
+    // The work dir, as the README asks of one: group-writable by the agent user's group.
+    chownSync(ce.cwd, 0, agent.gid);
+    chmodSync(ce.cwd, 0o2770);
+  });
+  afterAll(async () => {
+    await dbs.cleanup();
+    await mock?.close();
+    await ce?.cleanup();
+  });
+
+  for (const [backend, database] of dbs.targets) {
+    describe(backend, () => {
+      const adminKey = generateKey();
+      let server: ServerProcess;
+      let dataDir: string;
+
+      beforeAll(async () => {
+        const db = await database();
+        // The embedded database's, or one for the homes alone.
+        dataDir = db.AGENT_BRIDGE_DATA_DIR ?? mkdtempSync(join(tmpdir(), "agent-bridge-homes-"));
+        // As an operator's data dir would be: the agents may pass through it to their homes.
+        chmodSync(dataDir, 0o711);
+        server = await startServer({
+          ...ce.env,
+          ...db,
+          AGENT_BRIDGE_DATA_DIR: dataDir,
+          AGENT_BRIDGE_AUTH: "keys",
+          AGENT_BRIDGE_API_KEY: adminKey,
+          AGENT_BRIDGE_AGENT_USER: AGENT_USER,
+          AGENT_BRIDGE_CLAUDE_WORK_DIR: ce.cwd,
+          AGENT_BRIDGE_CLAUDE_PERMISSION_MODE: "bypassPermissions",
+        });
+      });
+      afterAll(async () => {
+        await server?.stop();
+        rmSync(dataDir, { recursive: true, force: true });
+      });
+
+      const call = async (key: string, path: string, body?: unknown) => {
+        const res = await fetch(`${server.url}${path}`, {
+          method: "POST",
+          headers: {
+            Authorization: `Bearer ${key}`,
+            "Content-Type": "application/json",
+            Accept: "application/json",
+          },
+          body: JSON.stringify(body ?? {}),
+        });
+        expect(res.status, await res.clone().text()).toBeLessThan(300);
+        return res.json();
+      };
+      const send = async (key: string, text: string) => {
+        const session = await call(key, "/v1/sessions");
+        return call(key, `/v1/sessions/${session.id}/messages`, { text });
+      };
+
+      it("cannot read the server's environment, its database, another tenant's HOME or processes", async () => {
+        // Another tenant's agent has run (its HOME holds a transcript) and is running again,
+        // waiting for its model's answer.
+        const other = await call(adminKey, "/v1/keys", { name: "other-tenant" });
+        mock.script({ blocks: [{ type: "text", text: "noted" }] });
+        expect((await send(other.key, "remember this")).run.status).toBe("succeeded");
+        const otherHome = join(dataDir, "homes", other.id);
+        expect(readdirSync(join(otherHome, ".claude", "projects"), { recursive: true })).toEqual(
+          expect.arrayContaining([expect.stringMatching(/\.jsonl$/)]),
+        );
+        const held = holdUntilReleased();
+        mock.script({ blocks: [{ type: "text", text: "still here" }], hold: held.hold });
+        const otherRun = send(other.key, "wait a moment");
+        await held.arrived;
+        const otherCli = processWithHome(otherHome);
+
+        const probe = [
+          "echo '== id'; id",
+          `echo '== environ'; cat /proc/${server.child.pid}/environ 2>&1`,
+          `echo '== other process'; cat /proc/${otherCli}/environ 2>&1`,
+          ...(backend === "pglite" ? [`echo '== pgdata'; ls ${join(dataDir, "pgdata")} 2>&1`] : []),
+          `echo '== homes'; ls ${join(dataDir, "homes")} 2>&1`,
+          `echo '== other home'; ls -a ${otherHome} 2>&1`,
+          `echo '== other transcript'; cat ${join(otherHome, ".claude.json")} 2>&1`,
+          "echo '== privileges'; grep NoNewPrivs /proc/self/status",
+          "echo '== end'",
+        ].join("; ");
+        mock.script(
+          { blocks: [{ type: "tool_use", name: "Bash", input: { command: probe } }] },
+          { blocks: [{ type: "text", text: "That is what I found." }] },
+        );
+        const answer = await send(adminKey, "look around");
+        held.release();
+        expect((await otherRun).run.status).toBe("succeeded");
+        expect(answer.run.status).toBe("succeeded");
+
+        const output = mock.mainRequests().map(toolResultText).join("\n");
+        const found = sections(output);
+        expect(found.end, output).toBeDefined(); // the command really ran to its end
+        expect(found.id).toContain(`uid=${agent.uid}(${AGENT_USER})`);
+        // Its tenant's group, not the user's own.
+        expect(Number(/gid=(\d+)/.exec(found.id ?? "")?.[1])).toBeGreaterThanOrEqual(2_000_000_000);
+        const denied = ["environ", "other process", "homes", "other home", "other transcript"];
+        if (backend === "pglite") denied.push("pgdata");
+        for (const name of denied) expect(found[name], name).toMatch(/Permission denied/);
+        // set-uid programs (sudo, su) cannot give it anything back.
+        expect(found.privileges).toMatch(/NoNewPrivs:\s*1/);
+        for (const text of [output, JSON.stringify(answer)]) {
+          expect(text).not.toContain(adminKey);
+          expect(text).not.toContain(other.key);
+          expect(text).not.toContain("AGENT_BRIDGE_API_KEY");
+        }
+      });
+    });
+  }
+});
