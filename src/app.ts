@@ -25,6 +25,7 @@ import { resolveAgentUser } from "./process/agent-user.js";
 import { TenantHomes } from "./process/tenant-homes.js";
 import { RunManager } from "./runs/manager.js";
 import type { DatabaseHandle } from "./store/db.js";
+import { runGitAs } from "./worktrees/git.js";
 import { SessionSweeper } from "./worktrees/sweep.js";
 
 /** The app's dependencies as configured; the entry point and the tests both build them here. */
@@ -34,6 +35,13 @@ export function buildDeps(config: Config, database: DatabaseHandle, logger: Logg
   const homes = config.agentUser
     ? new TenantHomes(database.db, resolveAgentUser(config.agentUser.spec), config.agentUser)
     : undefined;
+  runGitAs(
+    homes && {
+      runAs: homes.user,
+      // HOME: somewhere git finds no config of the server's user.
+      env: { ...claude.childEnv, HOME: config.agentUser?.homesDir ?? "/" },
+    },
+  );
   const runs = new RunManager({
     db: database.db,
     logger,

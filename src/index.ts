@@ -34,7 +34,6 @@ const service = await start(config, logger).catch((err) =>
 );
 
 async function start(config: Config, logger: Logger) {
-  if (config.claude.worktreeEnabled) await checkWorktreePrerequisites(config.claude.workDir);
   // Listening comes first, so that a port in use is told before anything is opened; a request
   // that arrives meanwhile waits for the app, which exists once the last process's runs are closed.
   let appReady!: (app: OpenAPIHono<AppEnv>) => void;
@@ -54,6 +53,8 @@ async function start(config: Config, logger: Logger) {
     const firstKey = await prepareKeys(database.db, config, logger);
     const deps = buildDeps(config, database, logger);
     await deps.homes?.prepare();
+    // After buildDeps: git runs as the agents' user when they have one.
+    if (config.claude.worktreeEnabled) await checkWorktreePrerequisites(config.claude.workDir);
     const recovered = await deps.runs.recover();
     if (recovered > 0)
       logger.warn("closed runs left unfinished by the previous process", { runs: recovered });

@@ -1,6 +1,25 @@
 import { execFile } from "node:child_process";
+import { commandAs, type RunAs } from "../process/agent-user.js";
 
 // Plain `git` as a subprocess: argument arrays, never a shell; the output of one command at a time.
+
+/** Who runs git, when not the server's own user. */
+interface GitIdentity {
+  runAs: RunAs;
+  /** The complete environment: none of the server's secrets. */
+  env: Record<string, string>;
+}
+
+let identity: GitIdentity | undefined;
+
+/**
+ * With agents running as another user (AGENT_BRIDGE_AGENT_USER), git runs as that user too: the
+ * repositories it works in are the agents' to write, and a repository's config can make git run
+ * commands (core.fsmonitor, hooks), which must never run as the server. Set at start-up.
+ */
+export function runGitAs(who: GitIdentity | undefined) {
+  identity = who;
+}
 
 export class GitError extends Error {
   constructor(
@@ -14,12 +33,18 @@ export class GitError extends Error {
 
 /** Runs `git <args>` in `cwd`; resolves with stdout, rejects with a GitError. */
 export function git(cwd: string, args: readonly string[]): Promise<string> {
+  const [file, argv] = identity ? commandAs(identity.runAs, "git", [...args]) : ["git", args];
   return new Promise((resolve, reject) => {
     execFile(
-      "git",
-      args,
+      file,
+      argv,
       // Only local commands are run (no fetch or push), so nothing can wait for a credential.
-      { cwd, encoding: "utf8", maxBuffer: 16 * 1024 * 1024 },
+      {
+        cwd,
+        encoding: "utf8",
+        maxBuffer: 16 * 1024 * 1024,
+        ...(identity ? { env: identity.env } : {}),
+      },
       (err, stdout, stderr) => {
         if (!err) return resolve(stdout);
         const code = typeof err.code === "number" ? err.code : null;
