@@ -1,5 +1,4 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
-import { Scalar } from "@scalar/hono-api-reference";
 import type { Context } from "hono";
 import { except } from "hono/combine";
 import { cors } from "hono/cors";
@@ -13,6 +12,7 @@ import { CallbackOutbox } from "./hooks/outbox.js";
 import { Scheduler } from "./hooks/scheduler.js";
 import { authenticate, requireAdmin } from "./http/auth.js";
 import type { AppDeps, AppEnv } from "./http/context.js";
+import { docsRouter } from "./http/docs.js";
 import { ApiError, onError, onNotFound, problemResponse } from "./http/errors.js";
 import { accessLog, limitBody, requestMetrics, requireJsonBody } from "./http/middleware.js";
 import { openApiDocument } from "./http/openapi.js";
@@ -178,7 +178,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
 
   if (!deps.config.auth.publicOpenApi) app.use("/openapi.json", authenticate);
   app.get("/openapi.json", (c) => c.json(openApiDocument()));
-  app.get("/docs", Scalar({ url: "/openapi.json", pageTitle: "agent-bridge API" }));
+  app.route("/", docsRouter());
 
   app.notFound(onNotFound);
   app.onError(onError);

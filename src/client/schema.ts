@@ -339,7 +339,6 @@ export interface components {
     ApiKeyList: {
       data: components["schemas"]["ApiKey"][];
     };
-    /** @description A stream of Server-Sent Events, one per BridgeEvent: `id:` is the event's number in the run (from 1, no gaps), `event:` its type, `data:` the JSON object below. It starts with `run_started` and ends with exactly one `completion`, then closes. Lines starting with `:` are keep-alive comments. Reconnect with `Last-Event-ID` to get every later event, once. A stream the server cannot continue ends instead with an `event: error` frame without an `id:`, whose `data:` is a StreamError; it is not a completion: reconnect. */
     BridgeEvent:
       | components["schemas"]["RunStartedEvent"]
       | components["schemas"]["TextDeltaEvent"]
@@ -489,6 +488,8 @@ export interface components {
     };
     /** @enum {string} */
     Effort: "low" | "medium" | "high" | "xhigh" | "max";
+    /** @description A stream of Server-Sent Events, one per BridgeEvent: `id:` is the event's number in the run (from 1, no gaps), `event:` its type, `data:` the JSON object below. It starts with `run_started` and ends with exactly one `completion`, then closes. Lines starting with `:` are keep-alive comments. Reconnect with `Last-Event-ID` to get every later event, once. A stream the server cannot continue ends instead with an `event: error` frame without an `id:`, whose `data:` is a StreamError; it is not a completion: reconnect. */
+    EventStreamData: components["schemas"]["BridgeEvent"] | components["schemas"]["StreamError"];
     FinishedRun: {
       run: components["schemas"]["Run"];
       completion: components["schemas"]["CompletionEvent"];
@@ -1929,7 +1930,7 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          "text/event-stream": components["schemas"]["BridgeEvent"];
+          "text/event-stream": components["schemas"]["EventStreamData"];
         };
       };
       /** @description Invalid request: every problem is listed in `errors` */
@@ -2244,7 +2245,7 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          "text/event-stream": components["schemas"]["BridgeEvent"];
+          "text/event-stream": components["schemas"]["EventStreamData"];
           "application/json": components["schemas"]["FinishedRun"];
         };
       };

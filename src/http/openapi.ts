@@ -1,7 +1,6 @@
 import { PROBLEM_CONTENT_TYPE } from "./errors.js";
 import { createRouter } from "./router.js";
 import { mountRoutes } from "./routes/index.js";
-import { StreamError } from "./sse.js";
 
 export const API_VERSION = "1.0.0";
 
@@ -20,11 +19,12 @@ export function openApiDocument(): OpenApiDocument {
     scheme: "bearer",
     description: "An API key, `ab_…`, made with `agent-bridge keys create` or `POST /v1/keys`.",
   });
-  // Named by the SSE responses' descriptions: the data of the `event: error` frame.
-  router.openAPIRegistry.register("StreamError", StreamError);
-  memo = mountRoutes(router).getOpenAPI31Document({
+  const doc = mountRoutes(router).getOpenAPI31Document({
     openapi: "3.1.0",
     security: [{ bearerAuth: [] }],
+    // Relative: the server that serves this document (GET /openapi.json); a client generated
+    // from openapi.yaml is given the server's address instead.
+    servers: [{ url: "/", description: "The server that serves this document" }],
     info: {
       title: "agent-bridge",
       version: API_VERSION,
@@ -46,5 +46,12 @@ export function openApiDocument(): OpenApiDocument {
       { name: "Health", description: "Liveness, readiness and metrics" },
     ],
   });
+  // As package.json says (UNLICENSED): no licence is granted. Set here because the generator's
+  // input type is OpenAPI 3.0's, whose licence has no SPDX `identifier`.
+  doc.info.license = {
+    name: "Proprietary: all rights reserved",
+    identifier: "LicenseRef-Proprietary",
+  };
+  memo = doc;
   return memo;
 }

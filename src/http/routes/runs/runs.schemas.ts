@@ -1,6 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import { BridgeEvent, CompletionEvent, RunStatus, Usage } from "../../../events.js";
 import type { CallbackRow, RunRow } from "../../../store/schema.js";
+import { StreamError } from "../../sse.js";
 
 export const RunId = z.uuid({ error: "expected a run id (a UUID)" }).openapi({
   param: { name: "id", in: "path" },
@@ -142,16 +143,20 @@ export const FinishedRun = z
   })
   .openapi("FinishedRun");
 
-export const EventStream = BridgeEvent.openapi({
-  description: [
-    "A stream of Server-Sent Events, one per BridgeEvent: `id:` is the event's number in the run",
-    "(from 1, no gaps), `event:` its type, `data:` the JSON object below. It starts with",
-    "`run_started` and ends with exactly one `completion`, then closes. Lines starting with `:`",
-    "are keep-alive comments. Reconnect with `Last-Event-ID` to get every later event, once.",
-    "A stream the server cannot continue ends instead with an `event: error` frame without an",
-    "`id:`, whose `data:` is a StreamError; it is not a completion: reconnect.",
-  ].join(" "),
-});
+// Each frame's data: a BridgeEvent, or the StreamError of an `event: error` frame. The generator
+// spreads a union nested in a union into its members; `.readonly()` keeps BridgeEvent one $ref.
+export const EventStream = z
+  .union([BridgeEvent.readonly(), StreamError])
+  .openapi("EventStreamData", {
+    description: [
+      "A stream of Server-Sent Events, one per BridgeEvent: `id:` is the event's number in the run",
+      "(from 1, no gaps), `event:` its type, `data:` the JSON object below. It starts with",
+      "`run_started` and ends with exactly one `completion`, then closes. Lines starting with `:`",
+      "are keep-alive comments. Reconnect with `Last-Event-ID` to get every later event, once.",
+      "A stream the server cannot continue ends instead with an `event: error` frame without an",
+      "`id:`, whose `data:` is a StreamError; it is not a completion: reconnect.",
+    ].join(" "),
+  });
 
 export function toCallbackState(row: CallbackRow): CallbackState {
   return {
