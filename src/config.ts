@@ -6,6 +6,7 @@ import { z } from "zod";
 import { isWellFormedKey } from "./auth/keys.js";
 import { childEnvironment } from "./claude/env.js";
 import { EFFORTS, PERMISSION_MODES } from "./claude/options.js";
+import { MAX_VALUE_CHARS } from "./hooks/template.js";
 import type { LogLevel } from "./log.js";
 
 // The one reader of process.env. Everything the service can be told from outside is listed here,
@@ -101,7 +102,7 @@ const EnvSchema = z.object({
   AGENT_BRIDGE_CALLBACK_TIMEOUT_MS: int(100).default(10_000),
   AGENT_BRIDGE_CALLBACK_POLL_MS: int(50).default(1000),
   AGENT_BRIDGE_CALLBACK_ALLOW: cidrs.default([]),
-  AGENT_BRIDGE_HOOK_PROMPT_MAX_BYTES: int(1024).default(256 * 1024),
+  AGENT_BRIDGE_HOOK_PROMPT_MAX_BYTES: int(MAX_VALUE_CHARS).default(256 * 1024),
   AGENT_BRIDGE_SCHEDULE_TICK_MS: int(100).default(1000),
   AGENT_BRIDGE_CLAUDE_BIN: z.string().min(1).optional(),
   AGENT_BRIDGE_CLAUDE_WORK_DIR: z.string().min(1).default("."),

@@ -107,7 +107,7 @@ export function render(
   let last = 0;
   for (const match of template.matchAll(PLACEHOLDER)) {
     add(template.slice(last, match.index));
-    add(valueOf(match[0], match[1] ?? "", context));
+    add(replacementFor(match[0], match[1] ?? "", context));
     last = match.index + match[0].length;
   }
   add(template.slice(last));
@@ -115,7 +115,7 @@ export function render(
 }
 
 /** What one placeholder is replaced by; one naming nothing known stays as it is. */
-function valueOf(whole: string, name: string, context: TemplateContext): string {
+function replacementFor(whole: string, name: string, context: TemplateContext): string {
   if (name === "payload" || name.startsWith("payload.")) {
     if (!PATH.test(name)) return whole;
     return asText(lookup(context.payload, name.split(".").slice(1)));
