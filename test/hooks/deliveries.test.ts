@@ -140,29 +140,22 @@ describe.each(BACKENDS)("hook deliveries on %s", (backend) => {
       const res = await fetch(`${server.url}/v1/hooks/${names.github}/deliveries?limit=100`);
       return ((await res.json()) as { data: { delivery_id: string; run_id: string }[] }).data;
     };
+    /** The body signed as GitHub signs it, under a new delivery id unless one is given. */
+    const signed = (body: string, opts?: { id?: string; event?: string }) =>
+      deliver(server.url, names.github, body, githubHeaders(GITHUB_SECRET, body, opts));
 
     it("answers the same signed body under made-up delivery ids as a duplicate: one run", async () => {
       const body = payload("Captured");
-      const first = await deliver(
-        server.url,
-        names.github,
-        body,
-        githubHeaders(GITHUB_SECRET, body),
-      );
+      const first = await signed(body);
       expect(first.status).toBe(202);
       const receipt = await first.json();
       const before = await runsStarted();
 
       // Three new ids (one also with another event: neither header is signed), two at once.
       const replays = await Promise.all([
-        deliver(server.url, names.github, body, githubHeaders(GITHUB_SECRET, body)),
-        deliver(server.url, names.github, body, githubHeaders(GITHUB_SECRET, body)),
-        deliver(
-          server.url,
-          names.github,
-          body,
-          githubHeaders(GITHUB_SECRET, body, { event: "push" }),
-        ),
+        signed(body),
+        signed(body),
+        signed(body, { event: "push" }),
       ]);
       for (const res of replays) {
         expect(res.status).toBe(200);
@@ -173,12 +166,7 @@ describe.each(BACKENDS)("hook deliveries on %s", (backend) => {
         });
       }
       // GitHub's own redelivery (the same id) is a duplicate as before.
-      const redelivered = await deliver(
-        server.url,
-        names.github,
-        body,
-        githubHeaders(GITHUB_SECRET, body, { id: receipt.delivery_id }),
-      );
+      const redelivered = await signed(body, { id: receipt.delivery_id });
       expect(redelivered.status).toBe(200);
       expect((await redelivered.json()).run_id).toBe(receipt.run_id);
       expect(await runsStarted()).toBe(before);
@@ -190,32 +178,21 @@ describe.each(BACKENDS)("hook deliveries on %s", (backend) => {
 
     it("starts a run for the same body under a new id once the 24 h window has passed", async () => {
       const body = payload("Old news");
-      const first = await deliver(
-        server.url,
-        names.github,
-        body,
-        githubHeaders(GITHUB_SECRET, body),
-      );
+      const first = await signed(body);
       expect(first.status).toBe(202);
       const db = t.database.db;
       await db
         .update(hookDeliveries)
         .set({ receivedAt: new Date(Date.now() - REPLAY_WINDOW_MS - 60_000) })
         .where(like(hookDeliveries.deliveryId, "body-sha256:%"));
-      const later = await deliver(
-        server.url,
-        names.github,
-        body,
-        githubHeaders(GITHUB_SECRET, body),
-      );
+      const later = await signed(body);
       expect(later.status).toBe(202);
       expect((await later.json()).run_id).not.toBe((await first.json()).run_id);
     });
 
     it("refuses a delivery id in the form it keeps bodies under", async () => {
       const body = payload();
-      const headers = githubHeaders(GITHUB_SECRET, body, { id: `body-sha256:${"0".repeat(64)}` });
-      const res = await deliver(server.url, names.github, body, headers);
+      const res = await signed(body, { id: `body-sha256:${"0".repeat(64)}` });
       expect(res.status).toBe(400);
       expect((await res.json()).code).toBe("validation_failed");
     });
