@@ -74,9 +74,11 @@ export class PromptTooLargeError extends Error {
 }
 
 /**
- * The bytes a template is reserved at registration: its fixed text in UTF-8 bytes plus, for each placeholder, a
- * value of MAX_VALUE_CHARS characters counted at one byte each (an ASCII value cut to its
- * length). A template past the limit by this count exceeds it once its values are long enough.
+ * The bytes a template is reserved at registration: its fixed text in UTF-8 bytes plus, for each
+ * placeholder, a value of MAX_VALUE_CHARS characters counted at one byte each (an ASCII value cut
+ * to its length). A template past the limit by this count exceeds it once its values are long
+ * enough; one within it may still exceed it with many-byte values, which the delivery's render
+ * catches.
  */
 export function reservedBytes(template: string): number {
   let placeholders = 0;

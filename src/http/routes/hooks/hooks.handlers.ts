@@ -81,15 +81,16 @@ async function definition(
     const template = body[field] ?? "";
     const unknown = unknownPlaceholders(template);
     const { promptMaxBytes } = config.hooks;
+    const reserved = reservedBytes(template);
     if (unknown.length > 0) {
       issue(
         field,
         `unknown placeholder ${unknown[0]}: use {{payload.<path>}}, {{event}}, {{delivery_id}}, {{hook}} or {{fire_time}}`,
       );
-    } else if (reservedBytes(template) > promptMaxBytes) {
+    } else if (reserved > promptMaxBytes) {
       issue(
         field,
-        `could render past AGENT_BRIDGE_HOOK_PROMPT_MAX_BYTES (${promptMaxBytes}): its fixed text and ${MAX_VALUE_CHARS} bytes for each placeholder come to ${reservedBytes(template)}`,
+        `could render past AGENT_BRIDGE_HOOK_PROMPT_MAX_BYTES (${promptMaxBytes}): its fixed text and ${MAX_VALUE_CHARS} bytes for each placeholder come to ${reserved}`,
       );
     }
   }
