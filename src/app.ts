@@ -162,7 +162,10 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   });
   app.use(accessLog);
   app.use(requestMetrics);
-  app.use(limitBody(deps.config.bodyLimitBytes));
+  // Webhook deliveries have a limit of their own: GitHub sends payloads up to 25 MB.
+  const apiBodyLimit = limitBody(deps.config.bodyLimitBytes);
+  const deliveryBodyLimit = limitBody(deps.config.hooks.deliveryLimitBytes);
+  app.use((c, next) => (isHookDelivery(c) ? deliveryBodyLimit : apiBodyLimit)(c, next));
   app.use(
     "/v1/*",
     except(

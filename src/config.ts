@@ -1,10 +1,12 @@
 import { existsSync, readFileSync, realpathSync } from "node:fs";
 import { createRequire } from "node:module";
+import { isIP } from "node:net";
 import path from "node:path";
 import { z } from "zod";
 import { isWellFormedKey } from "./auth/keys.js";
 import { childEnvironment } from "./claude/env.js";
 import { EFFORTS, PERMISSION_MODES } from "./claude/options.js";
+import { MAX_VALUE_CHARS } from "./hooks/template.js";
 import type { LogLevel } from "./log.js";
 
 // The one reader of process.env. Everything the service can be told from outside is listed here,
@@ -28,6 +30,37 @@ const list = z.string().transform((v) =>
     .filter(Boolean),
 );
 
+/** An address range: `10.0.0.0/8`, `::1/128`, or one address (a range of one). */
+export interface Cidr {
+  address: string;
+  prefix: number;
+  family: "ipv4" | "ipv6";
+}
+
+function parseCidr(text: string): Cidr | undefined {
+  const [address = "", prefixText, ...rest] = text.split("/");
+  const version = isIP(address);
+  if (version === 0 || rest.length > 0) return undefined;
+  const bits = version === 4 ? 32 : 128;
+  const prefix = prefixText === undefined ? bits : Number(prefixText);
+  if (!/^\d{1,3}$/.test(prefixText ?? String(bits)) || prefix > bits) return undefined;
+  return { address, prefix, family: version === 4 ? "ipv4" : "ipv6" };
+}
+
+const cidrs = list.transform((entries, ctx) => {
+  const parsed: Cidr[] = [];
+  for (const entry of entries) {
+    const cidr = parseCidr(entry);
+    if (cidr) parsed.push(cidr);
+    else
+      ctx.addIssue({
+        code: "custom",
+        message: `${JSON.stringify(entry)} is not a CIDR (expected e.g. 10.0.0.0/8, ::1/128)`,
+      });
+  }
+  return parsed;
+});
+
 const oneOf = <T extends readonly [string, ...string[]]>(values: T) =>
   z.enum(values, { error: `expected one of: ${values.join(", ")}` });
 
@@ -41,6 +74,7 @@ const EnvSchema = z.object({
   LOG_LEVEL: oneOf(["debug", "info", "warn", "error"] as const).default("info"),
   AGENT_BRIDGE_DATA_DIR: z.string().min(1).default("./.agent-bridge"),
   AGENT_BRIDGE_BODY_LIMIT_BYTES: int(1024).default(1_048_576),
+  AGENT_BRIDGE_DELIVERY_LIMIT_BYTES: int(1024).default(25 * 1024 * 1024),
   AGENT_BRIDGE_MAX_CONCURRENT_RUNS: int(1).default(4),
   AGENT_BRIDGE_MAX_QUEUED_RUNS: int(0).default(32),
   AGENT_BRIDGE_SHUTDOWN_GRACE_SECONDS: int(0).default(30),
@@ -67,6 +101,8 @@ const EnvSchema = z.object({
   AGENT_BRIDGE_CALLBACK_BACKOFF_MAX_MS: int(10).default(600_000),
   AGENT_BRIDGE_CALLBACK_TIMEOUT_MS: int(100).default(10_000),
   AGENT_BRIDGE_CALLBACK_POLL_MS: int(50).default(1000),
+  AGENT_BRIDGE_CALLBACK_ALLOW: cidrs.default([]),
+  AGENT_BRIDGE_HOOK_PROMPT_MAX_BYTES: int(MAX_VALUE_CHARS).default(256 * 1024),
   AGENT_BRIDGE_SCHEDULE_TICK_MS: int(100).default(1000),
   AGENT_BRIDGE_CLAUDE_BIN: z.string().min(1).optional(),
   AGENT_BRIDGE_CLAUDE_WORK_DIR: z.string().min(1).default("."),
@@ -134,6 +170,10 @@ export interface Config {
     sweepIntervalMs: number;
   };
   hooks: {
+    /** Largest webhook delivery body (GitHub sends up to 25 MB), apart from the API's limit. */
+    deliveryLimitBytes: number;
+    /** Largest rendered prompt (and system prompt, and session key) of a hook's run, in UTF-8 bytes. */
+    promptMaxBytes: number;
     callback: {
       /** Tries of one callback, the first included, before it is `failed`. */
       maxAttempts: number;
@@ -144,6 +184,8 @@ export interface Config {
       timeoutMs: number;
       /** How often the outbox looks for due callbacks (a completion also wakes it). */
       pollMs: number;
+      /** Inside addresses (loopback, private…) a callback may reach all the same. */
+      allow: Cidr[];
     };
     /** How often the scheduler looks for due ticks. */
     scheduleTickMs: number;
@@ -302,12 +344,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       sweepIntervalMs: e.AGENT_BRIDGE_SESSION_SWEEP_INTERVAL_SECONDS * 1000,
     },
     hooks: {
+      deliveryLimitBytes: e.AGENT_BRIDGE_DELIVERY_LIMIT_BYTES,
+      promptMaxBytes: e.AGENT_BRIDGE_HOOK_PROMPT_MAX_BYTES,
       callback: {
         maxAttempts: e.AGENT_BRIDGE_CALLBACK_MAX_ATTEMPTS,
         backoffMinMs: e.AGENT_BRIDGE_CALLBACK_BACKOFF_MIN_MS,
         backoffMaxMs: e.AGENT_BRIDGE_CALLBACK_BACKOFF_MAX_MS,
         timeoutMs: e.AGENT_BRIDGE_CALLBACK_TIMEOUT_MS,
         pollMs: e.AGENT_BRIDGE_CALLBACK_POLL_MS,
+        allow: e.AGENT_BRIDGE_CALLBACK_ALLOW,
       },
       scheduleTickMs: e.AGENT_BRIDGE_SCHEDULE_TICK_MS,
     },

@@ -133,7 +133,7 @@ export interface paths {
     put?: never;
     /**
      * Deliver a webhook: starts a run (no API key; signed)
-     * @description For CI and other senders: no API key, but the delivery must verify against the hook's secret, computed over the body's exact bytes (see the hook's `verification`). A bad or missing signature is a 401 and starts nothing. The body is JSON (for `github`, also `application/x-www-form-urlencoded` with a `payload` field). The answer comes at once: 202 with the run, which waits in line if its session is busy. The same delivery id again answers 200 with the first delivery's run and starts nothing. A delivery whose event the hook does not take is recorded and answered 200 with outcome `ignored`.
+     * @description For CI and other senders: no API key, but the delivery must verify against the hook's secret, computed over the body's exact bytes (see the hook's `verification`). A bad or missing signature is a 401 and starts nothing. The body is JSON (for `github`, also `application/x-www-form-urlencoded` with a `payload` field). The answer comes at once: 202 with the run, which waits in line if its session is busy. The same delivery id again answers 200 with the first delivery's run and starts nothing; for a `github` hook, so does the same body under another delivery id within 24 hours (GitHub's signature does not cover the id). A delivery whose event the hook does not take is recorded and answered 200 with outcome `ignored`. A prompt that renders past `AGENT_BRIDGE_HOOK_PROMPT_MAX_BYTES` is a 422 `prompt_too_large`; the body may be up to `AGENT_BRIDGE_DELIVERY_LIMIT_BYTES` (25 MiB).
      */
     post: operations["deliverHook"];
     delete?: never;
@@ -362,6 +362,7 @@ export interface components {
       attempts: number;
       /** @description The receiver's HTTP status at the last attempt, if it answered. */
       last_status: number | null;
+      /** @description What the last failed attempt met, in a word: `http_<status>`, `timeout`, `unreachable`, `unresolvable`, `tls_error`, `blocked_address (<why>)` (an address inside), `interrupted`. */
       last_error: string | null;
       /**
        * Format: date-time
@@ -422,7 +423,7 @@ export interface components {
        * @enum {string}
        */
       verification: "github" | "standard" | "bearer";
-      /** @description The prompt of each run. Placeholders: `{{payload.a.b}}` (a path into the delivery's JSON; a number indexes an array), `{{event}}`, `{{delivery_id}}`, `{{hook}}`, `{{fire_time}}` (scheduled runs). A value is inserted as text, never evaluated (a `{{…}}` inside it stays as it is), cut to 16384 characters; a missing path is empty; an object is inserted as JSON. */
+      /** @description The prompt of each run. Placeholders: `{{payload.a.b}}` (a path into the delivery's JSON; a number indexes an array), `{{event}}`, `{{delivery_id}}`, `{{hook}}`, `{{fire_time}}` (scheduled runs). A value is inserted as text, never evaluated (a `{{…}}` inside it stays as it is), cut to 16384 characters; a missing path is empty; an object is inserted as JSON. The rendered text is bounded by `AGENT_BRIDGE_HOOK_PROMPT_MAX_BYTES` (default 256 KiB): a template whose fixed text plus 16384 bytes a placeholder exceeds it is refused. */
       prompt_template: string;
       /** @description Appended to the system prompt of each run. Without it, a webhook's run is told it is an automated invocation from CI with nobody watching; a scheduled run is always told it is a scheduled invocation with nobody listening, and this follows. */
       system_prompt_template?: string;
@@ -438,7 +439,7 @@ export interface components {
       events?: string[];
       /**
        * Format: uri
-       * @description Where the outcome of each run is POSTed when it completes, signed the Standard Webhooks way with `callback_secret`.
+       * @description Where the outcome of each run is POSTed when it completes, signed the Standard Webhooks way with `callback_secret`. Not an address inside (loopback, private, shared, link-local, unspecified, multicast, broadcast) unless `AGENT_BRIDGE_CALLBACK_ALLOW` lists it, checked here and, for a name, at each attempt after resolving it; no `user:pass@`.
        */
       callback_url?: string;
       /**
@@ -622,6 +623,7 @@ export interface components {
         | "hook_exists"
         | "invalid_signature"
         | "prompt_empty"
+        | "prompt_too_large"
         | "session_busy"
         | "session_expired"
         | "worktree_unavailable"
@@ -843,7 +845,7 @@ export interface components {
        * @enum {string}
        */
       verification: "github" | "standard" | "bearer";
-      /** @description The prompt of each run. Placeholders: `{{payload.a.b}}` (a path into the delivery's JSON; a number indexes an array), `{{event}}`, `{{delivery_id}}`, `{{hook}}`, `{{fire_time}}` (scheduled runs). A value is inserted as text, never evaluated (a `{{…}}` inside it stays as it is), cut to 16384 characters; a missing path is empty; an object is inserted as JSON. */
+      /** @description The prompt of each run. Placeholders: `{{payload.a.b}}` (a path into the delivery's JSON; a number indexes an array), `{{event}}`, `{{delivery_id}}`, `{{hook}}`, `{{fire_time}}` (scheduled runs). A value is inserted as text, never evaluated (a `{{…}}` inside it stays as it is), cut to 16384 characters; a missing path is empty; an object is inserted as JSON. The rendered text is bounded by `AGENT_BRIDGE_HOOK_PROMPT_MAX_BYTES` (default 256 KiB): a template whose fixed text plus 16384 bytes a placeholder exceeds it is refused. */
       prompt_template: string;
       /** @description Appended to the system prompt of each run. Without it, a webhook's run is told it is an automated invocation from CI with nobody watching; a scheduled run is always told it is a scheduled invocation with nobody listening, and this follows. */
       system_prompt_template?: string;
@@ -859,7 +861,7 @@ export interface components {
       events?: string[];
       /**
        * Format: uri
-       * @description Where the outcome of each run is POSTed when it completes, signed the Standard Webhooks way with `callback_secret`.
+       * @description Where the outcome of each run is POSTed when it completes, signed the Standard Webhooks way with `callback_secret`. Not an address inside (loopback, private, shared, link-local, unspecified, multicast, broadcast) unless `AGENT_BRIDGE_CALLBACK_ALLOW` lists it, checked here and, for a name, at each attempt after resolving it; no `user:pass@`.
        */
       callback_url?: string;
       /**
@@ -1559,7 +1561,7 @@ export interface operations {
           "application/problem+json": components["schemas"]["Problem"];
         };
       };
-      /** @description Unprocessable: an Idempotency-Key reused with a different body, or a hook's prompt that rendered empty */
+      /** @description Unprocessable: an Idempotency-Key reused with a different body, or a hook's prompt that rendered empty or too large */
       422: {
         headers: {
           [name: string]: unknown;
@@ -2323,7 +2325,7 @@ export interface operations {
           "application/problem+json": components["schemas"]["Problem"];
         };
       };
-      /** @description Unprocessable: an Idempotency-Key reused with a different body, or a hook's prompt that rendered empty */
+      /** @description Unprocessable: an Idempotency-Key reused with a different body, or a hook's prompt that rendered empty or too large */
       422: {
         headers: {
           [name: string]: unknown;

@@ -14,7 +14,7 @@ import { uniqueViolation } from "../store/errors.js";
 import * as store from "../store/hooks.js";
 import type { HookDeliveryRow, HookRow, RunRow, SessionRow } from "../store/schema.js";
 import { createSession, deleteSession, getSession } from "../store/sessions.js";
-import { asText, render, type TemplateContext } from "./template.js";
+import { asText, PromptTooLargeError, render, type TemplateContext } from "./template.js";
 
 // What a verified delivery or a schedule's tick does: record it once, fill the hook's templates,
 // find or make the session, and queue the run (behind the session's active run, if any).
@@ -29,6 +29,11 @@ export interface HookDeps {
 /** Longest delivery id and event name taken from a sender. */
 export const MAX_DELIVERY_ID_CHARS = 200;
 export const MAX_EVENT_CHARS = 200;
+/**
+ * How long a GitHub delivery's body is remembered: the same body under another delivery id within
+ * this time is a duplicate (like an Idempotency-Key's 24 hours).
+ */
+export const REPLAY_WINDOW_MS = 24 * 60 * 60 * 1000;
 /** A longer rendered session key is stored as its SHA-256. */
 const MAX_SESSION_KEY_CHARS = 256;
 
@@ -77,26 +82,47 @@ export function eventMatches(hook: HookRow, event: string, payload: unknown): bo
 /**
  * Records a verified webhook delivery and starts its run. The same delivery id again returns the
  * first delivery once it has settled (and starts nothing), unless that one failed: then this one
- * tries again.
+ * tries again. With `bodySha256` (GitHub's signature leaves the delivery id out), the same body
+ * under another id within REPLAY_WINDOW_MS is a duplicate of the delivery it came with first.
  */
 export async function receiveDelivery(
   deps: HookDeps,
   hook: HookRow,
-  input: { deliveryId: string; event: string; payload: unknown },
+  input: { deliveryId: string; event: string; payload: unknown; bodySha256?: string },
 ): Promise<Receipt> {
   const { db } = deps;
   const accepted = eventMatches(hook, input.event, input.payload);
+  const row: store.NewDelivery = {
+    hookId: hook.id,
+    deliveryId: input.deliveryId,
+    source: "webhook",
+    event: input.event,
+    outcome: accepted ? "received" : "ignored",
+    detail: accepted ? null : `event ${input.event || "(none)"} is not in the hook's events`,
+  };
   let delivery: HookDeliveryRow | undefined;
   for (let attempt = 0; !delivery; attempt++) {
     try {
-      delivery = await store.insertDelivery(db, {
-        hookId: hook.id,
-        deliveryId: input.deliveryId,
-        source: "webhook",
-        event: input.event,
-        outcome: accepted ? "received" : "ignored",
-        detail: accepted ? null : `event ${input.event || "(none)"} is not in the hook's events`,
-      });
+      if (!input.bodySha256) {
+        delivery = await store.insertDelivery(db, row);
+      } else {
+        const recorded = await store.insertDeliveryOfBody(db, row, {
+          sha256: input.bodySha256,
+          windowMs: REPLAY_WINDOW_MS,
+        });
+        if ("delivery" in recorded) {
+          delivery = recorded.delivery;
+        } else {
+          const first = await settledDelivery(db, hook.id, recorded.firstDeliveryId);
+          if (!first) continue; // gone meanwhile: the next attempt takes its body over
+          deps.logger.warn("a delivery's body came before under another id: a duplicate", {
+            hook: hook.name,
+            delivery_id: input.deliveryId,
+            first_delivery_id: first.deliveryId,
+          });
+          return { delivery: first, duplicate: true };
+        }
+      }
     } catch (err) {
       if (uniqueViolation(err) !== "hook_deliveries_hook_delivery_id") throw err;
       const first = await settledDelivery(db, hook.id, input.deliveryId);
@@ -113,10 +139,7 @@ export async function receiveDelivery(
     hook: hook.name,
     fire_time: "",
   };
-  const systemPrompt = hook.systemPromptTemplate
-    ? render(hook.systemPromptTemplate, context)
-    : webhookSystemPrompt(hook.name, input.event, input.deliveryId);
-  return { delivery: await start(deps, hook, delivery, context, systemPrompt), duplicate: false };
+  return { delivery: await start(deps, hook, delivery, context), duplicate: false };
 }
 
 /**
@@ -169,16 +192,13 @@ export async function fireSchedule(
     hook: hook.name,
     fire_time: fireTime,
   };
-  const framing = scheduleSystemPrompt(hook, fireTime);
-  const systemPrompt = hook.systemPromptTemplate
-    ? `${framing}\n\n${render(hook.systemPromptTemplate, context)}`
-    : framing;
-  return start(deps, hook, delivery, context, systemPrompt);
+  return start(deps, hook, delivery, context);
 }
 
 /** Refusals whose message says why no run started, and holds nothing of the server's. */
 const REFUSALS = [
   EmptyPromptError,
+  PromptTooLargeError,
   QueueFullError,
   KeyRunLimitError,
   ShuttingDownError,
@@ -196,12 +216,11 @@ async function start(
   hook: HookRow,
   delivery: HookDeliveryRow,
   context: TemplateContext,
-  systemPrompt: string,
 ): Promise<HookDeliveryRow> {
   let run: RunRow;
   let session: SessionRow;
   try {
-    ({ run, session } = await submitRun(deps, hook, delivery, context, systemPrompt));
+    ({ run, session } = await submitRun(deps, hook, delivery, context));
   } catch (err) {
     const refusal = REFUSALS.some((refusal) => err instanceof refusal);
     if (!refusal) {
@@ -238,16 +257,36 @@ async function settle(
   });
 }
 
-/** Renders the prompt, finds or makes the session, and queues the run behind the session's. */
+/**
+ * The run's system prompt: for a tick, the schedule's framing followed by the rendered template;
+ * for a webhook, the rendered template or else the CI framing.
+ */
+function systemPromptOf(deps: HookDeps, hook: HookRow, source: string, context: TemplateContext) {
+  const template = hook.systemPromptTemplate;
+  const rendered =
+    template === null ? null : render(template, context, bound(deps, "system_prompt_template"));
+  if (source === "schedule") {
+    const framing = scheduleSystemPrompt(hook, context.fire_time);
+    return rendered === null ? framing : `${framing}\n\n${rendered}`;
+  }
+  return rendered ?? webhookSystemPrompt(hook.name, context.event, context.delivery_id);
+}
+
+const bound = (deps: HookDeps, name: string) => ({
+  maxBytes: deps.config.hooks.promptMaxBytes,
+  name,
+});
+
+/** Renders the prompts, finds or makes the session, and queues the run behind the session's. */
 async function submitRun(
   deps: HookDeps,
   hook: HookRow,
   delivery: HookDeliveryRow,
   context: TemplateContext,
-  systemPrompt: string,
 ): Promise<{ run: RunRow; session: SessionRow }> {
-  const text = render(hook.promptTemplate, context);
+  const text = render(hook.promptTemplate, context, bound(deps, "prompt_template"));
   if (text.trim() === "") throw new EmptyPromptError(hook.name);
+  const systemPrompt = systemPromptOf(deps, hook, delivery.source, context);
   const message = {
     text,
     systemPrompt: systemPrompt.trim() === "" ? null : systemPrompt,
@@ -259,7 +298,9 @@ async function submitRun(
         ? { url: hook.callbackUrl, secret: hook.callbackSecret }
         : null,
   };
-  const key = hook.sessionKeyTemplate ? sessionKey(render(hook.sessionKeyTemplate, context)) : "";
+  const key = hook.sessionKeyTemplate
+    ? sessionKey(render(hook.sessionKeyTemplate, context, bound(deps, "session_key_template")))
+    : "";
   const session = await sessionFor(deps, hook, key);
   try {
     return { run: (await deps.runs.submit(session, message)).run, session };

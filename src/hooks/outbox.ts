@@ -1,8 +1,11 @@
+import type { Cidr } from "../config.js";
 import type { Logger } from "../log.js";
 import type { Database } from "../store/db.js";
 import { publicErrorText } from "../store/errors.js";
 import * as store from "../store/hooks.js";
 import type { CallbackRow } from "../store/schema.js";
+import { type PostOutcome, postCallback } from "./callback-post.js";
+import { CallbackTargets } from "./callback-targets.js";
 import { signStandard } from "./verify.js";
 
 // Sends each finished run's callback from the outbox table: a POST of `{run, completion, text}`
@@ -18,6 +21,8 @@ export interface OutboxOptions {
   backoffMaxMs: number;
   timeoutMs: number;
   pollMs: number;
+  /** Inside addresses callbacks may reach all the same (AGENT_BRIDGE_CALLBACK_ALLOW). */
+  allow: readonly Cidr[];
   /** The body of a run's callback (built once, at its first attempt). */
   buildBody: (runId: string) => Promise<string>;
 }
@@ -41,7 +46,11 @@ export class CallbackOutbox {
   private stopped = false;
   private readonly stopping = new AbortController();
 
-  constructor(private readonly opts: OutboxOptions) {}
+  private readonly targets: CallbackTargets;
+
+  constructor(private readonly opts: OutboxOptions) {
+    this.targets = new CallbackTargets(opts.allow);
+  }
 
   start() {
     this.stopped = false;
@@ -103,7 +112,7 @@ export class CallbackOutbox {
       new Date(now.getTime() + timeoutMs + LEASE_MARGIN_MS),
     );
     if (!row) return; // another worker took it
-    let result: Awaited<ReturnType<CallbackOutbox["send"]>>;
+    let result: PostOutcome;
     try {
       let body = row.body;
       if (body === null) {
@@ -137,42 +146,25 @@ export class CallbackOutbox {
       run_id: runId,
       attempts: row.attempts,
       error: result.error,
+      ...(result.cause ? { cause: result.cause } : {}),
       ...(failed ? {} : { retry_in_ms: wait }),
     });
   }
 
-  private async send(
-    row: CallbackRow,
-    body: string,
-  ): Promise<{ ok: true; status: number } | { ok: false; status: number | null; error: string }> {
+  private send(row: CallbackRow, body: string): Promise<PostOutcome> {
     const timestamp = Math.floor(Date.now() / 1000);
-    try {
-      const res = await fetch(row.url, {
-        method: "POST",
-        headers: {
-          "Content-Type": "application/json",
-          "User-Agent": "agent-bridge",
-          "webhook-id": row.runId,
-          "webhook-timestamp": String(timestamp),
-          "webhook-signature": signStandard(row.secret, row.runId, timestamp, body),
-        },
-        body,
-        // A redirect is not followed: the signed body goes only where the hook says.
-        redirect: "manual",
-        signal: AbortSignal.any([AbortSignal.timeout(this.opts.timeoutMs), this.stopping.signal]),
-      });
-      await res.body?.cancel().catch(() => {});
-      if (res.status >= 200 && res.status < 300) return { ok: true, status: res.status };
-      return { ok: false, status: res.status, error: `the receiver answered ${res.status}` };
-    } catch (err) {
-      const error =
-        err instanceof Error && err.name === "TimeoutError"
-          ? `no answer within ${this.opts.timeoutMs} ms`
-          : this.stopping.signal.aborted
-            ? "the server stopped during the attempt"
-            : `could not reach the receiver: ${errorText(err)}`;
-      return { ok: false, status: null, error };
-    }
+    const headers = {
+      "Content-Type": "application/json",
+      "User-Agent": "agent-bridge",
+      "webhook-id": row.runId,
+      "webhook-timestamp": String(timestamp),
+      "webhook-signature": signStandard(row.secret, row.runId, timestamp, body),
+    };
+    return postCallback(row.url, headers, body, {
+      targets: this.targets,
+      timeoutMs: this.opts.timeoutMs,
+      stopping: this.stopping.signal,
+    });
   }
 }
 

@@ -61,15 +61,69 @@ function cut(text: string): string {
   return `${text.slice(0, end)}…`;
 }
 
-export function render(template: string, context: TemplateContext): string {
-  return template.replace(PLACEHOLDER, (whole, name: string) => {
-    if (name === "payload" || name.startsWith("payload.")) {
-      if (!PATH.test(name)) return whole;
-      return asText(lookup(context.payload, name.split(".").slice(1)));
-    }
-    if ((TEMPLATE_NAMES as readonly string[]).includes(name)) {
-      return cut(context[name as (typeof TEMPLATE_NAMES)[number]]);
-    }
-    return whole;
+/** A template rendered past its byte limit; rendering stopped there. */
+export class PromptTooLargeError extends Error {
+  constructor(
+    readonly template: string,
+    readonly maxBytes: number,
+  ) {
+    super(
+      `the ${template} renders to more than ${maxBytes} bytes for this delivery (AGENT_BRIDGE_HOOK_PROMPT_MAX_BYTES)`,
+    );
+  }
+}
+
+/**
+ * The bytes a template is reserved at registration: its fixed text in UTF-8 bytes plus, for each
+ * placeholder, a value of MAX_VALUE_CHARS characters counted at one byte each (an ASCII value cut
+ * to its length). A template past the limit by this count exceeds it once its values are long
+ * enough; one within it may still exceed it with many-byte values, which the delivery's render
+ * catches.
+ */
+export function reservedBytes(template: string): number {
+  let placeholders = 0;
+  const fixed = template.replace(PLACEHOLDER, () => {
+    placeholders++;
+    return "";
   });
+  return Buffer.byteLength(fixed) + placeholders * MAX_VALUE_CHARS;
+}
+
+/**
+ * Fills the template in one pass. With `limit`, the UTF-8 bytes of the text so far are counted as
+ * it grows, and PromptTooLargeError is thrown as soon as they pass the limit: a template that
+ * repeats a large value stops there instead of building the whole text first.
+ */
+export function render(
+  template: string,
+  context: TemplateContext,
+  limit?: { maxBytes: number; name: string },
+): string {
+  const parts: string[] = [];
+  let bytes = 0;
+  const add = (text: string) => {
+    bytes += Buffer.byteLength(text);
+    if (limit && bytes > limit.maxBytes) throw new PromptTooLargeError(limit.name, limit.maxBytes);
+    parts.push(text);
+  };
+  let last = 0;
+  for (const match of template.matchAll(PLACEHOLDER)) {
+    add(template.slice(last, match.index));
+    add(replacementFor(match[0], match[1] ?? "", context));
+    last = match.index + match[0].length;
+  }
+  add(template.slice(last));
+  return parts.join("");
+}
+
+/** What one placeholder is replaced by; one naming nothing known stays as it is. */
+function replacementFor(whole: string, name: string, context: TemplateContext): string {
+  if (name === "payload" || name.startsWith("payload.")) {
+    if (!PATH.test(name)) return whole;
+    return asText(lookup(context.payload, name.split(".").slice(1)));
+  }
+  if ((TEMPLATE_NAMES as readonly string[]).includes(name)) {
+    return cut(context[name as (typeof TEMPLATE_NAMES)[number]]);
+  }
+  return whole;
 }

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { and, asc, desc, eq, gt, inArray, isNotNull, lt, lte, or, sql } from "drizzle-orm";
+import { and, asc, desc, eq, gt, inArray, isNotNull, lt, lte, ne, or, sql } from "drizzle-orm";
 import type { Database } from "./db.js";
 import {
   type CallbackRow,
@@ -81,6 +81,75 @@ export async function insertDelivery(db: Database, input: NewDelivery): Promise<
   return row;
 }
 
+/**
+ * A body's guard is a row of hook_deliveries too (no column of its own is needed): its delivery
+ * id is this prefix and the body's SHA-256, its `detail` the id of the delivery that body came
+ * with. Senders' ids with this prefix are refused, and the listing leaves these rows out.
+ */
+export const BODY_GUARD_PREFIX = "body-sha256:";
+const BODY_GUARD_SOURCE = "body_guard";
+
+/**
+ * Records a delivery unless its body came with another delivery id within `windowMs`, for a
+ * sender whose signature covers the body but not the id (GitHub): one captured body cannot be
+ * sent again under made-up ids. Returns the delivery, or the id the body came with first. The
+ * guard and the delivery are written together, so the delivery a guard names exists; a delivery
+ * of an id already recorded throws a unique violation, as `insertDelivery` does.
+ */
+export async function insertDeliveryOfBody(
+  db: Database,
+  input: NewDelivery,
+  body: { sha256: string; windowMs: number },
+): Promise<{ delivery: HookDeliveryRow } | { firstDeliveryId: string }> {
+  const guard = and(
+    eq(hookDeliveries.hookId, input.hookId),
+    eq(hookDeliveries.deliveryId, `${BODY_GUARD_PREFIX}${body.sha256}`),
+  );
+  return db.transaction(async (tx) => {
+    const now = new Date();
+    const claim = { receivedAt: now, detail: input.deliveryId };
+    const [inserted] = await tx
+      .insert(hookDeliveries)
+      .values({
+        id: randomUUID(),
+        hookId: input.hookId,
+        deliveryId: `${BODY_GUARD_PREFIX}${body.sha256}`,
+        source: BODY_GUARD_SOURCE,
+        event: input.event,
+        outcome: "guard",
+        ...claim,
+      })
+      .onConflictDoNothing()
+      .returning({ id: hookDeliveries.id });
+    if (!inserted) {
+      // Taken over when it has expired, names this very id (the sender's own retry), or names a
+      // delivery that is gone (a failed one forgotten by a retry that never came).
+      const [taken] = await tx
+        .update(hookDeliveries)
+        .set(claim)
+        .where(
+          and(
+            guard,
+            or(
+              lt(hookDeliveries.receivedAt, new Date(now.getTime() - body.windowMs)),
+              eq(hookDeliveries.detail, input.deliveryId),
+              sql`not exists (select 1 from hook_deliveries d where d.hook_id = ${input.hookId} and d.delivery_id = hook_deliveries.detail)`,
+            ),
+          ),
+        )
+        .returning({ id: hookDeliveries.id });
+      if (!taken) {
+        const [held] = await tx
+          .select({ firstDeliveryId: hookDeliveries.detail })
+          .from(hookDeliveries)
+          .where(guard);
+        return { firstDeliveryId: held?.firstDeliveryId ?? "" };
+      }
+    }
+    return { delivery: await insertDelivery(tx, input) };
+  });
+}
+
 export async function findDelivery(
   db: Database,
   hookId: string,
@@ -145,6 +214,7 @@ export async function listDeliveries(
     .where(
       and(
         eq(hookDeliveries.hookId, hookId),
+        ne(hookDeliveries.source, BODY_GUARD_SOURCE),
         after
           ? or(
               lt(hookDeliveries.receivedAt, after.createdAt),

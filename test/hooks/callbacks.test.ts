@@ -126,7 +126,7 @@ describe.each(BACKENDS)("callbacks on %s", (backend) => {
     });
     expect(afterFirst.callback).toMatchObject({
       state: "pending",
-      last_error: "the receiver answered 500",
+      last_error: "http_500",
     });
     const run = await until(async () => {
       const r = await getRun(server.url, runId);
@@ -155,7 +155,7 @@ describe.each(BACKENDS)("callbacks on %s", (backend) => {
     expect(run.callback).toMatchObject({
       attempts: 4,
       last_status: 503,
-      last_error: "the receiver answered 503",
+      last_error: "http_503",
     });
     await outbox.poke();
     expect(receiver.received).toHaveLength(4);

@@ -1,6 +1,7 @@
-import { randomBytes } from "node:crypto";
-import { eq, sql } from "drizzle-orm";
+import { randomBytes, randomUUID } from "node:crypto";
+import { eq, like, sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { REPLAY_WINDOW_MS } from "../../src/hooks/deliveries.js";
 import { getHookByName, insertDelivery } from "../../src/store/hooks.js";
 import { hookDeliveries, runs } from "../../src/store/schema.js";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
@@ -63,8 +64,9 @@ describe.each(BACKENDS)("hook deliveries on %s", (backend) => {
     await fake.cleanup();
   });
 
+  // Every body differs, as GitHub's do: the same GitHub body under another id is a replay.
   const payload = (title = "Fix the parser") =>
-    JSON.stringify({ action: "opened", pull_request: { title, number: 7 } });
+    JSON.stringify({ action: "opened", pull_request: { title, number: 7 }, nonce: randomUUID() });
 
   /** Changes one byte of the body (the signature was made over the original). */
   const tamper = (body: string) => body.replace("parser", "parses");
@@ -130,6 +132,69 @@ describe.each(BACKENDS)("hook deliveries on %s", (backend) => {
       expect(res.status).toBe(202);
       const run = await getRun(server.url, (await res.json()).run_id);
       expect(run.prompt).toContain("Review Form encoded");
+    });
+  });
+
+  describe("github replays", () => {
+    const listed = async () => {
+      const res = await fetch(`${server.url}/v1/hooks/${names.github}/deliveries?limit=100`);
+      return ((await res.json()) as { data: { delivery_id: string; run_id: string }[] }).data;
+    };
+    /** The body signed as GitHub signs it, under a new delivery id unless one is given. */
+    const signed = (body: string, opts?: { id?: string; event?: string }) =>
+      deliver(server.url, names.github, body, githubHeaders(GITHUB_SECRET, body, opts));
+
+    it("answers the same signed body under made-up delivery ids as a duplicate: one run", async () => {
+      const body = payload("Captured");
+      const first = await signed(body);
+      expect(first.status).toBe(202);
+      const receipt = await first.json();
+      const before = await runsStarted();
+
+      // Three new ids (one also with another event: neither header is signed), two at once.
+      const replays = await Promise.all([
+        signed(body),
+        signed(body),
+        signed(body, { event: "push" }),
+      ]);
+      for (const res of replays) {
+        expect(res.status).toBe(200);
+        expect(await res.json()).toMatchObject({
+          duplicate: true,
+          delivery_id: receipt.delivery_id,
+          run_id: receipt.run_id,
+        });
+      }
+      // GitHub's own redelivery (the same id) is a duplicate as before.
+      const redelivered = await signed(body, { id: receipt.delivery_id });
+      expect(redelivered.status).toBe(200);
+      expect((await redelivered.json()).run_id).toBe(receipt.run_id);
+      expect(await runsStarted()).toBe(before);
+      // One delivery is listed for the body, and nothing of how it is remembered.
+      const deliveries = await listed();
+      expect(deliveries.filter((d) => d.run_id === receipt.run_id)).toHaveLength(1);
+      expect(deliveries.filter((d) => d.delivery_id.startsWith("body-sha256:"))).toEqual([]);
+    });
+
+    it("starts a run for the same body under a new id once the 24 h window has passed", async () => {
+      const body = payload("Old news");
+      const first = await signed(body);
+      expect(first.status).toBe(202);
+      const db = t.database.db;
+      await db
+        .update(hookDeliveries)
+        .set({ receivedAt: new Date(Date.now() - REPLAY_WINDOW_MS - 60_000) })
+        .where(like(hookDeliveries.deliveryId, "body-sha256:%"));
+      const later = await signed(body);
+      expect(later.status).toBe(202);
+      expect((await later.json()).run_id).not.toBe((await first.json()).run_id);
+    });
+
+    it("refuses a delivery id in the form it keeps bodies under", async () => {
+      const body = payload();
+      const res = await signed(body, { id: `body-sha256:${"0".repeat(64)}` });
+      expect(res.status).toBe(400);
+      expect((await res.json()).code).toBe("validation_failed");
     });
   });
 

@@ -1,5 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { MAX_VALUE_CHARS, render, unknownPlaceholders } from "../../src/hooks/template.js";
+import { loadConfig } from "../../src/config.js";
+import {
+  MAX_VALUE_CHARS,
+  PromptTooLargeError,
+  render,
+  reservedBytes,
+  unknownPlaceholders,
+} from "../../src/hooks/template.js";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
@@ -51,6 +58,44 @@ describe("prompt templates", () => {
       "{{env.HOME}} {{ payload..x }}",
     );
     expect(unknownPlaceholders("{{payload.a}} {{event}} {{env.HOME}}")).toEqual(["{{env.HOME}}"]);
+  });
+});
+
+describe("rendering within a byte limit", () => {
+  it("stops as soon as the text passes the limit, without building the rest", () => {
+    let reads = 0;
+    const payload = {
+      get value() {
+        reads++;
+        return "x".repeat(MAX_VALUE_CHARS);
+      },
+    };
+    const template = "{{payload.value}}".repeat(9000);
+    const limit = { maxBytes: 256 * 1024, name: "prompt_template" };
+    expect(() => render(template, context(payload), limit)).toThrow(PromptTooLargeError);
+    // 16 values fill the 256 KiB; the 17th passes it, and nothing after it is looked up.
+    expect(reads).toBe(17);
+  });
+
+  it("counts UTF-8 bytes, not characters", () => {
+    const limit = { maxBytes: 1024, name: "prompt_template" };
+    expect(render("{{payload.v}}", context({ v: "a".repeat(1024) }), limit)).toHaveLength(1024);
+    expect(() => render("{{payload.v}}", context({ v: "€".repeat(342) }), limit)).toThrow(
+      /prompt_template renders to more than 1024 bytes/,
+    );
+  });
+
+  it("reserves the fixed text and 16,384 bytes for each placeholder", () => {
+    expect(reservedBytes("Review {{payload.title}} ({{event}})")).toBe(
+      "Review  ()".length + 2 * MAX_VALUE_CHARS,
+    );
+  });
+
+  it("defaults to 256 KiB of prompt and 25 MiB of delivery", () => {
+    expect(loadConfig({}).hooks).toMatchObject({
+      promptMaxBytes: 262_144,
+      deliveryLimitBytes: 26_214_400,
+    });
   });
 });
 

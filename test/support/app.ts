@@ -3,6 +3,7 @@ import { loadConfig } from "../../src/config.js";
 import type { AppDeps } from "../../src/http/context.js";
 import { silentLogger } from "../../src/log.js";
 import { type Backend, openTestDatabase, type TestDatabase } from "./db.js";
+import { LOOPBACK_CALLBACKS } from "./server.js";
 
 export interface TestApp {
   app: ReturnType<typeof createApp>;
@@ -30,6 +31,8 @@ export function createTestAppOn(database: TestDatabase, env: NodeJS.ProcessEnv =
     PATH: process.env.PATH,
     HOME: process.env.HOME,
     AGENT_BRIDGE_AUTH: "none",
+    // The tests' callback receivers listen on loopback, which callbacks may not reach otherwise.
+    AGENT_BRIDGE_CALLBACK_ALLOW: LOOPBACK_CALLBACKS,
     ...env,
   });
   const deps = buildDeps(config, database, silentLogger);

@@ -11,6 +11,9 @@ const root = fileURLToPath(new URL("../..", import.meta.url));
 // and a SIGKILL to that parent would leave the server running.
 const command = [process.execPath, "--import", "tsx", "src/index.ts"] as const;
 
+/** AGENT_BRIDGE_CALLBACK_ALLOW for the tests' callback receivers, which listen on loopback. */
+export const LOOPBACK_CALLBACKS = "127.0.0.1/32,::1/128";
+
 export interface ServerProcess {
   url: string;
   child: ChildProcess;
@@ -69,6 +72,8 @@ export async function startServer(
   const { child, output } = spawnEntry(
     {
       AGENT_BRIDGE_AUTH: "none",
+      // The tests' callback receivers listen on loopback, which callbacks may not reach otherwise.
+      AGENT_BRIDGE_CALLBACK_ALLOW: LOOPBACK_CALLBACKS,
       ...env,
       PORT: String(port),
       HOST: "127.0.0.1",

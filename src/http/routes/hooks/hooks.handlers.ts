@@ -1,6 +1,8 @@
+import { createHash } from "node:crypto";
 import type { RouteHandler } from "@hono/zod-openapi";
 import { resolveWorkDir, WorkDirNotAllowedError } from "../../../auth/work-dir.js";
 import type { Config } from "../../../config.js";
+import { CallbackTargets } from "../../../hooks/callback-targets.js";
 import {
   deliveryIdOf,
   EmptyPromptError,
@@ -9,7 +11,12 @@ import {
   receiveDelivery,
 } from "../../../hooks/deliveries.js";
 import { parseSchedule } from "../../../hooks/scheduler.js";
-import { unknownPlaceholders } from "../../../hooks/template.js";
+import {
+  MAX_VALUE_CHARS,
+  PromptTooLargeError,
+  reservedBytes,
+  unknownPlaceholders,
+} from "../../../hooks/template.js";
 import {
   isStandardSecret,
   type VerificationKind,
@@ -56,6 +63,10 @@ async function definition(
   if (body.verification !== "standard" && secrets.secret.length < 16) {
     issue("secret", "expected at least 16 characters");
   }
+  const callbackRefusal =
+    body.callback_url &&
+    new CallbackTargets(config.hooks.callback.allow).urlRefusal(body.callback_url);
+  if (callbackRefusal) issue("callback_url", callbackRefusal);
   const callbackSecret = body.callback_url ? secrets.callbackSecret : null;
   if (body.callback_url && !callbackSecret) {
     issue("callback_secret", "a callback_url needs a callback_secret to sign with");
@@ -67,11 +78,19 @@ async function definition(
     "system_prompt_template",
     "session_key_template",
   ] as const) {
-    const unknown = unknownPlaceholders(body[field] ?? "");
+    const template = body[field] ?? "";
+    const unknown = unknownPlaceholders(template);
+    const { promptMaxBytes } = config.hooks;
+    const reserved = reservedBytes(template);
     if (unknown.length > 0) {
       issue(
         field,
         `unknown placeholder ${unknown[0]}: use {{payload.<path>}}, {{event}}, {{delivery_id}}, {{hook}} or {{fire_time}}`,
+      );
+    } else if (reserved > promptMaxBytes) {
+      issue(
+        field,
+        `could render past AGENT_BRIDGE_HOOK_PROMPT_MAX_BYTES (${promptMaxBytes}): its fixed text and ${MAX_VALUE_CHARS} bytes for each placeholder come to ${reserved}`,
       );
     }
   }
@@ -240,6 +259,13 @@ export const deliverHook: RouteHandler<typeof routes.deliverHook, AppEnv> = asyn
       `the delivery id exceeds ${MAX_DELIVERY_ID_CHARS} characters`,
     );
   }
+  if (deliveryId.startsWith(store.BODY_GUARD_PREFIX)) {
+    throw new ApiError(
+      400,
+      "validation_failed",
+      `delivery ids starting with ${store.BODY_GUARD_PREFIX} are reserved`,
+    );
+  }
   const type =
     payload !== null && typeof payload === "object" && "type" in payload ? payload.type : undefined;
   const event = (verdict.event ?? (typeof type === "string" ? type : "")).slice(0, MAX_EVENT_CHARS);
@@ -249,9 +275,17 @@ export const deliverHook: RouteHandler<typeof routes.deliverHook, AppEnv> = asyn
       deliveryId,
       event,
       payload,
+      // GitHub signs the body alone: the same body under a new delivery id is a replay.
+      bodySha256:
+        hook.verification === "github"
+          ? createHash("sha256").update(body).digest("hex")
+          : undefined,
     });
   } catch (err) {
     if (err instanceof EmptyPromptError) throw new ApiError(422, "prompt_empty", err.message);
+    if (err instanceof PromptTooLargeError) {
+      throw new ApiError(422, "prompt_too_large", err.message);
+    }
     throw err;
   }
   const answer = toReceipt(hook.name, receipt.delivery, receipt.duplicate);

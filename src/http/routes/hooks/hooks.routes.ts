@@ -131,8 +131,11 @@ export const deliverHook = createRoute({
     "missing signature is a 401 and starts nothing. The body is JSON (for `github`, also",
     "`application/x-www-form-urlencoded` with a `payload` field). The answer comes at once:",
     "202 with the run, which waits in line if its session is busy. The same delivery id again",
-    "answers 200 with the first delivery's run and starts nothing. A delivery whose event the",
-    "hook does not take is recorded and answered 200 with outcome `ignored`.",
+    "answers 200 with the first delivery's run and starts nothing; for a `github` hook, so does",
+    "the same body under another delivery id within 24 hours (GitHub's signature does not cover",
+    "the id). A delivery whose event the hook does not take is recorded and answered 200 with",
+    "outcome `ignored`. A prompt that renders past `AGENT_BRIDGE_HOOK_PROMPT_MAX_BYTES` is a 422",
+    "`prompt_too_large`; the body may be up to `AGENT_BRIDGE_DELIVERY_LIMIT_BYTES` (25 MiB).",
   ].join(" "),
   security: [],
   request: {

@@ -17,7 +17,7 @@ export const HookName = hookName.openapi({
 const template = (max: number, description: string) =>
   z.string().min(1).max(max).openapi({ description });
 
-const TEMPLATE_HELP = `Placeholders: \`{{payload.a.b}}\` (a path into the delivery's JSON; a number indexes an array), \`{{event}}\`, \`{{delivery_id}}\`, \`{{hook}}\`, \`{{fire_time}}\` (scheduled runs). A value is inserted as text, never evaluated (a \`{{…}}\` inside it stays as it is), cut to ${MAX_VALUE_CHARS} characters; a missing path is empty; an object is inserted as JSON.`;
+const TEMPLATE_HELP = `Placeholders: \`{{payload.a.b}}\` (a path into the delivery's JSON; a number indexes an array), \`{{event}}\`, \`{{delivery_id}}\`, \`{{hook}}\`, \`{{fire_time}}\` (scheduled runs). A value is inserted as text, never evaluated (a \`{{…}}\` inside it stays as it is), cut to ${MAX_VALUE_CHARS} characters; a missing path is empty; an object is inserted as JSON. The rendered text is bounded by \`AGENT_BRIDGE_HOOK_PROMPT_MAX_BYTES\` (default 256 KiB): a template whose fixed text plus ${MAX_VALUE_CHARS} bytes a placeholder exceeds it is refused.`;
 
 /** The fields a hook is made of, without its name and secrets. */
 const hookFields = {
@@ -56,7 +56,7 @@ const hookFields = {
     .optional()
     .openapi({
       description:
-        "Where the outcome of each run is POSTed when it completes, signed the Standard Webhooks way with `callback_secret`.",
+        "Where the outcome of each run is POSTed when it completes, signed the Standard Webhooks way with `callback_secret`. Not an address inside (loopback, private, shared, link-local, unspecified, multicast, broadcast) unless `AGENT_BRIDGE_CALLBACK_ALLOW` lists it, checked here and, for a name, at each attempt after resolving it; no `user:pass@`.",
     }),
   schedule: z.string().min(1).max(200).optional().openapi({
     description:

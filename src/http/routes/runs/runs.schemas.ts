@@ -94,7 +94,10 @@ export const CallbackState = z
       .int()
       .nullable()
       .openapi({ description: "The receiver's HTTP status at the last attempt, if it answered." }),
-    last_error: z.string().nullable(),
+    last_error: z.string().nullable().openapi({
+      description:
+        "What the last failed attempt met, in a word: `http_<status>`, `timeout`, `unreachable`, `unresolvable`, `tls_error`, `blocked_address (<why>)` (an address inside), `interrupted`.",
+    }),
     next_attempt_at: z.string().nullable().openapi({
       format: "date-time",
       description: "When a pending callback is tried next; null while the run is going.",
