@@ -5,6 +5,7 @@ import { except } from "hono/combine";
 import { cors } from "hono/cors";
 import { methodNotAllowed } from "hono/method-not-allowed";
 import { requestId } from "hono/request-id";
+import { policyGate } from "./auth/policy.js";
 import { RUNNER_DEFAULTS } from "./claude/runner.js";
 import { createClaudeProbe } from "./claude/version.js";
 import type { Config } from "./config.js";
@@ -19,6 +20,7 @@ import { openApiDocument } from "./http/openapi.js";
 import { rateLimit } from "./http/rate-limit.js";
 import { createRouter } from "./http/router.js";
 import { mountRoutes } from "./http/routes/index.js";
+import { StreamLimiter } from "./http/streams.js";
 import type { Logger } from "./log.js";
 import { Metrics } from "./metrics.js";
 import { RunManager } from "./runs/manager.js";
@@ -38,6 +40,7 @@ export function buildDeps(config: Config, database: DatabaseHandle, logger: Logg
     maxPerKey: config.runs.maxPerKey,
     dbOutageBoundMs: config.runs.dbOutageBoundMs,
     metrics,
+    gate: policyGate(database.db, config),
     runner: {
       bin: claude.bin,
       env: claude.childEnv,
@@ -54,6 +57,7 @@ export function buildDeps(config: Config, database: DatabaseHandle, logger: Logg
     logger,
     runs,
     metrics,
+    streams: new StreamLimiter(config.streamsPerKey),
     claudeProbe: createClaudeProbe(claude.bin, claude.childEnv),
   };
 }
@@ -142,6 +146,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     c.set("claudeProbe", deps.claudeProbe);
     c.set("runs", deps.runs);
     c.set("metrics", deps.metrics);
+    c.set("streams", deps.streams);
     await next();
   });
   app.use(accessLog);

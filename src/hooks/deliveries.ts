@@ -1,4 +1,5 @@
 import { createHash, randomUUID } from "node:crypto";
+import { BudgetExhaustedError, PolicyDeniedError } from "../auth/policy.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import {
@@ -179,6 +180,8 @@ export async function fireSchedule(
 /** Refusals whose message says why no run started, and holds nothing of the server's. */
 const REFUSALS = [
   EmptyPromptError,
+  PolicyDeniedError,
+  BudgetExhaustedError,
   QueueFullError,
   KeyRunLimitError,
   ShuttingDownError,

@@ -5,6 +5,7 @@ import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
 import type { RunManager } from "../runs/manager.js";
 import type { Database, DatabaseHandle } from "../store/db.js";
+import type { StreamLimiter } from "./streams.js";
 
 /** The app's dependencies; tests build their own and pass them to `createApp`. */
 export interface AppDeps {
@@ -14,6 +15,8 @@ export interface AppDeps {
   claudeProbe: ClaudeProbe;
   runs: RunManager;
   metrics: Metrics;
+  /** Open event streams per key. */
+  streams: StreamLimiter;
 }
 
 /** What a handler finds on its context: the app's dependencies and the request's id. */

@@ -1,4 +1,10 @@
 import { createHash } from "node:crypto";
+import {
+  BudgetExhaustedError,
+  PolicyDeniedError,
+  type RunAllowance,
+  type RunGate,
+} from "../auth/policy.js";
 import { Effort, PermissionMode } from "../claude/options.js";
 import { bootId, terminateGroup } from "../claude/process.js";
 import { type RunnerConfig, runClaude } from "../claude/runner.js";
@@ -40,6 +46,8 @@ export interface RunManagerOptions {
   /** How long a run's writes wait for an unreachable database before the run fails. */
   dbOutageBoundMs: number;
   metrics: Metrics;
+  /** Whether the session's key may run now, and what a run may spend. */
+  gate: RunGate;
 }
 
 export interface Message {
@@ -218,6 +226,7 @@ export class RunManager {
       if (inLine) throw new SessionBusyError(inLine.row.id);
     }
     let wait = Boolean(state.activeRunId || inLine);
+    await this.opts.gate.allow(session);
     if (session.ownerKeyId && this.activeRunsOf(session.ownerKeyId) >= this.opts.maxPerKey) {
       throw new KeyRunLimitError(this.opts.maxPerKey, this.retryAfterSeconds());
     }
@@ -517,12 +526,14 @@ export class RunManager {
     let events: AsyncGenerator<BridgeEvent[]> | undefined;
     let completion: CompletionEvent | undefined;
     try {
+      // Asked again: the key's other runs may have spent its budget while this one was queued.
+      const allowance = await this.opts.gate.allow(session);
       if (session.worktree) await this.prepareWorktree(session);
-      events = this.runCli(run);
+      events = this.runCli(run, allowance);
       completion = await this.relay(run, events);
       await run.log.drain();
     } catch (err) {
-      completion = this.failure(run, err, completion);
+      completion = this.refusedAtStart(run, err) ?? this.failure(run, err, completion);
     }
     // Before the completion goes out, so that a client reading the session then sees the record.
     if (session.worktree) await this.recordWorktree(session);
@@ -538,7 +549,7 @@ export class RunManager {
     }
   }
 
-  private runCli(run: ActiveRun): AsyncGenerator<BridgeEvent[]> {
+  private runCli(run: ActiveRun, allowance: RunAllowance): AsyncGenerator<BridgeEvent[]> {
     const { db, logger } = this.opts;
     const { row, session } = run;
     return runClaude(
@@ -551,6 +562,7 @@ export class RunManager {
         effort: Effort.parse(session.effort),
         ...(session.model ? { model: session.model } : {}),
         ...systemPrompt(session.systemPrompt, row.systemPrompt),
+        ...(allowance.maxBudgetUsd !== null ? { maxBudgetUsd: allowance.maxBudgetUsd } : {}),
         cwd: this.workDirOf(session),
       },
       {
@@ -584,6 +596,19 @@ export class RunManager {
       }
       await run.log.keepPace();
     }
+  }
+
+  /** The completion of a run its key's gate refused when its turn came (nothing was started). */
+  private refusedAtStart(run: ActiveRun, err: unknown): CompletionEvent | undefined {
+    const code =
+      err instanceof BudgetExhaustedError
+        ? "budget_exhausted"
+        : err instanceof PolicyDeniedError
+          ? "policy_denied"
+          : undefined;
+    if (!code) return undefined;
+    run.outcome = run.cancelled ? "cancelled" : "failed";
+    return { ...bareCompletion("failed", (err as Error).message), error_code: code };
   }
 
   /**

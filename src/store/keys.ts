@@ -3,9 +3,14 @@ import { and, asc, count, eq, isNull, lt, or } from "drizzle-orm";
 import type { Database } from "./db.js";
 import { type ApiKeyRow, apiKeys } from "./schema.js";
 
+/** The policy columns of a key (src/auth/policy.ts); an absent one keeps its default. */
+export type KeyPolicyColumns = Partial<
+  Pick<ApiKeyRow, "permissionModes" | "workRoots" | "maxBudgetUsd" | "worktrees">
+>;
+
 export async function insertKey(
   db: Database,
-  input: { name: string; admin: boolean; hash: string; prefix: string },
+  input: { name: string; admin: boolean; hash: string; prefix: string } & KeyPolicyColumns,
 ): Promise<ApiKeyRow> {
   const [row] = await db
     .insert(apiKeys)
@@ -42,6 +47,17 @@ export async function revokeKey(db: Database, id: string): Promise<ApiKeyRow | u
     .set({ revokedAt: now })
     .where(and(eq(apiKeys.id, id), isNull(apiKeys.revokedAt)));
   return getKey(db, id);
+}
+
+/** Changes the key's policy; returns the key, or undefined when there is none. */
+export async function updateKeyPolicy(
+  db: Database,
+  id: string,
+  policy: KeyPolicyColumns,
+): Promise<ApiKeyRow | undefined> {
+  if (Object.keys(policy).length === 0) return getKey(db, id);
+  const [row] = await db.update(apiKeys).set(policy).where(eq(apiKeys.id, id)).returning();
+  return row;
 }
 
 /** Records a use, at most once a minute per key, so that requests do not each cost a write. */

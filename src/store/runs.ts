@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { and, eq, getTableColumns, inArray, isNotNull, lt, sql } from "drizzle-orm";
+import { and, eq, getTableColumns, gte, inArray, isNotNull, lt, sql } from "drizzle-orm";
 import { type AnyPgColumn, alias, QueryBuilder } from "drizzle-orm/pg-core";
 import type { Principal } from "../auth/principal.js";
 import type { Usage } from "../events.js";
@@ -226,6 +226,16 @@ export async function finishRun(db: Database, run: RunRow, outcome: RunOutcome) 
       runs: sessions.runs,
     });
   return totals;
+}
+
+/** What the runs of the key's sessions that finished since `since` cost, in USD. */
+export async function monthSpend(db: Database, keyId: string, since: Date): Promise<number> {
+  const [row] = await db
+    .select({ usd: sql`coalesce(sum(${runs.costUsd}), 0)`.mapWith(Number) })
+    .from(runs)
+    .innerJoin(sessions, eq(sessions.id, runs.sessionId))
+    .where(and(eq(sessions.ownerKeyId, keyId), gte(runs.finishedAt, since)));
+  return row?.usd ?? 0;
 }
 
 /** Usage over the sessions the caller may see: its own, or all for an admin. */

@@ -40,6 +40,15 @@ export const apiKeys = pgTable("api_keys", {
   createdAt: ts("created_at").notNull(),
   lastUsedAt: ts("last_used_at"),
   revokedAt: ts("revoked_at"),
+  // What the key's sessions and hooks may ask for (src/auth/policy.ts); null: the default.
+  /** Permission modes allowed; null: all for an admin key, all but the bypass modes otherwise. */
+  permissionModes: jsonb("permission_modes").$type<string[]>(),
+  /** Real paths a work dir must lie in; null: the server's AGENT_BRIDGE_ALLOWED_ROOTS. */
+  workRoots: jsonb("work_roots").$type<string[]>(),
+  /** Spend allowed per calendar month (UTC); null: no cap. */
+  maxBudgetUsd: doublePrecision("max_budget_usd"),
+  /** Whether the key's sessions may run in a git worktree. */
+  worktrees: boolean("worktrees").notNull().default(true),
 });
 
 export const sessions = pgTable(
