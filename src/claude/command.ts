@@ -54,9 +54,9 @@ export function buildClaudeArgs(input: CommandInput): string[] {
   if (input.model) args.push("--model", input.model);
   if (input.appendSystemPrompt) args.push("--append-system-prompt", input.appendSystemPrompt);
   if (input.maxBudgetUsd !== undefined) {
-    // In whole micro-dollars, never 0 (which the CLI would not take as a cap).
-    const usd = Math.max(1, Math.floor(input.maxBudgetUsd * 1e6)) / 1e6;
-    args.push(`--max-budget-usd=${usd.toFixed(6)}`);
+    // In micro-dollars, never 0 (which the CLI would not take as a cap).
+    const usd = Math.max(1, Math.round(input.maxBudgetUsd * 1e6)) / 1e6;
+    args.push(`--max-budget-usd=${usd}`);
   }
   return args;
 }
