@@ -2,8 +2,7 @@ import { realpath } from "node:fs/promises";
 import { PERMISSION_MODES, PermissionMode } from "../claude/options.js";
 import type { Config } from "../config.js";
 import type { Database } from "../store/db.js";
-import { getKey, type KeyPolicyColumns } from "../store/keys.js";
-import { monthSpend } from "../store/runs.js";
+import { getKey, type KeyPolicyColumns, monthOf, monthSpend } from "../store/keys.js";
 import type { ApiKeyRow, SessionRow } from "../store/schema.js";
 import { isWithin, resolveWorkDir, WorkDirNotAllowedError } from "./work-dir.js";
 
@@ -145,11 +144,6 @@ export async function enforcePolicy(
   await checkSession(await loadPolicy(db, keyId, config), ask, config);
 }
 
-/** The first moment of the calendar month (UTC) that `now` falls in. */
-export function periodStart(now: Date): Date {
-  return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
-}
-
 /** The key's budget this month, or null when it has no cap. */
 export async function budgetOf(
   db: Database,
@@ -158,7 +152,7 @@ export async function budgetOf(
   now = new Date(),
 ): Promise<Budget | null> {
   if (policy.maxBudgetUsd === null) return null;
-  const start = periodStart(now);
+  const start = monthOf(now);
   const spentUsd = await monthSpend(db, keyId, start);
   return {
     maxUsd: policy.maxBudgetUsd,

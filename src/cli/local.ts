@@ -114,11 +114,13 @@ export function addLocalCommands(program: Command, out: Output): void {
       .option("--admin", "an admin key: sees every tenant and manages keys")
       .option("--json", "print the key with its record as JSON"),
   ).action(async (options: PolicyOptions & { name: string; admin?: boolean; json?: boolean }) => {
+    // Read before the database is opened: a bad option stops the command without touching it.
+    const policy = policyInput(options);
     const { key, row } = await withDatabase(async (d) =>
       issueKey(d.db, {
         name: options.name,
         admin: Boolean(options.admin),
-        ...(await policyColumns(policyInput(options), d.config)),
+        ...(await policyColumns(policy, d.config)),
       }),
     );
     if (options.json) {
@@ -188,8 +190,9 @@ export function addLocalCommands(program: Command, out: Output): void {
       .argument("<id>", "the key's id (from keys list)"),
   ).action(async (id: string, options: PolicyOptions) => {
     requireKeyId(id);
+    const policy = policyInput(options);
     const row = await withDatabase(async (d) =>
-      updateKeyPolicy(d.db, id, await policyColumns(policyInput(options), d.config)),
+      updateKeyPolicy(d.db, id, await policyColumns(policy, d.config)),
     );
     if (!row) throw new Error(`no key with id ${id}`);
     out.stderr.write(`updated key ${row.id} "${row.name}"\n`);

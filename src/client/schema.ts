@@ -924,7 +924,7 @@ export interface components {
     UsageBudget: {
       /** @description The key's `max_budget_usd`. */
       max_usd: number;
-      /** @description What the runs of the key's sessions that finished this month cost. */
+      /** @description What the key's runs that ended this month cost (those of deleted sessions too). */
       spent_usd: number;
       /** @description `max_usd - spent_usd`, at least 0. */
       left_usd: number;

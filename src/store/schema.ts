@@ -51,6 +51,22 @@ export const apiKeys = pgTable("api_keys", {
   worktrees: boolean("worktrees").notNull().default(true),
 });
 
+/**
+ * What each key's runs cost per calendar month (UTC), added in the transaction that records a
+ * run's end: the budget's ledger, which deleting a session (and its runs) leaves as it is.
+ */
+export const keySpend = pgTable(
+  "key_spend",
+  {
+    keyId: uuid("key_id")
+      .notNull()
+      .references(() => apiKeys.id, { onDelete: "cascade" }),
+    periodStart: ts("period_start").notNull(),
+    costUsd: doublePrecision("cost_usd").notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.keyId, t.periodStart] })],
+);
+
 export const sessions = pgTable(
   "sessions",
   {

@@ -42,7 +42,7 @@ describe.each(BACKENDS)(
       rmSync(dir, { recursive: true, force: true });
     });
 
-    it("ends failed with error_code budget_exhausted when its turn comes, and no CLI starts for it", async () => {
+    it("ends failed with error_code budget_exhausted when its turn comes, no CLI starts for it, and deleting the spender's session gives nothing back", async () => {
       const { key } = await issueKey(t.database.db, {
         name: "capped",
         admin: false,

@@ -6,7 +6,8 @@ export const UsageBudget = z
   .object({
     max_usd: z.number().openapi({ description: "The key's `max_budget_usd`." }),
     spent_usd: z.number().openapi({
-      description: "What the runs of the key's sessions that finished this month cost.",
+      description:
+        "What the key's runs that ended this month cost (those of deleted sessions too).",
     }),
     left_usd: z.number().openapi({ description: "`max_usd - spent_usd`, at least 0." }),
     period_start: z
