@@ -533,7 +533,10 @@ export class RunManager {
       completion = await this.relay(run, events);
       await run.log.drain();
     } catch (err) {
-      completion = this.refusedAtStart(run, err) ?? this.failure(run, err, completion);
+      const refusal = this.refusedAtStart(run, err);
+      // Stored before its completion, as for any run that ends without its CLI.
+      if (refusal) await run.log.drain().catch(() => {});
+      completion = refusal ?? this.failure(run, err, completion);
     }
     // Before the completion goes out, so that a client reading the session then sees the record.
     if (session.worktree) await this.recordWorktree(session);
