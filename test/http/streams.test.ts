@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
-import { createTestApp, listen, type TestApp } from "../support/app.js";
+import { createTestApp, fetchAs, listen, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
 import { longRun } from "../support/fake-scenarios.js";
@@ -39,14 +39,7 @@ describe.each(BACKENDS)("event streams per key on %s", (backend) => {
   });
 
   const call = (key: string, path: string, init: RequestInit = {}) =>
-    fetch(`${server.url}${path}`, {
-      ...init,
-      headers: {
-        Authorization: `Bearer ${key}`,
-        "Content-Type": "application/json",
-        ...(init.headers as Record<string, string>),
-      },
-    });
+    fetchAs(server.url, key, path, init);
   const newSession = async (key: string): Promise<string> =>
     (await (await call(key, "/v1/sessions", { method: "POST", body: "{}" })).json()).id;
   /** A run of the key that goes on (the fake works for a minute), started without a stream. */
@@ -73,6 +66,11 @@ describe.each(BACKENDS)("event streams per key on %s", (backend) => {
     return { status: 200, res, reader };
   }
 
+  /** Tries to follow the run until a stream is admitted: the server frees a place on its own time. */
+  async function followOnceAdmitted(key: string, runId: string, what: string) {
+    await waitUntil(async () => (await follow(key, runId)).status === 200, what);
+  }
+
   it("the third stream of a key with a cap of 2 gets 429 too_many_streams; after one closes, a new one is admitted", async () => {
     const run = await longRunOf(alice);
     const first = await follow(alice, run);
@@ -97,12 +95,7 @@ describe.each(BACKENDS)("event streams per key on %s", (backend) => {
     expect((await follow(bob, await longRunOf(bob))).status).toBe(200);
 
     await first.reader?.cancel();
-    let again: { status: number } | undefined;
-    await waitUntil(async () => {
-      again = await follow(alice, run);
-      return again.status === 200;
-    }, "a stream admitted once one of the key's streams closed");
-    expect(again?.status).toBe(200);
+    await followOnceAdmitted(alice, run, "a stream admitted once one of the key's streams closed");
   });
 
   it("a message refused its stream starts no run", async () => {
@@ -135,11 +128,6 @@ describe.each(BACKENDS)("event streams per key on %s", (backend) => {
       const rest = (await reader?.events()) ?? [];
       expect(rest.at(-1)?.event).toBe("completion");
     }
-    let replay: { status: number } | undefined;
-    await waitUntil(async () => {
-      replay = await follow(dave, run);
-      return replay.status === 200;
-    }, "a stream admitted after the key's streams ended");
-    expect(replay?.status).toBe(200);
+    await followOnceAdmitted(dave, run, "a stream admitted after the key's streams ended");
   });
 });
