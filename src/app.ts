@@ -4,6 +4,7 @@ import { except } from "hono/combine";
 import { cors } from "hono/cors";
 import { methodNotAllowed } from "hono/method-not-allowed";
 import { requestId } from "hono/request-id";
+import { policyGate } from "./auth/policy.js";
 import { RUNNER_DEFAULTS } from "./claude/runner.js";
 import { createClaudeProbe } from "./claude/version.js";
 import type { Config } from "./config.js";
@@ -19,6 +20,7 @@ import { openApiDocument } from "./http/openapi.js";
 import { rateLimit } from "./http/rate-limit.js";
 import { createRouter } from "./http/router.js";
 import { mountRoutes } from "./http/routes/index.js";
+import { StreamLimiter } from "./http/streams.js";
 import type { Logger } from "./log.js";
 import { Metrics } from "./metrics.js";
 import { resolveAgentUser } from "./process/agent-user.js";
@@ -52,6 +54,7 @@ export function buildDeps(config: Config, database: DatabaseHandle, logger: Logg
     dbOutageBoundMs: config.runs.dbOutageBoundMs,
     metrics,
     ...(homes ? { homes } : {}),
+    gate: policyGate(database.db, config),
     runner: {
       bin: claude.bin,
       env: claude.childEnv,
@@ -68,6 +71,7 @@ export function buildDeps(config: Config, database: DatabaseHandle, logger: Logg
     logger,
     runs,
     metrics,
+    streams: new StreamLimiter(config.streamsPerKey),
     // As the agents' user, when they have one: it proves that user can run the CLI too.
     claudeProbe: createClaudeProbe(claude.bin, claude.childEnv, homes?.user),
     ...(homes ? { homes } : {}),
@@ -158,6 +162,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     c.set("claudeProbe", deps.claudeProbe);
     c.set("runs", deps.runs);
     c.set("metrics", deps.metrics);
+    c.set("streams", deps.streams);
     await next();
   });
   app.use(accessLog);

@@ -114,6 +114,8 @@ const EnvSchema = z.object({
   AGENT_BRIDGE_CLAUDE_MODEL: z.string().min(1).optional(),
   AGENT_BRIDGE_CLAUDE_MAX_LINE_BYTES: int(10_000_000).default(16 * 1024 * 1024),
   AGENT_BRIDGE_CLAUDE_ENV_ALLOW: list.default([]),
+  // Per-key limits (issue 14).
+  AGENT_BRIDGE_MAX_STREAMS_PER_KEY: int(1).default(32),
   AGENT_BRIDGE_AGENT_USER: z.string().min(1).optional(),
   AGENT_BRIDGE_AGENT_HOMES_DIR: z.string().min(1).optional(),
   AGENT_BRIDGE_TENANT_GID_BASE: int(1000, 4_000_000_000).default(2_000_000_000),
@@ -190,6 +192,8 @@ export interface Config {
     /** How often the scheduler looks for due ticks. */
     scheduleTickMs: number;
   };
+  /** Event streams (SSE) one key may have open at once. */
+  streamsPerKey: number;
   claude: {
     bin: string;
     workDir: string;
@@ -356,6 +360,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       },
       scheduleTickMs: e.AGENT_BRIDGE_SCHEDULE_TICK_MS,
     },
+    streamsPerKey: e.AGENT_BRIDGE_MAX_STREAMS_PER_KEY,
     claude: {
       bin: e.AGENT_BRIDGE_CLAUDE_BIN ?? defaultClaudeBin(),
       workDir,

@@ -11,6 +11,13 @@ export const CompletionStatus = z
   .enum(["succeeded", "failed", "cancelled", "timed_out", "interrupted"])
   .openapi("CompletionStatus");
 
+export const CompletionErrorCode = z
+  .enum(["budget_exhausted", "policy_denied"])
+  .openapi("CompletionErrorCode", {
+    description:
+      "Why a failed run failed, when a client can act on it: `budget_exhausted`, the run stopped at (or did not start past) its key's monthly `max_budget_usd`; `policy_denied`, its key's policy no longer allows the session's options. Absent otherwise.",
+  });
+
 export const Usage = z
   .object({
     input_tokens: z.number().int(),
@@ -139,6 +146,7 @@ export const CompletionEvent = z
     is_error: z.boolean(),
     result: z.string().nullable(),
     error: z.string().nullable(),
+    error_code: CompletionErrorCode.optional(),
     cost_usd: z.number(),
     duration_ms: z.number().int(),
     usage: Usage,

@@ -1,6 +1,6 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type { Database } from "../store/db.js";
-import { insertKey } from "../store/keys.js";
+import { insertKey, type KeyPolicyColumns } from "../store/keys.js";
 
 // API keys: 256 random bits behind a recognisable prefix. Only a SHA-256 of a key is stored;
 // with that much entropy a fast hash is enough (nothing to brute-force), and it lets a request's
@@ -34,7 +34,10 @@ export function sameHash(a: string, b: string): boolean {
 }
 
 /** Makes a key and stores its hash; the key itself is returned this once and never again. */
-export async function issueKey(db: Database, input: { name: string; admin: boolean }) {
+export async function issueKey(
+  db: Database,
+  input: { name: string; admin: boolean } & KeyPolicyColumns,
+) {
   const key = generateKey();
   const row = await insertKey(db, { ...input, hash: hashKey(key), prefix: displayPrefix(key) });
   return { key, row };

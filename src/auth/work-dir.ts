@@ -3,6 +3,14 @@ import path from "node:path";
 
 export class WorkDirNotAllowedError extends Error {}
 
+/** Whether the real path is one of the roots or lies below one. */
+export function isWithin(real: string, roots: string[]): boolean {
+  return roots.some((root) => {
+    const rel = path.relative(root, real);
+    return rel === "" || (!rel.startsWith("..") && !path.isAbsolute(rel));
+  });
+}
+
 /**
  * The real path of a requested work dir, when it is a directory inside one of the allowed roots
  * (both compared after following symlinks, so neither `..` nor a link inside a root can lead
@@ -19,11 +27,7 @@ export async function resolveWorkDir(requested: string, allowedRoots: string[]):
   } catch {
     throw refuse("does not exist");
   }
-  const inside = allowedRoots.some((root) => {
-    const rel = path.relative(root, real);
-    return rel === "" || (!rel.startsWith("..") && !path.isAbsolute(rel));
-  });
-  if (!inside) throw refuse("is outside the allowed roots");
+  if (!isWithin(real, allowedRoots)) throw refuse("is outside the allowed roots");
   const found = await stat(real).catch(() => undefined);
   if (!found) throw refuse("does not exist");
   if (!found.isDirectory()) throw refuse("is not a directory");

@@ -13,6 +13,8 @@ export interface CommandInput {
   effort?: Effort;
   model?: string;
   appendSystemPrompt?: string;
+  /** USD the run may spend; the CLI stops after the turn that reaches it. */
+  maxBudgetUsd?: number;
 }
 
 /** Flags every run gets: one-shot print mode, stream-json both ways, permission prompts on stdio. */
@@ -51,6 +53,11 @@ export function buildClaudeArgs(input: CommandInput): string[] {
   if (input.effort !== undefined) args.push("--effort", input.effort);
   if (input.model) args.push("--model", input.model);
   if (input.appendSystemPrompt) args.push("--append-system-prompt", input.appendSystemPrompt);
+  if (input.maxBudgetUsd !== undefined) {
+    // In micro-dollars, never 0 (which the CLI would not take as a cap).
+    const usd = Math.max(1, Math.round(input.maxBudgetUsd * 1e6)) / 1e6;
+    args.push(`--max-budget-usd=${usd}`);
+  }
   return args;
 }
 

@@ -436,6 +436,8 @@ export class StreamMapper {
       is_error: failed,
       result: failed ? null : (text ?? null),
       error,
+      // The CLI stopped at `--max-budget-usd`: the key's monthly budget is spent.
+      ...(subtype === "error_max_budget_usd" ? { error_code: "budget_exhausted" as const } : {}),
       cost_usd: cost,
       duration_ms:
         typeof line.duration_ms === "number" ? int(line.duration_ms) : Math.round(this.elapsedMs()),

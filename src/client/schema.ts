@@ -177,7 +177,11 @@ export interface paths {
     delete: operations["revokeKey"];
     options?: never;
     head?: never;
-    patch?: never;
+    /**
+     * Change an API key's policy (admin)
+     * @description Sets what the key's sessions and hooks may ask for and spend; fields left out stay as they are, null restores a field's default. It holds from the key's next request and run on.
+     */
+    patch: operations["updateKey"];
     trace?: never;
   };
   "/v1/runs/{id}": {
@@ -335,6 +339,14 @@ export interface components {
       last_used_at: string | null;
       /** Format: date-time */
       revoked_at: string | null;
+      /** @description The permission modes its sessions and hooks may use (defaults filled in). */
+      permission_modes: components["schemas"]["PermissionMode"][];
+      /** @description Where its sessions may work (defaults filled in). */
+      work_roots: string[];
+      /** @description Monthly (UTC) spending cap in USD; null: none. */
+      max_budget_usd: number | null;
+      /** @description Whether its sessions may use worktree mode. */
+      worktrees: boolean;
     };
     ApiKeyList: {
       data: components["schemas"]["ApiKey"][];
@@ -372,6 +384,11 @@ export interface components {
       /** Format: date-time */
       delivered_at: string | null;
     };
+    /**
+     * @description Why a failed run failed, when a client can act on it: `budget_exhausted`, the run stopped at (or did not start past) its key's monthly `max_budget_usd`; `policy_denied`, its key's policy no longer allows the session's options. Absent otherwise.
+     * @enum {string}
+     */
+    CompletionErrorCode: "budget_exhausted" | "policy_denied";
     CompletionEvent: {
       /**
        * @description discriminator enum property added by openapi-typescript
@@ -382,6 +399,7 @@ export interface components {
       is_error: boolean;
       result: string | null;
       error: string | null;
+      error_code?: components["schemas"]["CompletionErrorCode"];
       cost_usd: number;
       duration_ms: number;
       usage: components["schemas"]["Usage"];
@@ -410,6 +428,14 @@ export interface components {
        * @default false
        */
       admin: boolean;
+      /** @description Permission modes its sessions and hooks may use; null: the default, every mode for an admin key and every mode but `bypassPermissions` and `dangerously-skip-permissions` otherwise. */
+      permission_modes?: components["schemas"]["PermissionMode"][] | null;
+      /** @description Directories a session's work dir must lie in, each inside `AGENT_BRIDGE_ALLOWED_ROOTS` (stored as real paths); null: the server's allowed roots. */
+      work_roots?: string[] | null;
+      /** @description What its runs may cost per calendar month (UTC), in USD; null: no cap. A message or hook run that would start past it gets 402 `budget_exhausted`. */
+      max_budget_usd?: number | null;
+      /** @description Whether its sessions may run in a git worktree (default true). */
+      worktrees?: boolean;
     };
     CreateHook: {
       /** @example pr-review */
@@ -614,6 +640,9 @@ export interface components {
         | "not_found"
         | "unauthorized"
         | "forbidden"
+        | "policy_denied"
+        | "budget_exhausted"
+        | "too_many_streams"
         | "rate_limited"
         | "key_not_found"
         | "work_dir_not_allowed"
@@ -835,6 +864,17 @@ export interface components {
       truncated: boolean;
       parent_tool_use_id?: string | null;
     };
+    /** @description Fields left out stay as they are. */
+    UpdateApiKey: {
+      /** @description Permission modes its sessions and hooks may use; null: the default, every mode for an admin key and every mode but `bypassPermissions` and `dangerously-skip-permissions` otherwise. */
+      permission_modes?: components["schemas"]["PermissionMode"][] | null;
+      /** @description Directories a session's work dir must lie in, each inside `AGENT_BRIDGE_ALLOWED_ROOTS` (stored as real paths); null: the server's allowed roots. */
+      work_roots?: string[] | null;
+      /** @description What its runs may cost per calendar month (UTC), in USD; null: no cap. A message or hook run that would start past it gets 402 `budget_exhausted`. */
+      max_budget_usd?: number | null;
+      /** @description Whether its sessions may run in a git worktree (default true). */
+      worktrees?: boolean;
+    };
     UpdateHook: {
       /** @description Left out: the hook keeps its secret. */
       secret?: string;
@@ -883,9 +923,24 @@ export interface components {
       num_turns: number;
       duration_api_ms: number;
     };
+    /** @description The calling key's monthly budget; null when it has no cap. */
+    UsageBudget: {
+      /** @description The key's `max_budget_usd`. */
+      max_usd: number;
+      /** @description What the key's runs that ended this month cost (those of deleted sessions too). */
+      spent_usd: number;
+      /** @description `max_usd - spent_usd`, at least 0. */
+      left_usd: number;
+      /**
+       * Format: date-time
+       * @description The month's start (UTC).
+       */
+      period_start: string;
+    } | null;
     UsageTotals: components["schemas"]["SessionUsage"] & {
       /** @description Sessions counted (deleted sessions are not). */
       sessions: number;
+      budget: components["schemas"]["UsageBudget"];
     };
     UserQuestion: {
       question: string;
@@ -1007,7 +1062,7 @@ export interface operations {
           "application/problem+json": components["schemas"]["Problem"];
         };
       };
-      /** @description The key lacks the admin role */
+      /** @description The key lacks the admin role, or its policy does not allow what was asked (`policy_denied`) */
       403: {
         headers: {
           [name: string]: unknown;
@@ -1074,7 +1129,7 @@ export interface operations {
           "application/problem+json": components["schemas"]["Problem"];
         };
       };
-      /** @description The key lacks the admin role */
+      /** @description The key lacks the admin role, or its policy does not allow what was asked (`policy_denied`) */
       403: {
         headers: {
           [name: string]: unknown;
@@ -1135,7 +1190,7 @@ export interface operations {
           "application/problem+json": components["schemas"]["Problem"];
         };
       };
-      /** @description The key lacks the admin role */
+      /** @description The key lacks the admin role, or its policy does not allow what was asked (`policy_denied`) */
       403: {
         headers: {
           [name: string]: unknown;
@@ -1220,7 +1275,7 @@ export interface operations {
           "application/problem+json": components["schemas"]["Problem"];
         };
       };
-      /** @description The key lacks the admin role */
+      /** @description The key lacks the admin role, or its policy does not allow what was asked (`policy_denied`) */
       403: {
         headers: {
           [name: string]: unknown;
@@ -1291,7 +1346,7 @@ export interface operations {
           "application/problem+json": components["schemas"]["Problem"];
         };
       };
-      /** @description The key lacks the admin role */
+      /** @description The key lacks the admin role, or its policy does not allow what was asked (`policy_denied`) */
       403: {
         headers: {
           [name: string]: unknown;
@@ -1374,7 +1429,7 @@ export interface operations {
           "application/problem+json": components["schemas"]["Problem"];
         };
       };
-      /** @description The key lacks the admin role */
+      /** @description The key lacks the admin role, or its policy does not allow what was asked (`policy_denied`) */
       403: {
         headers: {
           [name: string]: unknown;
@@ -1445,7 +1500,7 @@ export interface operations {
           "application/problem+json": components["schemas"]["Problem"];
         };
       };
-      /** @description The key lacks the admin role */
+      /** @description The key lacks the admin role, or its policy does not allow what was asked (`policy_denied`) */
       403: {
         headers: {
           [name: string]: unknown;
@@ -1543,6 +1598,24 @@ export interface operations {
           "application/problem+json": components["schemas"]["Problem"];
         };
       };
+      /** @description The key's monthly budget (`max_budget_usd`) is spent: nothing was started */
+      402: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description The key lacks the admin role, or its policy does not allow what was asked (`policy_denied`) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
       /** @description Not found */
       404: {
         headers: {
@@ -1617,7 +1690,7 @@ export interface operations {
           "application/problem+json": components["schemas"]["Problem"];
         };
       };
-      /** @description The key lacks the admin role */
+      /** @description The key lacks the admin role, or its policy does not allow what was asked (`policy_denied`) */
       403: {
         headers: {
           [name: string]: unknown;
@@ -1677,7 +1750,7 @@ export interface operations {
           "application/problem+json": components["schemas"]["Problem"];
         };
       };
-      /** @description The key lacks the admin role */
+      /** @description The key lacks the admin role, or its policy does not allow what was asked (`policy_denied`) */
       403: {
         headers: {
           [name: string]: unknown;
@@ -1753,7 +1826,7 @@ export interface operations {
           "application/problem+json": components["schemas"]["Problem"];
         };
       };
-      /** @description The key lacks the admin role */
+      /** @description The key lacks the admin role, or its policy does not allow what was asked (`policy_denied`) */
       403: {
         headers: {
           [name: string]: unknown;
@@ -1764,6 +1837,95 @@ export interface operations {
       };
       /** @description Not found */
       404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
+  updateKey: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["UpdateApiKey"];
+      };
+    };
+    responses: {
+      /** @description The key as changed */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ApiKey"];
+        };
+      };
+      /** @description Invalid request: every problem is listed in `errors` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description The key lacks the admin role, or its policy does not allow what was asked (`policy_denied`) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Not found */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Body larger than the configured limit */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Body is not JSON */
+      415: {
         headers: {
           [name: string]: unknown;
         };
@@ -2065,6 +2227,15 @@ export interface operations {
           "application/problem+json": components["schemas"]["Problem"];
         };
       };
+      /** @description The key lacks the admin role, or its policy does not allow what was asked (`policy_denied`) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
       /** @description Body larger than the configured limit */
       413: {
         headers: {
@@ -2273,6 +2444,24 @@ export interface operations {
       };
       /** @description Missing, malformed, unknown or revoked API key */
       401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description The key's monthly budget (`max_budget_usd`) is spent: nothing was started */
+      402: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description The key lacks the admin role, or its policy does not allow what was asked (`policy_denied`) */
+      403: {
         headers: {
           [name: string]: unknown;
         };

@@ -1,4 +1,5 @@
 import { createHash, randomUUID } from "node:crypto";
+import { BudgetExhaustedError, PolicyDeniedError } from "../auth/policy.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import {
@@ -199,6 +200,8 @@ export async function fireSchedule(
 const REFUSALS = [
   EmptyPromptError,
   PromptTooLargeError,
+  PolicyDeniedError,
+  BudgetExhaustedError,
   QueueFullError,
   KeyRunLimitError,
   ShuttingDownError,

@@ -6,6 +6,7 @@ import type { Metrics } from "../metrics.js";
 import type { TenantHomes } from "../process/tenant-homes.js";
 import type { RunManager } from "../runs/manager.js";
 import type { Database, DatabaseHandle } from "../store/db.js";
+import type { StreamLimiter } from "./streams.js";
 
 /** The app's dependencies; tests build their own and pass them to `createApp`. */
 export interface AppDeps {
@@ -15,6 +16,8 @@ export interface AppDeps {
   claudeProbe: ClaudeProbe;
   runs: RunManager;
   metrics: Metrics;
+  /** Open event streams per key. */
+  streams: StreamLimiter;
   /** Set when the agents run as another OS user (AGENT_BRIDGE_AGENT_USER). */
   homes?: TenantHomes;
 }

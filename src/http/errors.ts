@@ -3,6 +3,7 @@ import type { Context, ErrorHandler, NotFoundHandler } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { ZodError } from "zod";
+import { BudgetExhaustedError, PolicyDeniedError } from "../auth/policy.js";
 import {
   IdempotencyConflictError,
   KeyRunLimitError,
@@ -27,6 +28,9 @@ export const ERROR_CODES = {
   not_found: "Not found",
   unauthorized: "Missing or invalid API key",
   forbidden: "Not allowed for this key",
+  policy_denied: "Not allowed by the key's policy",
+  budget_exhausted: "The key's monthly budget is spent",
+  too_many_streams: "Too many open event streams for this key",
   rate_limited: "Too many requests for this key",
   key_not_found: "API key not found",
   work_dir_not_allowed: "Work directory not allowed",
@@ -177,8 +181,12 @@ export const onError: ErrorHandler<AppEnv> = (err, c) => {
   );
 };
 
-/** The run manager's refusals, as the HTTP answers they are. */
+/** The run manager's refusals (its gate's included), as the HTTP answers they are. */
 function runRefusal(err: unknown): ApiError | undefined {
+  if (err instanceof PolicyDeniedError) return new ApiError(403, "policy_denied", err.message);
+  if (err instanceof BudgetExhaustedError) {
+    return new ApiError(402, "budget_exhausted", err.message);
+  }
   if (err instanceof SessionBusyError) {
     return new ApiError(409, "session_busy", err.message, {
       fields: { active_run_id: err.activeRunId, events_url: `/v1/runs/${err.activeRunId}/events` },
@@ -220,7 +228,8 @@ export function problemResponses<S extends number>(...statuses: S[]) {
   const descriptions: Record<number, string> = {
     400: "Invalid request: every problem is listed in `errors`",
     401: "Missing, malformed, unknown or revoked API key",
-    403: "The key lacks the admin role",
+    402: "The key's monthly budget (`max_budget_usd`) is spent: nothing was started",
+    403: "The key lacks the admin role, or its policy does not allow what was asked (`policy_denied`)",
     404: "Not found",
     409: "Conflict",
     410: "The session has expired",

@@ -52,9 +52,22 @@ export const SSE_HEADERS = {
  */
 export function sseResponse(
   open: (signal: AbortSignal) => AsyncIterable<SequencedEvent[]>,
-  opts: { view: LogView; keepAliveMs: number; logger: Logger; headers?: Record<string, string> },
+  opts: {
+    view: LogView;
+    keepAliveMs: number;
+    logger: Logger;
+    headers?: Record<string, string>;
+    /** Called once when the stream ends, however it ends (completion, failure, client gone). */
+    onClose?: () => void;
+  },
 ): Response {
   const gone = new AbortController();
+  let closed = false;
+  const onClose = () => {
+    if (closed) return;
+    closed = true;
+    opts.onClose?.();
+  };
   let keepAlive: NodeJS.Timeout | undefined;
   /** Resolves the producer's wait for room in the queue. */
   let wake: (() => void) | undefined;
@@ -102,6 +115,7 @@ export function sseResponse(
             clearInterval(keepAlive);
             flush();
             if (!gone.signal.aborted) controller.close();
+            onClose();
           }
         })();
       },
@@ -113,6 +127,7 @@ export function sseResponse(
         clearInterval(keepAlive);
         gone.abort();
         wake?.();
+        onClose();
       },
     },
     { highWaterMark: HIGH_WATER_BYTES, size: (chunk) => chunk.byteLength },

@@ -1,4 +1,10 @@
 import { createHash } from "node:crypto";
+import {
+  BudgetExhaustedError,
+  PolicyDeniedError,
+  type RunAllowance,
+  type RunGate,
+} from "../auth/policy.js";
 import { Effort, PermissionMode } from "../claude/options.js";
 import { bootId, terminateGroup } from "../claude/process.js";
 import { type RunnerConfig, runClaude } from "../claude/runner.js";
@@ -41,6 +47,8 @@ export interface RunManagerOptions {
   /** How long a run's writes wait for an unreachable database before the run fails. */
   dbOutageBoundMs: number;
   metrics: Metrics;
+  /** Whether the session's key may run now, and what a run may spend. */
+  gate: RunGate;
   /** Set: the agents run as another OS user, each tenant in a HOME of its own. */
   homes?: TenantHomes;
 }
@@ -221,6 +229,7 @@ export class RunManager {
       if (inLine) throw new SessionBusyError(inLine.row.id);
     }
     let wait = Boolean(state.activeRunId || inLine);
+    await this.opts.gate.allow(session);
     if (session.ownerKeyId && this.activeRunsOf(session.ownerKeyId) >= this.opts.maxPerKey) {
       throw new KeyRunLimitError(this.opts.maxPerKey, this.retryAfterSeconds());
     }
@@ -520,12 +529,17 @@ export class RunManager {
     let events: AsyncGenerator<BridgeEvent[]> | undefined;
     let completion: CompletionEvent | undefined;
     try {
+      // Asked again: the key's other runs may have spent its budget while this one was queued.
+      const allowance = await this.opts.gate.allow(session);
       if (session.worktree) await this.prepareWorktree(session);
-      events = await this.runCli(run);
+      events = await this.runCli(run, allowance);
       completion = await this.relay(run, events);
       await run.log.drain();
     } catch (err) {
-      completion = this.failure(run, err, completion);
+      const refusal = this.refusedAtStart(run, err);
+      // Stored before its completion, as for any run that ends without its CLI.
+      if (refusal) await run.log.drain().catch(() => {});
+      completion = refusal ?? this.failure(run, err, completion);
     }
     // Before the completion goes out, so that a client reading the session then sees the record.
     if (session.worktree) await this.recordWorktree(session);
@@ -541,7 +555,10 @@ export class RunManager {
     }
   }
 
-  private async runCli(run: ActiveRun): Promise<AsyncGenerator<BridgeEvent[]>> {
+  private async runCli(
+    run: ActiveRun,
+    allowance: RunAllowance,
+  ): Promise<AsyncGenerator<BridgeEvent[]>> {
     const { db, logger, homes } = this.opts;
     const { row, session } = run;
     const identity = await homes?.identityFor(session.ownerKeyId);
@@ -555,6 +572,7 @@ export class RunManager {
         effort: Effort.parse(session.effort),
         ...(session.model ? { model: session.model } : {}),
         ...systemPrompt(session.systemPrompt, row.systemPrompt),
+        ...(allowance.maxBudgetUsd !== null ? { maxBudgetUsd: allowance.maxBudgetUsd } : {}),
         cwd: this.workDirOf(session),
         ...(identity ? { identity } : {}),
       },
@@ -589,6 +607,19 @@ export class RunManager {
       }
       await run.log.keepPace();
     }
+  }
+
+  /** The completion of a run its key's gate refused when its turn came (nothing was started). */
+  private refusedAtStart(run: ActiveRun, err: unknown): CompletionEvent | undefined {
+    const code =
+      err instanceof BudgetExhaustedError
+        ? "budget_exhausted"
+        : err instanceof PolicyDeniedError
+          ? "policy_denied"
+          : undefined;
+    if (!code) return undefined;
+    run.outcome = run.cancelled ? "cancelled" : "failed";
+    return { ...bareCompletion("failed", (err as Error).message), error_code: code };
   }
 
   /**

@@ -1,11 +1,16 @@
 import { randomUUID } from "node:crypto";
-import { and, asc, count, eq, isNull, lt, or } from "drizzle-orm";
+import { and, asc, count, eq, isNull, lt, or, sql } from "drizzle-orm";
 import type { Database } from "./db.js";
-import { type ApiKeyRow, apiKeys } from "./schema.js";
+import { type ApiKeyRow, apiKeys, keySpend } from "./schema.js";
+
+/** The policy columns of a key (src/auth/policy.ts); an absent one keeps its default. */
+export type KeyPolicyColumns = Partial<
+  Pick<ApiKeyRow, "permissionModes" | "workRoots" | "maxBudgetUsd" | "worktrees">
+>;
 
 export async function insertKey(
   db: Database,
-  input: { name: string; admin: boolean; hash: string; prefix: string },
+  input: { name: string; admin: boolean; hash: string; prefix: string } & KeyPolicyColumns,
 ): Promise<ApiKeyRow> {
   const [row] = await db
     .insert(apiKeys)
@@ -42,6 +47,42 @@ export async function revokeKey(db: Database, id: string): Promise<ApiKeyRow | u
     .set({ revokedAt: now })
     .where(and(eq(apiKeys.id, id), isNull(apiKeys.revokedAt)));
   return getKey(db, id);
+}
+
+/** Changes the key's policy; returns the key, or undefined when there is none. */
+export async function updateKeyPolicy(
+  db: Database,
+  id: string,
+  policy: KeyPolicyColumns,
+): Promise<ApiKeyRow | undefined> {
+  if (Object.keys(policy).length === 0) return getKey(db, id);
+  const [row] = await db.update(apiKeys).set(policy).where(eq(apiKeys.id, id)).returning();
+  return row;
+}
+
+/** The first moment of the calendar month (UTC) that `at` falls in: a budget's period. */
+export function monthOf(at: Date): Date {
+  return new Date(Date.UTC(at.getUTCFullYear(), at.getUTCMonth(), 1));
+}
+
+/** Adds a run's cost to its key's spend in the month it ended. */
+export async function addKeySpend(db: Database, keyId: string, at: Date, usd: number) {
+  await db
+    .insert(keySpend)
+    .values({ keyId, periodStart: monthOf(at), costUsd: usd })
+    .onConflictDoUpdate({
+      target: [keySpend.keyId, keySpend.periodStart],
+      set: { costUsd: sql`${keySpend.costUsd} + excluded.cost_usd` },
+    });
+}
+
+/** What the key's runs that ended in the month starting at `periodStart` cost, in USD. */
+export async function monthSpend(db: Database, keyId: string, periodStart: Date): Promise<number> {
+  const [row] = await db
+    .select({ usd: keySpend.costUsd })
+    .from(keySpend)
+    .where(and(eq(keySpend.keyId, keyId), eq(keySpend.periodStart, periodStart)));
+  return row?.usd ?? 0;
 }
 
 /** Records a use, at most once a minute per key, so that requests do not each cost a write. */

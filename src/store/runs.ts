@@ -4,6 +4,7 @@ import { type AnyPgColumn, alias, QueryBuilder } from "drizzle-orm/pg-core";
 import type { Principal } from "../auth/principal.js";
 import type { Usage } from "../events.js";
 import type { Database } from "./db.js";
+import { addKeySpend } from "./keys.js";
 import { type RunRow, runs, sessions } from "./schema.js";
 import { visibleTo } from "./sessions.js";
 
@@ -175,8 +176,9 @@ export interface RunOutcome {
 const cliId = (id: string | null) => (id && /^[\x21-\x7e]{1,200}$/.test(id) ? id : null);
 
 /**
- * Records how a run ended and adds its usage to its session's totals in one SQL update each (no
- * read-modify-write), returning the session's new totals. Call inside the transaction that also
+ * Records how a run ended and adds its usage to its session's totals, and its cost to its key's
+ * spend this month, in one SQL statement each (no read-modify-write), returning the session's
+ * new totals. Call inside the transaction that also
  * appends the run's completion event.
  */
 export async function finishRun(db: Database, run: RunRow, outcome: RunOutcome) {
@@ -202,7 +204,7 @@ export async function finishRun(db: Database, run: RunRow, outcome: RunOutcome) 
       pgidBootId: null,
     })
     .where(eq(runs.id, run.id));
-  const [totals] = await db
+  const [updated] = await db
     .update(sessions)
     .set({
       inputTokens: sql`${sessions.inputTokens} + ${usage.input_tokens}`,
@@ -224,7 +226,11 @@ export async function finishRun(db: Database, run: RunRow, outcome: RunOutcome) 
       cost_usd: sessions.costUsd,
       num_turns: sessions.numTurns,
       runs: sessions.runs,
+      ownerKeyId: sessions.ownerKeyId,
     });
+  if (!updated) return undefined;
+  const { ownerKeyId, ...totals } = updated;
+  if (ownerKeyId && outcome.costUsd > 0) await addKeySpend(db, ownerKeyId, now, outcome.costUsd);
   return totals;
 }
 

@@ -48,7 +48,32 @@ export const apiKeys = pgTable("api_keys", {
   createdAt: ts("created_at").notNull(),
   lastUsedAt: ts("last_used_at"),
   revokedAt: ts("revoked_at"),
+  // What the key's sessions and hooks may ask for (src/auth/policy.ts); null: the default.
+  /** Permission modes allowed; null: all for an admin key, all but the bypass modes otherwise. */
+  permissionModes: jsonb("permission_modes").$type<string[]>(),
+  /** Real paths a work dir must lie in; null: the server's AGENT_BRIDGE_ALLOWED_ROOTS. */
+  workRoots: jsonb("work_roots").$type<string[]>(),
+  /** Spend allowed per calendar month (UTC); null: no cap. */
+  maxBudgetUsd: doublePrecision("max_budget_usd"),
+  /** Whether the key's sessions may run in a git worktree. */
+  worktrees: boolean("worktrees").notNull().default(true),
 });
+
+/**
+ * What each key's runs cost per calendar month (UTC), added in the transaction that records a
+ * run's end: the budget's ledger, which deleting a session (and its runs) leaves as it is.
+ */
+export const keySpend = pgTable(
+  "key_spend",
+  {
+    keyId: uuid("key_id")
+      .notNull()
+      .references(() => apiKeys.id, { onDelete: "cascade" }),
+    periodStart: ts("period_start").notNull(),
+    costUsd: doublePrecision("cost_usd").notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.keyId, t.periodStart] })],
+);
 
 export const sessions = pgTable(
   "sessions",

@@ -70,6 +70,18 @@ describe("buildClaudeArgs", () => {
     expect(args).not.toContain("--permission-mode");
   });
 
+  it("passes a spending cap as one --max-budget-usd=<usd> argument, in micro-dollars and never 0", () => {
+    expect(buildClaudeArgs(base).some((a) => a.startsWith("--max-budget-usd"))).toBe(false);
+    const capped = (usd: number) =>
+      buildClaudeArgs({ ...base, maxBudgetUsd: usd }).filter((a) =>
+        a.startsWith("--max-budget-usd"),
+      );
+    expect(capped(0.08)).toEqual(["--max-budget-usd=0.08"]);
+    expect(capped(0.5 - 0.42000000000000004)).toEqual(["--max-budget-usd=0.08"]);
+    expect(capped(12.3456789)).toEqual(["--max-budget-usd=12.345679"]);
+    expect(capped(1e-9)).toEqual(["--max-budget-usd=0.000001"]);
+  });
+
   it("adds --effort, --model and --append-system-prompt only when set", () => {
     const plain = buildClaudeArgs(base);
     for (const flag of ["--effort", "--model", "--append-system-prompt"])

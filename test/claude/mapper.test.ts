@@ -416,6 +416,26 @@ describe("StreamMapper: completion", () => {
     });
   });
 
+  it("marks a run stopped at --max-budget-usd with error_code budget_exhausted, and no other", () => {
+    const [stopped] = mapAll([
+      {
+        type: "result",
+        subtype: "error_max_budget_usd",
+        is_error: true,
+        errors: ["Reached maximum budget ($0.08)"],
+        total_cost_usd: 0.42,
+      },
+    ]);
+    expect(stopped).toMatchObject({
+      status: "failed",
+      error: "Reached maximum budget ($0.08)",
+      error_code: "budget_exhausted",
+      cost_usd: 0.42,
+    });
+    const [other] = mapAll([{ type: "result", subtype: "error_max_turns", is_error: true }]);
+    expect(other).not.toHaveProperty("error_code");
+  });
+
   it("takes last_message_uuid from the last main-thread assistant or user line, not the result", () => {
     const events = mapAll([
       assistant("m1", [toolUse("t1", "Bash", {})], { uuid: "a1" }),

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { serverDatabases } from "../support/db.js";
 import { startServer } from "../support/server.js";
-import { runCli } from "./run-cli.js";
+import { ROOT, runCli } from "./run-cli.js";
 
 // `agent-bridge keys …` works on the server's own database, with the server's configuration.
 
@@ -60,5 +60,63 @@ describe.each(databases.targets)("agent-bridge keys on %s", (_name, database) =>
     expect((await runCli(["keys", "list"], env)).stdout).toMatch(
       /ci .*\d{4}-\d\d-\d\dT[\d:.]+Z\s*$/m,
     );
+  });
+
+  it("creates a key with a policy, lists it, and changes it with keys update", {
+    timeout: 120_000,
+  }, async () => {
+    const env = {
+      ...(await database()),
+      AGENT_BRIDGE_ALLOWED_ROOTS: ROOT,
+    };
+    const created = await runCli(
+      [
+        "keys",
+        "create",
+        "--name",
+        "tenant",
+        "--permission-modes",
+        "plan,default",
+        "--work-roots",
+        ROOT,
+        "--max-budget-usd",
+        "25",
+        "--no-worktrees",
+        "--json",
+      ],
+      env,
+    );
+    expect(created.stderr).toBe("");
+    expect(created.code).toBe(0);
+    const { id } = JSON.parse(created.stdout) as { id: string };
+    const row = async () =>
+      (await runCli(["keys", "list"], env)).stdout.split("\n").find((l) => l.startsWith(id));
+    expect(await row()).toMatch(
+      new RegExp(`tenant .* user +default,plan +${ROOT.replace(/\/$/, "")} +\\$25 +no `),
+    );
+
+    const updated = await runCli(
+      [
+        "keys",
+        "update",
+        id,
+        "--permission-modes",
+        "default",
+        "--max-budget-usd",
+        "none",
+        "--worktrees",
+      ],
+      env,
+    );
+    expect(updated.code).toBe(0);
+    expect(updated.stderr).toContain(`updated key ${id}`);
+    expect(await row()).toMatch(/ user +default,acceptEdits,auto,plan,dontAsk +\S+ +- +yes /);
+
+    const outside = await runCli(["keys", "update", id, "--work-roots", "/"], env);
+    expect(outside.code).toBe(1);
+    expect(outside.stderr).toContain("outside the allowed roots");
+    const badMode = await runCli(["keys", "update", id, "--permission-modes", "sudo"], env);
+    expect(badMode.code).toBe(1);
+    expect(badMode.stderr).toContain("--permission-modes: sudo is not one of");
   });
 });

@@ -64,6 +64,18 @@ export function requestAs(
   });
 }
 
+/** A JSON request to a served app with `key` as its API key. */
+export function fetchAs(baseUrl: string, key: string, path: string, init: RequestInit = {}) {
+  return fetch(`${baseUrl}${path}`, {
+    ...init,
+    headers: {
+      Authorization: `Bearer ${key}`,
+      "Content-Type": "application/json",
+      ...(init.headers as Record<string, string>),
+    },
+  });
+}
+
 /** Serves the app on a loopback port: real HTTP, for what `app.request` cannot show. */
 export async function listen(
   app: TestApp["app"],

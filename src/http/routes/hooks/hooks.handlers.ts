@@ -1,6 +1,9 @@
 import { createHash } from "node:crypto";
 import type { RouteHandler } from "@hono/zod-openapi";
+import type { Context } from "hono";
+import { enforcePolicy } from "../../../auth/policy.js";
 import { resolveWorkDir, WorkDirNotAllowedError } from "../../../auth/work-dir.js";
+import { PermissionMode } from "../../../claude/options.js";
 import type { Config } from "../../../config.js";
 import { CallbackTargets } from "../../../hooks/callback-targets.js";
 import {
@@ -142,12 +145,27 @@ async function definition(
   };
 }
 
+/** A hook runs with its creator's policy: what it would ask of a session must be allowed. */
+function enforceHookPolicy(
+  c: Context<AppEnv>,
+  ownerKeyId: string | null,
+  fields: Pick<store.HookInput, "permissionMode" | "workDir" | "worktree">,
+) {
+  const { claude } = c.var.config;
+  return enforcePolicy(c.var.db, c.var.config, ownerKeyId, {
+    permissionMode: PermissionMode.parse(fields.permissionMode ?? claude.permissionMode),
+    workDir: fields.workDir,
+    worktree: fields.worktree ?? claude.worktreeEnabled,
+  });
+}
+
 export const createHook: RouteHandler<typeof routes.createHook, AppEnv> = async (c) => {
   const body: CreateHookBody = c.req.valid("json");
   const fields = await definition(c.var.config, body, {
     secret: body.secret,
     callbackSecret: body.callback_secret ?? null,
   });
+  await enforceHookPolicy(c, c.var.principal.keyId, fields);
   let row: HookRow;
   try {
     row = await store.insertHook(c.var.db, {
@@ -181,6 +199,7 @@ export const updateHook: RouteHandler<typeof routes.updateHook, AppEnv> = async 
     secret: body.secret ?? existing.secret,
     callbackSecret: body.callback_secret ?? existing.callbackSecret,
   });
+  await enforceHookPolicy(c, existing.ownerKeyId, fields);
   const row = await store.updateHook(c.var.db, name, fields);
   if (!row) throw hookNotFound(name);
   return c.json(toHook(row), 200);

@@ -159,6 +159,6 @@ export const deliverHook = createRoute({
       description: "A duplicate delivery (nothing started), or an event the hook ignores",
       content: { "application/json": { schema: DeliveryReceipt } },
     },
-    ...problemResponses(400, 401, 404, 413, 422, 429, 503),
+    ...problemResponses(400, 401, 402, 403, 404, 413, 422, 429, 503),
   },
 });

@@ -1,23 +1,46 @@
 import type { RouteHandler } from "@hono/zod-openapi";
 import { issueKey } from "../../../auth/keys.js";
+import { type PolicyInput, PolicyInputError, policyColumns } from "../../../auth/policy.js";
+import type { Config } from "../../../config.js";
 import * as store from "../../../store/keys.js";
 import type { AppEnv } from "../../context.js";
-import { ApiError } from "../../errors.js";
+import { ApiError, invalidRequest } from "../../errors.js";
 import type * as routes from "./keys.routes.js";
 import { toApiKey } from "./keys.schemas.js";
 
+const keyNotFound = (id: string) => new ApiError(404, "key_not_found", `No API key with id ${id}`);
+
+/** The policy's columns, or a 400 naming the field that cannot be stored. */
+async function policyOrRefuse(input: PolicyInput, config: Config) {
+  try {
+    return await policyColumns(input, config);
+  } catch (err) {
+    if (!(err instanceof PolicyInputError)) throw err;
+    throw invalidRequest([{ location: "body", path: err.field, message: err.message }]);
+  }
+}
+
 export const createKey: RouteHandler<typeof routes.createKey, AppEnv> = async (c) => {
-  const body = c.req.valid("json");
-  const { key, row } = await issueKey(c.var.db, body);
-  return c.json({ ...toApiKey(row), key }, 201);
+  const { name, admin, ...policy } = c.req.valid("json");
+  const columns = await policyOrRefuse(policy, c.var.config);
+  const { key, row } = await issueKey(c.var.db, { name, admin, ...columns });
+  return c.json({ ...toApiKey(row, c.var.config), key }, 201);
 };
 
 export const listKeys: RouteHandler<typeof routes.listKeys, AppEnv> = async (c) =>
-  c.json({ data: (await store.listKeys(c.var.db)).map(toApiKey) }, 200);
+  c.json({ data: (await store.listKeys(c.var.db)).map((row) => toApiKey(row, c.var.config)) }, 200);
+
+export const updateKey: RouteHandler<typeof routes.updateKey, AppEnv> = async (c) => {
+  const { id } = c.req.valid("param");
+  const columns = await policyOrRefuse(c.req.valid("json"), c.var.config);
+  const row = await store.updateKeyPolicy(c.var.db, id, columns);
+  if (!row) throw keyNotFound(id);
+  return c.json(toApiKey(row, c.var.config), 200);
+};
 
 export const revokeKey: RouteHandler<typeof routes.revokeKey, AppEnv> = async (c) => {
   const { id } = c.req.valid("param");
   const row = await store.revokeKey(c.var.db, id);
-  if (!row) throw new ApiError(404, "key_not_found", `No API key with id ${id}`);
-  return c.json(toApiKey(row), 200);
+  if (!row) throw keyNotFound(id);
+  return c.json(toApiKey(row, c.var.config), 200);
 };

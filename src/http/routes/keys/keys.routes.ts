@@ -1,7 +1,14 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { requireAdmin } from "../../auth.js";
 import { problemResponses } from "../../errors.js";
-import { ApiKey, ApiKeyList, CreateKeyBody, KeyId, NewApiKey } from "./keys.schemas.js";
+import {
+  ApiKey,
+  ApiKeyList,
+  CreateKeyBody,
+  KeyId,
+  NewApiKey,
+  UpdateKeyBody,
+} from "./keys.schemas.js";
 
 const tags = ["Keys"];
 
@@ -35,6 +42,25 @@ export const listKeys = createRoute({
       content: { "application/json": { schema: ApiKeyList } },
     },
     ...problemResponses(401, 403, 429),
+  },
+});
+
+export const updateKey = createRoute({
+  method: "patch",
+  path: "/v1/keys/{id}",
+  operationId: "updateKey",
+  tags,
+  summary: "Change an API key's policy (admin)",
+  description:
+    "Sets what the key's sessions and hooks may ask for and spend; fields left out stay as they are, null restores a field's default. It holds from the key's next request and run on.",
+  middleware: [requireAdmin] as const,
+  request: {
+    params: z.object({ id: KeyId }),
+    body: { content: { "application/json": { schema: UpdateKeyBody } }, required: true },
+  },
+  responses: {
+    200: { description: "The key as changed", content: { "application/json": { schema: ApiKey } } },
+    ...problemResponses(400, 401, 403, 404, 413, 415, 429),
   },
 });
 

@@ -1,9 +1,32 @@
 import { z } from "@hono/zod-openapi";
+import { type KeyPolicy, policyOf } from "../../../auth/policy.js";
+import { PermissionMode } from "../../../claude/options.js";
+import type { Config } from "../../../config.js";
 import type { ApiKeyRow } from "../../../store/schema.js";
 
 export const KeyId = z.uuid({ error: "expected a key id (a UUID)" }).openapi({
   param: { name: "id", in: "path" },
 });
+
+/** What a key's sessions and hooks may ask for; each field may be left out to keep it as it is. */
+const policyFields = {
+  permission_modes: z.array(PermissionMode).min(1).max(16).nullable().optional().openapi({
+    description:
+      "Permission modes its sessions and hooks may use; null: the default, every mode for an admin key and every mode but `bypassPermissions` and `dangerously-skip-permissions` otherwise.",
+  }),
+  work_roots: z.array(z.string().min(1).max(4096)).min(1).max(32).nullable().optional().openapi({
+    description:
+      "Directories a session's work dir must lie in, each inside `AGENT_BRIDGE_ALLOWED_ROOTS` (stored as real paths); null: the server's allowed roots.",
+  }),
+  max_budget_usd: z.number().min(0).max(1_000_000).nullable().optional().openapi({
+    description:
+      "What its runs may cost per calendar month (UTC), in USD; null: no cap. A message or hook run that would start past it gets 402 `budget_exhausted`.",
+  }),
+  worktrees: z
+    .boolean()
+    .optional()
+    .openapi({ description: "Whether its sessions may run in a git worktree (default true)." }),
+};
 
 export const CreateKeyBody = z
   .strictObject({
@@ -12,8 +35,13 @@ export const CreateKeyBody = z
       .boolean()
       .default(false)
       .openapi({ description: "Admin keys see every tenant and manage keys." }),
+    ...policyFields,
   })
   .openapi("CreateApiKey");
+
+export const UpdateKeyBody = z
+  .strictObject(policyFields)
+  .openapi("UpdateApiKey", { description: "Fields left out stay as they are." });
 
 export const ApiKey = z
   .object({
@@ -27,6 +55,17 @@ export const ApiKey = z
     created_at: z.string().openapi({ format: "date-time" }),
     last_used_at: z.string().nullable().openapi({ format: "date-time" }),
     revoked_at: z.string().nullable().openapi({ format: "date-time" }),
+    permission_modes: z.array(PermissionMode).openapi({
+      description: "The permission modes its sessions and hooks may use (defaults filled in).",
+    }),
+    work_roots: z
+      .array(z.string())
+      .openapi({ description: "Where its sessions may work (defaults filled in)." }),
+    max_budget_usd: z
+      .number()
+      .nullable()
+      .openapi({ description: "Monthly (UTC) spending cap in USD; null: none." }),
+    worktrees: z.boolean().openapi({ description: "Whether its sessions may use worktree mode." }),
   })
   .openapi("ApiKey");
 
@@ -38,7 +77,8 @@ export const NewApiKey = ApiKey.extend({
 
 export const ApiKeyList = z.object({ data: z.array(ApiKey) }).openapi("ApiKeyList");
 
-export function toApiKey(row: ApiKeyRow): z.infer<typeof ApiKey> {
+export function toApiKey(row: ApiKeyRow, config: Config): z.infer<typeof ApiKey> {
+  const policy: KeyPolicy = policyOf(row, config);
   return {
     id: row.id,
     name: row.name,
@@ -47,5 +87,9 @@ export function toApiKey(row: ApiKeyRow): z.infer<typeof ApiKey> {
     created_at: row.createdAt.toISOString(),
     last_used_at: row.lastUsedAt?.toISOString() ?? null,
     revoked_at: row.revokedAt?.toISOString() ?? null,
+    permission_modes: policy.permissionModes,
+    work_roots: policy.workRoots,
+    max_budget_usd: policy.maxBudgetUsd,
+    worktrees: policy.worktrees,
   };
 }

@@ -9,6 +9,7 @@ import { getSession } from "../../../store/sessions.js";
 import type { AppEnv } from "../../context.js";
 import { ApiError } from "../../errors.js";
 import { sseResponse } from "../../sse.js";
+import { admitStream } from "../../streams.js";
 import type * as routes from "./runs.routes.js";
 import { toRun } from "./runs.schemas.js";
 
@@ -42,14 +43,22 @@ export const postMessage: RouteHandler<typeof routes.postMessage, AppEnv> = asyn
   const session = await getSession(db, id, principal);
   if (!session) throw new ApiError(404, "session_not_found", `No session with id ${id}`);
 
-  const { run } = await runs.submit(session, {
-    text: body.text,
-    systemPrompt: body.system_prompt ?? null,
-    trigger: "message",
-    idempotencyKey: headers["idempotency-key"] ?? null,
-  });
-
   const mode = responseMode(headers.prefer, c.req.header("accept"));
+  // Before the run: a client refused its stream must not leave a run going that it never asked for.
+  const releaseStream = mode === "sse" ? admitStream(c) : undefined;
+  let run: Awaited<ReturnType<typeof runs.submit>>["run"];
+  try {
+    ({ run } = await runs.submit(session, {
+      text: body.text,
+      systemPrompt: body.system_prompt ?? null,
+      trigger: "message",
+      idempotencyKey: headers["idempotency-key"] ?? null,
+    }));
+  } catch (err) {
+    releaseStream?.();
+    throw err;
+  }
+
   if (mode === "async") {
     return c.json(toRun(run, null), 202, {
       Location: `/v1/runs/${run.id}`,
@@ -75,6 +84,7 @@ export const postMessage: RouteHandler<typeof routes.postMessage, AppEnv> = asyn
     keepAliveMs: config.runs.keepAliveMs,
     logger: logger.child({ run_id: run.id }),
     headers: { "X-Run-Id": run.id, "Content-Location": `/v1/runs/${run.id}/events` },
+    onClose: releaseStream,
   });
 };
 
@@ -95,6 +105,7 @@ export const getRunEvents: RouteHandler<typeof routes.getRunEvents, AppEnv> = as
     view,
     keepAliveMs: config.runs.keepAliveMs,
     logger: logger.child({ run_id: id }),
+    onClose: admitStream(c),
   });
 };
 

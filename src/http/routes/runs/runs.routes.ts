@@ -48,7 +48,7 @@ export const postMessage = createRoute({
       headers: z.object({ Location: z.string(), "Preference-Applied": z.string() }),
       content: { "application/json": { schema: Run } },
     },
-    ...problemResponses(400, 401, 404, 409, 410, 413, 415, 422, 429, 503),
+    ...problemResponses(400, 401, 402, 403, 404, 409, 410, 413, 415, 422, 429, 503),
   },
 });
 

@@ -1,4 +1,5 @@
 import type { RouteHandler } from "@hono/zod-openapi";
+import { enforcePolicy } from "../../../auth/policy.js";
 import { resolveWorkDir, WorkDirNotAllowedError } from "../../../auth/work-dir.js";
 import * as store from "../../../store/sessions.js";
 import { getSessionWorktree, sessionWorktrees } from "../../../store/worktrees.js";
@@ -51,12 +52,18 @@ export const createSession: RouteHandler<typeof routes.createSession, AppEnv> = 
     }
   }
   const worktree = body.worktree ?? claude.worktreeEnabled;
+  const permissionMode = body.permission_mode ?? claude.permissionMode;
+  await enforcePolicy(c.var.db, c.var.config, c.var.principal.keyId, {
+    permissionMode,
+    workDir,
+    worktree,
+  });
   if (worktree) await requireWorktreePrerequisites(workDir ?? claude.workDir);
   const row = await store.createSession(c.var.db, {
     ownerKeyId: c.var.principal.keyId,
     workDir,
     title: body.title ?? null,
-    permissionMode: body.permission_mode ?? claude.permissionMode,
+    permissionMode,
     model: body.model ?? claude.model ?? null,
     effort: body.effort ?? claude.effort,
     systemPrompt: body.system_prompt ?? null,

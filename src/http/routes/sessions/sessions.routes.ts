@@ -29,7 +29,7 @@ export const createSession = createRoute({
       headers: z.object({ Location: z.string() }),
       content: { "application/json": { schema: Session } },
     },
-    ...problemResponses(400, 401, 413, 415, 429),
+    ...problemResponses(400, 401, 403, 413, 415, 429),
   },
 });
 

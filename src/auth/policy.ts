@@ -1,0 +1,230 @@
+import { realpath } from "node:fs/promises";
+import { PERMISSION_MODES, PermissionMode } from "../claude/options.js";
+import type { Config } from "../config.js";
+import type { Database } from "../store/db.js";
+import { getKey, type KeyPolicyColumns, monthOf, monthSpend } from "../store/keys.js";
+import type { ApiKeyRow, SessionRow } from "../store/schema.js";
+import { isWithin, resolveWorkDir, WorkDirNotAllowedError } from "./work-dir.js";
+
+// What a key's sessions may ask for, and what it may spend: one module that session creation,
+// run admission (messages and hook fires alike) and hook definitions all ask.
+
+/** Modes that switch every permission check off: a non-admin key gets them only when granted. */
+const BYPASS_MODES: readonly PermissionMode[] = [
+  "bypassPermissions",
+  "dangerously-skip-permissions",
+];
+
+export interface KeyPolicy {
+  permissionModes: PermissionMode[];
+  /** Real paths; a session's work dir must lie in one of them. */
+  workRoots: string[];
+  /** Spend allowed per calendar month (UTC); null: no cap. */
+  maxBudgetUsd: number | null;
+  worktrees: boolean;
+}
+
+/** What a session asks for, as it would run (defaults filled in). */
+export interface SessionAsk {
+  permissionMode: PermissionMode;
+  /** The work dir, or null for the server's. */
+  workDir: string | null;
+  worktree: boolean;
+}
+
+export interface Budget {
+  maxUsd: number;
+  spentUsd: number;
+  leftUsd: number;
+  periodStart: Date;
+}
+
+/** A session or hook asks for more than its key's policy allows (403). */
+export class PolicyDeniedError extends Error {
+  constructor(
+    readonly field: keyof typeof FIELD_NAMES,
+    detail: string,
+  ) {
+    super(`the key's policy does not allow this ${FIELD_NAMES[field]}: ${detail}`);
+  }
+}
+
+/** The key's spend this month has reached its cap: no run starts (402). */
+export class BudgetExhaustedError extends Error {
+  constructor(readonly budget: Budget) {
+    super(
+      `the key's budget of $${budget.maxUsd} for the month from ${budget.periodStart.toISOString()} is spent ($${round(budget.spentUsd)}); it renews at the start of next month (UTC)`,
+    );
+  }
+}
+
+/** A policy given to a key that cannot be stored (400, naming the field). */
+export class PolicyInputError extends Error {
+  constructor(
+    readonly field: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const FIELD_NAMES = {
+  permission_modes: "permission_mode",
+  work_roots: "work_dir",
+  worktrees: "worktree mode",
+} as const;
+
+const round = (usd: number) => Math.round(usd * 1e6) / 1e6;
+
+/** No key (auth off): everything the server allows. */
+export function unrestricted(config: Config): KeyPolicy {
+  return {
+    permissionModes: [...PERMISSION_MODES],
+    workRoots: config.allowedRoots,
+    maxBudgetUsd: null,
+    worktrees: true,
+  };
+}
+
+/** The key's policy, its unset fields taken from the defaults for its role. */
+export function policyOf(key: ApiKeyRow, config: Config): KeyPolicy {
+  const modes = PERMISSION_MODES.filter((m) =>
+    key.permissionModes ? key.permissionModes.includes(m) : key.admin || !BYPASS_MODES.includes(m),
+  );
+  return {
+    permissionModes: modes,
+    workRoots: key.workRoots ?? config.allowedRoots,
+    maxBudgetUsd: key.maxBudgetUsd,
+    worktrees: key.worktrees,
+  };
+}
+
+/** The policy of the key (unrestricted for none, as with auth off). */
+export async function loadPolicy(
+  db: Database,
+  keyId: string | null,
+  config: Config,
+): Promise<KeyPolicy> {
+  const key = keyId ? await getKey(db, keyId) : undefined;
+  return key ? policyOf(key, config) : unrestricted(config);
+}
+
+/** Throws PolicyDeniedError naming the first thing the session asks for that the policy refuses. */
+export async function checkSession(
+  policy: KeyPolicy,
+  ask: SessionAsk,
+  config: Config,
+): Promise<void> {
+  if (!policy.permissionModes.includes(ask.permissionMode)) {
+    throw new PolicyDeniedError(
+      "permission_modes",
+      `${ask.permissionMode} is not among its permission_modes (${policy.permissionModes.join(", ")})`,
+    );
+  }
+  if (ask.worktree && !policy.worktrees) {
+    throw new PolicyDeniedError("worktrees", "its worktrees is false");
+  }
+  const given = ask.workDir ?? config.claude.workDir;
+  const workDir = await realpath(given).catch(() => given);
+  if (!isWithin(workDir, policy.workRoots)) {
+    throw new PolicyDeniedError(
+      "work_roots",
+      `${workDir} is outside its work_roots (${policy.workRoots.join(", ")})`,
+    );
+  }
+}
+
+/** Refuses (PolicyDeniedError) what the key's policy does not allow; no key, no limits. */
+export async function enforcePolicy(
+  db: Database,
+  config: Config,
+  keyId: string | null,
+  ask: SessionAsk,
+): Promise<void> {
+  await checkSession(await loadPolicy(db, keyId, config), ask, config);
+}
+
+/** The key's budget this month, or null when it has no cap. */
+export async function budgetOf(
+  db: Database,
+  keyId: string,
+  policy: KeyPolicy,
+  now = new Date(),
+): Promise<Budget | null> {
+  if (policy.maxBudgetUsd === null) return null;
+  const start = monthOf(now);
+  const spentUsd = await monthSpend(db, keyId, start);
+  return {
+    maxUsd: policy.maxBudgetUsd,
+    spentUsd,
+    leftUsd: Math.max(0, policy.maxBudgetUsd - spentUsd),
+    periodStart: start,
+  };
+}
+
+/** What a run may spend when it starts: null for no cap. */
+export interface RunAllowance {
+  maxBudgetUsd: number | null;
+}
+
+/** Asked before a run is admitted and again when it starts (the run manager's one question). */
+export interface RunGate {
+  /** Throws PolicyDeniedError or BudgetExhaustedError when the session's key may not run it now. */
+  allow(session: SessionRow): Promise<RunAllowance>;
+}
+
+/** The gate of the keys' policies and budgets; sessions without a key pass freely. */
+export function policyGate(db: Database, config: Config): RunGate {
+  return {
+    async allow(session) {
+      if (!session.ownerKeyId) return { maxBudgetUsd: null };
+      const policy = await loadPolicy(db, session.ownerKeyId, config);
+      // Asked at every run, so that a policy narrowed since the session was made holds too.
+      await checkSession(policy, sessionAsk(session), config);
+      const budget = await budgetOf(db, session.ownerKeyId, policy);
+      if (budget && budget.leftUsd <= 0) throw new BudgetExhaustedError(budget);
+      return { maxBudgetUsd: budget ? budget.leftUsd : null };
+    },
+  };
+}
+
+function sessionAsk(session: SessionRow): SessionAsk {
+  return {
+    permissionMode: PermissionMode.parse(session.permissionMode),
+    workDir: session.workDir,
+    worktree: session.worktree,
+  };
+}
+
+/** A key's policy as an admin gives it (API or command line); unset fields are left alone. */
+export interface PolicyInput {
+  permission_modes?: PermissionMode[] | null;
+  work_roots?: string[] | null;
+  max_budget_usd?: number | null;
+  worktrees?: boolean;
+}
+
+/** The columns to store for the input: work roots resolved to real paths inside the server's roots. */
+export async function policyColumns(input: PolicyInput, config: Config): Promise<KeyPolicyColumns> {
+  const columns: KeyPolicyColumns = {};
+  if (input.permission_modes !== undefined) columns.permissionModes = input.permission_modes;
+  if (input.max_budget_usd !== undefined) columns.maxBudgetUsd = input.max_budget_usd;
+  if (input.worktrees !== undefined) columns.worktrees = input.worktrees;
+  if (input.work_roots === null) columns.workRoots = null;
+  else if (input.work_roots !== undefined) {
+    const roots: string[] = [];
+    for (const [i, root] of input.work_roots.entries()) {
+      try {
+        roots.push(await resolveWorkDir(root, config.allowedRoots));
+      } catch (err) {
+        if (!(err instanceof WorkDirNotAllowedError)) throw err;
+        throw new PolicyInputError(
+          `work_roots.${i}`,
+          err.message.replace(/^work_dir/, "work root"),
+        );
+      }
+    }
+    columns.workRoots = [...new Set(roots)];
+  }
+  return columns;
+}

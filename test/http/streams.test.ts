@@ -1,0 +1,133 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { issueKey } from "../../src/auth/keys.js";
+import { createTestApp, fetchAs, listen, type TestApp } from "../support/app.js";
+import { BACKENDS } from "../support/db.js";
+import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { longRun } from "../support/fake-scenarios.js";
+import { waitUntil } from "../support/process.js";
+import { SseReader } from "../support/sse.js";
+
+// AGENT_BRIDGE_MAX_STREAMS_PER_KEY over real HTTP: a key's open event streams (a message's SSE
+// answer and GET …/events alike) are capped, and a stream gives its place back however it ends.
+
+describe.each(BACKENDS)("event streams per key on %s", (backend) => {
+  let t: TestApp;
+  let fake: FakeClaude;
+  let server: { url: string; close(): Promise<void> };
+  let alice: string;
+  let bob: string;
+  const open: SseReader[] = [];
+
+  beforeAll(async () => {
+    fake = await fakeClaude(longRun(60));
+    t = await createTestApp(backend, {
+      ...fake.bridgeEnv,
+      AGENT_BRIDGE_AUTH: "keys",
+      AGENT_BRIDGE_MAX_STREAMS_PER_KEY: "2",
+      // Every run of these tests goes on at once (none waits in the queue for a slot).
+      AGENT_BRIDGE_MAX_CONCURRENT_RUNS: "16",
+    });
+    server = await listen(t.app);
+    alice = (await issueKey(t.database.db, { name: "alice", admin: false })).key;
+    bob = (await issueKey(t.database.db, { name: "bob", admin: false })).key;
+  });
+  afterAll(async () => {
+    await Promise.all(open.map((r) => r.cancel().catch(() => {})));
+    await server.close();
+    await t.close();
+    await fake.cleanup();
+  });
+
+  const call = (key: string, path: string, init: RequestInit = {}) =>
+    fetchAs(server.url, key, path, init);
+  const newSession = async (key: string): Promise<string> =>
+    (await (await call(key, "/v1/sessions", { method: "POST", body: "{}" })).json()).id;
+  /** A run of the key that goes on (the fake works for a minute), started without a stream. */
+  async function longRunOf(key: string): Promise<string> {
+    const res = await call(key, `/v1/sessions/${await newSession(key)}/messages`, {
+      method: "POST",
+      headers: { Prefer: "respond-async" },
+      body: JSON.stringify({ text: "work" }),
+    });
+    expect(res.status).toBe(202);
+    return (await res.json()).id;
+  }
+  /** Follows the run; the reader is kept (and cancelled at the end) when the stream opened. */
+  async function follow(
+    key: string,
+    runId: string,
+  ): Promise<{ status: number; res: Response; reader?: SseReader }> {
+    const res = await call(key, `/v1/runs/${runId}/events`);
+    if (res.status !== 200) return { status: res.status, res };
+    const reader = SseReader.of(res);
+    open.push(reader);
+    // The first frame: the stream is served, its place taken.
+    expect((await reader.events(1))[0]?.event).toBe("run_started");
+    return { status: 200, res, reader };
+  }
+
+  /** Tries to follow the run until a stream is admitted: the server frees a place on its own time. */
+  async function followOnceAdmitted(key: string, runId: string, what: string) {
+    await waitUntil(async () => (await follow(key, runId)).status === 200, what);
+  }
+
+  it("the third stream of a key with a cap of 2 gets 429 too_many_streams; after one closes, a new one is admitted", async () => {
+    const run = await longRunOf(alice);
+    const first = await follow(alice, run);
+    // A message's own SSE answer counts as one of the key's streams too.
+    const message = await call(alice, `/v1/sessions/${await newSession(alice)}/messages`, {
+      method: "POST",
+      body: JSON.stringify({ text: "stream it" }),
+    });
+    expect(message.status).toBe(200);
+    const messageStream = SseReader.of(message);
+    open.push(messageStream);
+    expect((await messageStream.events(1))[0]?.event).toBe("run_started");
+
+    const { res: third } = await follow(alice, run);
+    expect(third.status).toBe(429);
+    expect(third.headers.get("content-type")).toBe("application/problem+json");
+    expect(third.headers.get("retry-after")).toBe("5");
+    const problem = await third.json();
+    expect(problem.code).toBe("too_many_streams");
+    expect(problem.detail).toContain("2 event streams open");
+    // Another key's streams are its own.
+    expect((await follow(bob, await longRunOf(bob))).status).toBe(200);
+
+    await first.reader?.cancel();
+    await followOnceAdmitted(alice, run, "a stream admitted once one of the key's streams closed");
+  });
+
+  it("a message refused its stream starts no run", async () => {
+    const carol = (await issueKey(t.database.db, { name: "carol", admin: false })).key;
+    const run = await longRunOf(carol);
+    expect((await follow(carol, run)).status).toBe(200);
+    expect((await follow(carol, run)).status).toBe(200);
+    const session = await newSession(carol);
+    const refused = await call(carol, `/v1/sessions/${session}/messages`, {
+      method: "POST",
+      body: JSON.stringify({ text: "one stream too many" }),
+    });
+    expect(refused.status).toBe(429);
+    expect((await refused.json()).code).toBe("too_many_streams");
+    const after = await (await call(carol, `/v1/sessions/${session}`)).json();
+    expect(after.usage.runs).toBe(0);
+    const started = (await fake.invocations()).filter((r) => r.args.includes(session));
+    expect(started).toEqual([]);
+  });
+
+  it("streams that end with their run's completion give their places back", async () => {
+    const dave = (await issueKey(t.database.db, { name: "dave", admin: false })).key;
+    const run = await longRunOf(dave);
+    const streams = [await follow(dave, run), await follow(dave, run)];
+    expect(streams.map((s) => s.status)).toEqual([200, 200]);
+    expect((await follow(dave, run)).status).toBe(429);
+    expect((await call(dave, `/v1/runs/${run}/cancel`, { method: "POST" })).status).toBe(200);
+    // Both streams read to their end (the completion), then the key has its places again.
+    for (const { reader } of streams) {
+      const rest = (await reader?.events()) ?? [];
+      expect(rest.at(-1)?.event).toBe("completion");
+    }
+    await followOnceAdmitted(dave, run, "a stream admitted after the key's streams ended");
+  });
+});

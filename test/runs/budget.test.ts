@@ -1,0 +1,86 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { issueKey } from "../../src/auth/keys.js";
+import { createTestApp, requestAs, type TestApp } from "../support/app.js";
+import { BACKENDS } from "../support/db.js";
+import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { waitUntil } from "../support/process.js";
+import { result, systemInit } from "../support/stream-json-lines.js";
+
+// What the real CLI cannot be made to do on demand: hold a run until the test lets it finish, so
+// that another run of the same key waits in the queue meanwhile. The budget is asked again when a
+// run's turn comes: one queued while the key's other run spent the budget does not start.
+
+describe.each(BACKENDS)(
+  "a run whose key spent its budget while it was queued, on %s",
+  (backend) => {
+    let t: TestApp;
+    let fake: FakeClaude;
+    let dir: string;
+
+    beforeAll(async () => {
+      dir = mkdtempSync(join(tmpdir(), "agent-bridge-budget-"));
+      fake = await fakeClaude({
+        steps: [
+          { emit: systemInit() },
+          { mark: "working" },
+          { waitFile: join(dir, "go") },
+          { emit: result({ result: "spent", total_cost_usd: 2 }) },
+        ],
+      });
+      t = await createTestApp(backend, {
+        ...fake.bridgeEnv,
+        AGENT_BRIDGE_AUTH: "keys",
+        AGENT_BRIDGE_MAX_CONCURRENT_RUNS: "1",
+      });
+    });
+    afterAll(async () => {
+      await t.close();
+      await fake.cleanup();
+      rmSync(dir, { recursive: true, force: true });
+    });
+
+    it("ends failed with error_code budget_exhausted when its turn comes, no CLI starts for it, and deleting the spender's session gives nothing back", async () => {
+      const { key } = await issueKey(t.database.db, {
+        name: "capped",
+        admin: false,
+        maxBudgetUsd: 1,
+      });
+      const as = (path: string, init: RequestInit = {}) => requestAs(t.app, key, path, init);
+      const startRun = async () => {
+        const session = await (await as("/v1/sessions", { method: "POST" })).json();
+        const res = await as(`/v1/sessions/${session.id}/messages`, {
+          method: "POST",
+          headers: { "Content-Type": "application/json", Prefer: "respond-async" },
+          body: JSON.stringify({ text: "spend" }),
+        });
+        expect(res.status).toBe(202);
+        return (await res.json()).id as string;
+      };
+      const spender = await startRun();
+      await fake.waitForMark("working");
+      // Admitted while nothing is spent yet; queued behind the spender (one slot).
+      const queued = await startRun();
+      expect((await (await as(`/v1/runs/${queued}`)).json()).status).toBe("queued");
+      writeFileSync(join(dir, "go"), "");
+
+      const finished = async (id: string) => {
+        const run = await (await as(`/v1/runs/${id}`)).json();
+        return ["queued", "running"].includes(run.status) ? undefined : run;
+      };
+      await waitUntil(async () => Boolean(await finished(queued)), "the queued run's end");
+      expect((await finished(spender))?.status).toBe("succeeded");
+      const run = await finished(queued);
+      expect(run.status).toBe("failed");
+      expect(run.completion).toMatchObject({
+        status: "failed",
+        error_code: "budget_exhausted",
+        cost_usd: 0,
+      });
+      expect(run.completion.error).toContain("budget of $1");
+      expect(await fake.invocations()).toHaveLength(1);
+    });
+  },
+);
