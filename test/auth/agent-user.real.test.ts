@@ -104,7 +104,12 @@ describe.skipIf(!isRoot)("agents run as another OS user (AGENT_BRIDGE_AGENT_USER
         return res.json();
       };
       const send = async (key: string, text: string) => {
-        const session = await call(key, "/v1/sessions");
+        // The server's default mode (bypass) is the admin's; another key asks for less.
+        const session = await call(
+          key,
+          "/v1/sessions",
+          key === adminKey ? {} : { permission_mode: "acceptEdits" },
+        );
         return call(key, `/v1/sessions/${session.id}/messages`, { text });
       };
 
