@@ -132,6 +132,21 @@ export const RateLimitEvent = z
   .object({ type: z.literal("rate_limit"), info: z.record(z.string(), z.unknown()) })
   .openapi("RateLimitEvent");
 
+/** The reasons a run can end without success that a client may act on (see `error_code`). */
+export const COMPLETION_ERROR_CODES = [
+  "agent_not_authenticated",
+  "agent_error",
+  "agent_not_found",
+  "agent_start_failed",
+  "agent_exited",
+  "agent_stalled",
+  "work_dir_not_found",
+  "invalid_run_request",
+  "timed_out",
+  "cancelled",
+] as const;
+export type CompletionErrorCode = (typeof COMPLETION_ERROR_CODES)[number];
+
 export const CompletionEvent = z
   .object({
     type: z.literal("completion"),
@@ -139,6 +154,10 @@ export const CompletionEvent = z
     is_error: z.boolean(),
     result: z.string().nullable(),
     error: z.string().nullable(),
+    error_code: z.enum(COMPLETION_ERROR_CODES).optional().openapi({
+      description:
+        "Why the run did not succeed, when the bridge can tell: `agent_not_authenticated` (the CLI has no valid credentials: set ANTHROPIC_API_KEY or another login in the server's environment), `agent_error` (the CLI or its API reported an error), `agent_not_found`, `agent_start_failed`, `agent_exited` (ended without a result), `agent_stalled`, `work_dir_not_found`, `invalid_run_request`, `timed_out`, `cancelled`. Absent on success and when the bridge itself failed.",
+    }),
     cost_usd: z.number(),
     duration_ms: z.number().int(),
     usage: Usage,

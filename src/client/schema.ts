@@ -65,7 +65,10 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** Readiness: the database answers and the claude CLI runs */
+    /**
+     * Readiness: the database answers, the claude CLI runs and has credentials
+     * @description 503 `not_ready` when any of them fails, naming each problem: a load balancer sends no traffic to an instance whose runs would all fail. A CLI without credentials (no `ANTHROPIC_API_KEY` or other login) is not ready. `/healthz` stays 200, so the process is not restarted for it.
+     */
     get: operations["readyz"];
     put?: never;
     post?: never;
@@ -382,6 +385,21 @@ export interface components {
       is_error: boolean;
       result: string | null;
       error: string | null;
+      /**
+       * @description Why the run did not succeed, when the bridge can tell: `agent_not_authenticated` (the CLI has no valid credentials: set ANTHROPIC_API_KEY or another login in the server's environment), `agent_error` (the CLI or its API reported an error), `agent_not_found`, `agent_start_failed`, `agent_exited` (ended without a result), `agent_stalled`, `work_dir_not_found`, `invalid_run_request`, `timed_out`, `cancelled`. Absent on success and when the bridge itself failed.
+       * @enum {string}
+       */
+      error_code?:
+        | "agent_not_authenticated"
+        | "agent_error"
+        | "agent_not_found"
+        | "agent_start_failed"
+        | "agent_exited"
+        | "agent_stalled"
+        | "work_dir_not_found"
+        | "invalid_run_request"
+        | "timed_out"
+        | "cancelled";
       cost_usd: number;
       duration_ms: number;
       usage: components["schemas"]["Usage"];
@@ -659,6 +677,11 @@ export interface components {
       claude: {
         bin: string;
         version: string;
+        /**
+         * @description What the CLI authenticates with, found without calling the API: a variable (`ANTHROPIC_API_KEY`, `ANTHROPIC_AUTH_TOKEN`, `CLAUDE_CODE_OAUTH_TOKEN`), a provider switch (`CLAUDE_CODE_USE_BEDROCK`, …), a login file (`.credentials.json`, `.claude.json`) or `apiKeyHelper`.
+         * @example ANTHROPIC_API_KEY
+         */
+        credentials: string;
       };
     };
     ReasoningEvent: {

@@ -2,6 +2,7 @@ import { buildDeps, createApp } from "../../src/app.js";
 import { loadConfig } from "../../src/config.js";
 import type { AppDeps } from "../../src/http/context.js";
 import { silentLogger } from "../../src/log.js";
+import { TEST_CLI_KEY } from "./claude-env.js";
 import { type Backend, openTestDatabase, type TestDatabase } from "./db.js";
 
 export interface TestApp {
@@ -15,7 +16,8 @@ export interface TestApp {
 
 /**
  * The real app on a fresh database of the given back-end, configured from `env` alone. API keys
- * are off unless `env` turns them on (`AGENT_BRIDGE_AUTH: "keys"`), as the tests of auth do.
+ * are off unless `env` turns them on (`AGENT_BRIDGE_AUTH: "keys"`), as the tests of auth do; the
+ * CLI has an API key unless `env` takes it away.
  */
 export async function createTestApp(
   backend: Backend,
@@ -30,6 +32,8 @@ export function createTestAppOn(database: TestDatabase, env: NodeJS.ProcessEnv =
     PATH: process.env.PATH,
     HOME: process.env.HOME,
     AGENT_BRIDGE_AUTH: "none",
+    // A credential for the CLI, so that the app is ready (the fake CLI never uses it).
+    ANTHROPIC_API_KEY: TEST_CLI_KEY,
     ...env,
   });
   const deps = buildDeps(config, database, silentLogger);
