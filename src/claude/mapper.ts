@@ -456,7 +456,9 @@ export class StreamMapper {
       is_error: failed,
       result: failed ? null : (text ?? null),
       error,
-      ...(failed ? { error_code: notAuthenticated ? "agent_not_authenticated" : "agent_error" } : {}),
+      ...(failed
+        ? { error_code: notAuthenticated ? "agent_not_authenticated" : "agent_error" }
+        : {}),
       cost_usd: cost,
       duration_ms:
         typeof line.duration_ms === "number" ? int(line.duration_ms) : Math.round(this.elapsedMs()),

@@ -313,7 +313,9 @@ describe("StreamMapper: completion", () => {
     });
     const fromFailure = new StreamMapper();
     fromFailure.lineDropped();
-    expect(fromFailure.failure("failed", "no result", "agent_exited", 5)).toMatchObject({ dropped_lines: 1 });
+    expect(fromFailure.failure("failed", "no result", "agent_exited", 5)).toMatchObject({
+      dropped_lines: 1,
+    });
     expect(new StreamMapper().push(result()).at(-1)).not.toHaveProperty("dropped_lines");
   });
 
