@@ -3,6 +3,7 @@ import {
   type AgentBridgeClient,
   ApiProblem,
   createClient,
+  type Run,
   type Session,
   type StreamedEvent,
 } from "../client/index.js";
@@ -146,7 +147,24 @@ export function buildProgram(): Command {
       }
     });
 
-  const runs = program.command("runs").description("show, follow and cancel runs");
+  const runs = program.command("runs").description("list, show, follow and cancel runs");
+  runs
+    .command("ls")
+    .description("list runs, newest first: a session's, or every run the key may see")
+    .option("--session <id>", "only this session's runs")
+    .option("--limit <n>", "how many (1 to 100)", positiveInt, 20)
+    .option("--cursor <cursor>", "next page: the cursor the previous page printed")
+    .option("--json", "print the page as JSON")
+    .action(async (options, command: Command) => {
+      const page = await clientOf(command).listRuns({
+        limit: options.limit,
+        ...(options.cursor ? { cursor: options.cursor } : {}),
+        ...(options.session ? { sessionId: options.session } : {}),
+      });
+      if (options.json) return printJson(page);
+      printRuns(page.data);
+      if (page.next_cursor) out.stderr.write(`more: --cursor ${page.next_cursor}\n`);
+    });
   runs
     .command("show")
     .description("print a run (status, timings, usage, completion) as JSON")
@@ -211,7 +229,7 @@ export function buildProgram(): Command {
 }
 
 function printSessions(sessions: Session[]): void {
-  const rows = [
+  printTable([
     ["ID", "TITLE", "RUNS", "COST", "LAST ACTIVITY"],
     ...sessions.map((s) => [
       s.id,
@@ -220,7 +238,25 @@ function printSessions(sessions: Session[]): void {
       `$${s.usage.cost_usd.toFixed(4)}`,
       s.last_activity_at,
     ]),
-  ];
+  ]);
+}
+
+function printRuns(runs: Run[]): void {
+  printTable([
+    ["ID", "SESSION", "STATUS", "TRIGGER", "COST", "CREATED"],
+    ...runs.map((r) => [
+      r.id,
+      r.session_id,
+      r.status,
+      r.trigger,
+      `$${r.cost_usd.toFixed(4)}`,
+      r.created_at,
+    ]),
+  ]);
+}
+
+/** Rows as columns padded to their widest cell; the first row is the header. */
+function printTable(rows: string[][]): void {
   const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length))) ?? [];
   for (const row of rows)
     out.stdout.write(

@@ -183,6 +183,26 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  "/v1/runs": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * List runs, newest first
+     * @description Every run of the sessions the key may see (an admin key: all).
+     */
+    get: operations["listRuns"];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   "/v1/runs/{id}": {
     parameters: {
       query?: never;
@@ -234,6 +254,26 @@ export interface paths {
     get: operations["getRunEvents"];
     put?: never;
     post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/v1/runs/{id}/stream-token": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * A short-lived token to follow a run's events without an Authorization header
+     * @description For a browser's `EventSource`, which cannot send `Authorization`: the token is good for `GET /v1/runs/{id}/events?token=…` of this run alone, for 5 minutes, and only while the key that made it is not revoked. Any other route, run or method refuses it (401). Reconnecting after it has expired needs a new one.
+     */
+    post: operations["createStreamToken"];
     delete?: never;
     options?: never;
     head?: never;
@@ -296,6 +336,26 @@ export interface paths {
      * @description Starts one run of the CLI on the session. The run belongs to the server: a client that disconnects leaves it going and can follow it again at `/v1/runs/{run_id}/events`. One active run per session (a second message is a 409 naming it); beyond the server's run slots and queue, 429 with `Retry-After`. The answer follows `Prefer: respond-async` (202 at once), else `Accept`: `text/event-stream` or none streams the run's events, `application/json` waits and returns the finished run.
      */
     post: operations["postMessage"];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/v1/sessions/{id}/runs": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * List a session's runs, newest first
+     * @description Finds a run whose id was lost: the session's `active_run_id` names the one going on, this lists them all.
+     */
+    get: operations["listSessionRuns"];
+    put?: never;
+    post?: never;
     delete?: never;
     options?: never;
     head?: never;
@@ -721,6 +781,11 @@ export interface components {
       /** @description For a run started by a hook with a `callback_url`: the state of the POST of its outcome. */
       callback: components["schemas"]["CallbackState"] | null;
     };
+    RunPage: {
+      data: components["schemas"]["Run"][];
+      /** @description null on the last page. */
+      next_cursor: string | null;
+    };
     RunStartedEvent: {
       /**
        * @description discriminator enum property added by openapi-typescript
@@ -786,6 +851,8 @@ export interface components {
        */
       expired_at: string | null;
       git_worktree: components["schemas"]["Worktree"];
+      /** @description The session's queued or running run, if any: follow it at `/v1/runs/{active_run_id}/events`. Its other runs are at `/v1/sessions/{id}/runs`. */
+      active_run_id: string | null;
       usage: components["schemas"]["SessionUsage"];
     };
     SessionPage: {
@@ -821,6 +888,17 @@ export interface components {
        */
       code: "stream_failed";
       message: string;
+    };
+    StreamToken: {
+      /** @description Pass it as `?token=`; it is shown only here. */
+      token: string;
+      /** Format: date-time */
+      expires_at: string;
+      /**
+       * @description The run's events with the token in it, for `new EventSource(events_url)`.
+       * @example /v1/runs/7d9f0c1e-5b2a-4c3d-8e4f-1a2b3c4d5e6f/events?token=…
+       */
+      events_url: string;
     };
     TextDeltaEvent: {
       /**
@@ -1802,6 +1880,57 @@ export interface operations {
       };
     };
   };
+  listRuns: {
+    parameters: {
+      query?: {
+        limit?: number;
+        /** @description `next_cursor` of the previous page. */
+        cursor?: string;
+      };
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description One page of runs */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["RunPage"];
+        };
+      };
+      /** @description Invalid request: every problem is listed in `errors` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
   getRun: {
     parameters: {
       query?: never;
@@ -1930,6 +2059,8 @@ export interface operations {
   getRunEvents: {
     parameters: {
       query?: {
+        /** @description A stream token from `POST /v1/runs/{id}/stream-token`, in place of `Authorization`, for clients that cannot send headers (a browser's `EventSource`). */
+        token?: string;
         /** @description Replay from the event after this id (the `Last-Event-ID` header wins when both are given). */
         after?: number;
         /** @description `full` adds reasoning, tool_call, tool_result, context_window and rate_limit events; ids then count every event. */
@@ -1953,6 +2084,64 @@ export interface operations {
         };
         content: {
           "text/event-stream": components["schemas"]["BridgeEvent"];
+        };
+      };
+      /** @description Invalid request: every problem is listed in `errors` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Not found */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
+  createStreamToken: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The token */
+      201: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["StreamToken"];
         };
       };
       /** @description Invalid request: every problem is listed in `errors` */
@@ -2365,6 +2554,68 @@ export interface operations {
       };
       /** @description Not ready */
       503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
+  listSessionRuns: {
+    parameters: {
+      query?: {
+        limit?: number;
+        /** @description `next_cursor` of the previous page. */
+        cursor?: string;
+      };
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description One page of runs */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["RunPage"];
+        };
+      };
+      /** @description Invalid request: every problem is listed in `errors` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Not found */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
         headers: {
           [name: string]: unknown;
         };
