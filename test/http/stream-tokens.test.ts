@@ -1,12 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildDeps, createApp } from "../../src/app.js";
 import { issueKey } from "../../src/auth/keys.js";
 import { issueStreamToken, STREAM_TOKEN_TTL_SECONDS } from "../../src/auth/stream-tokens.js";
-import { loadConfig } from "../../src/config.js";
 import { createLogger } from "../../src/log.js";
 import { revokeKey } from "../../src/store/keys.js";
-import { TEST_CLI_KEY } from "../support/claude-env.js";
-import { BACKENDS, openTestDatabase, type TestDatabase } from "../support/db.js";
+import { createTestAppOn, requestAs, type TestApp } from "../support/app.js";
+import { BACKENDS, openTestDatabase } from "../support/db.js";
 import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
 import { streamedReply } from "../support/fake-scenarios.js";
 import { SseReader } from "../support/sse.js";
@@ -14,9 +12,7 @@ import { SseReader } from "../support/sse.js";
 // Stream tokens: what lets a browser's EventSource (no Authorization header) follow one run.
 
 describe.each(BACKENDS)("stream tokens on %s", (backend) => {
-  let database: TestDatabase;
-  let app: ReturnType<typeof createApp>;
-  let deps: ReturnType<typeof buildDeps>;
+  let t: TestApp;
   let fake: FakeClaude;
   let alice: string;
   let aliceId: string;
@@ -25,40 +21,24 @@ describe.each(BACKENDS)("stream tokens on %s", (backend) => {
 
   beforeAll(async () => {
     fake = await fakeClaude(streamedReply(["Hello", " there"]));
-    database = await openTestDatabase(backend);
-    const config = loadConfig({
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      ANTHROPIC_API_KEY: TEST_CLI_KEY,
-      ...fake.bridgeEnv,
-      AGENT_BRIDGE_AUTH: "keys",
-    });
     // Every log line, at every level, to check that no token reaches the log.
-    deps = buildDeps(
-      config,
-      database,
+    t = createTestAppOn(
+      await openTestDatabase(backend),
+      { ...fake.bridgeEnv, AGENT_BRIDGE_AUTH: "keys" },
       createLogger("debug", {}, (line) => logs.push(line)),
     );
-    app = createApp(deps);
-    const issued = await issueKey(database.db, { name: "alice", admin: false });
+    const issued = await issueKey(t.database.db, { name: "alice", admin: false });
     alice = issued.key;
     aliceId = issued.row.id;
-    bob = (await issueKey(database.db, { name: "bob", admin: false })).key;
+    bob = (await issueKey(t.database.db, { name: "bob", admin: false })).key;
   });
   afterAll(async () => {
-    await deps.runs.shutdown(0);
-    await database.destroy();
+    await t.close();
     await fake.cleanup();
   });
 
   const as = (key: string | undefined, path: string, init: RequestInit = {}) =>
-    app.request(path, {
-      ...init,
-      headers: {
-        ...(key ? { Authorization: `Bearer ${key}` } : {}),
-        ...(init.headers as Record<string, string>),
-      },
-    });
+    requestAs(t.app, key, path, init);
 
   /** A finished run of a new session of `key`. */
   async function finishedRun(key: string): Promise<string> {
@@ -132,7 +112,7 @@ describe.each(BACKENDS)("stream tokens on %s", (backend) => {
     const runId = await finishedRun(alice);
     const events = (token: string) => `/v1/runs/${runId}/events?token=${token}`;
     const stale = await issueStreamToken(
-      database.db,
+      t.database.db,
       runId,
       aliceId,
       Date.now() - STREAM_TOKEN_TTL_SECONDS * 1000 - 1000,
@@ -157,11 +137,11 @@ describe.each(BACKENDS)("stream tokens on %s", (backend) => {
     const res = await as(bob, `/v1/runs/${runId}/stream-token`, { method: "POST" });
     expect(res.status).toBe(404);
 
-    const carol = await issueKey(database.db, { name: "carol", admin: false });
+    const carol = await issueKey(t.database.db, { name: "carol", admin: false });
     const carolRun = await finishedRun(carol.key);
     const { events_url } = await tokenFor(carol.key, carolRun);
     expect((await as(undefined, events_url)).status).toBe(200);
-    await revokeKey(database.db, carol.row.id);
+    await revokeKey(t.database.db, carol.row.id);
     expect(await refused(events_url)).toBe("the key this stream token was made with is revoked");
   });
 

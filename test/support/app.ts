@@ -1,7 +1,7 @@
 import { buildDeps, createApp } from "../../src/app.js";
 import { loadConfig } from "../../src/config.js";
 import type { AppDeps } from "../../src/http/context.js";
-import { silentLogger } from "../../src/log.js";
+import { type Logger, silentLogger } from "../../src/log.js";
 import { TEST_CLI_KEY } from "./claude-env.js";
 import { type Backend, openTestDatabase, type TestDatabase } from "./db.js";
 
@@ -26,8 +26,15 @@ export async function createTestApp(
   return createTestAppOn(await openTestDatabase(backend), env);
 }
 
-/** The real app on a database the test opened itself (e.g. on a Postgres server it owns). */
-export function createTestAppOn(database: TestDatabase, env: NodeJS.ProcessEnv = {}): TestApp {
+/**
+ * The real app on a database the test opened itself (e.g. on a Postgres server it owns), logging
+ * to `logger` (nowhere by default).
+ */
+export function createTestAppOn(
+  database: TestDatabase,
+  env: NodeJS.ProcessEnv = {},
+  logger: Logger = silentLogger,
+): TestApp {
   const config = loadConfig({
     PATH: process.env.PATH,
     HOME: process.env.HOME,
@@ -36,7 +43,7 @@ export function createTestAppOn(database: TestDatabase, env: NodeJS.ProcessEnv =
     ANTHROPIC_API_KEY: TEST_CLI_KEY,
     ...env,
   });
-  const deps = buildDeps(config, database, silentLogger);
+  const deps = buildDeps(config, database, logger);
   return {
     app: createApp(deps),
     database,
