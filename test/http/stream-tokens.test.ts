@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
 import { issueStreamToken, STREAM_TOKEN_TTL_SECONDS } from "../../src/auth/stream-tokens.js";
 import { createLogger } from "../../src/log.js";
+import { openDatabase } from "../../src/store/db.js";
 import { revokeKey } from "../../src/store/keys.js";
 import { createTestAppOn, requestAs, type TestApp } from "../support/app.js";
 import { BACKENDS, openTestDatabase } from "../support/db.js";
@@ -144,6 +145,26 @@ describe.each(BACKENDS)("stream tokens on %s", (backend) => {
     await revokeKey(t.database.db, carol.row.id);
     expect(await refused(events_url)).toBe("the key this stream token was made with is revoked");
   });
+
+  it.runIf(backend === "postgres")(
+    "is good at another instance on the same database (the secret is shared there)",
+    async () => {
+      const handle = await openDatabase({ kind: "postgres", url: t.database.url as string });
+      const other = createTestAppOn(
+        { ...handle, destroy: () => handle.close() },
+        { ...fake.bridgeEnv, AGENT_BRIDGE_AUTH: "keys" },
+      );
+      try {
+        const runId = await finishedRun(alice);
+        const { events_url } = await tokenFor(alice, runId);
+        const res = await other.app.request(events_url);
+        expect(res.status).toBe(200);
+        expect((await SseReader.of(res).events(100)).at(-1)?.event).toBe("completion");
+      } finally {
+        await other.close();
+      }
+    },
+  );
 
   it("never reaches the log", async () => {
     const runId = await finishedRun(alice);
