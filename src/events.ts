@@ -11,13 +11,6 @@ export const CompletionStatus = z
   .enum(["succeeded", "failed", "cancelled", "timed_out", "interrupted"])
   .openapi("CompletionStatus");
 
-export const CompletionErrorCode = z
-  .enum(["budget_exhausted", "policy_denied"])
-  .openapi("CompletionErrorCode", {
-    description:
-      "Why a failed run failed, when a client can act on it: `budget_exhausted`, the run stopped at (or did not start past) its key's monthly `max_budget_usd`; `policy_denied`, its key's policy no longer allows the session's options. Absent otherwise.",
-  });
-
 export const Usage = z
   .object({
     input_tokens: z.number().int(),
@@ -138,6 +131,27 @@ export const ContextWindowEvent = z
 export const RateLimitEvent = z
   .object({ type: z.literal("rate_limit"), info: z.record(z.string(), z.unknown()) })
   .openapi("RateLimitEvent");
+
+/** The reasons a run can end without success that a client may act on (see `error_code`). */
+export const COMPLETION_ERROR_CODES = [
+  "agent_not_authenticated",
+  "agent_error",
+  "agent_not_found",
+  "agent_start_failed",
+  "agent_exited",
+  "agent_stalled",
+  "work_dir_not_found",
+  "invalid_run_request",
+  "timed_out",
+  "cancelled",
+  "budget_exhausted",
+  "policy_denied",
+] as const;
+export const CompletionErrorCode = z.enum(COMPLETION_ERROR_CODES).openapi("CompletionErrorCode", {
+  description:
+    "Why the run did not succeed, when the bridge can tell: `agent_not_authenticated` (the CLI has no valid credentials: set ANTHROPIC_API_KEY or another login in the server's environment), `agent_error` (the CLI or its API reported an error), `agent_not_found`, `agent_start_failed`, `agent_exited` (ended without a result), `agent_stalled`, `work_dir_not_found`, `invalid_run_request`, `timed_out`, `cancelled`, `budget_exhausted` (the run stopped at, or did not start past, its key's monthly `max_budget_usd`), `policy_denied` (its key's policy no longer allows the session's options). Absent on success and when the bridge itself failed.",
+});
+export type CompletionErrorCode = z.infer<typeof CompletionErrorCode>;
 
 export const CompletionEvent = z
   .object({

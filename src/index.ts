@@ -146,8 +146,13 @@ function safeDecode(text: string): string {
 }
 
 const url = `http://${config.host}:${(service.server.address() as { port: number }).port}`;
-logger.info("listening", { url });
-const lines = [`agent-bridge listening on ${url} (docs at ${url}/docs)`];
+const { workDir } = config.claude;
+logger.info("listening", { url, work_dir: workDir });
+// Where a first Write of the agent lands, said before anyone sends a message.
+const lines = [
+  `agent-bridge listening on ${url} (docs at ${url}/docs)`,
+  `The agent works in ${workDir} (AGENT_BRIDGE_CLAUDE_WORK_DIR).`,
+];
 if (config.auth.mode === "none") {
   lines.push("API keys are off (AGENT_BRIDGE_AUTH=none): anyone on this machine can use the API.");
 }

@@ -1,4 +1,4 @@
-import type { CompletionStatusValue } from "../events.js";
+import type { CompletionErrorCode, CompletionStatusValue } from "../events.js";
 
 // Every way a run can end without a usable `result` line has one error class here. The runner
 // turns any of them into the run's single `completion` (status and message come from the error),
@@ -6,6 +6,8 @@ import type { CompletionStatusValue } from "../events.js";
 
 export abstract class RunnerError extends Error {
   abstract readonly status: CompletionStatusValue;
+  /** The completion's `error_code`: what a client can act on without parsing the message. */
+  abstract readonly code: CompletionErrorCode;
 }
 
 function seconds(ms: number): string {
@@ -22,11 +24,13 @@ function withTail(message: string, stderrTail: string): string {
 export class InvalidRunRequestError extends RunnerError {
   readonly status = "failed";
   override readonly name = "InvalidRunRequestError";
+  readonly code = "invalid_run_request";
 }
 
 export class ClaudeNotFoundError extends RunnerError {
   readonly status = "failed";
   override readonly name = "ClaudeNotFoundError";
+  readonly code = "agent_not_found";
   // The path is the server's: it goes to the server's log (see runner.ts), not to the client.
   constructor(readonly path: string) {
     super("claude CLI not found (AGENT_BRIDGE_CLAUDE_BIN); the server's log names the path");
@@ -37,6 +41,7 @@ export class ClaudeNotFoundError extends RunnerError {
 export class WorkDirNotFoundError extends RunnerError {
   readonly status = "failed";
   override readonly name = "WorkDirNotFoundError";
+  readonly code = "work_dir_not_found";
   constructor(readonly cwd: string) {
     super("the session's working directory does not exist");
   }
@@ -45,6 +50,7 @@ export class WorkDirNotFoundError extends RunnerError {
 export class ClaudeSpawnError extends RunnerError {
   readonly status = "failed";
   override readonly name = "ClaudeSpawnError";
+  readonly code = "agent_start_failed";
   constructor(
     readonly path: string,
     cause: Error,
@@ -60,15 +66,16 @@ export class ClaudeSpawnError extends RunnerError {
 export class ClaudeExitError extends RunnerError {
   readonly status = "failed";
   override readonly name = "ClaudeExitError";
+  readonly code = "agent_exited";
   constructor(
-    readonly code: number | null,
+    readonly exitCode: number | null,
     readonly signal: NodeJS.Signals | null,
     readonly stderrTail: string,
   ) {
     super(
       withTail(
-        code !== null
-          ? `claude CLI exited with code ${code}`
+        exitCode !== null
+          ? `claude CLI exited with code ${exitCode}`
           : `claude CLI was killed by signal ${signal ?? "unknown"}`,
         stderrTail,
       ),
@@ -80,6 +87,7 @@ export class ClaudeExitError extends RunnerError {
 export class ClaudeNoResultError extends RunnerError {
   readonly status = "failed";
   override readonly name = "ClaudeNoResultError";
+  readonly code = "agent_exited";
   constructor(readonly stderrTail: string) {
     super(withTail("claude CLI ended before emitting a result", stderrTail));
   }
@@ -88,6 +96,7 @@ export class ClaudeNoResultError extends RunnerError {
 export class ClaudeTimeoutError extends RunnerError {
   readonly status = "timed_out";
   override readonly name = "ClaudeTimeoutError";
+  readonly code = "timed_out";
   constructor(readonly timeoutMs: number) {
     super(`claude CLI timed out after ${seconds(timeoutMs)}`);
   }
@@ -96,6 +105,7 @@ export class ClaudeTimeoutError extends RunnerError {
 export class ClaudeStalledError extends RunnerError {
   readonly status = "failed";
   override readonly name = "ClaudeStalledError";
+  readonly code = "agent_stalled";
   constructor(readonly idleMs: number) {
     super(`claude CLI stalled: no output for ${seconds(idleMs)}`);
   }
@@ -104,6 +114,7 @@ export class ClaudeStalledError extends RunnerError {
 export class ClaudeCancelledError extends RunnerError {
   readonly status = "cancelled";
   override readonly name = "ClaudeCancelledError";
+  readonly code = "cancelled";
   constructor() {
     super("run cancelled");
   }

@@ -1,6 +1,7 @@
 import {
   type BridgeEvent,
   bareCompletion,
+  type CompletionErrorCode,
   type CompletionEvent,
   type CompletionStatusValue,
 } from "../events.js";
@@ -32,6 +33,10 @@ export interface StreamMapperOptions {
 }
 
 export const DEFAULT_MAX_TOOL_RESULT_CHARS = 16_384;
+
+/** What an operator does about a CLI without credentials: a run's error says it. */
+const NOT_AUTHENTICATED =
+  "the claude CLI has no valid credentials: set ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN) in the server's environment and restart it, or log the CLI in as the user the server runs as";
 
 /** What one message has streamed on one channel, and how much of it whole blocks have matched. */
 interface Streamed {
@@ -145,6 +150,8 @@ export class StreamMapper {
   private finished = false;
   /** Output lines dropped for being over the line bound: their events are missing. */
   private droppedLines = 0;
+  /** The API refused the CLI's credentials, or it had none ("Not logged in"). */
+  private notAuthenticated = false;
 
   constructor(options: StreamMapperOptions = {}) {
     this.maxToolResultChars = options.maxToolResultChars ?? DEFAULT_MAX_TOOL_RESULT_CHARS;
@@ -202,10 +209,16 @@ export class StreamMapper {
   }
 
   /** The completion of a run that ended without a result line. */
-  failure(status: CompletionStatusValue, error: string, durationMs: number): CompletionEvent {
+  failure(
+    status: CompletionStatusValue,
+    error: string,
+    errorCode: CompletionErrorCode,
+    durationMs: number,
+  ): CompletionEvent {
     this.finished = true;
     return {
       ...bareCompletion(status, error),
+      error_code: errorCode,
       duration_ms: Math.max(0, Math.round(durationMs)),
       claude_session_id: this.sessionId,
       last_message_uuid: this.lastMessageUuid,
@@ -280,7 +293,10 @@ export class StreamMapper {
     if (parent === null && message.model !== "<synthetic>") this.noteUsage(message);
     // An API error comes as a synthetic assistant message; its text is the completion's error,
     // not something the model said.
-    if (line.is_api_error_message === true) return [];
+    if (line.is_api_error_message === true) {
+      if (line.error === "authentication_failed") this.notAuthenticated = true;
+      return [];
+    }
     const key = this.messageKey(parent ?? "", str(message.id));
     const content = Array.isArray(message.content) ? message.content : [];
     const events: BridgeEvent[] = [];
@@ -425,9 +441,13 @@ export class StreamMapper {
     const errors = Array.isArray(line.errors)
       ? line.errors.filter((e) => typeof e === "string")
       : [];
-    const error = failed
-      ? text || errors.join("\n") || `claude CLI reported ${subtype ?? "an error"}`
-      : null;
+    const reported = text || errors.join("\n") || `claude CLI reported ${subtype ?? "an error"}`;
+    const notAuthenticated = this.notAuthenticated || line.api_error_status === 401;
+    const error = !failed
+      ? null
+      : notAuthenticated
+        ? `${NOT_AUTHENTICATED} (the CLI said: ${reported})`
+        : reported;
     const u = isRecord(line.usage) ? line.usage : {};
     const cost = runCost(line);
     events.push({
@@ -436,8 +456,12 @@ export class StreamMapper {
       is_error: failed,
       result: failed ? null : (text ?? null),
       error,
-      // The CLI stopped at `--max-budget-usd`: the key's monthly budget is spent.
-      ...(subtype === "error_max_budget_usd" ? { error_code: "budget_exhausted" as const } : {}),
+      ...(subtype === "error_max_budget_usd"
+        ? // The CLI stopped at `--max-budget-usd`: the key's monthly budget is spent.
+          { error_code: "budget_exhausted" as const }
+        : failed
+          ? { error_code: notAuthenticated ? "agent_not_authenticated" : "agent_error" }
+          : {}),
       cost_usd: cost,
       duration_ms:
         typeof line.duration_ms === "number" ? int(line.duration_ms) : Math.round(this.elapsedMs()),

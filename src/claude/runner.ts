@@ -169,7 +169,7 @@ async function* runClaudeOnce(
   const startedAt = performance.now();
   const elapsed = () => performance.now() - startedAt;
   const mapper = new StreamMapper({ elapsedMs: elapsed });
-  const fail = (err: RunnerError) => mapper.failure(err.status, err.message, elapsed());
+  const fail = (err: RunnerError) => mapper.failure(err.status, err.message, err.code, elapsed());
 
   if (signal?.aborted) {
     yield [fail(new ClaudeCancelledError())];
@@ -396,8 +396,11 @@ async function* runClaudeOnce(
     // Also reached when the consumer stops early: nothing of the child may outlive the run.
     await stop(completion !== undefined);
     if (final) {
-      log.info("claude run finished", {
+      // A failed run is something for the operator to look at; a cancel is the client's choice.
+      const failed = final.status === "failed" || final.status === "timed_out";
+      log[failed ? "warn" : "info"]("claude run finished", {
         status: final.status,
+        ...(final.error_code ? { error_code: final.error_code } : {}),
         exit_code: exitStatus?.code ?? null,
         exit_signal: exitStatus?.signal ?? null,
         invalid_lines: reader.invalidLines,

@@ -3,6 +3,7 @@ import {
   type AgentBridgeClient,
   ApiProblem,
   createClient,
+  type Run,
   type Session,
   type StreamedEvent,
 } from "../client/index.js";
@@ -100,21 +101,9 @@ export function buildProgram(): Command {
     });
 
   const sessions = program.command("sessions").description("list, show and delete sessions");
-  sessions
-    .command("ls")
-    .description("list sessions, newest first")
-    .option("--limit <n>", "how many (1 to 100)", positiveInt, 20)
-    .option("--cursor <cursor>", "next page: the cursor the previous page printed")
-    .option("--json", "print the page as JSON")
-    .action(async (options, command: Command) => {
-      const page = await clientOf(command).listSessions({
-        limit: options.limit,
-        ...(options.cursor ? { cursor: options.cursor } : {}),
-      });
-      if (options.json) return printJson(page);
-      printSessions(page.data);
-      if (page.next_cursor) out.stderr.write(`more: --cursor ${page.next_cursor}\n`);
-    });
+  listCommand(sessions, "list sessions, newest first", printSessions, (client, page) =>
+    client.listSessions(page),
+  );
   sessions
     .command("new")
     .description("create a session and print its id")
@@ -146,7 +135,14 @@ export function buildProgram(): Command {
       }
     });
 
-  const runs = program.command("runs").description("show, follow and cancel runs");
+  const runs = program.command("runs").description("list, show, follow and cancel runs");
+  listCommand(
+    runs,
+    "list runs, newest first: a session's, or every run the key may see",
+    printRuns,
+    (client, page, options) =>
+      client.listRuns({ ...page, ...(options.session ? { sessionId: options.session } : {}) }),
+  ).option("--session <id>", "only this session's runs");
   runs
     .command("show")
     .description("print a run (status, timings, usage, completion) as JSON")
@@ -210,8 +206,40 @@ export function buildProgram(): Command {
   return program;
 }
 
+/**
+ * `<group> ls`: one page of a list, as a table (or JSON with `--json`), and on stderr the option
+ * that gets the next page.
+ */
+function listCommand<T>(
+  group: Command,
+  description: string,
+  print: (rows: T[]) => void,
+  fetchPage: (
+    client: AgentBridgeClient,
+    page: { limit: number; cursor?: string },
+    options: Record<string, string | undefined>,
+  ) => Promise<{ data: T[]; next_cursor: string | null }>,
+): Command {
+  return group
+    .command("ls")
+    .description(description)
+    .option("--limit <n>", "how many (1 to 100)", positiveInt, 20)
+    .option("--cursor <cursor>", "next page: the cursor the previous page printed")
+    .option("--json", "print the page as JSON")
+    .action(async (options, command: Command) => {
+      const page = await fetchPage(
+        clientOf(command),
+        { limit: options.limit, ...(options.cursor ? { cursor: options.cursor } : {}) },
+        options,
+      );
+      if (options.json) return printJson(page);
+      print(page.data);
+      if (page.next_cursor) out.stderr.write(`more: --cursor ${page.next_cursor}\n`);
+    });
+}
+
 function printSessions(sessions: Session[]): void {
-  const rows = [
+  printTable([
     ["ID", "TITLE", "RUNS", "COST", "LAST ACTIVITY"],
     ...sessions.map((s) => [
       s.id,
@@ -220,7 +248,25 @@ function printSessions(sessions: Session[]): void {
       `$${s.usage.cost_usd.toFixed(4)}`,
       s.last_activity_at,
     ]),
-  ];
+  ]);
+}
+
+function printRuns(runs: Run[]): void {
+  printTable([
+    ["ID", "SESSION", "STATUS", "TRIGGER", "COST", "CREATED"],
+    ...runs.map((r) => [
+      r.id,
+      r.session_id,
+      r.status,
+      r.trigger,
+      `$${r.cost_usd.toFixed(4)}`,
+      r.created_at,
+    ]),
+  ]);
+}
+
+/** Rows as columns padded to their widest cell; the first row is the header. */
+function printTable(rows: string[][]): void {
   const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length))) ?? [];
   for (const row of rows)
     out.stdout.write(

@@ -29,6 +29,8 @@ export type CreateSession = Schemas["CreateSession"];
 export type RunStatus = Schemas["RunStatus"];
 export type Run = Schemas["Run"];
 export type FinishedRun = Schemas["FinishedRun"];
+export type RunPage = Schemas["RunPage"];
+export type StreamToken = Schemas["StreamToken"];
 
 /** JSON answers and problem+json errors; SSE bodies are read with `parseAs: "stream"`. */
 type Media = "application/json" | "application/problem+json";
@@ -76,7 +78,11 @@ export type AgentBridgeClient = Client<paths, Media> & {
   /** Sends a message and returns the queued run at once (`Prefer: respond-async`). */
   sendAsync(sessionId: string, text: string, options?: MessageOptions): Promise<Run>;
   getRun(id: string): Promise<Run>;
+  /** Runs newest first: of one session with `sessionId`, else every run the key may see. */
+  listRuns(query?: { limit?: number; cursor?: string; sessionId?: string }): Promise<RunPage>;
   cancelRun(id: string): Promise<Run>;
+  /** A token for `EventSource` (no headers): the run's `events_url` for a few minutes. */
+  createStreamToken(runId: string): Promise<StreamToken>;
   /**
    * Sends a message and yields the run's events as they happen, ending after the `completion`.
    * A dropped connection is resumed at `/v1/runs/{run_id}/events` with `Last-Event-ID`.
@@ -157,6 +163,12 @@ export function createClient(clientOptions: ClientOptions): AgentBridgeClient {
         }),
       ) as Promise<Run>,
     getRun: (id) => ok(api.GET("/v1/runs/{id}", { params: { path: { id } } })),
+    listRuns: ({ sessionId, ...query } = {}) =>
+      sessionId === undefined
+        ? ok(api.GET("/v1/runs", { params: { query } }))
+        : ok(api.GET("/v1/sessions/{id}/runs", { params: { path: { id: sessionId }, query } })),
+    createStreamToken: (runId) =>
+      ok(api.POST("/v1/runs/{id}/stream-token", { params: { path: { id: runId } } })),
     cancelRun: (id) => ok(api.POST("/v1/runs/{id}/cancel", { params: { path: { id } } })),
 
     async *stream(sessionId, text, options = {}) {

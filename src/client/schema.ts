@@ -65,7 +65,10 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** Readiness: the database answers and the claude CLI runs */
+    /**
+     * Readiness: the database answers, the claude CLI runs and has credentials
+     * @description 503 `not_ready` when any of them fails, naming each problem: a load balancer sends no traffic to an instance whose runs would all fail. A CLI without credentials (no `ANTHROPIC_API_KEY` or other login) is not ready. `/healthz` stays 200, so the process is not restarted for it.
+     */
     get: operations["readyz"];
     put?: never;
     post?: never;
@@ -184,6 +187,26 @@ export interface paths {
     patch: operations["updateKey"];
     trace?: never;
   };
+  "/v1/runs": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * List runs, newest first
+     * @description Every run of the sessions the key may see (an admin key: all).
+     */
+    get: operations["listRuns"];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   "/v1/runs/{id}": {
     parameters: {
       query?: never;
@@ -235,6 +258,26 @@ export interface paths {
     get: operations["getRunEvents"];
     put?: never;
     post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/v1/runs/{id}/stream-token": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * A short-lived token to follow a run's events without an Authorization header
+     * @description For a browser's `EventSource`, which cannot send `Authorization`: the token is good for `GET /v1/runs/{id}/events?token=…` of this run alone, for 5 minutes, and only while the key that made it is not revoked. Any other route, run or method refuses it (401). Reconnecting after it has expired needs a new one.
+     */
+    post: operations["createStreamToken"];
     delete?: never;
     options?: never;
     head?: never;
@@ -297,6 +340,26 @@ export interface paths {
      * @description Starts one run of the CLI on the session. The run belongs to the server: a client that disconnects leaves it going and can follow it again at `/v1/runs/{run_id}/events`. One active run per session (a second message is a 409 naming it); beyond the server's run slots and queue, 429 with `Retry-After`. The answer follows `Prefer: respond-async` (202 at once), else `Accept`: `text/event-stream` or none streams the run's events, `application/json` waits and returns the finished run.
      */
     post: operations["postMessage"];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/v1/sessions/{id}/runs": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * List a session's runs, newest first
+     * @description Finds a run whose id was lost: the session's `active_run_id` names the one going on, this lists them all.
+     */
+    get: operations["listSessionRuns"];
+    put?: never;
+    post?: never;
     delete?: never;
     options?: never;
     head?: never;
@@ -385,10 +448,22 @@ export interface components {
       delivered_at: string | null;
     };
     /**
-     * @description Why a failed run failed, when a client can act on it: `budget_exhausted`, the run stopped at (or did not start past) its key's monthly `max_budget_usd`; `policy_denied`, its key's policy no longer allows the session's options. Absent otherwise.
+     * @description Why the run did not succeed, when the bridge can tell: `agent_not_authenticated` (the CLI has no valid credentials: set ANTHROPIC_API_KEY or another login in the server's environment), `agent_error` (the CLI or its API reported an error), `agent_not_found`, `agent_start_failed`, `agent_exited` (ended without a result), `agent_stalled`, `work_dir_not_found`, `invalid_run_request`, `timed_out`, `cancelled`, `budget_exhausted` (the run stopped at, or did not start past, its key's monthly `max_budget_usd`), `policy_denied` (its key's policy no longer allows the session's options). Absent on success and when the bridge itself failed.
      * @enum {string}
      */
-    CompletionErrorCode: "budget_exhausted" | "policy_denied";
+    CompletionErrorCode:
+      | "agent_not_authenticated"
+      | "agent_error"
+      | "agent_not_found"
+      | "agent_start_failed"
+      | "agent_exited"
+      | "agent_stalled"
+      | "work_dir_not_found"
+      | "invalid_run_request"
+      | "timed_out"
+      | "cancelled"
+      | "budget_exhausted"
+      | "policy_denied";
     CompletionEvent: {
       /**
        * @description discriminator enum property added by openapi-typescript
@@ -691,6 +766,11 @@ export interface components {
       claude: {
         bin: string;
         version: string;
+        /**
+         * @description What the CLI authenticates with, found without calling the API: a variable (`ANTHROPIC_API_KEY`, `ANTHROPIC_AUTH_TOKEN`, `CLAUDE_CODE_OAUTH_TOKEN`), a provider switch (`CLAUDE_CODE_USE_BEDROCK`, …), a login file (`.credentials.json`, `.claude.json`) or `apiKeyHelper`.
+         * @example ANTHROPIC_API_KEY
+         */
+        credentials: string;
       };
     };
     ReasoningEvent: {
@@ -729,6 +809,11 @@ export interface components {
       completion: components["schemas"]["CompletionEvent"] | null;
       /** @description For a run started by a hook with a `callback_url`: the state of the POST of its outcome. */
       callback: components["schemas"]["CallbackState"] | null;
+    };
+    RunPage: {
+      data: components["schemas"]["Run"][];
+      /** @description null on the last page. */
+      next_cursor: string | null;
     };
     RunStartedEvent: {
       /**
@@ -795,6 +880,8 @@ export interface components {
        */
       expired_at: string | null;
       git_worktree: components["schemas"]["Worktree"];
+      /** @description The session's queued or running run, if any: follow it at `/v1/runs/{active_run_id}/events`. Its other runs are at `/v1/sessions/{id}/runs`. */
+      active_run_id: string | null;
       usage: components["schemas"]["SessionUsage"];
     };
     SessionPage: {
@@ -830,6 +917,17 @@ export interface components {
        */
       code: "stream_failed";
       message: string;
+    };
+    StreamToken: {
+      /** @description Pass it as `?token=`; it is shown only here. */
+      token: string;
+      /** Format: date-time */
+      expires_at: string;
+      /**
+       * @description The run's events with the token in it, for `new EventSource(events_url)`.
+       * @example /v1/runs/7d9f0c1e-5b2a-4c3d-8e4f-1a2b3c4d5e6f/events?token=…
+       */
+      events_url: string;
     };
     TextDeltaEvent: {
       /**
@@ -1944,6 +2042,57 @@ export interface operations {
       };
     };
   };
+  listRuns: {
+    parameters: {
+      query?: {
+        limit?: number;
+        /** @description `next_cursor` of the previous page. */
+        cursor?: string;
+      };
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description One page of runs */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["RunPage"];
+        };
+      };
+      /** @description Invalid request: every problem is listed in `errors` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
   getRun: {
     parameters: {
       query?: never;
@@ -2072,6 +2221,8 @@ export interface operations {
   getRunEvents: {
     parameters: {
       query?: {
+        /** @description A stream token from `POST /v1/runs/{id}/stream-token`, in place of `Authorization`, for clients that cannot send headers (a browser's `EventSource`). */
+        token?: string;
         /** @description Replay from the event after this id (the `Last-Event-ID` header wins when both are given). */
         after?: number;
         /** @description `full` adds reasoning, tool_call, tool_result, context_window and rate_limit events; ids then count every event. */
@@ -2095,6 +2246,64 @@ export interface operations {
         };
         content: {
           "text/event-stream": components["schemas"]["EventStreamData"];
+        };
+      };
+      /** @description Invalid request: every problem is listed in `errors` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Not found */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
+  createStreamToken: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The token */
+      201: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["StreamToken"];
         };
       };
       /** @description Invalid request: every problem is listed in `errors` */
@@ -2534,6 +2743,68 @@ export interface operations {
       };
       /** @description Not ready */
       503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
+  listSessionRuns: {
+    parameters: {
+      query?: {
+        limit?: number;
+        /** @description `next_cursor` of the previous page. */
+        cursor?: string;
+      };
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description One page of runs */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["RunPage"];
+        };
+      };
+      /** @description Invalid request: every problem is listed in `errors` */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Not found */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
         headers: {
           [name: string]: unknown;
         };

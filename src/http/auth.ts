@@ -1,7 +1,8 @@
-import type { MiddlewareHandler } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import { hashKey, isWellFormedKey, sameHash } from "../auth/keys.js";
-import { ANONYMOUS_ADMIN } from "../auth/principal.js";
-import { findKeyByHash, touchKey } from "../store/keys.js";
+import { ANONYMOUS_ADMIN, type Principal } from "../auth/principal.js";
+import { InvalidStreamTokenError, verifyStreamToken } from "../auth/stream-tokens.js";
+import { findKeyByHash, getKey, touchKey } from "../store/keys.js";
 import type { AppEnv } from "./context.js";
 import { ApiError } from "./errors.js";
 
@@ -24,7 +25,12 @@ export const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
     return next();
   }
   const header = c.req.header("authorization");
-  if (!header) throw unauthorized("missing Authorization: Bearer <API key>");
+  if (!header) {
+    const streamer = await streamTokenPrincipal(c);
+    if (!streamer) throw unauthorized("missing Authorization: Bearer <API key>");
+    c.set("principal", streamer);
+    return next();
+  }
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
   const key = match?.[1];
   if (!key || !isWellFormedKey(key)) throw unauthorized("malformed API key: expected Bearer ab_…");
@@ -41,6 +47,35 @@ export const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
   }
   return next();
 };
+
+/** The one route a stream token opens (see auth/stream-tokens.ts). */
+const RUN_EVENTS = /^\/v1\/runs\/([^/]+)\/events\/?$/;
+
+/**
+ * Who made the `?token=` of a request without `Authorization` (undefined when there is none):
+ * only on GET of the events of the run the token was made for, while the key that made it holds.
+ */
+async function streamTokenPrincipal(c: Context<AppEnv>): Promise<Principal | undefined> {
+  const token = c.req.query("token");
+  if (token === undefined) return undefined;
+  const runId = c.req.method === "GET" ? RUN_EVENTS.exec(c.req.path)?.[1] : undefined;
+  if (!runId) {
+    throw unauthorized(
+      "a stream token is good only for GET /v1/runs/{id}/events; elsewhere send Authorization: Bearer <API key>",
+    );
+  }
+  let keyId: string | null;
+  try {
+    keyId = await verifyStreamToken(c.var.db, runId, token);
+  } catch (err) {
+    if (err instanceof InvalidStreamTokenError) throw unauthorized(err.message);
+    throw err;
+  }
+  const row = keyId === null ? undefined : await getKey(c.var.db, keyId);
+  if (!row || row.revokedAt)
+    throw unauthorized("the key this stream token was made with is revoked");
+  return { keyId: row.id, name: row.name, admin: row.admin };
+}
 
 /** Admin-only routes: a valid key without the admin role gets 403. */
 export const requireAdmin: MiddlewareHandler<AppEnv> = async (c, next) => {

@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import type { SessionKey } from "../store/sessions.js";
+import type { PageKey } from "../store/paging.js";
 import { ApiError } from "./errors.js";
 
 // Cursors are opaque to clients: base64url of the last row's sort key. A cursor that does not
@@ -7,13 +7,13 @@ import { ApiError } from "./errors.js";
 
 const Key = z.object({ t: z.iso.datetime(), id: z.uuid() });
 
-export function encodeCursor(key: SessionKey): string {
+export function encodeCursor(key: PageKey): string {
   return Buffer.from(JSON.stringify({ t: key.createdAt.toISOString(), id: key.id })).toString(
     "base64url",
   );
 }
 
-export function decodeCursor(cursor: string): SessionKey {
+export function decodeCursor(cursor: string): PageKey {
   try {
     const key = Key.parse(JSON.parse(Buffer.from(cursor, "base64url").toString("utf8")));
     return { createdAt: new Date(key.t), id: key.id };
@@ -24,6 +24,23 @@ export function decodeCursor(cursor: string): SessionKey {
       "cursor is not one this server returned as next_cursor",
     );
   }
+}
+
+/**
+ * One page out of `rows`, which holds one row more than `limit` when another page follows, and
+ * the cursor to it.
+ */
+export function pageOf<T>(
+  rows: T[],
+  limit: number,
+  keyOf: (row: T) => PageKey,
+): { page: T[]; next_cursor: string | null } {
+  const page = rows.slice(0, limit);
+  const last = page.at(-1);
+  return {
+    page,
+    next_cursor: rows.length > limit && last ? encodeCursor(keyOf(last)) : null,
+  };
 }
 
 /** `?limit=&cursor=` of every paged list. */

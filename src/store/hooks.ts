@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { and, asc, desc, eq, gt, inArray, isNotNull, lt, lte, ne, or, sql } from "drizzle-orm";
 import type { Database } from "./db.js";
+import { newestFirst, olderThan, type PageKey } from "./paging.js";
 import {
   type CallbackRow,
   callbacks,
@@ -205,9 +206,8 @@ export async function forgetFailedDelivery(db: Database, id: string) {
 export async function listDeliveries(
   db: Database,
   hookId: string,
-  page: { limit: number; after?: { createdAt: Date; id: string } },
+  page: { limit: number; after?: PageKey },
 ): Promise<HookDeliveryRow[]> {
-  const { after } = page;
   return db
     .select()
     .from(hookDeliveries)
@@ -215,15 +215,10 @@ export async function listDeliveries(
       and(
         eq(hookDeliveries.hookId, hookId),
         ne(hookDeliveries.source, BODY_GUARD_SOURCE),
-        after
-          ? or(
-              lt(hookDeliveries.receivedAt, after.createdAt),
-              and(eq(hookDeliveries.receivedAt, after.createdAt), lt(hookDeliveries.id, after.id)),
-            )
-          : undefined,
+        olderThan(hookDeliveries.receivedAt, hookDeliveries.id, page.after),
       ),
     )
-    .orderBy(desc(hookDeliveries.receivedAt), desc(hookDeliveries.id))
+    .orderBy(...newestFirst(hookDeliveries.receivedAt, hookDeliveries.id))
     .limit(page.limit);
 }
 

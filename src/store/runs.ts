@@ -5,6 +5,7 @@ import type { Principal } from "../auth/principal.js";
 import type { Usage } from "../events.js";
 import type { Database } from "./db.js";
 import { addKeySpend } from "./keys.js";
+import { newestFirst, olderThan, type PageKey } from "./paging.js";
 import { type RunRow, runs, sessions } from "./schema.js";
 import { visibleTo } from "./sessions.js";
 
@@ -48,6 +49,41 @@ export async function getVisibleRun(
     .innerJoin(sessions, eq(sessions.id, runs.sessionId))
     .where(and(eq(runs.id, id), visibleTo(principal)));
   return row?.run;
+}
+
+/** Runs the caller may see, newest first (see paging.ts); of one session when `sessionId` is given. */
+export async function listRuns(
+  db: Database,
+  principal: Principal,
+  page: { limit: number; after?: PageKey; sessionId?: string },
+): Promise<RunRow[]> {
+  const rows = await db
+    .select({ run: runs })
+    .from(runs)
+    .innerJoin(sessions, eq(sessions.id, runs.sessionId))
+    .where(
+      and(
+        visibleTo(principal),
+        page.sessionId === undefined ? undefined : eq(runs.sessionId, page.sessionId),
+        olderThan(runs.createdAt, runs.id, page.after),
+      ),
+    )
+    .orderBy(...newestFirst(runs.createdAt, runs.id))
+    .limit(page.limit);
+  return rows.map((row) => row.run);
+}
+
+/** The active (queued or running) run of each of the sessions that has one. */
+export async function activeRunIds(
+  db: Database,
+  sessionIds: string[],
+): Promise<Map<string, string>> {
+  if (sessionIds.length === 0) return new Map();
+  const rows = await db
+    .select({ sessionId: runs.sessionId, id: runs.id })
+    .from(runs)
+    .where(and(inArray(runs.sessionId, sessionIds), inArray(runs.status, [...ACTIVE_STATUSES])));
+  return new Map(rows.map((row) => [row.sessionId, row.id]));
 }
 
 export async function getActiveRun(db: Database, sessionId: string): Promise<RunRow | undefined> {

@@ -75,6 +75,16 @@ export const keySpend = pgTable(
   (t) => [primaryKey({ columns: [t.keyId, t.periodStart] })],
 );
 
+/**
+ * Secrets every instance on the database shares, made once by whichever needs one first: the key
+ * that signs stream tokens, so that a token made by one instance is good at any other.
+ */
+export const serverSecrets = pgTable("server_secrets", {
+  name: text("name").primaryKey(),
+  secret: text("secret").notNull(),
+  createdAt: ts("created_at").notNull(),
+});
+
 export const sessions = pgTable(
   "sessions",
   {
@@ -139,6 +149,8 @@ export const runs = pgTable(
   },
   (t) => [
     index("runs_session_id_created_at_idx").on(t.sessionId, t.createdAt),
+    // `GET /v1/runs`, newest first.
+    index("runs_created_at_id_idx").on(t.createdAt.desc(), t.id.desc()),
     // At most one unfinished run per session, enforced by the database itself, so that two
     // messages racing for one session can never both start a CLI process.
     uniqueIndex("runs_one_active_per_session")

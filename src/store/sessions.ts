@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
-import { and, desc, eq, lt, or, type SQL } from "drizzle-orm";
+import { and, eq, type SQL } from "drizzle-orm";
 import type { Principal } from "../auth/principal.js";
 import type { Database } from "./db.js";
+import { newestFirst, olderThan, type PageKey } from "./paging.js";
 import { type SessionRow, sessions } from "./schema.js";
 
 export interface NewSession {
@@ -44,34 +45,17 @@ export async function getSession(
   return row;
 }
 
-/** A position in the newest-first order: the last row of the previous page. */
-export interface SessionKey {
-  createdAt: Date;
-  id: string;
-}
-
-/** Newest first; ties on the creation time are broken by id so that paging never skips a row. */
+/** Newest first (see paging.ts). */
 export async function listSessions(
   db: Database,
   principal: Principal,
-  page: { limit: number; after?: SessionKey },
+  page: { limit: number; after?: PageKey },
 ): Promise<SessionRow[]> {
-  const { after } = page;
   return db
     .select()
     .from(sessions)
-    .where(
-      and(
-        visibleTo(principal),
-        after
-          ? or(
-              lt(sessions.createdAt, after.createdAt),
-              and(eq(sessions.createdAt, after.createdAt), lt(sessions.id, after.id)),
-            )
-          : undefined,
-      ),
-    )
-    .orderBy(desc(sessions.createdAt), desc(sessions.id))
+    .where(and(visibleTo(principal), olderThan(sessions.createdAt, sessions.id, page.after)))
+    .orderBy(...newestFirst(sessions.createdAt, sessions.id))
     .limit(page.limit);
 }
 

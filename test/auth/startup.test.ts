@@ -1,8 +1,9 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { generateKey } from "../../src/auth/keys.js";
+import { ROOT } from "../cli/run-cli.js";
 import { runServerToExit, startServer } from "../support/server.js";
 
 // How a server with API keys on lets its operator in: a first-start key, or AGENT_BRIDGE_API_KEY.
@@ -22,6 +23,10 @@ describe("start-up with API keys on", () => {
     const env = { AGENT_BRIDGE_AUTH: "keys", AGENT_BRIDGE_DATA_DIR: dataDir() };
     const first = await startServer(env);
     const key = (await first.waitForOutput(/\n {2}(ab_[A-Za-z0-9_-]{43})\n/))[1];
+    // The listening line says where the agent works: the default is the server's own directory.
+    expect(first.output()).toContain(
+      `The agent works in ${resolve(ROOT)} (AGENT_BRIDGE_CLAUDE_WORK_DIR).`,
+    );
     expect(key).toBeDefined();
     expect(first.output()).toContain(
       `curl -H 'Authorization: Bearer ${key}' ${first.url}/v1/sessions`,

@@ -313,7 +313,9 @@ describe("StreamMapper: completion", () => {
     });
     const fromFailure = new StreamMapper();
     fromFailure.lineDropped();
-    expect(fromFailure.failure("failed", "no result", 5)).toMatchObject({ dropped_lines: 1 });
+    expect(fromFailure.failure("failed", "no result", "agent_exited", 5)).toMatchObject({
+      dropped_lines: 1,
+    });
     expect(new StreamMapper().push(result()).at(-1)).not.toHaveProperty("dropped_lines");
   });
 
@@ -400,8 +402,26 @@ describe("StreamMapper: completion", () => {
       status: "failed",
       is_error: true,
       error: "API Error: 400 bad",
+      error_code: "agent_error",
       result: null,
     });
+  });
+
+  it("says agent_not_authenticated, and what to set, when the CLI has no login (no API call made)", () => {
+    // As the real CLI 2.1.328 prints it with no credentials (see runner.real.test.ts).
+    const notLoggedIn = "Not logged in · Please run /login";
+    const [completion] = mapAll([
+      {
+        ...assistant("e1", [{ type: "text", text: notLoggedIn }], { model: "<synthetic>" }),
+        error: "authentication_failed",
+        is_api_error_message: true,
+      },
+      result({ is_error: true, result: notLoggedIn, api_error_status: null }),
+    ]).filter((e) => e.type === "completion");
+    expect(completion).toMatchObject({ status: "failed", error_code: "agent_not_authenticated" });
+    expect(completion?.type === "completion" && completion.error).toBe(
+      `the claude CLI has no valid credentials: set ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN) in the server's environment and restart it, or log the CLI in as the user the server runs as (the CLI said: ${notLoggedIn})`,
+    );
   });
 
   it("fails with the errors list or the subtype for error results without text", () => {
@@ -456,12 +476,13 @@ describe("StreamMapper: completion", () => {
   it("builds failure completions with what the run learned (session id, last message)", () => {
     const mapper = new StreamMapper();
     mapAll([systemInit(), assistant("m1", [{ type: "text", text: "a" }], { uuid: "a1" })], mapper);
-    expect(mapper.failure("timed_out", "timed out", 1500.6)).toEqual({
+    expect(mapper.failure("timed_out", "timed out", "timed_out", 1500.6)).toEqual({
       type: "completion",
       status: "timed_out",
       is_error: true,
       result: null,
       error: "timed out",
+      error_code: "timed_out",
       cost_usd: 0,
       duration_ms: 1501,
       usage: {
@@ -593,7 +614,11 @@ describe("StreamMapper on captured real CLI output", () => {
       status: res.is_error ? "failed" : "succeeded",
       is_error: res.is_error,
       result: res.is_error ? null : res.result,
-      error: res.is_error ? res.result : null,
+      error: res.is_error ? expect.stringContaining(String(res.result)) : null,
+      // A 401 is the CLI's credentials; any other error result is the agent's.
+      ...(res.is_error
+        ? { error_code: res.api_error_status === 401 ? "agent_not_authenticated" : "agent_error" }
+        : {}),
       cost_usd: ownCost(res),
       duration_ms: res.duration_ms,
       usage: {

@@ -314,6 +314,22 @@ describe("runClaude with the real CLI", () => {
     expect(of(events, "text_delta")).toHaveLength(0);
   });
 
+  it("a CLI without credentials fails with agent_not_authenticated, naming the variable to set", async () => {
+    const { mock, ce, config } = await setup();
+    // No API key, no login under its (fresh) HOME: the CLI answers "Not logged in" by itself.
+    const { ANTHROPIC_API_KEY: _, ...env } = ce.env;
+    const { events, completion } = await collect(request(ce, "Hello"), { ...config, env });
+    expect(completion).toMatchObject({
+      status: "failed",
+      error_code: "agent_not_authenticated",
+      result: null,
+    });
+    expect(completion.error).toContain("set ANTHROPIC_API_KEY");
+    expect(completion.error).toContain("Not logged in");
+    expect(of(events, "text_delta")).toHaveLength(0);
+    expect(mock.requests).toHaveLength(0);
+  });
+
   it("an AskUserQuestion becomes one user_question event and the turn ends with the question", async () => {
     const { mock, ce, config } = await setup();
     mock.script(

@@ -507,6 +507,21 @@ describe("runClaude with the fake CLI", () => {
       });
     });
 
+    it("logs a failed run at warn with its error code, a succeeded one at info", async () => {
+      const logs: string[] = [];
+      const logger = createLogger("debug", {}, (l) => logs.push(l));
+      await run({ steps: [{ emit: systemInit() }, { exit: 3 }] }, { logger });
+      await run({ steps: [{ emit: systemInit() }, ...ok()] }, { logger });
+      const finished = logs
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
+        .filter((l) => l.msg === "claude run finished");
+      expect(finished).toMatchObject([
+        { level: "warn", status: "failed", error_code: "agent_exited" },
+        { level: "info", status: "succeeded" },
+      ]);
+      expect(finished[1]).not.toHaveProperty("error_code");
+    });
+
     it("relays a 12 MiB assistant text whole, in its text_delta and in the completion's result", async () => {
       const text = "é".repeat(6 * 1024 * 1024);
       const { events, completion } = await run({

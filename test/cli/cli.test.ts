@@ -148,6 +148,28 @@ describe("the agent-bridge command", () => {
     expect(removed).toMatchObject({ code: EXIT.ok, stdout: `deleted ${id}\n` });
   });
 
+  it("runs ls lists runs newest first, of one session with --session", async () => {
+    const client = createClient({ baseUrl: ok.url });
+    const session = await client.createSession({ title: "runs ls" });
+    const first = await client.send(session.id, "one");
+    const second = await client.send(session.id, "two");
+    const other = await client.send((await client.createSession()).id, "elsewhere");
+
+    const table = await runCli(["runs", "ls", "--session", session.id], env(ok));
+    expect(table.code).toBe(EXIT.ok);
+    const lines = table.stdout.trimEnd().split("\n");
+    expect(lines[0]).toMatch(/^ID\s+SESSION\s+STATUS\s+TRIGGER\s+COST\s+CREATED$/);
+    expect(lines.slice(1).map((line) => line.split(/\s+/).slice(0, 5))).toEqual(
+      [second, first].map(({ run }) => [run.id, session.id, "succeeded", "message", "$0.0123"]),
+    );
+
+    const all = JSON.parse(
+      (await runCli(["runs", "ls", "--json", "--limit", "2"], env(ok))).stdout,
+    );
+    expect(all.data.map((r: { id: string }) => r.id)).toEqual([other.run.id, second.run.id]);
+    expect(all.next_cursor).toEqual(expect.any(String));
+  });
+
   it("shows a server error as its detail and code, without a stack trace", async () => {
     const missing = crypto.randomUUID();
     const res = await runCli(["sessions", "show", missing], env(ok));

@@ -3,8 +3,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
-import { crashBeforeResult, type LiveServer, liveServer, toolThenReply } from "../client/live.js";
+import { crashBeforeResult, toolThenReply } from "../client/live.js";
+import { type FakeClaude, type FakeScenario, fakeClaude } from "../support/fake-claude.js";
+import { seedDataDir } from "../support/pglite-template.js";
 import { runCommand } from "../support/process.js";
+import { startServer } from "../support/server.js";
 import { BIN, ROOT } from "./run-cli.js";
 
 // The README's examples are the ones that run: the client example is a file the tests execute
@@ -58,19 +61,51 @@ function transcriptPattern(text: string): RegExp {
   return new RegExp(`^${pattern}$`);
 }
 
+/** A server as a user has it: `npm start` on a fresh data dir, and the key it printed. */
+interface UserServer {
+  url: string;
+  key: string;
+  fake: FakeClaude;
+  close(): Promise<void>;
+}
+
+async function npmStart(scenario: FakeScenario): Promise<UserServer> {
+  const fake = await fakeClaude(scenario);
+  const dataDir = await mkdtemp(join(tmpdir(), "agent-bridge-readme-data-"));
+  await seedDataDir(dataDir);
+  const server = await startServer({
+    ...fake.bridgeEnv,
+    AGENT_BRIDGE_DATA_DIR: dataDir,
+    // API keys on, as they are by default.
+    AGENT_BRIDGE_AUTH: undefined,
+  });
+  const [, key = ""] = await server.waitForOutput(/\n {2}(ab_[A-Za-z0-9_-]{43})\n/);
+  return {
+    url: server.url,
+    key,
+    fake,
+    close: async () => {
+      await server.stop();
+      await fake.cleanup();
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** The README's stand-in for the key `npm start` printed. */
+const KEY_PLACEHOLDER = "ab_…";
+
 describe("the README examples", () => {
-  let server: LiveServer;
-  let crashing: LiveServer;
+  let server: UserServer;
   /** For the terminal session alone, whose `sessions ls` shows every session of its server. */
-  let fresh: LiveServer;
+  let fresh: UserServer;
   let dir: string;
   let env: NodeJS.ProcessEnv;
 
   beforeAll(async () => {
-    [server, crashing, fresh] = await Promise.all([
-      liveServer("pglite", toolThenReply(PARTS)),
-      liveServer("pglite", crashBeforeResult()),
-      liveServer("pglite", toolThenReply(PARTS)),
+    [server, fresh] = await Promise.all([
+      npmStart(toolThenReply(PARTS)),
+      npmStart(toolThenReply(PARTS)),
     ]);
     // `agent-bridge` on PATH, as `npm link` would put it.
     dir = await mkdtemp(join(tmpdir(), "agent-bridge-readme-"));
@@ -79,10 +114,11 @@ describe("the README examples", () => {
       PATH: `${dir}:${process.env.PATH}`,
       HOME: process.env.HOME,
       AGENT_BRIDGE_URL: server.url,
+      AGENT_BRIDGE_KEY: server.key,
     };
   });
   afterAll(async () => {
-    await Promise.all([server?.close(), crashing?.close(), fresh?.close()]);
+    await Promise.all([server?.close(), fresh?.close()]);
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
@@ -117,12 +153,18 @@ describe("the README examples", () => {
         [`__rc=$?`, `echo ${shellQuote(`@@ ${command}`)}`, "(exit $__rc)", command].join("\n"),
       )
       .join("\n");
-    const res = await runCommand("bash", ["-c", `exec 2>&1\n${script}`], {
-      cwd: dir,
-      env: { ...env, AGENT_BRIDGE_URL: fresh.url },
-    });
+    // The session sets the key itself, as the user does with the one their server printed.
+    const { AGENT_BRIDGE_KEY: _, ...withoutKey } = env;
+    expect(script).toContain(`export AGENT_BRIDGE_KEY=${KEY_PLACEHOLDER}`);
+    const res = await runCommand(
+      "bash",
+      ["-c", `exec 2>&1\n${script.replaceAll(KEY_PLACEHOLDER, fresh.key)}`],
+      { cwd: dir, env: { ...withoutKey, AGENT_BRIDGE_URL: fresh.url } },
+    );
     const expected = steps
-      .map(({ command, expected }) => [`@@ ${command}`, ...expected].join("\n"))
+      .map(({ command, expected }) =>
+        [`@@ ${command.replaceAll(KEY_PLACEHOLDER, fresh.key)}`, ...expected].join("\n"),
+      )
       .join("\n");
     expect(res.stdout).toMatch(transcriptPattern(`${expected}\n`));
   });
@@ -136,17 +178,19 @@ describe("the README examples", () => {
     const summary = join(dir, "summary.md");
     await writeFile(summary, "");
     // As a GitHub Actions `run:` step: bash -e, the step's env from the (here local) settings.
-    const stepEnv = { ...env, AGENT_BRIDGE_KEY: "ab_test_key", GITHUB_STEP_SUMMARY: summary };
+    // The repository's variable and secret: the server's URL and the key it printed.
+    const stepEnv = { ...env, GITHUB_STEP_SUMMARY: summary };
     const ok = await runCommand("bash", ["-e", "-c", step.run], { cwd: dir, env: stepEnv });
     expect(ok.code).toBe(0);
     expect(await readFile(join(dir, "review.md"), "utf8")).toBe("Hello, world!\n");
     expect(await readFile(summary, "utf8")).toBe("Hello, world!\n");
     expect(ok.stderr).toMatch(/^succeeded in /m);
 
+    await server.fake.setScenario(crashBeforeResult());
     const failed = await runCommand("bash", ["-e", "-c", step.run], {
       cwd: dir,
-      env: { ...stepEnv, AGENT_BRIDGE_URL: crashing.url },
-    });
+      env: stepEnv,
+    }).finally(() => server.fake.setScenario(toolThenReply(PARTS)));
     expect(failed.code).toBe(3);
     expect(failed.stderr).toMatch(/^failed in /m);
   });

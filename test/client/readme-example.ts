@@ -1,6 +1,10 @@
 import { createClient } from "agent-bridge/client";
 
-const client = createClient({ baseUrl: process.env.AGENT_BRIDGE_URL ?? "http://127.0.0.1:8787" });
+// The server, and the API key it printed at its first start (or one from `agent-bridge keys create`).
+const client = createClient({
+  baseUrl: process.env.AGENT_BRIDGE_URL ?? "http://127.0.0.1:8787",
+  key: process.env.AGENT_BRIDGE_KEY,
+});
 const session = await client.createSession({ title: "readme" });
 
 for await (const event of client.stream(session.id, "Say hello")) {

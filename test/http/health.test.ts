@@ -1,4 +1,7 @@
 import { readFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestApp, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
@@ -44,7 +47,7 @@ describe.each(BACKENDS)("health on %s", (backend) => {
     expect(body).toMatchObject({
       status: "ok",
       database: backend,
-      claude: { bin: t.config.claude.bin },
+      claude: { bin: t.config.claude.bin, credentials: "ANTHROPIC_API_KEY" },
     });
     expect(body.claude.version).toMatch(/\d+\.\d+\.\d+/);
   });
@@ -72,5 +75,23 @@ describe("readiness failures", () => {
     const res = await t.app.request("/readyz");
     expect(res.status).toBe(503);
     expect((await res.json()).detail).toContain("database unreachable");
+  });
+});
+
+describe("readiness and the CLI's credentials", () => {
+  it("is 503 naming the variable to set when the CLI has no credentials; healthz stays up", async () => {
+    const home = await mkdtemp(join(tmpdir(), "agent-bridge-home-"));
+    const t = await createTestApp("pglite", { HOME: home, ANTHROPIC_API_KEY: "" });
+    try {
+      const res = await t.app.request("/readyz");
+      expect(res.status).toBe(503);
+      const body = await res.json();
+      expect(body.code).toBe("not_ready");
+      expect(body.detail).toContain("the claude CLI has no credentials: set ANTHROPIC_API_KEY");
+      expect((await t.app.request("/healthz")).status).toBe(200);
+    } finally {
+      await t.close();
+      await rm(home, { recursive: true, force: true });
+    }
   });
 });

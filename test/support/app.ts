@@ -1,7 +1,8 @@
 import { buildDeps, createApp } from "../../src/app.js";
 import { loadConfig } from "../../src/config.js";
 import type { AppDeps } from "../../src/http/context.js";
-import { silentLogger } from "../../src/log.js";
+import { type Logger, silentLogger } from "../../src/log.js";
+import { TEST_CLI_KEY } from "./claude-env.js";
 import { type Backend, openTestDatabase, type TestDatabase } from "./db.js";
 import { LOOPBACK_CALLBACKS } from "./server.js";
 
@@ -16,7 +17,8 @@ export interface TestApp {
 
 /**
  * The real app on a fresh database of the given back-end, configured from `env` alone. API keys
- * are off unless `env` turns them on (`AGENT_BRIDGE_AUTH: "keys"`), as the tests of auth do.
+ * are off unless `env` turns them on (`AGENT_BRIDGE_AUTH: "keys"`), as the tests of auth do; the
+ * CLI has an API key unless `env` takes it away.
  */
 export async function createTestApp(
   backend: Backend,
@@ -25,17 +27,26 @@ export async function createTestApp(
   return createTestAppOn(await openTestDatabase(backend), env);
 }
 
-/** The real app on a database the test opened itself (e.g. on a Postgres server it owns). */
-export function createTestAppOn(database: TestDatabase, env: NodeJS.ProcessEnv = {}): TestApp {
+/**
+ * The real app on a database the test opened itself (e.g. on a Postgres server it owns), logging
+ * to `logger` (nowhere by default).
+ */
+export function createTestAppOn(
+  database: TestDatabase,
+  env: NodeJS.ProcessEnv = {},
+  logger: Logger = silentLogger,
+): TestApp {
   const config = loadConfig({
     PATH: process.env.PATH,
     HOME: process.env.HOME,
     AGENT_BRIDGE_AUTH: "none",
     // The tests' callback receivers listen on loopback, which callbacks may not reach otherwise.
     AGENT_BRIDGE_CALLBACK_ALLOW: LOOPBACK_CALLBACKS,
+    // A credential for the CLI, so that the app is ready (the fake CLI never uses it).
+    ANTHROPIC_API_KEY: TEST_CLI_KEY,
     ...env,
   });
-  const deps = buildDeps(config, database, silentLogger);
+  const deps = buildDeps(config, database, logger);
   return {
     app: createApp(deps),
     database,

@@ -10,6 +10,9 @@ import { join, resolve } from "node:path";
 /** The real CLI binary installed with the project. */
 export const CLAUDE_BIN = resolve(import.meta.dirname, "../../node_modules/.bin/claude");
 
+/** What the CLI gets as its API key in tests that give it none of their own (the fake CLI never uses it). */
+export const TEST_CLI_KEY = "sk-ant-test-unused";
+
 export interface ClaudeEnv {
   /** Fresh temp HOME. */
   home: string;

@@ -68,6 +68,8 @@ export interface FakeClaude {
   record(): Promise<FakeRecord>;
   /** Resolves once a `mark` step with this name has been played. */
   waitForMark(name: string, timeoutMs?: number): Promise<void>;
+  /** Plays `next` from the next start on (a server already configured with it keeps it). */
+  setScenario(next: FakeScenario): Promise<void>;
   /** Every start of the fake so far, in order, with its pid and arguments. */
   invocations(): Promise<{ pid: number; args: string[] }[]>;
   cleanup(): Promise<void>;
@@ -78,7 +80,9 @@ export async function fakeClaude(scenario: FakeScenario): Promise<FakeClaude> {
   const scenarioPath = join(dir, "scenario.json");
   const recordPath = join(dir, "record.ndjson");
   const bin = join(dir, "claude");
-  await writeFile(scenarioPath, JSON.stringify({ ...scenario, record: recordPath }));
+  const setScenario = (next: FakeScenario) =>
+    writeFile(scenarioPath, JSON.stringify({ ...next, record: recordPath }));
+  await setScenario(scenario);
   await writeFile(recordPath, "");
   await writeFile(
     bin,
@@ -95,6 +99,7 @@ export async function fakeClaude(scenario: FakeScenario): Promise<FakeClaude> {
       AGENT_BRIDGE_CLAUDE_ENV_ALLOW: "FAKE_CLAUDE_SCENARIO",
     },
     dir,
+    setScenario,
     record: async () => parseRecord(await readFile(recordPath, "utf8")),
     waitForMark: async (name, timeoutMs = 60_000) => {
       const line = JSON.stringify({ mark: name });

@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
+import { TEST_CLI_KEY } from "./claude-env.js";
 
 // The service as a real process (`npm start` runs the same entry point), for what only a real
 // process shows: start-up, restarts, signals.
@@ -68,12 +69,13 @@ export async function startServer(
   opts: { ownGroup?: boolean } = {},
 ): Promise<ServerProcess> {
   const port = await freePort();
-  // API keys off unless the test turns them on.
+  // API keys off unless the test turns them on; a credential for the CLI, so that it is ready.
   const { child, output } = spawnEntry(
     {
       AGENT_BRIDGE_AUTH: "none",
       // The tests' callback receivers listen on loopback, which callbacks may not reach otherwise.
       AGENT_BRIDGE_CALLBACK_ALLOW: LOOPBACK_CALLBACKS,
+      ANTHROPIC_API_KEY: TEST_CLI_KEY,
       ...env,
       PORT: String(port),
       HOST: "127.0.0.1",

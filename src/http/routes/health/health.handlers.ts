@@ -1,5 +1,6 @@
 import { createRequire } from "node:module";
 import type { RouteHandler } from "@hono/zod-openapi";
+import { findCredentials } from "../../../claude/credentials.js";
 import { publicErrorText } from "../../../store/errors.js";
 import type { AppEnv } from "../../context.js";
 import { ApiError } from "../../errors.js";
@@ -27,18 +28,31 @@ export const healthz: RouteHandler<typeof routes.healthz, AppEnv> = (c) =>
 
 export const readyz: RouteHandler<typeof routes.readyz, AppEnv> = async (c) => {
   const problems: string[] = [];
-  const [database, claude] = await Promise.allSettled([c.var.database.ping(), c.var.claudeProbe()]);
+  const [database, claude, credentials] = await Promise.allSettled([
+    c.var.database.ping(),
+    c.var.claudeProbe(),
+    findCredentials(c.var.config.claude.childEnv),
+  ]);
   if (database.status === "rejected")
     problems.push(`database unreachable: ${publicErrorText(database.reason)}`);
   if (claude.status === "rejected") problems.push(reason(claude.reason));
-  if (database.status === "rejected" || claude.status === "rejected") {
+  if (credentials.status === "rejected") problems.push(reason(credentials.reason));
+  if (
+    database.status === "rejected" ||
+    claude.status === "rejected" ||
+    credentials.status === "rejected"
+  ) {
     throw new ApiError(503, "not_ready", problems.join("; "));
   }
   return c.json(
     {
       status: "ok" as const,
       database: c.var.database.kind,
-      claude: { bin: c.var.config.claude.bin, version: claude.value },
+      claude: {
+        bin: c.var.config.claude.bin,
+        version: claude.value,
+        credentials: credentials.value,
+      },
     },
     200,
   );

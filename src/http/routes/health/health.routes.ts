@@ -17,7 +17,15 @@ export const Readiness = z
   .object({
     status: z.literal("ok"),
     database: z.enum(["pglite", "postgres"]),
-    claude: z.object({ bin: z.string(), version: z.string() }),
+    claude: z.object({
+      bin: z.string(),
+      version: z.string(),
+      credentials: z.string().openapi({
+        description:
+          "What the CLI authenticates with, found without calling the API: a variable (`ANTHROPIC_API_KEY`, `ANTHROPIC_AUTH_TOKEN`, `CLAUDE_CODE_OAUTH_TOKEN`), a provider switch (`CLAUDE_CODE_USE_BEDROCK`, …), a login file (`.credentials.json`, `.claude.json`) or `apiKeyHelper`.",
+        example: "ANTHROPIC_API_KEY",
+      }),
+    }),
   })
   .openapi("Readiness");
 
@@ -49,7 +57,9 @@ export const readyz = createRoute({
   operationId: "readyz",
   tags,
   security: [],
-  summary: "Readiness: the database answers and the claude CLI runs",
+  summary: "Readiness: the database answers, the claude CLI runs and has credentials",
+  description:
+    "503 `not_ready` when any of them fails, naming each problem: a load balancer sends no traffic to an instance whose runs would all fail. A CLI without credentials (no `ANTHROPIC_API_KEY` or other login) is not ready. `/healthz` stays 200, so the process is not restarted for it.",
   responses: {
     200: { description: "Ready", content: { "application/json": { schema: Readiness } } },
     ...problemResponses(503),

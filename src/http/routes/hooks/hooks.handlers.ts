@@ -34,7 +34,7 @@ import {
   WorktreePrerequisiteError,
 } from "../../../worktrees/prerequisites.js";
 import type { AppEnv } from "../../context.js";
-import { decodeCursor, encodeCursor } from "../../cursor.js";
+import { decodeCursor, pageOf } from "../../cursor.js";
 import { ApiError, invalidRequest, type ValidationIssue } from "../../errors.js";
 import { refuseNul } from "../../nul.js";
 import type * as routes from "./hooks.routes.js";
@@ -222,18 +222,11 @@ export const listHookDeliveries: RouteHandler<typeof routes.listHookDeliveries, 
   // Nobody is shown a delivery as `received` that no process will ever move on.
   await store.settleAbandonedDeliveries(c.var.db, hook.id);
   const rows = await store.listDeliveries(c.var.db, hook.id, { limit: limit + 1, after });
-  const page = rows.slice(0, limit);
-  const last = page.at(-1);
-  return c.json(
-    {
-      data: page.map(toHookDelivery),
-      next_cursor:
-        rows.length > limit && last
-          ? encodeCursor({ createdAt: last.receivedAt, id: last.id })
-          : null,
-    },
-    200,
-  );
+  const { page, next_cursor } = pageOf(rows, limit, (row) => ({
+    createdAt: row.receivedAt,
+    id: row.id,
+  }));
+  return c.json({ data: page.map(toHookDelivery), next_cursor }, 200);
 };
 
 /** The delivery's JSON: the body itself, or (GitHub's form encoding) its `payload` field. */

@@ -1,12 +1,15 @@
 import type { RouteHandler } from "@hono/zod-openapi";
 import type { Principal } from "../../../auth/principal.js";
+import { issueStreamToken } from "../../../auth/stream-tokens.js";
 import type { CompletionEvent } from "../../../events.js";
 import type { Database } from "../../../store/db.js";
 import { getCompletionEvent } from "../../../store/events.js";
 import { getCallback } from "../../../store/hooks.js";
 import * as runStore from "../../../store/runs.js";
+import type { RunRow } from "../../../store/schema.js";
 import { getSession } from "../../../store/sessions.js";
 import type { AppEnv } from "../../context.js";
+import { decodeCursor, pageOf } from "../../cursor.js";
 import { ApiError } from "../../errors.js";
 import { sseResponse } from "../../sse.js";
 import { admitStream } from "../../streams.js";
@@ -15,15 +18,54 @@ import { toRun } from "./runs.schemas.js";
 
 const runNotFound = (id: string) => new ApiError(404, "run_not_found", `No run with id ${id}`);
 
+/** A run as the API shows it: its row with its completion and its callback's state. */
+async function showRun(db: Database, row: RunRow) {
+  return toRun(
+    row,
+    (await getCompletionEvent(db, row.id)) ?? null,
+    (await getCallback(db, row.id)) ?? null,
+  );
+}
+
 async function loadRun(db: Database, id: string, principal: Principal) {
   const row = await runStore.getVisibleRun(db, id, principal);
   if (!row) throw runNotFound(id);
-  return toRun(
-    row,
-    (await getCompletionEvent(db, id)) ?? null,
-    (await getCallback(db, id)) ?? null,
-  );
+  return showRun(db, row);
 }
+
+/** One page of the runs the caller may see, newest first; of one session when it is given. */
+async function runPage(
+  db: Database,
+  principal: Principal,
+  query: { limit: number; cursor?: string | undefined; sessionId?: string },
+) {
+  const { limit, cursor, sessionId } = query;
+  const after = cursor === undefined ? undefined : decodeCursor(cursor);
+  // One row more than asked tells whether another page exists.
+  const rows = await runStore.listRuns(db, principal, {
+    limit: limit + 1,
+    after,
+    ...(sessionId === undefined ? {} : { sessionId }),
+  });
+  const { page, next_cursor } = pageOf(rows, limit, (row) => row);
+  const data = [];
+  for (const row of page) data.push(await showRun(db, row));
+  return { data, next_cursor };
+}
+
+export const listRuns: RouteHandler<typeof routes.listRuns, AppEnv> = async (c) => {
+  const { limit, cursor } = c.req.valid("query");
+  return c.json(await runPage(c.var.db, c.var.principal, { limit, cursor }), 200);
+};
+
+export const listSessionRuns: RouteHandler<typeof routes.listSessionRuns, AppEnv> = async (c) => {
+  const { id } = c.req.valid("param");
+  const { limit, cursor } = c.req.valid("query");
+  const { db, principal } = c.var;
+  if (!(await getSession(db, id, principal)))
+    throw new ApiError(404, "session_not_found", `No session with id ${id}`);
+  return c.json(await runPage(db, principal, { limit, cursor, sessionId: id }), 200);
+};
 
 /** How the client asked to be answered: `Prefer` first, then `Accept`; SSE by default. */
 function responseMode(
@@ -115,4 +157,21 @@ export const cancelRun: RouteHandler<typeof routes.cancelRun, AppEnv> = async (c
   if (!(await runStore.getVisibleRun(db, id, principal))) throw runNotFound(id);
   await runs.cancel(id);
   return c.json(await loadRun(db, id, principal), 200);
+};
+
+export const createStreamToken: RouteHandler<typeof routes.createStreamToken, AppEnv> = async (
+  c,
+) => {
+  const { id } = c.req.valid("param");
+  const { db, principal } = c.var;
+  if (!(await runStore.getVisibleRun(db, id, principal))) throw runNotFound(id);
+  const { token, expiresAt } = await issueStreamToken(db, id, principal.keyId);
+  return c.json(
+    {
+      token,
+      expires_at: expiresAt.toISOString(),
+      events_url: `/v1/runs/${id}/events?token=${token}`,
+    },
+    201,
+  );
 };

@@ -4,6 +4,9 @@ import * as routes from "./runs.routes.js";
 
 export const runsRouter = createRouter()
   .openapi(routes.postMessage, handlers.postMessage)
+  .openapi(routes.listRuns, handlers.listRuns)
+  .openapi(routes.listSessionRuns, handlers.listSessionRuns)
   .openapi(routes.getRun, handlers.getRun)
   .openapi(routes.getRunEvents, handlers.getRunEvents)
-  .openapi(routes.cancelRun, handlers.cancelRun);
+  .openapi(routes.cancelRun, handlers.cancelRun)
+  .openapi(routes.createStreamToken, handlers.createStreamToken);

@@ -1,4 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
+import { STREAM_TOKEN_TTL_SECONDS } from "../../../auth/stream-tokens.js";
+import { PageQuery } from "../../cursor.js";
 import { problemResponses } from "../../errors.js";
 import { SessionId } from "../sessions/sessions.schemas.js";
 import {
@@ -10,6 +12,8 @@ import {
   PostMessageBody,
   Run,
   RunId,
+  RunPage,
+  StreamToken,
 } from "./runs.schemas.js";
 
 const tags = ["Runs"];
@@ -95,5 +99,51 @@ export const cancelRun = createRoute({
   responses: {
     200: { description: "The cancelled run", content: { "application/json": { schema: Run } } },
     ...problemResponses(400, 401, 404, 409, 429),
+  },
+});
+
+export const listRuns = createRoute({
+  method: "get",
+  path: "/v1/runs",
+  operationId: "listRuns",
+  tags,
+  summary: "List runs, newest first",
+  description: "Every run of the sessions the key may see (an admin key: all).",
+  request: { query: PageQuery },
+  responses: {
+    200: { description: "One page of runs", content: { "application/json": { schema: RunPage } } },
+    ...problemResponses(400, 401, 429),
+  },
+});
+
+export const listSessionRuns = createRoute({
+  method: "get",
+  path: "/v1/sessions/{id}/runs",
+  operationId: "listSessionRuns",
+  tags,
+  summary: "List a session's runs, newest first",
+  description:
+    "Finds a run whose id was lost: the session's `active_run_id` names the one going on, this lists them all.",
+  request: { params: z.object({ id: SessionId }), query: PageQuery },
+  responses: {
+    200: { description: "One page of runs", content: { "application/json": { schema: RunPage } } },
+    ...problemResponses(400, 401, 404, 429),
+  },
+});
+
+export const createStreamToken = createRoute({
+  method: "post",
+  path: "/v1/runs/{id}/stream-token",
+  operationId: "createStreamToken",
+  tags,
+  summary: "A short-lived token to follow a run's events without an Authorization header",
+  description: `For a browser's \`EventSource\`, which cannot send \`Authorization\`: the token is good for \`GET /v1/runs/{id}/events?token=…\` of this run alone, for ${STREAM_TOKEN_TTL_SECONDS / 60} minutes, and only while the key that made it is not revoked. Any other route, run or method refuses it (401). Reconnecting after it has expired needs a new one.`,
+  request: { params: z.object({ id: RunId }) },
+  responses: {
+    201: {
+      description: "The token",
+      content: { "application/json": { schema: StreamToken } },
+    },
+    ...problemResponses(400, 401, 404, 429),
   },
 });

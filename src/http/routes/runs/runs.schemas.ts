@@ -54,6 +54,15 @@ const eventPosition = z
   .transform(Number);
 
 export const EventsQuery = z.strictObject({
+  token: z
+    .string()
+    .max(200)
+    .optional()
+    .openapi({
+      param: { name: "token", in: "query" },
+      description:
+        "A stream token from `POST /v1/runs/{id}/stream-token`, in place of `Authorization`, for clients that cannot send headers (a browser's `EventSource`).",
+    }),
   after: eventPosition.optional().openapi({
     param: { name: "after", in: "query" },
     type: "integer",
@@ -137,6 +146,24 @@ export const Run = z
   })
   .openapi("Run");
 export type Run = z.infer<typeof Run>;
+
+export const RunPage = z
+  .object({
+    data: z.array(Run),
+    next_cursor: z.string().nullable().openapi({ description: "null on the last page." }),
+  })
+  .openapi("RunPage");
+
+export const StreamToken = z
+  .object({
+    token: z.string().openapi({ description: "Pass it as `?token=`; it is shown only here." }),
+    expires_at: z.string().openapi({ format: "date-time" }),
+    events_url: z.string().openapi({
+      description: "The run's events with the token in it, for `new EventSource(events_url)`.",
+      example: "/v1/runs/7d9f0c1e-5b2a-4c3d-8e4f-1a2b3c4d5e6f/events?token=…",
+    }),
+  })
+  .openapi("StreamToken");
 
 export const FinishedRun = z
   .object({

@@ -1,6 +1,7 @@
 import type { RouteHandler } from "@hono/zod-openapi";
 import { enforcePolicy } from "../../../auth/policy.js";
 import { resolveWorkDir, WorkDirNotAllowedError } from "../../../auth/work-dir.js";
+import { activeRunIds } from "../../../store/runs.js";
 import * as store from "../../../store/sessions.js";
 import { getSessionWorktree, sessionWorktrees } from "../../../store/worktrees.js";
 import {
@@ -10,7 +11,7 @@ import {
 import { discardSessionWorktree } from "../../../worktrees/sessions.js";
 import { findSessionWorktree, isDirty } from "../../../worktrees/worktree.js";
 import type { AppEnv } from "../../context.js";
-import { decodeCursor, encodeCursor } from "../../cursor.js";
+import { decodeCursor, pageOf } from "../../cursor.js";
 import { ApiError } from "../../errors.js";
 import type * as routes from "./sessions.routes.js";
 import { toSession } from "./sessions.schemas.js";
@@ -76,32 +77,35 @@ export const createSession: RouteHandler<typeof routes.createSession, AppEnv> = 
 export const listSessions: RouteHandler<typeof routes.listSessions, AppEnv> = async (c) => {
   const { limit, cursor } = c.req.valid("query");
   const after = cursor === undefined ? undefined : decodeCursor(cursor);
+  const { db, config } = c.var;
   // One row more than asked tells whether another page exists.
-  const rows = await store.listSessions(c.var.db, c.var.principal, { limit: limit + 1, after });
-  const page = rows.slice(0, limit);
-  const last = page.at(-1);
-  const worktrees = await sessionWorktrees(
-    c.var.db,
-    page.filter((row) => row.worktree).map((row) => row.id),
+  const rows = await store.listSessions(db, c.var.principal, { limit: limit + 1, after });
+  const { page, next_cursor } = pageOf(rows, limit, (row) => row);
+  const [worktrees, active] = await Promise.all([
+    sessionWorktrees(
+      db,
+      page.filter((row) => row.worktree).map((row) => row.id),
+    ),
+    activeRunIds(
+      db,
+      page.map((row) => row.id),
+    ),
+  ]);
+  const data = page.map((row) =>
+    toSession(row, config, { worktree: worktrees.get(row.id), activeRunId: active.get(row.id) }),
   );
-  return c.json(
-    {
-      data: page.map((row) => toSession(row, c.var.config, worktrees.get(row.id))),
-      next_cursor:
-        rows.length > limit && last
-          ? encodeCursor({ createdAt: last.createdAt, id: last.id })
-          : null,
-    },
-    200,
-  );
+  return c.json({ data, next_cursor }, 200);
 };
 
 export const getSession: RouteHandler<typeof routes.getSession, AppEnv> = async (c) => {
   const { id } = c.req.valid("param");
   const row = await store.getSession(c.var.db, id, c.var.principal);
   if (!row) throw notFound(id);
-  const worktree = row.worktree ? await getSessionWorktree(c.var.db, id) : undefined;
-  return c.json(toSession(row, c.var.config, worktree), 200);
+  const [worktree, active] = await Promise.all([
+    row.worktree ? getSessionWorktree(c.var.db, id) : undefined,
+    activeRunIds(c.var.db, [id]),
+  ]);
+  return c.json(toSession(row, c.var.config, { worktree, activeRunId: active.get(id) }), 200);
 };
 
 export const deleteSession: RouteHandler<typeof routes.deleteSession, AppEnv> = async (c) => {

@@ -90,6 +90,10 @@ export const Session = z
       description:
         "The session's git worktree as found on disk after its last run; null until a run of a `worktree` session has made one.",
     }),
+    active_run_id: z.string().nullable().openapi({
+      description:
+        "The session's queued or running run, if any: follow it at `/v1/runs/{active_run_id}/events`. Its other runs are at `/v1/sessions/{id}/runs`.",
+    }),
     usage: SessionUsage,
   })
   .openapi("Session");
@@ -123,7 +127,17 @@ function toWorktreeInfo(row: WorktreeRow): WorktreeInfo {
   };
 }
 
-export function toSession(row: SessionRow, config: Config, worktree?: WorktreeRow): Session {
+/** What a session is shown with besides its row. */
+export interface SessionExtras {
+  worktree?: WorktreeRow | undefined;
+  activeRunId?: string | undefined;
+}
+
+export function toSession(
+  row: SessionRow,
+  config: Config,
+  { worktree, activeRunId }: SessionExtras = {},
+): Session {
   return {
     id: row.id,
     title: row.title,
@@ -139,6 +153,7 @@ export function toSession(row: SessionRow, config: Config, worktree?: WorktreeRo
     last_activity_at: row.lastActivityAt.toISOString(),
     expired_at: row.expiredAt?.toISOString() ?? null,
     git_worktree: worktree ? toWorktreeInfo(worktree) : null,
+    active_run_id: activeRunId ?? null,
     usage: {
       input_tokens: row.inputTokens,
       output_tokens: row.outputTokens,

@@ -1,0 +1,64 @@
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { findCredentials, MissingCredentialsError } from "../../src/claude/credentials.js";
+
+// Where the CLI (2.1.328) finds its credentials, as /readyz reports it: checked on a HOME of the
+// test's own, without any call to the API.
+
+describe("findCredentials", () => {
+  let home: string;
+  beforeEach(async () => {
+    home = await mkdtemp(join(tmpdir(), "agent-bridge-home-"));
+  });
+  afterEach(() => rm(home, { recursive: true, force: true }));
+
+  const find = (env: Record<string, string> = {}) =>
+    findCredentials({ HOME: home, ...env }, "linux");
+
+  it("finds none in an empty environment and HOME, and says which variable to set", async () => {
+    await expect(find()).rejects.toThrow(MissingCredentialsError);
+    await expect(find({ ANTHROPIC_API_KEY: " " })).rejects.toThrow(/set ANTHROPIC_API_KEY/);
+  });
+
+  it.each([
+    ["ANTHROPIC_API_KEY", { ANTHROPIC_API_KEY: "k" }],
+    ["ANTHROPIC_AUTH_TOKEN", { ANTHROPIC_AUTH_TOKEN: "t" }],
+    ["CLAUDE_CODE_OAUTH_TOKEN", { CLAUDE_CODE_OAUTH_TOKEN: "t" }],
+    ["CLAUDE_CODE_USE_BEDROCK", { CLAUDE_CODE_USE_BEDROCK: "1" }],
+    ["CLAUDE_CODE_USE_VERTEX", { CLAUDE_CODE_USE_VERTEX: "true" }],
+  ])("names %s when the environment has it", async (name, env) => {
+    expect(await find(env)).toBe(name);
+  });
+
+  it("does not count a provider switch that is off", async () => {
+    await expect(find({ CLAUDE_CODE_USE_BEDROCK: "0" })).rejects.toThrow(MissingCredentialsError);
+  });
+
+  it("finds the login file under HOME, or only under CLAUDE_CONFIG_DIR when that is set", async () => {
+    await mkdir(join(home, ".claude"));
+    await writeFile(join(home, ".claude", ".credentials.json"), "{}");
+    expect(await find()).toBe(".credentials.json");
+    const configDir = join(home, "elsewhere");
+    await mkdir(configDir);
+    await expect(find({ CLAUDE_CONFIG_DIR: configDir })).rejects.toThrow(MissingCredentialsError);
+    await writeFile(join(configDir, ".credentials.json"), "{}");
+    expect(await find({ CLAUDE_CONFIG_DIR: configDir })).toBe(".credentials.json");
+  });
+
+  it("finds a key saved by /login in ~/.claude.json, and an apiKeyHelper in the settings", async () => {
+    await writeFile(join(home, ".claude.json"), JSON.stringify({ primaryApiKey: "" }));
+    await expect(find()).rejects.toThrow(MissingCredentialsError);
+    await writeFile(join(home, ".claude.json"), JSON.stringify({ primaryApiKey: "sk-ant-x" }));
+    expect(await find()).toBe(".claude.json");
+    await rm(join(home, ".claude.json"));
+    await mkdir(join(home, ".claude"));
+    await writeFile(join(home, ".claude", "settings.json"), '{"apiKeyHelper": "/bin/get-key"}');
+    expect(await find()).toBe("apiKeyHelper");
+  });
+
+  it("assumes the Keychain login on macOS, where it cannot be seen", async () => {
+    expect(await findCredentials({ HOME: home }, "darwin")).toBe("macOS Keychain (assumed)");
+  });
+});

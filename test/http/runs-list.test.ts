@@ -1,0 +1,126 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { issueKey } from "../../src/auth/keys.js";
+import { createTestApp, requestAs, type TestApp } from "../support/app.js";
+import { BACKENDS } from "../support/db.js";
+import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { longRun } from "../support/fake-scenarios.js";
+
+// Getting a lost run id back: a session names its active run, and its runs are listed newest
+// first, paged, to the key that may see them alone.
+
+describe.each(BACKENDS)("listing runs on %s", (backend) => {
+  let t: TestApp;
+  let fake: FakeClaude;
+  let alice: string;
+  let bob: string;
+  let admin: string;
+
+  beforeAll(async () => {
+    fake = await fakeClaude(longRun(60));
+    t = await createTestApp(backend, { ...fake.bridgeEnv, AGENT_BRIDGE_AUTH: "keys" });
+    const db = t.database.db;
+    admin = (await issueKey(db, { name: "admin", admin: true })).key;
+    alice = (await issueKey(db, { name: "alice", admin: false })).key;
+    bob = (await issueKey(db, { name: "bob", admin: false })).key;
+  });
+  afterAll(async () => {
+    await t.close();
+    await fake.cleanup();
+  });
+
+  const as = (key: string, path: string, init: RequestInit = {}) =>
+    requestAs(t.app, key, path, init);
+  const json = async (key: string, path: string, init: RequestInit = {}) => {
+    const res = await as(key, path, init);
+    expect(res.status, `${init.method ?? "GET"} ${path}`).toBeLessThan(300);
+    return res.json();
+  };
+  const newSession = (key: string): Promise<{ id: string }> =>
+    json(key, "/v1/sessions", { method: "POST" });
+  /** Starts a run (it keeps going until cancelled) and returns its id. */
+  const startRun = async (key: string, sessionId: string): Promise<string> =>
+    (
+      await json(key, `/v1/sessions/${sessionId}/messages`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json", Prefer: "respond-async" },
+        body: JSON.stringify({ text: "work" }),
+      })
+    ).id;
+  const cancel = (key: string, runId: string) =>
+    json(key, `/v1/runs/${runId}/cancel`, { method: "POST" });
+
+  it("a session names its active run while it goes on, and null once it has ended", async () => {
+    const session = await newSession(alice);
+    expect((await json(alice, `/v1/sessions/${session.id}`)).active_run_id).toBeNull();
+    const runId = await startRun(alice, session.id);
+    expect((await json(alice, `/v1/sessions/${session.id}`)).active_run_id).toBe(runId);
+    const listed = (await json(alice, "/v1/sessions")).data.find(
+      (s: { id: string }) => s.id === session.id,
+    );
+    expect(listed.active_run_id).toBe(runId);
+    await cancel(alice, runId);
+    expect((await json(alice, `/v1/sessions/${session.id}`)).active_run_id).toBeNull();
+  });
+
+  it("lists a session's runs newest first, a page at a time", async () => {
+    const session = await newSession(alice);
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const runId = await startRun(alice, session.id);
+      ids.unshift(runId);
+      if (i < 2) await cancel(alice, runId);
+    }
+    const all = await json(alice, `/v1/sessions/${session.id}/runs`);
+    expect(all.data.map((r: { id: string }) => r.id)).toEqual(ids);
+    const [newest, ...older] = all.data.map((r: { status: string }) => r.status);
+    expect(["queued", "running"]).toContain(newest);
+    expect(older).toEqual(["cancelled", "cancelled"]);
+    expect(all.data[1]).toMatchObject({
+      session_id: session.id,
+      prompt: "work",
+      events_url: `/v1/runs/${ids[1]}/events`,
+      completion: { type: "completion", status: "cancelled", error_code: "cancelled" },
+    });
+    expect(all.next_cursor).toBeNull();
+
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const query: string = cursor ? `?limit=2&cursor=${cursor}` : "?limit=2";
+      const page = await json(alice, `/v1/sessions/${session.id}/runs${query}`);
+      seen.push(...page.data.map((r: { id: string }) => r.id));
+      cursor = page.next_cursor;
+    } while (cursor);
+    expect(seen).toEqual(ids);
+    await cancel(alice, ids[0] as string);
+  });
+
+  it("shows a key only its own sessions' runs: 404 for another's session, absent from /v1/runs", async () => {
+    const session = await newSession(alice);
+    const runId = await startRun(alice, session.id);
+    await cancel(alice, runId);
+
+    const res = await as(bob, `/v1/sessions/${session.id}/runs`);
+    expect(res.status).toBe(404);
+    expect((await res.json()).code).toBe("session_not_found");
+    const ids = async (key: string) =>
+      (await json(key, "/v1/runs?limit=100")).data.map((r: { id: string }) => r.id);
+    expect(await ids(bob)).not.toContain(runId);
+    expect(await ids(alice)).toContain(runId);
+    expect(await ids(admin)).toContain(runId);
+    // Newest first across sessions, too.
+    const bobSession = await newSession(bob);
+    const bobRun = await startRun(bob, bobSession.id);
+    await cancel(bob, bobRun);
+    expect((await ids(admin)).slice(0, 2)).toEqual([bobRun, runId]);
+  });
+
+  it("refuses a cursor it did not make, and a session id that is not one, with a problem", async () => {
+    const session = await newSession(alice);
+    const bad = await as(alice, `/v1/sessions/${session.id}/runs?cursor=nonsense`);
+    expect(bad.status).toBe(400);
+    expect((await bad.json()).code).toBe("invalid_cursor");
+    const notId = await as(alice, "/v1/sessions/not-a-uuid/runs");
+    expect(notId.status).toBe(400);
+  });
+});

@@ -1,0 +1,179 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { issueKey } from "../../src/auth/keys.js";
+import { issueStreamToken, STREAM_TOKEN_TTL_SECONDS } from "../../src/auth/stream-tokens.js";
+import { createLogger } from "../../src/log.js";
+import { openDatabase } from "../../src/store/db.js";
+import { revokeKey } from "../../src/store/keys.js";
+import { createTestAppOn, requestAs, type TestApp } from "../support/app.js";
+import { BACKENDS, openTestDatabase } from "../support/db.js";
+import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { streamedReply } from "../support/fake-scenarios.js";
+import { SseReader } from "../support/sse.js";
+
+// Stream tokens: what lets a browser's EventSource (no Authorization header) follow one run.
+
+describe.each(BACKENDS)("stream tokens on %s", (backend) => {
+  let t: TestApp;
+  let fake: FakeClaude;
+  let alice: string;
+  let aliceId: string;
+  let bob: string;
+  const logs: string[] = [];
+
+  beforeAll(async () => {
+    fake = await fakeClaude(streamedReply(["Hello", " there"]));
+    // Every log line, at every level, to check that no token reaches the log.
+    t = createTestAppOn(
+      await openTestDatabase(backend),
+      { ...fake.bridgeEnv, AGENT_BRIDGE_AUTH: "keys" },
+      createLogger("debug", {}, (line) => logs.push(line)),
+    );
+    const issued = await issueKey(t.database.db, { name: "alice", admin: false });
+    alice = issued.key;
+    aliceId = issued.row.id;
+    bob = (await issueKey(t.database.db, { name: "bob", admin: false })).key;
+  });
+  afterAll(async () => {
+    await t.close();
+    await fake.cleanup();
+  });
+
+  const as = (key: string | undefined, path: string, init: RequestInit = {}) =>
+    requestAs(t.app, key, path, init);
+
+  /** A finished run of a new session of `key`. */
+  async function finishedRun(key: string): Promise<string> {
+    const session = await (await as(key, "/v1/sessions", { method: "POST" })).json();
+    const res = await as(key, `/v1/sessions/${session.id}/messages`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Accept: "application/json" },
+      body: JSON.stringify({ text: "hi" }),
+    });
+    expect(res.status).toBe(200);
+    return (await res.json()).run.id;
+  }
+
+  async function tokenFor(key: string, runId: string) {
+    const res = await as(key, `/v1/runs/${runId}/stream-token`, { method: "POST" });
+    expect(res.status).toBe(201);
+    return res.json() as Promise<{ token: string; expires_at: string; events_url: string }>;
+  }
+
+  async function refused(path: string, init: RequestInit = {}): Promise<string> {
+    const res = await as(undefined, path, init);
+    expect(res.status, path).toBe(401);
+    const problem = await res.json();
+    expect(problem.code).toBe("unauthorized");
+    return problem.detail;
+  }
+
+  it("follows its run's events without Authorization, for five minutes", async () => {
+    const runId = await finishedRun(alice);
+    const before = Date.now();
+    const { token, expires_at, events_url } = await tokenFor(alice, runId);
+    expect(events_url).toBe(`/v1/runs/${runId}/events?token=${token}`);
+    const ttl = Date.parse(expires_at) - before;
+    expect(ttl).toBeGreaterThan((STREAM_TOKEN_TTL_SECONDS - 5) * 1000);
+    expect(ttl).toBeLessThanOrEqual(STREAM_TOKEN_TTL_SECONDS * 1000);
+
+    const res = await as(undefined, events_url);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toMatch(/^text\/event-stream/);
+    const frames = await SseReader.of(res).events(100);
+    expect(frames.map((f) => f.event)).toEqual([
+      "run_started",
+      "text_delta",
+      "text_delta",
+      "completion",
+    ]);
+    // Last-Event-ID and the other query parameters still work beside it.
+    const resumed = await as(undefined, `${events_url}&after=3`);
+    expect((await SseReader.of(resumed).events(100)).map((f) => f.event)).toEqual(["completion"]);
+  });
+
+  it("is refused for another run, another route, another method", async () => {
+    const runId = await finishedRun(alice);
+    const other = await finishedRun(alice);
+    const { token } = await tokenFor(alice, runId);
+    expect(await refused(`/v1/runs/${other}/events?token=${token}`)).toBe(
+      "this stream token is not for this run",
+    );
+    for (const path of [
+      `/v1/runs/${runId}?token=${token}`,
+      `/v1/sessions?token=${token}`,
+      `/v1/runs?token=${token}`,
+    ]) {
+      expect(await refused(path)).toMatch(/only for GET \/v1\/runs\/\{id\}\/events/);
+    }
+    await refused(`/v1/runs/${runId}/cancel?token=${token}`, { method: "POST" });
+    await refused(`/v1/runs/${runId}/stream-token?token=${token}`, { method: "POST" });
+  });
+
+  it("is refused once expired, or when any part of it was changed", async () => {
+    const runId = await finishedRun(alice);
+    const events = (token: string) => `/v1/runs/${runId}/events?token=${token}`;
+    const stale = await issueStreamToken(
+      t.database.db,
+      runId,
+      aliceId,
+      Date.now() - STREAM_TOKEN_TTL_SECONDS * 1000 - 1000,
+    );
+    expect(await refused(events(stale.token))).toBe("stream token expired");
+
+    const { token } = await tokenFor(alice, runId);
+    const [expires, key, signature = ""] = token.split(".");
+    const flipped = `${signature.slice(0, -2)}${signature.at(-2) === "A" ? "B" : "A"}${signature.at(-1)}`;
+    for (const tampered of [
+      `${Number(expires) + 3600}.${key}.${signature}`,
+      `${expires}.${key}.${flipped}`,
+      `${expires}.00000000-0000-0000-0000-000000000000.${signature}`,
+    ]) {
+      expect(await refused(events(tampered))).toBe("this stream token is not for this run");
+    }
+    expect(await refused(events("nonsense"))).toBe("malformed stream token");
+  });
+
+  it("is made only for a run the key may see, and ends with the key that made it", async () => {
+    const runId = await finishedRun(alice);
+    const res = await as(bob, `/v1/runs/${runId}/stream-token`, { method: "POST" });
+    expect(res.status).toBe(404);
+
+    const carol = await issueKey(t.database.db, { name: "carol", admin: false });
+    const carolRun = await finishedRun(carol.key);
+    const { events_url } = await tokenFor(carol.key, carolRun);
+    expect((await as(undefined, events_url)).status).toBe(200);
+    await revokeKey(t.database.db, carol.row.id);
+    expect(await refused(events_url)).toBe("the key this stream token was made with is revoked");
+  });
+
+  it.runIf(backend === "postgres")(
+    "is good at another instance on the same database (the secret is shared there)",
+    async () => {
+      const handle = await openDatabase({ kind: "postgres", url: t.database.url as string });
+      const other = createTestAppOn(
+        { ...handle, destroy: () => handle.close() },
+        { ...fake.bridgeEnv, AGENT_BRIDGE_AUTH: "keys" },
+      );
+      try {
+        const runId = await finishedRun(alice);
+        const { events_url } = await tokenFor(alice, runId);
+        const res = await other.app.request(events_url);
+        expect(res.status).toBe(200);
+        expect((await SseReader.of(res).events(100)).at(-1)?.event).toBe("completion");
+      } finally {
+        await other.close();
+      }
+    },
+  );
+
+  it("never reaches the log", async () => {
+    const runId = await finishedRun(alice);
+    const { token, events_url } = await tokenFor(alice, runId);
+    await (await as(undefined, events_url)).text();
+    await refused(`/v1/runs/${runId}?token=${token}`);
+    const requests = logs.filter((line) => line.includes('"msg":"request"'));
+    expect(requests.some((line) => line.includes(`/v1/runs/${runId}/events`))).toBe(true);
+    expect(logs.filter((line) => line.includes(token))).toEqual([]);
+    expect(logs.filter((line) => line.includes(token.split(".").at(-1) ?? token))).toEqual([]);
+  });
+});
