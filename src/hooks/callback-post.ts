@@ -30,6 +30,10 @@ export async function postCallback(
   opts: PostOptions,
 ): Promise<PostOutcome> {
   const target = new URL(url);
+  // Refused at registration; a hook stored before that was refused still does not send them.
+  if (target.username || target.password) {
+    return { ok: false, status: null, error: "credentials_in_url" };
+  }
   const address = literalAddress(target);
   // A socket given an address (not a name) does no lookup: this is its check.
   const why = address && opts.targets.blocked(address);

@@ -173,7 +173,7 @@ export async function fireSchedule(
   try {
     delivery = await store.insertDelivery(db, {
       hookId: hook.id,
-      deliveryId: `schedule:${fireTime}`,
+      deliveryId: `${store.SCHEDULE_DELIVERY_PREFIX}${fireTime}`,
       source: "schedule",
       event: "schedule",
       outcome: busy ? "skipped" : "received",

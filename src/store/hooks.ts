@@ -90,6 +90,15 @@ export async function insertDelivery(db: Database, input: NewDelivery): Promise<
 export const BODY_GUARD_PREFIX = "body-sha256:";
 const BODY_GUARD_SOURCE = "body_guard";
 
+/** A schedule's tick is a delivery whose id is this prefix and its fire time. */
+export const SCHEDULE_DELIVERY_PREFIX = "schedule:";
+
+/**
+ * Delivery ids the bridge makes itself: a sender's id in one of these forms could take the place
+ * of a body's guard or of a schedule's tick (and so suppress it), so it is refused.
+ */
+export const RESERVED_DELIVERY_ID_PREFIXES = [BODY_GUARD_PREFIX, SCHEDULE_DELIVERY_PREFIX];
+
 /**
  * Records a delivery unless its body came with another delivery id within `windowMs`, for a
  * sender whose signature covers the body but not the id (GitHub): one captured body cannot be

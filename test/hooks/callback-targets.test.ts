@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildHookWorkers } from "../../src/app.js";
+import { postCallback } from "../../src/hooks/callback-post.js";
+import { CallbackTargets } from "../../src/hooks/callback-targets.js";
 import type { CallbackOutbox } from "../../src/hooks/outbox.js";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
@@ -194,6 +196,26 @@ describe.each(BACKENDS)("callback failures on %s", (backend) => {
       await outbox.stop();
       await t.close();
       await fake.cleanup();
+    }
+  });
+});
+
+describe("a callback_url holding credentials, stored before they were refused", () => {
+  it("is not sent to: the attempt fails as credentials_in_url", async () => {
+    const receiver = await startReceiver();
+    try {
+      const url = new URL(receiver.url);
+      url.username = "user";
+      url.password = "pass";
+      const outcome = await postCallback(url.toString(), {}, "{}", {
+        targets: new CallbackTargets([{ address: "127.0.0.1", prefix: 32, family: "ipv4" }]),
+        timeoutMs: 5_000,
+        stopping: new AbortController().signal,
+      });
+      expect(outcome).toEqual({ ok: false, status: null, error: "credentials_in_url" });
+      expect(receiver.received).toEqual([]);
+    } finally {
+      await receiver.close();
     }
   });
 });

@@ -190,11 +190,15 @@ describe.each(BACKENDS)("hook deliveries on %s", (backend) => {
       expect((await later.json()).run_id).not.toBe((await first.json()).run_id);
     });
 
-    it("refuses a delivery id in the form it keeps bodies under", async () => {
-      const body = payload();
-      const res = await signed(body, { id: `body-sha256:${"0".repeat(64)}` });
-      expect(res.status).toBe(400);
-      expect((await res.json()).code).toBe("validation_failed");
+    it("refuses a delivery id in the forms it keeps bodies and schedule ticks under", async () => {
+      for (const id of [`body-sha256:${"0".repeat(64)}`, "schedule:2026-12-01T00:00:00.000Z"]) {
+        const res = await signed(payload(), { id });
+        expect(res.status, id).toBe(400);
+        expect(await res.json()).toMatchObject({
+          code: "validation_failed",
+          detail: `delivery ids starting with ${id.split(":")[0]}: are reserved`,
+        });
+      }
     });
   });
 

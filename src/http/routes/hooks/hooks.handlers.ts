@@ -271,11 +271,12 @@ export const deliverHook: RouteHandler<typeof routes.deliverHook, AppEnv> = asyn
       `the delivery id exceeds ${MAX_DELIVERY_ID_CHARS} characters`,
     );
   }
-  if (deliveryId.startsWith(store.BODY_GUARD_PREFIX)) {
+  const reserved = store.RESERVED_DELIVERY_ID_PREFIXES.find((p) => deliveryId.startsWith(p));
+  if (reserved) {
     throw new ApiError(
       400,
       "validation_failed",
-      `delivery ids starting with ${store.BODY_GUARD_PREFIX} are reserved`,
+      `delivery ids starting with ${reserved} are reserved`,
     );
   }
   const type =
