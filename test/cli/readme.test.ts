@@ -4,10 +4,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { crashBeforeResult, toolThenReply } from "../client/live.js";
-import { type FakeClaude, type FakeScenario, fakeClaude } from "../support/fake-claude.js";
-import { seedDataDir } from "../support/pglite-template.js";
+import { npmStart, type UserServer } from "../support/npm-start.js";
 import { runCommand } from "../support/process.js";
-import { startServer } from "../support/server.js";
 import { BIN, ROOT } from "./run-cli.js";
 
 // The README's examples are the ones that run: the client example is a file the tests execute
@@ -59,37 +57,6 @@ function transcriptPattern(text: string): RegExp {
     })
     .join("");
   return new RegExp(`^${pattern}$`);
-}
-
-/** A server as a user has it: `npm start` on a fresh data dir, and the key it printed. */
-interface UserServer {
-  url: string;
-  key: string;
-  fake: FakeClaude;
-  close(): Promise<void>;
-}
-
-async function npmStart(scenario: FakeScenario): Promise<UserServer> {
-  const fake = await fakeClaude(scenario);
-  const dataDir = await mkdtemp(join(tmpdir(), "agent-bridge-readme-data-"));
-  await seedDataDir(dataDir);
-  const server = await startServer({
-    ...fake.bridgeEnv,
-    AGENT_BRIDGE_DATA_DIR: dataDir,
-    // API keys on, as they are by default.
-    AGENT_BRIDGE_AUTH: undefined,
-  });
-  const [, key = ""] = await server.waitForOutput(/\n {2}(ab_[A-Za-z0-9_-]{43})\n/);
-  return {
-    url: server.url,
-    key,
-    fake,
-    close: async () => {
-      await server.stop();
-      await fake.cleanup();
-      await rm(dataDir, { recursive: true, force: true });
-    },
-  };
 }
 
 /** The README's stand-in for the key `npm start` printed. */

@@ -3,16 +3,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
-import { issueKey } from "../../src/auth/keys.js";
-import { createTestApp, listen, type TestApp } from "../support/app.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
 import { streamedReply } from "../support/fake-scenarios.js";
+import { npmStart, type UserServer } from "../support/npm-start.js";
 import { type CommandResult, runCommand } from "../support/process.js";
 import { createHook, newStandardSecret } from "./support.js";
 
 // The README's CI examples are run as they are shown: the GitHub Actions steps (their `run`
 // scripts, with the environment the step gives them) and the plain shell script, against a server
-// with API keys on and a scripted stand-in for the CLI.
+// started as `npm start` starts it, with the key it printed, and a scripted stand-in for the CLI.
 
 const ROOT = new URL("../../", import.meta.url);
 
@@ -40,18 +38,14 @@ function sh(
 }
 
 describe("the README's CI examples", () => {
-  let fake: FakeClaude;
-  let t: TestApp;
-  let server: { url: string; close(): Promise<void> };
+  let server: UserServer;
   let key: string;
   let dir: string;
   const hookSecret = newStandardSecret();
 
   beforeAll(async () => {
-    fake = await fakeClaude(streamedReply(["Looks ", "good."]));
-    t = await createTestApp("pglite", { ...fake.bridgeEnv, AGENT_BRIDGE_AUTH: "keys" });
-    key = (await issueKey(t.database.db, { name: "ops", admin: true })).key;
-    server = await listen(t.app);
+    server = await npmStart(streamedReply(["Looks ", "good."]));
+    key = server.key;
     dir = await mkdtemp(join(tmpdir(), "hooks-readme-"));
     await createHook(
       server.url,
@@ -68,9 +62,7 @@ describe("the README's CI examples", () => {
     );
   });
   afterAll(async () => {
-    await server.close();
-    await t.close();
-    await fake.cleanup();
+    await server?.close();
     await rm(dir, { recursive: true, force: true });
   });
 

@@ -1,0 +1,40 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type FakeClaude, type FakeScenario, fakeClaude } from "./fake-claude.js";
+import { seedDataDir } from "./pglite-template.js";
+import { startServer } from "./server.js";
+
+// The server the README's examples run against: started as `npm start` starts it (API keys on),
+// with the admin key it printed at its first start, and a scripted stand-in for the CLI.
+
+/** A server as a user has it: `npm start` on a fresh data dir, and the key it printed. */
+export interface UserServer {
+  url: string;
+  key: string;
+  fake: FakeClaude;
+  close(): Promise<void>;
+}
+
+export async function npmStart(scenario: FakeScenario): Promise<UserServer> {
+  const fake = await fakeClaude(scenario);
+  const dataDir = await mkdtemp(join(tmpdir(), "agent-bridge-readme-data-"));
+  await seedDataDir(dataDir);
+  const server = await startServer({
+    ...fake.bridgeEnv,
+    AGENT_BRIDGE_DATA_DIR: dataDir,
+    // API keys on, as they are by default.
+    AGENT_BRIDGE_AUTH: undefined,
+  });
+  const [, key = ""] = await server.waitForOutput(/\n {2}(ab_[A-Za-z0-9_-]{43})\n/);
+  return {
+    url: server.url,
+    key,
+    fake,
+    close: async () => {
+      await server.stop();
+      await fake.cleanup();
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}
