@@ -436,7 +436,7 @@ describe("StreamMapper: completion", () => {
     });
   });
 
-  it("marks a run stopped at --max-budget-usd with error_code budget_exhausted, and no other", () => {
+  it("marks a run stopped at --max-budget-usd with error_code budget_exhausted, not agent_error", () => {
     const [stopped] = mapAll([
       {
         type: "result",
@@ -452,8 +452,9 @@ describe("StreamMapper: completion", () => {
       error_code: "budget_exhausted",
       cost_usd: 0.42,
     });
+    // Any other failure the CLI reports is the agent's error.
     const [other] = mapAll([{ type: "result", subtype: "error_max_turns", is_error: true }]);
-    expect(other).not.toHaveProperty("error_code");
+    expect(other).toMatchObject({ error_code: "agent_error" });
   });
 
   it("takes last_message_uuid from the last main-thread assistant or user line, not the result", () => {
