@@ -2,20 +2,12 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { toolThenReply } from "../client/live.js";
 import type { FakeScenario } from "../support/fake-claude.js";
+import { streamedReply } from "../support/fake-scenarios.js";
 import { npmStart, type UserServer } from "../support/npm-start.js";
 import { runCommand } from "../support/process.js";
 import { codeBlocks, readmeSection } from "../support/readme.js";
-import {
-  assistant,
-  messageStart,
-  result,
-  systemInit,
-  textDelta,
-  toolResult,
-  toolUse,
-  toolUseStart,
-} from "../support/stream-json-lines.js";
 
 // The README's curl walk-through, run as a user runs it: top to bottom against a server started
 // as `npm start` starts it, with the key it printed, each command in bash with the variables set
@@ -28,40 +20,15 @@ const WORKING = "Write a summary to SUMMARY.md";
 
 /** What the fake CLI answers to each message the walk-through sends (by its text). */
 const ANSWERS: Record<string, FakeScenario> = {
-  "List the files here and say which is largest.": {
-    steps: [
-      { emit: systemInit() },
-      { emit: messageStart("msg_1") },
-      { emit: textDelta("msg_1", 0, "Let me look") },
-      { emit: toolUseStart("msg_1", 1, "toolu_01A", "Bash") },
-      { emit: assistant("msg_1", [toolUse("toolu_01A", "Bash", { command: "ls -l" })]) },
-      { emit: toolResult("toolu_01A", "README.md\npackage.json") },
-      { emit: messageStart("msg_2") },
-      { emit: textDelta("msg_2", 0, "The largest is README.md.") },
-      { emit: assistant("msg_2", [{ type: "text", text: "The largest is README.md." }]) },
-      { emit: result({ result: "The largest is README.md.", total_cost_usd: 0.0123 }) },
-    ],
-  },
-  "And the smallest?": reply("The smallest is package.json."),
+  "List the files here and say which is largest.": toolThenReply(["The largest is ", "README.md."]),
+  "And the smallest?": streamedReply(["The smallest is package.json."]),
   // Works until it is cancelled.
   [WORKING]: {
-    steps: [{ emit: systemInit() }, { mark: "working" }],
+    steps: [{ mark: "working" }],
     end: "hang",
   },
-  "Run the tests": reply("All tests pass."),
+  "Run the tests": streamedReply(["All tests pass."]),
 };
-
-function reply(text: string): FakeScenario {
-  return {
-    steps: [
-      { emit: systemInit() },
-      { emit: messageStart("msg_1") },
-      { emit: textDelta("msg_1", 0, text) },
-      { emit: assistant("msg_1", [{ type: "text", text }]) },
-      { emit: result({ result: text }) },
-    ],
-  };
-}
 
 interface Step {
   command: string;
@@ -136,7 +103,8 @@ describe("the README's curl walk-through", () => {
   let home: string;
 
   beforeAll(async () => {
-    server = await npmStart(ANSWERS["And the smallest?"] as FakeScenario);
+    // Each message sets the fake's answer before it is sent: this first one never plays.
+    server = await npmStart({ steps: [] });
     // Every curl gives up after 20 s: a hang fails the test, not the suite's timeout.
     home = await mkdtemp(join(tmpdir(), "agent-bridge-curl-"));
     await writeFile(join(home, ".curlrc"), "max-time = 20\n");
