@@ -6,6 +6,7 @@ import { parse } from "yaml";
 import { crashBeforeResult, toolThenReply } from "../client/live.js";
 import { npmStart, type UserServer } from "../support/npm-start.js";
 import { runCommand } from "../support/process.js";
+import { codeBlocks, readmeSection } from "../support/readme.js";
 import { BIN, ROOT } from "./run-cli.js";
 
 // The README's examples are the ones that run: the client example is a file the tests execute
@@ -13,21 +14,6 @@ import { BIN, ROOT } from "./run-cli.js";
 // its output compared (ids and timestamps may differ); the CI step's script is run as a step.
 
 const PARTS = ["Hello", ", world!"];
-
-async function readmeSection(title: string): Promise<string> {
-  const readme = await readFile(join(ROOT, "README.md"), "utf8");
-  const start = readme.indexOf(`\n## ${title}\n`);
-  if (start < 0) throw new Error(`README has no "## ${title}" section`);
-  const end = readme.indexOf("\n## ", start + 1);
-  return readme.slice(start, end < 0 ? undefined : end);
-}
-
-function codeBlocks(section: string, lang: string): string[] {
-  const blocks: string[] = [];
-  const fence = new RegExp(`\`\`\`${lang}\\n([\\s\\S]*?)\`\`\``, "g");
-  for (const match of section.matchAll(fence)) blocks.push(match[1] ?? "");
-  return blocks;
-}
 
 function shellQuote(text: string): string {
   return `'${text.replaceAll("'", `'\\''`)}'`;
