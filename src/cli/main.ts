@@ -15,7 +15,7 @@ import { type Output, RunRenderer } from "./render.js";
 // shown as their problem's detail and code, never as a stack trace.
 
 const DEFAULT_URL = "http://127.0.0.1:8787";
-const out: Output = { stdout: process.stdout, stderr: process.stderr };
+const processOutput: Output = { stdout: process.stdout, stderr: process.stderr };
 
 /** Thrown by a command to end with this exit code (after it has printed what it had to). */
 class Exit extends Error {
@@ -34,7 +34,7 @@ function clientOf(command: Command): AgentBridgeClient {
   return createClient({ baseUrl: url, ...(key ? { key } : {}) });
 }
 
-function printJson(value: unknown): void {
+function printJson(out: Output, value: unknown): void {
   out.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 }
 
@@ -50,7 +50,8 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString("utf8");
 }
 
-export function buildProgram(): Command {
+/** The command line, writing to `out` (tests run it in-process with their own). */
+export function buildProgram(out: Output): Command {
   const program = new Command("agent-bridge")
     .description("The Claude Code CLI behind a durable HTTP API: serve it, or talk to a server.")
     .addOption(
@@ -58,6 +59,10 @@ export function buildProgram(): Command {
     )
     .addOption(new Option("--key <key>", "API key, sent as a bearer token").env("AGENT_BRIDGE_KEY"))
     .showHelpAfterError("(add --help for usage)")
+    .configureOutput({
+      writeOut: (text) => out.stdout.write(text),
+      writeErr: (text) => out.stderr.write(text),
+    })
     .exitOverride();
 
   program
@@ -82,17 +87,18 @@ export function buildProgram(): Command {
       const messageOptions = options.systemPrompt ? { systemPrompt: options.systemPrompt } : {};
       if (options.async) {
         const run = await client.sendAsync(sessionId, text, messageOptions);
-        if (options.json) printJson(run);
+        if (options.json) printJson(out, run);
         else out.stdout.write(`${run.id}\n`);
         return;
       }
       if (options.json) {
         const finished = await client.send(sessionId, text, messageOptions);
-        printJson(finished);
+        printJson(out, finished);
         throw new Exit(exitCodeOf(finished.completion.status));
       }
       const controller = new AbortController();
       await render(
+        out,
         client.stream(sessionId, text, { ...messageOptions, signal: controller.signal }),
         client,
         controller,
@@ -111,8 +117,8 @@ export function buildProgram(): Command {
         limit: options.limit,
         ...(options.cursor ? { cursor: options.cursor } : {}),
       });
-      if (options.json) return printJson(page);
-      printSessions(page.data);
+      if (options.json) return printJson(out, page);
+      printSessions(out, page.data);
       if (page.next_cursor) out.stderr.write(`more: --cursor ${page.next_cursor}\n`);
     });
   sessions
@@ -124,7 +130,7 @@ export function buildProgram(): Command {
       const session = await clientOf(command).createSession(
         options.title ? { title: options.title } : {},
       );
-      if (options.json) printJson(session);
+      if (options.json) printJson(out, session);
       else out.stdout.write(`${session.id}\n`);
     });
   sessions
@@ -132,7 +138,7 @@ export function buildProgram(): Command {
     .description("print a session with its usage totals, as JSON")
     .argument("<id>", "session id")
     .action(async (id: string, _options, command: Command) => {
-      printJson(await clientOf(command).getSession(id));
+      printJson(out, await clientOf(command).getSession(id));
     });
   sessions
     .command("rm")
@@ -152,7 +158,7 @@ export function buildProgram(): Command {
     .description("print a run (status, timings, usage, completion) as JSON")
     .argument("<id>", "run id")
     .action(async (id: string, _options, command: Command) => {
-      printJson(await clientOf(command).getRun(id));
+      printJson(out, await clientOf(command).getRun(id));
     });
   runs
     .command("events")
@@ -169,8 +175,8 @@ export function buildProgram(): Command {
         signal: controller.signal,
         ...(options.full ? { events: "full" as const } : {}),
       });
-      if (options.follow) return render(events, client, controller);
-      await printEventLines(client, id, events, controller);
+      if (options.follow) return render(out, events, client, controller);
+      await printEventLines(out, client, id, events, controller);
     });
   runs
     .command("cancel")
@@ -201,7 +207,7 @@ export function buildProgram(): Command {
     .action(async (options) => {
       if (options.json) {
         const { openApiDocument } = await import("../http/openapi.js");
-        return printJson(openApiDocument());
+        return printJson(out, openApiDocument());
       }
       const { openApiYaml } = await import("../http/openapi-yaml.js");
       out.stdout.write(openApiYaml());
@@ -210,7 +216,7 @@ export function buildProgram(): Command {
   return program;
 }
 
-function printSessions(sessions: Session[]): void {
+function printSessions(out: Output, sessions: Session[]): void {
   const rows = [
     ["ID", "TITLE", "RUNS", "COST", "LAST ACTIVITY"],
     ...sessions.map((s) => [
@@ -236,6 +242,7 @@ function printSessions(sessions: Session[]): void {
  * terminal; elsewhere it detaches); a second Ctrl-C detaches at once.
  */
 async function render(
+  out: Output,
   events: AsyncGenerator<StreamedEvent>,
   client: AgentBridgeClient,
   controller: AbortController,
@@ -247,7 +254,7 @@ async function render(
     renderer.close();
     if (asked || !runId || !process.stdin.isTTY) return controller.abort();
     asked = true;
-    void askCancelOrDetach().then(async (answer) => {
+    void askCancelOrDetach(out).then(async (answer) => {
       if (answer === "detach") return controller.abort();
       if (runId) await client.cancelRun(runId).catch(() => controller.abort());
     });
@@ -273,7 +280,7 @@ async function render(
   }
 }
 
-function askCancelOrDetach(): Promise<"cancel" | "detach"> {
+function askCancelOrDetach(out: Output): Promise<"cancel" | "detach"> {
   out.stderr.write("\nCancel the run (c) or detach and leave it going (d)? ");
   const stdin = process.stdin;
   stdin.setRawMode(true);
@@ -294,6 +301,7 @@ function askCancelOrDetach(): Promise<"cancel" | "detach"> {
  * still going, the replay is what arrives before the stream falls quiet.
  */
 async function printEventLines(
+  out: Output,
   client: AgentBridgeClient,
   runId: string,
   events: AsyncGenerator<StreamedEvent>,
@@ -333,8 +341,9 @@ function describeError(err: unknown, url: string): string {
   return String(err);
 }
 
-export async function main(argv: string[]): Promise<number> {
-  const program = buildProgram();
+/** Runs the command line on `argv` (as `process.argv`); resolves to the exit code. */
+export async function main(argv: string[], out: Output = processOutput): Promise<number> {
+  const program = buildProgram(out);
   try {
     await program.parseAsync(argv);
     return EXIT.ok;
@@ -346,14 +355,16 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-// A reader that has gone (`agent-bridge runs events ID | head -2`) is not an error: stop quietly,
-// as `git log | head` does, instead of a stack trace for the next write.
-for (const stream of [process.stdout, process.stderr]) {
-  stream.on("error", (err: NodeJS.ErrnoException) => {
-    if (err.code !== "EPIPE") throw err;
-    process.exit(EXIT.ok);
-  });
+/** The `agent-bridge` process: the command line on its own arguments, stdout and stderr. */
+export async function run(): Promise<void> {
+  // A reader that has gone (`agent-bridge runs events ID | head -2`) is not an error: stop
+  // quietly, as `git log | head` does, instead of a stack trace for the next write.
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on("error", (err: NodeJS.ErrnoException) => {
+      if (err.code !== "EPIPE") throw err;
+      process.exit(EXIT.ok);
+    });
+  }
+  // `serve` keeps the process alive with its server; every other command ends here.
+  process.exitCode = await main(process.argv);
 }
-
-// `serve` keeps the process alive with its server; every other command ends here.
-process.exitCode = await main(process.argv);

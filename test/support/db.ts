@@ -7,10 +7,11 @@ import { type Database, type DatabaseHandle, openDatabase } from "../../src/stor
 import { insertRun } from "../../src/store/runs.js";
 import type { RunRow } from "../../src/store/schema.js";
 import { createSession } from "../../src/store/sessions.js";
-import { seedDataDir } from "./pglite-template.js";
+import { migratedCluster, seedDataDir } from "./pglite-template.js";
 
 // Every database test runs on embedded PGlite, and also on the real Postgres server when
-// TEST_DATABASE_URL is set (CI sets it). Each opened database is new and private to its caller.
+// TEST_DATABASE_URL is set (CI sets it). Each opened database is new and private to its caller:
+// in memory, loaded from a migrated cluster made once (./pglite-template.ts), on PGlite.
 
 export type Backend = "pglite" | "postgres";
 
@@ -27,7 +28,7 @@ export interface TestDatabase extends DatabaseHandle {
 
 export async function openTestDatabase(backend: Backend): Promise<TestDatabase> {
   if (backend === "pglite") {
-    const handle = await openDatabase({ kind: "pglite" });
+    const handle = await openDatabase({ kind: "pglite", load: await migratedCluster() });
     return { ...handle, destroy: () => handle.close() };
   }
   const { url, drop } = await createServerDatabase();
