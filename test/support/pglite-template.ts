@@ -19,10 +19,10 @@ import { openDatabase } from "../../src/store/db.js";
 
 // A fresh embedded database runs initdb, which costs seconds of CPU, and tens of seconds on a
 // loaded machine, and then every migration: tests about something else spent most of their time
-// there. They start from copies instead: a server's data dir from a copy of an empty cluster, an
-// in-memory database from a dump of a migrated one. Both are made once and kept in the temp dir
-// under a name that says what they were made from. (Starting from nothing stays covered by the
-// tests that do: startup, the data dir's lock, the CLI's keys on a new data dir.)
+// there. They start from a migrated, empty cluster instead, made once and kept in the temp dir
+// under a name that says what it was made from: a server's data dir from a copy of its files, an
+// in-memory database from their dump. (Starting from nothing, initdb and every migration, stays
+// covered by test/server.test.ts on an empty data dir, and by every test on Postgres.)
 
 // Named after the pinned PGlite version: another version may lay its files out differently.
 const { dependencies } = createRequire(import.meta.url)("../../package.json") as {
@@ -45,17 +45,16 @@ async function once(target: string, make: (making: string) => Promise<void>): Pr
   }
 }
 
-/** Puts an initialized, empty cluster where the server looks for one (`<dataDir>/pgdata`). */
-export async function seedDataDir(dataDir: string): Promise<void> {
+async function emptyCluster(): Promise<string> {
   await once(template, async (making) => {
     const pglite = new PGlite(making);
     await pglite.waitReady;
     await pglite.close();
   });
-  cpSync(template, path.join(dataDir, "pgdata"), { recursive: true });
+  return template;
 }
 
-// Named after the migrations' contents too, so a new or changed migration makes a new dump.
+// Named after the migrations' contents too, so a new or changed migration makes a new one.
 const migrations = fileURLToPath(new URL("../../drizzle", import.meta.url));
 const migrationsHash = createHash("sha256");
 for (const entry of readdirSync(migrations, { recursive: true, withFileTypes: true }))
@@ -63,30 +62,37 @@ for (const entry of readdirSync(migrations, { recursive: true, withFileTypes: tr
     const file = path.join(entry.parentPath, entry.name);
     migrationsHash.update(path.relative(migrations, file)).update(readFileSync(file));
   }
-const migratedDumpDir = `${template}-migrated-${migrationsHash.digest("hex").slice(0, 16)}`;
-const migratedDumpFile = path.join(migratedDumpDir, "pgdata.tar");
+const migrated = `${template}-migrated-${migrationsHash.digest("hex").slice(0, 16)}`;
 
-/** Makes the migrated cluster's dump, if no earlier run made it (the test run's global setup). */
-export async function makeMigratedDump(): Promise<void> {
-  await once(migratedDumpDir, async (making) => {
-    const dataDir = path.join(making, "data");
-    await seedDataDir(dataDir);
-    await (await openDatabase({ kind: "pglite", dataDir })).close();
-    const pglite = new PGlite(path.join(dataDir, "pgdata"));
+/**
+ * Makes the migrated cluster (`pgdata`, and its dump `pgdata.tar`) if no earlier run made it:
+ * the test run's global setup does, before any test process starts.
+ */
+export async function makeMigratedCluster(): Promise<void> {
+  const empty = await emptyCluster();
+  await once(migrated, async (making) => {
+    cpSync(empty, path.join(making, "pgdata"), { recursive: true });
+    await (await openDatabase({ kind: "pglite", dataDir: making })).close();
+    const pglite = new PGlite(path.join(making, "pgdata"));
     await pglite.waitReady;
     const dump = await pglite.dumpDataDir("none");
     await pglite.close();
     writeFileSync(path.join(making, "pgdata.tar"), Buffer.from(await dump.arrayBuffer()));
-    rmSync(dataDir, { recursive: true, force: true });
   });
+}
+
+/** Puts a migrated, empty cluster where the server looks for one (`<dataDir>/pgdata`). */
+export async function seedDataDir(dataDir: string): Promise<void> {
+  await makeMigratedCluster();
+  cpSync(path.join(migrated, "pgdata"), path.join(dataDir, "pgdata"), { recursive: true });
 }
 
 let migratedDump: Promise<Blob> | undefined;
 
 /** A migrated, empty cluster as PGlite's `loadDataDir` takes it; read once per test process. */
 export function migratedCluster(): Promise<Blob> {
-  migratedDump ??= makeMigratedDump().then(
-    async () => new Blob([await readFile(migratedDumpFile)]),
+  migratedDump ??= makeMigratedCluster().then(
+    async () => new Blob([await readFile(path.join(migrated, "pgdata.tar"))]),
   );
   return migratedDump;
 }
