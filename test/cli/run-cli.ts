@@ -23,14 +23,34 @@ export function runCli(
 }
 
 /** The command line run in-process on `args`, with its stdout and stderr captured. */
-export async function cli(...args: string[]): Promise<CommandResult> {
+export function cli(...args: string[]): Promise<CommandResult> {
+  return cliWithEnv(args, {});
+}
+
+/**
+ * The command line run in-process with `env` added to the environment for the call (the
+ * commands read their configuration from process.env): callers await one call before the next.
+ */
+export async function cliWithEnv(
+  args: string[],
+  env: Record<string, string>,
+): Promise<CommandResult> {
+  const saved = Object.keys(env).map((name) => [name, process.env[name]] as const);
+  Object.assign(process.env, env);
   const stdout = capture();
   const stderr = capture();
-  const code = await main([process.execPath, BIN, ...args], {
-    stdout: stdout.stream,
-    stderr: stderr.stream,
-  });
-  return { code, stdout: stdout.text(), stderr: stderr.text() };
+  try {
+    const code = await main([process.execPath, BIN, ...args], {
+      stdout: stdout.stream,
+      stderr: stderr.stream,
+    });
+    return { code, stdout: stdout.text(), stderr: stderr.text() };
+  } finally {
+    for (const [name, value] of saved) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+  }
 }
 
 function capture(): { stream: Writable; text(): string } {
