@@ -18,12 +18,8 @@ import * as schema from "./schema.js";
 export type Database = PgDatabase<PgQueryResultHKT, typeof schema>;
 
 export type DatabaseTarget =
-  /**
-   * Embedded PGlite; `dataDir` unset keeps it in memory (tests), starting from `load` when given:
-   * a data dir dumped by PGlite's `dumpDataDir` (tests load a migrated one instead of running
-   * initdb and every migration for each database).
-   */
-  { kind: "pglite"; dataDir?: string; load?: Blob } | { kind: "postgres"; url: string };
+  /** Embedded PGlite; `dataDir` unset keeps it in memory (tests). */
+  { kind: "pglite"; dataDir?: string } | { kind: "postgres"; url: string };
 
 export interface DatabaseHandle {
   db: Database;
@@ -82,12 +78,10 @@ const migrationsFolder = fileURLToPath(new URL("../../drizzle", import.meta.url)
 
 /** Opens the database and brings its schema up to date with the committed migrations. */
 export function openDatabase(target: DatabaseTarget): Promise<DatabaseHandle> {
-  return target.kind === "pglite"
-    ? openPglite(target.dataDir, target.load)
-    : openPostgres(target.url);
+  return target.kind === "pglite" ? openPglite(target.dataDir) : openPostgres(target.url);
 }
 
-async function openPglite(dir: string | undefined, load?: Blob): Promise<DatabaseHandle> {
+async function openPglite(dir: string | undefined): Promise<DatabaseHandle> {
   let dataDir: string | undefined;
   let lock: DataDirLock | undefined;
   if (dir) {
@@ -112,7 +106,7 @@ async function openPglite(dir: string | undefined, load?: Blob): Promise<Databas
     try {
       if (dataDir && !existsSync(path.join(dataDir, "PG_VERSION")))
         await initializeDataDir(dataDir);
-      client = new TickYieldingPGlite(dataDir, { ...pgliteOptions, loadDataDir: load });
+      client = new TickYieldingPGlite(dataDir, pgliteOptions);
       await client.waitReady;
     } catch (err) {
       throw new DatabaseOpenError(

@@ -7,9 +7,7 @@ import {
   readFileSync,
   renameSync,
   rmSync,
-  writeFileSync,
 } from "node:fs";
-import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -17,12 +15,11 @@ import { fileURLToPath } from "node:url";
 import { PGlite } from "@electric-sql/pglite";
 import { openDatabase } from "../../src/store/db.js";
 
-// A fresh embedded database runs initdb, which costs seconds of CPU, and tens of seconds on a
+// A fresh embedded data dir runs initdb, which costs seconds of CPU, and tens of seconds on a
 // loaded machine, and then every migration: tests about something else spent most of their time
-// there. They start from a migrated, empty cluster instead, made once and kept in the temp dir
-// under a name that says what it was made from: a server's data dir from a copy of its files, an
-// in-memory database from their dump. (Starting from nothing, initdb and every migration, stays
-// covered by test/server.test.ts on an empty data dir, and by every test on Postgres.)
+// there. Their data dirs start as copies of a migrated, empty cluster instead, made once and kept
+// in the temp dir under a name that says what it was made from. (Starting from nothing, initdb
+// and every migration, stays covered by test/server.test.ts on an empty data dir.)
 
 // Named after the pinned PGlite version: another version may lay its files out differently.
 const { dependencies } = createRequire(import.meta.url)("../../package.json") as {
@@ -65,19 +62,14 @@ for (const entry of readdirSync(migrations, { recursive: true, withFileTypes: tr
 const migrated = `${template}-migrated-${migrationsHash.digest("hex").slice(0, 16)}`;
 
 /**
- * Makes the migrated cluster (`pgdata`, and its dump `pgdata.tar`) if no earlier run made it:
- * the test run's global setup does, before any test process starts.
+ * Makes the migrated cluster if no earlier run made it: the test run's global setup does, before
+ * any test process starts.
  */
 export async function makeMigratedCluster(): Promise<void> {
   const empty = await emptyCluster();
   await once(migrated, async (making) => {
     cpSync(empty, path.join(making, "pgdata"), { recursive: true });
     await (await openDatabase({ kind: "pglite", dataDir: making })).close();
-    const pglite = new PGlite(path.join(making, "pgdata"));
-    await pglite.waitReady;
-    const dump = await pglite.dumpDataDir("none");
-    await pglite.close();
-    writeFileSync(path.join(making, "pgdata.tar"), Buffer.from(await dump.arrayBuffer()));
   });
 }
 
@@ -85,14 +77,4 @@ export async function makeMigratedCluster(): Promise<void> {
 export async function seedDataDir(dataDir: string): Promise<void> {
   await makeMigratedCluster();
   cpSync(path.join(migrated, "pgdata"), path.join(dataDir, "pgdata"), { recursive: true });
-}
-
-let migratedDump: Promise<Blob> | undefined;
-
-/** A migrated, empty cluster as PGlite's `loadDataDir` takes it; read once per test process. */
-export function migratedCluster(): Promise<Blob> {
-  migratedDump ??= makeMigratedCluster().then(
-    async () => new Blob([await readFile(path.join(migrated, "pgdata.tar"))]),
-  );
-  return migratedDump;
 }
