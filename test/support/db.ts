@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
+import { inject } from "vitest";
 import { type Database, type DatabaseHandle, openDatabase } from "../../src/store/db.js";
 import { insertRun } from "../../src/store/runs.js";
 import type { RunRow } from "../../src/store/schema.js";
@@ -29,7 +30,7 @@ export interface TestDatabase extends DatabaseHandle {
 
 export async function openTestDatabase(backend: Backend): Promise<TestDatabase> {
   if (backend === "pglite") {
-    const dir = mkdtempSync(join(tmpdir(), "agent-bridge-test-db-"));
+    const dir = mkdtempSync(join(inject("testDataDirs"), "db-"));
     await seedDataDir(dir);
     const handle = await openDatabase({ kind: "pglite", dataDir: dir });
     return {
