@@ -6,6 +6,7 @@ import path from "node:path";
 import postgres from "postgres";
 import { afterAll, describe, expect, it } from "vitest";
 import { createServerDatabase } from "./support/db.js";
+import { seedDataDir } from "./support/pglite-template.js";
 import { freePort, runServerToExit } from "./support/server.js";
 
 // A start-up that cannot succeed says why in one line on stderr, `agent-bridge: <what is wrong
@@ -44,7 +45,10 @@ describe("a start-up that cannot succeed", () => {
     await once(taken, "listening");
     const { port } = taken.address() as { port: number };
     try {
-      const { stderr } = await startFails({ AGENT_BRIDGE_DATA_DIR: dataDir(), PORT: String(port) });
+      // Seeded: the port is taken after the database opens, which need not run initdb for it.
+      const data = dataDir();
+      await seedDataDir(data);
+      const { stderr } = await startFails({ AGENT_BRIDGE_DATA_DIR: data, PORT: String(port) });
       expect(stderr).toBe(
         `agent-bridge: port ${port} on 127.0.0.1 is in use by another process; stop it, or set PORT to a free port\n`,
       );

@@ -4,4 +4,5 @@
 import { register } from "tsx/esm/api";
 
 register();
-await import("./main.ts");
+const { run } = await import("./main.ts");
+await run();

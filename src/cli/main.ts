@@ -16,7 +16,7 @@ import { type Output, RunRenderer } from "./render.js";
 // shown as their problem's detail and code, never as a stack trace.
 
 const DEFAULT_URL = "http://127.0.0.1:8787";
-const out: Output = { stdout: process.stdout, stderr: process.stderr };
+const processOutput: Output = { stdout: process.stdout, stderr: process.stderr };
 
 /** Thrown by a command to end with this exit code (after it has printed what it had to). */
 class Exit extends Error {
@@ -35,7 +35,7 @@ function clientOf(command: Command): AgentBridgeClient {
   return createClient({ baseUrl: url, ...(key ? { key } : {}) });
 }
 
-function printJson(value: unknown): void {
+function printJson(out: Output, value: unknown): void {
   out.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 }
 
@@ -51,7 +51,8 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString("utf8");
 }
 
-export function buildProgram(): Command {
+/** The command line, writing to `out` (tests run it in-process with their own). */
+export function buildProgram(out: Output): Command {
   const program = new Command("agent-bridge")
     .description("The Claude Code CLI behind a durable HTTP API: serve it, or talk to a server.")
     .addOption(
@@ -59,6 +60,10 @@ export function buildProgram(): Command {
     )
     .addOption(new Option("--key <key>", "API key, sent as a bearer token").env("AGENT_BRIDGE_KEY"))
     .showHelpAfterError("(add --help for usage)")
+    .configureOutput({
+      writeOut: (text) => out.stdout.write(text),
+      writeErr: (text) => out.stderr.write(text),
+    })
     .exitOverride();
 
   program
@@ -83,17 +88,18 @@ export function buildProgram(): Command {
       const messageOptions = options.systemPrompt ? { systemPrompt: options.systemPrompt } : {};
       if (options.async) {
         const run = await client.sendAsync(sessionId, text, messageOptions);
-        if (options.json) printJson(run);
+        if (options.json) printJson(out, run);
         else out.stdout.write(`${run.id}\n`);
         return;
       }
       if (options.json) {
         const finished = await client.send(sessionId, text, messageOptions);
-        printJson(finished);
+        printJson(out, finished);
         throw new Exit(exitCodeOf(finished.completion.status));
       }
       const controller = new AbortController();
       await render(
+        out,
         client.stream(sessionId, text, { ...messageOptions, signal: controller.signal }),
         client,
         controller,
@@ -101,7 +107,7 @@ export function buildProgram(): Command {
     });
 
   const sessions = program.command("sessions").description("list, show and delete sessions");
-  listCommand(sessions, "list sessions, newest first", printSessions, (client, page) =>
+  listCommand(out, sessions, "list sessions, newest first", printSessions, (client, page) =>
     client.listSessions(page),
   );
   sessions
@@ -113,7 +119,7 @@ export function buildProgram(): Command {
       const session = await clientOf(command).createSession(
         options.title ? { title: options.title } : {},
       );
-      if (options.json) printJson(session);
+      if (options.json) printJson(out, session);
       else out.stdout.write(`${session.id}\n`);
     });
   sessions
@@ -121,7 +127,7 @@ export function buildProgram(): Command {
     .description("print a session with its usage totals, as JSON")
     .argument("<id>", "session id")
     .action(async (id: string, _options, command: Command) => {
-      printJson(await clientOf(command).getSession(id));
+      printJson(out, await clientOf(command).getSession(id));
     });
   sessions
     .command("rm")
@@ -137,6 +143,7 @@ export function buildProgram(): Command {
 
   const runs = program.command("runs").description("list, show, follow and cancel runs");
   listCommand(
+    out,
     runs,
     "list runs, newest first: a session's, or every run the key may see",
     printRuns,
@@ -148,7 +155,7 @@ export function buildProgram(): Command {
     .description("print a run (status, timings, usage, completion) as JSON")
     .argument("<id>", "run id")
     .action(async (id: string, _options, command: Command) => {
-      printJson(await clientOf(command).getRun(id));
+      printJson(out, await clientOf(command).getRun(id));
     });
   runs
     .command("events")
@@ -165,8 +172,8 @@ export function buildProgram(): Command {
         signal: controller.signal,
         ...(options.full ? { events: "full" as const } : {}),
       });
-      if (options.follow) return render(events, client, controller);
-      await printEventLines(client, id, events, controller);
+      if (options.follow) return render(out, events, client, controller);
+      await printEventLines(out, client, id, events, controller);
     });
   runs
     .command("cancel")
@@ -197,7 +204,7 @@ export function buildProgram(): Command {
     .action(async (options) => {
       if (options.json) {
         const { openApiDocument } = await import("../http/openapi.js");
-        return printJson(openApiDocument());
+        return printJson(out, openApiDocument());
       }
       const { openApiYaml } = await import("../http/openapi-yaml.js");
       out.stdout.write(openApiYaml());
@@ -211,9 +218,10 @@ export function buildProgram(): Command {
  * that gets the next page.
  */
 function listCommand<T>(
+  out: Output,
   group: Command,
   description: string,
-  print: (rows: T[]) => void,
+  print: (out: Output, rows: T[]) => void,
   fetchPage: (
     client: AgentBridgeClient,
     page: { limit: number; cursor?: string },
@@ -232,14 +240,14 @@ function listCommand<T>(
         { limit: options.limit, ...(options.cursor ? { cursor: options.cursor } : {}) },
         options,
       );
-      if (options.json) return printJson(page);
-      print(page.data);
+      if (options.json) return printJson(out, page);
+      print(out, page.data);
       if (page.next_cursor) out.stderr.write(`more: --cursor ${page.next_cursor}\n`);
     });
 }
 
-function printSessions(sessions: Session[]): void {
-  printTable([
+function printSessions(out: Output, sessions: Session[]): void {
+  printTable(out, [
     ["ID", "TITLE", "RUNS", "COST", "LAST ACTIVITY"],
     ...sessions.map((s) => [
       s.id,
@@ -251,8 +259,8 @@ function printSessions(sessions: Session[]): void {
   ]);
 }
 
-function printRuns(runs: Run[]): void {
-  printTable([
+function printRuns(out: Output, runs: Run[]): void {
+  printTable(out, [
     ["ID", "SESSION", "STATUS", "TRIGGER", "COST", "CREATED"],
     ...runs.map((r) => [
       r.id,
@@ -266,7 +274,7 @@ function printRuns(runs: Run[]): void {
 }
 
 /** Rows as columns padded to their widest cell; the first row is the header. */
-function printTable(rows: string[][]): void {
+function printTable(out: Output, rows: string[][]): void {
   const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length))) ?? [];
   for (const row of rows)
     out.stdout.write(
@@ -282,6 +290,7 @@ function printTable(rows: string[][]): void {
  * terminal; elsewhere it detaches); a second Ctrl-C detaches at once.
  */
 async function render(
+  out: Output,
   events: AsyncGenerator<StreamedEvent>,
   client: AgentBridgeClient,
   controller: AbortController,
@@ -293,7 +302,7 @@ async function render(
     renderer.close();
     if (asked || !runId || !process.stdin.isTTY) return controller.abort();
     asked = true;
-    void askCancelOrDetach().then(async (answer) => {
+    void askCancelOrDetach(out).then(async (answer) => {
       if (answer === "detach") return controller.abort();
       if (runId) await client.cancelRun(runId).catch(() => controller.abort());
     });
@@ -319,7 +328,7 @@ async function render(
   }
 }
 
-function askCancelOrDetach(): Promise<"cancel" | "detach"> {
+function askCancelOrDetach(out: Output): Promise<"cancel" | "detach"> {
   out.stderr.write("\nCancel the run (c) or detach and leave it going (d)? ");
   const stdin = process.stdin;
   stdin.setRawMode(true);
@@ -340,6 +349,7 @@ function askCancelOrDetach(): Promise<"cancel" | "detach"> {
  * still going, the replay is what arrives before the stream falls quiet.
  */
 async function printEventLines(
+  out: Output,
   client: AgentBridgeClient,
   runId: string,
   events: AsyncGenerator<StreamedEvent>,
@@ -379,8 +389,9 @@ function describeError(err: unknown, url: string): string {
   return String(err);
 }
 
-export async function main(argv: string[]): Promise<number> {
-  const program = buildProgram();
+/** Runs the command line on `argv` (as `process.argv`); resolves to the exit code. */
+export async function main(argv: string[], out: Output = processOutput): Promise<number> {
+  const program = buildProgram(out);
   try {
     await program.parseAsync(argv);
     return EXIT.ok;
@@ -392,14 +403,16 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-// A reader that has gone (`agent-bridge runs events ID | head -2`) is not an error: stop quietly,
-// as `git log | head` does, instead of a stack trace for the next write.
-for (const stream of [process.stdout, process.stderr]) {
-  stream.on("error", (err: NodeJS.ErrnoException) => {
-    if (err.code !== "EPIPE") throw err;
-    process.exit(EXIT.ok);
-  });
+/** The `agent-bridge` process: the command line on its own arguments, stdout and stderr. */
+export async function run(): Promise<void> {
+  // A reader that has gone (`agent-bridge runs events ID | head -2`) is not an error: stop
+  // quietly, as `git log | head` does, instead of a stack trace for the next write.
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on("error", (err: NodeJS.ErrnoException) => {
+      if (err.code !== "EPIPE") throw err;
+      process.exit(EXIT.ok);
+    });
+  }
+  // `serve` keeps the process alive with its server; every other command ends here.
+  process.exitCode = await main(process.argv);
 }
-
-// `serve` keeps the process alive with its server; every other command ends here.
-process.exitCode = await main(process.argv);

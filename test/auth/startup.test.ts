@@ -4,6 +4,7 @@ import { join, resolve } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { generateKey } from "../../src/auth/keys.js";
 import { ROOT } from "../cli/run-cli.js";
+import { seedDataDir } from "../support/pglite-template.js";
 import { runServerToExit, startServer } from "../support/server.js";
 
 // How a server with API keys on lets its operator in: a first-start key, or AGENT_BRIDGE_API_KEY.
@@ -12,15 +13,17 @@ const dirs: string[] = [];
 afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
-const dataDir = () => {
+// Seeded: these tests are about keys, not about a first start's initdb and migrations.
+const dataDir = async () => {
   const dir = mkdtempSync(join(tmpdir(), "agent-bridge-keys-"));
   dirs.push(dir);
+  await seedDataDir(dir);
   return dir;
 };
 
 describe("start-up with API keys on", () => {
   it("prints an admin key once when none exists; it works, and a restart prints none", async () => {
-    const env = { AGENT_BRIDGE_AUTH: "keys", AGENT_BRIDGE_DATA_DIR: dataDir() };
+    const env = { AGENT_BRIDGE_AUTH: "keys", AGENT_BRIDGE_DATA_DIR: await dataDir() };
     const first = await startServer(env);
     const key = (await first.waitForOutput(/\n {2}(ab_[A-Za-z0-9_-]{43})\n/))[1];
     // The listening line says where the agent works: the default is the server's own directory.
@@ -53,7 +56,7 @@ describe("start-up with API keys on", () => {
     const key = generateKey();
     const server = await startServer({
       AGENT_BRIDGE_AUTH: "keys",
-      AGENT_BRIDGE_DATA_DIR: dataDir(),
+      AGENT_BRIDGE_DATA_DIR: await dataDir(),
       AGENT_BRIDGE_API_KEY: key,
     });
     try {

@@ -7,10 +7,11 @@ import { crashBeforeResult, type LiveServer, liveServer, toolThenReply } from ".
 import { longRun } from "../support/fake-scenarios.js";
 import { runCommand } from "../support/process.js";
 import { freePort } from "../support/server.js";
-import { BIN, ROOT, runCli } from "./run-cli.js";
+import { BIN, cli, ROOT, runCli } from "./run-cli.js";
 
-// The `agent-bridge` bin as a child process against live servers (the app on loopback with the
-// fake CLI): what it prints on stdout and stderr, and its exit codes.
+// The `agent-bridge` command line against live servers (the app on loopback with the fake CLI):
+// what it prints on stdout and stderr, and its exit codes. Most cases run it in-process; what
+// only a process shows (stdin, Ctrl-C, a closed pipe, AGENT_BRIDGE_URL) runs the bin as a child.
 
 const UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}";
 const PARTS = ["Hel", "lo", ", wor", "ld", "!"];
@@ -20,6 +21,10 @@ describe("the agent-bridge command", () => {
   let crashing: LiveServer;
   let slow: LiveServer;
   const env = (server: LiveServer) => ({ AGENT_BRIDGE_URL: server.url });
+  const on =
+    (server: LiveServer) =>
+    (...args: string[]) =>
+      cli("--url", server.url, ...args);
 
   beforeAll(async () => {
     [ok, crashing, slow] = await Promise.all([
@@ -33,7 +38,7 @@ describe("the agent-bridge command", () => {
   });
 
   it("send streams the text to stdout, tool status and a summary to stderr, and exits 0", async () => {
-    const res = await runCli(["send", "say hello"], env(ok));
+    const res = await on(ok)("send", "say hello");
     expect(res.stdout).toBe("Hello, world!\n");
     const lines = res.stderr.trimEnd().split("\n");
     expect(lines[0]).toMatch(new RegExp(`^session ${UUID}$`));
@@ -59,7 +64,7 @@ describe("the agent-bridge command", () => {
   });
 
   it("send of a failed run shows the error and the summary, and exits with the failed code", async () => {
-    const res = await runCli(["send", "hi"], env(crashing));
+    const res = await on(crashing)("send", "hi");
     expect(res.code).toBe(EXIT.failed);
     expect(res.stdout).toBe("");
     expect(res.stderr).toMatch(/^error: .*exit.*3/m);
@@ -69,20 +74,20 @@ describe("the agent-bridge command", () => {
   });
 
   it("send --async prints the run id; runs show, runs events and runs events --follow read it", async () => {
-    const sent = await runCli(["send", "hi", "--async"], env(ok));
+    const sent = await on(ok)("send", "hi", "--async");
     expect(sent.code).toBe(EXIT.ok);
     const runId = sent.stdout.trim();
     expect(runId).toMatch(new RegExp(`^${UUID}$`));
 
-    const followed = await runCli(["runs", "events", runId, "--follow"], env(ok));
+    const followed = await on(ok)("runs", "events", runId, "--follow");
     expect(followed.code).toBe(EXIT.ok);
     expect(followed.stdout).toBe("Hello, world!\n");
     expect(followed.stderr).toContain(`succeeded in 1.5s`);
 
-    const shown = await runCli(["runs", "show", runId], env(ok));
+    const shown = await on(ok)("runs", "show", runId);
     expect(JSON.parse(shown.stdout)).toMatchObject({ id: runId, status: "succeeded" });
 
-    const listed = await runCli(["runs", "events", runId], env(ok));
+    const listed = await on(ok)("runs", "events", runId);
     const events = listed.stdout
       .trimEnd()
       .split("\n")
@@ -93,10 +98,10 @@ describe("the agent-bridge command", () => {
   });
 
   it("runs cancel stops a run; following it then exits with the cancelled code", async () => {
-    const runId = (await runCli(["send", "work", "--async"], env(slow))).stdout.trim();
-    const cancelled = await runCli(["runs", "cancel", runId], env(slow));
+    const runId = (await on(slow)("send", "work", "--async")).stdout.trim();
+    const cancelled = await on(slow)("runs", "cancel", runId);
     expect(cancelled).toMatchObject({ code: EXIT.ok, stdout: `cancelled ${runId}\n` });
-    const followed = await runCli(["runs", "events", runId, "--follow"], env(slow));
+    const followed = await on(slow)("runs", "events", runId, "--follow");
     expect(followed.code).toBe(EXIT.cancelled);
     expect(followed.stderr).toMatch(/^cancelled in /m);
   });
@@ -128,23 +133,23 @@ describe("the agent-bridge command", () => {
   });
 
   it("sessions new, ls, show and rm", async () => {
-    const created = await runCli(["sessions", "new", "--title", "from the cli"], env(ok));
+    const created = await on(ok)("sessions", "new", "--title", "from the cli");
     const id = created.stdout.trim();
     expect(id).toMatch(new RegExp(`^${UUID}$`));
 
-    const table = await runCli(["sessions", "ls", "--limit", "100"], env(ok));
+    const table = await on(ok)("sessions", "ls", "--limit", "100");
     expect(table.stdout.split("\n")[0]).toMatch(/^ID\s+TITLE\s+RUNS\s+COST\s+LAST ACTIVITY$/);
     expect(table.stdout).toMatch(
       new RegExp(`^${id}\\s+from the cli\\s+0\\s+\\$0\\.0000\\s+\\S+$`, "m"),
     );
 
-    const page = JSON.parse((await runCli(["sessions", "ls", "--json"], env(ok))).stdout);
+    const page = JSON.parse((await on(ok)("sessions", "ls", "--json")).stdout);
     expect(page.data.map((s: { id: string }) => s.id)).toContain(id);
 
-    const shown = JSON.parse((await runCli(["sessions", "show", id], env(ok))).stdout);
+    const shown = JSON.parse((await on(ok)("sessions", "show", id)).stdout);
     expect(shown).toMatchObject({ id, title: "from the cli", usage: { runs: 0 } });
 
-    const removed = await runCli(["sessions", "rm", id], env(ok));
+    const removed = await on(ok)("sessions", "rm", id);
     expect(removed).toMatchObject({ code: EXIT.ok, stdout: `deleted ${id}\n` });
   });
 
@@ -172,13 +177,13 @@ describe("the agent-bridge command", () => {
 
   it("shows a server error as its detail and code, without a stack trace", async () => {
     const missing = crypto.randomUUID();
-    const res = await runCli(["sessions", "show", missing], env(ok));
+    const res = await on(ok)("sessions", "show", missing);
     expect(res).toEqual({
       code: EXIT.error,
       stdout: "",
       stderr: `agent-bridge: No session with id ${missing} (session_not_found)\n`,
     });
-    const busy = await runCli(["runs", "cancel", "not-a-uuid"], env(ok));
+    const busy = await on(ok)("runs", "cancel", "not-a-uuid");
     expect(busy.code).toBe(EXIT.error);
     expect(busy.stderr).toMatch(/^agent-bridge: .*\(validation_failed\)\n$/);
   });
@@ -189,7 +194,7 @@ describe("the agent-bridge command", () => {
       AGENT_BRIDGE_URL: nobody,
     });
     expect(res.code).toBe(EXIT.ok);
-    const down = await runCli(["sessions", "ls"], { AGENT_BRIDGE_URL: nobody });
+    const down = await cli("--url", nobody, "sessions", "ls");
     expect(down).toEqual({
       code: EXIT.error,
       stdout: "",
@@ -213,15 +218,15 @@ describe("the agent-bridge command", () => {
       ["serve"],
       ["openapi"],
     ];
-    const helps = await Promise.all(commands.map((c) => runCli([...c, "--help"])));
+    const helps = await Promise.all(commands.map((c) => cli(...c, "--help")));
     for (const [i, help] of helps.entries()) {
       expect(help.code, commands[i]?.join(" ")).toBe(EXIT.ok);
       expect(help.stdout).toMatch(/^Usage: agent-bridge/);
     }
-    const bad = await runCli(["send"]);
+    const bad = await cli("send");
     expect(bad.code).toBe(EXIT.usage);
     expect(bad.stderr).toContain("missing required argument 'prompt'");
-    const conflict = await runCli(["send", "hi", "--new", "--session", crypto.randomUUID()]);
+    const conflict = await cli("send", "hi", "--new", "--session", crypto.randomUUID());
     expect(conflict.code).toBe(EXIT.usage);
   });
 
@@ -238,7 +243,7 @@ describe("the agent-bridge command", () => {
 
   it("openapi prints the committed spec", async () => {
     const { readFile } = await import("node:fs/promises");
-    const res = await runCli(["openapi"]);
+    const res = await cli("openapi");
     expect(res.code).toBe(EXIT.ok);
     expect(res.stdout).toBe(await readFile(new URL("../../openapi.yaml", import.meta.url), "utf8"));
   });

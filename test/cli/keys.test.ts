@@ -1,19 +1,20 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { serverDatabases } from "../support/db.js";
 import { startServer } from "../support/server.js";
-import { ROOT, runCli } from "./run-cli.js";
+import { cliWithEnv, ROOT } from "./run-cli.js";
 
 // `agent-bridge keys …` works on the server's own database, with the server's configuration.
+// The commands run in-process (test/cli/cli.test.ts runs the bin itself); the servers are processes.
 
 const databases = serverDatabases();
 afterAll(() => databases.cleanup());
 
 describe("agent-bridge keys next to a running server", () => {
   it("refuses to open the embedded database the server holds, and says why", async () => {
-    const env = await databases.targets[0]?.[1]();
+    const env = { ...(await databases.targets[0]?.[1]()) };
     const server = await startServer({ ...env, AGENT_BRIDGE_AUTH: "keys" });
     try {
-      const res = await runCli(["keys", "list"], env);
+      const res = await cliWithEnv(["keys", "list"], env);
       expect(res.code).toBe(1);
       expect(res.stderr).toContain(`in use by process ${server.child.pid}`);
     } finally {
@@ -23,18 +24,18 @@ describe("agent-bridge keys next to a running server", () => {
 });
 
 describe.each(databases.targets)("agent-bridge keys on %s", (_name, database) => {
-  // Five processes (three CLI commands, two servers) start one after the other.
+  // Two server processes start one after the other.
   it("creates a key the server accepts, lists it without its secret, and revokes it", {
     timeout: 180_000,
   }, async () => {
     const env = await database();
-    const created = await runCli(["keys", "create", "--name", "ci", "--admin"], env);
+    const created = await cliWithEnv(["keys", "create", "--name", "ci", "--admin"], env);
     expect(created.code).toBe(0);
     const key = created.stdout.trim();
     expect(key).toMatch(/^ab_[A-Za-z0-9_-]{43}$/);
     expect(created.stderr).toContain("admin key");
 
-    const listed = await runCli(["keys", "list"], env);
+    const listed = await cliWithEnv(["keys", "list"], env);
     expect(listed.code).toBe(0);
     expect(listed.stdout).toContain("ci");
     expect(listed.stdout).toContain(`${key.slice(0, 9)}…`);
@@ -49,7 +50,7 @@ describe.each(databases.targets)("agent-bridge keys on %s", (_name, database) =>
     } finally {
       await before.stop();
     }
-    const revoked = await runCli(["keys", "revoke", id ?? ""], env);
+    const revoked = await cliWithEnv(["keys", "revoke", id ?? ""], env);
     expect(revoked.code).toBe(0);
     const after = await startServer({ ...env, AGENT_BRIDGE_AUTH: "keys" });
     try {
@@ -57,7 +58,7 @@ describe.each(databases.targets)("agent-bridge keys on %s", (_name, database) =>
     } finally {
       await after.stop();
     }
-    expect((await runCli(["keys", "list"], env)).stdout).toMatch(
+    expect((await cliWithEnv(["keys", "list"], env)).stdout).toMatch(
       /ci .*\d{4}-\d\d-\d\dT[\d:.]+Z\s*$/m,
     );
   });
@@ -69,7 +70,7 @@ describe.each(databases.targets)("agent-bridge keys on %s", (_name, database) =>
       ...(await database()),
       AGENT_BRIDGE_ALLOWED_ROOTS: ROOT,
     };
-    const created = await runCli(
+    const created = await cliWithEnv(
       [
         "keys",
         "create",
@@ -90,12 +91,12 @@ describe.each(databases.targets)("agent-bridge keys on %s", (_name, database) =>
     expect(created.code).toBe(0);
     const { id } = JSON.parse(created.stdout) as { id: string };
     const row = async () =>
-      (await runCli(["keys", "list"], env)).stdout.split("\n").find((l) => l.startsWith(id));
+      (await cliWithEnv(["keys", "list"], env)).stdout.split("\n").find((l) => l.startsWith(id));
     expect(await row()).toMatch(
       new RegExp(`tenant .* user +default,plan +${ROOT.replace(/\/$/, "")} +\\$25 +no `),
     );
 
-    const updated = await runCli(
+    const updated = await cliWithEnv(
       [
         "keys",
         "update",
@@ -112,10 +113,10 @@ describe.each(databases.targets)("agent-bridge keys on %s", (_name, database) =>
     expect(updated.stderr).toContain(`updated key ${id}`);
     expect(await row()).toMatch(/ user +default,acceptEdits,auto,plan,dontAsk +\S+ +- +yes /);
 
-    const outside = await runCli(["keys", "update", id, "--work-roots", "/"], env);
+    const outside = await cliWithEnv(["keys", "update", id, "--work-roots", "/"], env);
     expect(outside.code).toBe(1);
     expect(outside.stderr).toContain("outside the allowed roots");
-    const badMode = await runCli(["keys", "update", id, "--permission-modes", "sudo"], env);
+    const badMode = await cliWithEnv(["keys", "update", id, "--permission-modes", "sudo"], env);
     expect(badMode.code).toBe(1);
     expect(badMode.stderr).toContain("--permission-modes: sudo is not one of");
   });

@@ -5,7 +5,6 @@ import { createTestApp, listen, type TestApp } from "../support/app.js";
 import { BACKENDS, serverDatabases } from "../support/db.js";
 import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
 import { streamedReply } from "../support/fake-scenarios.js";
-import { seedDataDir } from "../support/pglite-template.js";
 import { startServer } from "../support/server.js";
 import {
   createHook,
@@ -186,13 +185,11 @@ afterAll(() => databases.cleanup());
 /** No wait of its own: the test's timeout is the one bound. */
 const NO_DEADLINE = Number.POSITIVE_INFINITY;
 
-describe.each(databases.targets)("callbacks across a restart on %s", (name, database) => {
+describe.each(databases.targets)("callbacks across a restart on %s", (_name, database) => {
   let target: Record<string, string>;
   beforeAll(async () => {
+    // Not a first start's initdb (the data dir is seeded): what is under test is the restart.
     target = await database();
-    // Not a first start's initdb: what is under test is the restart.
-    if (name === "pglite" && target.AGENT_BRIDGE_DATA_DIR)
-      await seedDataDir(target.AGENT_BRIDGE_DATA_DIR);
   });
 
   it("resumes after the server is killed, and stops after the 2xx", async () => {

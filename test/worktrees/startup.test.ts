@@ -1,10 +1,12 @@
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { seedDataDir } from "../support/pglite-template.js";
 import { runServerToExit, startServer } from "../support/server.js";
 import { makeRepo, type RepoShape, type TestRepo } from "./repo.js";
 
 // With worktree mode on, the service refuses to start unless the work dir can make worktrees,
-// and says what is missing and how to fix it.
+// and says what is missing and how to fix it. (Each data dir is seeded with a migrated cluster:
+// these tests are about worktree mode, not a first start's initdb.)
 
 const repos: TestRepo[] = [];
 afterAll(async () => {
@@ -14,6 +16,7 @@ afterAll(async () => {
 async function startIn(shape: RepoShape) {
   const repo = await makeRepo(shape);
   repos.push(repo);
+  await seedDataDir(join(repo.root, "data"));
   const result = await runServerToExit({
     AGENT_BRIDGE_CLAUDE_WORKTREE_ENABLED: "true",
     AGENT_BRIDGE_CLAUDE_WORK_DIR: repo.clone,
@@ -51,6 +54,7 @@ describe("start-up in worktree mode", () => {
   it("starts, sweeps and stops cleanly when everything is there", async () => {
     const repo = await makeRepo("complete");
     repos.push(repo);
+    await seedDataDir(join(repo.root, "data"));
     const server = await startServer({
       AGENT_BRIDGE_CLAUDE_WORKTREE_ENABLED: "true",
       AGENT_BRIDGE_CLAUDE_WORK_DIR: repo.clone,

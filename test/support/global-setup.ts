@@ -1,0 +1,22 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { TestProject } from "vitest/node";
+import { makeMigratedCluster } from "./pglite-template.js";
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    /** Where the run's embedded test databases live (./db.ts); removed when the run ends. */
+    testDataDirs: string;
+  }
+}
+
+// Once per test run, before any test process starts: the migrated cluster every embedded test
+// database is copied from (made here so that concurrent test processes do not each make it), and
+// the dir those copies go in, which goes at the end with any copy a test left behind.
+export default async function setup(project: TestProject): Promise<() => void> {
+  await makeMigratedCluster();
+  const dataDirs = mkdtempSync(join(tmpdir(), "agent-bridge-test-dbs-"));
+  project.provide("testDataDirs", dataDirs);
+  return () => rmSync(dataDirs, { recursive: true, force: true });
+}
