@@ -128,6 +128,8 @@ async function benchBackend(backend: Backend, transcripts: Transcripts, tmp: str
       BENCH_MEMORY_FILE: memoryFile,
       AGENT_BRIDGE_RATE_LIMIT_PER_MINUTE: "1000000",
       AGENT_BRIDGE_MAX_RUNS_PER_KEY: "1000",
+      // The idle-subscriber round holds 1 000 streams of one key.
+      AGENT_BRIDGE_MAX_STREAMS_PER_KEY: "2000",
       AGENT_BRIDGE_DATA_DIR: dataDir,
       ...(database ? { DATABASE_URL: database.url } : {}),
       AGENT_BRIDGE_CLAUDE_BIN: bin,
