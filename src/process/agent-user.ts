@@ -21,12 +21,8 @@ const NEEDED_CAPABILITIES = { CAP_CHOWN: 0, CAP_KILL: 5, CAP_SETGID: 6, CAP_SETU
 
 /** Looks the user up (a name or a uid) and checks that this process can run programs as it. */
 export function resolveAgentUser(spec: string): AgentUser {
-  const missing = missingCapabilities();
-  if (missing.length > 0) {
-    throw new AgentUserError(
-      `AGENT_BRIDGE_AGENT_USER is set, but the server runs as uid ${process.getuid?.()} without ${missing.join(", ")}: start it as root (it then runs only the agents as ${spec}), or give it those capabilities, or unset AGENT_BRIDGE_AGENT_USER`,
-    );
-  }
+  const refusal = capabilityRefusal(spec, process.getuid?.(), ownStatus());
+  if (refusal) throw new AgentUserError(refusal);
   const user = lookUp(spec);
   if (user.uid === 0 || user.uid === process.getuid?.()) {
     throw new AgentUserError(
@@ -57,19 +53,31 @@ function lookUp(spec: string): AgentUser {
   return { name, uid: Number(uid), gid: Number(gid) };
 }
 
-/** The capabilities this process lacks of those it needs (none for root). */
-function missingCapabilities(): string[] {
-  if (process.getuid?.() === 0) return [];
-  let effective = 0n;
-  try {
-    const status = readFileSync("/proc/self/status", "utf8");
-    effective = BigInt(`0x${/^CapEff:\s*([0-9a-f]+)/m.exec(status)?.[1] ?? "0"}`);
-  } catch {
-    // Not Linux: no capabilities to speak of.
-  }
-  return Object.entries(NEEDED_CAPABILITIES)
+/**
+ * Why a process of `uid` whose /proc/<pid>/status reads `status` cannot run the agents as `spec`:
+ * the capabilities it lacks of those needed (root lacks none); undefined when it can.
+ */
+export function capabilityRefusal(
+  spec: string,
+  uid: number | undefined,
+  status: string,
+): string | undefined {
+  if (uid === 0) return undefined;
+  const effective = BigInt(`0x${/^CapEff:\s*([0-9a-f]+)/m.exec(status)?.[1] ?? "0"}`);
+  const missing = Object.entries(NEEDED_CAPABILITIES)
     .filter(([, bit]) => (effective & (1n << BigInt(bit))) === 0n)
     .map(([name]) => name);
+  if (missing.length === 0) return undefined;
+  return `AGENT_BRIDGE_AGENT_USER is set, but the server runs as uid ${uid} without ${missing.join(", ")}: start it as root (it then runs only the agents as ${spec}), or give it those capabilities, or unset AGENT_BRIDGE_AGENT_USER`;
+}
+
+/** This process's status; empty where there is no /proc (no capabilities to speak of). */
+function ownStatus(): string {
+  try {
+    return readFileSync("/proc/self/status", "utf8");
+  } catch {
+    return "";
+  }
 }
 
 /** Who a process runs as: the agent user, with its tenant's group. */

@@ -1,6 +1,10 @@
 import { execFileSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
-import { AgentUserError, resolveAgentUser } from "../../src/process/agent-user.js";
+import {
+  AgentUserError,
+  capabilityRefusal,
+  resolveAgentUser,
+} from "../../src/process/agent-user.js";
 import { AGENT_USER, ensureAgentUser, isRoot } from "../support/agent-user.js";
 
 // Whether the agents can run as AGENT_BRIDGE_AGENT_USER is settled at start-up, with one line
@@ -26,26 +30,32 @@ describe.skipIf(!isRoot)("the agent user", () => {
   });
 
   it("is refused to a server that cannot switch users, naming what it lacks", () => {
-    ensureAgentUser();
-    // The lookup as a server running as `nobody` would make it.
-    const script = `import("./src/process/agent-user.ts").then((m) => { try { m.resolveAgentUser("${AGENT_USER}"); } catch (e) { console.log(e.message); } })`;
-    const out = execFileSync(
-      "setpriv",
-      [
-        "--reuid=nobody",
-        "--regid=nogroup",
-        "--clear-groups",
-        "--",
-        process.execPath,
-        "--import",
-        "tsx",
-        "-e",
-        script,
-      ],
-      { encoding: "utf8", cwd: new URL("../..", import.meta.url).pathname },
-    );
-    expect(out.trim()).toBe(
+    // What /proc/self/status reads for a process of `nobody`, and for one that kept CAP_KILL only.
+    const status = (...caps: string[]) =>
+      execFileSync(
+        "setpriv",
+        [
+          "--reuid=nobody",
+          "--regid=nogroup",
+          "--clear-groups",
+          ...(caps.length
+            ? [`--inh-caps=${caps.join(",")}`, `--ambient-caps=${caps.join(",")}`]
+            : []),
+          "--",
+          "cat",
+          "/proc/self/status",
+        ],
+        { encoding: "utf8" },
+      );
+    expect(capabilityRefusal(AGENT_USER, 65534, status())).toBe(
       `AGENT_BRIDGE_AGENT_USER is set, but the server runs as uid 65534 without CAP_CHOWN, CAP_KILL, CAP_SETGID, CAP_SETUID: start it as root (it then runs only the agents as ${AGENT_USER}), or give it those capabilities, or unset AGENT_BRIDGE_AGENT_USER`,
     );
+    expect(capabilityRefusal(AGENT_USER, 65534, status("+kill"))).toMatch(
+      / without CAP_CHOWN, CAP_SETGID, CAP_SETUID: /,
+    );
+    expect(
+      capabilityRefusal(AGENT_USER, 65534, status("+chown", "+kill", "+setgid", "+setuid")),
+    ).toBeUndefined();
+    expect(capabilityRefusal(AGENT_USER, 0, "")).toBeUndefined();
   });
 });
