@@ -4,7 +4,9 @@ import { except } from "hono/combine";
 import { cors } from "hono/cors";
 import { methodNotAllowed } from "hono/method-not-allowed";
 import { requestId } from "hono/request-id";
-import { createClaudeProbe } from "./agents/claude/version.js";
+import type { AgentBackend, AgentName } from "./agents/agent.js";
+import { claudeBackend } from "./agents/claude/backend.js";
+import { AgentRegistry } from "./agents/registry.js";
 import { policyGate } from "./auth/policy.js";
 import type { Config } from "./config.js";
 import { callbackBody } from "./hooks/callback-body.js";
@@ -44,6 +46,26 @@ export function buildDeps(config: Config, database: DatabaseHandle, logger: Logg
       env: { ...claude.childEnv, HOME: config.agentUser?.homesDir ?? "/" },
     },
   );
+  const driver = {
+    timeoutMs: claude.timeoutSeconds * 1000,
+    idleTimeoutMs: claude.idleTimeoutSeconds * 1000,
+    maxLineBytes: claude.maxLineBytes,
+    stderrTailBytes: DRIVER_DEFAULTS.stderrTailBytes,
+    killGraceMs: DRIVER_DEFAULTS.killGraceMs,
+  };
+  const backends: Record<AgentName, () => AgentBackend> = {
+    claude: () =>
+      claudeBackend({
+        bin: claude.bin,
+        env: claude.childEnv,
+        driver,
+        ...(homes ? { runAs: homes.user } : {}),
+      }),
+  };
+  const agents = new AgentRegistry(
+    config.agents.enabled.map((name) => backends[name]()),
+    config.agents.default,
+  );
   const runs = new RunManager({
     db: database.db,
     logger,
@@ -55,15 +77,8 @@ export function buildDeps(config: Config, database: DatabaseHandle, logger: Logg
     metrics,
     ...(homes ? { homes } : {}),
     gate: policyGate(database.db, config),
-    runner: {
-      bin: claude.bin,
-      env: claude.childEnv,
-      timeoutMs: claude.timeoutSeconds * 1000,
-      idleTimeoutMs: claude.idleTimeoutSeconds * 1000,
-      maxLineBytes: claude.maxLineBytes,
-      stderrTailBytes: DRIVER_DEFAULTS.stderrTailBytes,
-      killGraceMs: DRIVER_DEFAULTS.killGraceMs,
-    },
+    agents,
+    killGraceMs: DRIVER_DEFAULTS.killGraceMs,
   });
   return {
     config,
@@ -72,8 +87,7 @@ export function buildDeps(config: Config, database: DatabaseHandle, logger: Logg
     runs,
     metrics,
     streams: new StreamLimiter(config.streamsPerKey),
-    // As the agents' user, when they have one: it proves that user can run the CLI too.
-    claudeProbe: createClaudeProbe(claude.bin, claude.childEnv, homes?.user),
+    agents,
     ...(homes ? { homes } : {}),
   };
 }
@@ -159,7 +173,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     c.set("database", deps.database);
     c.set("db", deps.database.db);
     c.set("logger", deps.logger);
-    c.set("claudeProbe", deps.claudeProbe);
+    c.set("agents", deps.agents);
     c.set("runs", deps.runs);
     c.set("metrics", deps.metrics);
     c.set("streams", deps.streams);

@@ -3,6 +3,7 @@ import { createRequire } from "node:module";
 import { isIP } from "node:net";
 import path from "node:path";
 import { z } from "zod";
+import { AGENT_NAMES, type AgentName } from "./agents/agent.js";
 import { childEnvironment } from "./agents/claude/env.js";
 import { EFFORTS, PERMISSION_MODES } from "./agents/claude/options.js";
 import { isWellFormedKey } from "./auth/keys.js";
@@ -104,6 +105,8 @@ const EnvSchema = z.object({
   AGENT_BRIDGE_CALLBACK_ALLOW: cidrs.default([]),
   AGENT_BRIDGE_HOOK_PROMPT_MAX_BYTES: int(MAX_VALUE_CHARS).default(256 * 1024),
   AGENT_BRIDGE_SCHEDULE_TICK_MS: int(100).default(1000),
+  AGENT_BRIDGE_AGENT: oneOf(AGENT_NAMES).default("claude"),
+  AGENT_BRIDGE_AGENTS: list.optional(),
   AGENT_BRIDGE_CLAUDE_BIN: z.string().min(1).optional(),
   AGENT_BRIDGE_CLAUDE_WORK_DIR: z.string().min(1).default("."),
   AGENT_BRIDGE_CLAUDE_PERMISSION_MODE: oneOf(PERMISSION_MODES).default("acceptEdits"),
@@ -194,6 +197,12 @@ export interface Config {
   };
   /** Event streams (SSE) one key may have open at once. */
   streamsPerKey: number;
+  agents: {
+    /** The back-end of a session that names none. */
+    default: AgentName;
+    /** The back-ends this server runs (the default among them). */
+    enabled: AgentName[];
+  };
   claude: {
     bin: string;
     workDir: string;
@@ -317,6 +326,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       `AGENT_BRIDGE_CALLBACK_BACKOFF_MIN_MS: must not exceed AGENT_BRIDGE_CALLBACK_BACKOFF_MAX_MS (${e.AGENT_BRIDGE_CALLBACK_BACKOFF_MAX_MS}) (got ${e.AGENT_BRIDGE_CALLBACK_BACKOFF_MIN_MS})`,
     ]);
   }
+  const enabledAgents = e.AGENT_BRIDGE_AGENTS ?? [e.AGENT_BRIDGE_AGENT];
+  const unknownAgents = enabledAgents.filter(
+    (a) => !(AGENT_NAMES as readonly string[]).includes(a),
+  );
+  if (unknownAgents.length > 0 || !enabledAgents.includes(e.AGENT_BRIDGE_AGENT)) {
+    throw new ConfigError([
+      `AGENT_BRIDGE_AGENTS: a comma-separated list of ${AGENT_NAMES.join(", ")} that includes AGENT_BRIDGE_AGENT (${e.AGENT_BRIDGE_AGENT}) (got ${JSON.stringify(enabledAgents.join(","))})`,
+    ]);
+  }
   const workDir = path.resolve(e.AGENT_BRIDGE_CLAUDE_WORK_DIR);
   const dataDir = path.resolve(e.AGENT_BRIDGE_DATA_DIR);
   return {
@@ -361,6 +379,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       scheduleTickMs: e.AGENT_BRIDGE_SCHEDULE_TICK_MS,
     },
     streamsPerKey: e.AGENT_BRIDGE_MAX_STREAMS_PER_KEY,
+    agents: { default: e.AGENT_BRIDGE_AGENT, enabled: enabledAgents as AgentName[] },
     claude: {
       bin: e.AGENT_BRIDGE_CLAUDE_BIN ?? defaultClaudeBin(),
       workDir,

@@ -166,7 +166,14 @@ export const CompletionEvent = z
     usage: Usage,
     // Filled by the run manager once the run's usage is added to its session.
     session_usage: SessionUsage.optional(),
-    claude_session_id: z.string().nullable(),
+    agent_session_id: z.string().nullable().openapi({
+      description:
+        "The agent CLI's own session (Claude Code) or thread (Codex) id, as it reported it.",
+    }),
+    claude_session_id: z.string().nullable().openapi({
+      deprecated: true,
+      description: "`agent_session_id` of a Claude Code run (null for other agents).",
+    }),
     last_message_uuid: z.string().nullable(),
     dropped_lines: z.number().int().min(1).optional().openapi({
       description:
@@ -228,6 +235,7 @@ export function bareCompletion(status: CompletionStatusValue, error: string): Co
       num_turns: 0,
       duration_api_ms: 0,
     },
+    agent_session_id: null,
     claude_session_id: null,
     last_message_uuid: null,
   };

@@ -66,8 +66,8 @@ export interface paths {
       cookie?: never;
     };
     /**
-     * Readiness: the database answers, the claude CLI runs and has credentials
-     * @description 503 `not_ready` when any of them fails, naming each problem: a load balancer sends no traffic to an instance whose runs would all fail. A CLI without credentials (no `ANTHROPIC_API_KEY` or other login) is not ready. `/healthz` stays 200, so the process is not restarted for it.
+     * Readiness: the database answers, each agent CLI runs and has credentials
+     * @description 503 `not_ready` when any of them fails, naming each problem: a load balancer sends no traffic to an instance whose runs would all fail. A CLI without credentials (for Claude Code: no `ANTHROPIC_API_KEY` or other login) is not ready. `/healthz` stays 200, so the process is not restarted for it.
      */
     get: operations["readyz"];
     put?: never;
@@ -387,6 +387,20 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
   schemas: {
+    /**
+     * @description The agent CLI a session runs: `claude` (Claude Code) or `codex` (OpenAI Codex).
+     * @enum {string}
+     */
+    AgentName: "claude";
+    AgentReadiness: {
+      bin: string;
+      version: string;
+      /**
+       * @description What the CLI authenticates with, found without calling the API. Claude Code: a variable (`ANTHROPIC_API_KEY`, `ANTHROPIC_AUTH_TOKEN`, `CLAUDE_CODE_OAUTH_TOKEN`), a provider switch (`CLAUDE_CODE_USE_BEDROCK`, …), a login file (`.credentials.json`, `.claude.json`) or `apiKeyHelper`.
+       * @example ANTHROPIC_API_KEY
+       */
+      credentials: string;
+    };
     ApiKey: {
       id: string;
       name: string;
@@ -479,6 +493,12 @@ export interface components {
       duration_ms: number;
       usage: components["schemas"]["Usage"];
       session_usage?: components["schemas"]["SessionUsage"];
+      /** @description The agent CLI's own session (Claude Code) or thread (Codex) id, as it reported it. */
+      agent_session_id: string | null;
+      /**
+       * @deprecated
+       * @description `agent_session_id` of a Claude Code run (null for other agents).
+       */
       claude_session_id: string | null;
       last_message_uuid: string | null;
       /** @description Lines of the CLI's output dropped for being over AGENT_BRIDGE_CLAUDE_MAX_LINE_BYTES; the events they held (text included) are missing. Absent when none was. */
@@ -557,6 +577,7 @@ export interface components {
     CreateSession: {
       /** @description A label for people. */
       title?: string;
+      agent?: components["schemas"]["AgentName"] & unknown;
       permission_mode?: components["schemas"]["PermissionMode"] & unknown;
       /** @description Model name or alias. Default: the CLI's (or `AGENT_BRIDGE_CLAUDE_MODEL`). */
       model?: string;
@@ -736,6 +757,7 @@ export interface components {
         | "queue_full"
         | "idempotency_key_reused"
         | "shutting_down"
+        | "agent_unavailable"
         | "invalid_cursor"
         | "method_not_allowed"
         | "not_ready"
@@ -763,14 +785,10 @@ export interface components {
       status: "ok";
       /** @enum {string} */
       database: "pglite" | "postgres";
-      claude: {
-        bin: string;
-        version: string;
-        /**
-         * @description What the CLI authenticates with, found without calling the API: a variable (`ANTHROPIC_API_KEY`, `ANTHROPIC_AUTH_TOKEN`, `CLAUDE_CODE_OAUTH_TOKEN`), a provider switch (`CLAUDE_CODE_USE_BEDROCK`, …), a login file (`.credentials.json`, `.claude.json`) or `apiKeyHelper`.
-         * @example ANTHROPIC_API_KEY
-         */
-        credentials: string;
+      default_agent: components["schemas"]["AgentName"];
+      /** @description Each agent back-end this server runs (AGENT_BRIDGE_AGENTS). */
+      agents: {
+        claude?: components["schemas"]["AgentReadiness"];
       };
     };
     ReasoningEvent: {
@@ -802,6 +820,17 @@ export interface components {
       usage: components["schemas"]["Usage"];
       cost_usd: number;
       duration_ms: number | null;
+      /**
+       * @description Its session's agent back-end.
+       * @example claude
+       */
+      agent: string;
+      /** @description The agent CLI's own session or thread id, once a run reported it. */
+      agent_session_id: string | null;
+      /**
+       * @deprecated
+       * @description `agent_session_id` of a Claude Code run.
+       */
       claude_session_id: string | null;
       last_message_uuid: string | null;
       events_url: string;
@@ -857,6 +886,13 @@ export interface components {
       /** @description Also the Claude Code CLI's session id. */
       id: string;
       title: string | null;
+      /**
+       * @description The session's agent back-end (`AgentName`; a string, so that a session of a back-end this version does not know still reads).
+       * @example claude
+       */
+      agent: string;
+      /** @description The agent CLI's own session (Claude Code) or thread (Codex) id, once a run reported it. */
+      agent_session_id: string | null;
       permission_mode: components["schemas"]["PermissionMode"];
       /** @description null: the CLI's default model. */
       model: string | null;

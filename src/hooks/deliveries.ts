@@ -354,6 +354,7 @@ function newSession(deps: HookDeps, hook: HookRow, key: string): Promise<Session
     ownerKeyId: hook.ownerKeyId,
     workDir: hook.workDir,
     title: key ? `${hook.name}: ${asText(key).slice(0, 150)}` : `${hook.name}`,
+    agent: deps.config.agents.default,
     permissionMode: hook.permissionMode ?? claude.permissionMode,
     model: hook.model ?? claude.model ?? null,
     effort: hook.effort ?? claude.effort,

@@ -1,4 +1,4 @@
-import type { ClaudeProbe } from "../agents/claude/version.js";
+import type { AgentRegistry } from "../agents/registry.js";
 import type { Principal } from "../auth/principal.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
@@ -13,7 +13,8 @@ export interface AppDeps {
   config: Config;
   database: DatabaseHandle;
   logger: Logger;
-  claudeProbe: ClaudeProbe;
+  /** The agent back-ends this server runs. */
+  agents: AgentRegistry;
   runs: RunManager;
   metrics: Metrics;
   /** Open event streams per key. */

@@ -3,6 +3,7 @@ import type { Context, ErrorHandler, NotFoundHandler } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { ZodError } from "zod";
+import { AgentUnavailableError } from "../agents/registry.js";
 import { BudgetExhaustedError, PolicyDeniedError } from "../auth/policy.js";
 import {
   IdempotencyConflictError,
@@ -49,6 +50,7 @@ export const ERROR_CODES = {
   queue_full: "Too many runs",
   idempotency_key_reused: "Idempotency key reused with a different request",
   shutting_down: "Server shutting down",
+  agent_unavailable: "Agent not run by this server",
   invalid_cursor: "Invalid cursor",
   method_not_allowed: "Method not allowed",
   not_ready: "Service not ready",
@@ -208,6 +210,9 @@ function runRefusal(err: unknown): ApiError | undefined {
   if (err instanceof SessionExpiredError) return new ApiError(410, "session_expired", err.message);
   if (err instanceof SessionGoneError) return new ApiError(404, "session_not_found", err.message);
   if (err instanceof ShuttingDownError) return new ApiError(503, "shutting_down", err.message);
+  if (err instanceof AgentUnavailableError) {
+    return new ApiError(503, "agent_unavailable", err.message);
+  }
   return undefined;
 }
 

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
-import { Effort, PermissionMode } from "../agents/claude/options.js";
-import { type RunnerConfig, runClaude } from "../agents/claude/runner.js";
+import { type AgentBackend, SessionSettings } from "../agents/agent.js";
+import { type AgentRegistry, AgentUnavailableError } from "../agents/registry.js";
 import {
   BudgetExhaustedError,
   PolicyDeniedError,
@@ -19,6 +19,7 @@ import { insertCallback } from "../store/hooks.js";
 import { DatabaseOutageError } from "../store/retry.js";
 import * as store from "../store/runs.js";
 import type { RunRow, SessionRow } from "../store/schema.js";
+import { sessionTotals } from "../store/sessions.js";
 import { prepareSessionWorktree, recordSessionWorktree } from "../worktrees/sessions.js";
 import {
   IdempotencyConflictError,
@@ -38,7 +39,9 @@ import { readStoredLog } from "./stored-log.js";
 export interface RunManagerOptions {
   db: Database;
   logger: Logger;
-  runner: RunnerConfig;
+  agents: AgentRegistry;
+  /** Time between SIGTERM and SIGKILL when a group left by an earlier process is stopped. */
+  killGraceMs: number;
   workDir: string;
   maxConcurrent: number;
   maxQueued: number;
@@ -229,6 +232,7 @@ export class RunManager {
       if (inLine) throw new SessionBusyError(inLine.row.id);
     }
     let wait = Boolean(state.activeRunId || inLine);
+    this.opts.agents.get(session.agent);
     await this.opts.gate.allow(session);
     if (session.ownerKeyId && this.activeRunsOf(session.ownerKeyId) >= this.opts.maxPerKey) {
       throw new KeyRunLimitError(this.opts.maxPerKey, this.retryAfterSeconds());
@@ -449,7 +453,7 @@ export class RunManager {
     for (const row of left) {
       // Only a group of this boot can still be the CLI's; after a reboot the number is anyone's.
       if (row.pgid && row.pgidBootId === bootId()) {
-        await terminateGroup(row.pgid, this.opts.runner.killGraceMs, logger);
+        await terminateGroup(row.pgid, this.opts.killGraceMs, logger);
       }
       const last = await lastEventSeqs(db, row.id);
       // Whether the run had a callback is not known here: mark it due if there is one.
@@ -532,7 +536,7 @@ export class RunManager {
       // Asked again: the key's other runs may have spent its budget while this one was queued.
       const allowance = await this.opts.gate.allow(session);
       if (session.worktree) await this.prepareWorktree(session);
-      events = await this.runCli(run, allowance);
+      events = await this.runAgent(run, this.opts.agents.get(session.agent), allowance);
       completion = await this.relay(run, events);
       await run.log.drain();
     } catch (err) {
@@ -555,29 +559,34 @@ export class RunManager {
     }
   }
 
-  private async runCli(
+  private async runAgent(
     run: ActiveRun,
+    agent: AgentBackend,
     allowance: RunAllowance,
   ): Promise<AsyncGenerator<BridgeEvent[]>> {
     const { db, logger, homes } = this.opts;
     const { row, session } = run;
     const identity = await homes?.identityFor(session.ownerKeyId);
-    return runClaude(
+    return agent.run(
       {
-        prompt: row.prompt,
-        claudeSessionId: session.id,
+        sessionId: session.id,
+        agentSessionId: session.agentSessionId,
         resume: run.resume,
-        ...(session.worktree ? { worktree: session.id } : {}),
-        permissionMode: PermissionMode.parse(session.permissionMode),
-        effort: Effort.parse(session.effort),
-        ...(session.model ? { model: session.model } : {}),
-        ...systemPrompt(session.systemPrompt, row.systemPrompt),
-        ...(allowance.maxBudgetUsd !== null ? { maxBudgetUsd: allowance.maxBudgetUsd } : {}),
+        prompt: row.prompt,
+        settings: SessionSettings.parse({
+          permissionMode: session.permissionMode,
+          effort: session.effort,
+          model: session.model,
+          systemPrompt: session.systemPrompt,
+          worktree: session.worktree,
+        }),
+        messageSystemPrompt: row.systemPrompt,
+        usageBefore: () => sessionTotals(db, session.id),
+        maxBudgetUsd: allowance.maxBudgetUsd,
         cwd: this.workDirOf(session),
         ...(identity ? { identity } : {}),
       },
       {
-        ...this.opts.runner,
         logger: logger.child({ run_id: row.id }),
         onSpawn: (pgid) =>
           void store.setRunPgid(db, row.id, pgid, bootId()).catch((err) =>
@@ -609,14 +618,19 @@ export class RunManager {
     }
   }
 
-  /** The completion of a run its key's gate refused when its turn came (nothing was started). */
+  /**
+   * The completion of a run refused when its turn came (nothing was started): by its key's gate,
+   * or because this server no longer runs the session's agent.
+   */
   private refusedAtStart(run: ActiveRun, err: unknown): CompletionEvent | undefined {
     const code =
       err instanceof BudgetExhaustedError
         ? "budget_exhausted"
         : err instanceof PolicyDeniedError
           ? "policy_denied"
-          : undefined;
+          : err instanceof AgentUnavailableError
+            ? "agent_not_found"
+            : undefined;
     if (!code) return undefined;
     run.outcome = run.cancelled ? "cancelled" : "failed";
     return { ...bareCompletion("failed", (err as Error).message), error_code: code };
@@ -741,11 +755,6 @@ export class RunManager {
   private retryAfterSeconds(): number {
     return Math.max(1, Math.ceil((this.queue.length + 1) / this.opts.maxConcurrent) * 30);
   }
-}
-
-function systemPrompt(sessionPrompt: string | null, messagePrompt: string | null) {
-  const parts = [sessionPrompt, messagePrompt].filter((p): p is string => Boolean(p));
-  return parts.length ? { appendSystemPrompt: parts.join("\n\n") } : {};
 }
 
 function hashMessage(message: Message): string {

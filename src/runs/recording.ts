@@ -158,7 +158,7 @@ export class CompletionRecorder {
         usage: completion.usage,
         costUsd: completion.cost_usd,
         durationMs: completion.duration_ms,
-        claudeSessionId: completion.claude_session_id,
+        agentSessionId: completion.agent_session_id,
         lastMessageUuid: completion.last_message_uuid,
         exitCode: null,
       });

@@ -203,7 +203,7 @@ export interface RunOutcome {
   usage: Usage;
   costUsd: number;
   durationMs: number | null;
-  claudeSessionId: string | null;
+  agentSessionId: string | null;
   lastMessageUuid: string | null;
   exitCode: number | null;
 }
@@ -234,7 +234,7 @@ export async function finishRun(db: Database, run: RunRow, outcome: RunOutcome) 
       durationApiMs: usage.duration_api_ms,
       costUsd: outcome.costUsd,
       durationMs: outcome.durationMs,
-      claudeSessionId: cliId(outcome.claudeSessionId),
+      agentSessionId: cliId(outcome.agentSessionId),
       lastMessageUuid: cliId(outcome.lastMessageUuid),
       pgid: null,
       pgidBootId: null,
@@ -250,6 +250,8 @@ export async function finishRun(db: Database, run: RunRow, outcome: RunOutcome) 
       costUsd: sql`${sessions.costUsd} + ${outcome.costUsd}`,
       numTurns: sql`${sessions.numTurns} + ${usage.num_turns}`,
       runs: sql`${sessions.runs} + 1`,
+      // A run that ended before its CLI said which session it was keeps the one known.
+      agentSessionId: sql`coalesce(${cliId(outcome.agentSessionId)}, ${sessions.agentSessionId})`,
       lastActivityAt: now,
       updatedAt: now,
     })

@@ -95,6 +95,10 @@ export const sessions = pgTable(
     /** Real path the agent works in (inside an allowed root); null: the server's work dir. */
     workDir: text("work_dir"),
     title: text("title"),
+    /** The back-end its runs use (src/agents/); fixed for the session's life. */
+    agent: text("agent").notNull().default("claude"),
+    /** The back-end's own session (thread) id, as its last run reported it; null before. */
+    agentSessionId: text("agent_session_id"),
     permissionMode: text("permission_mode").notNull(),
     model: text("model"),
     effort: text("effort").notNull(),
@@ -137,7 +141,8 @@ export const runs = pgTable(
     ...usageColumns(),
     durationMs: integer("duration_ms"),
     durationApiMs: integer("duration_api_ms"),
-    claudeSessionId: text("claude_session_id"),
+    agent: text("agent").notNull().default("claude"),
+    agentSessionId: text("agent_session_id"),
     lastMessageUuid: text("last_message_uuid"),
     /** Process group of the CLI while it runs, so a restart can kill what a crash left behind. */
     pgid: integer("pgid"),

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { and, eq, type SQL } from "drizzle-orm";
 import type { Principal } from "../auth/principal.js";
+import type { SessionUsage } from "../events.js";
 import type { Database } from "./db.js";
 import { newestFirst, olderThan, type PageKey } from "./paging.js";
 import { type SessionRow, sessions } from "./schema.js";
@@ -9,6 +10,7 @@ export interface NewSession {
   ownerKeyId: string | null;
   workDir: string | null;
   title: string | null;
+  agent: string;
   permissionMode: string;
   model: string | null;
   effort: string;
@@ -66,4 +68,31 @@ export async function deleteSession(db: Database, id: string): Promise<boolean> 
     .where(eq(sessions.id, id))
     .returning({ id: sessions.id });
   return deleted.length > 0;
+}
+
+/** The session's usage so far (zero when it is gone). */
+export async function sessionTotals(db: Database, id: string): Promise<SessionUsage> {
+  const [row] = await db
+    .select({
+      input_tokens: sessions.inputTokens,
+      output_tokens: sessions.outputTokens,
+      cache_read_tokens: sessions.cacheReadTokens,
+      cache_creation_tokens: sessions.cacheCreationTokens,
+      cost_usd: sessions.costUsd,
+      num_turns: sessions.numTurns,
+      runs: sessions.runs,
+    })
+    .from(sessions)
+    .where(eq(sessions.id, id));
+  return (
+    row ?? {
+      input_tokens: 0,
+      output_tokens: 0,
+      cache_read_tokens: 0,
+      cache_creation_tokens: 0,
+      cost_usd: 0,
+      num_turns: 0,
+      runs: 0,
+    }
+  );
 }

@@ -40,16 +40,17 @@ describe.each(BACKENDS)("health on %s", (backend) => {
     expect(await res.json()).toEqual({ status: "ok" });
   });
 
-  it("readyz names the database and the claude CLI's version", async () => {
+  it("readyz names the database and each agent back-end with its CLI's version", async () => {
     const res = await t.app.request("/readyz");
     expect(res.status).toBe(200);
     const body = await res.json();
     expect(body).toMatchObject({
       status: "ok",
       database: backend,
-      claude: { bin: t.config.claude.bin, credentials: "ANTHROPIC_API_KEY" },
+      default_agent: "claude",
+      agents: { claude: { bin: t.config.claude.bin, credentials: "ANTHROPIC_API_KEY" } },
     });
-    expect(body.claude.version).toMatch(/\d+\.\d+\.\d+/);
+    expect(body.agents.claude.version).toMatch(/\d+\.\d+\.\d+/);
   });
 });
 

@@ -41,6 +41,8 @@ describe.each(BACKENDS)("sessions API on %s", (backend) => {
     const body = await res.json();
     expect(res.headers.get("location")).toBe(`/v1/sessions/${body.id}`);
     expect(body).toMatchObject({
+      agent: "claude",
+      agent_session_id: null,
       permission_mode: "plan",
       effort: "high",
       model: null,
@@ -50,6 +52,36 @@ describe.each(BACKENDS)("sessions API on %s", (backend) => {
       usage: { input_tokens: 0, output_tokens: 0, cost_usd: 0, runs: 0, num_turns: 0 },
     });
     expect(body.id).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  it("refuses an agent the server does not know, and changes nothing", async () => {
+    const before = await rowCount();
+    const res = await t.app.request("/v1/sessions", json({ agent: "gpt-engineer" }));
+    const body = await expectProblem(res, 400, "validation_failed");
+    expect(body.errors).toEqual([expect.objectContaining({ location: "body", path: "agent" })]);
+    expect(await rowCount()).toBe(before);
+  });
+
+  it("takes no message for a session whose agent this server no longer runs (503), starting nothing", async () => {
+    // As after a restart with fewer back-ends in AGENT_BRIDGE_AGENTS.
+    const [row] = await t.database.db
+      .insert(sessions)
+      .values({
+        id: randomUUID(),
+        agent: "retired-agent",
+        permissionMode: "plan",
+        effort: "high",
+        worktree: false,
+        createdAt: new Date(),
+        updatedAt: new Date(),
+        lastActivityAt: new Date(),
+      })
+      .returning();
+    const res = await t.app.request(`/v1/sessions/${row?.id}/messages`, json({ text: "hi" }));
+    const body = await expectProblem(res, 503, "agent_unavailable");
+    expect(body.detail).toContain("AGENT_BRIDGE_AGENTS");
+    const runs = await t.app.request(`/v1/sessions/${row?.id}/runs`);
+    expect((await runs.json()).data).toEqual([]);
   });
 
   it("creates a session with the options a client gives, and returns them on get", async () => {

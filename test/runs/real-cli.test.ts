@@ -92,10 +92,23 @@ describe.each(BACKENDS)("the real claude CLI through HTTP on %s", (backend) => {
           cache_read_tokens: 10,
           cache_creation_tokens: 5,
         },
+        agent_session_id: session.id,
         claude_session_id: session.id,
       },
     });
     expect((frames.at(-1)?.data as { cost_usd?: number } | undefined)?.cost_usd).toBeGreaterThan(0);
+    // The session and the run name their agent and the CLI's own session id.
+    expect(session).toMatchObject({ agent: "claude", agent_session_id: null });
+    const runId = (frames[0]?.data as { run_id?: string } | undefined)?.run_id;
+    expect(await api.json(`/v1/runs/${runId}`)).toMatchObject({
+      agent: "claude",
+      agent_session_id: session.id,
+      claude_session_id: session.id,
+    });
+    expect(await api.json(`/v1/sessions/${session.id}`)).toMatchObject({
+      agent: "claude",
+      agent_session_id: session.id,
+    });
   });
 
   it("runs a Bash tool for real and says so with a status event", async () => {

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
@@ -140,13 +141,26 @@ async function migrate(raw: RawDatabase, which: (name: string) => boolean) {
   }
 }
 
+/** A session with one queued run, in the tables as they were before migration 0007. */
+async function insertOldSessionRun(raw: RawDatabase): Promise<{ id: string }> {
+  const sessionId = randomUUID();
+  const runId = randomUUID();
+  await raw.exec(
+    `insert into sessions (id, permission_mode, effort, worktree, created_at, updated_at, last_activity_at)
+       values ('${sessionId}', 'acceptEdits', 'high', false, now(), now(), now());
+     insert into runs (id, session_id, status, trigger, prompt, created_at)
+       values ('${runId}', '${sessionId}', 'queued', 'message', 'hi', now())`,
+  );
+  return { id: runId };
+}
+
 describe.each(BACKENDS)("migrating logs to batches on %s", (backend) => {
   it("keeps every stored event, byte for byte, with both numberings", async () => {
     const raw = await rawDatabase(backend);
     try {
       await migrate(raw, (f) => f < "0007");
-      const run = await insertSessionRun(raw.db);
-      const empty = await insertSessionRun(raw.db);
+      const run = await insertOldSessionRun(raw);
+      const empty = await insertOldSessionRun(raw);
       // As the row-per-event log stored them: the type in its column, the rest as JSON text.
       // 2 500 events, the last a completion, and one whose data is empty: `{}`.
       const rows = numberedLog(2500);

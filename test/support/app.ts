@@ -109,8 +109,10 @@ export async function listen(
 /** Plain-fetch calls for the routes most tests go through, against a served app. */
 export function httpApi(url: string) {
   return {
-    newSession: async (): Promise<{ id: string }> =>
+    newSession: async (): Promise<{ id: string } & Record<string, unknown>> =>
       (await fetch(`${url}/v1/sessions`, { method: "POST" })).json(),
+    /** GET `path`, as JSON. */
+    json: async (path: string): Promise<unknown> => (await fetch(`${url}${path}`)).json(),
     postMessage: (sessionId: string, text: string, headers: Record<string, string> = {}) =>
       fetch(`${url}/v1/sessions/${sessionId}/messages`, {
         method: "POST",

@@ -129,6 +129,7 @@ export async function insertSessionRun(db: Database, prompt = "hi"): Promise<Run
     ownerKeyId: null,
     workDir: null,
     title: null,
+    agent: "claude",
     permissionMode: "acceptEdits",
     model: null,
     effort: "high",

@@ -351,6 +351,7 @@ describe("StreamMapper: completion", () => {
           num_turns: 1,
           duration_api_ms: 1000,
         },
+        agent_session_id: SESSION_ID,
         claude_session_id: SESSION_ID,
         last_message_uuid: "last-assistant",
       },
@@ -377,6 +378,7 @@ describe("StreamMapper: completion", () => {
         num_turns: 0,
         duration_api_ms: 0,
       },
+      agent_session_id: null,
       claude_session_id: null,
       last_message_uuid: null,
     });
@@ -494,6 +496,7 @@ describe("StreamMapper: completion", () => {
         num_turns: 0,
         duration_api_ms: 0,
       },
+      agent_session_id: SESSION_ID,
       claude_session_id: SESSION_ID,
       last_message_uuid: "a1",
     });
@@ -630,6 +633,7 @@ describe("StreamMapper on captured real CLI output", () => {
         num_turns: res.num_turns,
         duration_api_ms: res.duration_api_ms,
       },
+      agent_session_id: res.session_id,
       claude_session_id: res.session_id,
       last_message_uuid: mainMessages.at(-1)?.uuid ?? null,
     });

@@ -1,6 +1,6 @@
 import { createRequire } from "node:module";
 import type { RouteHandler } from "@hono/zod-openapi";
-import { findCredentials } from "../../../agents/claude/credentials.js";
+import type { AgentBackend, AgentName, AgentReadiness } from "../../../agents/agent.js";
 import { publicErrorText } from "../../../store/errors.js";
 import type { AppEnv } from "../../context.js";
 import { ApiError } from "../../errors.js";
@@ -27,32 +27,27 @@ export const healthz: RouteHandler<typeof routes.healthz, AppEnv> = (c) =>
   c.json({ status: "ok" as const }, 200);
 
 export const readyz: RouteHandler<typeof routes.readyz, AppEnv> = async (c) => {
-  const problems: string[] = [];
-  const [database, claude, credentials] = await Promise.allSettled([
+  const backends = c.var.agents.all;
+  const [database, ...agents] = await Promise.allSettled([
     c.var.database.ping(),
-    c.var.claudeProbe(),
-    findCredentials(c.var.config.claude.childEnv),
+    ...backends.map((b) => b.ready()),
   ]);
-  if (database.status === "rejected")
+  const problems: string[] = [];
+  if (database?.status === "rejected")
     problems.push(`database unreachable: ${publicErrorText(database.reason)}`);
-  if (claude.status === "rejected") problems.push(reason(claude.reason));
-  if (credentials.status === "rejected") problems.push(reason(credentials.reason));
-  if (
-    database.status === "rejected" ||
-    claude.status === "rejected" ||
-    credentials.status === "rejected"
-  ) {
-    throw new ApiError(503, "not_ready", problems.join("; "));
-  }
+  const ready: Partial<Record<AgentName, AgentReadiness>> = {};
+  agents.forEach((result, i) => {
+    const name = (backends[i] as AgentBackend).name;
+    if (result.status === "fulfilled") ready[name] = result.value as AgentReadiness;
+    else problems.push(reason(result.reason));
+  });
+  if (problems.length > 0) throw new ApiError(503, "not_ready", problems.join("; "));
   return c.json(
     {
       status: "ok" as const,
       database: c.var.database.kind,
-      claude: {
-        bin: c.var.config.claude.bin,
-        version: claude.value,
-        credentials: credentials.value,
-      },
+      default_agent: c.var.agents.defaultAgent,
+      agents: ready,
     },
     200,
   );

@@ -1,4 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
+import { AgentName } from "../../../agents/agent.js";
 import { problemResponses } from "../../errors.js";
 
 const tags = ["Health"];
@@ -17,15 +18,23 @@ export const Readiness = z
   .object({
     status: z.literal("ok"),
     database: z.enum(["pglite", "postgres"]),
-    claude: z.object({
-      bin: z.string(),
-      version: z.string(),
-      credentials: z.string().openapi({
-        description:
-          "What the CLI authenticates with, found without calling the API: a variable (`ANTHROPIC_API_KEY`, `ANTHROPIC_AUTH_TOKEN`, `CLAUDE_CODE_OAUTH_TOKEN`), a provider switch (`CLAUDE_CODE_USE_BEDROCK`, …), a login file (`.credentials.json`, `.claude.json`) or `apiKeyHelper`.",
-        example: "ANTHROPIC_API_KEY",
-      }),
-    }),
+    default_agent: AgentName,
+    agents: z
+      .partialRecord(
+        AgentName,
+        z
+          .object({
+            bin: z.string(),
+            version: z.string(),
+            credentials: z.string().openapi({
+              description:
+                "What the CLI authenticates with, found without calling the API. Claude Code: a variable (`ANTHROPIC_API_KEY`, `ANTHROPIC_AUTH_TOKEN`, `CLAUDE_CODE_OAUTH_TOKEN`), a provider switch (`CLAUDE_CODE_USE_BEDROCK`, …), a login file (`.credentials.json`, `.claude.json`) or `apiKeyHelper`.",
+              example: "ANTHROPIC_API_KEY",
+            }),
+          })
+          .openapi("AgentReadiness"),
+      )
+      .openapi({ description: "Each agent back-end this server runs (AGENT_BRIDGE_AGENTS)." }),
   })
   .openapi("Readiness");
 
@@ -57,9 +66,9 @@ export const readyz = createRoute({
   operationId: "readyz",
   tags,
   security: [],
-  summary: "Readiness: the database answers, the claude CLI runs and has credentials",
+  summary: "Readiness: the database answers, each agent CLI runs and has credentials",
   description:
-    "503 `not_ready` when any of them fails, naming each problem: a load balancer sends no traffic to an instance whose runs would all fail. A CLI without credentials (no `ANTHROPIC_API_KEY` or other login) is not ready. `/healthz` stays 200, so the process is not restarted for it.",
+    "503 `not_ready` when any of them fails, naming each problem: a load balancer sends no traffic to an instance whose runs would all fail. A CLI without credentials (for Claude Code: no `ANTHROPIC_API_KEY` or other login) is not ready. `/healthz` stays 200, so the process is not restarted for it.",
   responses: {
     200: { description: "Ready", content: { "application/json": { schema: Readiness } } },
     ...problemResponses(503),

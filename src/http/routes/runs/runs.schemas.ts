@@ -132,7 +132,14 @@ export const Run = z
     usage: Usage,
     cost_usd: z.number(),
     duration_ms: z.number().int().nullable(),
-    claude_session_id: z.string().nullable(),
+    agent: z.string().openapi({ description: "Its session's agent back-end.", example: "claude" }),
+    agent_session_id: z.string().nullable().openapi({
+      description: "The agent CLI's own session or thread id, once a run reported it.",
+    }),
+    claude_session_id: z
+      .string()
+      .nullable()
+      .openapi({ deprecated: true, description: "`agent_session_id` of a Claude Code run." }),
     last_message_uuid: z.string().nullable(),
     events_url: z.string(),
     // A union, not .nullable(): zod-openapi renders a nullable $ref as an allOf that can never be null.
@@ -229,7 +236,9 @@ export function toRun(
     },
     cost_usd: row.costUsd,
     duration_ms: row.durationMs,
-    claude_session_id: row.claudeSessionId,
+    agent: row.agent,
+    agent_session_id: row.agentSessionId,
+    claude_session_id: row.agent === "claude" ? row.agentSessionId : null,
     last_message_uuid: row.lastMessageUuid,
     events_url: `/v1/runs/${row.id}/events`,
     completion,

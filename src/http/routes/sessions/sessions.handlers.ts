@@ -1,4 +1,6 @@
 import type { RouteHandler } from "@hono/zod-openapi";
+import type { AgentBackend, SessionSettings } from "../../../agents/agent.js";
+import { type AgentRegistry, AgentUnavailableError } from "../../../agents/registry.js";
 import { enforcePolicy } from "../../../auth/policy.js";
 import { resolveWorkDir, WorkDirNotAllowedError } from "../../../auth/work-dir.js";
 import { activeRunIds } from "../../../store/runs.js";
@@ -31,6 +33,43 @@ async function requireWorktreePrerequisites(workDir: string) {
   }
 }
 
+/** The session's back-end; one this server does not run is the client's mistake here (400). */
+function agentFor(agents: AgentRegistry, name: string): AgentBackend {
+  try {
+    return agents.get(name);
+  } catch (err) {
+    if (!(err instanceof AgentUnavailableError)) throw err;
+    throw new ApiError(400, "agent_unavailable", err.message, {
+      errors: [{ location: "body", path: "agent", message: err.message }],
+    });
+  }
+}
+
+/** The body's field of each setting, for the issues an agent's settings schema finds. */
+const SETTING_FIELDS: Record<keyof SessionSettings, string> = {
+  permissionMode: "permission_mode",
+  effort: "effort",
+  model: "model",
+  systemPrompt: "system_prompt",
+  worktree: "worktree",
+};
+
+/** The settings, as the agent can honour them; a value it has no equivalent for is a 400. */
+function settingsFor(agent: AgentBackend, settings: SessionSettings): SessionSettings {
+  const parsed = agent.settings.safeParse(settings);
+  if (parsed.success) return parsed.data;
+  const errors = parsed.error.issues.map((issue) => {
+    const field = SETTING_FIELDS[issue.path[0] as keyof SessionSettings] ?? String(issue.path[0]);
+    return { location: "body" as const, path: field, message: `${agent.name}: ${issue.message}` };
+  });
+  throw new ApiError(
+    400,
+    "validation_failed",
+    `the ${agent.name} agent cannot honour ${errors.map((e) => e.path).join(", ")}: ${errors.map((e) => e.message).join("; ")}`,
+    { errors },
+  );
+}
+
 const worktreeDirty = (path: string) =>
   new ApiError(
     409,
@@ -52,23 +91,26 @@ export const createSession: RouteHandler<typeof routes.createSession, AppEnv> = 
       });
     }
   }
-  const worktree = body.worktree ?? claude.worktreeEnabled;
-  const permissionMode = body.permission_mode ?? claude.permissionMode;
-  await enforcePolicy(c.var.db, c.var.config, c.var.principal.keyId, {
-    permissionMode,
-    workDir,
-    worktree,
+  const agent = agentFor(c.var.agents, body.agent ?? c.var.config.agents.default);
+  const settings = settingsFor(agent, {
+    permissionMode: body.permission_mode ?? claude.permissionMode,
+    effort: body.effort ?? claude.effort,
+    model: body.model ?? claude.model ?? null,
+    systemPrompt: body.system_prompt ?? null,
+    worktree: body.worktree ?? claude.worktreeEnabled,
   });
-  if (worktree) await requireWorktreePrerequisites(workDir ?? claude.workDir);
+  await enforcePolicy(c.var.db, c.var.config, c.var.principal.keyId, {
+    permissionMode: settings.permissionMode,
+    workDir,
+    worktree: settings.worktree,
+  });
+  if (settings.worktree) await requireWorktreePrerequisites(workDir ?? claude.workDir);
   const row = await store.createSession(c.var.db, {
     ownerKeyId: c.var.principal.keyId,
     workDir,
     title: body.title ?? null,
-    permissionMode,
-    model: body.model ?? claude.model ?? null,
-    effort: body.effort ?? claude.effort,
-    systemPrompt: body.system_prompt ?? null,
-    worktree,
+    agent: agent.name,
+    ...settings,
     metadata: body.metadata ?? {},
   });
   return c.json(toSession(row, c.var.config), 201, { Location: `/v1/sessions/${row.id}` });

@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { AgentName } from "../../../agents/agent.js";
 import { Effort, PermissionMode } from "../../../agents/claude/options.js";
 import type { Config } from "../../../config.js";
 import { SessionUsage } from "../../../events.js";
@@ -13,6 +14,10 @@ export const SessionId = z.uuid({ error: "expected a session id (a UUID)" }).ope
 export const CreateSessionBody = z
   .strictObject({
     title: z.string().min(1).max(200).optional().openapi({ description: "A label for people." }),
+    agent: AgentName.optional().openapi({
+      description:
+        "The agent CLI the session's runs use, one of those the server runs (`GET /readyz` lists them). Default: the server's `AGENT_BRIDGE_AGENT`. The settings below apply to every agent; a value an agent has no equivalent for is refused (400) rather than ignored: see the README's Agents section.",
+    }),
     permission_mode: PermissionMode.optional().openapi({
       description:
         "How the agent may use tools. Default: the server's `AGENT_BRIDGE_CLAUDE_PERMISSION_MODE`.",
@@ -71,6 +76,15 @@ export const Session = z
   .object({
     id: z.string().openapi({ description: "Also the Claude Code CLI's session id." }),
     title: z.string().nullable(),
+    agent: z.string().openapi({
+      description:
+        "The session's agent back-end (`AgentName`; a string, so that a session of a back-end this version does not know still reads).",
+      example: "claude",
+    }),
+    agent_session_id: z.string().nullable().openapi({
+      description:
+        "The agent CLI's own session (Claude Code) or thread (Codex) id, once a run reported it.",
+    }),
     permission_mode: PermissionMode,
     model: z.string().nullable().openapi({ description: "null: the CLI's default model." }),
     effort: Effort,
@@ -141,6 +155,8 @@ export function toSession(
   return {
     id: row.id,
     title: row.title,
+    agent: row.agent,
+    agent_session_id: row.agentSessionId,
     permission_mode: PermissionMode.parse(row.permissionMode),
     model: row.model,
     effort: Effort.parse(row.effort),

@@ -1,0 +1,88 @@
+import { z } from "@hono/zod-openapi";
+import type { BridgeEvent, SessionUsage } from "../events.js";
+import type { Logger } from "../log.js";
+import type { AgentIdentity } from "../process/tenant-homes.js";
+import { Effort, PermissionMode } from "./claude/options.js";
+
+// What an agent back-end is to the rest of the bridge. A back-end turns one message into one run
+// of its CLI and yields only generic BridgeEvents, ending with exactly one `completion`; the run
+// manager, the log, the routes and the clients need no change for a new one. Process supervision
+// (the spawner, process groups, timeouts, cancel) is shared: src/process/driver.ts.
+
+export const AGENT_NAMES = ["claude"] as const;
+export const AgentName = z.enum(AGENT_NAMES).openapi("AgentName", {
+  description: "The agent CLI a session runs: `claude` (Claude Code) or `codex` (OpenAI Codex).",
+});
+export type AgentName = z.infer<typeof AgentName>;
+
+/**
+ * A session's settings, the same fields for every back-end (each back-end maps them onto its CLI,
+ * see `AgentBackend.settings`).
+ */
+export const SessionSettings = z.object({
+  permissionMode: PermissionMode,
+  effort: Effort,
+  model: z.string().nullable(),
+  systemPrompt: z.string().nullable(),
+  worktree: z.boolean(),
+});
+export type SessionSettings = z.infer<typeof SessionSettings>;
+
+/** One message's run, as the run manager hands it to a back-end. */
+export interface AgentRunRequest {
+  /** The bridge's session id. */
+  sessionId: string;
+  /** The back-end's own session (thread) id, as it reported it on an earlier run; null before. */
+  agentSessionId: string | null;
+  /** Whether an earlier run of the session was started, so its conversation may exist. */
+  resume: boolean;
+  prompt: string;
+  settings: SessionSettings;
+  /** The message's system prompt, added to the session's. */
+  messageSystemPrompt: string | null;
+  /** What the session's earlier runs used (a back-end that reports running totals subtracts it). */
+  usageBefore: () => Promise<SessionUsage>;
+  /** USD the run may spend, when its key has a budget. */
+  maxBudgetUsd: number | null;
+  cwd: string;
+  /** Set: the CLI runs as the agent user, in its tenant's HOME (src/process/tenant-homes.ts). */
+  identity?: AgentIdentity;
+}
+
+export interface RunContext {
+  logger: Logger;
+  /** Called once the CLI runs, with its process group id (to clean up after a crash). */
+  onSpawn: (pgid: number) => void;
+}
+
+/** What `/readyz` shows of a back-end. */
+export interface AgentReadiness {
+  bin: string;
+  version: string;
+  /** Where the CLI's credentials come from (names of variables or files, never values). */
+  credentials: string;
+}
+
+export interface AgentBackend {
+  readonly name: AgentName;
+  /**
+   * The values of the generic session settings this back-end can honour; a session asking for
+   * another is refused (400) with the issue's message, rather than run without it.
+   */
+  readonly settings: z.ZodType<SessionSettings>;
+  /** The CLI runs and has credentials; rejects with a message an operator can act on. */
+  ready(): Promise<AgentReadiness>;
+  run(
+    request: AgentRunRequest,
+    context: RunContext,
+    signal: AbortSignal,
+  ): AsyncGenerator<BridgeEvent[]>;
+}
+
+/** The message and the session's system prompts, in that order of precedence, joined. */
+export function joinSystemPrompts(request: AgentRunRequest): string | null {
+  const parts = [request.settings.systemPrompt, request.messageSystemPrompt].filter(
+    (p): p is string => Boolean(p),
+  );
+  return parts.length ? parts.join("\n\n") : null;
+}
