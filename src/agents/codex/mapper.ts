@@ -7,6 +7,14 @@ import {
   type CompletionStatusValue,
   type Usage,
 } from "../../events.js";
+import {
+  cut,
+  DEFAULT_MAX_TOOL_RESULT_CHARS,
+  int,
+  isRecord,
+  type Json,
+  str,
+} from "../line-fields.js";
 
 // Turns the JSONL lines of `codex exec --json` (already parsed) into BridgeEvents. Pure and
 // synchronous: feed it lines in order with `push`; `turn.completed` or `turn.failed` yields the
@@ -20,8 +28,6 @@ import {
 // `exec resume`), so a run's own usage is the difference from the totals its previous run ended
 // with, which the caller passes in and reads back from `usageTotals`.
 
-type Json = Record<string, unknown>;
-
 /** `turn.completed.usage` of codex-cli 0.171.0: running totals over the thread. */
 export interface CodexUsageTotals {
   input_tokens: number;
@@ -31,7 +37,7 @@ export interface CodexUsageTotals {
   reasoning_output_tokens: number;
 }
 
-export const ZERO_CODEX_USAGE: CodexUsageTotals = {
+const ZERO_CODEX_USAGE: CodexUsageTotals = {
   input_tokens: 0,
   cached_input_tokens: 0,
   cache_write_input_tokens: 0,
@@ -64,8 +70,6 @@ export interface CodexMapperOptions {
   elapsedMs?: () => number;
 }
 
-export const DEFAULT_MAX_TOOL_RESULT_CHARS = 16_384;
-
 /** What an operator does about a codex without a valid key: a run's error says it. */
 const NOT_AUTHENTICATED =
   "the codex CLI has no valid credentials: set OPENAI_API_KEY in the server's environment and restart it";
@@ -80,27 +84,6 @@ const ITEM_TOOLS: Record<string, { name: string; kind: ToolKind }> = {
   web_search: { name: "web_search", kind: "web" },
   todo_list: { name: "todo_list", kind: "todo" },
 };
-
-function isRecord(value: unknown): value is Json {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-function str(value: unknown): string | undefined {
-  return typeof value === "string" ? value : undefined;
-}
-
-function int(value: unknown): number {
-  return typeof value === "number" && Number.isFinite(value) ? Math.round(value) : 0;
-}
-
-function cut(text: string, max: number): { content: string; truncated: boolean } {
-  if (text.length <= max) return { content: text, truncated: false };
-  let end = max;
-  // Do not split a surrogate pair.
-  const code = text.charCodeAt(end - 1);
-  if (code >= 0xd800 && code <= 0xdbff) end--;
-  return { content: text.slice(0, end), truncated: true };
-}
 
 function totalsOf(usage: unknown): CodexUsageTotals {
   const u = isRecord(usage) ? usage : {};
@@ -384,9 +367,9 @@ export class CodexMapper {
 
   private failed(line: Json): CodexCompletionEvent {
     this.finished = true;
-    const error = isRecord(line.error) ? str(line.error.message) : undefined;
-    const reported = readableError(error ?? this.lastError ?? "codex reported a failed turn");
-    const notAuthenticated = AUTH_FAILURE.test(error ?? this.lastError ?? "");
+    const said = (isRecord(line.error) ? str(line.error.message) : undefined) ?? this.lastError;
+    const reported = readableError(said ?? "codex reported a failed turn");
+    const notAuthenticated = said !== null && AUTH_FAILURE.test(said);
     return {
       type: "completion",
       status: "failed",
@@ -394,10 +377,11 @@ export class CodexMapper {
       result: null,
       error: notAuthenticated ? `${NOT_AUTHENTICATED} (codex said: ${reported})` : reported,
       error_code: notAuthenticated ? "agent_not_authenticated" : "agent_error",
-      // A failed turn reports no usage: what it spent shows in the next turn's totals.
-      cost_usd: this.price === undefined ? null : 0,
+      // A failed turn reports no usage, so its cost is unknown (what it spent shows in the next
+      // turn's totals).
+      cost_usd: null,
       duration_ms: Math.round(this.elapsedMs()),
-      usage: this.bridgeUsage(ZERO_CODEX_USAGE, 0),
+      usage: this.bridgeUsage(ZERO_CODEX_USAGE),
       claude_session_id: this.thread,
       last_message_uuid: null,
       ...this.dropped(),
@@ -408,13 +392,14 @@ export class CodexMapper {
    * The bridge's usage: its `input_tokens` are the uncached ones (as Anthropic counts them),
    * while OpenAI's `input_tokens` include the cached ones.
    */
-  private bridgeUsage(run: CodexUsageTotals, turns = 1): Usage {
+  private bridgeUsage(run: CodexUsageTotals): Usage {
     return {
       input_tokens: Math.max(0, run.input_tokens - run.cached_input_tokens),
       output_tokens: run.output_tokens,
       cache_read_tokens: run.cached_input_tokens,
       cache_creation_tokens: run.cache_write_input_tokens,
-      num_turns: turns,
+      // One codex turn per run (codex does not count its model requests).
+      num_turns: 1,
       duration_api_ms: 0,
     };
   }

@@ -145,7 +145,7 @@ describe("CodexMapper on the real CLI's output", () => {
         error: "mock failure: bad request",
         error_code: "agent_error",
         cost_usd: null,
-        usage: expect.objectContaining({ input_tokens: 0, output_tokens: 0, num_turns: 0 }),
+        usage: expect.objectContaining({ input_tokens: 0, output_tokens: 0, num_turns: 1 }),
       }),
     ]);
   });
