@@ -64,6 +64,9 @@ export function codexEnvVars(codexHome: string, home: string): Record<string, st
     // A UTF-8 locale, so the commands codex runs behave the same everywhere.
     LANG: "C.UTF-8",
     OPENAI_API_KEY: CODEX_TEST_KEY,
+    // codex leaves /tmp/codex-bwrap-synthetic-mount-targets-<uid> behind, else under TMPDIR
+    // (it makes an empty /tmp/codex-daemon-<uid> whatever TMPDIR says).
+    TMPDIR: join(home, "tmp"),
   };
 }
 
@@ -75,6 +78,7 @@ export async function makeCodexEnv(mockUrl: string): Promise<CodexEnv> {
   const codexHome = join(home, ".codex");
   const cwd = join(root, "work");
   await mkdir(codexHome, { recursive: true });
+  await mkdir(join(home, "tmp"));
   await mkdir(cwd);
   await writeFile(join(codexHome, "config.toml"), codexConfig(mockUrl));
   return {
