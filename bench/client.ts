@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
-import { userMessageLine } from "../src/claude/command.js";
+import { userMessageLine } from "../src/agents/claude/command.js";
 
 // The bench's side of the wire: plain node:http (one agent, no pool limit), a minimal SSE frame
 // parser, the fake CLI driven directly for the floors, and the server's memory from /proc.

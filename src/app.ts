@@ -4,9 +4,8 @@ import { except } from "hono/combine";
 import { cors } from "hono/cors";
 import { methodNotAllowed } from "hono/method-not-allowed";
 import { requestId } from "hono/request-id";
+import { createClaudeProbe } from "./agents/claude/version.js";
 import { policyGate } from "./auth/policy.js";
-import { RUNNER_DEFAULTS } from "./claude/runner.js";
-import { createClaudeProbe } from "./claude/version.js";
 import type { Config } from "./config.js";
 import { callbackBody } from "./hooks/callback-body.js";
 import { CallbackOutbox } from "./hooks/outbox.js";
@@ -24,6 +23,7 @@ import { StreamLimiter } from "./http/streams.js";
 import type { Logger } from "./log.js";
 import { Metrics } from "./metrics.js";
 import { resolveAgentUser } from "./process/agent-user.js";
+import { DRIVER_DEFAULTS } from "./process/driver.js";
 import { TenantHomes } from "./process/tenant-homes.js";
 import { RunManager } from "./runs/manager.js";
 import type { DatabaseHandle } from "./store/db.js";
@@ -61,8 +61,8 @@ export function buildDeps(config: Config, database: DatabaseHandle, logger: Logg
       timeoutMs: claude.timeoutSeconds * 1000,
       idleTimeoutMs: claude.idleTimeoutSeconds * 1000,
       maxLineBytes: claude.maxLineBytes,
-      stderrTailBytes: RUNNER_DEFAULTS.stderrTailBytes,
-      killGraceMs: RUNNER_DEFAULTS.killGraceMs,
+      stderrTailBytes: DRIVER_DEFAULTS.stderrTailBytes,
+      killGraceMs: DRIVER_DEFAULTS.killGraceMs,
     },
   });
   return {

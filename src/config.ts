@@ -3,9 +3,9 @@ import { createRequire } from "node:module";
 import { isIP } from "node:net";
 import path from "node:path";
 import { z } from "zod";
+import { childEnvironment } from "./agents/claude/env.js";
+import { EFFORTS, PERMISSION_MODES } from "./agents/claude/options.js";
 import { isWellFormedKey } from "./auth/keys.js";
-import { childEnvironment } from "./claude/env.js";
-import { EFFORTS, PERMISSION_MODES } from "./claude/options.js";
 import { MAX_VALUE_CHARS } from "./hooks/template.js";
 import type { LogLevel } from "./log.js";
 

@@ -1,7 +1,7 @@
 import type { Command } from "commander";
+import { PERMISSION_MODES, PermissionMode } from "../agents/claude/options.js";
 import { issueKey } from "../auth/keys.js";
 import { type PolicyInput, policyColumns, policyOf } from "../auth/policy.js";
-import { PERMISSION_MODES, PermissionMode } from "../claude/options.js";
 import { type Config, loadConfig } from "../config.js";
 import { type DatabaseHandle, openDatabase } from "../store/db.js";
 import { listKeys, revokeKey, updateKeyPolicy } from "../store/keys.js";

@@ -1,5 +1,5 @@
+import type { ClaudeProbe } from "../agents/claude/version.js";
 import type { Principal } from "../auth/principal.js";
-import type { ClaudeProbe } from "../claude/version.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";

@@ -1,16 +1,16 @@
 import { createHash } from "node:crypto";
+import { Effort, PermissionMode } from "../agents/claude/options.js";
+import { type RunnerConfig, runClaude } from "../agents/claude/runner.js";
 import {
   BudgetExhaustedError,
   PolicyDeniedError,
   type RunAllowance,
   type RunGate,
 } from "../auth/policy.js";
-import { Effort, PermissionMode } from "../claude/options.js";
-import { bootId, terminateGroup } from "../claude/process.js";
-import { type RunnerConfig, runClaude } from "../claude/runner.js";
 import { type BridgeEvent, bareCompletion, type CompletionEvent } from "../events.js";
 import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
+import { bootId, terminateGroup } from "../process/groups.js";
 import type { TenantHomes } from "../process/tenant-homes.js";
 import type { Database } from "../store/db.js";
 import { describeDbError, uniqueViolation } from "../store/errors.js";

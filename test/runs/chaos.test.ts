@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { groupAlive } from "../../src/claude/process.js";
+import { groupAlive } from "../../src/process/groups.js";
 import { openDatabase } from "../../src/store/db.js";
 import { listEventBatches } from "../../src/store/events.js";
 import { unfinishedRuns } from "../../src/store/runs.js";

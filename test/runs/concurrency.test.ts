@@ -1,6 +1,6 @@
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { groupAlive } from "../../src/claude/process.js";
+import { groupAlive } from "../../src/process/groups.js";
 import { runEventBatches } from "../../src/store/schema.js";
 import { createTestApp, httpApi, listen, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { groupAlive } from "../../src/claude/process.js";
+import { groupAlive } from "../../src/process/groups.js";
 import { createTestApp, httpApi, listen, type TestApp } from "../support/app.js";
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
 import { BACKENDS } from "../support/db.js";

@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { bootId, groupAlive, terminateGroup } from "../../src/claude/process.js";
+import { bootId, groupAlive, terminateGroup } from "../../src/process/groups.js";
 import * as runStore from "../../src/store/runs.js";
 import { createTestApp, type TestApp } from "../support/app.js";
 import { BACKENDS, insertSessionRun } from "../support/db.js";

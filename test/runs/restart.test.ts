@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from "vitest";
-import { groupAlive } from "../../src/claude/process.js";
+import { groupAlive } from "../../src/process/groups.js";
 import { serverDatabases } from "../support/db.js";
 import { fakeClaude } from "../support/fake-claude.js";
 import { longRun } from "../support/fake-scenarios.js";

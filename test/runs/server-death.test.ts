@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from "vitest";
-import { groupAlive, liveGroupMembers, terminateGroup } from "../../src/claude/process.js";
+import { groupAlive, liveGroupMembers, terminateGroup } from "../../src/process/groups.js";
 import { makeClaudeEnv } from "../support/claude-env.js";
 import { serverDatabases } from "../support/db.js";
 import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";

@@ -1,7 +1,7 @@
 import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import type { RunnerConfig } from "../../src/claude/runner.js";
+import type { RunnerConfig } from "../../src/agents/claude/runner.js";
 
 // The typed side of the scripted fake CLI (fake-claude.mjs): write a scenario, get a `bin` the
 // runner can spawn and a way to read back what the fake saw.

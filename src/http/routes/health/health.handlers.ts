@@ -1,6 +1,6 @@
 import { createRequire } from "node:module";
 import type { RouteHandler } from "@hono/zod-openapi";
-import { findCredentials } from "../../../claude/credentials.js";
+import { findCredentials } from "../../../agents/claude/credentials.js";
 import { publicErrorText } from "../../../store/errors.js";
 import type { AppEnv } from "../../context.js";
 import { ApiError } from "../../errors.js";

@@ -1,9 +1,9 @@
 import { createHash } from "node:crypto";
 import type { RouteHandler } from "@hono/zod-openapi";
 import type { Context } from "hono";
+import { PermissionMode } from "../../../agents/claude/options.js";
 import { enforcePolicy } from "../../../auth/policy.js";
 import { resolveWorkDir, WorkDirNotAllowedError } from "../../../auth/work-dir.js";
-import { PermissionMode } from "../../../claude/options.js";
 import type { Config } from "../../../config.js";
 import { CallbackTargets } from "../../../hooks/callback-targets.js";
 import {

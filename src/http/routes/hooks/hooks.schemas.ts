@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { Effort, PermissionMode } from "../../../claude/options.js";
+import { Effort, PermissionMode } from "../../../agents/claude/options.js";
 import { nextTick } from "../../../hooks/scheduler.js";
 import { MAX_VALUE_CHARS } from "../../../hooks/template.js";
 import { VERIFICATION_KINDS } from "../../../hooks/verify.js";

@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
+import { PermissionMode } from "../../../agents/claude/options.js";
 import { type KeyPolicy, policyOf } from "../../../auth/policy.js";
-import { PermissionMode } from "../../../claude/options.js";
 import type { Config } from "../../../config.js";
 import type { ApiKeyRow } from "../../../store/schema.js";
 

@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { Effort, PermissionMode } from "../../../claude/options.js";
+import { Effort, PermissionMode } from "../../../agents/claude/options.js";
 import type { Config } from "../../../config.js";
 import { SessionUsage } from "../../../events.js";
 import type { SessionRow, WorktreeRow } from "../../../store/schema.js";

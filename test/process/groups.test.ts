@@ -6,7 +6,7 @@ import {
   groupAlive,
   liveGroupMembers,
   terminateGroup,
-} from "../../src/claude/process.js";
+} from "../../src/process/groups.js";
 
 describe("ByteTail", () => {
   it("keeps the last maxBytes bytes across many small chunks", () => {

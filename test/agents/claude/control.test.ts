@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { ASK_DENY_MESSAGE, answerControlRequest } from "../../src/claude/control.js";
-import { controlRequest, QUESTION_INPUT } from "../support/stream-json-lines.js";
+import { ASK_DENY_MESSAGE, answerControlRequest } from "../../../src/agents/claude/control.js";
+import { controlRequest, QUESTION_INPUT } from "../../support/stream-json-lines.js";
 
 const parse = (line: string) => {
   expect(line.endsWith("\n")).toBe(true);

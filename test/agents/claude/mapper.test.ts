@@ -1,8 +1,8 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
-import { StreamMapper } from "../../src/claude/mapper.js";
-import { BridgeEvent } from "../../src/events.js";
+import { StreamMapper } from "../../../src/agents/claude/mapper.js";
+import { BridgeEvent } from "../../../src/events.js";
 import {
   assistant,
   messageStart,
@@ -17,7 +17,7 @@ import {
   toolResult,
   toolUse,
   toolUseStart,
-} from "../support/stream-json-lines.js";
+} from "../../support/stream-json-lines.js";
 
 type Json = Record<string, unknown>;
 
@@ -501,7 +501,7 @@ describe("StreamMapper: completion", () => {
 });
 
 // Captured output of the real CLI (2.1.328) against the mock Messages API; see the README there.
-const FIXTURES = resolve(import.meta.dirname, "../fixtures/stream-json");
+const FIXTURES = resolve(import.meta.dirname, "../../fixtures/stream-json");
 const fixtureFiles = (() => {
   try {
     return readdirSync(FIXTURES)

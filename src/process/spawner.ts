@@ -1,7 +1,7 @@
 import { type ChildProcess, fork } from "node:child_process";
 import type { Socket } from "node:net";
 import { fileURLToPath } from "node:url";
-import { commandAs, type RunAs } from "../process/agent-user.js";
+import { commandAs, type RunAs } from "./agent-user.js";
 
 // Starts CLI processes through a small helper process (spawner-child.mjs says why), forked on
 // first use and again after it is lost.

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { LineFramer, NdjsonReader } from "../../src/claude/framer.js";
+import { LineFramer, NdjsonReader } from "../../src/process/framer.js";
 
 const MB = 1024 * 1024;
 

@@ -4,8 +4,8 @@ import {
   buildClaudeArgs,
   type CommandInput,
   userMessageLine,
-} from "../../src/claude/command.js";
-import { InvalidRunRequestError } from "../../src/claude/errors.js";
+} from "../../../src/agents/claude/command.js";
+import { InvalidRunRequestError } from "../../../src/process/errors.js";
 
 const SID = "11111111-2222-3333-4444-555555555555";
 const base: CommandInput = { claudeSessionId: SID, resume: false, permissionMode: "default" };

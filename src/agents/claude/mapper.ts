@@ -4,7 +4,7 @@ import {
   type CompletionErrorCode,
   type CompletionEvent,
   type CompletionStatusValue,
-} from "../events.js";
+} from "../../events.js";
 import { ASK_USER_QUESTION, toolKind, toolStatusMessage } from "./tools.js";
 
 // Turns the CLI's stream-json lines (already parsed) into BridgeEvents. Pure and synchronous:

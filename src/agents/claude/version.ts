@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { commandAs, type RunAs } from "../process/agent-user.js";
+import { commandAs, type RunAs } from "../../process/agent-user.js";
 
 export type ClaudeProbe = () => Promise<string>;
 

@@ -3,18 +3,22 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { buildClaudeArgs, userMessageLine } from "../../src/claude/command.js";
-import { ASK_DENY_MESSAGE } from "../../src/claude/control.js";
-import { groupAlive } from "../../src/claude/process.js";
-import { type RunnerConfig, type RunRequest, runClaude } from "../../src/claude/runner.js";
-import type { BridgeEvent, CompletionEvent } from "../../src/events.js";
-import { createLogger } from "../../src/log.js";
+import { buildClaudeArgs, userMessageLine } from "../../../src/agents/claude/command.js";
+import { ASK_DENY_MESSAGE } from "../../../src/agents/claude/control.js";
+import {
+  type RunnerConfig,
+  type RunRequest,
+  runClaude,
+} from "../../../src/agents/claude/runner.js";
+import type { BridgeEvent, CompletionEvent } from "../../../src/events.js";
+import { createLogger } from "../../../src/log.js";
+import { groupAlive } from "../../../src/process/groups.js";
 import {
   type FakeClaude,
   type FakeScenario,
   fakeClaude,
   fakeRunnerConfig,
-} from "../support/fake-claude.js";
+} from "../../support/fake-claude.js";
 import {
   assistant,
   controlRequest,
@@ -25,7 +29,7 @@ import {
   systemInit,
   toolResult,
   toolUse,
-} from "../support/stream-json-lines.js";
+} from "../../support/stream-json-lines.js";
 
 const fakes: FakeClaude[] = [];
 afterEach(async () => {

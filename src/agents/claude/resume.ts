@@ -1,5 +1,5 @@
-import type { BridgeEvent, CompletionEvent } from "../events.js";
-import type { Logger } from "../log.js";
+import type { BridgeEvent, CompletionEvent } from "../../events.js";
+import type { Logger } from "../../log.js";
 import type { RunRequest } from "./runner.js";
 
 // Whether a run starts the CLI's session (`--session-id`) or continues it (`--resume`) is asked

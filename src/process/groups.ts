@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { readdir, readFile } from "node:fs/promises";
 import type { Logger } from "../log.js";
 
-// Process-group handling for the CLI child (spawned with `detached: true`, so its pid is its
+// Process-group handling for agent CLI children (spawned with `detached: true`, so a pid is its
 // process group id) and the bounded stderr tail.
 
 /** Sends `signal` to every process of the group; false when the group no longer exists. */
@@ -91,13 +91,13 @@ export async function terminateGroup(
 ): Promise<void> {
   if (!signalGroup(pgid, "SIGTERM")) return;
   if (await waitGone(pgid, graceMs)) return;
-  logger?.warn("claude process group ignored SIGTERM; sending SIGKILL", {
+  logger?.warn("an agent process group ignored SIGTERM; sending SIGKILL", {
     pgid,
     grace_ms: graceMs,
   });
   if (!signalGroup(pgid, "SIGKILL")) return;
   if (!(await waitGone(pgid, 1000)))
-    logger?.error("claude process group survived SIGKILL", { pgid });
+    logger?.error("an agent process group survived SIGKILL", { pgid });
 }
 
 /** Keeps the last `maxBytes` bytes written to it. */

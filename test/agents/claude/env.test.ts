@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { childEnvironment } from "../../src/claude/env.js";
+import { childEnvironment } from "../../../src/agents/claude/env.js";
 
 const source = {
   PATH: "/usr/bin:/bin",

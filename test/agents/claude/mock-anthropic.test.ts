@@ -11,19 +11,19 @@ import {
   makeClaudeEnv,
   runCli,
   type StreamLine,
-} from "../support/claude-env.js";
+} from "../../support/claude-env.js";
 import {
   type MessagesBody,
   type MockAnthropic,
   type MockTurn,
   startMockAnthropic,
-} from "../support/mock-anthropic.js";
+} from "../../support/mock-anthropic.js";
 
 // The real `claude` binary against the local mock Messages API. These tests prove the mock
 // works and pin down what the CLI really prints; with UPDATE_FIXTURES=1 they also rewrite
 // test/fixtures/stream-json/<case>.ndjson (described in that folder's README.md).
 
-const FIXTURES = resolve(import.meta.dirname, "../fixtures/stream-json");
+const FIXTURES = resolve(import.meta.dirname, "../../fixtures/stream-json");
 const UPDATE = process.env.UPDATE_FIXTURES === "1";
 
 const cleanups: Array<() => Promise<void>> = [];

@@ -1,52 +1,71 @@
 import { stat } from "node:fs/promises";
 import type { BridgeEvent, CompletionEvent } from "../events.js";
 import { type Logger, silentLogger } from "../log.js";
-import type { AgentIdentity } from "../process/tenant-homes.js";
-import { buildClaudeArgs, type CommandInput, userMessageLine } from "./command.js";
-import { answerControlRequest } from "./control.js";
+import type { RunAs } from "./agent-user.js";
 import {
-  ClaudeCancelledError,
-  ClaudeExitError,
-  ClaudeNoResultError,
-  ClaudeNotFoundError,
-  ClaudeSpawnError,
-  ClaudeStalledError,
-  ClaudeTimeoutError,
-  InvalidRunRequestError,
-  RunnerError,
+  AgentExitError,
+  type AgentLabel,
+  AgentNoResultError,
+  AgentNotFoundError,
+  AgentSpawnError,
+  AgentStalledError,
+  AgentTimeoutError,
+  RunCancelledError,
+  type RunnerError,
   WorkDirNotFoundError,
 } from "./errors.js";
 import { NdjsonReader } from "./framer.js";
-import { StreamMapper } from "./mapper.js";
-import { ByteTail, terminateGroup } from "./process.js";
-import { withSessionFallback } from "./resume.js";
+import { ByteTail, terminateGroup } from "./groups.js";
 import { type SpawnedProcess, spawnProcess } from "./spawner.js";
 
-// Runs one `claude -p` for one message and yields its BridgeEvents in batches (what the CLI wrote
-// while the consumer was busy with the previous batch), ending with exactly one `completion`
-// whatever happens. The child runs in its own process group; the read loop stops at the `result`
-// line (not at EOF, which a grandchild holding stdout could delay forever).
+// Drives one agent CLI process for one run, whatever the agent: starts it in its own process
+// group, writes its input, frames its stdout into JSON lines for the back-end's protocol, and
+// yields the protocol's BridgeEvents in batches (what the CLI wrote while the consumer was busy
+// with the previous batch), ending with exactly one `completion` whatever happens. The read loop
+// stops at the protocol's completion (not at EOF, which a grandchild holding stdout could delay
+// forever).
 //
-// The completion's batch is yielded as soon as the outcome is known (a result line, a timeout, a
+// The completion's batch is yielded as soon as the outcome is known (the CLI's own, a timeout, a
 // stall, a cancel, the process's end), and stopping the group starts just before it: stdin closes
-// (after a result the CLI exits by itself), then SIGTERM, `killGraceMs`, SIGKILL. The generator's
+// (after its outcome a CLI exits by itself), then SIGTERM, `killGraceMs`, SIGKILL. The generator's
 // return, whether the consumer asks for the next item or calls return() (also early), resolves
 // only once the group is gone: a consumer that holds the run's slot until then never has two CLIs
 // in one slot.
 
-/** One message to the CLI: the command's options, plus the prompt (stdin) and where to run. */
-export interface RunRequest extends CommandInput {
-  prompt: string;
+/** The command of one run. */
+export interface AgentCommand {
+  label: AgentLabel;
+  /** Path (or PATH name) of the binary. */
+  bin: string;
+  args: string[];
   cwd: string;
-  /** Set: the CLI runs as the agent user, in its tenant's HOME (src/process/tenant-homes.ts). */
-  identity?: AgentIdentity;
+  /** The child's complete environment. */
+  env: Record<string, string>;
+  /** Set: the CLI runs as another user (src/process/agent-user.ts). */
+  runAs?: RunAs;
+  /** Written to stdin once the process runs. */
+  input: string;
+  /**
+   * Whether stdin closes after the input (a CLI that reads its prompt to EOF); otherwise it stays
+   * open for the protocol's replies until the run stops.
+   */
+  closeInput: boolean;
 }
 
-export interface RunnerConfig {
-  /** Path (or PATH name) of the claude binary. */
-  bin: string;
-  /** The child's complete environment (see env.ts `childEnvironment`). */
-  env: Record<string, string>;
+/** A back-end's side of the conversation: what its CLI's lines mean. */
+export interface LineProtocol {
+  /**
+   * The events of one stdout line; a `completion` among them is the CLI's outcome and ends the
+   * read loop. `reply` writes to the CLI's stdin (control answers).
+   */
+  onLine(line: Record<string, unknown>, reply: (text: string) => void): BridgeEvent[];
+  /** A line over the size bound was dropped (its events are missing). */
+  lineDropped(): void;
+  /** The completion of a run that ended without the CLI's own outcome. */
+  failure(err: RunnerError, elapsedMs: number): CompletionEvent;
+}
+
+export interface DriverConfig {
   /** Wall-clock limit of a run; 0 disables it. */
   timeoutMs: number;
   /** Longest time without any output (stdout or stderr) before the run counts as stalled; 0 disables it. */
@@ -55,15 +74,15 @@ export interface RunnerConfig {
   maxLineBytes: number;
   /** How much of stderr is kept for error messages. */
   stderrTailBytes: number;
-  /** Time between SIGTERM and SIGKILL (and allowed for a clean exit after the result). */
+  /** Time between SIGTERM and SIGKILL (and allowed for a clean exit after the outcome). */
   killGraceMs: number;
   logger?: Logger;
   /** Called once the child runs, with its process group id (to clean up after a crash). */
   onSpawn?: (pgid: number) => void;
 }
 
-/** Defaults for callers building a RunnerConfig. */
-export const RUNNER_DEFAULTS = {
+/** Defaults for callers building a DriverConfig. */
+export const DRIVER_DEFAULTS = {
   maxLineBytes: 16 * 1024 * 1024,
   stderrTailBytes: 64 * 1024,
   killGraceMs: 5000,
@@ -142,69 +161,51 @@ async function isDirectory(path: string): Promise<boolean> {
   }
 }
 
-async function spawnFailure(err: NodeJS.ErrnoException, bin: string, cwd: string) {
+async function spawnFailure(err: NodeJS.ErrnoException, label: AgentLabel, cwd: string) {
   if (err.code === "ENOENT") {
     // spawn says ENOENT for a missing cwd too.
-    return (await isDirectory(cwd)) ? new ClaudeNotFoundError(bin) : new WorkDirNotFoundError(cwd);
+    return (await isDirectory(cwd)) ? new AgentNotFoundError(label) : new WorkDirNotFoundError(cwd);
   }
-  return new ClaudeSpawnError(bin, err);
+  return new AgentSpawnError(label, err);
 }
 
-/** One run; started again once with the other session flag when the CLI asks for it (resume.ts). */
-export function runClaude(
-  req: RunRequest,
-  config: RunnerConfig,
+/** Runs `command` and yields its protocol's events, ending with exactly one completion. */
+export async function* driveAgentProcess(
+  command: AgentCommand,
+  protocol: LineProtocol,
+  config: DriverConfig,
   signal?: AbortSignal,
 ): AsyncGenerator<BridgeEvent[]> {
+  const { label } = command;
   const log = config.logger ?? silentLogger;
-  return withSessionFallback(req, (r) => runClaudeOnce(r, config, signal), log);
-}
-
-async function* runClaudeOnce(
-  req: RunRequest,
-  config: RunnerConfig,
-  signal?: AbortSignal,
-): AsyncGenerator<BridgeEvent[]> {
-  const log = (config.logger ?? silentLogger).child({ claude_session_id: req.claudeSessionId });
   const startedAt = performance.now();
   const elapsed = () => performance.now() - startedAt;
-  const mapper = new StreamMapper({ elapsedMs: elapsed });
-  const fail = (err: RunnerError) => mapper.failure(err.status, err.message, err.code, elapsed());
+  const fail = (err: RunnerError) => protocol.failure(err, elapsed());
 
   if (signal?.aborted) {
-    yield [fail(new ClaudeCancelledError())];
+    yield [fail(new RunCancelledError())];
     return;
   }
-  let args: string[];
-  try {
-    args = buildClaudeArgs(req);
-  } catch (err) {
-    yield [
-      fail(err instanceof RunnerError ? err : new InvalidRunRequestError(toError(err).message)),
-    ];
-    return;
-  }
-
   let child: SpawnedProcess;
   try {
-    child = await spawnProcess(config.bin, args, {
-      cwd: req.cwd,
-      env: req.identity ? { ...config.env, ...req.identity.env } : config.env,
-      ...(req.identity ? { runAs: req.identity.runAs } : {}),
+    child = await spawnProcess(command.bin, command.args, {
+      cwd: command.cwd,
+      env: command.env,
+      ...(command.runAs ? { runAs: command.runAs } : {}),
     });
   } catch (err) {
-    const failure = await spawnFailure(err as NodeJS.ErrnoException, config.bin, req.cwd);
+    const failure = await spawnFailure(err as NodeJS.ErrnoException, label, command.cwd);
     // The client's completion names no server path; the operator's log does.
-    log.error("could not start the claude CLI", {
-      bin: config.bin,
-      cwd: req.cwd,
+    log.error(`could not start the ${label.name} CLI`, {
+      bin: command.bin,
+      cwd: command.cwd,
       error: (err as Error).message,
     });
     yield [fail(failure)];
     return;
   }
   const pgid = child.pid;
-  log.debug("claude started", { pid: pgid, bin: config.bin, args });
+  log.debug(`${label.name} started`, { pid: pgid, bin: command.bin, args: command.args });
   try {
     config.onSpawn?.(pgid);
   } catch (err) {
@@ -215,14 +216,14 @@ async function* runClaudeOnce(
   const reader = new NdjsonReader({
     maxLineBytes: config.maxLineBytes,
     onOversized: (bytes) => {
-      mapper.lineDropped();
-      log.warn("claude stdout line over the size bound dropped", {
+      protocol.lineDropped();
+      log.warn(`${label.name} stdout line over the size bound dropped`, {
         bytes,
         max_line_bytes: config.maxLineBytes,
       });
     },
     onInvalid: (preview, reason) =>
-      log.warn("claude stdout line is not a JSON object; skipped", { preview, reason }),
+      log.warn(`${label.name} stdout line is not a JSON object; skipped`, { preview, reason }),
   });
   const stderrTail = new ByteTail(config.stderrTailBytes);
   const timers: NodeJS.Timeout[] = [];
@@ -254,7 +255,7 @@ async function* runClaudeOnce(
     stderrTail.push(chunk);
   });
   // The CLI may be gone before or while we write (EPIPE): the exit path reports that.
-  child.stdin.on("error", (err) => log.debug("claude stdin error", { error: err.message }));
+  child.stdin.on("error", (err) => log.debug(`${label.name} stdin error`, { error: err.message }));
 
   if (config.timeoutMs > 0) {
     timers.push(setTimeout(() => inbox.push({ kind: "timeout" }), config.timeoutMs));
@@ -301,7 +302,8 @@ async function* runClaudeOnce(
     return stopped;
   };
 
-  writeStdin(userMessageLine(req.prompt));
+  writeStdin(command.input);
+  if (command.closeInput) child.stdin.end();
 
   let completion: CompletionEvent | undefined;
   let final: CompletionEvent | undefined;
@@ -331,18 +333,7 @@ async function* runClaudeOnce(
       }
       switch (item.kind) {
         case "line": {
-          const line = item.line;
-          if (line.type === "control_request") {
-            const answer = answerControlRequest(line);
-            if (!answer) continue;
-            writeStdin(answer.line);
-            const q = answer.question;
-            const event = q ? mapper.questionFromControl(q.toolUseId, q.input) : undefined;
-            if (event) batch.push(event);
-            continue;
-          }
-          if (line.type === "control_cancel_request") continue;
-          for (const event of mapper.push(line)) {
+          for (const event of protocol.onLine(item.line, writeStdin)) {
             if (event.type === "completion") completion = event;
             else batch.push(event);
           }
@@ -367,13 +358,13 @@ async function* runClaudeOnce(
         case "drain_timeout":
           break loop;
         case "timeout":
-          ending = new ClaudeTimeoutError(config.timeoutMs);
+          ending = new AgentTimeoutError(label, config.timeoutMs);
           break loop;
         case "idle":
-          ending = new ClaudeStalledError(config.idleTimeoutMs);
+          ending = new AgentStalledError(label, config.idleTimeoutMs);
           break loop;
         case "abort":
-          ending = new ClaudeCancelledError();
+          ending = new RunCancelledError();
           break loop;
       }
     }
@@ -384,10 +375,10 @@ async function* runClaudeOnce(
       const tail = stderrTail.text();
       ending =
         exit === undefined || exit.code === 0
-          ? new ClaudeNoResultError(tail)
-          : new ClaudeExitError(exit.code, exit.signal, tail);
+          ? new AgentNoResultError(label, tail)
+          : new AgentExitError(label, exit.code, exit.signal, tail);
     }
-    final = completion ?? fail(ending ?? new ClaudeNoResultError(""));
+    final = completion ?? fail(ending ?? new AgentNoResultError(label, ""));
     outcomeAtMs = elapsed();
     // Awaited (and its failure raised) when the generator returns, below.
     stop(completion !== undefined).catch(() => {});
@@ -398,7 +389,7 @@ async function* runClaudeOnce(
     if (final) {
       // A failed run is something for the operator to look at; a cancel is the client's choice.
       const failed = final.status === "failed" || final.status === "timed_out";
-      log[failed ? "warn" : "info"]("claude run finished", {
+      log[failed ? "warn" : "info"](`${label.name} run finished`, {
         status: final.status,
         ...(final.error_code ? { error_code: final.error_code } : {}),
         exit_code: exitStatus?.code ?? null,

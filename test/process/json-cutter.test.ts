@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { JsonStringCutter } from "../../src/claude/json-cutter.js";
+import { JsonStringCutter } from "../../src/process/json-cutter.js";
 
 // The cutter copies JSON as it arrives, cutting long strings. Checked against random documents
 // (strings with escapes, control characters, 2- to 4-byte UTF-8) fed in random chunk sizes.

@@ -1,4 +1,4 @@
-import { InvalidRunRequestError } from "./errors.js";
+import { InvalidRunRequestError } from "../../process/errors.js";
 import type { Effort, PermissionMode } from "./options.js";
 
 // The `claude` command line for one run, as an argument array (never a shell string). The prompt

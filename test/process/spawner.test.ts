@@ -6,8 +6,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { groupAlive, liveGroupMembers, terminateGroup } from "../../src/claude/process.js";
-import { spawnProcess } from "../../src/claude/spawner.js";
+import { groupAlive, liveGroupMembers, terminateGroup } from "../../src/process/groups.js";
+import { spawnProcess } from "../../src/process/spawner.js";
 import { waitUntil } from "../support/process.js";
 
 // CLIs are started by a small helper process, which hands their stdio pipes to the server.
@@ -23,7 +23,7 @@ function readAll(stream: Socket): Promise<string> {
 }
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
-const spawnerModule = fileURLToPath(new URL("../../src/claude/spawner.ts", import.meta.url));
+const spawnerModule = fileURLToPath(new URL("../../src/process/spawner.ts", import.meta.url));
 
 // Each started process writes its pid to $PID_DIR/<name> once it runs (and ignores SIGTERM, if it
 // should). Blocking the event loop after the second request leaves its stdio pipes sent but never

@@ -3,25 +3,29 @@ import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { ASK_DENY_MESSAGE } from "../../src/claude/control.js";
-import { type RunnerConfig, type RunRequest, runClaude } from "../../src/claude/runner.js";
-import { BridgeEvent, type CompletionEvent } from "../../src/events.js";
+import { ASK_DENY_MESSAGE } from "../../../src/agents/claude/control.js";
+import {
+  type RunnerConfig,
+  type RunRequest,
+  runClaude,
+} from "../../../src/agents/claude/runner.js";
+import { BridgeEvent, type CompletionEvent } from "../../../src/events.js";
 import {
   BRIDGE_FLAGS,
   CLAUDE_BIN,
   type ClaudeEnv,
   makeClaudeEnv,
   runCli,
-} from "../support/claude-env.js";
+} from "../../support/claude-env.js";
 import {
   holdUntilReleased,
   type MessagesBody,
   type MockAnthropic,
   type MockTurn,
   startMockAnthropic,
-} from "../support/mock-anthropic.js";
+} from "../../support/mock-anthropic.js";
 
-// The runner (src/claude/runner.ts) driving the real `claude` binary against the mock Messages
+// The runner (src/agents/claude/runner.ts) driving the real `claude` binary against the mock Messages
 // API: what a client would see, checked against what the model was sent and what the CLI said.
 
 const cleanups: Array<() => Promise<void>> = [];

@@ -22,7 +22,7 @@ const running = new Map();
 // once.
 for (const signal of ["SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM"]) process.on(signal, () => {});
 
-// The runner's grace between SIGTERM and SIGKILL (RUNNER_DEFAULTS.killGraceMs).
+// The runner's grace between SIGTERM and SIGKILL (DRIVER_DEFAULTS.killGraceMs).
 const KILL_GRACE_MS = 5000;
 
 const signalGroup = (pid, signal) => {

@@ -2,7 +2,10 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { findCredentials, MissingCredentialsError } from "../../src/claude/credentials.js";
+import {
+  findCredentials,
+  MissingCredentialsError,
+} from "../../../src/agents/claude/credentials.js";
 
 // Where the CLI (2.1.328) finds its credentials, as /readyz reports it: checked on a HOME of the
 // test's own, without any call to the API.

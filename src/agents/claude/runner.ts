@@ -1,0 +1,92 @@
+import type { BridgeEvent } from "../../events.js";
+import { silentLogger } from "../../log.js";
+import {
+  type AgentCommand,
+  type DriverConfig,
+  driveAgentProcess,
+  type LineProtocol,
+} from "../../process/driver.js";
+import { InvalidRunRequestError, RunnerError } from "../../process/errors.js";
+import type { AgentIdentity } from "../../process/tenant-homes.js";
+import { buildClaudeArgs, type CommandInput, userMessageLine } from "./command.js";
+import { answerControlRequest } from "./control.js";
+import { StreamMapper } from "./mapper.js";
+import { withSessionFallback } from "./resume.js";
+
+// Runs one `claude -p` for one message on the shared process driver (src/process/driver.ts): the
+// command line and stdin message come from command.ts, the meaning of its stream-json lines from
+// the mapper, and control requests (`--permission-prompt-tool stdio`) are answered on stdin,
+// which therefore stays open until the run stops.
+
+/** One message to the CLI: the command's options, plus the prompt (stdin) and where to run. */
+export interface RunRequest extends CommandInput {
+  prompt: string;
+  cwd: string;
+  /** Set: the CLI runs as the agent user, in its tenant's HOME (src/process/tenant-homes.ts). */
+  identity?: AgentIdentity;
+}
+
+export interface RunnerConfig extends DriverConfig {
+  /** Path (or PATH name) of the claude binary. */
+  bin: string;
+  /** The child's complete environment (see env.ts `childEnvironment`). */
+  env: Record<string, string>;
+}
+
+const LABEL = { name: "claude", binVariable: "AGENT_BRIDGE_CLAUDE_BIN" };
+
+/** One run; started again once with the other session flag when the CLI asks for it (resume.ts). */
+export function runClaude(
+  req: RunRequest,
+  config: RunnerConfig,
+  signal?: AbortSignal,
+): AsyncGenerator<BridgeEvent[]> {
+  const log = config.logger ?? silentLogger;
+  return withSessionFallback(req, (r) => runClaudeOnce(r, config, signal), log);
+}
+
+async function* runClaudeOnce(
+  req: RunRequest,
+  config: RunnerConfig,
+  signal?: AbortSignal,
+): AsyncGenerator<BridgeEvent[]> {
+  const logger = (config.logger ?? silentLogger).child({ claude_session_id: req.claudeSessionId });
+  const startedAt = performance.now();
+  const mapper = new StreamMapper({ elapsedMs: () => performance.now() - startedAt });
+  const protocol: LineProtocol = {
+    onLine(line, reply) {
+      if (line.type === "control_request") {
+        const answer = answerControlRequest(line);
+        if (!answer) return [];
+        reply(answer.line);
+        const q = answer.question;
+        const event = q ? mapper.questionFromControl(q.toolUseId, q.input) : undefined;
+        return event ? [event] : [];
+      }
+      if (line.type === "control_cancel_request") return [];
+      return mapper.push(line);
+    },
+    lineDropped: () => mapper.lineDropped(),
+    failure: (err, elapsedMs) => mapper.failure(err.status, err.message, err.code, elapsedMs),
+  };
+  let args: string[];
+  try {
+    args = buildClaudeArgs(req);
+  } catch (err) {
+    const invalid =
+      err instanceof RunnerError ? err : new InvalidRunRequestError(String((err as Error).message));
+    yield [protocol.failure(invalid, 0)];
+    return;
+  }
+  const command: AgentCommand = {
+    label: LABEL,
+    bin: config.bin,
+    args,
+    cwd: req.cwd,
+    env: req.identity ? { ...config.env, ...req.identity.env } : config.env,
+    ...(req.identity ? { runAs: req.identity.runAs } : {}),
+    input: userMessageLine(req.prompt),
+    closeInput: false,
+  };
+  yield* driveAgentProcess(command, protocol, { ...config, logger }, signal);
+}
