@@ -1,4 +1,4 @@
-import { InvalidRunRequestError } from "../../claude/errors.js";
+import { InvalidRunRequestError } from "../../process/errors.js";
 import type { CodexReasoningEffort, CodexSandbox } from "./options.js";
 
 // The `codex` command line for one run, as an argument array (never a shell string). The prompt

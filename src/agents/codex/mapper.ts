@@ -1,4 +1,3 @@
-import { type ToolKind, toolStatusMessage } from "../../claude/tools.js";
 import {
   type BridgeEvent,
   bareCompletion,
@@ -7,6 +6,7 @@ import {
   type CompletionStatusValue,
   type Usage,
 } from "../../events.js";
+import { type ToolKind, toolStatusMessage } from "../claude/tools.js";
 import {
   cut,
   DEFAULT_MAX_TOOL_RESULT_CHARS,

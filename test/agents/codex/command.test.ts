@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { buildCodexArgs } from "../../../src/agents/codex/command.js";
 import { CodexSessionOptions } from "../../../src/agents/codex/options.js";
-import { InvalidRunRequestError } from "../../../src/claude/errors.js";
+import { InvalidRunRequestError } from "../../../src/process/errors.js";
 
 // The real binary accepts these command lines: test/agents/codex/real-cli.test.ts runs them.
 
