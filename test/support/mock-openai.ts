@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { chunk } from "./mock-anthropic.js";
 
 // A loopback stand-in for the OpenAI Responses API that the real `codex` binary talks to
 // (a model provider in its config.toml whose base_url is `${mock.url}/v1`, see codex-env.ts).
@@ -29,7 +30,10 @@ export type MockTurn =
       usage?: Partial<MockUsage>;
       /** Milliseconds to wait between SSE events (default 2). */
       delayMs?: number;
-      /** Called when the request arrives; the answer waits until what it returns settles. */
+      /**
+       * Called when the request arrives; the answer waits until what it returns settles
+       * (`holdUntilReleased` in mock-anthropic.ts makes one).
+       */
       hold?: () => Promise<unknown>;
     }
   /** An HTTP error response with an OpenAI error body. */
@@ -121,39 +125,6 @@ export function addFilePatch(path: string, text: string, callId?: string): MockO
   const lines = text.split("\n").map((line) => `+${line}`);
   const input = ["*** Begin Patch", `*** Add File: ${path}`, ...lines, "*** End Patch", ""];
   return { type: "custom_tool_call", name: "apply_patch", input: input.join("\n"), callId };
-}
-
-/** Splits text in about `parts` chunks (at least 1 char each), for several deltas. */
-export function chunk(text: string, parts = 4): string[] {
-  if (text.length === 0) return [""];
-  const size = Math.max(1, Math.ceil(text.length / parts));
-  const out: string[] = [];
-  for (let i = 0; i < text.length; i += size) out.push(text.slice(i, i + size));
-  return out;
-}
-
-export interface Hold {
-  /** For a turn's `hold`. */
-  hold: () => Promise<void>;
-  /** Settles when the held request has arrived. */
-  arrived: Promise<void>;
-  release(): void;
-}
-
-/** A hold for a turn: its request is answered only after `release()`. */
-export function holdUntilReleased(): Hold {
-  let arrive = () => {};
-  let release = () => {};
-  const arrived = new Promise<void>((resolve) => (arrive = resolve));
-  const released = new Promise<void>((resolve) => (release = resolve));
-  return {
-    hold: () => {
-      arrive();
-      return released;
-    },
-    arrived,
-    release,
-  };
 }
 
 function id(prefix: string): string {

@@ -16,10 +16,10 @@ import {
   makeCodexEnv,
   runCodex,
 } from "../../support/codex-env.js";
+import { holdUntilReleased } from "../../support/mock-anthropic.js";
 import {
   addFilePatch,
   callOutput,
-  holdUntilReleased,
   type MockOpenAI,
   messageTexts,
   shellCall,
