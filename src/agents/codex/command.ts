@@ -1,0 +1,45 @@
+import { InvalidRunRequestError } from "../../process/errors.js";
+import type { CodexReasoningEffort, CodexSandbox } from "./options.js";
+
+// The `codex` command line for one run, as an argument array (never a shell string). The prompt
+// is not an argument: `-` makes codex read it from stdin, so no prompt text can become an option.
+//
+// codex works in the directory it is started in: spawn it with the session's work dir as cwd.
+// (`exec resume` has no `--cd`; a resumed thread takes the new cwd, observed with 0.171.0.)
+// `--skip-git-repo-check` because the bridge, not codex, decides where the agent may work.
+
+export interface CodexCommandInput {
+  sandbox: CodexSandbox;
+  model?: string;
+  reasoningEffort?: CodexReasoningEffort;
+  /** The thread to resume; absent for the session's first run. */
+  threadId?: string;
+}
+
+/** codex thread ids are UUIDs (v7); anything else would be looked up as a thread *name*. */
+const THREAD_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A `-c key=value` override; the value is a TOML string (JSON string syntax is valid TOML). */
+function config(key: string, value: string): string[] {
+  return ["-c", `${key}=${JSON.stringify(value)}`];
+}
+
+export function buildCodexArgs(input: CodexCommandInput): string[] {
+  if (input.threadId !== undefined && !THREAD_ID.test(input.threadId)) {
+    throw new InvalidRunRequestError(`invalid codex thread id: ${JSON.stringify(input.threadId)}`);
+  }
+  const args = input.threadId === undefined ? ["exec"] : ["exec", "resume"];
+  args.push("--json", "--skip-git-repo-check");
+  // `exec resume` has no `--sandbox`; the config key works for both.
+  args.push(...config("sandbox_mode", input.sandbox));
+  // `--model=` so that a value starting with "-" cannot be read as a flag.
+  if (input.model !== undefined) args.push(`--model=${input.model}`);
+  if (input.reasoningEffort !== undefined) {
+    args.push(...config("model_reasoning_effort", input.reasoningEffort));
+  }
+  // After `--` everything is positional: the thread id, then `-` (the prompt comes on stdin).
+  args.push("--");
+  if (input.threadId !== undefined) args.push(input.threadId);
+  args.push("-");
+  return args;
+}

@@ -1,0 +1,88 @@
+import { describe, expect, it } from "vitest";
+import { buildCodexArgs } from "../../../src/agents/codex/command.js";
+import { CodexSessionOptions } from "../../../src/agents/codex/options.js";
+import { InvalidRunRequestError } from "../../../src/process/errors.js";
+
+// The real binary accepts these command lines: test/agents/codex/real-cli.test.ts runs them.
+
+const THREAD = "01a22ed5-f437-7b40-8d0a-3eacdde351a8";
+
+describe("buildCodexArgs", () => {
+  it("starts a new thread with JSONL output, the sandbox as a config value and the prompt from stdin", () => {
+    expect(buildCodexArgs({ sandbox: "read-only" })).toEqual([
+      "exec",
+      "--json",
+      "--skip-git-repo-check",
+      "-c",
+      'sandbox_mode="read-only"',
+      "--",
+      "-",
+    ]);
+  });
+
+  it("resumes a thread by its id after `--`, with the sandbox as a config value (resume has no --sandbox)", () => {
+    expect(buildCodexArgs({ sandbox: "workspace-write", threadId: THREAD })).toEqual([
+      "exec",
+      "resume",
+      "--json",
+      "--skip-git-repo-check",
+      "-c",
+      'sandbox_mode="workspace-write"',
+      "--",
+      THREAD,
+      "-",
+    ]);
+  });
+
+  it("passes the model as one --model= argument, so a value starting with '-' stays a value", () => {
+    const args = buildCodexArgs({ sandbox: "read-only", model: "--help" });
+    expect(args).toContain("--model=--help");
+    expect(args).not.toContain("--help");
+  });
+
+  it("passes the reasoning effort as the model_reasoning_effort config value", () => {
+    const args = buildCodexArgs({ sandbox: "danger-full-access", reasoningEffort: "high" });
+    expect(args.slice(3, 7)).toEqual([
+      "-c",
+      'sandbox_mode="danger-full-access"',
+      "-c",
+      'model_reasoning_effort="high"',
+    ]);
+  });
+
+  it("refuses a thread id that is not a UUID (codex would look it up as a thread name)", () => {
+    for (const threadId of ["--last", "my-thread", "", `${THREAD} `]) {
+      expect(() => buildCodexArgs({ sandbox: "read-only", threadId })).toThrow(
+        InvalidRunRequestError,
+      );
+    }
+  });
+});
+
+describe("CodexSessionOptions", () => {
+  it("defaults to the read-only sandbox, as codex exec does", () => {
+    expect(CodexSessionOptions.parse({})).toEqual({ sandbox: "read-only" });
+  });
+
+  it("takes the three sandbox modes and the efforts of codex's model catalog", () => {
+    expect(
+      CodexSessionOptions.parse({
+        sandbox: "workspace-write",
+        model: "gpt-5.5",
+        reasoning_effort: "ultra",
+      }),
+    ).toEqual({ sandbox: "workspace-write", model: "gpt-5.5", reasoning_effort: "ultra" });
+    expect(CodexSessionOptions.safeParse({ sandbox: "full" }).success).toBe(false);
+    expect(CodexSessionOptions.safeParse({ reasoning_effort: "bogus" }).success).toBe(false);
+  });
+
+  it("refuses a model that is not a plain slug", () => {
+    for (const model of ["-x", "gpt 5", "", "a".repeat(101)]) {
+      expect(CodexSessionOptions.safeParse({ model }).success).toBe(false);
+    }
+  });
+
+  it("refuses options it does not know, such as Claude's permission_mode", () => {
+    expect(CodexSessionOptions.safeParse({ permission_mode: "plan" }).success).toBe(false);
+  });
+});
