@@ -6,6 +6,7 @@ import { methodNotAllowed } from "hono/method-not-allowed";
 import { requestId } from "hono/request-id";
 import type { AgentBackend, AgentName } from "./agents/agent.js";
 import { claudeBackend } from "./agents/claude/backend.js";
+import { codexBackend } from "./agents/codex/backend.js";
 import { AgentRegistry } from "./agents/registry.js";
 import { policyGate } from "./auth/policy.js";
 import type { Config } from "./config.js";
@@ -59,6 +60,14 @@ export function buildDeps(config: Config, database: DatabaseHandle, logger: Logg
         bin: claude.bin,
         env: claude.childEnv,
         driver,
+        ...(homes ? { runAs: homes.user } : {}),
+      }),
+    codex: () =>
+      codexBackend({
+        bin: config.codex.bin,
+        env: config.codex.childEnv,
+        driver,
+        prices: config.codex.prices,
         ...(homes ? { runAs: homes.user } : {}),
       }),
   };

@@ -4,7 +4,7 @@ import { isIP } from "node:net";
 import path from "node:path";
 import { z } from "zod";
 import { AGENT_NAMES, type AgentName } from "./agents/agent.js";
-import { childEnvironment } from "./agents/claude/env.js";
+import { childEnvironment } from "./agents/child-env.js";
 import { EFFORTS, PERMISSION_MODES } from "./agents/claude/options.js";
 import { isWellFormedKey } from "./auth/keys.js";
 import { MAX_VALUE_CHARS } from "./hooks/template.js";
@@ -108,6 +108,33 @@ const EnvSchema = z.object({
   AGENT_BRIDGE_AGENT: oneOf(AGENT_NAMES).default("claude"),
   AGENT_BRIDGE_AGENTS: list.optional(),
   AGENT_BRIDGE_CLAUDE_BIN: z.string().min(1).optional(),
+  AGENT_BRIDGE_CODEX_BIN: z.string().min(1).optional(),
+  AGENT_BRIDGE_CODEX_ENV_ALLOW: list.default([]),
+  AGENT_BRIDGE_CODEX_PRICES: z
+    .string()
+    .transform((v, ctx) => {
+      try {
+        return JSON.parse(v) as unknown;
+      } catch {
+        ctx.addIssue({ code: "custom", message: "expected JSON" });
+        return z.NEVER;
+      }
+    })
+    .pipe(
+      z.record(
+        z.string().min(1),
+        z.strictObject({
+          input: z.number().nonnegative(),
+          cached_input: z.number().nonnegative(),
+          output: z.number().nonnegative(),
+        }),
+        {
+          error:
+            'expected {"<model>": {"input": USD, "cached_input": USD, "output": USD}} per million tokens',
+        },
+      ),
+    )
+    .default({}),
   AGENT_BRIDGE_CLAUDE_WORK_DIR: z.string().min(1).default("."),
   AGENT_BRIDGE_CLAUDE_PERMISSION_MODE: oneOf(PERMISSION_MODES).default("acceptEdits"),
   AGENT_BRIDGE_CLAUDE_TIMEOUT_SECONDS: int(1).default(600),
@@ -134,6 +161,7 @@ const SECRET_SETTINGS = [
   "ANTHROPIC_API_KEY",
   "ANTHROPIC_AUTH_TOKEN",
   "CLAUDE_CODE_OAUTH_TOKEN",
+  "OPENAI_API_KEY",
 ] as const;
 
 export interface Config {
@@ -203,6 +231,13 @@ export interface Config {
     /** The back-ends this server runs (the default among them). */
     enabled: AgentName[];
   };
+  codex: {
+    bin: string;
+    /** The environment codex runs with: an allow-list of this process's (OPENAI_*, CODEX_*). */
+    childEnv: Record<string, string>;
+    /** USD per million tokens by model slug. */
+    prices: Record<string, { input: number; cached_input: number; output: number }>;
+  };
   claude: {
     bin: string;
     workDir: string;
@@ -236,11 +271,21 @@ export class ConfigError extends Error {
 
 /** The `claude` shipped in the installed @anthropic-ai/claude-code package, else the one on PATH. */
 export function defaultClaudeBin(): string {
+  return installedBin("@anthropic-ai/claude-code", "claude");
+}
+
+/** The `codex` shipped in the installed @openai/codex package, else the one on PATH. */
+export function defaultCodexBin(): string {
+  return installedBin("@openai/codex", "codex");
+}
+
+/** The binary `name` of the installed npm package `pkgName`, else `name` (looked up on PATH). */
+function installedBin(pkgName: string, name: string): string {
   try {
     const require = createRequire(import.meta.url);
-    const pkgPath = require.resolve("@anthropic-ai/claude-code/package.json");
+    const pkgPath = require.resolve(`${pkgName}/package.json`);
     const pkg = require(pkgPath) as { bin?: Record<string, string> };
-    const rel = pkg.bin?.claude;
+    const rel = pkg.bin?.[name];
     if (rel) {
       const bin = path.join(path.dirname(pkgPath), rel);
       if (existsSync(bin)) return bin;
@@ -248,7 +293,7 @@ export function defaultClaudeBin(): string {
   } catch {
     // not installed: fall through to PATH
   }
-  return "claude";
+  return name;
 }
 
 /** Whether an address to bind only takes connections from this machine. */
@@ -380,6 +425,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     streamsPerKey: e.AGENT_BRIDGE_MAX_STREAMS_PER_KEY,
     agents: { default: e.AGENT_BRIDGE_AGENT, enabled: enabledAgents as AgentName[] },
+    codex: {
+      bin: e.AGENT_BRIDGE_CODEX_BIN ?? defaultCodexBin(),
+      childEnv: childEnvironment(present, e.AGENT_BRIDGE_CODEX_ENV_ALLOW, "codex"),
+      prices: e.AGENT_BRIDGE_CODEX_PRICES,
+    },
     claude: {
       bin: e.AGENT_BRIDGE_CLAUDE_BIN ?? defaultClaudeBin(),
       workDir,

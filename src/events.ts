@@ -161,7 +161,10 @@ export const CompletionEvent = z
     result: z.string().nullable(),
     error: z.string().nullable(),
     error_code: CompletionErrorCode.optional(),
-    cost_usd: z.number(),
+    cost_usd: z.number().nullable().openapi({
+      description:
+        "What the run cost in USD, as the agent reported it (Claude Code), or from the configured price of its model (Codex: AGENT_BRIDGE_CODEX_PRICES); null when neither is known, never a guess.",
+    }),
     duration_ms: z.number().int(),
     usage: Usage,
     // Filled by the run manager once the run's usage is added to its session.

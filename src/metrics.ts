@@ -104,7 +104,7 @@ export class Metrics {
     this.runsFinished.inc({ status: completion.status });
     this.eventsStored.inc();
     this.runSeconds.observe(completion.duration_ms / 1000);
-    this.costUsd.inc(completion.cost_usd);
+    this.costUsd.inc(completion.cost_usd ?? 0);
     const { usage } = completion;
     this.tokens.inc({ kind: "input" }, usage.input_tokens);
     this.tokens.inc({ kind: "output" }, usage.output_tokens);

@@ -9,7 +9,7 @@ import { Effort, PermissionMode } from "./claude/options.js";
 // manager, the log, the routes and the clients need no change for a new one. Process supervision
 // (the spawner, process groups, timeouts, cancel) is shared: src/process/driver.ts.
 
-export const AGENT_NAMES = ["claude"] as const;
+export const AGENT_NAMES = ["claude", "codex"] as const;
 export const AgentName = z.enum(AGENT_NAMES).openapi("AgentName", {
   description: "The agent CLI a session runs: `claude` (Claude Code) or `codex` (OpenAI Codex).",
 });

@@ -267,7 +267,7 @@ function printRuns(out: Output, runs: Run[]): void {
       r.session_id,
       r.status,
       r.trigger,
-      `$${r.cost_usd.toFixed(4)}`,
+      r.cost_usd === null ? "-" : `$${r.cost_usd.toFixed(4)}`,
       r.created_at,
     ]),
   ]);

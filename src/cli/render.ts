@@ -112,7 +112,7 @@ export function summary(event: CompletionEvent, runId: string): string {
   const parts = [
     `${event.status} in ${(event.duration_ms / 1000).toFixed(1)}s`,
     `${event.usage.input_tokens} in / ${event.usage.output_tokens} out tokens`,
-    `$${event.cost_usd.toFixed(4)}`,
+    event.cost_usd === null ? "cost unknown" : `$${event.cost_usd.toFixed(4)}`,
   ];
   if (runId) parts.push(`run ${runId}`);
   return parts.join(" · ");

@@ -391,7 +391,7 @@ export interface components {
      * @description The agent CLI a session runs: `claude` (Claude Code) or `codex` (OpenAI Codex).
      * @enum {string}
      */
-    AgentName: "claude";
+    AgentName: "claude" | "codex";
     AgentReadiness: {
       bin: string;
       version: string;
@@ -489,7 +489,8 @@ export interface components {
       result: string | null;
       error: string | null;
       error_code?: components["schemas"]["CompletionErrorCode"];
-      cost_usd: number;
+      /** @description What the run cost in USD, as the agent reported it (Claude Code), or from the configured price of its model (Codex: AGENT_BRIDGE_CODEX_PRICES); null when neither is known, never a guess. */
+      cost_usd: number | null;
       duration_ms: number;
       usage: components["schemas"]["Usage"];
       session_usage?: components["schemas"]["SessionUsage"];
@@ -789,6 +790,7 @@ export interface components {
       /** @description Each agent back-end this server runs (AGENT_BRIDGE_AGENTS). */
       agents: {
         claude?: components["schemas"]["AgentReadiness"];
+        codex?: components["schemas"]["AgentReadiness"];
       };
     };
     ReasoningEvent: {
@@ -818,7 +820,8 @@ export interface components {
       result: string | null;
       error: string | null;
       usage: components["schemas"]["Usage"];
-      cost_usd: number;
+      /** @description null when neither the agent nor a configured price says. */
+      cost_usd: number | null;
       duration_ms: number | null;
       /**
        * @description Its session's agent back-end.

@@ -201,7 +201,7 @@ export async function promoteWaitingRun(
 export interface RunOutcome {
   status: string;
   usage: Usage;
-  costUsd: number;
+  costUsd: number | null;
   durationMs: number | null;
   agentSessionId: string | null;
   lastMessageUuid: string | null;
@@ -247,7 +247,8 @@ export async function finishRun(db: Database, run: RunRow, outcome: RunOutcome) 
       outputTokens: sql`${sessions.outputTokens} + ${usage.output_tokens}`,
       cacheReadTokens: sql`${sessions.cacheReadTokens} + ${usage.cache_read_tokens}`,
       cacheCreationTokens: sql`${sessions.cacheCreationTokens} + ${usage.cache_creation_tokens}`,
-      costUsd: sql`${sessions.costUsd} + ${outcome.costUsd}`,
+      // A session's cost is the sum of its runs' known costs.
+      costUsd: sql`${sessions.costUsd} + ${outcome.costUsd ?? 0}`,
       numTurns: sql`${sessions.numTurns} + ${usage.num_turns}`,
       runs: sql`${sessions.runs} + 1`,
       // A run that ended before its CLI said which session it was keeps the one known.
@@ -268,7 +269,7 @@ export async function finishRun(db: Database, run: RunRow, outcome: RunOutcome) 
     });
   if (!updated) return undefined;
   const { ownerKeyId, ...totals } = updated;
-  if (ownerKeyId && outcome.costUsd > 0) await addKeySpend(db, ownerKeyId, now, outcome.costUsd);
+  if (ownerKeyId && outcome.costUsd) await addKeySpend(db, ownerKeyId, now, outcome.costUsd);
   return totals;
 }
 

@@ -139,6 +139,8 @@ export const runs = pgTable(
     finishedAt: ts("finished_at"),
     exitCode: integer("exit_code"),
     ...usageColumns(),
+    /** Null: the agent reported no cost and no price is configured for its model. */
+    costUsd: doublePrecision("cost_usd").default(0),
     durationMs: integer("duration_ms"),
     durationApiMs: integer("duration_api_ms"),
     agent: text("agent").notNull().default("claude"),

@@ -1,10 +1,10 @@
 import type { RunAs } from "../../process/agent-user.js";
 import type { DriverConfig } from "../../process/driver.js";
+import { createVersionProbe } from "../../process/version-probe.js";
 import type { AgentBackend, AgentRunRequest, RunContext } from "../agent.js";
 import { joinSystemPrompts, SessionSettings } from "../agent.js";
 import { findCredentials } from "./credentials.js";
 import { runClaude } from "./runner.js";
-import { createClaudeProbe } from "./version.js";
 
 // Claude Code as an agent back-end: every session setting is its own, the bridge's session id is
 // also the CLI's (`--session-id` on the first run, `--resume` after), and a run's budget is the
@@ -20,7 +20,7 @@ export interface ClaudeBackendConfig {
 }
 
 export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
-  const probe = createClaudeProbe(config.bin, config.env, config.runAs);
+  const probe = createVersionProbe("claude", config.bin, config.env, config.runAs);
   return {
     name: "claude",
     settings: SessionSettings,

@@ -12,6 +12,8 @@ export interface CodexCommandInput {
   sandbox: CodexSandbox;
   model?: string;
   reasoningEffort?: CodexReasoningEffort;
+  /** Added to codex's own instructions, as a developer message. */
+  developerInstructions?: string;
   /** The thread to resume; absent for the session's first run. */
   threadId?: string;
 }
@@ -36,6 +38,9 @@ export function buildCodexArgs(input: CodexCommandInput): string[] {
   if (input.model !== undefined) args.push(`--model=${input.model}`);
   if (input.reasoningEffort !== undefined) {
     args.push(...config("model_reasoning_effort", input.reasoningEffort));
+  }
+  if (input.developerInstructions !== undefined) {
+    args.push(...config("developer_instructions", input.developerInstructions));
   }
   // After `--` everything is positional: the thread id, then `-` (the prompt comes on stdin).
   args.push("--");

@@ -52,13 +52,6 @@ export interface CodexPrice {
   output: number;
 }
 
-/**
- * The completion of a Codex run: as CompletionEvent, but `cost_usd` is null when no price is
- * configured for the model (the CLI reports none), never a made-up figure.
- */
-export type CodexCompletionEvent = Omit<CompletionEvent, "cost_usd"> & { cost_usd: number | null };
-export type CodexEvent = Exclude<BridgeEvent, { type: "completion" }> | CodexCompletionEvent;
-
 export interface CodexMapperOptions {
   /** The thread's usage totals when this run started (from the previous run's `usageTotals`). */
   previousTotals?: CodexUsageTotals;
@@ -187,7 +180,7 @@ export class CodexMapper {
     return this.totals;
   }
 
-  push(line: Json): CodexEvent[] {
+  push(line: Json): BridgeEvent[] {
     if (this.finished) return [];
     switch (line.type) {
       case "thread.started":
@@ -222,7 +215,7 @@ export class CodexMapper {
     error: string,
     errorCode: CompletionErrorCode,
     durationMs: number,
-  ): CodexCompletionEvent {
+  ): CompletionEvent {
     this.finished = true;
     const said = this.lastError === null ? "" : ` (codex said: ${readableError(this.lastError)})`;
     return {
@@ -230,7 +223,7 @@ export class CodexMapper {
       error_code: errorCode,
       cost_usd: null,
       duration_ms: Math.max(0, Math.round(durationMs)),
-      claude_session_id: this.thread,
+      agent_session_id: this.thread,
       ...this.dropped(),
     };
   }
@@ -240,7 +233,7 @@ export class CodexMapper {
   }
 
   /** `status` and `tool_call` for a tool item, once per item id. */
-  private itemStarted(item: Json): CodexEvent[] {
+  private itemStarted(item: Json): BridgeEvent[] {
     const id = str(item.id);
     if (id === undefined || this.toolCallSent.has(id)) return [];
     const tool = this.toolOf(item);
@@ -263,7 +256,7 @@ export class CodexMapper {
     ];
   }
 
-  private itemCompleted(item: Json): CodexEvent[] {
+  private itemCompleted(item: Json): BridgeEvent[] {
     switch (item.type) {
       case "agent_message": {
         const text = str(item.text);
@@ -319,7 +312,7 @@ export class CodexMapper {
   }
 
   /** The tool_result of a finished tool item; none for items that produce no output. */
-  private toolResult(item: Json): CodexEvent | undefined {
+  private toolResult(item: Json): BridgeEvent | undefined {
     const id = str(item.id);
     if (id === undefined || this.resultSent.has(id)) return undefined;
     let text: string;
@@ -346,7 +339,7 @@ export class CodexMapper {
     return { type: "tool_result", tool_use_id: id, is_error: isError, content, truncated };
   }
 
-  private completed(line: Json): CodexCompletionEvent {
+  private completed(line: Json): CompletionEvent {
     this.finished = true;
     this.totals = totalsOf(line.usage);
     const run = runShare(this.totals, this.previousTotals);
@@ -359,13 +352,14 @@ export class CodexMapper {
       cost_usd: this.cost(run),
       duration_ms: Math.round(this.elapsedMs()),
       usage: this.bridgeUsage(run),
-      claude_session_id: this.thread,
+      agent_session_id: this.thread,
+      claude_session_id: null,
       last_message_uuid: null,
       ...this.dropped(),
     };
   }
 
-  private failed(line: Json): CodexCompletionEvent {
+  private failed(line: Json): CompletionEvent {
     this.finished = true;
     const said = (isRecord(line.error) ? str(line.error.message) : undefined) ?? this.lastError;
     const reported = readableError(said ?? "codex reported a failed turn");
@@ -382,7 +376,8 @@ export class CodexMapper {
       cost_usd: null,
       duration_ms: Math.round(this.elapsedMs()),
       usage: this.bridgeUsage(ZERO_CODEX_USAGE),
-      claude_session_id: this.thread,
+      agent_session_id: this.thread,
+      claude_session_id: null,
       last_message_uuid: null,
       ...this.dropped(),
     };

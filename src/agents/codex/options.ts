@@ -1,34 +1,53 @@
-import { z } from "@hono/zod-openapi";
+import type { z } from "@hono/zod-openapi";
+import { type SessionSettings, SessionSettings as Settings } from "../agent.js";
+import type { PermissionMode } from "../claude/options.js";
 
-// The Codex session options a client may set (`POST /v1/sessions` with `agent: "codex"`), one
-// schema so that the sessions API, config and the command builder accept the same values.
-// Checked against codex-cli 0.171.0: `--sandbox` lists the three modes; the reasoning efforts are
-// those its bundled model catalog offers (`codex debug models`). codex itself passes any effort
-// string on to the API unchecked, so the enum is the only guard.
+// How a session's settings map onto codex-cli 0.171.0. `codex exec` asks for no approvals in any
+// mode, so a permission mode becomes the sandbox its commands run in; a mode that has no such
+// equivalent is refused rather than run as something else. Efforts are those its bundled model
+// catalog offers (`codex debug models`): codex itself passes any string on to the API unchecked,
+// so this schema is the only guard.
 
 export const CODEX_SANDBOX_MODES = ["read-only", "workspace-write", "danger-full-access"] as const;
-export const CodexSandbox = z.enum(CODEX_SANDBOX_MODES).openapi("CodexSandbox", {
-  description:
-    "Where the commands codex runs may write: `read-only` (nowhere), `workspace-write` (the work dir), `danger-full-access` (anywhere, no sandbox). `codex exec` asks for no approvals in any mode.",
-});
-export type CodexSandbox = z.infer<typeof CodexSandbox>;
+export type CodexSandbox = (typeof CODEX_SANDBOX_MODES)[number];
 
 export const CODEX_REASONING_EFFORTS = ["low", "medium", "high", "xhigh", "max", "ultra"] as const;
-export const CodexReasoningEffort = z.enum(CODEX_REASONING_EFFORTS).openapi("CodexReasoningEffort");
-export type CodexReasoningEffort = z.infer<typeof CodexReasoningEffort>;
+export type CodexReasoningEffort = (typeof CODEX_REASONING_EFFORTS)[number];
+
+/** The sandbox of each permission mode that has one (the README's Agents table). */
+export const SANDBOX_OF: Partial<Record<PermissionMode, CodexSandbox>> = {
+  plan: "read-only",
+  // Claude's default asks before edits and commands, and nobody can answer in a bridged run.
+  default: "read-only",
+  acceptEdits: "workspace-write",
+  bypassPermissions: "danger-full-access",
+  "dangerously-skip-permissions": "danger-full-access",
+};
 
 /** A model slug: what codex's catalog and the API use; never something a parser could misread. */
-const ModelSlug = z
-  .string()
-  .max(100)
-  .regex(/^[A-Za-z0-9][A-Za-z0-9._:-]*$/, "a model slug such as gpt-5.5");
+const MODEL_SLUG = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$/;
 
-export const CodexSessionOptions = z
-  .object({
-    sandbox: CodexSandbox.default("read-only"),
-    model: ModelSlug.optional(),
-    reasoning_effort: CodexReasoningEffort.optional(),
-  })
-  .strict()
-  .openapi("CodexSessionOptions");
-export type CodexSessionOptions = z.infer<typeof CodexSessionOptions>;
+/** The session settings codex can honour. */
+export const CodexSettings: z.ZodType<SessionSettings> = Settings.superRefine((s, ctx) => {
+  if (SANDBOX_OF[s.permissionMode] === undefined) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["permissionMode"],
+      message: `permission mode ${s.permissionMode} has no codex equivalent; use one of ${Object.keys(SANDBOX_OF).join(", ")}`,
+    });
+  }
+  if (s.model !== null && !MODEL_SLUG.test(s.model)) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["model"],
+      message: "expected a model slug such as gpt-5.5",
+    });
+  }
+  if (s.worktree) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["worktree"],
+      message: "worktree mode is not available for codex sessions yet",
+    });
+  }
+});

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { buildCodexArgs } from "../../../src/agents/codex/command.js";
-import { CodexSessionOptions } from "../../../src/agents/codex/options.js";
+import { CodexSettings, SANDBOX_OF } from "../../../src/agents/codex/options.js";
 import { InvalidRunRequestError } from "../../../src/process/errors.js";
 
 // The real binary accepts these command lines: test/agents/codex/real-cli.test.ts runs them.
@@ -59,30 +59,37 @@ describe("buildCodexArgs", () => {
   });
 });
 
-describe("CodexSessionOptions", () => {
-  it("defaults to the read-only sandbox, as codex exec does", () => {
-    expect(CodexSessionOptions.parse({})).toEqual({ sandbox: "read-only" });
-  });
+describe("CodexSettings", () => {
+  const base = {
+    permissionMode: "acceptEdits" as const,
+    effort: "high" as const,
+    model: null,
+    systemPrompt: null,
+    worktree: false,
+  };
 
-  it("takes the three sandbox modes and the efforts of codex's model catalog", () => {
-    expect(
-      CodexSessionOptions.parse({
-        sandbox: "workspace-write",
-        model: "gpt-5.5",
-        reasoning_effort: "ultra",
-      }),
-    ).toEqual({ sandbox: "workspace-write", model: "gpt-5.5", reasoning_effort: "ultra" });
-    expect(CodexSessionOptions.safeParse({ sandbox: "full" }).success).toBe(false);
-    expect(CodexSessionOptions.safeParse({ reasoning_effort: "bogus" }).success).toBe(false);
-  });
-
-  it("refuses a model that is not a plain slug", () => {
-    for (const model of ["-x", "gpt 5", "", "a".repeat(101)]) {
-      expect(CodexSessionOptions.safeParse({ model }).success).toBe(false);
+  it("takes the permission modes that have a sandbox, and every effort", () => {
+    for (const permissionMode of Object.keys(SANDBOX_OF)) {
+      expect(CodexSettings.safeParse({ ...base, permissionMode }).success).toBe(true);
+    }
+    for (const effort of ["low", "medium", "high", "xhigh", "max"]) {
+      expect(CodexSettings.safeParse({ ...base, effort, model: "gpt-5.5" }).success).toBe(true);
     }
   });
 
-  it("refuses options it does not know, such as Claude's permission_mode", () => {
-    expect(CodexSessionOptions.safeParse({ permission_mode: "plan" }).success).toBe(false);
+  it("refuses a permission mode without a codex equivalent, naming the field", () => {
+    for (const permissionMode of ["auto", "dontAsk"]) {
+      const parsed = CodexSettings.safeParse({ ...base, permissionMode });
+      expect(parsed.error?.issues).toEqual([expect.objectContaining({ path: ["permissionMode"] })]);
+    }
+  });
+
+  it("refuses a model that is not a plain slug, and worktree mode", () => {
+    for (const model of ["-x", "gpt 5", "", "a".repeat(101)]) {
+      expect(CodexSettings.safeParse({ ...base, model }).success).toBe(false);
+    }
+    expect(CodexSettings.safeParse({ ...base, worktree: true }).error?.issues).toEqual([
+      expect.objectContaining({ path: ["worktree"] }),
+    ]);
   });
 });

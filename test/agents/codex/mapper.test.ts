@@ -1,11 +1,8 @@
 import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
-import {
-  type CodexEvent,
-  CodexMapper,
-  type CodexUsageTotals,
-} from "../../../src/agents/codex/mapper.js";
+import { CodexMapper, type CodexUsageTotals } from "../../../src/agents/codex/mapper.js";
+import type { BridgeEvent } from "../../../src/events.js";
 
 // Fixtures are the exact stdout of the real codex 0.171.0 against test/support/mock-openai.ts
 // (see test/fixtures/codex/README.md; rewritten by real-cli.test.ts with UPDATE_FIXTURES=1).
@@ -21,12 +18,12 @@ function fixture(name: string): Json[] {
     .map((l) => JSON.parse(l) as Json);
 }
 
-function mapAll(lines: Json[], mapper = new CodexMapper()): CodexEvent[] {
+function mapAll(lines: Json[], mapper = new CodexMapper()): BridgeEvent[] {
   return lines.flatMap((l) => mapper.push(l));
 }
 
-const ofType = <T extends CodexEvent["type"]>(events: CodexEvent[], type: T) =>
-  events.filter((e): e is Extract<CodexEvent, { type: T }> => e.type === type);
+const ofType = <T extends BridgeEvent["type"]>(events: BridgeEvent[], type: T) =>
+  events.filter((e): e is Extract<BridgeEvent, { type: T }> => e.type === type);
 
 const THREAD = "01a22ed8-0000-7000-8000-000000000001";
 const started = { type: "thread.started", thread_id: THREAD };
@@ -72,7 +69,8 @@ describe("CodexMapper on the real CLI's output", () => {
           num_turns: 1,
           duration_api_ms: 0,
         },
-        claude_session_id: lines[0]?.thread_id,
+        agent_session_id: lines[0]?.thread_id,
+        claude_session_id: null,
         last_message_uuid: null,
       },
     ]);
@@ -178,7 +176,7 @@ describe("CodexMapper on the real CLI's output", () => {
       cached_input_tokens: 60,
       output_tokens: 50,
     });
-    expect(completion?.claude_session_id).toBe(first.threadId);
+    expect(completion?.agent_session_id).toBe(first.threadId);
   });
 
   it("produces nothing for a run killed mid-turn, and failure() closes it with the thread id", () => {
@@ -203,7 +201,8 @@ describe("CodexMapper on the real CLI's output", () => {
         num_turns: 0,
         duration_api_ms: 0,
       },
-      claude_session_id: lines[0]?.thread_id,
+      agent_session_id: lines[0]?.thread_id,
+      claude_session_id: null,
       last_message_uuid: null,
     });
     expect(mapper.done).toBe(true);

@@ -3,11 +3,8 @@ import { readFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { buildCodexArgs, type CodexCommandInput } from "../../../src/agents/codex/command.js";
-import {
-  type CodexEvent,
-  CodexMapper,
-  type CodexMapperOptions,
-} from "../../../src/agents/codex/mapper.js";
+import { CodexMapper, type CodexMapperOptions } from "../../../src/agents/codex/mapper.js";
+import type { BridgeEvent } from "../../../src/events.js";
 import {
   CODEX_TEST_KEY,
   type CodexEnv,
@@ -56,7 +53,7 @@ function save(name: string, run: CodexRun): void {
 }
 
 interface MappedRun extends CodexRun {
-  events: CodexEvent[];
+  events: BridgeEvent[];
   mapper: CodexMapper;
 }
 
@@ -74,8 +71,8 @@ async function run(
   return { ...result, events, mapper };
 }
 
-const ofType = <T extends CodexEvent["type"]>(events: CodexEvent[], type: T) =>
-  events.filter((e): e is Extract<CodexEvent, { type: T }> => e.type === type);
+const ofType = <T extends BridgeEvent["type"]>(events: BridgeEvent[], type: T) =>
+  events.filter((e): e is Extract<BridgeEvent, { type: T }> => e.type === type);
 
 describe("codex 0.171.0 against the mock Responses API", () => {
   it("answers a prompt read from stdin with its text, reasoning and one succeeded completion", async () => {
@@ -112,7 +109,7 @@ describe("codex 0.171.0 against the mock Responses API", () => {
           num_turns: 1,
           duration_api_ms: 0,
         },
-        claude_session_id: threadId,
+        agent_session_id: threadId,
       }),
     ]);
     const [request] = mock.responsesRequests();
@@ -210,7 +207,7 @@ describe("codex 0.171.0 against the mock Responses API", () => {
         result: null,
         error: "mock failure: bad request",
         error_code: "agent_error",
-        claude_session_id: r.mapper.threadId,
+        agent_session_id: r.mapper.threadId,
       }),
     ]);
     // request_max_retries = 0 in the test config: one request, no retries.
@@ -267,7 +264,7 @@ describe("codex 0.171.0 against the mock Responses API", () => {
       status: "succeeded",
       result: "The word was PAPAYA.",
       usage: { input_tokens: 250, cache_read_tokens: 50, output_tokens: 30 },
-      claude_session_id: threadId,
+      agent_session_id: threadId,
     });
   });
 
@@ -304,7 +301,7 @@ describe("codex 0.171.0 against the mock Responses API", () => {
       error: "cancelled by the client",
       error_code: "cancelled",
       duration_ms: 1234,
-      claude_session_id: r.mapper.threadId,
+      agent_session_id: r.mapper.threadId,
     });
   });
 });

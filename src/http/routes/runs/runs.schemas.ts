@@ -130,7 +130,10 @@ export const Run = z
     result: z.string().nullable().openapi({ description: "The agent's final text." }),
     error: z.string().nullable(),
     usage: Usage,
-    cost_usd: z.number(),
+    cost_usd: z
+      .number()
+      .nullable()
+      .openapi({ description: "null when neither the agent nor a configured price says." }),
     duration_ms: z.number().int().nullable(),
     agent: z.string().openapi({ description: "Its session's agent back-end.", example: "claude" }),
     agent_session_id: z.string().nullable().openapi({

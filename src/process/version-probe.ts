@@ -1,18 +1,20 @@
 import { execFile } from "node:child_process";
-import { commandAs, type RunAs } from "../../process/agent-user.js";
+import { commandAs, type RunAs } from "./agent-user.js";
 
-export type ClaudeProbe = () => Promise<string>;
+export type VersionProbe = () => Promise<string>;
 
 /**
- * Asks the CLI for its version (`claude --version`), which proves the binary exists and runs.
- * A success is remembered for `ttlMs` so that readiness checks do not spawn a process each time.
+ * Asks an agent's CLI for its version (`<bin> --version`), which proves the binary exists and
+ * runs (as the agents' user, when given). A success is remembered for `ttlMs` so that readiness
+ * checks do not spawn a process each time.
  */
-export function createClaudeProbe(
+export function createVersionProbe(
+  name: string,
   bin: string,
   env: Record<string, string>,
   runAs?: RunAs,
   ttlMs = 60_000,
-): ClaudeProbe {
+): VersionProbe {
   const [file, args] = runAs ? commandAs(runAs, bin, ["--version"]) : [bin, ["--version"]];
   let cached: { version: string; at: number } | undefined;
   return async () => {
@@ -22,7 +24,7 @@ export function createClaudeProbe(
         if (err) {
           const reason =
             (err as NodeJS.ErrnoException).code === "ENOENT" ? "not found" : err.message;
-          reject(new Error(`claude CLI at ${bin}: ${reason}`));
+          reject(new Error(`${name} CLI at ${bin}: ${reason}`));
         } else resolve(stdout.trim());
       });
     });

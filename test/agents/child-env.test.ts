@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { childEnvironment } from "../../../src/agents/claude/env.js";
+import { childEnvironment } from "../../src/agents/child-env.js";
 
 const source = {
   PATH: "/usr/bin:/bin",
@@ -90,6 +90,18 @@ describe("childEnvironment", () => {
     expect(vertex.AWS_SECRET_ACCESS_KEY).toBeUndefined();
     const off = childEnvironment({ ...source, CLAUDE_CODE_USE_BEDROCK: "0" }, []);
     expect(off.AWS_SECRET_ACCESS_KEY).toBeUndefined();
+  });
+
+  it("gives each agent its own credentials and never another's", () => {
+    const both = { ...source, OPENAI_API_KEY: "sk-openai", CODEX_HOME: "/srv/codex" };
+    const claude = childEnvironment(both, [], "claude");
+    expect(claude.ANTHROPIC_API_KEY).toBeDefined();
+    expect(claude.OPENAI_API_KEY).toBeUndefined();
+    expect(claude.CODEX_HOME).toBeUndefined();
+    const codex = childEnvironment(both, [], "codex");
+    expect(codex).toMatchObject({ OPENAI_API_KEY: "sk-openai", CODEX_HOME: "/srv/codex" });
+    expect(Object.keys(codex).filter((k) => /^(ANTHROPIC_|CLAUDE_)/.test(k))).toEqual([]);
+    expect(codex.PATH).toBe(source.PATH);
   });
 
   it("does not read process.env: the result depends only on its arguments", () => {

@@ -1,5 +1,6 @@
-// The child's environment: what the CLI needs to run and reach its API, nothing of the bridge's
-// own configuration or secrets. Pure: the config layer calls it with process.env.
+// An agent child's environment: what its CLI needs to run and reach its API, nothing of the
+// bridge's own configuration or secrets, nor another agent's credentials. Pure: the config layer
+// calls it with process.env.
 
 const EXACT = new Set([
   "PATH",
@@ -25,14 +26,18 @@ const EXACT = new Set([
   "IS_SANDBOX",
 ]);
 
-const PREFIXES = [
-  "LC_",
-  "ANTHROPIC_",
-  "CLAUDE_",
-  "SSL_CERT_",
-  // The CLI's own switches that only turn things off (DISABLE_TELEMETRY, DISABLE_AUTOUPDATER, …).
-  "DISABLE_",
-];
+const PREFIXES = ["LC_", "SSL_CERT_"];
+
+/** The variables of each agent's CLI: its credentials and its own settings. */
+const AGENT_PREFIXES = {
+  claude: [
+    "ANTHROPIC_",
+    "CLAUDE_",
+    // The CLI's own switches that only turn things off (DISABLE_TELEMETRY, DISABLE_AUTOUPDATER, …).
+    "DISABLE_",
+  ],
+  codex: ["OPENAI_", "CODEX_"],
+} as const;
 
 // Cloud credentials are host secrets that every Bash command of the agent could read, so they
 // pass only when the operator has switched the CLI to that provider: AWS_* for Bedrock
@@ -61,11 +66,14 @@ function isOn(value: string | undefined): boolean {
 export function childEnvironment(
   source: NodeJS.ProcessEnv,
   extraAllow: string[],
+  agent: keyof typeof AGENT_PREFIXES = "claude",
 ): Record<string, string> {
   const exact = new Set(EXACT);
-  const prefixes = [...PREFIXES];
-  for (const { switch: name, prefixes: extra } of PROVIDER_PREFIXES) {
-    if (isOn(source[name])) prefixes.push(...extra);
+  const prefixes: string[] = [...PREFIXES, ...AGENT_PREFIXES[agent]];
+  if (agent === "claude") {
+    for (const { switch: name, prefixes: extra } of PROVIDER_PREFIXES) {
+      if (isOn(source[name])) prefixes.push(...extra);
+    }
   }
   for (const entry of extraAllow) {
     const name = entry.trim();

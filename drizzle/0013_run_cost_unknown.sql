@@ -1,0 +1,1 @@
+ALTER TABLE "runs" ALTER COLUMN "cost_usd" DROP NOT NULL;

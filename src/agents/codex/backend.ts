@@ -1,0 +1,112 @@
+import type { BridgeEvent } from "../../events.js";
+import type { RunAs } from "../../process/agent-user.js";
+import {
+  type AgentCommand,
+  type DriverConfig,
+  driveAgentProcess,
+  type LineProtocol,
+} from "../../process/driver.js";
+import { InvalidRunRequestError, RunnerError } from "../../process/errors.js";
+import { createVersionProbe } from "../../process/version-probe.js";
+import type { AgentBackend, AgentRunRequest, RunContext } from "../agent.js";
+import { joinSystemPrompts } from "../agent.js";
+import { buildCodexArgs } from "./command.js";
+import { findCodexCredentials } from "./credentials.js";
+import { CodexMapper, type CodexPrice, type CodexUsageTotals } from "./mapper.js";
+import { CodexSettings, SANDBOX_OF } from "./options.js";
+
+// OpenAI's Codex CLI as an agent back-end, on the shared process driver: `codex exec --json` for a
+// session's first run, `codex exec resume <thread>` once a run has reported its thread id (kept as
+// the session's agent_session_id); the prompt on stdin, which then closes.
+
+export interface CodexBackendConfig {
+  bin: string;
+  /** The child's environment (see child-env.ts). */
+  env: Record<string, string>;
+  driver: Omit<DriverConfig, "logger" | "onSpawn">;
+  /** USD per million tokens, by model slug; a run of a model without one has no cost. */
+  prices: Record<string, CodexPrice>;
+  /** Set: the version probe runs as the agents' user. */
+  runAs?: RunAs;
+}
+
+const LABEL = { name: "codex", binVariable: "AGENT_BRIDGE_CODEX_BIN" };
+
+export function codexBackend(config: CodexBackendConfig): AgentBackend {
+  const probe = createVersionProbe("codex", config.bin, config.env, config.runAs);
+  return {
+    name: "codex",
+    settings: CodexSettings,
+    async ready() {
+      const [version, credentials] = await Promise.all([probe(), findCodexCredentials(config.env)]);
+      return { bin: config.bin, version, credentials };
+    },
+    run: (request, context, signal) => runCodex(request, config, context, signal),
+  };
+}
+
+/**
+ * The thread's running totals before this run, as codex counts them (its input tokens include the
+ * cached ones), from what the session's earlier runs recorded.
+ */
+async function totalsBefore(request: AgentRunRequest): Promise<CodexUsageTotals> {
+  const used = await request.usageBefore();
+  return {
+    input_tokens: used.input_tokens + used.cache_read_tokens,
+    cached_input_tokens: used.cache_read_tokens,
+    cache_write_input_tokens: used.cache_creation_tokens,
+    output_tokens: used.output_tokens,
+    reasoning_output_tokens: 0,
+  };
+}
+
+async function* runCodex(
+  request: AgentRunRequest,
+  config: CodexBackendConfig,
+  context: RunContext,
+  signal: AbortSignal,
+): AsyncGenerator<BridgeEvent[]> {
+  const { settings, identity } = request;
+  const threadId = request.agentSessionId ?? undefined;
+  const startedAt = performance.now();
+  const price = settings.model === null ? undefined : config.prices[settings.model];
+  const mapper = new CodexMapper({
+    ...(threadId ? { previousTotals: await totalsBefore(request) } : {}),
+    ...(price ? { price } : {}),
+    elapsedMs: () => performance.now() - startedAt,
+  });
+  const protocol: LineProtocol = {
+    onLine: (line) => mapper.push(line),
+    lineDropped: () => mapper.lineDropped(),
+    failure: (err, elapsedMs) => mapper.failure(err.status, err.message, err.code, elapsedMs),
+  };
+  const developerInstructions = joinSystemPrompts(request);
+  let args: string[];
+  try {
+    args = buildCodexArgs({
+      sandbox: SANDBOX_OF[settings.permissionMode] ?? "read-only",
+      ...(settings.model ? { model: settings.model } : {}),
+      reasoningEffort: settings.effort,
+      ...(developerInstructions ? { developerInstructions } : {}),
+      ...(threadId ? { threadId } : {}),
+    });
+  } catch (err) {
+    const invalid =
+      err instanceof RunnerError ? err : new InvalidRunRequestError(String((err as Error).message));
+    yield [protocol.failure(invalid, 0)];
+    return;
+  }
+  const command: AgentCommand = {
+    label: LABEL,
+    bin: config.bin,
+    args,
+    // codex works where it starts: `exec resume` has no --cd.
+    cwd: request.cwd,
+    env: identity ? { ...config.env, ...identity.env } : config.env,
+    ...(identity ? { runAs: identity.runAs } : {}),
+    input: request.prompt,
+    closeInput: true,
+  };
+  const logger = context.logger.child({ codex_thread_id: threadId ?? null });
+  yield* driveAgentProcess(command, protocol, { ...config.driver, ...context, logger }, signal);
+}
