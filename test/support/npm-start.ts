@@ -16,7 +16,11 @@ export interface UserServer {
   close(): Promise<void>;
 }
 
-export async function npmStart(scenario: FakeScenario): Promise<UserServer> {
+/** `env`: what the user set on the `npm start` line, as the README's examples do. */
+export async function npmStart(
+  scenario: FakeScenario,
+  env: Record<string, string> = {},
+): Promise<UserServer> {
   const fake = await fakeClaude(scenario);
   const dataDir = await mkdtemp(join(tmpdir(), "agent-bridge-readme-data-"));
   await seedDataDir(dataDir);
@@ -25,6 +29,7 @@ export async function npmStart(scenario: FakeScenario): Promise<UserServer> {
     AGENT_BRIDGE_DATA_DIR: dataDir,
     // API keys on, as they are by default.
     AGENT_BRIDGE_AUTH: undefined,
+    ...env,
   });
   const [, key = ""] = await server.waitForOutput(/\n {2}(ab_[A-Za-z0-9_-]{43})\n/);
   return {
