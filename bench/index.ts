@@ -135,7 +135,7 @@ async function benchBackend(backend: Backend, transcripts: Transcripts, tmp: str
       AGENT_BRIDGE_CLAUDE_BIN: bin,
       AGENT_BRIDGE_MAX_CONCURRENT_RUNS: "100",
       AGENT_BRIDGE_MAX_QUEUED_RUNS: "100",
-      AGENT_BRIDGE_CLAUDE_MAX_LINE_BYTES: String(2 * SIZES.bigLineBytes),
+      AGENT_BRIDGE_MAX_LINE_BYTES: String(2 * SIZES.bigLineBytes),
     },
     [
       "--expose-gc",

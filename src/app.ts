@@ -48,9 +48,9 @@ export function buildDeps(config: Config, database: DatabaseHandle, logger: Logg
     },
   );
   const driver = {
-    timeoutMs: claude.timeoutSeconds * 1000,
-    idleTimeoutMs: claude.idleTimeoutSeconds * 1000,
-    maxLineBytes: claude.maxLineBytes,
+    timeoutMs: config.agents.timeoutSeconds * 1000,
+    idleTimeoutMs: config.agents.idleTimeoutSeconds * 1000,
+    maxLineBytes: config.agents.maxLineBytes,
     stderrTailBytes: DRIVER_DEFAULTS.stderrTailBytes,
     killGraceMs: DRIVER_DEFAULTS.killGraceMs,
   };
@@ -78,7 +78,7 @@ export function buildDeps(config: Config, database: DatabaseHandle, logger: Logg
   const runs = new RunManager({
     db: database.db,
     logger,
-    workDir: claude.workDir,
+    workDir: config.workDir,
     maxConcurrent: config.runs.maxConcurrent,
     maxQueued: config.runs.maxQueued,
     maxPerKey: config.runs.maxPerKey,
@@ -109,7 +109,7 @@ export function buildSweeper(deps: AppDeps): SessionSweeper {
     logger: deps.logger,
     ttlMs: deps.config.sessions.ttlMs,
     intervalMs: deps.config.sessions.sweepIntervalMs,
-    workDir: deps.config.claude.workDir,
+    workDir: deps.config.workDir,
   });
 }
 

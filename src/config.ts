@@ -135,15 +135,19 @@ const EnvSchema = z.object({
       ),
     )
     .default({}),
-  AGENT_BRIDGE_CLAUDE_WORK_DIR: z.string().min(1).default("."),
-  AGENT_BRIDGE_CLAUDE_PERMISSION_MODE: oneOf(PERMISSION_MODES).default("acceptEdits"),
-  AGENT_BRIDGE_CLAUDE_TIMEOUT_SECONDS: int(1).default(600),
-  AGENT_BRIDGE_CLAUDE_IDLE_TIMEOUT_SECONDS: int(1).default(300),
-  AGENT_BRIDGE_CLAUDE_WORKTREE_ENABLED: bool.default(false),
-  AGENT_BRIDGE_CLAUDE_EFFORT: oneOf(EFFORTS).default("xhigh"),
+  AGENT_BRIDGE_WORK_DIR: z.string().min(1).default("."),
+  AGENT_BRIDGE_PERMISSION_MODE: oneOf(PERMISSION_MODES).default("acceptEdits"),
+  AGENT_BRIDGE_RUN_TIMEOUT_SECONDS: int(1).default(600),
+  AGENT_BRIDGE_IDLE_TIMEOUT_SECONDS: int(1).default(300),
+  AGENT_BRIDGE_WORKTREE_ENABLED: bool.default(false),
+  AGENT_BRIDGE_EFFORT: oneOf(EFFORTS).default("xhigh"),
+  AGENT_BRIDGE_MAX_LINE_BYTES: int(10_000_000).default(16 * 1024 * 1024),
   AGENT_BRIDGE_CLAUDE_MODEL: z.string().min(1).optional(),
-  AGENT_BRIDGE_CLAUDE_MAX_LINE_BYTES: int(10_000_000).default(16 * 1024 * 1024),
   AGENT_BRIDGE_CLAUDE_ENV_ALLOW: list.default([]),
+  AGENT_BRIDGE_CODEX_MODEL: z
+    .string()
+    .regex(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$/, "expected a model slug such as gpt-5.5")
+    .optional(),
   // Per-key limits (issue 14).
   AGENT_BRIDGE_MAX_STREAMS_PER_KEY: int(1).default(32),
   AGENT_BRIDGE_AGENT_USER: z.string().min(1).optional(),
@@ -225,14 +229,28 @@ export interface Config {
   };
   /** Event streams (SSE) one key may have open at once. */
   streamsPerKey: number;
+  /** Old names of settings that were set (each line says the new name), for the start-up log. */
+  deprecated: string[];
+  /** The directory agents work in, unless a session names another. */
+  workDir: string;
   agents: {
     /** The back-end of a session that names none. */
     default: AgentName;
     /** The back-ends this server runs (the default among them). */
     enabled: AgentName[];
+    /** Defaults of a session's settings, for every agent. */
+    permissionMode: (typeof PERMISSION_MODES)[number];
+    effort: (typeof EFFORTS)[number];
+    worktreeEnabled: boolean;
+    /** Limits of every run. */
+    timeoutSeconds: number;
+    idleTimeoutSeconds: number;
+    maxLineBytes: number;
   };
   codex: {
     bin: string;
+    /** The model of a codex session that names none; unset: codex's own default. */
+    model: string | undefined;
     /** The environment codex runs with: an allow-list of this process's (OPENAI_*, CODEX_*). */
     childEnv: Record<string, string>;
     /** USD per million tokens by model slug. */
@@ -240,14 +258,8 @@ export interface Config {
   };
   claude: {
     bin: string;
-    workDir: string;
-    permissionMode: (typeof PERMISSION_MODES)[number];
-    timeoutSeconds: number;
-    idleTimeoutSeconds: number;
-    worktreeEnabled: boolean;
-    effort: (typeof EFFORTS)[number];
+    /** The model of a claude session that names none; unset: the CLI's own default. */
     model: string | undefined;
-    maxLineBytes: number;
     /** The environment the CLI runs with: an allow-list of this process's, never its secrets. */
     childEnv: Record<string, string>;
   };
@@ -340,11 +352,56 @@ function readSecretFiles(env: Record<string, string>): Record<string, string> {
   return out;
 }
 
+/**
+ * Settings of every agent that had Claude's name before there was a second agent: the old name
+ * still works (start-up logs that it is deprecated), but not together with the new one.
+ */
+const RENAMED = {
+  AGENT_BRIDGE_CLAUDE_WORK_DIR: "AGENT_BRIDGE_WORK_DIR",
+  AGENT_BRIDGE_CLAUDE_PERMISSION_MODE: "AGENT_BRIDGE_PERMISSION_MODE",
+  AGENT_BRIDGE_CLAUDE_TIMEOUT_SECONDS: "AGENT_BRIDGE_RUN_TIMEOUT_SECONDS",
+  AGENT_BRIDGE_CLAUDE_IDLE_TIMEOUT_SECONDS: "AGENT_BRIDGE_IDLE_TIMEOUT_SECONDS",
+  AGENT_BRIDGE_CLAUDE_WORKTREE_ENABLED: "AGENT_BRIDGE_WORKTREE_ENABLED",
+  AGENT_BRIDGE_CLAUDE_EFFORT: "AGENT_BRIDGE_EFFORT",
+  AGENT_BRIDGE_CLAUDE_MAX_LINE_BYTES: "AGENT_BRIDGE_MAX_LINE_BYTES",
+} as const;
+
+/** `env` with each old name of a renamed setting moved to its new name. */
+function renameDeprecated(env: Record<string, string>): {
+  env: Record<string, string>;
+  deprecated: string[];
+  /** New name -> the old one it was set as, so that a problem names what the operator wrote. */
+  setAs: Record<string, string>;
+} {
+  const out = { ...env };
+  const deprecated: string[] = [];
+  const setAs: Record<string, string> = {};
+  const problems: string[] = [];
+  for (const [old, name] of Object.entries(RENAMED)) {
+    if (out[old] === undefined) continue;
+    if (out[name] !== undefined) problems.push(`${old}: set ${name} (its new name), not both`);
+    else {
+      out[name] = out[old];
+      setAs[name] = old;
+      deprecated.push(`${old} is deprecated: it applies to every agent now, as ${name}`);
+    }
+    delete out[old];
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+  return { env: out, deprecated, setAs };
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   // An empty variable means "not set", as in most shells' `VAR= cmd` idiom.
-  const present = readSecretFiles(
-    Object.fromEntries(
-      Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined && e[1] !== ""),
+  const {
+    env: present,
+    deprecated,
+    setAs,
+  } = renameDeprecated(
+    readSecretFiles(
+      Object.fromEntries(
+        Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined && e[1] !== ""),
+      ),
     ),
   );
   const parsed = EnvSchema.safeParse(present);
@@ -356,7 +413,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
         const got = (SECRET_SETTINGS as readonly string[]).includes(name)
           ? ""
           : ` (got ${JSON.stringify(present[name])})`;
-        return `${i.path.join(".")}: ${i.message}${got}`;
+        return `${[setAs[name] ?? name, ...i.path.slice(1)].join(".")}: ${i.message}${got}`;
       }),
     );
   }
@@ -380,7 +437,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       `AGENT_BRIDGE_AGENTS: a comma-separated list of ${AGENT_NAMES.join(", ")} that includes AGENT_BRIDGE_AGENT (${e.AGENT_BRIDGE_AGENT}) (got ${JSON.stringify(enabledAgents.join(","))})`,
     ]);
   }
-  const workDir = path.resolve(e.AGENT_BRIDGE_CLAUDE_WORK_DIR);
+  const workDir = path.resolve(e.AGENT_BRIDGE_WORK_DIR);
   const dataDir = path.resolve(e.AGENT_BRIDGE_DATA_DIR);
   return {
     port: e.PORT,
@@ -424,22 +481,27 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       scheduleTickMs: e.AGENT_BRIDGE_SCHEDULE_TICK_MS,
     },
     streamsPerKey: e.AGENT_BRIDGE_MAX_STREAMS_PER_KEY,
-    agents: { default: e.AGENT_BRIDGE_AGENT, enabled: enabledAgents as AgentName[] },
+    deprecated,
+    workDir,
+    agents: {
+      default: e.AGENT_BRIDGE_AGENT,
+      enabled: enabledAgents as AgentName[],
+      permissionMode: e.AGENT_BRIDGE_PERMISSION_MODE,
+      effort: e.AGENT_BRIDGE_EFFORT,
+      worktreeEnabled: e.AGENT_BRIDGE_WORKTREE_ENABLED,
+      timeoutSeconds: e.AGENT_BRIDGE_RUN_TIMEOUT_SECONDS,
+      idleTimeoutSeconds: e.AGENT_BRIDGE_IDLE_TIMEOUT_SECONDS,
+      maxLineBytes: e.AGENT_BRIDGE_MAX_LINE_BYTES,
+    },
     codex: {
       bin: e.AGENT_BRIDGE_CODEX_BIN ?? defaultCodexBin(),
+      model: e.AGENT_BRIDGE_CODEX_MODEL,
       childEnv: childEnvironment(present, e.AGENT_BRIDGE_CODEX_ENV_ALLOW, "codex"),
       prices: e.AGENT_BRIDGE_CODEX_PRICES,
     },
     claude: {
       bin: e.AGENT_BRIDGE_CLAUDE_BIN ?? defaultClaudeBin(),
-      workDir,
-      permissionMode: e.AGENT_BRIDGE_CLAUDE_PERMISSION_MODE,
-      timeoutSeconds: e.AGENT_BRIDGE_CLAUDE_TIMEOUT_SECONDS,
-      idleTimeoutSeconds: e.AGENT_BRIDGE_CLAUDE_IDLE_TIMEOUT_SECONDS,
-      worktreeEnabled: e.AGENT_BRIDGE_CLAUDE_WORKTREE_ENABLED,
-      effort: e.AGENT_BRIDGE_CLAUDE_EFFORT,
       model: e.AGENT_BRIDGE_CLAUDE_MODEL,
-      maxLineBytes: e.AGENT_BRIDGE_CLAUDE_MAX_LINE_BYTES,
       childEnv: childEnvironment(present, e.AGENT_BRIDGE_CLAUDE_ENV_ALLOW),
     },
     agentUser: e.AGENT_BRIDGE_AGENT_USER

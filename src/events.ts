@@ -180,7 +180,7 @@ export const CompletionEvent = z
     last_message_uuid: z.string().nullable(),
     dropped_lines: z.number().int().min(1).optional().openapi({
       description:
-        "Lines of the CLI's output dropped for being over AGENT_BRIDGE_CLAUDE_MAX_LINE_BYTES; the events they held (text included) are missing. Absent when none was.",
+        "Lines of the CLI's output dropped for being over AGENT_BRIDGE_MAX_LINE_BYTES; the events they held (text included) are missing. Absent when none was.",
     }),
   })
   .openapi("CompletionEvent");

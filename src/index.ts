@@ -50,11 +50,12 @@ async function start(config: Config, logger: Logger) {
       kind: database.kind,
       ...(database.kind === "pglite" ? { data_dir: config.dataDir } : {}),
     });
+    for (const line of config.deprecated) logger.warn(line);
     const firstKey = await prepareKeys(database.db, config, logger);
     const deps = buildDeps(config, database, logger);
     await deps.homes?.prepare();
     // After buildDeps: git runs as the agents' user when they have one.
-    if (config.claude.worktreeEnabled) await checkWorktreePrerequisites(config.claude.workDir);
+    if (config.agents.worktreeEnabled) await checkWorktreePrerequisites(config.workDir);
     const recovered = await deps.runs.recover();
     if (recovered > 0)
       logger.warn("closed runs left unfinished by the previous process", { runs: recovered });
@@ -115,7 +116,7 @@ function startupProblem(err: unknown, logger?: Logger): string {
   )
     return err.message;
   if (err instanceof WorktreePrerequisiteError)
-    return `worktree mode (AGENT_BRIDGE_CLAUDE_WORKTREE_ENABLED) cannot start: ${err.message}`;
+    return `worktree mode (AGENT_BRIDGE_WORKTREE_ENABLED) cannot start: ${err.message}`;
   // Not foreseen: its stack is for a developer, at LOG_LEVEL=debug, not on the console.
   logger?.debug("start-up failed", errorFields(err));
   const message = (err instanceof Error ? err.message : String(err)).replace(/\s+/g, " ");
@@ -146,12 +147,12 @@ function safeDecode(text: string): string {
 }
 
 const url = `http://${config.host}:${(service.server.address() as { port: number }).port}`;
-const { workDir } = config.claude;
+const { workDir } = config;
 logger.info("listening", { url, work_dir: workDir });
 // Where a first Write of the agent lands, said before anyone sends a message.
 const lines = [
   `agent-bridge listening on ${url} (docs at ${url}/docs)`,
-  `The agent works in ${workDir} (AGENT_BRIDGE_CLAUDE_WORK_DIR).`,
+  `The agent works in ${workDir} (AGENT_BRIDGE_WORK_DIR).`,
 ];
 if (config.auth.mode === "none") {
   lines.push("API keys are off (AGENT_BRIDGE_AUTH=none): anyone on this machine can use the API.");

@@ -22,17 +22,53 @@ describe("config", () => {
       host: "127.0.0.1",
       databaseUrl: undefined,
       bodyLimitBytes: 1_048_576,
-      claude: {
+      agents: {
+        default: "claude",
+        enabled: ["claude"],
         permissionMode: "acceptEdits",
         timeoutSeconds: 600,
+        idleTimeoutSeconds: 300,
         worktreeEnabled: false,
         effort: "xhigh",
-        model: undefined,
       },
+      claude: { model: undefined },
+      codex: { model: undefined, prices: {} },
+      deprecated: [],
     });
     expect(config.dataDir).toMatch(/\.agent-bridge$/);
-    expect(config.claude.workDir).toBe(process.cwd());
-    expect(config.claude.maxLineBytes).toBeGreaterThanOrEqual(10_000_000);
+    expect(config.workDir).toBe(process.cwd());
+    expect(config.agents.maxLineBytes).toBeGreaterThanOrEqual(10_000_000);
+  });
+
+  it("takes the settings that had Claude's name under their new names, the old names with a deprecation, not both", () => {
+    const old = loadConfig({
+      AGENT_BRIDGE_CLAUDE_WORK_DIR: "/srv/work",
+      AGENT_BRIDGE_CLAUDE_PERMISSION_MODE: "plan",
+      AGENT_BRIDGE_CLAUDE_TIMEOUT_SECONDS: "60",
+    });
+    expect(old.workDir).toBe("/srv/work");
+    expect(old.agents).toMatchObject({ permissionMode: "plan", timeoutSeconds: 60 });
+    expect(old.deprecated).toEqual([
+      "AGENT_BRIDGE_CLAUDE_WORK_DIR is deprecated: it applies to every agent now, as AGENT_BRIDGE_WORK_DIR",
+      "AGENT_BRIDGE_CLAUDE_PERMISSION_MODE is deprecated: it applies to every agent now, as AGENT_BRIDGE_PERMISSION_MODE",
+      "AGENT_BRIDGE_CLAUDE_TIMEOUT_SECONDS is deprecated: it applies to every agent now, as AGENT_BRIDGE_RUN_TIMEOUT_SECONDS",
+    ]);
+    expect(loadConfig({ AGENT_BRIDGE_WORK_DIR: "/srv/new" }).deprecated).toEqual([]);
+    expect(() =>
+      loadConfig({ AGENT_BRIDGE_CLAUDE_EFFORT: "low", AGENT_BRIDGE_EFFORT: "high" }),
+    ).toThrow(/AGENT_BRIDGE_CLAUDE_EFFORT: set AGENT_BRIDGE_EFFORT \(its new name\), not both/);
+  });
+
+  it("runs the agents named in AGENT_BRIDGE_AGENTS, the default among them", () => {
+    expect(loadConfig({ AGENT_BRIDGE_AGENTS: "claude,codex" }).agents).toMatchObject({
+      default: "claude",
+      enabled: ["claude", "codex"],
+    });
+    expect(() => loadConfig({ AGENT_BRIDGE_AGENTS: "codex" })).toThrow(/AGENT_BRIDGE_AGENTS/);
+    expect(() => loadConfig({ AGENT_BRIDGE_AGENTS: "claude,gpt" })).toThrow(/AGENT_BRIDGE_AGENTS/);
+    expect(() => loadConfig({ AGENT_BRIDGE_CODEX_PRICES: "{" })).toThrow(
+      /AGENT_BRIDGE_CODEX_PRICES: expected JSON/,
+    );
   });
 
   it("finds the claude binary of the installed @anthropic-ai/claude-code package", () => {

@@ -82,12 +82,10 @@ describe("the service process", () => {
   it("refuses to start on bad configuration, one line per problem", async () => {
     const { code, output } = await runServerToExit({
       PORT: "x",
-      AGENT_BRIDGE_CLAUDE_PERMISSION_MODE: "yolo",
+      AGENT_BRIDGE_PERMISSION_MODE: "yolo",
     });
     expect(code).toBe(1);
     expect(output).toContain("PORT: expected a whole number");
-    expect(output).toContain(
-      "AGENT_BRIDGE_CLAUDE_PERMISSION_MODE: expected one of: default, acceptEdits",
-    );
+    expect(output).toContain("AGENT_BRIDGE_PERMISSION_MODE: expected one of: default, acceptEdits");
   });
 });

@@ -124,7 +124,7 @@ export async function checkSession(
   if (ask.worktree && !policy.worktrees) {
     throw new PolicyDeniedError("worktrees", "its worktrees is false");
   }
-  const given = ask.workDir ?? config.claude.workDir;
+  const given = ask.workDir ?? config.workDir;
   const workDir = await realpath(given).catch(() => given);
   if (!isWithin(workDir, policy.workRoots)) {
     throw new PolicyDeniedError(

@@ -502,7 +502,7 @@ export interface components {
        */
       claude_session_id: string | null;
       last_message_uuid: string | null;
-      /** @description Lines of the CLI's output dropped for being over AGENT_BRIDGE_CLAUDE_MAX_LINE_BYTES; the events they held (text included) are missing. Absent when none was. */
+      /** @description Lines of the CLI's output dropped for being over AGENT_BRIDGE_MAX_LINE_BYTES; the events they held (text included) are missing. Absent when none was. */
       dropped_lines?: number;
     };
     /** @enum {string} */
@@ -585,9 +585,9 @@ export interface components {
       effort?: components["schemas"]["Effort"] & unknown;
       /** @description Appended to the CLI's system prompt on every run of the session. */
       system_prompt?: string;
-      /** @description Run in a git worktree of its own. Default: `AGENT_BRIDGE_CLAUDE_WORKTREE_ENABLED`. */
+      /** @description Run in a git worktree of its own. Default: `AGENT_BRIDGE_WORKTREE_ENABLED`. */
       worktree?: boolean;
-      /** @description Directory the agent works in, absolute or relative to the first allowed root; it must resolve (symlinks followed) inside `AGENT_BRIDGE_ALLOWED_ROOTS`. Default: `AGENT_BRIDGE_CLAUDE_WORK_DIR`. */
+      /** @description Directory the agent works in, absolute or relative to the first allowed root; it must resolve (symlinks followed) inside `AGENT_BRIDGE_ALLOWED_ROOTS`. Default: `AGENT_BRIDGE_WORK_DIR`. */
       work_dir?: string;
       /** @description Up to 32 string pairs, stored and returned as given. */
       metadata?: {

@@ -349,17 +349,17 @@ const getSessionRow = (db: Database, id: string) =>
   getSession(db, id, { keyId: null, name: "hooks", admin: true });
 
 function newSession(deps: HookDeps, hook: HookRow, key: string): Promise<SessionRow> {
-  const { claude } = deps.config;
+  const { agents } = deps.config;
   return createSession(deps.db, {
     ownerKeyId: hook.ownerKeyId,
     workDir: hook.workDir,
     title: key ? `${hook.name}: ${asText(key).slice(0, 150)}` : `${hook.name}`,
     agent: deps.config.agents.default,
-    permissionMode: hook.permissionMode ?? claude.permissionMode,
-    model: hook.model ?? claude.model ?? null,
-    effort: hook.effort ?? claude.effort,
+    permissionMode: hook.permissionMode ?? agents.permissionMode,
+    model: hook.model ?? deps.config[agents.default].model ?? null,
+    effort: hook.effort ?? agents.effort,
     systemPrompt: null,
-    worktree: hook.worktree ?? claude.worktreeEnabled,
+    worktree: hook.worktree ?? agents.worktreeEnabled,
     metadata: { hook: hook.name, ...(key ? { session_key: key.slice(0, 512) } : {}) },
   });
 }

@@ -24,7 +24,7 @@ const source = {
   // Not for the child:
   DATABASE_URL: "postgres://secret",
   AGENT_BRIDGE_ADMIN_TOKEN: "secret",
-  AGENT_BRIDGE_CLAUDE_TIMEOUT_SECONDS: "600",
+  AGENT_BRIDGE_RUN_TIMEOUT_SECONDS: "600",
   GITHUB_TOKEN: "ghp_secret",
   AWS_SECRET_ACCESS_KEY: "aws-secret",
   GOOGLE_APPLICATION_CREDENTIALS: "/gcp.json",

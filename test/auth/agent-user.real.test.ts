@@ -81,8 +81,8 @@ describe.skipIf(!isRoot)("agents run as another OS user (AGENT_BRIDGE_AGENT_USER
           AGENT_BRIDGE_AUTH: "keys",
           AGENT_BRIDGE_API_KEY: adminKey,
           AGENT_BRIDGE_AGENT_USER: AGENT_USER,
-          AGENT_BRIDGE_CLAUDE_WORK_DIR: ce.cwd,
-          AGENT_BRIDGE_CLAUDE_PERMISSION_MODE: "bypassPermissions",
+          AGENT_BRIDGE_WORK_DIR: ce.cwd,
+          AGENT_BRIDGE_PERMISSION_MODE: "bypassPermissions",
         });
       });
       afterAll(async () => {

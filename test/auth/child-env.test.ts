@@ -20,8 +20,8 @@ describe("the agent's environment", () => {
       ...ce.env,
       DATABASE_URL: databaseUrl,
       AGENT_BRIDGE_API_KEY: apiKey,
-      AGENT_BRIDGE_CLAUDE_WORK_DIR: ce.cwd,
-      AGENT_BRIDGE_CLAUDE_PERMISSION_MODE: "bypassPermissions",
+      AGENT_BRIDGE_WORK_DIR: ce.cwd,
+      AGENT_BRIDGE_PERMISSION_MODE: "bypassPermissions",
     });
   });
   afterAll(async () => {

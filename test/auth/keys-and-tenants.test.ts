@@ -29,7 +29,7 @@ describe.each(BACKENDS)("keys and tenants on %s", (backend) => {
     t = await createTestApp(backend, {
       ...fake.bridgeEnv,
       AGENT_BRIDGE_AUTH: "keys",
-      AGENT_BRIDGE_CLAUDE_WORK_DIR: join(root, "allowed"),
+      AGENT_BRIDGE_WORK_DIR: join(root, "allowed"),
     });
     admin = (await issueKey(t.database.db, { name: "admin", admin: true })).key;
     alice = await createKeyAs(admin, "alice");

@@ -27,7 +27,7 @@ describe.each(BACKENDS)("key policies on %s", (backend) => {
       ...fake.bridgeEnv,
       AGENT_BRIDGE_AUTH: "keys",
       AGENT_BRIDGE_ALLOWED_ROOTS: `${join(root, "a")},${join(root, "b")}`,
-      AGENT_BRIDGE_CLAUDE_WORK_DIR: join(root, "a"),
+      AGENT_BRIDGE_WORK_DIR: join(root, "a"),
     });
     admin = (await issueKey(t.database.db, { name: "admin", admin: true })).key;
   });

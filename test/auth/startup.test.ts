@@ -28,7 +28,7 @@ describe("start-up with API keys on", () => {
     const key = (await first.waitForOutput(/\n {2}(ab_[A-Za-z0-9_-]{43})\n/))[1];
     // The listening line says where the agent works: the default is the server's own directory.
     expect(first.output()).toContain(
-      `The agent works in ${resolve(ROOT)} (AGENT_BRIDGE_CLAUDE_WORK_DIR).`,
+      `The agent works in ${resolve(ROOT)} (AGENT_BRIDGE_WORK_DIR).`,
     );
     expect(key).toBeDefined();
     expect(first.output()).toContain(

@@ -19,7 +19,7 @@ describe.each(BACKENDS)("one session per pull request with the real CLI on %s", 
   beforeAll(async () => {
     mock = await startMockAnthropic({ quiet: true });
     ce = await makeClaudeEnv(mock.url);
-    t = await createTestApp(backend, { ...ce.env, AGENT_BRIDGE_CLAUDE_WORK_DIR: ce.cwd });
+    t = await createTestApp(backend, { ...ce.env, AGENT_BRIDGE_WORK_DIR: ce.cwd });
     server = await listen(t.app);
     await createHook(server.url, {
       name: "review",

@@ -27,7 +27,7 @@ describe.each(BACKENDS)("U+0000 in input on %s", (backend) => {
     root = await mkdtemp(join(tmpdir(), "agent-bridge-nul-"));
     t = await createTestApp(backend, {
       AGENT_BRIDGE_ALLOWED_ROOTS: root,
-      AGENT_BRIDGE_CLAUDE_WORK_DIR: root,
+      AGENT_BRIDGE_WORK_DIR: root,
     });
     server = await listen(t.app);
     sessionId = (await (await fetch(`${server.url}/v1/sessions`, { method: "POST" })).json()).id;

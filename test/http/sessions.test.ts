@@ -15,8 +15,8 @@ describe.each(BACKENDS)("sessions API on %s", (backend) => {
   let t: TestApp;
   beforeAll(async () => {
     t = await createTestApp(backend, {
-      AGENT_BRIDGE_CLAUDE_PERMISSION_MODE: "plan",
-      AGENT_BRIDGE_CLAUDE_EFFORT: "high",
+      AGENT_BRIDGE_PERMISSION_MODE: "plan",
+      AGENT_BRIDGE_EFFORT: "high",
       AGENT_BRIDGE_BODY_LIMIT_BYTES: "4096",
     });
   });
@@ -52,6 +52,26 @@ describe.each(BACKENDS)("sessions API on %s", (backend) => {
       usage: { input_tokens: 0, output_tokens: 0, cost_usd: 0, runs: 0, num_turns: 0 },
     });
     expect(body.id).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  it("gives each agent's session that agent's default model", async () => {
+    const two = await createTestApp(backend, {
+      AGENT_BRIDGE_AGENTS: "claude,codex",
+      AGENT_BRIDGE_CLAUDE_MODEL: "sonnet",
+      AGENT_BRIDGE_CODEX_MODEL: "gpt-5.5",
+    });
+    try {
+      const claude = await (await two.app.request("/v1/sessions", json({}))).json();
+      const codex = await (await two.app.request("/v1/sessions", json({ agent: "codex" }))).json();
+      expect(claude).toMatchObject({ agent: "claude", model: "sonnet" });
+      expect(codex).toMatchObject({ agent: "codex", model: "gpt-5.5" });
+      // An agent the server does not run is the client's to fix: 400 naming the field.
+      const res = await t.app.request("/v1/sessions", json({ agent: "codex" }));
+      const body = await expectProblem(res, 400, "agent_unavailable");
+      expect(body.errors).toEqual([expect.objectContaining({ path: "agent" })]);
+    } finally {
+      await two.close();
+    }
   });
 
   it("refuses an agent the server does not know, and changes nothing", async () => {

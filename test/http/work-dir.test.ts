@@ -23,7 +23,7 @@ describe.each(BACKENDS)("a work_dir that is not a directory, on %s", (backend) =
     await symlink(join(root, "notes.txt"), join(root, "link-to-file"));
     t = await createTestApp(backend, {
       AGENT_BRIDGE_ALLOWED_ROOTS: root,
-      AGENT_BRIDGE_CLAUDE_WORK_DIR: root,
+      AGENT_BRIDGE_WORK_DIR: root,
     });
     server = await listen(t.app);
     const res = await send("POST", "/v1/hooks", hookBody({ name: hook }));

@@ -25,7 +25,7 @@ describe.each(BACKENDS)("monthly budgets with the real CLI on %s", (backend) => 
     t = await createTestApp(backend, {
       ...ce.env,
       AGENT_BRIDGE_AUTH: "keys",
-      AGENT_BRIDGE_CLAUDE_WORK_DIR: ce.cwd,
+      AGENT_BRIDGE_WORK_DIR: ce.cwd,
     });
     server = await listen(t.app);
     admin = (await issueKey(t.database.db, { name: "admin", admin: true })).key;

@@ -31,8 +31,8 @@ describe.each(databases.targets)(
       const env = {
         ...(await database()),
         ...ce.env,
-        AGENT_BRIDGE_CLAUDE_WORK_DIR: ce.cwd,
-        AGENT_BRIDGE_CLAUDE_PERMISSION_MODE: "bypassPermissions",
+        AGENT_BRIDGE_WORK_DIR: ce.cwd,
+        AGENT_BRIDGE_PERMISSION_MODE: "bypassPermissions",
         AGENT_BRIDGE_SHUTDOWN_GRACE_SECONDS: "0",
       };
       const held = holdUntilReleased();

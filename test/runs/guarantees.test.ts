@@ -40,7 +40,7 @@ describe.each(BACKENDS)("text from the CLI holding any character, on %s", (backe
     ce = await makeClaudeEnv(mock.url);
     // The default permission mode (acceptEdits) with an ordinary tenant's powers: Bash is denied,
     // so the NUL reaches the model through the denial and comes back in its text.
-    t = await createTestApp(backend, { ...ce.env, AGENT_BRIDGE_CLAUDE_WORK_DIR: ce.cwd });
+    t = await createTestApp(backend, { ...ce.env, AGENT_BRIDGE_WORK_DIR: ce.cwd });
     server = await listen(t.app);
     api = httpApi(server.url);
   });
@@ -156,7 +156,7 @@ describe.each(BACKENDS)("a CLI that ignores SIGTERM, on %s", (backend) => {
     });
     const app = await createTestApp(backend, {
       ...stubborn.bridgeEnv,
-      AGENT_BRIDGE_CLAUDE_IDLE_TIMEOUT_SECONDS: "1",
+      AGENT_BRIDGE_IDLE_TIMEOUT_SECONDS: "1",
       AGENT_BRIDGE_MAX_CONCURRENT_RUNS: "1",
     });
     const served = await listen(app.app);
@@ -200,8 +200,8 @@ describe.each(BACKENDS)(
       repo = await makeRepo();
       t = await createTestApp(backend, {
         ...ce.env,
-        AGENT_BRIDGE_CLAUDE_WORK_DIR: repo.clone,
-        AGENT_BRIDGE_CLAUDE_WORKTREE_ENABLED: "true",
+        AGENT_BRIDGE_WORK_DIR: repo.clone,
+        AGENT_BRIDGE_WORKTREE_ENABLED: "true",
       });
       server = await listen(t.app);
       api = httpApi(server.url);

@@ -51,8 +51,8 @@ describe.each(BACKENDS)("the real claude CLI through HTTP on %s", (backend) => {
     ce = await makeClaudeEnv(mock.url);
     t = await createTestApp(backend, {
       ...ce.env,
-      AGENT_BRIDGE_CLAUDE_WORK_DIR: ce.cwd,
-      AGENT_BRIDGE_CLAUDE_PERMISSION_MODE: "bypassPermissions",
+      AGENT_BRIDGE_WORK_DIR: ce.cwd,
+      AGENT_BRIDGE_PERMISSION_MODE: "bypassPermissions",
     });
     server = await listen(t.app);
     api = httpApi(server.url);

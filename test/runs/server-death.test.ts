@@ -156,8 +156,8 @@ describe("when the server goes, with the real CLI", () => {
         {
           ...(await database?.()),
           ...ce.env,
-          AGENT_BRIDGE_CLAUDE_WORK_DIR: ce.cwd,
-          AGENT_BRIDGE_CLAUDE_PERMISSION_MODE: "bypassPermissions",
+          AGENT_BRIDGE_WORK_DIR: ce.cwd,
+          AGENT_BRIDGE_PERMISSION_MODE: "bypassPermissions",
         },
         { ownGroup: true },
       );

@@ -41,9 +41,9 @@ describe.skipIf(!isRoot).each(BACKENDS)("worktree mode as the agent user on %s",
       ...ce.env,
       AGENT_BRIDGE_AGENT_USER: AGENT_USER,
       AGENT_BRIDGE_AGENT_HOMES_DIR: join(homes, "homes"),
-      AGENT_BRIDGE_CLAUDE_WORK_DIR: repo.clone,
-      AGENT_BRIDGE_CLAUDE_WORKTREE_ENABLED: "true",
-      AGENT_BRIDGE_CLAUDE_PERMISSION_MODE: "bypassPermissions",
+      AGENT_BRIDGE_WORK_DIR: repo.clone,
+      AGENT_BRIDGE_WORKTREE_ENABLED: "true",
+      AGENT_BRIDGE_PERMISSION_MODE: "bypassPermissions",
     });
     server = await listen(t.app);
   });

@@ -48,9 +48,9 @@ describe.each(BACKENDS)("worktree mode with the real claude CLI on %s", (backend
     t = await createTestApp(backend, {
       ...ce.env,
       AGENT_BRIDGE_AUTH: "none",
-      AGENT_BRIDGE_CLAUDE_WORK_DIR: repo.clone,
-      AGENT_BRIDGE_CLAUDE_WORKTREE_ENABLED: "true",
-      AGENT_BRIDGE_CLAUDE_PERMISSION_MODE: "bypassPermissions",
+      AGENT_BRIDGE_WORK_DIR: repo.clone,
+      AGENT_BRIDGE_WORKTREE_ENABLED: "true",
+      AGENT_BRIDGE_PERMISSION_MODE: "bypassPermissions",
     });
     server = await listen(t.app);
   });
@@ -271,7 +271,7 @@ describe.each(BACKENDS)("worktree sessions outside a git repository on %s", (bac
     repo = await makeRepo("not-a-repo");
     t = await createTestApp(backend, {
       AGENT_BRIDGE_AUTH: "none",
-      AGENT_BRIDGE_CLAUDE_WORK_DIR: repo.clone,
+      AGENT_BRIDGE_WORK_DIR: repo.clone,
     });
   });
   afterAll(async () => {

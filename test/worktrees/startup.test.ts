@@ -18,8 +18,8 @@ async function startIn(shape: RepoShape) {
   repos.push(repo);
   await seedDataDir(join(repo.root, "data"));
   const result = await runServerToExit({
-    AGENT_BRIDGE_CLAUDE_WORKTREE_ENABLED: "true",
-    AGENT_BRIDGE_CLAUDE_WORK_DIR: repo.clone,
+    AGENT_BRIDGE_WORKTREE_ENABLED: "true",
+    AGENT_BRIDGE_WORK_DIR: repo.clone,
     AGENT_BRIDGE_AUTH: "none",
     AGENT_BRIDGE_DATA_DIR: join(repo.root, "data"),
   });
@@ -31,7 +31,7 @@ describe("start-up in worktree mode", () => {
     const { code, output, repo } = await startIn("not-a-repo");
     expect(code).toBe(1);
     expect(output).toContain(
-      "agent-bridge: worktree mode (AGENT_BRIDGE_CLAUDE_WORKTREE_ENABLED) cannot start:",
+      "agent-bridge: worktree mode (AGENT_BRIDGE_WORKTREE_ENABLED) cannot start:",
     );
     expect(output).toContain(`${repo.clone} is not a git repository`);
     expect(output).toContain(`git clone <url> ${repo.clone}`);
@@ -56,8 +56,8 @@ describe("start-up in worktree mode", () => {
     repos.push(repo);
     await seedDataDir(join(repo.root, "data"));
     const server = await startServer({
-      AGENT_BRIDGE_CLAUDE_WORKTREE_ENABLED: "true",
-      AGENT_BRIDGE_CLAUDE_WORK_DIR: repo.clone,
+      AGENT_BRIDGE_WORKTREE_ENABLED: "true",
+      AGENT_BRIDGE_WORK_DIR: repo.clone,
       AGENT_BRIDGE_AUTH: "none",
       AGENT_BRIDGE_DATA_DIR: join(repo.root, "data"),
       AGENT_BRIDGE_SESSION_SWEEP_INTERVAL_SECONDS: "1",

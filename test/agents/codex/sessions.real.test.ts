@@ -36,8 +36,8 @@ describe.each(BACKENDS)("codex sessions through HTTP on %s", (backend) => {
     t = await createTestApp(backend, {
       ...ce.env,
       AGENT_BRIDGE_AGENTS: "claude,codex",
-      AGENT_BRIDGE_CLAUDE_WORK_DIR: ce.cwd,
-      AGENT_BRIDGE_CLAUDE_PERMISSION_MODE: "acceptEdits",
+      AGENT_BRIDGE_WORK_DIR: ce.cwd,
+      AGENT_BRIDGE_PERMISSION_MODE: "acceptEdits",
       AGENT_BRIDGE_CODEX_PRICES: JSON.stringify({
         [CODEX_TEST_MODEL]: { input: 2, cached_input: 0.5, output: 10 },
       }),

@@ -119,7 +119,7 @@ async function definition(
   }
   if (body.worktree && errors.length === 0) {
     try {
-      await checkWorktreePrerequisites(workDir ?? config.claude.workDir);
+      await checkWorktreePrerequisites(workDir ?? config.workDir);
     } catch (err) {
       if (!(err instanceof WorktreePrerequisiteError)) throw err;
       issue("worktree", `worktree mode is unavailable: ${err.message}`);
@@ -151,11 +151,11 @@ function enforceHookPolicy(
   ownerKeyId: string | null,
   fields: Pick<store.HookInput, "permissionMode" | "workDir" | "worktree">,
 ) {
-  const { claude } = c.var.config;
+  const { agents } = c.var.config;
   return enforcePolicy(c.var.db, c.var.config, ownerKeyId, {
-    permissionMode: PermissionMode.parse(fields.permissionMode ?? claude.permissionMode),
+    permissionMode: PermissionMode.parse(fields.permissionMode ?? agents.permissionMode),
     workDir: fields.workDir,
-    worktree: fields.worktree ?? claude.worktreeEnabled,
+    worktree: fields.worktree ?? agents.worktreeEnabled,
   });
 }
 

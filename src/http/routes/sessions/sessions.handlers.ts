@@ -79,11 +79,11 @@ const worktreeDirty = (path: string) =>
 
 export const createSession: RouteHandler<typeof routes.createSession, AppEnv> = async (c) => {
   const body = c.req.valid("json");
-  const { claude, allowedRoots } = c.var.config;
+  const { config } = c.var;
   let workDir: string | null = null;
   if (body.work_dir !== undefined) {
     try {
-      workDir = await resolveWorkDir(body.work_dir, allowedRoots);
+      workDir = await resolveWorkDir(body.work_dir, config.allowedRoots);
     } catch (err) {
       if (!(err instanceof WorkDirNotAllowedError)) throw err;
       throw new ApiError(400, "work_dir_not_allowed", err.message, {
@@ -93,18 +93,18 @@ export const createSession: RouteHandler<typeof routes.createSession, AppEnv> = 
   }
   const agent = agentFor(c.var.agents, body.agent ?? c.var.config.agents.default);
   const settings = settingsFor(agent, {
-    permissionMode: body.permission_mode ?? claude.permissionMode,
-    effort: body.effort ?? claude.effort,
-    model: body.model ?? claude.model ?? null,
+    permissionMode: body.permission_mode ?? config.agents.permissionMode,
+    effort: body.effort ?? config.agents.effort,
+    model: body.model ?? config[agent.name].model ?? null,
     systemPrompt: body.system_prompt ?? null,
-    worktree: body.worktree ?? claude.worktreeEnabled,
+    worktree: body.worktree ?? config.agents.worktreeEnabled,
   });
   await enforcePolicy(c.var.db, c.var.config, c.var.principal.keyId, {
     permissionMode: settings.permissionMode,
     workDir,
     worktree: settings.worktree,
   });
-  if (settings.worktree) await requireWorktreePrerequisites(workDir ?? claude.workDir);
+  if (settings.worktree) await requireWorktreePrerequisites(workDir ?? config.workDir);
   const row = await store.createSession(c.var.db, {
     ownerKeyId: c.var.principal.keyId,
     workDir,
@@ -155,7 +155,7 @@ export const deleteSession: RouteHandler<typeof routes.deleteSession, AppEnv> = 
   const force = c.req.valid("query").force === "true";
   const session = await store.getSession(c.var.db, id, c.var.principal);
   if (!session) throw notFound(id);
-  const repo = session.workDir ?? c.var.config.claude.workDir;
+  const repo = session.workDir ?? c.var.config.workDir;
   // Refused before anything is stopped: a dirty worktree keeps its session, runs included.
   if (session.worktree && !force) {
     const found = await findSessionWorktree(repo, id).catch(() => undefined);

@@ -20,7 +20,7 @@ export const CreateSessionBody = z
     }),
     permission_mode: PermissionMode.optional().openapi({
       description:
-        "How the agent may use tools. Default: the server's `AGENT_BRIDGE_CLAUDE_PERMISSION_MODE`.",
+        "How the agent may use tools. Default: the server's `AGENT_BRIDGE_PERMISSION_MODE`.",
     }),
     model: z
       .string()
@@ -31,7 +31,7 @@ export const CreateSessionBody = z
       .openapi({
         description: "Model name or alias. Default: the CLI's (or `AGENT_BRIDGE_CLAUDE_MODEL`).",
       }),
-    effort: Effort.optional().openapi({ description: "Default: `AGENT_BRIDGE_CLAUDE_EFFORT`." }),
+    effort: Effort.optional().openapi({ description: "Default: `AGENT_BRIDGE_EFFORT`." }),
     system_prompt: z
       .string()
       .min(1)
@@ -39,12 +39,11 @@ export const CreateSessionBody = z
       .optional()
       .openapi({ description: "Appended to the CLI's system prompt on every run of the session." }),
     worktree: z.boolean().optional().openapi({
-      description:
-        "Run in a git worktree of its own. Default: `AGENT_BRIDGE_CLAUDE_WORKTREE_ENABLED`.",
+      description: "Run in a git worktree of its own. Default: `AGENT_BRIDGE_WORKTREE_ENABLED`.",
     }),
     work_dir: z.string().min(1).max(4096).optional().openapi({
       description:
-        "Directory the agent works in, absolute or relative to the first allowed root; it must resolve (symlinks followed) inside `AGENT_BRIDGE_ALLOWED_ROOTS`. Default: `AGENT_BRIDGE_CLAUDE_WORK_DIR`.",
+        "Directory the agent works in, absolute or relative to the first allowed root; it must resolve (symlinks followed) inside `AGENT_BRIDGE_ALLOWED_ROOTS`. Default: `AGENT_BRIDGE_WORK_DIR`.",
     }),
     metadata: z
       .record(z.string().min(1).max(64), z.string().max(512))
@@ -161,7 +160,7 @@ export function toSession(
     model: row.model,
     effort: Effort.parse(row.effort),
     system_prompt: row.systemPrompt,
-    work_dir: row.workDir ?? config.claude.workDir,
+    work_dir: row.workDir ?? config.workDir,
     worktree: row.worktree,
     metadata: row.metadata,
     created_at: row.createdAt.toISOString(),
