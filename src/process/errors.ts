@@ -45,6 +45,16 @@ export class AgentNotFoundError extends RunnerError {
   }
 }
 
+/** The bridge could not make the session's git worktree (the server's log says why). */
+export class WorktreeUnavailableError extends RunnerError {
+  readonly status = "failed";
+  override readonly name = "WorktreeUnavailableError";
+  readonly code = "work_dir_not_found";
+  constructor() {
+    super("the session's git worktree could not be made; the server's log says why");
+  }
+}
+
 /** The working directory is missing: spawn reports ENOENT then too, so it gets its own message. */
 export class WorkDirNotFoundError extends RunnerError {
   readonly status = "failed";

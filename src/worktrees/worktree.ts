@@ -156,3 +156,18 @@ export async function restoreSessionWorktree(
   await git(repo, ["worktree", "add", entry.path, branch]);
   return entry.path;
 }
+
+/**
+ * For an agent that does not make worktrees itself: the session's worktree, made where and as the
+ * claude CLI makes its own (so that inspection, the sweep and removal treat both alike) on the
+ * first run, off origin/HEAD, and reused after. Returns its path.
+ */
+export async function ensureSessionWorktree(repo: string, sessionId: string): Promise<string> {
+  const found = await findSessionWorktree(repo, sessionId);
+  if (found) return found.path;
+  const restored = await restoreSessionWorktree(repo, sessionId);
+  if (restored) return restored;
+  const dir = path.join(repo, ".claude", "worktrees", sessionId);
+  await git(repo, ["worktree", "add", "-b", worktreeBranch(sessionId), dir, "origin/HEAD"]);
+  return dir;
+}

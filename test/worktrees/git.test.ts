@@ -8,6 +8,7 @@ import {
   WorktreePrerequisiteError,
 } from "../../src/worktrees/prerequisites.js";
 import {
+  ensureSessionWorktree,
   findSessionWorktree,
   isDirty,
   removeSessionWorktree,
@@ -124,6 +125,26 @@ describe("a session's worktree on disk", () => {
     });
     expect(existsSync(path)).toBe(false);
     expect(gitOk(r.clone, "rev-parse", "--verify", `refs/heads/worktree-${id}`)).toBe(false);
+  });
+
+  it("is made by the bridge, for an agent that makes none, where and as the CLI makes its own, and reused", async () => {
+    const r = await repo();
+    const id = randomUUID();
+    const path = await ensureSessionWorktree(r.clone, id);
+    expect(path).toBe(join(r.clone, ".claude", "worktrees", id));
+    expect(await findSessionWorktree(r.clone, id)).toMatchObject({
+      path,
+      branch: `worktree-${id}`,
+      baseCommit: git(r.clone, "rev-parse", "origin/HEAD"),
+    });
+    git(path, "commit", "-q", "--allow-empty", "-m", "the session's work");
+    const head = git(path, "rev-parse", "HEAD");
+    expect(await ensureSessionWorktree(r.clone, id)).toBe(path);
+    expect(git(path, "rev-parse", "HEAD")).toBe(head);
+    // Deleted by hand: its branch is checked out again, the session's commits kept.
+    await rm(path, { recursive: true, force: true });
+    expect(await ensureSessionWorktree(r.clone, id)).toBe(path);
+    expect(git(path, "rev-parse", "HEAD")).toBe(head);
   });
 
   it("deleted by hand, is pruned and checked out again from its branch, commits kept", async () => {

@@ -6,8 +6,13 @@ import {
   driveAgentProcess,
   type LineProtocol,
 } from "../../process/driver.js";
-import { InvalidRunRequestError, RunnerError } from "../../process/errors.js";
+import {
+  InvalidRunRequestError,
+  RunnerError,
+  WorktreeUnavailableError,
+} from "../../process/errors.js";
 import { createVersionProbe } from "../../process/version-probe.js";
+import { ensureSessionWorktree } from "../../worktrees/worktree.js";
 import type { AgentBackend, AgentRunRequest, RunContext } from "../agent.js";
 import { joinSystemPrompts } from "../agent.js";
 import { buildCodexArgs } from "./command.js";
@@ -96,12 +101,22 @@ async function* runCodex(
     yield [protocol.failure(invalid, 0)];
     return;
   }
+  let cwd = request.cwd;
+  if (settings.worktree) {
+    try {
+      cwd = await ensureSessionWorktree(request.cwd, request.sessionId);
+    } catch (err) {
+      context.logger.error("could not make the session's worktree", { error: String(err) });
+      yield [protocol.failure(new WorktreeUnavailableError(), 0)];
+      return;
+    }
+  }
   const command: AgentCommand = {
     label: LABEL,
     bin: config.bin,
     args,
     // codex works where it starts: `exec resume` has no --cd.
-    cwd: request.cwd,
+    cwd,
     env: identity ? { ...config.env, ...identity.env } : config.env,
     ...(identity ? { runAs: identity.runAs } : {}),
     input: request.prompt,

@@ -43,11 +43,4 @@ export const CodexSettings: z.ZodType<SessionSettings> = Settings.superRefine((s
       message: "expected a model slug such as gpt-5.5",
     });
   }
-  if (s.worktree) {
-    ctx.addIssue({
-      code: "custom",
-      path: ["worktree"],
-      message: "worktree mode is not available for codex sessions yet",
-    });
-  }
 });

@@ -1,5 +1,6 @@
-import { existsSync } from "node:fs";
+import { existsSync, realpathSync } from "node:fs";
 import { readFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestApp, listen, type TestApp } from "../../support/app.js";
@@ -14,6 +15,7 @@ import {
   startMockOpenAI,
 } from "../../support/mock-openai.js";
 import { SseReader } from "../../support/sse.js";
+import { makeRepo } from "../../worktrees/repo.js";
 
 // The Codex back-end through the whole bridge: HTTP -> run manager -> the real `codex` binary ->
 // a mock Responses API on loopback -> events back over SSE, the durable log and the session.
@@ -37,6 +39,8 @@ describe.each(BACKENDS)("codex sessions through HTTP on %s", (backend) => {
       ...ce.env,
       AGENT_BRIDGE_AGENTS: "claude,codex",
       AGENT_BRIDGE_WORK_DIR: ce.cwd,
+      // The worktree test's repository is made under the temp dir.
+      AGENT_BRIDGE_ALLOWED_ROOTS: `${ce.cwd},${realpathSync(tmpdir())}`,
       AGENT_BRIDGE_PERMISSION_MODE: "acceptEdits",
       AGENT_BRIDGE_CODEX_PRICES: JSON.stringify({
         [CODEX_TEST_MODEL]: { input: 2, cached_input: 0.5, output: 10 },
@@ -177,6 +181,34 @@ describe.each(BACKENDS)("codex sessions through HTTP on %s", (backend) => {
     expect(await readFile(path, "utf8")).toContain("written by codex");
   });
 
+  it("runs a worktree session in a git worktree the bridge makes for it, and records it", async () => {
+    const repo = await makeRepo();
+    try {
+      mock.script(
+        { output: [addFilePatch("in-worktree.txt", "on the session's branch", "call_wt")] },
+        { output: [{ type: "message", text: "Done." }] },
+      );
+      const session = await newCodexSession({
+        worktree: true,
+        work_dir: repo.clone,
+        permission_mode: "acceptEdits",
+      });
+      const frames = await send(session.id, "Write it on your branch");
+      expect(frames.at(-1)?.data).toMatchObject({ status: "succeeded" });
+      const dir = join(repo.clone, ".claude", "worktrees", session.id);
+      expect(await readFile(join(dir, "in-worktree.txt"), "utf8")).toContain("session's branch");
+      expect(existsSync(join(repo.clone, "in-worktree.txt"))).toBe(false);
+      const after = await (await fetch(`${server.url}/v1/sessions/${session.id}`)).json();
+      expect(after.git_worktree).toMatchObject({
+        path: dir,
+        branch: `worktree-${session.id}`,
+        state: "active",
+      });
+    } finally {
+      await repo.cleanup();
+    }
+  });
+
   it("passes the session's system prompt to codex as developer instructions", async () => {
     mock.script({ output: [{ type: "message", text: "Aye." }] });
     const session = await newCodexSession({ system_prompt: "Answer like a pirate." });
@@ -187,7 +219,8 @@ describe.each(BACKENDS)("codex sessions through HTTP on %s", (backend) => {
   it("refuses a setting codex has no equivalent for (400, naming it) and stores nothing", async () => {
     for (const [field, value] of [
       ["permission_mode", "dontAsk"],
-      ["worktree", true],
+      ["permission_mode", "auto"],
+      ["model", "-rf"],
     ] as const) {
       const res = await fetch(
         `${server.url}/v1/sessions`,
