@@ -25,8 +25,6 @@ import { recoverRuns } from "./recovery.js";
 import { RunLog } from "./run-log.js";
 import { readStoredLog } from "./stored-log.js";
 
-export type { Message } from "./message.js";
-
 export interface RunManagerOptions {
   db: Database;
   logger: Logger;
