@@ -11,6 +11,7 @@ import { AgentRegistry } from "./agents/registry.js";
 import { policyGate } from "./auth/policy.js";
 import type { Config } from "./config.js";
 import { callbackBody } from "./hooks/callback-body.js";
+import { callbackHook } from "./hooks/callback-hook.js";
 import { CallbackOutbox } from "./hooks/outbox.js";
 import { Scheduler } from "./hooks/scheduler.js";
 import { authenticate, requireAdmin } from "./http/auth.js";
@@ -88,6 +89,8 @@ export function buildDeps(config: Config, database: DatabaseHandle, logger: Logg
     gate: policyGate(database.db, config),
     agents,
     killGraceMs: DRIVER_DEFAULTS.killGraceMs,
+    // A message's callback is written with its run and falls due with its completion.
+    transactionHooks: [callbackHook],
   });
   return {
     config,

@@ -3,10 +3,10 @@ import type { Logger } from "../log.js";
 import type { Database } from "../store/db.js";
 import { describeDbError, foreignKeyViolation, transientDbError } from "../store/errors.js";
 import { appendEvents, type SequencedEvent, sequenced } from "../store/events.js";
-import { markCallbackDue } from "../store/hooks.js";
 import { DatabaseOutageError, withDbRetries } from "../store/retry.js";
-import { finishRun } from "../store/runs.js";
+import { finishRun, insertRun, type NewRun } from "../store/runs.js";
 import type { RunRow } from "../store/schema.js";
+import type { Message } from "./message.js";
 import type { CompletionPosition } from "./run-log.js";
 
 // Recording a run's end: its outcome on the run row, its usage added to its session, and its
@@ -14,6 +14,36 @@ import type { CompletionPosition } from "./run-log.js";
 // the database does: the recorder retries through an outage (up to the bound), records a failure
 // in place of an outcome the database refuses, and when even that cannot be stored, hands back
 // the completion to publish anyway and keeps trying in the background until it is stored.
+// What else must happen with a run's rows, or not at all, joins their transactions as a hook.
+
+/**
+ * Work done in a run's own transactions, so that it happens with them or not at all: when the
+ * run's row is written, and when its end is recorded. The callback outbox is one (src/hooks/).
+ */
+export interface RunTransactionHook {
+  /** Whether the hook has a part in the run of this message (decided before it is written). */
+  joins(message: Message): boolean;
+  /** In the transaction that writes the row of a run the hook joins. */
+  inserted(tx: Database, run: RunRow, message: Message): Promise<void>;
+  /** In the transaction that records the end of a run the hook joined (or may have: recovery). */
+  completed(tx: Database, run: RunRow): Promise<void>;
+}
+
+/** Writes a run's row, with the part of each hook that joins it in the same transaction. */
+export function recordRun(
+  db: Database,
+  run: NewRun,
+  message: Message,
+  hooks: readonly RunTransactionHook[],
+): Promise<RunRow> {
+  // One statement, no transaction, when no hook joins (most runs).
+  if (hooks.length === 0) return insertRun(db, run);
+  return db.transaction(async (tx) => {
+    const inserted = await insertRun(tx, run);
+    for (const hook of hooks) await hook.inserted(tx, inserted, message);
+    return inserted;
+  });
+}
 
 export interface RecorderOptions {
   db: Database;
@@ -40,7 +70,7 @@ interface Unrecorded {
   row: RunRow;
   entry: SequencedEvent;
   completion: CompletionEvent;
-  hasCallback: boolean;
+  hooks: readonly RunTransactionHook[];
 }
 
 const FIRST_RETRY_MS = 1000;
@@ -53,17 +83,20 @@ export class CompletionRecorder {
 
   constructor(private readonly opts: RecorderOptions) {}
 
-  /** Records the run's end; resolves with the completion to publish. Never rejects. */
+  /**
+   * Records the run's end, with the part of each of `hooks` (those the run joined); resolves with
+   * the completion to publish. Never rejects.
+   */
   async record(
     row: RunRow,
     at: CompletionPosition,
     completion: CompletionEvent,
-    hasCallback: boolean,
+    hooks: readonly RunTransactionHook[],
   ): Promise<Recorded> {
     const { logger, outageBoundMs } = this.opts;
     const store = (outcome: CompletionEvent) =>
       withDbRetries(
-        () => this.persist(row, outcome, hasCallback, (totals) => numbered(outcome, at, totals)),
+        () => this.persist(row, outcome, hooks, (totals) => numbered(outcome, at, totals)),
         outageBoundMs,
       );
     let outcome = completion;
@@ -96,7 +129,7 @@ export class CompletionRecorder {
       error: describeDbError(error),
     });
     const entry = numbered(outcome, at);
-    this.unrecorded.set(row.id, { row, entry, completion: outcome, hasCallback });
+    this.unrecorded.set(row.id, { row, entry, completion: outcome, hooks });
     this.scheduleRetry();
     return { entry, state: "pending" };
   }
@@ -124,9 +157,9 @@ export class CompletionRecorder {
 
   /** Stores each waiting completion exactly as it was published. Never rejects. */
   private async retryUnrecorded() {
-    for (const [runId, { row, entry, completion, hasCallback }] of this.unrecorded) {
+    for (const [runId, { row, entry, completion, hooks }] of this.unrecorded) {
       try {
-        await this.persist(row, completion, hasCallback, () => entry);
+        await this.persist(row, completion, hooks, () => entry);
         this.unrecorded.delete(runId);
         this.opts.logger.info("recorded a run's end after the database came back", {
           run_id: runId,
@@ -145,11 +178,14 @@ export class CompletionRecorder {
     }
   }
 
-  /** The run's outcome, its session's new totals and its completion event, in one transaction. */
+  /**
+   * The run's outcome, its session's new totals, its completion event and the hooks' part, in one
+   * transaction.
+   */
   private persist(
     row: RunRow,
     completion: CompletionEvent,
-    hasCallback: boolean,
+    hooks: readonly RunTransactionHook[],
     entryFor: (totals: SessionUsage | undefined) => SequencedEvent,
   ): Promise<SequencedEvent> {
     return this.opts.db.transaction(async (tx) => {
@@ -166,8 +202,7 @@ export class CompletionRecorder {
       await appendEvents(tx, [
         { runId: row.id, events: [entry], lastPublicSeq: entry.publicSeq ?? 0 },
       ]);
-      // A hook's callback becomes due with the completion, or not at all: never lost to a crash.
-      if (hasCallback) await markCallbackDue(tx, row.id);
+      for (const hook of hooks) await hook.completed(tx, row);
       return entry;
     });
   }

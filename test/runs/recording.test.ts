@@ -42,7 +42,7 @@ describe.each(BACKENDS)("the completion recorder on %s", (backend) => {
       result: "all done",
       cost_usd: 0.5,
     };
-    const { entry, state } = await recorder.record(row, { seq: 1, publicSeq: 1 }, succeeded, false);
+    const { entry, state } = await recorder.record(row, { seq: 1, publicSeq: 1 }, succeeded, []);
     expect(state).toBe("stored");
     const published = JSON.parse(entry.json);
     expect(published).toMatchObject({

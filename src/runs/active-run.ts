@@ -1,0 +1,48 @@
+import type { CompletionEvent } from "../events.js";
+import type { RunRow, SessionRow } from "../store/schema.js";
+import type { Admittable } from "./admission.js";
+import type { RunTransactionHook } from "./recording.js";
+import type { RunLog } from "./run-log.js";
+
+/** A run of this process, from its admission until its CLI is gone and its slot is free. */
+export class ActiveRun implements Admittable {
+  readonly abort = new AbortController();
+  /** Set when the server's shutdown, not a client, ended the run. */
+  interruptedBy: string | undefined;
+  /** A client cancelled the run before its outcome was known: it ends `cancelled`. */
+  cancelled = false;
+  /** The run's outcome, once known: from then on it can no longer be cancelled. */
+  outcome: CompletionEvent["status"] | undefined;
+  /** Resolves once the run's CLI is gone and its slot is free. */
+  readonly finished: Promise<void>;
+  readonly markFinished: () => void;
+
+  constructor(
+    /** Replaced by the promoted row when a waiting run takes its turn. */
+    public row: RunRow,
+    readonly session: SessionRow,
+    readonly log: RunLog,
+    /** Resumes the agent's session: known when no other run of the session can be active. */
+    public resume: boolean,
+    /** The transaction hooks that joined the run when it was written. */
+    readonly hooks: readonly RunTransactionHook[],
+  ) {
+    let markFinished = () => {};
+    this.finished = new Promise<void>((resolve) => {
+      markFinished = resolve;
+    });
+    this.markFinished = markFinished;
+  }
+
+  get id(): string {
+    return this.row.id;
+  }
+
+  get sessionId(): string {
+    return this.session.id;
+  }
+
+  get keyId(): string | null {
+    return this.session.ownerKeyId;
+  }
+}

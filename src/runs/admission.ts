@@ -1,0 +1,314 @@
+import {
+  KeyRunLimitError,
+  QueueFullError,
+  SessionBusyError,
+  SessionGoneError,
+  ShuttingDownError,
+} from "./errors.js";
+
+// Which runs of this process may start, and when: the run slots and the queue behind them, each
+// session's line of runs waiting for it, the per-key limit, and the order in which one session's
+// messages are admitted. Memory only: the store's part (reading a session, writing its run,
+// claiming it for a waiting run) is the caller's, through the handlers.
+
+/** What admission needs to know of a run. */
+export interface Admittable {
+  readonly id: string;
+  readonly sessionId: string;
+  /** The API key whose limit the run counts against (null: none). */
+  readonly keyId: string | null;
+}
+
+export interface AdmissionLimits {
+  /** Runs running at once. */
+  maxConcurrent: number;
+  /** Runs queued or waiting for their session, beyond the running ones. */
+  maxQueued: number;
+  /** Runs (running, queued and waiting) one API key may have at once. */
+  maxPerKey: number;
+}
+
+/** What the owner of the runs does when admission moves one. */
+export interface AdmissionHandlers<R> {
+  /** The run has a slot: run it, and call `finished` once it is over. Never throws. */
+  start(run: R): void;
+  /**
+   * The session is free here and the run is first in its line: claim the session for it in the
+   * store. `blocked`: another process still has a run on it (looked at again later); `gone`: the
+   * run no longer exists.
+   */
+  claim(run: R): Promise<"claimed" | "blocked" | "gone">;
+  /** The run has left admission: it ran, was withdrawn and ended, or is gone. */
+  left(run: R): void;
+  /** Taking a waiting run's turn failed. */
+  failed(sessionId: string, err: unknown): void;
+}
+
+interface Entry<R> {
+  run: R;
+  /** In its session's line, not yet queued or running. */
+  waiting: boolean;
+}
+
+/** How often the lines look for sessions freed by another process, whose runs' ends none sees here. */
+const LINE_POLL_MS = 1000;
+
+/** A rough wait: each run ahead in the queue is assumed to take this long of one slot. */
+const SECONDS_PER_QUEUED_RUN = 30;
+
+export class Admission<R extends Admittable> {
+  /** Every run admitted that has not left: waiting, queued or running. */
+  private readonly admitted = new Map<string, Entry<R>>();
+  private readonly queue: R[] = [];
+  /** Runs waiting for their session to be free, per session, oldest first. */
+  private readonly lines = new Map<string, R[]>();
+  private linePoll: NodeJS.Timeout | undefined;
+  private running = 0;
+  /** Places held by runs being written (see holdPlace). */
+  private placing = 0;
+  private readonly orders = new Map<string, Promise<void>>();
+  private accepting = true;
+  /** Sessions being deleted: no message is admitted to them any more. */
+  private readonly deleting = new Set<string>();
+
+  constructor(
+    private readonly limits: AdmissionLimits,
+    private readonly handlers: AdmissionHandlers<R>,
+  ) {}
+
+  /**
+   * Runs `task` after every task asked for earlier on the session (settled or not): messages to
+   * one session are admitted one after the other, so that of several racing, one gets the run and
+   * the rest see it (409) rather than competing for queue places (429).
+   */
+  inAdmissionOrder<T>(sessionId: string, task: () => Promise<T>): Promise<T> {
+    const previous = this.orders.get(sessionId) ?? Promise.resolve();
+    const admitted = previous.then(task);
+    const settled = admitted.then(
+      () => {},
+      () => {},
+    );
+    this.orders.set(sessionId, settled);
+    void settled.then(() => {
+      if (this.orders.get(sessionId) === settled) this.orders.delete(sessionId);
+    });
+    return admitted;
+  }
+
+  /** Runs `task` in the session's admission order; no run is admitted to the session meanwhile. */
+  whileDeleting<T>(sessionId: string, task: () => Promise<T>): Promise<T> {
+    return this.inAdmissionOrder(sessionId, async () => {
+      this.deleting.add(sessionId);
+      try {
+        return await task();
+      } finally {
+        this.deleting.delete(sessionId);
+      }
+    });
+  }
+
+  /** Throws unless the session takes runs at all: not while shutting down or being deleted. */
+  checkOpen(sessionId: string): void {
+    if (!this.accepting) throw new ShuttingDownError();
+    if (this.deleting.has(sessionId)) throw new SessionGoneError(sessionId);
+  }
+
+  /**
+   * Whether a new run of the session must wait in its line: when a run is active on it
+   * (`activeRunId`, as the store knows) or already waiting here, since a newcomer may not
+   * overtake those. Unless it `mayWait`, that is a SessionBusyError naming the run in the way.
+   */
+  mustWait(sessionId: string, activeRunId: string | null, mayWait: boolean): boolean {
+    const inLine = this.lines.get(sessionId)?.[0];
+    if (!mayWait) {
+      if (activeRunId) throw new SessionBusyError(activeRunId);
+      if (inLine) throw new SessionBusyError(inLine.id);
+    }
+    return Boolean(activeRunId || inLine);
+  }
+
+  /** Throws when the key has its limit of runs, or every slot and queue place is taken. */
+  checkRoom(keyId: string | null): void {
+    const { maxConcurrent, maxQueued, maxPerKey } = this.limits;
+    if (keyId && this.runsOfKey(keyId) >= maxPerKey) {
+      throw new KeyRunLimitError(maxPerKey, this.retryAfterSeconds());
+    }
+    const capacity = maxConcurrent + maxQueued;
+    if (this.running + this.queue.length + this.waitingCount() + this.placing >= capacity) {
+      throw new QueueFullError(capacity, this.retryAfterSeconds());
+    }
+  }
+
+  /**
+   * Holds a place while a run is written, so that concurrent submits cannot overfill; the
+   * function it returns frees it (call it once, whatever the write did).
+   */
+  holdPlace(): () => void {
+    this.placing++;
+    return () => {
+      this.placing--;
+    };
+  }
+
+  /** Takes in a written run: into its session's line when it must `wait`, else a slot or the queue. */
+  add(run: R, wait: boolean): void {
+    this.admitted.set(run.id, { run, waiting: wait });
+    if (wait) this.enqueueWaiting(run);
+    else this.place(run);
+  }
+
+  /** The run's slot is free: it leaves, the next queued run starts, and its session's line moves. */
+  finished(run: R): void {
+    this.running--;
+    this.admitted.delete(run.id);
+    this.handlers.left(run);
+    const next = this.queue.shift();
+    if (next) this.start(next);
+    this.release(run.sessionId);
+  }
+
+  /**
+   * Takes a run that has not started out of its line or the queue, saying where it was; a running
+   * one stays. Until `remove`, it still counts for its session and its key.
+   */
+  withdraw(run: R): "waiting" | "queued" | "running" {
+    if (this.admitted.get(run.id)?.waiting) {
+      this.removeWaiting(run);
+      return "waiting";
+    }
+    const at = this.queue.indexOf(run);
+    if (at < 0) return "running";
+    this.queue.splice(at, 1);
+    return "queued";
+  }
+
+  /** A withdrawn run has ended: it leaves, and a session it held is free for its line. */
+  remove(run: R): void {
+    const entry = this.admitted.get(run.id);
+    this.admitted.delete(run.id);
+    this.handlers.left(run);
+    if (entry && !entry.waiting) this.release(run.sessionId);
+  }
+
+  /**
+   * Stops admitting runs and hands back those that had not started (queued first, then waiting),
+   * out of the queue and the lines, for the caller to end and `remove`.
+   */
+  close(): R[] {
+    this.accepting = false;
+    const waiting = [...this.lines.values()].flat();
+    for (const run of waiting) this.removeWaiting(run);
+    return [...this.queue.splice(0), ...waiting];
+  }
+
+  get(runId: string): R | undefined {
+    return this.admitted.get(runId)?.run;
+  }
+
+  /** Every run admitted that has not left. */
+  all(): R[] {
+    return [...this.admitted.values()].map((entry) => entry.run);
+  }
+
+  /** The session's runs here: waiting, queued or running. */
+  runsOf(sessionId: string): R[] {
+    return this.all().filter((run) => run.sessionId === sessionId);
+  }
+
+  /** The session's line, oldest first. */
+  waitingFor(sessionId: string): R[] {
+    return [...(this.lines.get(sessionId) ?? [])];
+  }
+
+  /** True while a run of the session is waiting, queued or running here. */
+  isActive(sessionId: string): boolean {
+    return this.holdsSession(sessionId) || this.lines.has(sessionId);
+  }
+
+  counts(): { running: number; queued: number; waiting: number } {
+    return { running: this.running, queued: this.queue.length, waiting: this.waitingCount() };
+  }
+
+  retryAfterSeconds(): number {
+    const ahead = Math.ceil((this.queue.length + 1) / this.limits.maxConcurrent);
+    return Math.max(1, ahead * SECONDS_PER_QUEUED_RUN);
+  }
+
+  private place(run: R) {
+    if (this.running < this.limits.maxConcurrent) this.start(run);
+    else this.queue.push(run);
+  }
+
+  private start(run: R) {
+    this.running++;
+    this.handlers.start(run);
+  }
+
+  private waitingCount(): number {
+    let n = 0;
+    for (const line of this.lines.values()) n += line.length;
+    return n;
+  }
+
+  private runsOfKey(keyId: string): number {
+    let n = 0;
+    for (const { run } of this.admitted.values()) if (run.keyId === keyId) n++;
+    return n;
+  }
+
+  /** Whether a run here is queued or running on the session (not just waiting). */
+  private holdsSession(sessionId: string): boolean {
+    for (const { run, waiting } of this.admitted.values()) {
+      if (run.sessionId === sessionId && !waiting) return true;
+    }
+    return false;
+  }
+
+  private enqueueWaiting(run: R) {
+    const line = this.lines.get(run.sessionId) ?? [];
+    line.push(run);
+    this.lines.set(run.sessionId, line);
+    this.linePoll ??= setInterval(() => {
+      for (const sessionId of this.lines.keys()) {
+        if (!this.holdsSession(sessionId)) this.release(sessionId);
+      }
+    }, LINE_POLL_MS).unref();
+  }
+
+  private removeWaiting(run: R) {
+    const line = this.lines.get(run.sessionId);
+    if (line) {
+      const at = line.indexOf(run);
+      if (at >= 0) line.splice(at, 1);
+      if (line.length === 0) this.lines.delete(run.sessionId);
+    }
+    if (this.lines.size === 0 && this.linePoll) {
+      clearInterval(this.linePoll);
+      this.linePoll = undefined;
+    }
+  }
+
+  /** The session is free here: the first run in its line takes its turn. */
+  private release(sessionId: string) {
+    if (!this.accepting || !this.lines.has(sessionId)) return;
+    void this.inAdmissionOrder(sessionId, () => this.takeTurn(sessionId)).catch((err) =>
+      this.handlers.failed(sessionId, err),
+    );
+  }
+
+  private async takeTurn(sessionId: string) {
+    const next = this.lines.get(sessionId)?.[0];
+    if (!next || !this.accepting || this.holdsSession(sessionId)) return;
+    const claimed = await this.handlers.claim(next);
+    if (claimed === "blocked") return;
+    this.removeWaiting(next);
+    if (claimed === "gone") {
+      this.admitted.delete(next.id);
+      this.handlers.left(next);
+      return;
+    }
+    const entry = this.admitted.get(next.id);
+    if (entry) entry.waiting = false;
+    this.place(next);
+  }
+}

@@ -1,0 +1,276 @@
+import { type AgentBackend, SessionSettings } from "../agents/agent.js";
+import { type AgentRegistry, AgentUnavailableError } from "../agents/registry.js";
+import {
+  BudgetExhaustedError,
+  PolicyDeniedError,
+  type RunAllowance,
+  type RunGate,
+} from "../auth/policy.js";
+import { type BridgeEvent, bareCompletion, type CompletionEvent } from "../events.js";
+import type { Logger } from "../log.js";
+import type { Metrics } from "../metrics.js";
+import { bootId } from "../process/groups.js";
+import type { TenantHomes } from "../process/tenant-homes.js";
+import type { Database } from "../store/db.js";
+import { describeDbError } from "../store/errors.js";
+import { DatabaseOutageError } from "../store/retry.js";
+import { markRunning, setRunPgid } from "../store/runs.js";
+import type { SessionRow } from "../store/schema.js";
+import { sessionTotals } from "../store/sessions.js";
+import { prepareSessionWorktree, recordSessionWorktree } from "../worktrees/sessions.js";
+import type { ActiveRun } from "./active-run.js";
+import type { CompletionRecorder } from "./recording.js";
+import type { RunLog } from "./run-log.js";
+
+export interface ExecutionOptions {
+  db: Database;
+  logger: Logger;
+  agents: AgentRegistry;
+  /** Whether the session's key may run now, and what a run may spend. */
+  gate: RunGate;
+  /** Set: the agents run as another OS user, each tenant in a HOME of its own. */
+  homes?: TenantHomes | undefined;
+  /** Where a session without a work dir of its own runs. */
+  workDir: string;
+  metrics: Metrics;
+  recorder: CompletionRecorder;
+  /** Called once a run's completion is stored. */
+  onStored: (runId: string) => void;
+}
+
+/**
+ * Runs admitted runs: each is marked running, its worktree prepared, its agent's back-end driven
+ * and its events relayed to its log; every way a run can end (its outcome, a cancel, a shutdown,
+ * a refusal when its turn came, a failure in the bridge) becomes exactly one completion.
+ */
+export class Execution {
+  /** Logs of finished runs whose completion is published but not stored yet. */
+  private readonly unrecorded = new Map<string, RunLog>();
+
+  constructor(private readonly opts: ExecutionOptions) {}
+
+  /**
+   * Runs the agent and relays its events to the log until its outcome is known, publishes the
+   * completion at once, and only then waits for the agent's process group to be gone (an agent
+   * that ignores SIGTERM costs its slot the kill's grace period, not the client its answer).
+   * Never rejects: a run's end is recorded (or kept for later) inside it.
+   */
+  async run(run: ActiveRun): Promise<void> {
+    const { db, logger } = this.opts;
+    const { row, session } = run;
+    const startedAt = new Date();
+    // Recorded while the CLI starts: recovery closes queued and running runs alike, and the run's
+    // end is recorded only after this (one statement less before the first event).
+    const marking = markRunning(db, row.id, startedAt).catch((err) =>
+      logger.error("could not mark the run running", { run_id: row.id, error: String(err) }),
+    );
+    appendStarted(run, startedAt);
+    let events: AsyncGenerator<BridgeEvent[]> | undefined;
+    let completion: CompletionEvent | undefined;
+    try {
+      // Asked again: the key's other runs may have spent its budget while this one was queued.
+      const allowance = await this.opts.gate.allow(session);
+      if (session.worktree) await this.prepareWorktree(session);
+      events = await this.runAgent(run, this.opts.agents.get(session.agent), allowance);
+      completion = await relay(run, events);
+      await run.log.drain();
+    } catch (err) {
+      const refusal = refusedAtStart(run, err);
+      // Stored before its completion, as for any run that ends without its CLI.
+      if (refusal) await run.log.drain().catch(() => {});
+      completion = refusal ?? this.failure(run, err, completion);
+    }
+    // Before the completion goes out, so that a client reading the session then sees the record.
+    if (session.worktree) await this.recordWorktree(session);
+    if (run.interruptedBy) completion = ended(completion, "interrupted", run.interruptedBy);
+    else if (run.cancelled) completion = ended(completion, "cancelled", "cancelled by a client");
+    await marking;
+    await this.complete(run, completion);
+    try {
+      // Lets the back-end stop the agent's group; resolves once it is gone.
+      await events?.return(undefined);
+    } catch (err) {
+      logger.error("stopping the CLI failed", { run_id: row.id, error: String(err) });
+    }
+  }
+
+  /** Ends a run that never started (cancelled, or the server shut down) with its completion. */
+  async endUnstarted(
+    run: ActiveRun,
+    status: "cancelled" | "interrupted",
+    reason: string,
+  ): Promise<void> {
+    run.outcome = status;
+    appendStarted(run, new Date());
+    await run.log.drain().catch(() => {});
+    await this.complete(run, bareCompletion(status, reason));
+  }
+
+  /** The log of a finished run whose completion is not stored yet: subscribers still read it. */
+  unrecordedLog(runId: string): RunLog | undefined {
+    return this.unrecorded.get(runId);
+  }
+
+  /** A completion the recorder kept trying to store is settled: stored, or given up on. */
+  settled(runId: string, stored: boolean): void {
+    this.unrecorded.delete(runId);
+    if (stored) this.opts.onStored(runId);
+  }
+
+  private async runAgent(
+    run: ActiveRun,
+    agent: AgentBackend,
+    allowance: RunAllowance,
+  ): Promise<AsyncGenerator<BridgeEvent[]>> {
+    const { db, logger, homes } = this.opts;
+    const { row, session } = run;
+    const identity = await homes?.identityFor(session.ownerKeyId);
+    return agent.run(
+      {
+        sessionId: session.id,
+        agentSessionId: session.agentSessionId,
+        resume: run.resume,
+        prompt: row.prompt,
+        settings: SessionSettings.parse({
+          permissionMode: session.permissionMode,
+          effort: session.effort,
+          model: session.model,
+          systemPrompt: session.systemPrompt,
+          worktree: session.worktree,
+        }),
+        messageSystemPrompt: row.systemPrompt,
+        usageBefore: () => sessionTotals(db, session.id),
+        maxBudgetUsd: allowance.maxBudgetUsd,
+        cwd: this.workDirOf(session),
+        ...(identity ? { identity } : {}),
+      },
+      {
+        logger: logger.child({ run_id: row.id }),
+        onSpawn: (pgid) =>
+          void setRunPgid(db, row.id, pgid, bootId()).catch((err) =>
+            logger.warn("could not record the CLI's process group", {
+              run_id: row.id,
+              error: String(err),
+            }),
+          ),
+      },
+      run.abort.signal,
+    );
+  }
+
+  /**
+   * The completion of a run that failed in the bridge rather than in the CLI; what the CLI
+   * reported (`reported`: its spend above all) is kept when it got that far.
+   */
+  private failure(run: ActiveRun, err: unknown, reported?: CompletionEvent): CompletionEvent {
+    const { logger } = this.opts;
+    let error: string;
+    if (err instanceof DatabaseOutageError || run.log.hasFailed()) {
+      error = `the run's events could not be stored: ${
+        err instanceof DatabaseOutageError ? err.message : describeDbError(err)
+      }`;
+      logger.error("a run's event log could not be stored", { run_id: run.row.id, error });
+    } else {
+      error = "the bridge failed running the CLI; see its log";
+      logger.error("run failed unexpectedly", { run_id: run.row.id, error: String(err) });
+    }
+    run.outcome = run.cancelled ? "cancelled" : "failed";
+    return reported
+      ? { ...reported, status: "failed", is_error: true, error }
+      : bareCompletion("failed", error);
+  }
+
+  /** A failure here is logged, not fatal: the CLI then makes a fresh worktree by itself. */
+  private async prepareWorktree(session: SessionRow) {
+    const { logger } = this.opts;
+    try {
+      await prepareSessionWorktree(this.workDirOf(session), session.id, logger);
+    } catch (err) {
+      logger.error("could not restore the session's worktree", {
+        session_id: session.id,
+        error: String(err),
+      });
+    }
+  }
+
+  private async recordWorktree(session: SessionRow) {
+    try {
+      await recordSessionWorktree(this.opts.db, this.workDirOf(session), session.id);
+    } catch (err) {
+      this.opts.logger.error("could not record the session's worktree", {
+        session_id: session.id,
+        error: String(err),
+      });
+    }
+  }
+
+  private workDirOf(session: SessionRow): string {
+    return session.workDir ?? this.opts.workDir;
+  }
+
+  /** Records the run's end and publishes its completion; never rejects. */
+  private async complete(run: ActiveRun, completion: CompletionEvent) {
+    const at = run.log.completionPosition();
+    const { entry, state } = await this.opts.recorder.record(run.row, at, completion, run.hooks);
+    run.log.close(entry);
+    this.opts.metrics.runFinished(completion);
+    if (state === "stored") this.opts.onStored(run.row.id);
+    else if (state === "pending") this.unrecorded.set(run.row.id, run.log);
+  }
+}
+
+/** The first event of every run, started or not. */
+function appendStarted(run: ActiveRun, at: Date) {
+  run.log.append({
+    type: "run_started",
+    run_id: run.row.id,
+    session_id: run.session.id,
+    trigger: run.row.trigger,
+    queued_ms: Math.max(0, at.getTime() - run.row.createdAt.getTime()),
+  });
+}
+
+/** Appends the back-end's events to the log until its completion, which it returns. */
+async function relay(run: ActiveRun, events: AsyncGenerator<BridgeEvent[]>) {
+  for (;;) {
+    const next = await events.next();
+    if (next.done) return bareCompletion("failed", "the runner ended without a completion");
+    for (const event of next.value) {
+      if (event.type !== "completion") {
+        run.log.append(event);
+        continue;
+      }
+      // Decided here, in one place: a cancel that comes after this is too late (409).
+      run.outcome = run.cancelled ? "cancelled" : event.status;
+      return event;
+    }
+    await run.log.keepPace();
+  }
+}
+
+/**
+ * The completion of a run refused when its turn came (nothing was started): by its key's gate,
+ * or because this server no longer runs the session's agent.
+ */
+function refusedAtStart(run: ActiveRun, err: unknown): CompletionEvent | undefined {
+  const code =
+    err instanceof BudgetExhaustedError
+      ? "budget_exhausted"
+      : err instanceof PolicyDeniedError
+        ? "policy_denied"
+        : err instanceof AgentUnavailableError
+          ? "agent_not_found"
+          : undefined;
+  if (!code) return undefined;
+  run.outcome = run.cancelled ? "cancelled" : "failed";
+  return { ...bareCompletion("failed", (err as Error).message), error_code: code };
+}
+
+/** The completion with its status changed by the bridge (a cancel, a shutdown), spend kept. */
+function ended(
+  completion: CompletionEvent,
+  status: "cancelled" | "interrupted",
+  error: string,
+): CompletionEvent {
+  return { ...completion, status, is_error: true, error };
+}
