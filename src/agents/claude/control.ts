@@ -1,3 +1,4 @@
+import { isRecord, type Json } from "../line-fields.js";
 import { ASK_USER_QUESTION } from "./tools.js";
 
 // Answers the CLI's control requests (`--permission-prompt-tool stdio`). Until clients can answer
@@ -6,8 +7,6 @@ import { ASK_USER_QUESTION } from "./tools.js";
 // the question in plain text, so the user's next message carries the answer. The runner writes
 // the returned line to the CLI's stdin; the question itself reaches the client as a
 // `user_question` event (emitted by the mapper, exactly once).
-
-type Json = Record<string, unknown>;
 
 export const ASK_DENY_MESSAGE =
   "The user cannot answer interactive questions here: agent-bridge runs this session " +
@@ -27,10 +26,6 @@ export interface ControlAnswer {
   line: string;
   /** Set for an AskUserQuestion: the question to show the client. */
   question?: { toolUseId: string; input: unknown };
-}
-
-function isRecord(value: unknown): value is Json {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 function responseLine(response: Json): string {

@@ -5,6 +5,14 @@ import {
   type CompletionEvent,
   type CompletionStatusValue,
 } from "../../events.js";
+import {
+  cut,
+  DEFAULT_MAX_TOOL_RESULT_CHARS,
+  int,
+  isRecord,
+  type Json,
+  str,
+} from "../line-fields.js";
 import { ASK_USER_QUESTION, toolKind, toolStatusMessage } from "./tools.js";
 
 // Turns the CLI's stream-json lines (already parsed) into BridgeEvents. Pure and synchronous:
@@ -21,7 +29,6 @@ import { ASK_USER_QUESTION, toolKind, toolStatusMessage } from "./tools.js";
 // line); AskUserQuestion with questions is a `user_question` instead, taken from the assistant
 // line where its input is complete. Each is emitted once per tool_use id.
 
-type Json = Record<string, unknown>;
 type UserQuestionEvent = Extract<BridgeEvent, { type: "user_question" }>;
 type UserQuestion = UserQuestionEvent["questions"][number];
 
@@ -31,8 +38,6 @@ export interface StreamMapperOptions {
   /** Milliseconds since the run started; used when the result line carries no duration. */
   elapsedMs?: () => number;
 }
-
-export const DEFAULT_MAX_TOOL_RESULT_CHARS = 16_384;
 
 /** What an operator does about a CLI without credentials: a run's error says it. */
 const NOT_AUTHENTICATED =
@@ -47,18 +52,6 @@ interface Streamed {
 interface MessageState {
   text: Streamed;
   thinking: Streamed;
-}
-
-function isRecord(value: unknown): value is Json {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-function str(value: unknown): string | undefined {
-  return typeof value === "string" ? value : undefined;
-}
-
-function int(value: unknown): number {
-  return typeof value === "number" && Number.isFinite(value) ? Math.round(value) : 0;
 }
 
 function withParent<T extends object>(event: T, parent: string | null): T {
@@ -106,15 +99,6 @@ function toolResultText(content: unknown): string {
     }
   }
   return parts.join("\n");
-}
-
-function cut(text: string, max: number): { content: string; truncated: boolean } {
-  if (text.length <= max) return { content: text, truncated: false };
-  let end = max;
-  // Do not split a surrogate pair.
-  const code = text.charCodeAt(end - 1);
-  if (code >= 0xd800 && code <= 0xdbff) end--;
-  return { content: text.slice(0, end), truncated: true };
 }
 
 /**
