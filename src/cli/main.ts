@@ -74,6 +74,11 @@ export function buildProgram(out: Output): Command {
     .argument("<prompt>", 'the message ("-" reads it from stdin)')
     .option("--session <id>", "session to send to (default: a new session)")
     .addOption(new Option("--new", "start a new session (the default)").conflicts("session"))
+    .addOption(
+      new Option("--agent <name>", "the new session's agent (default: the server's)").conflicts(
+        "session",
+      ),
+    )
     .option("--system-prompt <text>", "appended to the system prompt for this message")
     .option("--json", "wait for the run and print it as JSON (run, completion, text)")
     .option("--async", "print the run id at once and leave the run going (with --json: the run)")
@@ -82,7 +87,7 @@ export function buildProgram(out: Output): Command {
       const text = prompt === "-" ? await readStdin() : prompt;
       let sessionId: string = options.session;
       if (!sessionId) {
-        sessionId = (await client.createSession()).id;
+        sessionId = (await client.createSession(options.agent ? { agent: options.agent } : {})).id;
         out.stderr.write(`session ${sessionId}\n`);
       }
       const messageOptions = options.systemPrompt ? { systemPrompt: options.systemPrompt } : {};
@@ -114,11 +119,13 @@ export function buildProgram(out: Output): Command {
     .command("new")
     .description("create a session and print its id")
     .option("--title <title>", "a label for people")
+    .option("--agent <name>", "its agent: claude or codex (default: the server's)")
     .option("--json", "print the session as JSON")
     .action(async (options, command: Command) => {
-      const session = await clientOf(command).createSession(
-        options.title ? { title: options.title } : {},
-      );
+      const session = await clientOf(command).createSession({
+        ...(options.title ? { title: options.title } : {}),
+        ...(options.agent ? { agent: options.agent } : {}),
+      });
       if (options.json) printJson(out, session);
       else out.stdout.write(`${session.id}\n`);
     });

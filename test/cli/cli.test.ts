@@ -153,6 +153,18 @@ describe("the agent-bridge command", () => {
     expect(removed).toMatchObject({ code: EXIT.ok, stdout: `deleted ${id}\n` });
   });
 
+  it("sessions new --agent picks the session's agent; one the server does not run is refused", async () => {
+    const created = await on(ok)("sessions", "new", "--agent", "claude", "--json");
+    expect(JSON.parse(created.stdout)).toMatchObject({ agent: "claude" });
+    const refused = await on(ok)("sessions", "new", "--agent", "codex");
+    expect(refused.code).not.toBe(EXIT.ok);
+    expect(refused.stdout).toBe("");
+    expect(refused.stderr).toContain("does not run the codex agent (AGENT_BRIDGE_AGENTS)");
+    const sent = await on(ok)("send", "hi", "--agent", "codex");
+    expect(sent.stderr).toContain("does not run the codex agent");
+    expect(sent.code).not.toBe(EXIT.ok);
+  });
+
   it("runs ls lists runs newest first, of one session with --session", async () => {
     const client = createClient({ baseUrl: ok.url });
     const session = await client.createSession({ title: "runs ls" });
