@@ -275,6 +275,13 @@ export interface Config {
     | undefined;
 }
 
+/** A session's default model on `agent` (none for an agent this version does not know). */
+export function defaultModel(config: Config, agent: string): string | undefined {
+  return (AGENT_NAMES as readonly string[]).includes(agent)
+    ? config[agent as AgentName].model
+    : undefined;
+}
+
 export class ConfigError extends Error {
   constructor(readonly problems: string[]) {
     super(`invalid configuration:\n${problems.map((p) => `  ${p}`).join("\n")}`);

@@ -553,6 +553,7 @@ export interface components {
       session_key_template?: string;
       /** @description As for a session: inside `AGENT_BRIDGE_ALLOWED_ROOTS`. */
       work_dir?: string;
+      agent?: components["schemas"]["AgentName"] & unknown;
       worktree?: boolean;
       permission_mode?: components["schemas"]["PermissionMode"];
       model?: string;
@@ -633,6 +634,8 @@ export interface components {
       session_key_template: string | null;
       /** @description null: the server's work dir. */
       work_dir: string | null;
+      /** @description null: the server's default agent. */
+      agent: string | null;
       /** @description null: the server's default. */
       worktree: boolean | null;
       permission_mode: components["schemas"]["PermissionMode"] & (string | null);
@@ -1030,6 +1033,7 @@ export interface components {
       session_key_template?: string;
       /** @description As for a session: inside `AGENT_BRIDGE_ALLOWED_ROOTS`. */
       work_dir?: string;
+      agent?: components["schemas"]["AgentName"] & unknown;
       worktree?: boolean;
       permission_mode?: components["schemas"]["PermissionMode"];
       model?: string;

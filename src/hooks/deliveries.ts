@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from "node:crypto";
 import { BudgetExhaustedError, PolicyDeniedError } from "../auth/policy.js";
-import type { Config } from "../config.js";
+import { type Config, defaultModel } from "../config.js";
 import type { Logger } from "../log.js";
 import {
   KeyRunLimitError,
@@ -350,13 +350,14 @@ const getSessionRow = (db: Database, id: string) =>
 
 function newSession(deps: HookDeps, hook: HookRow, key: string): Promise<SessionRow> {
   const { agents } = deps.config;
+  const agent = hook.agent ?? agents.default;
   return createSession(deps.db, {
     ownerKeyId: hook.ownerKeyId,
     workDir: hook.workDir,
     title: key ? `${hook.name}: ${asText(key).slice(0, 150)}` : `${hook.name}`,
-    agent: deps.config.agents.default,
+    agent,
     permissionMode: hook.permissionMode ?? agents.permissionMode,
-    model: hook.model ?? deps.config[agents.default].model ?? null,
+    model: hook.model ?? defaultModel(deps.config, agent) ?? null,
     effort: hook.effort ?? agents.effort,
     systemPrompt: null,
     worktree: hook.worktree ?? agents.worktreeEnabled,

@@ -224,6 +224,7 @@ export const hooks = pgTable("hooks", {
   systemPromptTemplate: text("system_prompt_template"),
   sessionKeyTemplate: text("session_key_template"),
   /** Session options; null takes the server's default when a session is made. */
+  agent: text("agent"),
   workDir: text("work_dir"),
   worktree: boolean("worktree"),
   permissionMode: text("permission_mode"),

@@ -3,6 +3,7 @@ import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createHook, deliver, getRun, isFinished, until } from "../../hooks/support.js";
 import { createTestApp, listen, type TestApp } from "../../support/app.js";
 import { CODEX_TEST_MODEL, type CodexEnv, makeCodexEnv } from "../../support/codex-env.js";
 import { BACKENDS } from "../../support/db.js";
@@ -234,6 +235,49 @@ describe.each(BACKENDS)("codex sessions through HTTP on %s", (backend) => {
     }
     const list = await (await fetch(`${server.url}/v1/sessions?limit=100`)).json();
     expect(list.data.filter((s: { title: string }) => s.title === "refused")).toEqual([]);
+  });
+
+  it("runs a hook's deliveries on codex when the hook names it, and checks its settings as a session's", async () => {
+    const secret = "bearer-secret-0123456789";
+    const refused = await fetch(
+      `${server.url}/v1/hooks`,
+      json({
+        name: `codex-refused-${Date.now()}`,
+        verification: "bearer",
+        secret,
+        prompt_template: "Review",
+        agent: "codex",
+        permission_mode: "dontAsk",
+      }),
+    );
+    expect(refused.status).toBe(400);
+    expect((await refused.json()).errors).toEqual([
+      expect.objectContaining({ path: "permission_mode" }),
+    ]);
+    const hook = await createHook(server.url, {
+      name: `codex-${Date.now()}`,
+      verification: "bearer",
+      secret,
+      prompt_template: "Review {{payload.title}}",
+      agent: "codex",
+    });
+    expect(hook).toMatchObject({ agent: "codex" });
+    mock.script({ output: [{ type: "message", text: "Reviewed by codex." }] });
+    const res = await deliver(server.url, String(hook.name), JSON.stringify({ title: "PR 7" }), {
+      "Content-Type": "application/json",
+      Authorization: `Bearer ${secret}`,
+      "X-Delivery-Id": crypto.randomUUID(),
+    });
+    expect(res.status).toBe(202);
+    const { run_id } = await res.json();
+    const run = await until(async () => {
+      const r = await getRun(server.url, run_id);
+      return isFinished(r) ? r : undefined;
+    });
+    expect(run).toMatchObject({ status: "succeeded", result: "Reviewed by codex." });
+    const session = await (await fetch(`${server.url}/v1/sessions/${run.session_id}`)).json();
+    expect(session.agent).toBe("codex");
+    expect(messageTexts(mock.responsesRequests().at(-1), "user")).toContain("Review PR 7");
   });
 
   it("ends a failed API turn with one failed completion naming codex's error", async () => {

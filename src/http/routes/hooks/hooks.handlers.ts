@@ -2,9 +2,10 @@ import { createHash } from "node:crypto";
 import type { RouteHandler } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { PermissionMode } from "../../../agents/claude/options.js";
+import type { AgentRegistry } from "../../../agents/registry.js";
 import { enforcePolicy } from "../../../auth/policy.js";
 import { resolveWorkDir, WorkDirNotAllowedError } from "../../../auth/work-dir.js";
-import type { Config } from "../../../config.js";
+import { type Config, defaultModel } from "../../../config.js";
 import { CallbackTargets } from "../../../hooks/callback-targets.js";
 import {
   deliveryIdOf,
@@ -33,6 +34,7 @@ import {
   checkWorktreePrerequisites,
   WorktreePrerequisiteError,
 } from "../../../worktrees/prerequisites.js";
+import { requestedAgent, settingIssues } from "../../agent-settings.js";
 import type { AppEnv } from "../../context.js";
 import { decodeCursor, pageOf } from "../../cursor.js";
 import { ApiError, invalidRequest, type ValidationIssue } from "../../errors.js";
@@ -55,6 +57,7 @@ const hookNotFound = (name: string) =>
  */
 async function definition(
   config: Config,
+  agents: AgentRegistry,
   body: UpdateHookBody,
   secrets: { secret: string; callbackSecret: string | null },
 ): Promise<Omit<store.HookInput, "name" | "ownerKeyId">> {
@@ -125,8 +128,20 @@ async function definition(
       issue("worktree", `worktree mode is unavailable: ${err.message}`);
     }
   }
+  // The agent and settings its sessions will get, checked as a session's are.
+  const agent = requestedAgent(agents, body.agent ?? config.agents.default);
+  errors.push(
+    ...settingIssues(agent, {
+      permissionMode: body.permission_mode ?? config.agents.permissionMode,
+      effort: body.effort ?? config.agents.effort,
+      model: body.model ?? defaultModel(config, agent.name) ?? null,
+      systemPrompt: null,
+      worktree: body.worktree ?? config.agents.worktreeEnabled,
+    }),
+  );
   if (errors.length > 0) throw invalidRequest(errors);
   return {
+    agent: body.agent ?? null,
     verification: body.verification,
     secret: secrets.secret,
     promptTemplate: body.prompt_template,
@@ -161,7 +176,7 @@ function enforceHookPolicy(
 
 export const createHook: RouteHandler<typeof routes.createHook, AppEnv> = async (c) => {
   const body: CreateHookBody = c.req.valid("json");
-  const fields = await definition(c.var.config, body, {
+  const fields = await definition(c.var.config, c.var.agents, body, {
     secret: body.secret,
     callbackSecret: body.callback_secret ?? null,
   });
@@ -195,7 +210,7 @@ export const updateHook: RouteHandler<typeof routes.updateHook, AppEnv> = async 
   const body = c.req.valid("json");
   const existing = await store.getHookByName(c.var.db, name);
   if (!existing) throw hookNotFound(name);
-  const fields = await definition(c.var.config, body, {
+  const fields = await definition(c.var.config, c.var.agents, body, {
     secret: body.secret ?? existing.secret,
     callbackSecret: body.callback_secret ?? existing.callbackSecret,
   });

@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { AgentName } from "../../../agents/agent.js";
 import { Effort, PermissionMode } from "../../../agents/claude/options.js";
 import { nextTick } from "../../../hooks/scheduler.js";
 import { MAX_VALUE_CHARS } from "../../../hooks/template.js";
@@ -36,6 +37,9 @@ const hookFields = {
   ).optional(),
   work_dir: z.string().min(1).max(4096).optional().openapi({
     description: "As for a session: inside `AGENT_BRIDGE_ALLOWED_ROOTS`.",
+  }),
+  agent: AgentName.optional().openapi({
+    description: "The agent of the hook's sessions. Default: the server's `AGENT_BRIDGE_AGENT`.",
   }),
   worktree: z.boolean().optional(),
   permission_mode: PermissionMode.optional(),
@@ -106,6 +110,7 @@ export const Hook = z
     system_prompt_template: z.string().nullable(),
     session_key_template: z.string().nullable(),
     work_dir: z.string().nullable().openapi({ description: "null: the server's work dir." }),
+    agent: z.string().nullable().openapi({ description: "null: the server's default agent." }),
     worktree: z.boolean().nullable().openapi({ description: "null: the server's default." }),
     permission_mode: PermissionMode.nullable(),
     model: z.string().nullable(),
@@ -228,6 +233,7 @@ export function toHook(row: HookRow): z.infer<typeof Hook> {
     prompt_template: row.promptTemplate,
     system_prompt_template: row.systemPromptTemplate,
     session_key_template: row.sessionKeyTemplate,
+    agent: row.agent,
     work_dir: row.workDir,
     worktree: row.worktree,
     permission_mode: row.permissionMode === null ? null : PermissionMode.parse(row.permissionMode),

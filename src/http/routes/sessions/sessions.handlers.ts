@@ -1,8 +1,8 @@
 import type { RouteHandler } from "@hono/zod-openapi";
-import type { AgentBackend, SessionSettings } from "../../../agents/agent.js";
-import { type AgentRegistry, AgentUnavailableError } from "../../../agents/registry.js";
+import type { SessionSettings } from "../../../agents/agent.js";
 import { enforcePolicy } from "../../../auth/policy.js";
 import { resolveWorkDir, WorkDirNotAllowedError } from "../../../auth/work-dir.js";
+import { defaultModel } from "../../../config.js";
 import { activeRunIds } from "../../../store/runs.js";
 import * as store from "../../../store/sessions.js";
 import { getSessionWorktree, sessionWorktrees } from "../../../store/worktrees.js";
@@ -12,9 +12,10 @@ import {
 } from "../../../worktrees/prerequisites.js";
 import { discardSessionWorktree } from "../../../worktrees/sessions.js";
 import { findSessionWorktree, isDirty } from "../../../worktrees/worktree.js";
+import { requestedAgent, settingIssues } from "../../agent-settings.js";
 import type { AppEnv } from "../../context.js";
 import { decodeCursor, pageOf } from "../../cursor.js";
-import { ApiError } from "../../errors.js";
+import { ApiError, invalidRequest } from "../../errors.js";
 import type * as routes from "./sessions.routes.js";
 import { toSession } from "./sessions.schemas.js";
 
@@ -31,43 +32,6 @@ async function requireWorktreePrerequisites(workDir: string) {
       errors: [{ location: "body", path: "worktree", message }],
     });
   }
-}
-
-/** The session's back-end; one this server does not run is the client's mistake here (400). */
-function agentFor(agents: AgentRegistry, name: string): AgentBackend {
-  try {
-    return agents.get(name);
-  } catch (err) {
-    if (!(err instanceof AgentUnavailableError)) throw err;
-    throw new ApiError(400, "agent_unavailable", err.message, {
-      errors: [{ location: "body", path: "agent", message: err.message }],
-    });
-  }
-}
-
-/** The body's field of each setting, for the issues an agent's settings schema finds. */
-const SETTING_FIELDS: Record<keyof SessionSettings, string> = {
-  permissionMode: "permission_mode",
-  effort: "effort",
-  model: "model",
-  systemPrompt: "system_prompt",
-  worktree: "worktree",
-};
-
-/** The settings, as the agent can honour them; a value it has no equivalent for is a 400. */
-function settingsFor(agent: AgentBackend, settings: SessionSettings): SessionSettings {
-  const parsed = agent.settings.safeParse(settings);
-  if (parsed.success) return parsed.data;
-  const errors = parsed.error.issues.map((issue) => {
-    const field = SETTING_FIELDS[issue.path[0] as keyof SessionSettings] ?? String(issue.path[0]);
-    return { location: "body" as const, path: field, message: `${agent.name}: ${issue.message}` };
-  });
-  throw new ApiError(
-    400,
-    "validation_failed",
-    `the ${agent.name} agent cannot honour ${errors.map((e) => e.path).join(", ")}: ${errors.map((e) => e.message).join("; ")}`,
-    { errors },
-  );
 }
 
 const worktreeDirty = (path: string) =>
@@ -91,14 +55,16 @@ export const createSession: RouteHandler<typeof routes.createSession, AppEnv> = 
       });
     }
   }
-  const agent = agentFor(c.var.agents, body.agent ?? c.var.config.agents.default);
-  const settings = settingsFor(agent, {
+  const agent = requestedAgent(c.var.agents, body.agent ?? config.agents.default);
+  const settings: SessionSettings = {
     permissionMode: body.permission_mode ?? config.agents.permissionMode,
     effort: body.effort ?? config.agents.effort,
-    model: body.model ?? config[agent.name].model ?? null,
+    model: body.model ?? defaultModel(config, agent.name) ?? null,
     systemPrompt: body.system_prompt ?? null,
     worktree: body.worktree ?? config.agents.worktreeEnabled,
-  });
+  };
+  const refused = settingIssues(agent, settings);
+  if (refused.length > 0) throw invalidRequest(refused);
   await enforcePolicy(c.var.db, c.var.config, c.var.principal.keyId, {
     permissionMode: settings.permissionMode,
     workDir,

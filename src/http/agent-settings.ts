@@ -1,0 +1,38 @@
+import type { AgentBackend, SessionSettings } from "../agents/agent.js";
+import { type AgentRegistry, AgentUnavailableError } from "../agents/registry.js";
+import { ApiError, type ValidationIssue } from "./errors.js";
+
+// A session's agent and settings, as a request asks for them (a session, or a hook's sessions):
+// the agent must be one this server runs, and each setting one the agent can honour.
+
+/** The agent; one this server does not run is the client's to fix (400 agent_unavailable). */
+export function requestedAgent(agents: AgentRegistry, name: string): AgentBackend {
+  try {
+    return agents.get(name);
+  } catch (err) {
+    if (!(err instanceof AgentUnavailableError)) throw err;
+    throw new ApiError(400, "agent_unavailable", err.message, {
+      errors: [{ location: "body", path: "agent", message: err.message }],
+    });
+  }
+}
+
+/** The body's field of each setting, for the issues an agent's settings schema finds. */
+const SETTING_FIELDS: Record<keyof SessionSettings, string> = {
+  permissionMode: "permission_mode",
+  effort: "effort",
+  model: "model",
+  systemPrompt: "system_prompt",
+  worktree: "worktree",
+};
+
+/** What the agent cannot honour of the settings, one issue per body field; empty when all is well. */
+export function settingIssues(agent: AgentBackend, settings: SessionSettings): ValidationIssue[] {
+  const parsed = agent.settings.safeParse(settings);
+  if (parsed.success) return [];
+  return parsed.error.issues.map((issue) => ({
+    location: "body" as const,
+    path: SETTING_FIELDS[issue.path[0] as keyof SessionSettings] ?? String(issue.path[0]),
+    message: `the ${agent.name} agent cannot honour this: ${issue.message}`,
+  }));
+}
