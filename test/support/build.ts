@@ -12,9 +12,9 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import ts from "typescript";
 
-// The server as precompiled JavaScript, for the tests that start it as a process: through tsx, each
-// start spends most of a second compiling TypeScript (1.4 s to ready against 0.6 s from
-// JavaScript), and the tests start it about a hundred times. The README's examples still start it
+// The server as precompiled JavaScript, for the tests that start it as a process: through tsx's
+// loader each start takes most of a second longer (1.4 s to ready against 0.6 s from JavaScript),
+// and the tests start it dozens of times. The README's examples still start it
 // as `npm start` does (./npm-start.ts).
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
