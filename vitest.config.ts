@@ -1,4 +1,12 @@
+import { existsSync } from "node:fs";
 import { defineConfig } from "vitest/config";
+
+// The tests' temporary files (database copies, data dirs, repositories) go in memory where the
+// machine has it, unless TMPDIR says otherwise: on the CI machine's disk (ext4 mounted with
+// `discard`) copying and deleting a 39 MB embedded data dir took 1-2 s, and most tests make one;
+// in /dev/shm it takes 0.1 s. Set here, before the global setup runs, so that it and every test
+// process (which inherits the environment) agree on where the database template is.
+if (!process.env.TMPDIR && existsSync("/dev/shm")) process.env.TMPDIR = "/dev/shm";
 
 export default defineConfig({
   test: {
@@ -8,6 +16,10 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: "forks",
+    // One process runs many files: importing the app and its dependencies again for each file
+    // cost more CPU than most files' tests. Each file still makes its own databases, servers and
+    // temporary files, and no test changes module state (mocks, globals) it does not restore.
+    isolate: false,
     // Most tests wait on processes (servers starting, CLI runs), so two files at a time use a
     // 2-core machine better than vitest's default of one worker fewer than there are cores.
     maxWorkers: 2,

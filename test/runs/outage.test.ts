@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -51,7 +51,8 @@ describe.runIf(ownPostgresAvailable)("a database outage during a run", () => {
    * stream read up to the CLI's pause; `go()` lets the CLI write the rest.
    */
   async function countingRun(env: Record<string, string> = {}) {
-    const goFile = join(mkdtempSync(join(tmpdir(), "outage-")), "go");
+    const goDir = mkdtempSync(join(tmpdir(), "outage-"));
+    const goFile = join(goDir, "go");
     const fake = await fakeClaude(outageScenario(goFile));
     const url = await createDatabaseOn(pg.url, `outage_${randomBytes(4).toString("hex")}`);
     const handle = await openDatabase({ kind: "postgres", url });
@@ -76,6 +77,7 @@ describe.runIf(ownPostgresAvailable)("a database outage during a run", () => {
         await server.close();
         await t.close();
         await fake.cleanup();
+        rmSync(goDir, { recursive: true, force: true });
       },
     };
   }

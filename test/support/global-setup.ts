@@ -2,21 +2,30 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { TestProject } from "vitest/node";
+import { buildServer } from "./build.js";
 import { makeMigratedCluster } from "./pglite-template.js";
 
 declare module "vitest" {
   export interface ProvidedContext {
     /** Where the run's embedded test databases live (./db.ts); removed when the run ends. */
     testDataDirs: string;
+    /** The server compiled to JavaScript (./build.ts); removed when the run ends. */
+    serverBuild: string;
   }
 }
 
 // Once per test run, before any test process starts: the migrated cluster every embedded test
 // database is copied from (made here so that concurrent test processes do not each make it), and
-// the dir those copies go in, which goes at the end with any copy a test left behind.
+// the dir those copies go in, which goes at the end with any copy a test left behind; and the
+// server compiled once for the tests that start it as a process.
 export default async function setup(project: TestProject): Promise<() => void> {
   await makeMigratedCluster();
   const dataDirs = mkdtempSync(join(tmpdir(), "agent-bridge-test-dbs-"));
   project.provide("testDataDirs", dataDirs);
-  return () => rmSync(dataDirs, { recursive: true, force: true });
+  const build = buildServer();
+  project.provide("serverBuild", build);
+  return () => {
+    rmSync(dataDirs, { recursive: true, force: true });
+    rmSync(build, { recursive: true, force: true });
+  };
 }

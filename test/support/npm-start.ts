@@ -24,13 +24,16 @@ export async function npmStart(
   const fake = await fakeClaude(scenario);
   const dataDir = await mkdtemp(join(tmpdir(), "agent-bridge-readme-data-"));
   await seedDataDir(dataDir);
-  const server = await startServer({
-    ...fake.bridgeEnv,
-    AGENT_BRIDGE_DATA_DIR: dataDir,
-    // API keys on, as they are by default.
-    AGENT_BRIDGE_AUTH: undefined,
-    ...env,
-  });
+  const server = await startServer(
+    {
+      ...fake.bridgeEnv,
+      AGENT_BRIDGE_DATA_DIR: dataDir,
+      // API keys on, as they are by default.
+      AGENT_BRIDGE_AUTH: undefined,
+      ...env,
+    },
+    { entry: "npm-start" },
+  );
   const [, key = ""] = await server.waitForOutput(/\n {2}(ab_[A-Za-z0-9_-]{43})\n/);
   return {
     url: server.url,

@@ -1,16 +1,29 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { createServer } from "node:net";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { inject } from "vitest";
 import { TEST_CLI_KEY } from "./claude-env.js";
 
 // The service as a real process (`npm start` runs the same entry point), for what only a real
 // process shows: start-up, restarts, signals.
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
-// One process, as `npm start` runs it: the `tsx` CLI would put a parent in front of the server,
-// and a SIGKILL to that parent would leave the server running.
-const command = [process.execPath, "--import", "tsx", "src/index.ts"] as const;
+
+/**
+ * How the entry point is run: "build" from the JavaScript the run's global setup compiled (a
+ * second faster to start), "npm-start" as `npm start` runs it, through tsx's loader, for the
+ * README's examples. One process either way: the `tsx` CLI would put a parent in front of the
+ * server, and a SIGKILL to that parent would leave the server running.
+ */
+export type Entry = "build" | "npm-start";
+
+function entryArgs(entry: Entry): string[] {
+  return entry === "build"
+    ? [join(inject("serverBuild"), "src/index.js")]
+    : ["--import", "tsx", "src/index.ts"];
+}
 
 /** AGENT_BRIDGE_CALLBACK_ALLOW for the tests' callback receivers, which listen on loopback. */
 export const LOOPBACK_CALLBACKS = "127.0.0.1/32,::1/128";
@@ -39,9 +52,9 @@ export async function freePort(): Promise<number> {
 /** The entry point as a child process, its stdout and stderr collected together (and apart). */
 function spawnEntry(
   env: NodeJS.ProcessEnv,
-  ownGroup = false,
+  { ownGroup = false, entry = "build" }: StartOptions = {},
 ): { child: ChildProcess; output: () => string; stderr: () => string } {
-  const child = spawn(command[0], command.slice(1), {
+  const child = spawn(process.execPath, entryArgs(entry), {
     cwd: root,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
     stdio: ["ignore", "pipe", "pipe"],
@@ -60,13 +73,19 @@ function spawnEntry(
   return { child, output: () => output, stderr: () => stderr };
 }
 
-/**
- * Starts the service and waits until it is ready. `ownGroup`: in a process group of its own (pgid =
- * its pid), as a terminal or a service manager starts it, for signals to the whole group.
- */
+export interface StartOptions {
+  /**
+   * In a process group of its own (pgid = its pid), as a terminal or a service manager starts it,
+   * for signals to the whole group.
+   */
+  ownGroup?: boolean;
+  entry?: Entry;
+}
+
+/** Starts the service and waits until it is ready. */
 export async function startServer(
   env: NodeJS.ProcessEnv,
-  opts: { ownGroup?: boolean } = {},
+  opts: StartOptions = {},
 ): Promise<ServerProcess> {
   const port = await freePort();
   // API keys off unless the test turns them on; a credential for the CLI, so that it is ready.
@@ -80,7 +99,7 @@ export async function startServer(
       PORT: String(port),
       HOST: "127.0.0.1",
     },
-    opts.ownGroup,
+    opts,
   );
   const url = `http://127.0.0.1:${port}`;
   const exited = once(child, "exit").then(() => child.exitCode);
