@@ -2,11 +2,15 @@ import { existsSync, realpathSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { groupAlive } from "../../../src/process/groups.js";
+import { runs } from "../../../src/store/schema.js";
 import { createHook, deliver, getRun, isFinished, until } from "../../hooks/support.js";
 import { createTestApp, listen, type TestApp } from "../../support/app.js";
 import { CODEX_TEST_MODEL, type CodexEnv, makeCodexEnv } from "../../support/codex-env.js";
 import { BACKENDS } from "../../support/db.js";
+import { holdUntilReleased } from "../../support/mock-anthropic.js";
 import {
   addFilePatch,
   callOutput,
@@ -278,6 +282,41 @@ describe.each(BACKENDS)("codex sessions through HTTP on %s", (backend) => {
     const session = await (await fetch(`${server.url}/v1/sessions/${run.session_id}`)).json();
     expect(session.agent).toBe("codex");
     expect(messageTexts(mock.responsesRequests().at(-1), "user")).toContain("Review PR 7");
+  });
+
+  it("cancels a running codex run: one cancelled completion, its process group gone, the log replayable", async () => {
+    const held = holdUntilReleased();
+    mock.script({ output: [{ type: "message", text: "Never sent." }], hold: held.hold });
+    const session = await newCodexSession();
+    const res = await fetch(
+      `${server.url}/v1/sessions/${session.id}/messages`,
+      json({ text: "Slow" }),
+    );
+    const reader = SseReader.of(res);
+    const started = await reader.next();
+    const runId = (started?.data as { run_id?: string } | undefined)?.run_id;
+    // codex is waiting on the model: its request has reached the mock.
+    await held.arrived;
+    const pgid = await until(async () => {
+      const [row] = await t.database.db
+        .select()
+        .from(runs)
+        .where(eq(runs.id, runId ?? ""));
+      return row?.pgid ?? undefined;
+    });
+    const cancel = await fetch(`${server.url}/v1/runs/${runId}/cancel`, { method: "POST" });
+    expect(cancel.status).toBe(200);
+    expect((await cancel.json()).status).toBe("cancelled");
+    // The cancel answers once the group is gone.
+    expect(await groupAlive(pgid)).toBe(false);
+    const rest = await reader.events();
+    expect(rest.filter((f) => f.event === "completion")).toHaveLength(1);
+    expect(rest.at(-1)?.data).toMatchObject({ status: "cancelled", error_code: "cancelled" });
+    held.release();
+    const replay = await SseReader.of(
+      await fetch(`${server.url}/v1/runs/${runId}/events`),
+    ).events();
+    expect(replay.map((f) => f.event)).toEqual(["run_started", "completion"]);
   });
 
   it("ends a failed API turn with one failed completion naming codex's error", async () => {
