@@ -81,13 +81,21 @@ process.on("message", ({ id, bin, args, cwd, env }) => {
     handle.reading = false;
     handle.readStop();
   }
+  // The pipes are the server's from here on. When a child exits, Node destroys its stdin and
+  // drains its stdout and stderr; a handle send waits in line behind the previous one's
+  // acknowledgement, so with several starts in flight a CLI that exited at once lost its pipes
+  // before they went out, and its start never completed. Node's references are dropped, so that
+  // its exit handling leaves them alone.
+  const { stdin, stdout, stderr } = child;
+  child.stdin = child.stdout = child.stderr = null;
+  child.stdio.fill(null);
   running.set(child.pid, once(child, "exit"));
   child.once("exit", (code, signal) => {
     running.delete(child.pid);
     reply({ id, exit: { code, signal } });
   });
   // Sending a handle closes this process's copy of it once it is sent.
-  reply({ id, pid: child.pid, stream: "stdin" }, child.stdin);
-  reply({ id, pid: child.pid, stream: "stdout" }, child.stdout);
-  reply({ id, pid: child.pid, stream: "stderr" }, child.stderr);
+  reply({ id, pid: child.pid, stream: "stdin" }, stdin);
+  reply({ id, pid: child.pid, stream: "stdout" }, stdout);
+  reply({ id, pid: child.pid, stream: "stderr" }, stderr);
 });

@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import type { AgentBackend, AgentName, AgentRunRequest } from "../../src/agents/agent.js";
 import { claudeBackend } from "../../src/agents/claude/backend.js";
 import { codexBackend } from "../../src/agents/codex/backend.js";
@@ -103,8 +103,10 @@ const BACKENDS: BackendCase[] = [
   },
 ];
 
+// The cases run concurrently (they mostly wait on processes and timers), each with fakes of its
+// own; the fakes' files go when the file is done.
 const fakes: FakeClaude[] = [];
-afterEach(async () => {
+afterAll(async () => {
   await Promise.all(fakes.splice(0).map((f) => f.cleanup()));
 });
 
@@ -138,7 +140,7 @@ function capturedLog() {
   return { logger, entries };
 }
 
-describe.each(BACKENDS)("the $name back-end on the fake CLI", (backend) => {
+describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backend) => {
   const { name } = backend;
   const opening = emit(backend.opening);
   /** The CLI says `text` and reports its outcome. */

@@ -61,6 +61,26 @@ describe("the process spawner", () => {
     expect(await child.exited).toEqual({ code: 0, signal: null });
   });
 
+  it("hands over the pipes of many processes started at once that exit at once, their output whole", async () => {
+    // Handle sends wait in line; before the fix, Node's own exit handling closed the pipes of a
+    // process that was gone before its turn came, and its start never completed.
+    const runs = Array.from({ length: 40 }, async (_, i) => {
+      const script = `head -c ${i * 1000} /dev/zero | tr '\\0' x >&2; printf 'out ${i}'; exit 3`;
+      const child = await spawnProcess("/bin/sh", ["-c", script], { cwd: "/", env });
+      const [out, err, exited] = await Promise.all([
+        readAll(child.stdout),
+        readAll(child.stderr),
+        child.exited,
+      ]);
+      child.stdin.destroy();
+      return { out, errBytes: err.length, exited };
+    });
+    const results = await Promise.all(runs);
+    results.forEach((r, i) => {
+      expect(r).toEqual({ out: `out ${i}`, errBytes: i * 1000, exited: { code: 3, signal: null } });
+    });
+  });
+
   it("starts the process in its own group, and reports how it ended", async () => {
     const child = await spawnProcess("/bin/sh", ["-c", "sleep 30"], { cwd: "/", env });
     expect(await groupAlive(child.pid)).toBe(true);
