@@ -20,9 +20,9 @@ export default defineConfig({
     // cost more CPU than most files' tests. Each file still makes its own databases, servers and
     // temporary files, and no test changes module state (mocks, globals) it does not restore.
     isolate: false,
-    // Most tests wait on processes (servers starting, CLI runs), so two files at a time use a
-    // 2-core machine better than vitest's default of one worker fewer than there are cores.
-    maxWorkers: 2,
+    // Most tests wait on processes, timers and servers rather than compute, so three files at a
+    // time use a 2-core machine best (README "Development" has the measurements, also under load).
+    maxWorkers: 3,
     // Every test by name, so the output shows each database test ran on each back-end.
     reporters: ["verbose"],
   },

@@ -25,7 +25,7 @@ const SCRIPT = [
   "conn.release();",
   'const [{ alive }] = await sql.unsafe("select 1 as alive");',
   'console.log("pool answers " + alive);',
-  "await sql.end({ timeout: 5 });",
+  "await sql.end({ timeout: 1 });",
 ].join("\n");
 
 describe.skipIf(!url)("a Postgres connection the server closed", () => {
