@@ -93,11 +93,15 @@ describe.each(BACKENDS)("monthly budgets with the real CLI on %s", (backend) => 
     const turns: number = stopped.completion.usage.num_turns;
     expect(turns).toBeGreaterThanOrEqual(1);
     expect(turns).toBeLessThanOrEqual(2);
-    expect(mock.pending()).toBe(5 - turns);
-    expect(stopped.completion.cost_usd).toBeCloseTo(turns * turnCost, 9);
+    // What the API answered is what was spent (the CLI's count of turns can be one ahead of the
+    // requests it got answers to, under load): it stopped at the cap, long before the fifth.
+    const answered = 5 - mock.pending();
+    expect(answered).toBeGreaterThanOrEqual(1);
+    expect(answered).toBeLessThanOrEqual(2);
+    expect(stopped.completion.cost_usd).toBeCloseTo(answered * turnCost, 9);
 
     const spent = await (await call(key, "/v1/usage")).json();
-    expect(spent.budget.spent_usd).toBeCloseTo((1 + turns) * turnCost, 9);
+    expect(spent.budget.spent_usd).toBeCloseTo((1 + answered) * turnCost, 9);
     expect(spent.budget.left_usd).toBe(0);
 
     // Spent: the next message is refused before anything starts.
