@@ -1,4 +1,5 @@
 import { createHash, randomUUID } from "node:crypto";
+import { AgentUnavailableError } from "../agents/registry.js";
 import { BudgetExhaustedError, PolicyDeniedError } from "../auth/policy.js";
 import { type Config, defaultModel } from "../config.js";
 import type { Logger } from "../log.js";
@@ -207,6 +208,7 @@ const REFUSALS = [
   ShuttingDownError,
   SessionExpiredError,
   SessionGoneError,
+  AgentUnavailableError,
 ];
 
 /** Recorded for any other failure, whose message may hold SQL, parameters or paths (logged). */

@@ -3,7 +3,7 @@ import { eq, like, sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REPLAY_WINDOW_MS } from "../../src/hooks/deliveries.js";
 import { getHookByName, insertDelivery } from "../../src/store/hooks.js";
-import { hookDeliveries, runs } from "../../src/store/schema.js";
+import { hookDeliveries, hooks, runs } from "../../src/store/schema.js";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
@@ -361,6 +361,28 @@ describe.each(BACKENDS)("hook deliveries on %s", (backend) => {
       const receipt = await retry.json();
       expect(receipt).toMatchObject({ outcome: "accepted", duplicate: false });
       expect(receipt.run_id).toEqual(expect.any(String));
+    });
+
+    it("a hook whose agent this server no longer runs settles its delivery failed, saying so, and starts nothing", async () => {
+      const db = t.database.db;
+      await db.update(hooks).set({ agent: "retired-agent" }).where(eq(hooks.name, names.bearer));
+      const before = await runsStarted();
+      const id = `retired-${crypto.randomUUID()}`;
+      let refused: Response;
+      try {
+        refused = await deliver(server.url, names.bearer, payload(), headers(id));
+      } finally {
+        await db.update(hooks).set({ agent: null }).where(eq(hooks.name, names.bearer));
+      }
+      expect(refused.status).toBe(503);
+      expect(await refused.json()).toMatchObject({ code: "agent_unavailable" });
+      const [recorded] = await listed(id);
+      expect(recorded).toMatchObject({
+        outcome: "failed",
+        run_id: null,
+        detail: "this server does not run the retired-agent agent (AGENT_BRIDGE_AGENTS)",
+      });
+      expect(await runsStarted()).toBe(before);
     });
 
     it("a failure after the delivery is recorded settles it failed, with no SQL in it; the retry starts the run, and a duplicate of that answers with it", async () => {
