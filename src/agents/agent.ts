@@ -40,8 +40,11 @@ export interface AgentRunRequest {
   settings: SessionSettings;
   /** The message's system prompt, added to the session's. */
   messageSystemPrompt: string | null;
-  /** What the session's earlier runs used (a back-end that reports running totals subtracts it). */
-  usageBefore: () => Promise<SessionUsage>;
+  /**
+   * What the session's earlier runs used (a back-end that reports running totals subtracts it);
+   * undefined once the session is gone.
+   */
+  usageBefore: () => Promise<SessionUsage | undefined>;
   /** USD the run may spend, when its key has a budget. */
   maxBudgetUsd: number | null;
   cwd: string;

@@ -7,7 +7,7 @@ import type { Database } from "./db.js";
 import { addKeySpend } from "./keys.js";
 import { newestFirst, olderThan, type PageKey } from "./paging.js";
 import { type RunRow, runs, sessions } from "./schema.js";
-import { visibleTo } from "./sessions.js";
+import { sessionUsageColumns, visibleTo } from "./sessions.js";
 
 export const ACTIVE_STATUSES = ["queued", "running"] as const;
 
@@ -257,16 +257,7 @@ export async function finishRun(db: Database, run: RunRow, outcome: RunOutcome) 
       updatedAt: now,
     })
     .where(eq(sessions.id, run.sessionId))
-    .returning({
-      input_tokens: sessions.inputTokens,
-      output_tokens: sessions.outputTokens,
-      cache_read_tokens: sessions.cacheReadTokens,
-      cache_creation_tokens: sessions.cacheCreationTokens,
-      cost_usd: sessions.costUsd,
-      num_turns: sessions.numTurns,
-      runs: sessions.runs,
-      ownerKeyId: sessions.ownerKeyId,
-    });
+    .returning({ ...sessionUsageColumns, ownerKeyId: sessions.ownerKeyId });
   if (!updated) return undefined;
   const { ownerKeyId, ...totals } = updated;
   if (ownerKeyId && outcome.costUsd) await addKeySpend(db, ownerKeyId, now, outcome.costUsd);

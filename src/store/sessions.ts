@@ -70,29 +70,19 @@ export async function deleteSession(db: Database, id: string): Promise<boolean> 
   return deleted.length > 0;
 }
 
-/** The session's usage so far (zero when it is gone). */
-export async function sessionTotals(db: Database, id: string): Promise<SessionUsage> {
-  const [row] = await db
-    .select({
-      input_tokens: sessions.inputTokens,
-      output_tokens: sessions.outputTokens,
-      cache_read_tokens: sessions.cacheReadTokens,
-      cache_creation_tokens: sessions.cacheCreationTokens,
-      cost_usd: sessions.costUsd,
-      num_turns: sessions.numTurns,
-      runs: sessions.runs,
-    })
-    .from(sessions)
-    .where(eq(sessions.id, id));
-  return (
-    row ?? {
-      input_tokens: 0,
-      output_tokens: 0,
-      cache_read_tokens: 0,
-      cache_creation_tokens: 0,
-      cost_usd: 0,
-      num_turns: 0,
-      runs: 0,
-    }
-  );
+/** A session's usage totals as the API shows them (SessionUsage), for a select or a returning. */
+export const sessionUsageColumns = {
+  input_tokens: sessions.inputTokens,
+  output_tokens: sessions.outputTokens,
+  cache_read_tokens: sessions.cacheReadTokens,
+  cache_creation_tokens: sessions.cacheCreationTokens,
+  cost_usd: sessions.costUsd,
+  num_turns: sessions.numTurns,
+  runs: sessions.runs,
+};
+
+/** The session's usage so far; undefined when it is gone. */
+export async function sessionTotals(db: Database, id: string): Promise<SessionUsage | undefined> {
+  const [row] = await db.select(sessionUsageColumns).from(sessions).where(eq(sessions.id, id));
+  return row;
 }

@@ -147,11 +147,6 @@ export class StreamMapper {
     return this.finished;
   }
 
-  /** The CLI's session id, once a line has carried it. */
-  get claudeSessionId(): string | null {
-    return this.sessionId;
-  }
-
   push(line: Json): BridgeEvent[] {
     if (this.finished) return [];
     const sid = str(line.session_id);

@@ -54,8 +54,9 @@ export function codexBackend(config: CodexBackendConfig): AgentBackend {
  * The thread's running totals before this run, as codex counts them (its input tokens include the
  * cached ones), from what the session's earlier runs recorded.
  */
-async function totalsBefore(request: AgentRunRequest): Promise<CodexUsageTotals> {
+async function totalsBefore(request: AgentRunRequest): Promise<CodexUsageTotals | undefined> {
   const used = await request.usageBefore();
+  if (!used) return undefined;
   return {
     input_tokens: used.input_tokens + used.cache_read_tokens,
     cached_input_tokens: used.cache_read_tokens,
@@ -75,8 +76,9 @@ async function* runCodex(
   const threadId = request.agentSessionId ?? undefined;
   const startedAt = performance.now();
   const price = settings.model === null ? undefined : config.prices[settings.model];
+  const previousTotals = threadId ? await totalsBefore(request) : undefined;
   const mapper = new CodexMapper({
-    ...(threadId ? { previousTotals: await totalsBefore(request) } : {}),
+    ...(previousTotals ? { previousTotals } : {}),
     ...(price ? { price } : {}),
     elapsedMs: () => performance.now() - startedAt,
   });
