@@ -5,7 +5,7 @@ import path from "node:path";
 import { z } from "zod";
 import { AGENT_NAMES, type AgentName } from "./agents/agent.js";
 import { childEnvironment } from "./agents/child-env.js";
-import { EFFORTS, PERMISSION_MODES } from "./agents/claude/options.js";
+import { EFFORTS, PERMISSION_MODES } from "./agents/settings.js";
 import { isWellFormedKey } from "./auth/keys.js";
 import { MAX_VALUE_CHARS } from "./hooks/template.js";
 import type { LogLevel } from "./log.js";

@@ -2,7 +2,7 @@ import { z } from "@hono/zod-openapi";
 import type { BridgeEvent, SessionUsage } from "../events.js";
 import type { Logger } from "../log.js";
 import type { AgentIdentity } from "../process/tenant-homes.js";
-import { Effort, PermissionMode } from "./claude/options.js";
+import { Effort, PermissionMode } from "./settings.js";
 
 // What an agent back-end is to the rest of the bridge. A back-end turns one message into one run
 // of its CLI and yields only generic BridgeEvents, ending with exactly one `completion`; the run

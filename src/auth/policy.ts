@@ -1,5 +1,5 @@
 import { realpath } from "node:fs/promises";
-import { PERMISSION_MODES, PermissionMode } from "../agents/claude/options.js";
+import { PERMISSION_MODES, PermissionMode } from "../agents/settings.js";
 import type { Config } from "../config.js";
 import type { Database } from "../store/db.js";
 import { getKey, type KeyPolicyColumns, monthOf, monthSpend } from "../store/keys.js";

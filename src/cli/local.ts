@@ -1,5 +1,5 @@
 import type { Command } from "commander";
-import { PERMISSION_MODES, PermissionMode } from "../agents/claude/options.js";
+import { PERMISSION_MODES, PermissionMode } from "../agents/settings.js";
 import { issueKey } from "../auth/keys.js";
 import { type PolicyInput, policyColumns, policyOf } from "../auth/policy.js";
 import { type Config, loadConfig } from "../config.js";

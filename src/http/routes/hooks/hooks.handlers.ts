@@ -1,8 +1,8 @@
 import { createHash } from "node:crypto";
 import type { RouteHandler } from "@hono/zod-openapi";
 import type { Context } from "hono";
-import { PermissionMode } from "../../../agents/claude/options.js";
 import type { AgentRegistry } from "../../../agents/registry.js";
+import { PermissionMode } from "../../../agents/settings.js";
 import { enforcePolicy } from "../../../auth/policy.js";
 import { resolveWorkDir, WorkDirNotAllowedError } from "../../../auth/work-dir.js";
 import { type Config, defaultModel } from "../../../config.js";

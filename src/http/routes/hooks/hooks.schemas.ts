@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { AgentName } from "../../../agents/agent.js";
-import { Effort, PermissionMode } from "../../../agents/claude/options.js";
+import { Effort, PermissionMode } from "../../../agents/settings.js";
 import { nextTick } from "../../../hooks/scheduler.js";
 import { MAX_VALUE_CHARS } from "../../../hooks/template.js";
 import { VERIFICATION_KINDS } from "../../../hooks/verify.js";

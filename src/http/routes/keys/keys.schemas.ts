@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { PermissionMode } from "../../../agents/claude/options.js";
+import { PermissionMode } from "../../../agents/settings.js";
 import { type KeyPolicy, policyOf } from "../../../auth/policy.js";
 import type { Config } from "../../../config.js";
 import type { ApiKeyRow } from "../../../store/schema.js";

@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { AgentName } from "../../../agents/agent.js";
-import { Effort, PermissionMode } from "../../../agents/claude/options.js";
+import { Effort, PermissionMode } from "../../../agents/settings.js";
 import type { Config } from "../../../config.js";
 import { SessionUsage } from "../../../events.js";
 import type { SessionRow, WorktreeRow } from "../../../store/schema.js";

@@ -1,7 +1,8 @@
 import { z } from "@hono/zod-openapi";
 
-// The runner options an operator sets in config and a client may set per session; one enum
-// each so that config, the sessions API and the command builder accept the same values.
+// The values of a session's settings, for every agent: one enum each so that config, the sessions
+// and hooks APIs and key policies accept the same ones. Their names are Claude Code's, where they
+// came from; each back-end maps them onto its CLI and refuses what it cannot honour (agent.ts).
 
 export const PERMISSION_MODES = [
   "default",
