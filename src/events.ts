@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { NormalizedToolCall, ToolKind, ToolOutcome } from "./tool-calls.js";
 
 // BridgeEvents: the generic events a run produces, shared by the runner (which yields them),
 // the run manager (which numbers, stores and fans them out) and the HTTP layer (which documents
@@ -107,11 +108,23 @@ export const ToolCallEvent = z
     type: z.literal("tool_call"),
     tool_use_id: z.string(),
     tool_name: z.string(),
-    kind: z.string(),
+    kind: ToolKind,
+    normalized: NormalizedToolCall,
     input: z.unknown(),
     ...parent,
   })
   .openapi("ToolCallEvent");
+
+/** A tool call's end: from its result, or at the run's end for a call that never got one. */
+export const ToolUpdateEvent = z
+  .object({
+    type: z.literal("tool_update"),
+    tool_use_id: z.string(),
+    status: z.enum(["complete", "error"]),
+    normalized: ToolOutcome,
+    ...parent,
+  })
+  .openapi("ToolUpdateEvent");
 
 export const ToolResultEvent = z
   .object({
@@ -196,6 +209,7 @@ export const BridgeEvent = z
     ReasoningEvent,
     ToolCallEvent,
     ToolResultEvent,
+    ToolUpdateEvent,
     ContextWindowEvent,
     RateLimitEvent,
     CompletionEvent,

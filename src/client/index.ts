@@ -57,7 +57,7 @@ export interface FollowOptions {
   /** Start after this event id (0, the default, replays the whole run). */
   after?: number;
   signal?: AbortSignal;
-  /** `full` adds reasoning, tool_call, tool_result, context_window and rate_limit events. */
+  /** `full` adds reasoning, tool_call, tool_result, tool_update, context_window and rate_limit events. */
   events?: "default" | "full";
 }
 

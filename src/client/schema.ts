@@ -438,6 +438,7 @@ export interface components {
       | components["schemas"]["ReasoningEvent"]
       | components["schemas"]["ToolCallEvent"]
       | components["schemas"]["ToolResultEvent"]
+      | components["schemas"]["ToolUpdateEvent"]
       | components["schemas"]["ContextWindowEvent"]
       | components["schemas"]["RateLimitEvent"]
       | components["schemas"]["CompletionEvent"];
@@ -615,6 +616,18 @@ export interface components {
     Effort: "low" | "medium" | "high" | "xhigh" | "max";
     /** @description A stream of Server-Sent Events, one per BridgeEvent: `id:` is the event's number in the run (from 1, no gaps), `event:` its type, `data:` the JSON object below. It starts with `run_started` and ends with exactly one `completion`, then closes. Lines starting with `:` are keep-alive comments. Reconnect with `Last-Event-ID` to get every later event, once. A stream the server cannot continue ends instead with an `event: error` frame without an `id:`, whose `data:` is a StreamError; it is not a completion: reconnect. */
     EventStreamData: components["schemas"]["BridgeEvent"] | components["schemas"]["StreamError"];
+    FileChange: {
+      file_path: string;
+      /**
+       * @description `create` a new file, `write` a whole file (new or not), `edit` part of one, `delete` it.
+       * @enum {string}
+       */
+      operation: "create" | "write" | "edit" | "delete";
+      old_content?: string;
+      new_content?: string;
+      /** @description Unified diff of old_content → new_content, when both are known and small enough to compare. */
+      diff?: string;
+    };
     FinishedRun: {
       run: components["schemas"]["Run"];
       completion: components["schemas"]["CompletionEvent"];
@@ -686,6 +699,85 @@ export interface components {
       /** @description The key itself: shown this once, stored only as a hash. */
       key: string;
     };
+    NormalizedToolCall:
+      | {
+          /** @enum {string} */
+          kind: "read_file";
+          file_path: string;
+          offset?: number;
+          limit?: number;
+          /** @description True when a string of this payload was cut to the bound of a tool_result. */
+          truncated?: boolean;
+        }
+      | {
+          /** @enum {string} */
+          kind: "modify_file";
+          changes: components["schemas"]["FileChange"][];
+          /** @description True when a string of this payload was cut to the bound of a tool_result. */
+          truncated?: boolean;
+        }
+      | {
+          /** @enum {string} */
+          kind: "shell_exec";
+          command: string;
+          description?: string;
+          timeout_ms?: number;
+          background: boolean;
+          /** @description True when a string of this payload was cut to the bound of a tool_result. */
+          truncated?: boolean;
+        }
+      | {
+          /** @enum {string} */
+          kind: "code_search";
+          pattern?: string;
+          path?: string;
+          glob?: string;
+          /** @description True when a string of this payload was cut to the bound of a tool_result. */
+          truncated?: boolean;
+        }
+      | {
+          /** @enum {string} */
+          kind: "http_request";
+          url?: string;
+          query?: string;
+          /** @description True when a string of this payload was cut to the bound of a tool_result. */
+          truncated?: boolean;
+        }
+      | {
+          /** @enum {string} */
+          kind: "subagent_task";
+          description?: string;
+          prompt?: string;
+          subagent_type?: string;
+          /** @description True when a string of this payload was cut to the bound of a tool_result. */
+          truncated?: boolean;
+        }
+      | {
+          /** @enum {string} */
+          kind: "create_task";
+          subject?: string;
+          description?: string;
+          /** @description True when a string of this payload was cut to the bound of a tool_result. */
+          truncated?: boolean;
+        }
+      | {
+          /** @enum {string} */
+          kind: "manage_todos";
+          /** @description The whole list, when the call sets it. */
+          todos?: {
+            content: string;
+            /** @enum {string} */
+            status: "pending" | "in_progress" | "completed";
+          }[];
+          task_id?: string;
+          status?: string;
+          /** @description True when a string of this payload was cut to the bound of a tool_result. */
+          truncated?: boolean;
+        }
+      | {
+          /** @enum {string} */
+          kind: "generic";
+        };
     /** @enum {string} */
     PermissionMode:
       | "default"
@@ -988,10 +1080,51 @@ export interface components {
       type: "tool_call";
       tool_use_id: string;
       tool_name: string;
-      kind: string;
+      kind: components["schemas"]["ToolKind"];
+      normalized: components["schemas"]["NormalizedToolCall"];
       input?: unknown;
       parent_tool_use_id?: string | null;
     };
+    /**
+     * @description What a tool call does, whichever agent made it: `read_file`, `modify_file` (edits, writes, patches), `shell_exec`, `code_search` (glob, grep), `http_request` (fetch, web search), `subagent_task`, `create_task`, `manage_todos`, `generic` (anything else, MCP tools included).
+     * @enum {string}
+     */
+    ToolKind:
+      | "read_file"
+      | "modify_file"
+      | "shell_exec"
+      | "code_search"
+      | "http_request"
+      | "subagent_task"
+      | "create_task"
+      | "manage_todos"
+      | "generic";
+    ToolOutcome:
+      | {
+          /** @enum {string} */
+          kind: "shell_exec";
+          /** @description The command's exit code; null when the agent did not report it. */
+          exit_code: number | null;
+          stdout?: string;
+          stderr?: string;
+          /** @description stdout and stderr as one text, from agents that do not separate them. */
+          output?: string;
+          interrupted?: boolean;
+          /** @description True when a string of this payload was cut to the bound of a tool_result. */
+          truncated?: boolean;
+        }
+      | {
+          /** @enum {string} */
+          kind:
+            | "read_file"
+            | "modify_file"
+            | "code_search"
+            | "http_request"
+            | "subagent_task"
+            | "create_task"
+            | "manage_todos"
+            | "generic";
+        };
     ToolResultEvent: {
       /**
        * @description discriminator enum property added by openapi-typescript
@@ -1002,6 +1135,18 @@ export interface components {
       is_error: boolean;
       content: string;
       truncated: boolean;
+      parent_tool_use_id?: string | null;
+    };
+    ToolUpdateEvent: {
+      /**
+       * @description discriminator enum property added by openapi-typescript
+       * @enum {string}
+       */
+      type: "tool_update";
+      tool_use_id: string;
+      /** @enum {string} */
+      status: "complete" | "error";
+      normalized: components["schemas"]["ToolOutcome"];
       parent_tool_use_id?: string | null;
     };
     /** @description Fields left out stay as they are. */
@@ -2268,7 +2413,7 @@ export interface operations {
         token?: string;
         /** @description Replay from the event after this id (the `Last-Event-ID` header wins when both are given). */
         after?: number;
-        /** @description `full` adds reasoning, tool_call, tool_result, context_window and rate_limit events; ids then count every event. */
+        /** @description `full` adds reasoning, tool_call, tool_result, tool_update, context_window and rate_limit events; ids then count every event. */
         events?: "default" | "full";
       };
       header?: {

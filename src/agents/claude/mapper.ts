@@ -5,6 +5,7 @@ import {
   type CompletionEvent,
   type CompletionStatusValue,
 } from "../../events.js";
+import type { ToolKind } from "../../tool-calls.js";
 import {
   cut,
   DEFAULT_MAX_TOOL_RESULT_CHARS,
@@ -13,7 +14,8 @@ import {
   type Json,
   str,
 } from "../line-fields.js";
-import { ASK_USER_QUESTION, toolKind, toolStatusMessage } from "./tools.js";
+import { toolStatusMessage, unfinishedOutcome } from "../tool-payloads.js";
+import { ASK_USER_QUESTION, normalizeToolCall, toolKind, toolOutcome } from "./tools.js";
 
 // Turns the CLI's stream-json lines (already parsed) into BridgeEvents. Pure and synchronous:
 // feed it lines in order with `push`; the `result` line yields the `completion`, after which the
@@ -27,7 +29,9 @@ import { ASK_USER_QUESTION, toolKind, toolStatusMessage } from "./tools.js";
 //
 // Tools: a `status` as soon as a tool_use block starts (from the stream, else from the assistant
 // line); AskUserQuestion with questions is a `user_question` instead, taken from the assistant
-// line where its input is complete. Each is emitted once per tool_use id.
+// line where its input is complete. Each is emitted once per tool_use id. With the whole block
+// comes the `tool_call` (normalized, see tools.ts); its `tool_result` brings a `tool_update`, and
+// at the `result` line every call still open is closed by one.
 
 type UserQuestionEvent = Extract<BridgeEvent, { type: "user_question" }>;
 type UserQuestion = UserQuestionEvent["questions"][number];
@@ -127,6 +131,8 @@ export class StreamMapper {
   private readonly messages = new Map<string, MessageState>();
   private readonly statusSent = new Set<string>();
   private readonly toolCallSent = new Set<string>();
+  /** Tool calls without a result yet: their kind and scope, to close them at the result. */
+  private readonly openCalls = new Map<string, { kind: ToolKind; parent: string | null }>();
   private readonly questionSent = new Set<string>();
   /** Input tokens (with cache) and model of the main thread's latest message. */
   private contextUsed: number | undefined;
@@ -329,13 +335,16 @@ export class StreamMapper {
     }
     if (!this.toolCallSent.has(id)) {
       this.toolCallSent.add(id);
+      const kind = toolKind(name);
+      this.openCalls.set(id, { kind, parent });
       events.push(
         withParent(
           {
             type: "tool_call",
             tool_use_id: id,
             tool_name: name,
-            kind: toolKind(name),
+            kind,
+            normalized: normalizeToolCall(name, block.input, this.maxToolResultChars),
             input: block.input ?? {},
           },
           parent,
@@ -361,25 +370,60 @@ export class StreamMapper {
     if (parent === null && uuid) this.lastMessageUuid = uuid;
     const message = isRecord(line.message) ? line.message : {};
     if (!Array.isArray(message.content)) return [];
-    const events: BridgeEvent[] = [];
-    for (const block of message.content) {
-      if (!isRecord(block) || block.type !== "tool_result") continue;
-      const id = str(block.tool_use_id);
-      if (!id) continue;
-      const { content, truncated } = cut(toolResultText(block.content), this.maxToolResultChars);
-      events.push(
+    const results = message.content.filter(
+      (block) => isRecord(block) && block.type === "tool_result" && str(block.tool_use_id),
+    ) as Json[];
+    // The CLI's structured result (a command's stdout and stderr) belongs to the line's one result.
+    const structured = results.length === 1 ? line.tool_use_result : undefined;
+    return results.flatMap((block) => {
+      const id = str(block.tool_use_id) as string;
+      const isError = block.is_error === true;
+      const text = toolResultText(block.content);
+      const { content, truncated } = cut(text, this.maxToolResultChars);
+      const events: BridgeEvent[] = [
         withParent(
-          {
-            type: "tool_result",
-            tool_use_id: id,
-            is_error: block.is_error === true,
-            content,
-            truncated,
-          },
+          { type: "tool_result", tool_use_id: id, is_error: isError, content, truncated },
           parent,
         ),
-      );
-    }
+      ];
+      const call = this.openCalls.get(id);
+      if (call !== undefined) {
+        this.openCalls.delete(id);
+        const normalized = toolOutcome(
+          call.kind,
+          { isError, text, structured },
+          this.maxToolResultChars,
+        );
+        events.push(
+          withParent(
+            {
+              type: "tool_update",
+              tool_use_id: id,
+              status: isError ? "error" : "complete",
+              normalized,
+            },
+            call.parent,
+          ),
+        );
+      }
+      return events;
+    });
+  }
+
+  /** A `tool_update` for each tool call the run ends without a result for (as complete). */
+  private closeOpenCalls(): BridgeEvent[] {
+    const events = [...this.openCalls].map(([id, call]) =>
+      withParent(
+        {
+          type: "tool_update" as const,
+          tool_use_id: id,
+          status: "complete" as const,
+          normalized: unfinishedOutcome(call.kind),
+        },
+        call.parent,
+      ),
+    );
+    this.openCalls.clear();
     return events;
   }
 
@@ -410,7 +454,7 @@ export class StreamMapper {
 
   private result(line: Json): BridgeEvent[] {
     this.finished = true;
-    const events: BridgeEvent[] = [];
+    const events: BridgeEvent[] = this.closeOpenCalls();
     const size = this.contextSize(line.modelUsage);
     if (size !== undefined && this.contextUsed !== undefined) {
       events.push({ type: "context_window", used: this.contextUsed, size });

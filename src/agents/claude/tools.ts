@@ -1,56 +1,190 @@
-// What the bridge says about a tool: the coarse `kind` of a tool_call event and the status line.
+import type { FileChange, NormalizedToolCall, ToolKind, ToolOutcome } from "../../tool-calls.js";
+import { int, isRecord, type Json, str } from "../line-fields.js";
+import { Bounder, fileChange } from "../tool-payloads.js";
 
-export type ToolKind =
-  | "bash"
-  | "edit"
-  | "read"
-  | "search"
-  | "web"
-  | "task"
-  | "todo"
-  | "question"
-  | "plan"
-  | "mcp"
-  | "other";
-
-const KINDS: Record<string, ToolKind> = {
-  Bash: "bash",
-  BashOutput: "bash",
-  KillShell: "bash",
-  KillBash: "bash",
-  PowerShell: "bash",
-  Edit: "edit",
-  MultiEdit: "edit",
-  Write: "edit",
-  NotebookEdit: "edit",
-  Read: "read",
-  NotebookRead: "read",
-  Glob: "search",
-  Grep: "search",
-  LS: "search",
-  ToolSearch: "search",
-  WebFetch: "web",
-  WebSearch: "web",
-  Task: "task",
-  Agent: "task",
-  TaskOutput: "task",
-  TaskStop: "task",
-  SendMessage: "task",
-  TodoWrite: "todo",
-  AskUserQuestion: "question",
-  EnterPlanMode: "plan",
-  ExitPlanMode: "plan",
-};
-
-export function toolKind(toolName: string): ToolKind {
-  if (Object.hasOwn(KINDS, toolName)) return KINDS[toolName] ?? "other";
-  if (toolName.startsWith("mcp__")) return "mcp";
-  return "other";
-}
-
-export function toolStatusMessage(toolName: string): string {
-  return `Using ${toolName}…`;
-}
+// Claude Code's tools as the bridge's normalized tool calls: which kind each tool is, the parts
+// of its input a client needs, and what its result says (a shell command's output and exit code).
+// Input shapes are the CLI's tool schemas (2.1.x); a field of the wrong type is left out.
 
 /** The tool whose calls become `user_question` events. */
 export const ASK_USER_QUESTION = "AskUserQuestion";
+
+const KINDS: Record<string, ToolKind> = {
+  Read: "read_file",
+  NotebookRead: "read_file",
+  Edit: "modify_file",
+  MultiEdit: "modify_file",
+  Write: "modify_file",
+  NotebookEdit: "modify_file",
+  Bash: "shell_exec",
+  PowerShell: "shell_exec",
+  Glob: "code_search",
+  Grep: "code_search",
+  LS: "code_search",
+  WebFetch: "http_request",
+  WebSearch: "http_request",
+  Task: "subagent_task",
+  Agent: "subagent_task",
+  TaskCreate: "create_task",
+  TodoWrite: "manage_todos",
+  TaskUpdate: "manage_todos",
+  TaskList: "manage_todos",
+};
+
+export function toolKind(toolName: string): ToolKind {
+  return Object.hasOwn(KINDS, toolName) ? (KINDS[toolName] ?? "generic") : "generic";
+}
+
+const TODO_STATUSES = new Set(["pending", "in_progress", "completed"]);
+type TodoStatus = "pending" | "in_progress" | "completed";
+
+function optInt<K extends string>(key: K, value: unknown): { [P in K]?: number } {
+  return (typeof value === "number" && Number.isFinite(value) ? { [key]: int(value) } : {}) as {
+    [P in K]?: number;
+  };
+}
+
+function fileChanges(name: string, input: Json, bound: Bounder, max: number): FileChange[] {
+  const file_path = str(input.file_path) ?? str(input.notebook_path) ?? "";
+  switch (name) {
+    case "Write":
+      return [
+        fileChange(bound, max, { file_path, operation: "write", new_content: input.content }),
+      ];
+    case "NotebookEdit":
+      return [
+        fileChange(bound, max, { file_path, operation: "edit", new_content: input.new_source }),
+      ];
+    case "MultiEdit":
+      return (Array.isArray(input.edits) ? input.edits.filter(isRecord) : []).map((e) =>
+        fileChange(bound, max, {
+          file_path,
+          operation: "edit",
+          old_content: e.old_string,
+          new_content: e.new_string,
+        }),
+      );
+    default:
+      return [
+        fileChange(bound, max, {
+          file_path,
+          operation: "edit",
+          old_content: input.old_string,
+          new_content: input.new_string,
+        }),
+      ];
+  }
+}
+
+function todos(value: unknown, bound: Bounder): { content: string; status: TodoStatus }[] {
+  return (Array.isArray(value) ? value.filter(isRecord) : []).flatMap((t) => {
+    const content = str(t.content);
+    const status = str(t.status);
+    return content !== undefined && status !== undefined && TODO_STATUSES.has(status)
+      ? [{ content: bound.text(content), status: status as TodoStatus }]
+      : [];
+  });
+}
+
+/** A tool_use block's call as the bridge's normalized payload, its strings cut to `max`. */
+export function normalizeToolCall(name: string, input: unknown, max: number): NormalizedToolCall {
+  const i = isRecord(input) ? input : {};
+  const b = new Bounder(max);
+  switch (toolKind(name)) {
+    case "read_file":
+      return {
+        kind: "read_file",
+        file_path: b.text(str(i.file_path) ?? str(i.notebook_path) ?? ""),
+        ...optInt("offset", i.offset),
+        ...optInt("limit", i.limit),
+        ...b.flag,
+      };
+    case "modify_file": {
+      const changes = fileChanges(name, i, b, max);
+      return { kind: "modify_file", changes, ...b.flag };
+    }
+    case "shell_exec":
+      return {
+        kind: "shell_exec",
+        command: b.text(str(i.command) ?? ""),
+        ...b.field("description", i.description),
+        ...optInt("timeout_ms", i.timeout),
+        background: i.run_in_background === true,
+        ...b.flag,
+      };
+    case "code_search":
+      return {
+        kind: "code_search",
+        ...b.field("pattern", i.pattern),
+        ...b.field("path", i.path),
+        ...b.field("glob", i.glob),
+        ...b.flag,
+      };
+    case "http_request":
+      return {
+        kind: "http_request",
+        ...b.field("url", i.url),
+        ...b.field("query", i.query),
+        ...b.flag,
+      };
+    case "subagent_task":
+      return {
+        kind: "subagent_task",
+        ...b.field("description", i.description),
+        ...b.field("prompt", i.prompt),
+        ...b.field("subagent_type", i.subagent_type),
+        ...b.flag,
+      };
+    case "create_task":
+      return {
+        kind: "create_task",
+        ...b.field("subject", i.subject),
+        ...b.field("description", i.description),
+        ...b.flag,
+      };
+    case "manage_todos":
+      return {
+        kind: "manage_todos",
+        ...(Array.isArray(i.todos) ? { todos: todos(i.todos, b) } : {}),
+        ...b.field("task_id", i.taskId),
+        ...b.field("status", i.status),
+        ...b.flag,
+      };
+    default:
+      return { kind: "generic" };
+  }
+}
+
+/** How the Bash tool reports a command that exited non-zero: its result starts with this. */
+const EXIT_CODE = /^Exit code (\d+)/;
+
+/**
+ * A tool result's outcome. For a shell command: stdout and stderr from the CLI's structured
+ * `tool_use_result`, its exit code (0 when it succeeded, N from "Exit code N" when it failed;
+ * null when it never ran, e.g. denied, or was interrupted), and the result's text as `output`
+ * when the CLI gave nothing structured.
+ */
+export function toolOutcome(
+  kind: ToolKind,
+  result: { isError: boolean; text: string; structured: unknown },
+  max: number,
+): ToolOutcome {
+  if (kind !== "shell_exec") return { kind };
+  const bound = new Bounder(max);
+  const s = isRecord(result.structured) ? result.structured : undefined;
+  const interrupted = s?.interrupted === true;
+  const failedWith = result.isError ? EXIT_CODE.exec(result.text) : null;
+  const exit_code =
+    failedWith !== null ? Number(failedWith[1]) : !result.isError && s && !interrupted ? 0 : null;
+  const stdout = s === undefined ? undefined : str(s.stdout);
+  const stderr = s === undefined ? undefined : str(s.stderr);
+  return {
+    kind: "shell_exec",
+    exit_code,
+    ...(stdout === undefined ? {} : { stdout: bound.text(stdout) }),
+    ...(stderr === undefined ? {} : { stderr: bound.text(stderr) }),
+    ...(stdout === undefined && stderr === undefined ? { output: bound.text(result.text) } : {}),
+    ...(interrupted ? { interrupted } : {}),
+    ...bound.flag,
+  };
+}

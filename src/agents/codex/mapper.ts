@@ -6,7 +6,7 @@ import {
   type CompletionStatusValue,
   type Usage,
 } from "../../events.js";
-import { type ToolKind, toolStatusMessage } from "../claude/tools.js";
+import type { ToolKind } from "../../tool-calls.js";
 import {
   cut,
   DEFAULT_MAX_TOOL_RESULT_CHARS,
@@ -15,6 +15,8 @@ import {
   type Json,
   str,
 } from "../line-fields.js";
+import { toolStatusMessage, unfinishedOutcome } from "../tool-payloads.js";
+import { itemOutcome, itemTool, normalizeItem } from "./tools.js";
 
 // Turns the JSONL lines of `codex exec --json` (already parsed) into BridgeEvents. Pure and
 // synchronous: feed it lines in order with `push`; `turn.completed` or `turn.failed` yields the
@@ -23,7 +25,9 @@ import {
 // Text: codex prints each agent message whole (`item.completed`, no token deltas), so each
 // becomes one `text_delta`; reasoning summaries likewise become `reasoning`.
 // Tools: the first line of an item (`item.started`, else `item.completed`) gives a `status` and a
-// `tool_call`; `item.completed` gives the `tool_result`. Each is emitted once per item id.
+// `tool_call` (normalized, see tools.ts); `item.completed` gives the `tool_result` (for items with
+// output) and the `tool_update`. Each is emitted once per item id; `turn.completed` closes the
+// calls still open.
 // Usage: `turn.completed.usage` is the thread's running total (it counts every earlier turn after
 // `exec resume`), so a run's own usage is the difference from the totals its previous run ended
 // with, which the caller passes in and reads back from `usageTotals`.
@@ -69,14 +73,6 @@ const NOT_AUTHENTICATED =
 
 /** How codex reports a refused or missing key (HTTP 401 from the API, or no key at all). */
 const AUTH_FAILURE = /\b401 Unauthorized\b|Missing environment variable: `OPENAI_API_KEY`/;
-
-/** The tools behind codex's item types, named and classed as the bridge names them. */
-const ITEM_TOOLS: Record<string, { name: string; kind: ToolKind }> = {
-  command_execution: { name: "shell", kind: "bash" },
-  file_change: { name: "apply_patch", kind: "edit" },
-  web_search: { name: "web_search", kind: "web" },
-  todo_list: { name: "todo_list", kind: "todo" },
-};
 
 function totalsOf(usage: unknown): CodexUsageTotals {
   const u = isRecord(usage) ? usage : {};
@@ -153,6 +149,8 @@ export class CodexMapper {
   private lastError: string | null = null;
   private readonly toolCallSent = new Set<string>();
   private readonly resultSent = new Set<string>();
+  /** Tool calls not finished yet, by item id: closed with a `tool_update` at the turn's end. */
+  private readonly openCalls = new Map<string, ToolKind>();
   private finished = false;
   /** Output lines dropped for being over the line bound: their events are missing. */
   private droppedLines = 0;
@@ -195,7 +193,7 @@ export class CodexMapper {
         this.lastError = str(line.message) ?? this.lastError;
         return [];
       case "turn.completed":
-        return [this.completed(line)];
+        return [...this.closeOpenCalls(), this.completed(line)];
       case "turn.failed":
         return [this.failed(line)];
       default:
@@ -236,9 +234,10 @@ export class CodexMapper {
   private itemStarted(item: Json): BridgeEvent[] {
     const id = str(item.id);
     if (id === undefined || this.toolCallSent.has(id)) return [];
-    const tool = this.toolOf(item);
+    const tool = itemTool(item);
     if (tool === undefined) return [];
     this.toolCallSent.add(id);
+    this.openCalls.set(id, tool.kind);
     return [
       {
         type: "status",
@@ -251,6 +250,7 @@ export class CodexMapper {
         tool_use_id: id,
         tool_name: tool.name,
         kind: tool.kind,
+        normalized: normalizeItem(item, this.maxToolResultChars),
         input: this.inputOf(item),
       },
     ];
@@ -272,23 +272,9 @@ export class CodexMapper {
         // A warning codex carried on after (e.g. a model missing from its catalog): the turn's
         // own outcome says whether the run failed.
         return [];
-      default: {
-        const events = this.itemStarted(item);
-        const result = this.toolResult(item);
-        return result === undefined ? events : [...events, result];
-      }
+      default:
+        return [...this.itemStarted(item), ...this.toolResult(item), ...this.toolUpdate(item)];
     }
-  }
-
-  private toolOf(item: Json): { name: string; kind: ToolKind } | undefined {
-    const type = str(item.type);
-    if (type === "mcp_tool_call") {
-      return {
-        name: `mcp__${str(item.server) ?? "unknown"}__${str(item.tool) ?? "unknown"}`,
-        kind: "mcp",
-      };
-    }
-    return type !== undefined && Object.hasOwn(ITEM_TOOLS, type) ? ITEM_TOOLS[type] : undefined;
   }
 
   private inputOf(item: Json): unknown {
@@ -312,9 +298,9 @@ export class CodexMapper {
   }
 
   /** The tool_result of a finished tool item; none for items that produce no output. */
-  private toolResult(item: Json): BridgeEvent | undefined {
+  private toolResult(item: Json): BridgeEvent[] {
     const id = str(item.id);
-    if (id === undefined || this.resultSent.has(id)) return undefined;
+    if (id === undefined || this.resultSent.has(id)) return [];
     let text: string;
     let isError: boolean;
     switch (item.type) {
@@ -332,11 +318,43 @@ export class CodexMapper {
         isError = item.status !== "completed";
         break;
       default:
-        return undefined;
+        return [];
     }
     this.resultSent.add(id);
     const { content, truncated } = cut(text, this.maxToolResultChars);
-    return { type: "tool_result", tool_use_id: id, is_error: isError, content, truncated };
+    return [{ type: "tool_result", tool_use_id: id, is_error: isError, content, truncated }];
+  }
+
+  /** The `tool_update` that ends a finished tool item's call. */
+  private toolUpdate(item: Json): BridgeEvent[] {
+    const id = str(item.id);
+    const kind = id === undefined ? undefined : this.openCalls.get(id);
+    if (id === undefined || kind === undefined) return [];
+    this.openCalls.delete(id);
+    const failed =
+      item.status === "failed" ||
+      item.status === "declined" ||
+      (typeof item.exit_code === "number" && item.exit_code !== 0);
+    return [
+      {
+        type: "tool_update",
+        tool_use_id: id,
+        status: failed ? "error" : "complete",
+        normalized: itemOutcome(item, kind, this.maxToolResultChars),
+      },
+    ];
+  }
+
+  /** A `tool_update` for each call the turn ended without finishing (as complete). */
+  private closeOpenCalls(): BridgeEvent[] {
+    const events: BridgeEvent[] = [...this.openCalls].map(([id, kind]) => ({
+      type: "tool_update",
+      tool_use_id: id,
+      status: "complete",
+      normalized: unfinishedOutcome(kind),
+    }));
+    this.openCalls.clear();
+    return events;
   }
 
   private completed(line: Json): CompletionEvent {

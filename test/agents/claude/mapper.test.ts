@@ -124,7 +124,8 @@ describe("StreamMapper: tools", () => {
         type: "tool_call",
         tool_use_id: "toolu_1",
         tool_name: "Bash",
-        kind: "bash",
+        kind: "shell_exec",
+        normalized: { kind: "shell_exec", command: "ls", background: false },
         input: { command: "ls" },
       },
     ]);
@@ -137,21 +138,30 @@ describe("StreamMapper: tools", () => {
   });
 
   it.each([
-    ["Bash", "bash"],
-    ["Edit", "edit"],
-    ["Write", "edit"],
-    ["Read", "read"],
-    ["Grep", "search"],
-    ["Glob", "search"],
-    ["WebFetch", "web"],
-    ["WebSearch", "web"],
-    ["Task", "task"],
-    ["TodoWrite", "todo"],
-    ["mcp__github__create_issue", "mcp"],
-    ["SomethingNew", "other"],
-  ])("gives tool %s the kind %s", (name, kind) => {
+    ["Bash", "shell_exec"],
+    ["Edit", "modify_file"],
+    ["MultiEdit", "modify_file"],
+    ["Write", "modify_file"],
+    ["NotebookEdit", "modify_file"],
+    ["Read", "read_file"],
+    ["Grep", "code_search"],
+    ["Glob", "code_search"],
+    ["WebFetch", "http_request"],
+    ["WebSearch", "http_request"],
+    ["Task", "subagent_task"],
+    ["Agent", "subagent_task"],
+    ["TaskCreate", "create_task"],
+    ["TodoWrite", "manage_todos"],
+    ["TaskUpdate", "manage_todos"],
+    ["mcp__github__create_issue", "generic"],
+    ["SomethingNew", "generic"],
+    ["constructor", "generic"],
+  ])("gives tool %s the kind %s, in the event and its normalized payload", (name, kind) => {
     const events = mapAll([assistant("m1", [toolUse("t", name, {})])]);
-    expect(events.find((e) => e.type === "tool_call")).toMatchObject({ kind });
+    const call = events.find((e) => e.type === "tool_call");
+    expect(call).toMatchObject({ kind, normalized: { kind } });
+    // Whatever the input, the payload is one the contract describes.
+    expect(BridgeEvent.safeParse(call).success).toBe(true);
   });
 
   it("turns AskUserQuestion with questions into one user_question (no status)", () => {
@@ -265,6 +275,222 @@ describe("StreamMapper: tools", () => {
   });
 });
 
+describe("StreamMapper: tool calls as data", () => {
+  const call = (name: string, input: Json, mapper = new StreamMapper()) =>
+    mapAll([assistant("m1", [toolUse("t", name, input)])], mapper).find(
+      (e) => e.type === "tool_call",
+    );
+  /** A `user` line with the tool's result and the CLI's structured copy of it. */
+  const resultLine = (content: string, structured: unknown, isError = false) => ({
+    ...toolResult("t", content, { isError }),
+    tool_use_result: structured,
+  });
+
+  it("describes a Bash call as shell_exec with its command, description, timeout and background flag", () => {
+    expect(
+      call("Bash", {
+        command: "npm test",
+        description: "Run the tests",
+        timeout: 120000,
+        run_in_background: true,
+      }),
+    ).toMatchObject({
+      normalized: {
+        kind: "shell_exec",
+        command: "npm test",
+        description: "Run the tests",
+        timeout_ms: 120000,
+        background: true,
+      },
+    });
+  });
+
+  it("closes a command with its stdout, stderr and exit code 0 from the CLI's structured result", () => {
+    const mapper = new StreamMapper();
+    call("Bash", { command: "echo hi" }, mapper);
+    const events = mapper.push(
+      resultLine("hi", { stdout: "hi", stderr: "warn", interrupted: false, isImage: false }),
+    );
+    expect(events.at(-1)).toEqual({
+      type: "tool_update",
+      tool_use_id: "t",
+      status: "complete",
+      normalized: { kind: "shell_exec", exit_code: 0, stdout: "hi", stderr: "warn" },
+    });
+  });
+
+  it("reads a failed command's exit code from its result text, and keeps the text as its output", () => {
+    const mapper = new StreamMapper();
+    call("Bash", { command: "ls /nope" }, mapper);
+    const text = "Exit code 2\nls: cannot access '/nope': No such file or directory";
+    const events = mapper.push(resultLine(text, `Error: ${text}`, true));
+    expect(events.at(-1)).toEqual({
+      type: "tool_update",
+      tool_use_id: "t",
+      status: "error",
+      normalized: { kind: "shell_exec", exit_code: 2, output: text },
+    });
+  });
+
+  it("gives a command that never ran (denied) or was interrupted no exit code", () => {
+    const denied = new StreamMapper();
+    call("Bash", { command: "rm -rf /" }, denied);
+    const refusal = "Claude requested permissions to use Bash, but you haven't granted it yet.";
+    expect(denied.push(resultLine(refusal, `Error: ${refusal}`, true)).at(-1)).toMatchObject({
+      status: "error",
+      normalized: { kind: "shell_exec", exit_code: null, output: refusal },
+    });
+    const interrupted = new StreamMapper();
+    call("Bash", { command: "sleep 100" }, interrupted);
+    const events = interrupted.push(
+      resultLine("", { stdout: "", stderr: "", interrupted: true, isImage: false }),
+    );
+    expect(events.at(-1)).toMatchObject({
+      normalized: { kind: "shell_exec", exit_code: null, interrupted: true },
+    });
+  });
+
+  it("describes Edit, MultiEdit and Write as file changes, with a unified diff where both sides are known", () => {
+    expect(
+      call("Edit", {
+        file_path: "/w/a.ts",
+        old_string: "let x = 1;\n",
+        new_string: "const x = 1;\n",
+      }),
+    ).toMatchObject({
+      normalized: {
+        kind: "modify_file",
+        changes: [
+          {
+            file_path: "/w/a.ts",
+            operation: "edit",
+            old_content: "let x = 1;\n",
+            new_content: "const x = 1;\n",
+            diff: "--- /w/a.ts\n+++ /w/a.ts\n@@ -1,1 +1,1 @@\n-let x = 1;\n+const x = 1;\n",
+          },
+        ],
+      },
+    });
+    const multi = call("MultiEdit", {
+      file_path: "/w/b.ts",
+      edits: [
+        { old_string: "a", new_string: "b" },
+        { old_string: "c", new_string: "d" },
+      ],
+    });
+    expect(multi?.type === "tool_call" && multi.normalized).toMatchObject({
+      changes: [
+        { file_path: "/w/b.ts", old_content: "a", new_content: "b" },
+        { file_path: "/w/b.ts", old_content: "c", new_content: "d" },
+      ],
+    });
+    // A Write does not say what the file held: its new content, and no diff.
+    const write = call("Write", { file_path: "/w/c.txt", content: "hello\n" });
+    expect(write?.type === "tool_call" && write.normalized).toEqual({
+      kind: "modify_file",
+      changes: [{ file_path: "/w/c.txt", operation: "write", new_content: "hello\n" }],
+    });
+  });
+
+  it("cuts the payload's long strings to the tool_result bound, marks it truncated and leaves out a diff of cut text", () => {
+    const mapper = new StreamMapper({ maxToolResultChars: 8 });
+    const edit = call(
+      "Edit",
+      { file_path: "/a", old_string: "x".repeat(100), new_string: "y" },
+      mapper,
+    );
+    expect(edit?.type === "tool_call" && edit.normalized).toEqual({
+      kind: "modify_file",
+      changes: [{ file_path: "/a", operation: "edit", old_content: "xxxxxxxx", new_content: "y" }],
+      truncated: true,
+    });
+    // The CLI's own input is kept as it came.
+    expect(edit).toMatchObject({ input: { old_string: "x".repeat(100) } });
+    const bash = call(
+      "Bash",
+      { command: "echo 0123456789" },
+      new StreamMapper({ maxToolResultChars: 8 }),
+    );
+    expect(bash).toMatchObject({ normalized: { command: "echo 012", truncated: true } });
+  });
+
+  it("describes reads, searches, web requests, subagents, tasks and todo lists by their fields", () => {
+    expect(call("Read", { file_path: "/a", offset: 10, limit: 20 })).toMatchObject({
+      normalized: { kind: "read_file", file_path: "/a", offset: 10, limit: 20 },
+    });
+    expect(call("Grep", { pattern: "TODO", path: "src", glob: "*.ts" })).toMatchObject({
+      normalized: { kind: "code_search", pattern: "TODO", path: "src", glob: "*.ts" },
+    });
+    expect(call("WebFetch", { url: "https://x.test/", prompt: "summarize" })).toMatchObject({
+      normalized: { kind: "http_request", url: "https://x.test/" },
+    });
+    expect(call("WebSearch", { query: "hono sse" })).toMatchObject({
+      normalized: { kind: "http_request", query: "hono sse" },
+    });
+    expect(
+      call("Task", { description: "Find it", prompt: "Look for X", subagent_type: "Explore" }),
+    ).toMatchObject({
+      normalized: {
+        kind: "subagent_task",
+        description: "Find it",
+        prompt: "Look for X",
+        subagent_type: "Explore",
+      },
+    });
+    expect(call("TaskCreate", { subject: "Ship", description: "Ship it" })).toMatchObject({
+      normalized: { kind: "create_task", subject: "Ship", description: "Ship it" },
+    });
+    const todos = call("TodoWrite", {
+      todos: [
+        { content: "one", status: "completed", activeForm: "Doing one" },
+        { content: "two", status: "in_progress", activeForm: "Doing two" },
+        { content: "bad", status: "whatever" },
+      ],
+    });
+    expect(todos?.type === "tool_call" && todos.normalized).toEqual({
+      kind: "manage_todos",
+      todos: [
+        { content: "one", status: "completed" },
+        { content: "two", status: "in_progress" },
+      ],
+    });
+  });
+
+  it("leaves out fields of the wrong type instead of passing them on", () => {
+    const event = call("Bash", { command: ["rm", "-rf"], description: 7, timeout: "soon" });
+    expect(event?.type === "tool_call" && event.normalized).toEqual({
+      kind: "shell_exec",
+      command: "",
+      background: false,
+    });
+    expect(BridgeEvent.safeParse(event).success).toBe(true);
+  });
+
+  it("closes, at the result line, every tool call that never got a result", () => {
+    const events = mapAll([
+      assistant("m1", [toolUse("t1", "Bash", { command: "sleep 9" }), toolUse("t2", "Read", {})]),
+      toolResult("t2", "contents"),
+      result(),
+    ]);
+    const updates = events.filter((e) => e.type === "tool_update");
+    expect(updates).toEqual([
+      {
+        type: "tool_update",
+        tool_use_id: "t2",
+        status: "complete",
+        normalized: { kind: "read_file" },
+      },
+      {
+        type: "tool_update",
+        tool_use_id: "t1",
+        status: "complete",
+        normalized: { kind: "shell_exec", exit_code: null },
+      },
+    ]);
+    expect(events.at(-1)?.type).toBe("completion");
+  });
+});
+
 describe("StreamMapper: subagents and other lines", () => {
   it("carries parent_tool_use_id on events of a subagent's messages", () => {
     const parent = { parent: "toolu_task" };
@@ -274,7 +500,7 @@ describe("StreamMapper: subagents and other lines", () => {
     ]);
     expect(
       events.map((e) => ("parent_tool_use_id" in e ? e.parent_tool_use_id : undefined)),
-    ).toEqual(["toolu_task", "toolu_task", "toolu_task", "toolu_task"]);
+    ).toEqual(["toolu_task", "toolu_task", "toolu_task", "toolu_task", "toolu_task"]);
   });
 
   it("omits parent_tool_use_id on main-thread events", () => {
@@ -609,6 +835,13 @@ describe("StreamMapper on captured real CLI output", () => {
       .filter((l) => l.type === "user")
       .flatMap((l) => contentOf(l).filter((b) => b.type === "tool_result"));
     expect(events.filter((e) => e.type === "tool_result")).toHaveLength(resultBlocks.length);
+    // Every call is closed once: by its result, or at the result line.
+    for (const t of toolUses) {
+      expect(events.filter((e) => e.type === "tool_update" && e.tool_use_id === t.id)).toHaveLength(
+        1,
+      );
+    }
+    for (const event of events) expect(BridgeEvent.safeParse(event).success).toBe(true);
 
     // Completion: straight from the result line.
     const res = lines.find((l) => l.type === "result");

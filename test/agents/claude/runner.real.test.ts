@@ -194,6 +194,26 @@ describe("runClaude with the real CLI", () => {
     expect(of(events, "tool_result")).toEqual([
       expect.objectContaining({ tool_use_id: "toolu_runner_bash", is_error: false, content: "ok" }),
     ]);
+    // As data: the command, then its outcome from the CLI's structured result.
+    expect(of(events, "tool_call")).toEqual([
+      expect.objectContaining({
+        kind: "shell_exec",
+        normalized: {
+          kind: "shell_exec",
+          command: "echo written-by-bash > proof.txt && echo ok",
+          description: "Write",
+          background: false,
+        },
+      }),
+    ]);
+    expect(of(events, "tool_update")).toEqual([
+      {
+        type: "tool_update",
+        tool_use_id: "toolu_runner_bash",
+        status: "complete",
+        normalized: { kind: "shell_exec", exit_code: 0, stdout: "ok", stderr: "" },
+      },
+    ]);
     // The status comes before the tool's result and before the second turn's text.
     const idx = (pred: (e: BridgeEvent) => boolean) => events.findIndex(pred);
     expect(idx((e) => e.type === "status")).toBeLessThan(idx((e) => e.type === "tool_result"));
@@ -240,6 +260,13 @@ describe("runClaude with the real CLI", () => {
     expect(existsSync(join(ce.cwd, "denied.txt"))).toBe(false);
     expect(of(events, "tool_result")).toEqual([
       expect.objectContaining({ tool_use_id: "toolu_runner_denied", is_error: true }),
+    ]);
+    // The command never ran: no exit code.
+    expect(of(events, "tool_update")).toEqual([
+      expect.objectContaining({
+        status: "error",
+        normalized: expect.objectContaining({ kind: "shell_exec", exit_code: null }),
+      }),
     ]);
     expect(completion).toMatchObject({ status: "succeeded", result: "I was not allowed." });
     const sent = mock.mainRequests()[1]?.messages.at(-1)?.content as Array<Record<string, unknown>>;

@@ -78,22 +78,24 @@ describe("CodexMapper on the real CLI's output", () => {
     expect(mapper.threadId).toBe(lines[0]?.thread_id);
   });
 
-  it("shows a command as status and a bash-kind tool_call when it starts, and its output as the tool_result", () => {
+  it("shows a command as status and a shell_exec tool_call when it starts, and its output and exit code when it ends", () => {
     const events = mapAll(fixture("shell"));
     expect(events.map((e) => e.type)).toEqual([
       "status",
       "tool_call",
       "tool_result",
+      "tool_update",
       "text_delta",
       "completion",
     ]);
-    expect(events.slice(0, 3)).toEqual([
+    expect(events.slice(0, 4)).toEqual([
       { type: "status", message: "Using shell…", tool_name: "shell", tool_use_id: "item_0" },
       {
         type: "tool_call",
         tool_use_id: "item_0",
         tool_name: "shell",
-        kind: "bash",
+        kind: "shell_exec",
+        normalized: { kind: "shell_exec", command: "/bin/bash -lc 'echo hi'", background: false },
         input: { command: "/bin/bash -lc 'echo hi'" },
       },
       {
@@ -103,10 +105,59 @@ describe("CodexMapper on the real CLI's output", () => {
         content: "hi\n",
         truncated: false,
       },
+      {
+        type: "tool_update",
+        tool_use_id: "item_0",
+        status: "complete",
+        normalized: { kind: "shell_exec", exit_code: 0, output: "hi\n" },
+      },
     ]);
   });
 
-  it("shows a file change as an edit-kind apply_patch tool_call listing the changed paths", () => {
+  it("ends a command that exited non-zero with status error and its exit code", () => {
+    const command = { id: "c1", type: "command_execution", command: "false" };
+    const events = mapAll([
+      item("item.started", {
+        ...command,
+        aggregated_output: "",
+        exit_code: null,
+        status: "in_progress",
+      }),
+      item("item.completed", {
+        ...command,
+        aggregated_output: "oops\n",
+        exit_code: 1,
+        status: "failed",
+      }),
+    ]);
+    expect(ofType(events, "tool_update")).toEqual([
+      {
+        type: "tool_update",
+        tool_use_id: "c1",
+        status: "error",
+        normalized: { kind: "shell_exec", exit_code: 1, output: "oops\n" },
+      },
+    ]);
+  });
+
+  it("closes at turn.completed a call whose item never completed", () => {
+    const events = mapAll([
+      item("item.started", {
+        id: "c1",
+        type: "command_execution",
+        command: "sleep 9",
+        status: "in_progress",
+      }),
+      { type: "turn.completed", usage: {} },
+    ]);
+    expect(events.map((e) => e.type)).toEqual(["status", "tool_call", "tool_update", "completion"]);
+    expect(ofType(events, "tool_update")[0]).toMatchObject({
+      status: "complete",
+      normalized: { kind: "shell_exec", exit_code: null },
+    });
+  });
+
+  it("shows a file change as a modify_file apply_patch tool_call listing the changed paths", () => {
     const lines = fixture("file-change");
     const events = mapAll(lines);
     const first = lines[2]?.item as { changes: Array<{ path: string }> } | undefined;
@@ -117,7 +168,11 @@ describe("CodexMapper on the real CLI's output", () => {
         type: "tool_call",
         tool_use_id: "item_0",
         tool_name: "apply_patch",
-        kind: "edit",
+        kind: "modify_file",
+        normalized: {
+          kind: "modify_file",
+          changes: [{ file_path: changes[0]?.path, operation: "create" }],
+        },
         input: { changes },
       },
     ]);
@@ -260,7 +315,12 @@ describe("CodexMapper on other item types", () => {
         status: "completed",
       }),
     ]);
-    expect(events.map((e) => e.type)).toEqual(["status", "tool_call", "tool_result"]);
+    expect(events.map((e) => e.type)).toEqual([
+      "status",
+      "tool_call",
+      "tool_result",
+      "tool_update",
+    ]);
   });
 
   it("names an MCP tool call mcp__<server>__<tool>, with its arguments as input and its text content as result", () => {
@@ -305,7 +365,8 @@ describe("CodexMapper on other item types", () => {
         type: "tool_call",
         tool_use_id: "m1",
         tool_name: "mcp__docs__lookup",
-        kind: "mcp",
+        kind: "generic",
+        normalized: { kind: "generic" },
         input: { q: "x" },
       },
       {
@@ -314,6 +375,12 @@ describe("CodexMapper on other item types", () => {
         is_error: false,
         content: "found\n[image]",
         truncated: false,
+      },
+      {
+        type: "tool_update",
+        tool_use_id: "m1",
+        status: "complete",
+        normalized: { kind: "generic" },
       },
       {
         type: "status",
@@ -325,7 +392,8 @@ describe("CodexMapper on other item types", () => {
         type: "tool_call",
         tool_use_id: "m2",
         tool_name: "mcp__docs__lookup",
-        kind: "mcp",
+        kind: "generic",
+        normalized: { kind: "generic" },
         input: { q: "x" },
       },
       {
@@ -335,10 +403,16 @@ describe("CodexMapper on other item types", () => {
         content: "server gone",
         truncated: false,
       },
+      {
+        type: "tool_update",
+        tool_use_id: "m2",
+        status: "error",
+        normalized: { kind: "generic" },
+      },
     ]);
   });
 
-  it("shows a web search and a to-do list as tool calls with no result", () => {
+  it("shows a web search and a to-do list as http_request and manage_todos calls with no result", () => {
     const search = {
       id: "w1",
       type: "web_search",
@@ -362,18 +436,27 @@ describe("CodexMapper on other item types", () => {
         type: "tool_call",
         tool_use_id: "w1",
         tool_name: "web_search",
-        kind: "web",
+        kind: "http_request",
+        normalized: { kind: "http_request", query: "vitest" },
         input: { query: "vitest", action: search.action },
       },
       {
         type: "tool_call",
         tool_use_id: "t1",
         tool_name: "todo_list",
-        kind: "todo",
+        kind: "manage_todos",
+        normalized: {
+          kind: "manage_todos",
+          todos: [{ content: "write tests", status: "pending" }],
+        },
         input: { items: todo.items },
       },
     ]);
     expect(ofType(events, "tool_result")).toEqual([]);
+    expect(ofType(events, "tool_update").map((e) => [e.tool_use_id, e.status])).toEqual([
+      ["w1", "complete"],
+      ["t1", "complete"],
+    ]);
   });
 
   it("passes over an error item (a warning codex carried on after) and unknown lines", () => {

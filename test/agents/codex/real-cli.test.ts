@@ -140,7 +140,8 @@ describe("codex 0.171.0 against the mock Responses API", () => {
     });
     expect(call).toMatchObject({
       tool_name: "shell",
-      kind: "bash",
+      kind: "shell_exec",
+      normalized: { kind: "shell_exec", command: expect.stringContaining("echo hi") },
       input: { command: expect.stringContaining("echo hi") },
     });
     expect(result).toEqual({
@@ -150,6 +151,14 @@ describe("codex 0.171.0 against the mock Responses API", () => {
       content: "hi\n",
       truncated: false,
     });
+    expect(ofType(r.events, "tool_update")).toEqual([
+      {
+        type: "tool_update",
+        tool_use_id: call?.tool_use_id,
+        status: "complete",
+        normalized: { kind: "shell_exec", exit_code: 0, output: "hi\n" },
+      },
+    ]);
     expect(ofType(r.events, "completion")[0]).toMatchObject({
       status: "succeeded",
       result: "The command printed hi.",
@@ -159,7 +168,7 @@ describe("codex 0.171.0 against the mock Responses API", () => {
     expect(callOutput(mock.responsesRequests()[1], "call_shell1")).toContain("hi");
   });
 
-  it("writes a file through apply_patch in workspace-write, shown as an edit tool_call with its changes", async () => {
+  it("writes a file through apply_patch in workspace-write, shown as a modify_file tool_call with its changes", async () => {
     const { mock, ce } = await setup();
     mock.script(
       { output: [addFilePatch("hello.txt", "hello world", "call_patch1")] },
@@ -175,7 +184,8 @@ describe("codex 0.171.0 against the mock Responses API", () => {
     expect(ofType(r.events, "status")[0]).toMatchObject({ tool_name: "apply_patch" });
     expect(call).toMatchObject({
       tool_name: "apply_patch",
-      kind: "edit",
+      kind: "modify_file",
+      normalized: { kind: "modify_file", changes: [{ file_path: path, operation: "create" }] },
       input: { changes: [{ path, kind: "add" }] },
     });
     expect(ofType(r.events, "tool_result")[0]).toMatchObject({

@@ -146,7 +146,7 @@ describe.each(BACKENDS)("codex sessions through HTTP on %s", (backend) => {
     expect(totals.usage).toMatchObject({ input_tokens: 400, output_tokens: 50, runs: 2 });
   });
 
-  it("shows a shell command as status, and as a tool call and its result in the full view", async () => {
+  it("shows a shell command as status, and in the full view as a shell_exec call closed with its output and exit code", async () => {
     mock.script(
       { output: [shellCall("echo bridged-by-codex", "call_sh")] },
       { output: [{ type: "message", text: "Ran it." }] },
@@ -162,12 +162,25 @@ describe.each(BACKENDS)("codex sessions through HTTP on %s", (backend) => {
       await fetch(`${server.url}/v1/runs/${runId}/events?events=full`),
     ).events();
     const call = full.find((f) => f.event === "tool_call")?.data as Record<string, unknown>;
-    expect(call).toMatchObject({ tool_name: "shell", kind: "bash" });
+    expect(call).toMatchObject({
+      tool_name: "shell",
+      kind: "shell_exec",
+      normalized: { kind: "shell_exec", command: expect.stringContaining("echo bridged-by-codex") },
+    });
     expect(JSON.stringify(call.input)).toContain("echo bridged-by-codex");
     expect(full.find((f) => f.event === "tool_result")?.data).toMatchObject({
       tool_use_id: call.tool_use_id,
       is_error: false,
       content: expect.stringContaining("bridged-by-codex"),
+    });
+    expect(full.find((f) => f.event === "tool_update")?.data).toMatchObject({
+      tool_use_id: call.tool_use_id,
+      status: "complete",
+      normalized: {
+        kind: "shell_exec",
+        exit_code: 0,
+        output: expect.stringContaining("bridged-by-codex"),
+      },
     });
     expect(callOutput(mock.responsesRequests().at(-1), "call_sh")).toContain("bridged-by-codex");
     expect(frames.at(-1)?.data).toMatchObject({ status: "succeeded", result: "Ran it." });

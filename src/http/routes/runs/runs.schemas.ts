@@ -77,7 +77,7 @@ export const EventsQuery = z.strictObject({
     .openapi({
       param: { name: "events", in: "query" },
       description:
-        "`full` adds reasoning, tool_call, tool_result, context_window and rate_limit events; ids then count every event.",
+        "`full` adds reasoning, tool_call, tool_result, tool_update, context_window and rate_limit events; ids then count every event.",
     }),
 });
 
