@@ -11,6 +11,10 @@ import { type AgentUser, AgentUserError, type RunAs } from "./agent-user.js";
 // agent is neither the owner nor in the group, so it can neither list nor read the HOME; and the
 // kernel lets a process read another's /proc/<pid>/environ, memory or cwd only when user AND
 // group ids match, so it cannot reach a running agent of another tenant either.
+//
+// Every state dir a CLI keeps goes in the tenant's HOME: Claude's ~/.claude by itself, and
+// codex's CODEX_HOME (its threads) is pointed there too, never at the operator's shared one,
+// where one tenant's agent (the same OS user as every other's) could read another's threads.
 
 /** A tenant's agent: who it runs as and the environment that places it in its HOME. */
 export interface AgentIdentity {
@@ -42,14 +46,16 @@ export class TenantHomes {
     const gid = this.gidBase + number;
     const home = path.join(this.homesDir, ownerKeyId ?? "no-key");
     const tmp = path.join(home, "tmp");
+    const codexHome = path.join(home, ".codex");
     await this.prepare();
-    for (const dir of [home, tmp]) await this.ownedByTenant(dir, gid);
+    for (const dir of [home, tmp, codexHome]) await this.ownedByTenant(dir, gid);
     return {
       runAs: { uid: this.user.uid, gid },
       env: {
         HOME: home,
         TMPDIR: tmp,
         CLAUDE_CODE_TMPDIR: tmp,
+        CODEX_HOME: codexHome,
         USER: this.user.name,
         LOGNAME: this.user.name,
       },

@@ -261,6 +261,7 @@ export class RunManager {
         db,
         {
           sessionId: session.id,
+          agent: session.agent,
           status,
           trigger: message.trigger,
           prompt: message.text,

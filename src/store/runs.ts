@@ -13,6 +13,8 @@ export const ACTIVE_STATUSES = ["queued", "running"] as const;
 
 export interface NewRun {
   sessionId: string;
+  /** The session's agent: a run is always of its session's agent. */
+  agent: string;
   /** `waiting`: in line behind the session's active run (a webhook delivery); default `queued`. */
   status?: "queued" | "waiting";
   trigger: string;

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generateKey } from "../../src/auth/keys.js";
 import { AGENT_USER, ensureAgentUser, isRoot } from "../support/agent-user.js";
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
+import { type CodexEnv, makeCodexEnv } from "../support/codex-env.js";
 import { serverDatabases } from "../support/db.js";
 import {
   holdUntilReleased,
@@ -12,6 +13,7 @@ import {
   startMockAnthropic,
   toolResultText,
 } from "../support/mock-anthropic.js";
+import { callOutput, type MockOpenAI, shellCall, startMockOpenAI } from "../support/mock-openai.js";
 import { type ServerProcess, startServer } from "../support/server.js";
 
 // A tenant's agent runs arbitrary shell commands. With AGENT_BRIDGE_AGENT_USER the server runs
@@ -46,12 +48,18 @@ describe.skipIf(!isRoot)("agents run as another OS user (AGENT_BRIDGE_AGENT_USER
   const dbs = serverDatabases();
   let mock: MockAnthropic;
   let ce: ClaudeEnv;
+  let openai: MockOpenAI;
+  let codex: CodexEnv;
   let agent: { uid: number; gid: number };
 
   beforeAll(async () => {
     agent = ensureAgentUser();
     mock = await startMockAnthropic({ quiet: true });
     ce = await makeClaudeEnv(mock.url);
+    openai = await startMockOpenAI({ quiet: true });
+    // The operator's codex set-up: a CODEX_HOME with the provider's config, which only the
+    // server's user can read (mkdtemp makes it 0700).
+    codex = await makeCodexEnv(openai.url);
     // The work dir, as the README asks of one: group-writable by the agent user's group.
     chownSync(ce.cwd, 0, agent.gid);
     chmodSync(ce.cwd, 0o2770);
@@ -60,6 +68,8 @@ describe.skipIf(!isRoot)("agents run as another OS user (AGENT_BRIDGE_AGENT_USER
     await dbs.cleanup();
     await mock?.close();
     await ce?.cleanup();
+    await openai?.close();
+    await codex?.cleanup();
   });
 
   for (const [backend, database] of dbs.targets) {
@@ -83,6 +93,9 @@ describe.skipIf(!isRoot)("agents run as another OS user (AGENT_BRIDGE_AGENT_USER
           AGENT_BRIDGE_AGENT_USER: AGENT_USER,
           AGENT_BRIDGE_WORK_DIR: ce.cwd,
           AGENT_BRIDGE_PERMISSION_MODE: "bypassPermissions",
+          AGENT_BRIDGE_AGENTS: "claude,codex",
+          CODEX_HOME: codex.codexHome,
+          OPENAI_API_KEY: codex.env.OPENAI_API_KEY ?? "",
         });
       });
       afterAll(async () => {
@@ -103,13 +116,12 @@ describe.skipIf(!isRoot)("agents run as another OS user (AGENT_BRIDGE_AGENT_USER
         expect(res.status, await res.clone().text()).toBeLessThan(300);
         return res.json();
       };
-      const send = async (key: string, text: string) => {
+      const send = async (key: string, text: string, agentName = "claude") => {
         // The server's default mode (bypass) is the admin's; another key asks for less.
-        const session = await call(
-          key,
-          "/v1/sessions",
-          key === adminKey ? {} : { permission_mode: "acceptEdits" },
-        );
+        const session = await call(key, "/v1/sessions", {
+          agent: agentName,
+          ...(key === adminKey ? {} : { permission_mode: "acceptEdits" }),
+        });
         return call(key, `/v1/sessions/${session.id}/messages`, { text });
       };
 
@@ -166,6 +178,43 @@ describe.skipIf(!isRoot)("agents run as another OS user (AGENT_BRIDGE_AGENT_USER
           expect(text).not.toContain("AGENT_BRIDGE_API_KEY");
         }
       });
+
+      // The OS keeps tenants apart whatever the database: once is enough.
+      it.runIf(backend === "pglite")(
+        "runs codex with a CODEX_HOME in the tenant's HOME: the operator's config applies, and another tenant cannot read its threads",
+        async () => {
+          const other = await call(adminKey, "/v1/keys", { name: "other-codex-tenant" });
+          openai.script({ output: [{ type: "message", text: "noted" }] });
+          const first = await send(other.key, "remember this", "codex");
+          // It reached the mock: the operator's provider config was copied in and read.
+          expect(first.run.status, JSON.stringify(first)).toBe("succeeded");
+          const otherCodexHome = join(dataDir, "homes", other.id, ".codex");
+          expect(readdirSync(join(otherCodexHome, "sessions"), { recursive: true })).toEqual(
+            expect.arrayContaining([expect.stringMatching(/\.jsonl$/)]),
+          );
+          // Nothing of the tenant's lands in the operator's CODEX_HOME.
+          expect(readdirSync(codex.codexHome)).not.toContain("sessions");
+
+          const probe = [
+            "echo '== id'; id",
+            `echo '== other threads'; ls -R ${otherCodexHome} 2>&1`,
+            `echo '== operator codex home'; ls ${codex.codexHome} 2>&1`,
+            "echo '== end'",
+          ].join("; ");
+          openai.script(
+            { output: [shellCall(probe, "call_probe")] },
+            { output: [{ type: "message", text: "That is what I found." }] },
+          );
+          const answer = await send(adminKey, "look around", "codex");
+          expect(answer.run.status, JSON.stringify(answer)).toBe("succeeded");
+          const output = callOutput(openai.responsesRequests().at(-1), "call_probe") ?? "";
+          const found = sections(output);
+          expect(found.end, output).toBeDefined();
+          expect(found.id).toContain(`uid=${agent.uid}(${AGENT_USER})`);
+          expect(found["other threads"]).toMatch(/Permission denied/);
+          expect(found["operator codex home"]).toMatch(/Permission denied/);
+        },
+      );
     });
   }
 });

@@ -1,10 +1,4 @@
 import { randomUUID } from "node:crypto";
-import { readdirSync, readFileSync } from "node:fs";
-import { join } from "node:path";
-import { PGlite } from "@electric-sql/pglite";
-import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
-import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
-import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type BridgeEvent, bareCompletion, PUBLIC_EVENT_TYPES } from "../../src/events.js";
 import { readStoredLog } from "../../src/runs/stored-log.js";
@@ -18,14 +12,8 @@ import {
   type SequencedEvent,
   sequenced,
 } from "../../src/store/events.js";
-import * as schema from "../../src/store/schema.js";
-import {
-  BACKENDS,
-  createServerDatabase,
-  insertSessionRun,
-  openTestDatabase,
-  type TestDatabase,
-} from "../support/db.js";
+import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
+import { migrate, type RawDatabase, rawDatabase } from "../support/raw-db.js";
 
 // The run log's stored form: a batch of events to a row, read back in either view from any
 // position, and the migration that moved logs stored a row per event into batches.
@@ -97,49 +85,6 @@ describe.each(BACKENDS)("the stored run log on %s", (backend) => {
     expect(await runText(db, run.id)).toBe("word 1 word 2 word 4 word 5 word 7 word 8 ");
   });
 });
-
-/** A raw connection that runs plain SQL, and a Drizzle database on the same connection. */
-interface RawDatabase {
-  exec(statement: string): Promise<void>;
-  db: Database;
-  close(): Promise<void>;
-}
-
-async function rawDatabase(backend: "pglite" | "postgres"): Promise<RawDatabase> {
-  if (backend === "pglite") {
-    const client = new PGlite();
-    return {
-      exec: async (s) => void (await client.exec(s)),
-      db: drizzlePglite({ client, schema }) as unknown as Database,
-      close: () => client.close(),
-    };
-  }
-  const { url, drop } = await createServerDatabase();
-  const client = postgres(url, { max: 1, onnotice: () => {} });
-  return {
-    exec: async (s) => void (await client.unsafe(s)),
-    db: drizzlePostgres({ client, schema }) as unknown as Database,
-    close: async () => {
-      await client.end();
-      await drop();
-    },
-  };
-}
-
-const migrationsDir = join(import.meta.dirname, "../../drizzle");
-
-async function migrate(raw: RawDatabase, which: (name: string) => boolean) {
-  for (const file of readdirSync(migrationsDir)
-    .filter((f) => f.endsWith(".sql"))
-    .sort()) {
-    if (!which(file)) continue;
-    for (const statement of readFileSync(join(migrationsDir, file), "utf8").split(
-      "--> statement-breakpoint",
-    )) {
-      await raw.exec(statement);
-    }
-  }
-}
 
 /** A session with one queued run, in the tables as they were before migration 0007. */
 async function insertOldSessionRun(raw: RawDatabase): Promise<{ id: string }> {

@@ -7,6 +7,7 @@ import {
   type LineProtocol,
 } from "../../process/driver.js";
 import {
+  AgentSpawnError,
   InvalidRunRequestError,
   RunnerError,
   WorktreeUnavailableError,
@@ -19,6 +20,7 @@ import { buildCodexArgs } from "./command.js";
 import { findCodexCredentials } from "./credentials.js";
 import { CodexMapper, type CodexPrice, type CodexUsageTotals } from "./mapper.js";
 import { CodexSettings, SANDBOX_OF } from "./options.js";
+import { operatorCodexHome, seedTenantCodexHome } from "./tenant-config.js";
 
 // OpenAI's Codex CLI as an agent back-end, on the shared process driver: `codex exec --json` for a
 // session's first run, `codex exec resume <thread>` once a run has reported its thread id (kept as
@@ -110,6 +112,17 @@ async function* runCodex(
     } catch (err) {
       context.logger.error("could not make the session's worktree", { error: String(err) });
       yield [protocol.failure(new WorktreeUnavailableError(), 0)];
+      return;
+    }
+  }
+  if (identity?.env.CODEX_HOME) {
+    try {
+      await seedTenantCodexHome(operatorCodexHome(config.env), identity.env.CODEX_HOME);
+    } catch (err) {
+      context.logger.error("could not copy the codex configuration into the tenant's home", {
+        error: String(err),
+      });
+      yield [protocol.failure(new AgentSpawnError(LABEL, err as Error), 0)];
       return;
     }
   }

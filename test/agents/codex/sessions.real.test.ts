@@ -90,7 +90,7 @@ describe.each(BACKENDS)("codex sessions through HTTP on %s", (backend) => {
     });
   });
 
-  it("runs a new session: the answer as text, one completion with its usage and cost", async () => {
+  it("runs a new session: the answer as text, one completion with its usage and cost, a run of codex", async () => {
     mock.script({
       output: [{ type: "message", text: "Hello from codex." }],
       usage: { input_tokens: 1000, cached_tokens: 200, output_tokens: 50 },
@@ -111,6 +111,9 @@ describe.each(BACKENDS)("codex sessions through HTTP on %s", (backend) => {
     // 800 × $2 + 200 × $0.50 + 50 × $10 per million tokens.
     expect(completion.cost_usd).toBeCloseTo(0.0022, 10);
     expect(messageTexts(mock.responsesRequests().at(-1), "user")).toContain("Say hello");
+    const runId = (frames[0]?.data as { run_id?: string } | undefined)?.run_id;
+    const run = await (await fetch(`${server.url}/v1/runs/${runId}`)).json();
+    expect(run).toMatchObject({ agent: "codex", agent_session_id: completion.agent_session_id });
   });
 
   it("resumes the session's thread: the second request carries the first turn, and usage adds up", async () => {

@@ -1,0 +1,55 @@
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { PGlite } from "@electric-sql/pglite";
+import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
+import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
+import postgres from "postgres";
+import type { Database } from "../../src/store/db.js";
+import * as schema from "../../src/store/schema.js";
+import { type Backend, createServerDatabase } from "./db.js";
+
+// A database migrated step by step, for the tests of what a migration does to the rows it finds.
+
+/** A raw connection that runs plain SQL, and a Drizzle database on the same connection. */
+export interface RawDatabase {
+  exec(statement: string): Promise<void>;
+  db: Database;
+  close(): Promise<void>;
+}
+
+export async function rawDatabase(backend: Backend): Promise<RawDatabase> {
+  if (backend === "pglite") {
+    const client = new PGlite();
+    return {
+      exec: async (s) => void (await client.exec(s)),
+      db: drizzlePglite({ client, schema }) as unknown as Database,
+      close: () => client.close(),
+    };
+  }
+  const { url, drop } = await createServerDatabase();
+  const client = postgres(url, { max: 1, onnotice: () => {} });
+  return {
+    exec: async (s) => void (await client.unsafe(s)),
+    db: drizzlePostgres({ client, schema }) as unknown as Database,
+    close: async () => {
+      await client.end();
+      await drop();
+    },
+  };
+}
+
+const migrationsDir = join(import.meta.dirname, "../../drizzle");
+
+/** Runs the migrations whose file names `which` accepts, in order. */
+export async function migrate(raw: RawDatabase, which: (name: string) => boolean) {
+  for (const file of readdirSync(migrationsDir)
+    .filter((f) => f.endsWith(".sql"))
+    .sort()) {
+    if (!which(file)) continue;
+    for (const statement of readFileSync(join(migrationsDir, file), "utf8").split(
+      "--> statement-breakpoint",
+    )) {
+      await raw.exec(statement);
+    }
+  }
+}
