@@ -24,6 +24,7 @@ import { rateLimit } from "./http/rate-limit.js";
 import { createRouter } from "./http/router.js";
 import { mountRoutes } from "./http/routes/index.js";
 import { StreamLimiter } from "./http/streams.js";
+import { InstanceLease } from "./instances/lease.js";
 import type { Logger } from "./log.js";
 import { Metrics } from "./metrics.js";
 import { resolveAgentUser } from "./process/agent-user.js";
@@ -76,9 +77,19 @@ export function buildDeps(config: Config, database: DatabaseHandle, logger: Logg
     config.agents.enabled.map((name) => backends[name]()),
     config.agents.default,
   );
+  const lease: InstanceLease = new InstanceLease({
+    db: database.db,
+    logger,
+    ...config.lease,
+    // The embedded database is this process's alone (its data dir is locked).
+    exclusive: database.kind === "pglite",
+    reap: async (instance) => void (await runs.reap(instance)),
+    onLost: () => runs.abandonAll(),
+  });
   const runs = new RunManager({
     db: database.db,
     logger,
+    instanceId: () => lease.id,
     workDir: config.workDir,
     maxConcurrent: config.runs.maxConcurrent,
     maxQueued: config.runs.maxQueued,
@@ -97,6 +108,7 @@ export function buildDeps(config: Config, database: DatabaseHandle, logger: Logg
     database,
     logger,
     runs,
+    lease,
     metrics,
     streams: new StreamLimiter(config.streamsPerKey),
     agents,

@@ -80,6 +80,8 @@ const EnvSchema = z.object({
   AGENT_BRIDGE_MAX_QUEUED_RUNS: int(0).default(32),
   AGENT_BRIDGE_SHUTDOWN_GRACE_SECONDS: int(0).default(30),
   AGENT_BRIDGE_DB_OUTAGE_SECONDS: int(1).default(30),
+  AGENT_BRIDGE_LEASE_SECONDS: int(2).default(20),
+  AGENT_BRIDGE_LEASE_RENEW_SECONDS: int(1).default(5),
   AGENT_BRIDGE_SSE_KEEPALIVE_SECONDS: int(1).default(15),
   AGENT_BRIDGE_AUTH: oneOf(["keys", "none"] as const).default("keys"),
   AGENT_BRIDGE_API_KEY: z
@@ -201,6 +203,8 @@ export interface Config {
     dbOutageBoundMs: number;
     keepAliveMs: number;
   };
+  /** This instance's lease on the database (src/instances/lease.ts). */
+  lease: { leaseMs: number; renewMs: number };
   sessions: {
     /** Idle time after which the sweep expires a session (and removes its worktree). */
     ttlMs: number;
@@ -435,6 +439,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       `AGENT_BRIDGE_CALLBACK_BACKOFF_MIN_MS: must not exceed AGENT_BRIDGE_CALLBACK_BACKOFF_MAX_MS (${e.AGENT_BRIDGE_CALLBACK_BACKOFF_MAX_MS}) (got ${e.AGENT_BRIDGE_CALLBACK_BACKOFF_MIN_MS})`,
     ]);
   }
+  if (e.AGENT_BRIDGE_LEASE_RENEW_SECONDS >= e.AGENT_BRIDGE_LEASE_SECONDS) {
+    throw new ConfigError([
+      `AGENT_BRIDGE_LEASE_RENEW_SECONDS: must be less than AGENT_BRIDGE_LEASE_SECONDS (${e.AGENT_BRIDGE_LEASE_SECONDS}), or a lease expires between renewals (got ${e.AGENT_BRIDGE_LEASE_RENEW_SECONDS})`,
+    ]);
+  }
   const enabledAgents = e.AGENT_BRIDGE_AGENTS ?? [e.AGENT_BRIDGE_AGENT];
   const unknownAgents = enabledAgents.filter(
     (a) => !(AGENT_NAMES as readonly string[]).includes(a),
@@ -469,6 +478,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       shutdownGraceMs: e.AGENT_BRIDGE_SHUTDOWN_GRACE_SECONDS * 1000,
       dbOutageBoundMs: e.AGENT_BRIDGE_DB_OUTAGE_SECONDS * 1000,
       keepAliveMs: e.AGENT_BRIDGE_SSE_KEEPALIVE_SECONDS * 1000,
+    },
+    lease: {
+      leaseMs: e.AGENT_BRIDGE_LEASE_SECONDS * 1000,
+      renewMs: e.AGENT_BRIDGE_LEASE_RENEW_SECONDS * 1000,
     },
     sessions: {
       ttlMs: e.AGENT_BRIDGE_SESSION_TTL_SECONDS * 1000,

@@ -56,9 +56,9 @@ async function start(config: Config, logger: Logger) {
     await deps.homes?.prepare();
     // After buildDeps: git runs as the agents' user when they have one.
     if (config.agents.worktreeEnabled) await checkWorktreePrerequisites(config.workDir);
-    const recovered = await deps.runs.recover();
-    if (recovered > 0)
-      logger.warn("closed runs left unfinished by the previous process", { runs: recovered });
+    // Registers this instance, and closes what instances that are gone left (touching nothing of
+    // a live one's), before any run of its own is admitted.
+    await deps.lease.start();
     appReady(createApp(deps));
     const sweeper = buildSweeper(deps);
     sweeper.start();
@@ -179,6 +179,10 @@ async function shutdown(signal: string) {
   await scheduler.stop();
   // Runs first: each gets its completion, which also ends the SSE streams following it.
   await deps.runs.shutdown(config.runs.shutdownGraceMs);
+  // Its runs are closed: the instance's end, so that no other waits out its lease.
+  await deps.lease
+    .stop()
+    .catch((err) => logger.warn("could not record this instance's end", { error: String(err) }));
   // Callbacks not sent yet stay in the outbox for the next start.
   await outbox.stop();
   // Streams now end by themselves after their completion; give their last bytes a moment.

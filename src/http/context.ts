@@ -1,6 +1,7 @@
 import type { AgentRegistry } from "../agents/registry.js";
 import type { Principal } from "../auth/principal.js";
 import type { Config } from "../config.js";
+import type { InstanceLease } from "../instances/lease.js";
 import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
 import type { TenantHomes } from "../process/tenant-homes.js";
@@ -16,6 +17,8 @@ export interface AppDeps {
   /** The agent back-ends this server runs. */
   agents: AgentRegistry;
   runs: RunManager;
+  /** This process as an instance on the database (started by src/index.ts). */
+  lease: InstanceLease;
   metrics: Metrics;
   /** Open event streams per key. */
   streams: StreamLimiter;

@@ -3,6 +3,7 @@ import type { Metrics } from "../metrics.js";
 import type { Database } from "../store/db.js";
 import { appendEvents, type EventBatch } from "../store/events.js";
 import { DatabaseOutageError, withDbRetries } from "../store/retry.js";
+import { RunAlreadyClosedError } from "../store/runs.js";
 import type { RunLog } from "./run-log.js";
 
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -65,36 +66,49 @@ export class LogWriter {
    * tried alone, so that one run's bad batch fails only that run's log.
    */
   private async write(taken: [RunLog, EventBatch][]): Promise<void> {
-    const error = await this.attempt(taken.map(([, batch]) => batch));
-    if (!error) {
-      for (const [log, batch] of taken) log.stored(batch);
+    const outcome = await this.attempt(taken.map(([, batch]) => batch));
+    if (outcome instanceof Set) {
+      for (const [log, batch] of taken) this.settle(log, batch, outcome);
       return;
     }
-    const alone = taken.length > 1 && !(error instanceof DatabaseOutageError);
+    const alone = taken.length > 1 && !(outcome.error instanceof DatabaseOutageError);
     for (const [log, batch] of taken) {
-      const failure = alone ? await this.attempt([batch]) : error;
-      if (failure) {
+      const result = alone ? await this.attempt([batch]) : outcome;
+      if (result instanceof Set) this.settle(log, batch, result);
+      else {
         this.logger.error("event log write failed", {
           run_id: batch.runId,
-          error: String(failure),
+          error: String(result.error),
         });
-        log.failed(failure);
-      } else log.stored(batch);
+        log.failed(result.error);
+      }
     }
   }
 
-  /** Undefined when stored, else the error that ended the retries. */
-  private async attempt(batches: EventBatch[]): Promise<unknown> {
+  /** A batch the statement did not store belongs to a run closed elsewhere: its log ends. */
+  private settle(log: RunLog, batch: EventBatch, stored: Set<string>) {
+    if (stored.has(batch.runId)) {
+      log.stored(batch);
+      return;
+    }
+    this.logger.warn("a run's events were refused: another instance has closed the run", {
+      run_id: batch.runId,
+    });
+    log.failed(new RunAlreadyClosedError(batch.runId));
+  }
+
+  /** The runs whose batches were stored, else the error that ended the retries. */
+  private async attempt(batches: EventBatch[]): Promise<Set<string> | { error: unknown }> {
     try {
-      await withDbRetries(async () => {
+      return await withDbRetries(async () => {
         const started = performance.now();
-        await appendEvents(this.db, batches);
+        const stored = await appendEvents(this.db, batches);
         const events = batches.reduce((n, batch) => n + batch.events.length, 0);
         this.metrics?.logWritten(events, (performance.now() - started) / 1000);
+        return stored;
       }, this.outageBoundMs);
-      return undefined;
-    } catch (err) {
-      return err;
+    } catch (error) {
+      return { error };
     }
   }
 }

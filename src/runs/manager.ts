@@ -1,5 +1,6 @@
 import type { AgentRegistry } from "../agents/registry.js";
 import type { RunGate } from "../auth/policy.js";
+import type { DeadInstance } from "../instances/lease.js";
 import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
 import type { TenantHomes } from "../process/tenant-homes.js";
@@ -21,7 +22,7 @@ import { findIdempotentRun, messageHash } from "./idempotency.js";
 import { LogWriter } from "./log-writer.js";
 import type { Message } from "./message.js";
 import { CompletionRecorder, type RunTransactionHook, recordRun } from "./recording.js";
-import { recoverRuns } from "./recovery.js";
+import { reapRuns } from "./recovery.js";
 import { RunLog } from "./run-log.js";
 import { readStoredLog } from "./stored-log.js";
 
@@ -45,6 +46,8 @@ export interface RunManagerOptions {
   homes?: TenantHomes;
   /** Work that joins each run's transactions (the callback outbox's). */
   transactionHooks: readonly RunTransactionHook[];
+  /** The id of this instance (src/instances/), written on each run it admits. */
+  instanceId: () => string;
 }
 
 /**
@@ -198,18 +201,28 @@ export class RunManager {
   }
 
   /**
-   * Closes the runs a previous process left queued or running: their process groups are killed
-   * and each gets an `interrupted` completion, which frees its session.
+   * Closes the runs a dead instance left (null: those of versions before instances): their
+   * process groups are killed where they can still be theirs, and each gets an `interrupted`
+   * completion, which frees its session.
    */
-  recover(): Promise<number> {
+  reap(instance: DeadInstance | null): Promise<number> {
     const { db, logger, killGraceMs, transactionHooks } = this.opts;
-    return recoverRuns({
-      db,
-      logger,
-      killGraceMs,
-      recorder: this.recorder,
-      hooks: transactionHooks,
-    });
+    return reapRuns(
+      { db, logger, killGraceMs, recorder: this.recorder, hooks: transactionHooks },
+      instance,
+    );
+  }
+
+  /**
+   * This instance lost its lease: another one has closed its runs. Their CLIs are stopped; what
+   * they write no longer reaches the runs' logs, which took their one completion already.
+   */
+  abandonAll(): void {
+    for (const run of this.admission.all()) {
+      if (run.outcome) continue;
+      run.interruptedBy = "this instance lost its lease; another instance closed the run";
+      run.abort.abort();
+    }
   }
 
   /**
@@ -261,6 +274,7 @@ export class RunManager {
         db,
         {
           sessionId: session.id,
+          instanceId: this.opts.instanceId(),
           agent: session.agent,
           status,
           trigger: message.trigger,

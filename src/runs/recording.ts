@@ -4,7 +4,7 @@ import type { Database } from "../store/db.js";
 import { describeDbError, foreignKeyViolation, transientDbError } from "../store/errors.js";
 import { appendEvents, type SequencedEvent, sequenced } from "../store/events.js";
 import { DatabaseOutageError, withDbRetries } from "../store/retry.js";
-import { finishRun, insertRun, type NewRun } from "../store/runs.js";
+import { finishRun, insertRun, type NewRun, RunAlreadyClosedError } from "../store/runs.js";
 import type { RunRow } from "../store/schema.js";
 import type { Message } from "./message.js";
 import type { CompletionPosition } from "./run-log.js";
@@ -106,6 +106,12 @@ export class CompletionRecorder {
     } catch (err) {
       error = err;
     }
+    if (error instanceof RunAlreadyClosedError) {
+      // Another instance closed it (this one had lost its lease), or it was deleted with its
+      // session: the completion it has, if any, stands.
+      logger.warn("a run ended after it was closed elsewhere or deleted", { run_id: row.id });
+      return { entry: numbered(outcome, at), state: "lost" };
+    }
     if (foreignKeyViolation(error)) {
       // The run's row is gone (its session was deleted): there is nothing left to record it in.
       logger.warn("a run ended after its session was deleted", { run_id: row.id });
@@ -199,9 +205,12 @@ export class CompletionRecorder {
         exitCode: null,
       });
       const entry = entryFor(totals);
-      await appendEvents(tx, [
-        { runId: row.id, events: [entry], lastPublicSeq: entry.publicSeq ?? 0 },
-      ]);
+      // finishRun closed the run, once, in this transaction: that is the completion's fence.
+      await appendEvents(
+        tx,
+        [{ runId: row.id, events: [entry], lastPublicSeq: entry.publicSeq ?? 0 }],
+        { whileOpen: false },
+      );
       for (const hook of hooks) await hook.completed(tx, row);
       return entry;
     });

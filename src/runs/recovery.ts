@@ -1,4 +1,5 @@
 import { bareCompletion } from "../events.js";
+import type { DeadInstance } from "../instances/lease.js";
 import type { Logger } from "../log.js";
 import { bootId, terminateGroup } from "../process/groups.js";
 import type { Database } from "../store/db.js";
@@ -12,30 +13,40 @@ export interface RecoveryOptions {
   recorder: CompletionRecorder;
   /** Every registered hook: which ones a run left behind had joined is not known here. */
   hooks: readonly RunTransactionHook[];
-  /** Time between SIGTERM and SIGKILL when a group left by an earlier process is stopped. */
+  /** Time between SIGTERM and SIGKILL when a group left by a dead instance is stopped. */
   killGraceMs: number;
 }
 
 /**
- * Closes the runs a previous process left queued or running: their process groups are killed
- * and each gets an `interrupted` completion, which frees its session. Resolves with their number.
+ * Closes the runs a dead instance left queued, running or waiting (`null`: runs of a version
+ * before instances): each gets an `interrupted` completion, once, which frees its session. The
+ * process group of a run is stopped only where it can still be the CLI's: on this host, in this
+ * boot. Resolves with the number of runs closed.
  */
-export async function recoverRuns(opts: RecoveryOptions): Promise<number> {
+export async function reapRuns(
+  opts: RecoveryOptions,
+  instance: DeadInstance | null,
+): Promise<number> {
   const { db, logger, recorder, hooks, killGraceMs } = opts;
-  const left = await unfinishedRuns(db);
+  const left = await unfinishedRuns(db, instance?.id ?? null);
+  let closed = 0;
   for (const row of left) {
-    // Only a group of this boot can still be the CLI's; after a reboot the number is anyone's.
-    if (row.pgid && row.pgidBootId === bootId()) {
+    const orphaned = instance === null || instance.processGone;
+    if (orphaned && row.pgid && row.pgidBootId === bootId()) {
       await terminateGroup(row.pgid, killGraceMs, logger);
     }
     const last = await lastEventSeqs(db, row.id);
-    await recorder.record(
+    const { state } = await recorder.record(
       row,
       { seq: last.seq + 1, publicSeq: last.publicSeq + 1 },
       bareCompletion("interrupted", "the server stopped before the run finished"),
       hooks,
     );
-    logger.warn("closed a run left unfinished by a previous process", { run_id: row.id });
+    if (state === "stored") closed++;
+    logger.warn("closed a run left unfinished by an instance that is gone", {
+      run_id: row.id,
+      instance_id: instance?.id ?? null,
+    });
   }
-  return left.length;
+  return closed;
 }

@@ -1,7 +1,7 @@
 import { and, asc, desc, eq, gt, sql } from "drizzle-orm";
 import type { BridgeEvent, BridgeEventType, CompletionEvent } from "../events.js";
 import type { Database } from "./db.js";
-import { runEventBatches } from "./schema.js";
+import { runEventBatches, runs } from "./schema.js";
 
 // A run's event log, stored a batch to a row (see schema.ts). Each event is serialized once, when
 // it is numbered; the same text is stored, sent live and replayed, so a replay is byte-identical
@@ -60,8 +60,25 @@ export interface EventBatch {
   lastPublicSeq: number;
 }
 
-/** Stores batches, of one run or of several, in one statement. */
-export async function appendEvents(db: Database, batches: EventBatch[]) {
+/** Statuses of a run whose log still takes events: its completion is not written yet. */
+const OPEN = sql.raw(`('queued', 'running', 'waiting')`);
+
+/** The rows a raw statement returned: postgres.js gives an array, PGlite `{rows}`. */
+function returnedRows<T>(result: unknown): T[] {
+  return (Array.isArray(result) ? result : (result as { rows: T[] }).rows) as T[];
+}
+
+/**
+ * Stores batches, of one run or of several, in one statement, each only while its run is open:
+ * a run another instance has closed (its owner lost its lease) takes nothing more. Resolves with
+ * the ids of the runs whose batches were stored. `whileOpen: false` is for the completion, stored
+ * in the transaction that closes the run (whose conditional update is its fence).
+ */
+export async function appendEvents(
+  db: Database,
+  batches: EventBatch[],
+  { whileOpen = true } = {},
+): Promise<Set<string>> {
   const rows = batches.flatMap(({ runId, events, lastPublicSeq }) => {
     const first = events[0];
     const last = events.at(-1);
@@ -70,23 +87,28 @@ export async function appendEvents(db: Database, batches: EventBatch[]) {
     return [{ runId, firstSeq: first.seq, lastSeq: last.seq, lastPublicSeq, events: text }];
   });
   const [first, ...more] = rows;
-  if (!first) return;
-  const createdAt = new Date();
+  if (!first) return new Set();
+  const createdAt = new Date().toISOString();
   // One batch (a single busy run) goes as plain parameters: its text is sent as it is, where an
   // array parameter is escaped and parsed again (PGlite relay 101 000 -> 81 000 events/s).
-  if (more.length === 0) {
-    await db.insert(runEventBatches).values({ ...first, createdAt });
-    return;
-  }
-  // Several batches go as five array parameters: a multi-row `values` list costs the query
-  // builder work per row and column (drizzle's `is`, 12 % of the server's CPU with 50 runs).
+  // Several go as five array parameters: a multi-row `values` list costs the query builder work
+  // per row and column (drizzle's `is`, 12 % of the server's CPU with 50 runs).
   const column = <T>(pick: (row: (typeof rows)[number]) => T) => sql.param(rows.map(pick));
-  await db.execute(sql`
+  const source =
+    more.length === 0
+      ? sql`(select ${first.runId}::uuid as run_id, ${first.firstSeq}::integer as first_seq,
+          ${first.lastSeq}::integer as last_seq, ${first.lastPublicSeq}::integer as last_public_seq,
+          ${first.events}::text as events)`
+      : sql`unnest(${column((r) => r.runId)}::uuid[], ${column((r) => r.firstSeq)}::integer[],
+          ${column((r) => r.lastSeq)}::integer[], ${column((r) => r.lastPublicSeq)}::integer[],
+          ${column((r) => r.events)}::text[])`;
+  const result = await db.execute(sql`
     insert into ${runEventBatches} (run_id, first_seq, last_seq, last_public_seq, events, created_at)
-    select b.*, ${createdAt.toISOString()}::timestamptz
-    from unnest(${column((r) => r.runId)}::uuid[], ${column((r) => r.firstSeq)}::integer[],
-      ${column((r) => r.lastSeq)}::integer[], ${column((r) => r.lastPublicSeq)}::integer[],
-      ${column((r) => r.events)}::text[]) as b`);
+    select b.*, ${createdAt}::timestamptz
+    from ${source} as b (run_id, first_seq, last_seq, last_public_seq, events)
+    ${whileOpen ? sql`where exists (select 1 from ${runs} r where r.id = b.run_id and r.status in ${OPEN})` : sql``}
+    returning run_id`);
+  return new Set(returnedRows<{ run_id: string }>(result).map((r) => r.run_id));
 }
 
 /**

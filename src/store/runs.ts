@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { and, eq, getTableColumns, inArray, isNotNull, lt, sql } from "drizzle-orm";
+import { and, eq, getTableColumns, inArray, isNotNull, isNull, lt, sql } from "drizzle-orm";
 import { type AnyPgColumn, alias, QueryBuilder } from "drizzle-orm/pg-core";
 import type { Principal } from "../auth/principal.js";
 import type { Usage } from "../events.js";
@@ -13,6 +13,8 @@ export const ACTIVE_STATUSES = ["queued", "running"] as const;
 
 export interface NewRun {
   sessionId: string;
+  /** The instance that admits the run, and executes it (null: none, as before instances). */
+  instanceId: string | null;
   /** The session's agent: a run is always of its session's agent. */
   agent: string;
   /** `waiting`: in line behind the session's active run (a webhook delivery); default `queued`. */
@@ -172,11 +174,17 @@ export async function setRunPgid(db: Database, id: string, pgid: number, bootId:
 }
 
 /** Runs a previous process left unfinished (waiting for their session included). */
-export async function unfinishedRuns(db: Database): Promise<RunRow[]> {
+/** The runs an instance (null: a version before instances) left queued, running or waiting. */
+export async function unfinishedRuns(db: Database, instanceId: string | null): Promise<RunRow[]> {
   return db
     .select()
     .from(runs)
-    .where(inArray(runs.status, [...ACTIVE_STATUSES, "waiting"]));
+    .where(
+      and(
+        instanceId === null ? isNull(runs.instanceId) : eq(runs.instanceId, instanceId),
+        inArray(runs.status, [...ACTIVE_STATUSES, "waiting"]),
+      ),
+    );
 }
 
 /**
@@ -219,10 +227,21 @@ const cliId = (id: string | null) => (id && /^[\x21-\x7e]{1,200}$/.test(id) ? id
  * new totals. Call inside the transaction that also
  * appends the run's completion event.
  */
+/** The run was closed already (by the instance that reaped its owner), or deleted. */
+export class RunAlreadyClosedError extends Error {
+  constructor(readonly runId: string) {
+    super(`run ${runId} is closed already, or gone`);
+  }
+}
+
+/**
+ * Records the run's outcome and adds its usage to its session, once: throws RunAlreadyClosedError
+ * when the run is no longer open, so that it never gets a second completion.
+ */
 export async function finishRun(db: Database, run: RunRow, outcome: RunOutcome) {
   const now = new Date();
   const { usage } = outcome;
-  await db
+  const closed = await db
     .update(runs)
     .set({
       status: outcome.status,
@@ -241,7 +260,9 @@ export async function finishRun(db: Database, run: RunRow, outcome: RunOutcome) 
       pgid: null,
       pgidBootId: null,
     })
-    .where(eq(runs.id, run.id));
+    .where(and(eq(runs.id, run.id), inArray(runs.status, [...ACTIVE_STATUSES, "waiting"])))
+    .returning({ id: runs.id });
+  if (closed.length === 0) throw new RunAlreadyClosedError(run.id);
   const [updated] = await db
     .update(sessions)
     .set({

@@ -123,6 +123,23 @@ export const sessions = pgTable(
   ],
 );
 
+// Every server process on the database: it renews its lease while it lives, and any instance
+// that sees the lease expired closes the runs it owned (src/instances/).
+export const instances = pgTable("instances", {
+  id: uuid("id").primaryKey(),
+  host: text("host").notNull(),
+  /** The kernel's boot id: a pid means the same process only within one boot. */
+  bootId: text("boot_id"),
+  pid: integer("pid").notNull(),
+  version: text("version").notNull(),
+  startedAt: ts("started_at").notNull(),
+  /** Database time, as every lease comparison is: the instances' clocks may disagree. */
+  heartbeatAt: timestamp("heartbeat_at", { withTimezone: true, mode: "date" }).notNull(),
+  leaseExpiresAt: timestamp("lease_expires_at", { withTimezone: true, mode: "date" }).notNull(),
+  /** Set once its runs are closed (by itself at a clean stop, or by whoever reaped it). */
+  reapedAt: timestamp("reaped_at", { withTimezone: true, mode: "date" }),
+});
+
 export const runs = pgTable(
   "runs",
   {
@@ -150,6 +167,8 @@ export const runs = pgTable(
     pgid: integer("pgid"),
     /** The boot the pgid belongs to: after a reboot the number may name someone else's group. */
     pgidBootId: text("pgid_boot_id"),
+    /** The instance that executes the run; only it writes the run's events and completion. */
+    instanceId: uuid("instance_id"),
     idempotencyKey: text("idempotency_key"),
     /** Hash of the request an idempotency key was first used with. */
     requestHash: text("request_hash"),
@@ -166,8 +185,11 @@ export const runs = pgTable(
     uniqueIndex("runs_session_idempotency_key")
       .on(t.sessionId, t.idempotencyKey)
       .where(sql`${t.idempotencyKey} is not null`),
-    // Start-up recovery looks for runs a previous process left unfinished.
+    // Recovery looks for the runs a dead instance left unfinished.
     index("runs_unfinished_idx").on(t.status).where(sql`${t.status} in ('queued', 'running')`),
+    index("runs_instance_unfinished_idx")
+      .on(t.instanceId)
+      .where(sql`${t.status} in ('queued', 'running', 'waiting')`),
   ],
 );
 

@@ -34,7 +34,7 @@ describe.each(BACKENDS)("recovering runs on %s", (backend) => {
   it("kills the group a run of this boot left, and closes the run as interrupted", async () => {
     const pgid = orphanGroup();
     const run = await unfinishedRun(pgid, bootId());
-    await t.deps.runs.recover();
+    await t.deps.runs.reap(null);
     expect(await groupAlive(pgid)).toBe(false);
     expect((await runStore.getRun(t.database.db, run.id))?.status).toBe("interrupted");
   });
@@ -43,7 +43,7 @@ describe.each(BACKENDS)("recovering runs on %s", (backend) => {
     const pgid = orphanGroup();
     try {
       const run = await unfinishedRun(pgid, "a-boot-before-the-reboot");
-      await t.deps.runs.recover();
+      await t.deps.runs.reap(null);
       expect(await groupAlive(pgid)).toBe(true);
       expect((await runStore.getRun(t.database.db, run.id))?.status).toBe("interrupted");
     } finally {

@@ -47,6 +47,7 @@ describe.each(BACKENDS)("run transaction hooks on %s", (backend) => {
     const { sessionId } = await insertSessionRun(database.db);
     return {
       sessionId,
+      instanceId: null,
       agent: "claude",
       status: "waiting",
       trigger: "message",

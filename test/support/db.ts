@@ -139,6 +139,7 @@ export async function insertSessionRun(db: Database, prompt = "hi"): Promise<Run
   });
   return insertRun(db, {
     sessionId: session.id,
+    instanceId: null,
     agent: session.agent,
     trigger: "message",
     prompt,

@@ -1,15 +1,11 @@
-import { createRequire } from "node:module";
 import type { RouteHandler } from "@hono/zod-openapi";
 import type { AgentBackend, AgentName, AgentReadiness } from "../../../agents/agent.js";
 import { publicErrorText } from "../../../store/errors.js";
+import { SERVER_VERSION as version } from "../../../version.js";
 import type { AppEnv } from "../../context.js";
 import { ApiError } from "../../errors.js";
 import { API_VERSION } from "../../openapi.js";
 import type * as routes from "./health.routes.js";
-
-const { version } = createRequire(import.meta.url)("../../../../package.json") as {
-  version: string;
-};
 
 export const root: RouteHandler<typeof routes.root, AppEnv> = (c) =>
   c.json(

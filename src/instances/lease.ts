@@ -1,0 +1,148 @@
+import { randomUUID } from "node:crypto";
+import { hostname } from "node:os";
+import type { Logger } from "../log.js";
+import { bootId } from "../process/groups.js";
+import type { Database } from "../store/db.js";
+import {
+  forgetReapedInstances,
+  markReaped,
+  reapCandidates,
+  registerInstance,
+  renewLease,
+} from "../store/instances.js";
+import { SERVER_VERSION } from "../version.js";
+
+// This process as an instance on the database: its row, its lease, and the sweep that closes what
+// dead instances left. Several processes may share one Postgres; none touches another's runs while
+// that one holds its lease. An instance is dead when its lease has expired, or, on this host and
+// boot, when its process is gone (a restart need not wait out its predecessor's lease). Only the
+// CLI process groups of an instance whose process is gone are killed by another: an instance that
+// is merely late (stopped, cut off) stops its own when it learns it was reaped.
+
+export interface LeaseOptions {
+  db: Database;
+  logger: Logger;
+  /** How long a lease lasts without renewal. */
+  leaseMs: number;
+  /** How often it is renewed, and dead instances looked for. */
+  renewMs: number;
+  /**
+   * Nothing else can use this database (the embedded one, behind its data dir's lock): every
+   * other instance is dead.
+   */
+  exclusive: boolean;
+  /** Closes the runs a dead instance left (`null`: those of versions before instances). */
+  reap: (instance: DeadInstance | null) => Promise<void>;
+  /** Another instance reaped this one (its lease had expired): its runs are closed elsewhere. */
+  onLost: () => void;
+}
+
+/** A dead instance, and whether its process is known gone (so its CLIs' groups may be killed). */
+export interface DeadInstance {
+  id: string;
+  processGone: boolean;
+}
+
+/** How long a reaped instance's row is kept, as a record. */
+const KEEP_REAPED_MS = 24 * 3600_000;
+
+export class InstanceLease {
+  private current = randomUUID();
+  private timer: NodeJS.Timeout | undefined;
+  private sweeping: Promise<void> | undefined;
+  private readonly host = hostname();
+  private readonly boot = bootId();
+
+  constructor(private readonly opts: LeaseOptions) {}
+
+  /** This instance's id: the owner written on the runs it admits. */
+  get id(): string {
+    return this.current;
+  }
+
+  /** Registers this instance and closes what dead ones left, before any run is admitted. */
+  async start(): Promise<void> {
+    await this.register();
+    await this.opts.reap(null);
+    await this.sweep();
+    this.timer = setInterval(() => void this.tick(), this.opts.renewMs);
+    this.timer.unref();
+  }
+
+  /** Stops renewing and marks this instance's end (its runs are closed by then). */
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.sweeping;
+    await markReaped(this.opts.db, this.current);
+  }
+
+  private async register() {
+    await registerInstance(
+      this.opts.db,
+      {
+        id: this.current,
+        host: this.host,
+        bootId: this.boot,
+        pid: process.pid,
+        version: SERVER_VERSION,
+      },
+      this.opts.leaseMs,
+    );
+    this.opts.logger.info("instance registered", { instance_id: this.current, host: this.host });
+  }
+
+  /** One renewal and sweep at a time; a failure is logged, and the next tick tries again. */
+  private async tick() {
+    if (this.sweeping) return;
+    this.sweeping = (async () => {
+      try {
+        if (!(await renewLease(this.opts.db, this.current, this.opts.leaseMs))) {
+          this.opts.logger.error(
+            "this instance's lease expired and another instance closed its runs; they stop here, and it carries on as a new instance",
+            { instance_id: this.current },
+          );
+          this.opts.onLost();
+          this.current = randomUUID();
+          await this.register();
+        }
+        await this.sweep();
+      } catch (err) {
+        this.opts.logger.warn("could not renew the instance's lease or sweep dead instances", {
+          error: String(err),
+        });
+      } finally {
+        this.sweeping = undefined;
+      }
+    })();
+    await this.sweeping;
+  }
+
+  private async sweep() {
+    const { db, logger } = this.opts;
+    for (const instance of await reapCandidates(db, this.current, this.host)) {
+      const processGone =
+        this.opts.exclusive ||
+        (instance.host === this.host &&
+          instance.bootId === this.boot &&
+          !processAlive(instance.pid));
+      if (!processGone && !instance.expired) continue;
+      await this.opts.reap({ id: instance.id, processGone });
+      await markReaped(db, instance.id);
+      logger.warn("closed the runs of an instance that is gone", {
+        instance_id: instance.id,
+        host: instance.host,
+      });
+    }
+    await forgetReapedInstances(db, KEEP_REAPED_MS);
+  }
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: a process of another user has the pid; it may not be the instance, but it lives.
+    return (err as NodeJS.ErrnoException).code !== "ESRCH";
+  }
+}

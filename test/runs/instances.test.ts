@@ -1,0 +1,146 @@
+import { writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { groupAlive } from "../../src/process/groups.js";
+import { createServerDatabase } from "../support/db.js";
+import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { type ServerProcess, startServer } from "../support/server.js";
+import { SseReader } from "../support/sse.js";
+import { result, systemInit, textDelta } from "../support/stream-json-lines.js";
+
+// Several server processes on one Postgres: each is an instance with a lease, and none touches
+// another's runs while that one holds it (src/instances/lease.ts).
+
+const cleanups: (() => Promise<void>)[] = [];
+afterAll(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup();
+});
+
+/** A CLI that says something, then holds until the test writes its `go` file, then answers. */
+async function heldCli(): Promise<{ fake: FakeClaude; go: string; release(): Promise<void> }> {
+  const fake = await fakeClaude({ steps: [] });
+  const go = join(fake.dir, "go");
+  await fake.setScenario({
+    steps: [
+      { emit: systemInit() },
+      { emit: textDelta("msg_1", 0, "working") },
+      { mark: "holding" },
+      { waitFile: go },
+      { emit: result({ result: "done" }) },
+    ],
+  });
+  cleanups.push(fake.cleanup);
+  return { fake, go, release: () => writeFile(go, "") };
+}
+
+async function instance(env: Record<string, string>): Promise<ServerProcess> {
+  const server = await startServer(env);
+  cleanups.push(async () => void (await server.stop("SIGKILL")));
+  return server;
+}
+
+async function post(url: string, path: string, body?: unknown) {
+  return fetch(`${url}${path}`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", Prefer: "respond-async" },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+}
+
+/** A session on `url` with a run of the held CLI going; resolves once the CLI holds. */
+async function heldRun(url: string, fake: FakeClaude) {
+  const session = (await (await post(url, "/v1/sessions", {})).json()) as { id: string };
+  const res = await post(url, `/v1/sessions/${session.id}/messages`, { text: "work" });
+  expect(res.status).toBe(202);
+  const run = (await res.json()) as { id: string };
+  await fake.waitForMark("holding");
+  const [pid] = (await fake.invocations()).map((i) => i.pid);
+  return { session, run, pid: pid as number };
+}
+
+const completions = async (url: string, runId: string) =>
+  (await SseReader.of(await fetch(`${url}/v1/runs/${runId}/events?events=full`)).events()).filter(
+    (f) => f.event === "completion",
+  );
+
+describe.skipIf(!process.env.TEST_DATABASE_URL)("instances on one Postgres", () => {
+  async function database() {
+    const { url, drop } = await createServerDatabase();
+    cleanups.push(drop);
+    return url;
+  }
+
+  it("a second instance starting on the database leaves the first one's live run alone", async () => {
+    const url = await database();
+    const { fake, release } = await heldCli();
+    const env = { DATABASE_URL: url, ...fake.bridgeEnv };
+    const a = await instance(env);
+    const { run, pid } = await heldRun(a.url, fake);
+
+    const b = await instance(env);
+    // B is up: it has swept once, and left A's run and A's CLI as they were.
+    expect(await (await fetch(`${b.url}/v1/runs/${run.id}`)).json()).toMatchObject({
+      status: "running",
+    });
+    expect(await groupAlive(pid)).toBe(true);
+    expect((await fake.record()).signals).toEqual([]);
+
+    await release();
+    const ends = await completions(a.url, run.id);
+    expect(ends.map((f) => f.data)).toEqual([expect.objectContaining({ status: "succeeded" })]);
+    expect(await (await fetch(`${b.url}/v1/runs/${run.id}`)).json()).toMatchObject({
+      status: "succeeded",
+      completion: { result: "done" },
+    });
+  });
+
+  it("an instance that lost its lease (stopped past its expiry) finds its run closed by another, stops its CLI and writes nothing more to it", async () => {
+    const url = await database();
+    const { fake } = await heldCli();
+    const env = {
+      DATABASE_URL: url,
+      ...fake.bridgeEnv,
+      AGENT_BRIDGE_LEASE_SECONDS: "2",
+      AGENT_BRIDGE_LEASE_RENEW_SECONDS: "1",
+    };
+    const a = await instance(env);
+    const b = await instance(env);
+    const { session, run, pid } = await heldRun(a.url, fake);
+
+    // A stops (as a process paused, or cut off from the database, would): its lease runs out.
+    a.child.kill("SIGSTOP");
+    await b.waitForOutput(/closed the runs of an instance that is gone/, 30_000);
+    const closed = await (await fetch(`${b.url}/v1/runs/${run.id}`)).json();
+    expect(closed).toMatchObject({ status: "interrupted", completion: { status: "interrupted" } });
+    // A's process lives (stopped): B leaves its CLI to it.
+    expect(await groupAlive(pid)).toBe(true);
+
+    a.child.kill("SIGCONT");
+    await a.waitForOutput(/lease expired and another instance closed its runs/, 30_000);
+    // A stops the CLI itself (it was never released).
+    const until = Date.now() + 20_000;
+    while (await groupAlive(pid)) {
+      if (Date.now() > until)
+        throw new Error(`A left its CLI running:\n${a.output().slice(-3000)}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const ends = await completions(b.url, run.id);
+    expect(ends.map((f) => f.data)).toEqual([expect.objectContaining({ status: "interrupted" })]);
+    const replay = await SseReader.of(
+      await fetch(`${b.url}/v1/runs/${run.id}/events?events=full`),
+    ).events();
+    expect(replay.at(-1)?.event).toBe("completion");
+    expect(replay.filter((f) => f.event === "text_delta").length).toBeLessThanOrEqual(1);
+
+    // A carries on as a new instance: the session takes its next message there.
+    await fake.setScenario({
+      steps: [{ emit: systemInit() }, { emit: result({ result: "again" }) }],
+    });
+    const next = await fetch(`${a.url}/v1/sessions/${session.id}/messages`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Accept: "application/json" },
+      body: JSON.stringify({ text: "again" }),
+    });
+    expect(await next.json()).toMatchObject({ run: { status: "succeeded" } });
+  });
+});
