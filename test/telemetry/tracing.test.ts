@@ -17,6 +17,13 @@ import {
   startOtlpReceiver,
 } from "../support/otlp-receiver.js";
 import { SseReader } from "../support/sse.js";
+import {
+  assistant,
+  result,
+  systemInit,
+  toolResult,
+  toolUse,
+} from "../support/stream-json-lines.js";
 
 // OpenTelemetry traces, sent to an OTLP/HTTP receiver in the test as to a collector: the spans of
 // a real `claude` run against the mock Messages API; an exporter that fails; and, without an
@@ -133,6 +140,9 @@ describe("tracing a real claude run (OTEL_EXPORTER_OTLP_ENDPOINT set)", () => {
       // The run's lines carry its trace id, to the last (logged once its CLI's group is gone).
       expect(await cliFinished).toMatchObject({ trace_id: started.trace_id });
 
+      // A query string (where stream tokens ride) is never recorded.
+      await t.app.request(`/v1/runs/${started.run_id}/events?token=query-secret`);
+
       // Shutting down sends what is left, within its bound.
       await tracing.shutdown(10_000);
       const spans = receiver.spans.filter((s) => s.traceId === started.trace_id);
@@ -195,12 +205,67 @@ describe("tracing a real claude run (OTEL_EXPORTER_OTLP_ENDPOINT set)", () => {
         },
       });
 
+      expect(receiver.spans.find((s) => s.name === "GET /v1/runs/:id/events")).toMatchObject({
+        attributes: { "url.path": `/v1/runs/${started.run_id}/events` },
+      });
+      expect(JSON.stringify(receiver.spans)).not.toContain("query-secret");
+
       // The request's log line carries the trace id too.
       const traced = (msg: string) =>
         logs.lines.filter((l) => l.msg === msg && l.trace_id === started.trace_id);
       expect(traced("request").map((l) => l.path)).toEqual([`/v1/sessions/${session.id}/messages`]);
     } finally {
       await t.close();
+    }
+  });
+});
+
+describe("tracing a run that fails", () => {
+  it("marks the run's span and a tool call's whose update says error as errors, and nests a subagent's call under its Task", async () => {
+    const receiver = await startOtlpReceiver();
+    const fake = await fakeClaude({
+      steps: [
+        { emit: systemInit() },
+        { emit: assistant("msg_1", [toolUse("toolu_task", "Task", { prompt: "look" })]) },
+        {
+          emit: assistant("msg_2", [toolUse("toolu_sub", "Grep", { pattern: "x" })], {
+            parent: "toolu_task",
+          }),
+        },
+        { emit: toolResult("toolu_sub", "no matches", { parent: "toolu_task" }) },
+        { emit: toolResult("toolu_task", "subagent crashed", { isError: true }) },
+        { emit: result({ subtype: "error_during_execution", is_error: true, result: null }) },
+      ],
+    });
+    const { tracing, t } = await tracedApp(
+      { ...fake.bridgeEnv, OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url },
+      keptLogs().logger,
+    );
+    try {
+      const session = (await (await post(t, "/v1/sessions", {})).json()) as { id: string };
+      const res = await post(t, `/v1/sessions/${session.id}/messages`, { text: "hi" });
+      const frames = await SseReader.of(res).events();
+      expect(frames.at(-1)?.data).toMatchObject({ status: "failed", error_code: "agent_error" });
+      await tracing.shutdown(10_000);
+
+      const [run] = byOperation(receiver.spans, "invoke_agent");
+      expect(run).toMatchObject({
+        status: { code: 2 },
+        attributes: { "agent_bridge.run.status": "failed", "error.type": "agent_error" },
+      });
+      const tools = byOperation(receiver.spans, "execute_tool");
+      const task = tools.find((s) => s.attributes["gen_ai.tool.call.id"] === "toolu_task");
+      const grep = tools.find((s) => s.attributes["gen_ai.tool.call.id"] === "toolu_sub");
+      expect(task).toMatchObject({
+        parentSpanId: run?.spanId,
+        status: { code: 2 },
+        attributes: { "error.type": "tool_error", "agent_bridge.tool.kind": "subagent_task" },
+      });
+      expect(grep).toMatchObject({ parentSpanId: task?.spanId, status: { code: 0 } });
+    } finally {
+      await t.close();
+      await fake.cleanup();
+      await receiver.close();
     }
   });
 });
