@@ -32,12 +32,22 @@ import { DRIVER_DEFAULTS } from "./process/driver.js";
 import { TenantHomes } from "./process/tenant-homes.js";
 import { RunManager } from "./runs/manager.js";
 import type { DatabaseHandle } from "./store/db.js";
+import { DebugCapture } from "./telemetry/capture.js";
+import { type Tracing, tracingOff } from "./telemetry/tracing.js";
 import { runGitAs } from "./worktrees/git.js";
 import { SessionSweeper } from "./worktrees/sweep.js";
 
 /** The app's dependencies as configured; the entry point and the tests both build them here. */
-export function buildDeps(config: Config, database: DatabaseHandle, logger: Logger): AppDeps {
+export function buildDeps(
+  config: Config,
+  database: DatabaseHandle,
+  logger: Logger,
+  tracing: Tracing = tracingOff,
+): AppDeps {
   const { claude } = config;
+  const capture = config.debugCaptureDir
+    ? new DebugCapture(config.debugCaptureDir, logger)
+    : undefined;
   const metrics = new Metrics();
   const homes = config.agentUser
     ? new TenantHomes(database.db, resolveAgentUser(config.agentUser.spec), config.agentUser)
@@ -102,6 +112,8 @@ export function buildDeps(config: Config, database: DatabaseHandle, logger: Logg
     killGraceMs: DRIVER_DEFAULTS.killGraceMs,
     // A message's callback is written with its run and falls due with its completion.
     transactionHooks: [callbackHook],
+    tracing,
+    ...(capture ? { capture } : {}),
   });
   return {
     config,
@@ -113,6 +125,8 @@ export function buildDeps(config: Config, database: DatabaseHandle, logger: Logg
     streams: new StreamLimiter(config.streamsPerKey),
     agents,
     ...(homes ? { homes } : {}),
+    tracing,
+    ...(capture ? { capture } : {}),
   };
 }
 
@@ -157,6 +171,8 @@ const isHookDelivery = (c: Context) =>
 /** Builds the HTTP app from its dependencies; `src/index.ts` serves it, tests call it directly. */
 export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   const app = createRouter();
+  // Outermost, so that the request's span covers all the rest and is active in it.
+  if (deps.tracing.http) app.use(deps.tracing.http);
   // Browsers may call the API only from the origins an operator lists; none by default.
   if (deps.config.corsOrigins.length > 0) {
     app.use(

@@ -62,6 +62,8 @@ const cidrs = list.transform((entries, ctx) => {
   return parsed;
 });
 
+const httpUrl = z.url({ protocol: /^https?$/, error: "expected an http:// or https:// URL" });
+
 const oneOf = <T extends readonly [string, ...string[]]>(values: T) =>
   z.enum(values, { error: `expected one of: ${values.join(", ")}` });
 
@@ -155,6 +157,12 @@ const EnvSchema = z.object({
   AGENT_BRIDGE_AGENT_USER: z.string().min(1).optional(),
   AGENT_BRIDGE_AGENT_HOMES_DIR: z.string().min(1).optional(),
   AGENT_BRIDGE_TENANT_GID_BASE: int(1000, 4_000_000_000).default(2_000_000_000),
+  AGENT_BRIDGE_DEBUG_CAPTURE: z.string().min(1).optional(),
+  // OpenTelemetry's own variables: these decide whether traces are on; the exporter reads the
+  // rest of its settings (OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, …) itself, as every SDK does.
+  OTEL_EXPORTER_OTLP_ENDPOINT: httpUrl.optional(),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: httpUrl.optional(),
+  OTEL_SDK_DISABLED: bool.optional(),
 });
 
 /**
@@ -277,6 +285,10 @@ export interface Config {
         tenantGidBase: number;
       }
     | undefined;
+  /** Set: runs' spans go to this OTLP/HTTP traces endpoint (src/telemetry/). */
+  tracing: { url: string } | undefined;
+  /** Set: each run's raw CLI output and events are written here as JSONL (debugging only). */
+  debugCaptureDir: string | undefined;
 }
 
 /** A session's default model on `agent` (none for an agent this version does not know). */
@@ -531,5 +543,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
           tenantGidBase: e.AGENT_BRIDGE_TENANT_GID_BASE,
         }
       : undefined,
+    tracing: tracesUrl(e),
+    debugCaptureDir: e.AGENT_BRIDGE_DEBUG_CAPTURE && path.resolve(e.AGENT_BRIDGE_DEBUG_CAPTURE),
   };
+}
+
+/**
+ * Where spans go, as the OTLP exporter specification says: the traces endpoint as given, else
+ * the general endpoint with `v1/traces` added; none (tracing off) when neither is set.
+ */
+function tracesUrl(e: z.infer<typeof EnvSchema>): Config["tracing"] {
+  if (e.OTEL_SDK_DISABLED) return undefined;
+  if (e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) return { url: e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT };
+  const base = e.OTEL_EXPORTER_OTLP_ENDPOINT;
+  if (!base) return undefined;
+  return { url: `${base}${base.endsWith("/") ? "" : "/"}v1/traces` };
 }

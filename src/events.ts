@@ -44,6 +44,10 @@ export const RunStartedEvent = z
     session_id: z.string(),
     trigger: z.string(),
     queued_ms: z.number().int(),
+    trace_id: z.string().optional().openapi({
+      description:
+        "The run's OpenTelemetry trace id (32 hex digits), when the server exports traces (OTEL_EXPORTER_OTLP_ENDPOINT); absent otherwise.",
+    }),
   })
   .openapi("RunStartedEvent");
 

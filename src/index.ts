@@ -9,6 +9,7 @@ import { AgentUserError } from "./process/agent-user.js";
 import { installProcessGuards } from "./process-guards.js";
 import { DataDirLockedError } from "./store/data-dir-lock.js";
 import { type DatabaseHandle, DatabaseOpenError, openDatabase } from "./store/db.js";
+import { activeTraceFields, startTracing } from "./telemetry/tracing.js";
 import {
   checkWorktreePrerequisites,
   WorktreePrerequisiteError,
@@ -17,6 +18,9 @@ import {
 // Starts the service and stops it cleanly; everything else is built in createApp. A start-up
 // failure is one line on stderr, `agent-bridge: <what is wrong and what to do>`, and exit code 1,
 // with whatever was opened closed again; never a stack trace.
+
+/** How long shutdown waits for the collector to take the last spans. */
+const TRACES_FLUSH_MS = 5000;
 
 /** A start-up failure found here, its message written for the operator. */
 class StartupError extends Error {}
@@ -27,7 +31,13 @@ try {
 } catch (err) {
   failStartup(err);
 }
-const logger = createLogger(config.logLevel);
+// With tracing on, every line written inside a request's or a run's span carries its trace id.
+const logger = createLogger(
+  config.logLevel,
+  {},
+  undefined,
+  config.tracing ? activeTraceFields : undefined,
+);
 installProcessGuards(logger);
 const service = await start(config, logger).catch((err) =>
   failStartup(err, logger, config.databaseUrl),
@@ -52,7 +62,7 @@ async function start(config: Config, logger: Logger) {
     });
     for (const line of config.deprecated) logger.warn(line);
     const firstKey = await prepareKeys(database.db, config, logger);
-    const deps = buildDeps(config, database, logger);
+    const deps = buildDeps(config, database, logger, await startTracing(config, logger));
     await deps.homes?.prepare();
     // After buildDeps: git runs as the agents' user when they have one.
     if (config.agents.worktreeEnabled) await checkWorktreePrerequisites(config.workDir);
@@ -185,6 +195,9 @@ async function shutdown(signal: string) {
     .catch((err) => logger.warn("could not record this instance's end", { error: String(err) }));
   // Callbacks not sent yet stay in the outbox for the next start.
   await outbox.stop();
+  // The runs' last capture lines and spans: all written, the spans sent for a few seconds at most.
+  await deps.capture?.flushed();
+  await deps.tracing.shutdown(TRACES_FLUSH_MS);
   // Streams now end by themselves after their completion; give their last bytes a moment.
   await new Promise<void>((resolve) => {
     server.close(() => resolve());

@@ -12,21 +12,27 @@ export interface Logger {
   child(fields: Record<string, unknown>): Logger;
 }
 
+/**
+ * A logger writing lines at `level` and above. `ambient` adds fields of the moment a line is
+ * written (the active span's trace id, when tracing is on).
+ */
 export function createLogger(
   level: LogLevel = "info",
   base: Record<string, unknown> = {},
   write: (line: string) => void = (line) => process.stderr.write(`${line}\n`),
+  ambient?: () => Record<string, unknown> | undefined,
 ): Logger {
   const emit = (lvl: LogLevel, msg: string, fields?: Record<string, unknown>) => {
     if (ORDER[lvl] < ORDER[level]) return;
-    write(JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...base, ...fields }));
+    const time = new Date().toISOString();
+    write(JSON.stringify({ time, level: lvl, msg, ...base, ...ambient?.(), ...fields }));
   };
   return {
     debug: (msg, fields) => emit("debug", msg, fields),
     info: (msg, fields) => emit("info", msg, fields),
     warn: (msg, fields) => emit("warn", msg, fields),
     error: (msg, fields) => emit("error", msg, fields),
-    child: (fields) => createLogger(level, { ...base, ...fields }, write),
+    child: (fields) => createLogger(level, { ...base, ...fields }, write, ambient),
   };
 }
 

@@ -96,6 +96,28 @@ describe("config", () => {
     expect(line("DATABASE_URL")).toContain("postgres://");
   });
 
+  it("traces to the OTLP endpoint's /v1/traces, or to the traces endpoint as given; off without either", () => {
+    expect(loadConfig({}).tracing).toBeUndefined();
+    expect(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318" }).tracing).toEqual({
+      url: "http://collector:4318/v1/traces",
+    });
+    expect(
+      loadConfig({
+        OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318/",
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "https://traces.example/ingest",
+      }).tracing,
+    ).toEqual({ url: "https://traces.example/ingest" });
+    expect(
+      loadConfig({
+        OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318",
+        OTEL_SDK_DISABLED: "true",
+      }).tracing,
+    ).toBeUndefined();
+    expect(problems({ OTEL_EXPORTER_OTLP_ENDPOINT: "collector:4318" })).toEqual([
+      'OTEL_EXPORTER_OTLP_ENDPOINT: expected an http:// or https:// URL (got "collector:4318")',
+    ]);
+  });
+
   it("treats an empty variable as unset", () => {
     expect(loadConfig({ PORT: "", DATABASE_URL: "" })).toMatchObject({
       port: 8787,

@@ -56,6 +56,10 @@ export interface RunContext {
   logger: Logger;
   /** Called once the CLI runs, with its process group id (to clean up after a crash). */
   onSpawn: (pgid: number) => void;
+  /** The bridge's run id, which the CLI's own telemetry gets as a resource attribute. */
+  runId?: string;
+  /** Sees each line the CLI writes on stdout, as framed (AGENT_BRIDGE_DEBUG_CAPTURE). */
+  onRawLine?: (line: string) => void;
 }
 
 /** What `/readyz` shows of a back-end. */

@@ -43,9 +43,13 @@ const AGENT_PREFIXES = {
 // pass only when the operator has switched the CLI to that provider: AWS_* for Bedrock
 // (CLAUDE_CODE_USE_BEDROCK), GOOGLE_* and CLOUD_ML_* for Vertex (CLAUDE_CODE_USE_VERTEX). The
 // operator can still pass them explicitly through `extraAllow`.
+// The same holds for OTEL_*: the CLI's own telemetry reads them once CLAUDE_CODE_ENABLE_TELEMETRY
+// is on, and before that they are only the bridge's exporter settings, whose headers often hold a
+// tracing vendor's key.
 const PROVIDER_PREFIXES: Array<{ switch: string; prefixes: string[] }> = [
   { switch: "CLAUDE_CODE_USE_BEDROCK", prefixes: ["AWS_"] },
   { switch: "CLAUDE_CODE_USE_VERTEX", prefixes: ["GOOGLE_", "CLOUD_ML_"] },
+  { switch: "CLAUDE_CODE_ENABLE_TELEMETRY", prefixes: ["OTEL_"] },
 ];
 
 /** Never passed, whatever the allow-list says: the bridge's own settings and its database. */

@@ -952,6 +952,8 @@ export interface components {
       session_id: string;
       trigger: string;
       queued_ms: number;
+      /** @description The run's OpenTelemetry trace id (32 hex digits), when the server exports traces (OTEL_EXPORTER_OTLP_ENDPOINT); absent otherwise. */
+      trace_id?: string;
     };
     /** @enum {string} */
     RunStatus:

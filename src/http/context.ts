@@ -7,6 +7,8 @@ import type { Metrics } from "../metrics.js";
 import type { TenantHomes } from "../process/tenant-homes.js";
 import type { RunManager } from "../runs/manager.js";
 import type { Database, DatabaseHandle } from "../store/db.js";
+import type { DebugCapture } from "../telemetry/capture.js";
+import type { Tracing } from "../telemetry/tracing.js";
 import type { StreamLimiter } from "./streams.js";
 
 /** The app's dependencies; tests build their own and pass them to `createApp`. */
@@ -24,6 +26,10 @@ export interface AppDeps {
   streams: StreamLimiter;
   /** Set when the agents run as another OS user (AGENT_BRIDGE_AGENT_USER). */
   homes?: TenantHomes;
+  /** Spans of requests and runs (OTEL_EXPORTER_OTLP_ENDPOINT); off by default. */
+  tracing: Tracing;
+  /** Set: runs' raw CLI output and events go to files (AGENT_BRIDGE_DEBUG_CAPTURE). */
+  capture?: DebugCapture;
 }
 
 /** What a handler finds on its context: the app's dependencies and the request's id. */

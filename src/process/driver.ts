@@ -79,6 +79,10 @@ export interface DriverConfig {
   logger?: Logger;
   /** Called once the child runs, with its process group id (to clean up after a crash). */
   onSpawn?: (pgid: number) => void;
+  /** The bridge's run: its id is added to the child's OTEL_RESOURCE_ATTRIBUTES. */
+  runId?: string;
+  /** Sees each stdout line as framed (the debug capture). */
+  onRawLine?: (line: string) => void;
 }
 
 /** Defaults for callers building a DriverConfig. */
@@ -169,6 +173,16 @@ async function spawnFailure(err: NodeJS.ErrnoException, label: AgentLabel, cwd: 
   return new AgentSpawnError(label, err);
 }
 
+/**
+ * The child's environment with the run's id added to the OpenTelemetry resource attributes the
+ * operator set: the CLI's own telemetry (and any instrumented tool it runs) then names the run.
+ */
+function withRunResource(env: Record<string, string>, runId: string): Record<string, string> {
+  const own = `agent_bridge.run_id=${runId}`;
+  const set = env.OTEL_RESOURCE_ATTRIBUTES;
+  return { ...env, OTEL_RESOURCE_ATTRIBUTES: set ? `${set},${own}` : own };
+}
+
 /** Runs `command` and yields its protocol's events, ending with exactly one completion. */
 export async function* driveAgentProcess(
   command: AgentCommand,
@@ -190,7 +204,7 @@ export async function* driveAgentProcess(
   try {
     child = await spawnProcess(command.bin, command.args, {
       cwd: command.cwd,
-      env: command.env,
+      env: config.runId ? withRunResource(command.env, config.runId) : command.env,
       ...(command.runAs ? { runAs: command.runAs } : {}),
     });
   } catch (err) {
@@ -224,6 +238,7 @@ export async function* driveAgentProcess(
     },
     onInvalid: (preview, reason) =>
       log.warn(`${label.name} stdout line is not a JSON object; skipped`, { preview, reason }),
+    ...(config.onRawLine ? { onLine: config.onRawLine } : {}),
   });
   const stderrTail = new ByteTail(config.stderrTailBytes);
   const timers: NodeJS.Timeout[] = [];

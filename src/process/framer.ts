@@ -156,18 +156,22 @@ export class LineFramer {
 export interface NdjsonReaderOptions extends LineFramerOptions {
   /** Called for each line that is not a JSON object (it is skipped). */
   onInvalid?: (preview: string, reason: string) => void;
+  /** Sees every line as framed, before it is parsed: bounded as the framer bounds it. */
+  onLine?: (line: string) => void;
 }
 
 /** A LineFramer whose lines are parsed as JSON objects; blank lines are ignored. */
 export class NdjsonReader {
   private readonly framer: LineFramer;
   private readonly onInvalid: ((preview: string, reason: string) => void) | undefined;
+  private readonly onLine: ((line: string) => void) | undefined;
   /** Lines skipped because they were not JSON objects. */
   invalidLines = 0;
 
   constructor(options: NdjsonReaderOptions) {
     this.framer = new LineFramer({ longLine: LONG_LINE, ...options });
     this.onInvalid = options.onInvalid;
+    this.onLine = options.onLine;
   }
 
   get oversizedLines(): number {
@@ -186,6 +190,7 @@ export class NdjsonReader {
     const out: Record<string, unknown>[] = [];
     for (const line of lines) {
       if (line.trim().length === 0) continue;
+      this.onLine?.(line);
       let value: unknown;
       try {
         value = JSON.parse(line);

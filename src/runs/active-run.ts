@@ -1,3 +1,4 @@
+import type { Context } from "@opentelemetry/api";
 import type { CompletionEvent } from "../events.js";
 import type { RunRow, SessionRow } from "../store/schema.js";
 import type { Admittable } from "./admission.js";
@@ -13,6 +14,8 @@ export class ActiveRun implements Admittable {
   cancelled = false;
   /** The run's outcome, once known: from then on it can no longer be cancelled. */
   outcome: CompletionEvent["status"] | undefined;
+  /** The trace context the run was submitted in (its request's span), when tracing is on. */
+  traceParent: Context | undefined;
   /** Resolves once the run's CLI is gone and its slot is free. */
   readonly finished: Promise<void>;
   readonly markFinished: () => void;

@@ -17,6 +17,8 @@ import { DatabaseOutageError } from "../store/retry.js";
 import { markRunning, setRunPgid } from "../store/runs.js";
 import type { SessionRow } from "../store/schema.js";
 import { sessionTotals } from "../store/sessions.js";
+import type { DebugCapture, RunCapture } from "../telemetry/capture.js";
+import type { RunTrace, Tracing } from "../telemetry/tracing.js";
 import { prepareSessionWorktree, recordSessionWorktree } from "../worktrees/sessions.js";
 import type { ActiveRun } from "./active-run.js";
 import type { CompletionRecorder } from "./recording.js";
@@ -36,6 +38,10 @@ export interface ExecutionOptions {
   recorder: CompletionRecorder;
   /** Called once a run's completion is stored. */
   onStored: (runId: string) => void;
+  /** Spans of runs, when tracing is on. */
+  tracing: Tracing;
+  /** Set: each run's raw CLI output and events are written to files. */
+  capture?: DebugCapture;
 }
 
 /**
@@ -56,6 +62,13 @@ export class Execution {
    * Never rejects: a run's end is recorded (or kept for later) inside it.
    */
   async run(run: ActiveRun): Promise<void> {
+    const { trace, capture } = this.watch(run);
+    const execute = () => this.execute(run, trace, capture);
+    // Inside the run's span: what the run logs carries its trace id.
+    await (trace ? trace.within(execute) : execute());
+  }
+
+  private async execute(run: ActiveRun, trace?: RunTrace, capture?: RunCapture): Promise<void> {
     const { db, logger } = this.opts;
     const { row, session } = run;
     const startedAt = new Date();
@@ -64,14 +77,14 @@ export class Execution {
     const marking = markRunning(db, row.id, startedAt).catch((err) =>
       logger.error("could not mark the run running", { run_id: row.id, error: String(err) }),
     );
-    appendStarted(run, startedAt);
+    appendStarted(run, startedAt, trace);
     let events: AsyncGenerator<BridgeEvent[]> | undefined;
     let completion: CompletionEvent | undefined;
     try {
       // Asked again: the key's other runs may have spent its budget while this one was queued.
       const allowance = await this.opts.gate.allow(session);
       if (session.worktree) await this.prepareWorktree(session);
-      events = await this.runAgent(run, this.opts.agents.get(session.agent), allowance);
+      events = await this.runAgent(run, this.opts.agents.get(session.agent), allowance, capture);
       completion = await relay(run, events);
       await run.log.drain();
     } catch (err) {
@@ -101,7 +114,7 @@ export class Execution {
     reason: string,
   ): Promise<void> {
     run.outcome = status;
-    appendStarted(run, new Date());
+    appendStarted(run, new Date(), this.watch(run).trace);
     await run.log.drain().catch(() => {});
     await this.complete(run, bareCompletion(status, reason));
   }
@@ -117,10 +130,28 @@ export class Execution {
     if (stored) this.opts.onStored(runId);
   }
 
+  /** Lets the run's span and its debug capture, those that are on, see its events. */
+  private watch(run: ActiveRun): { trace?: RunTrace; capture?: RunCapture } {
+    const { row, session } = run;
+    const trace = this.opts.tracing.startRun({
+      runId: row.id,
+      sessionId: session.id,
+      agent: session.agent,
+      model: session.model,
+      trigger: row.trigger,
+      parent: run.traceParent,
+    });
+    const capture = this.opts.capture?.open(row.id);
+    if (trace) run.log.observe(trace.observe);
+    if (capture) run.log.observe(capture.event);
+    return { ...(trace ? { trace } : {}), ...(capture ? { capture } : {}) };
+  }
+
   private async runAgent(
     run: ActiveRun,
     agent: AgentBackend,
     allowance: RunAllowance,
+    capture: RunCapture | undefined,
   ): Promise<AsyncGenerator<BridgeEvent[]>> {
     const { db, logger, homes } = this.opts;
     const { row, session } = run;
@@ -153,6 +184,8 @@ export class Execution {
               error: String(err),
             }),
           ),
+        runId: row.id,
+        ...(capture ? { onRawLine: capture.rawLine } : {}),
       },
       run.abort.signal,
     );
@@ -220,13 +253,14 @@ export class Execution {
 }
 
 /** The first event of every run, started or not. */
-function appendStarted(run: ActiveRun, at: Date) {
+function appendStarted(run: ActiveRun, at: Date, trace: RunTrace | undefined) {
   run.log.append({
     type: "run_started",
     run_id: run.row.id,
     session_id: run.session.id,
     trigger: run.row.trigger,
     queued_ms: Math.max(0, at.getTime() - run.row.createdAt.getTime()),
+    ...(trace ? { trace_id: trace.traceId } : {}),
   });
 }
 

@@ -1,3 +1,4 @@
+import { type Context, context } from "@opentelemetry/api";
 import type { AgentRegistry } from "../agents/registry.js";
 import type { RunGate } from "../auth/policy.js";
 import type { DeadInstance } from "../instances/lease.js";
@@ -9,6 +10,8 @@ import { uniqueViolation } from "../store/errors.js";
 import type { LogView, SequencedEvent } from "../store/events.js";
 import * as store from "../store/runs.js";
 import type { RunRow, SessionRow } from "../store/schema.js";
+import type { DebugCapture } from "../telemetry/capture.js";
+import type { Tracing } from "../telemetry/tracing.js";
 import { ActiveRun } from "./active-run.js";
 import { Admission } from "./admission.js";
 import {
@@ -48,6 +51,10 @@ export interface RunManagerOptions {
   transactionHooks: readonly RunTransactionHook[];
   /** The id of this instance (src/instances/), written on each run it admits. */
   instanceId: () => string;
+  /** Spans of runs, when tracing is on. */
+  tracing: Tracing;
+  /** Set: each run's raw CLI output and events are written to files (AGENT_BRIDGE_DEBUG_CAPTURE). */
+  capture?: DebugCapture;
 }
 
 /**
@@ -84,6 +91,8 @@ export class RunManager {
       metrics: opts.metrics,
       recorder: this.recorder,
       onStored: (runId) => this.notifyCompletion(runId),
+      tracing: opts.tracing,
+      ...(opts.capture ? { capture: opts.capture } : {}),
     });
     const { maxConcurrent, maxQueued, maxPerKey } = opts;
     this.admission = new Admission<ActiveRun>(
@@ -110,8 +119,12 @@ export class RunManager {
 
   /** Creates and queues a run for the session; with an idempotency key, may return an earlier one. */
   submit(session: SessionRow, message: Message): Promise<{ run: RunRow; created: boolean }> {
+    // Taken now, in the caller's request: the run's span is a child of the request's.
+    const traceParent = context.active();
     // The unique index on active runs still guards against other processes.
-    return this.admission.inAdmissionOrder(session.id, () => this.admit(session, message));
+    return this.admission.inAdmissionOrder(session.id, () =>
+      this.admit(session, message, traceParent),
+    );
   }
 
   /** True while a run of the session is waiting, queued or running in this process. */
@@ -251,6 +264,7 @@ export class RunManager {
   private async admit(
     session: SessionRow,
     message: Message,
+    traceParent: Context,
   ): Promise<{ run: RunRow; created: boolean }> {
     const { db, agents, gate, transactionHooks } = this.opts;
     this.admission.checkOpen(session.id);
@@ -315,7 +329,9 @@ export class RunManager {
     }
     // `resume` is asked again when a waiting run takes its turn.
     const log = new RunLog(this.writer, row.id, db);
-    this.admission.add(new ActiveRun(row, session, log, state.resume, hooks), wait);
+    const run = new ActiveRun(row, session, log, state.resume, hooks);
+    run.traceParent = traceParent;
+    this.admission.add(run, wait);
     return { run: row, created: true };
   }
 

@@ -53,6 +53,8 @@ export class RunLog {
   private drained: (() => void)[] = [];
   private readonly waiters = new Set<() => void>();
   private closed = false;
+  /** See every event as it is appended (tracing, the debug capture). */
+  private readonly observers: ((event: BridgeEvent) => void)[] = [];
 
   constructor(
     private readonly writer: LogWriter,
@@ -62,8 +64,14 @@ export class RunLog {
     private readonly keep = KEPT_EVENTS,
   ) {}
 
+  /** Lets `observer` see each event appended from now on, the completion included. */
+  observe(observer: (event: BridgeEvent) => void): void {
+    this.observers.push(observer);
+  }
+
   /** Numbers the event and queues it for the next batch. */
   append(event: BridgeEvent): void {
+    for (const observer of this.observers) observer(event);
     const entry = this.number(event);
     // Once writing failed nothing more is stored; the run's completion reports the failure.
     if (this.failure) return;
@@ -147,6 +155,11 @@ export class RunLog {
 
   /** Publishes the last event, persisted by the caller, and closes the log. */
   close(last: SequencedEvent): void {
+    if (this.observers.length > 0) {
+      // As stored: the completion with what the recorder added (the session's usage).
+      const event = JSON.parse(last.json) as BridgeEvent;
+      for (const observer of this.observers) observer(event);
+    }
     this.publish([last]);
     this.closed = true;
     this.notify();

@@ -92,6 +92,27 @@ describe("childEnvironment", () => {
     expect(off.AWS_SECRET_ACCESS_KEY).toBeUndefined();
   });
 
+  it("passes OTEL_* to claude only once its own telemetry is on (CLAUDE_CODE_ENABLE_TELEMETRY)", () => {
+    const otel = {
+      ...source,
+      OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318",
+      OTEL_EXPORTER_OTLP_HEADERS: "x-vendor-key=secret",
+      OTEL_RESOURCE_ATTRIBUTES: "team=infra",
+    };
+    expect(Object.keys(childEnvironment(otel, [])).filter((k) => k.startsWith("OTEL_"))).toEqual(
+      [],
+    );
+    const on = childEnvironment({ ...otel, CLAUDE_CODE_ENABLE_TELEMETRY: "1" }, []);
+    expect(on).toMatchObject({
+      CLAUDE_CODE_ENABLE_TELEMETRY: "1",
+      OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318",
+      OTEL_EXPORTER_OTLP_HEADERS: "x-vendor-key=secret",
+      OTEL_RESOURCE_ATTRIBUTES: "team=infra",
+    });
+    const codex = childEnvironment({ ...otel, CLAUDE_CODE_ENABLE_TELEMETRY: "1" }, [], "codex");
+    expect(Object.keys(codex).filter((k) => k.startsWith("OTEL_"))).toEqual([]);
+  });
+
   it("gives each agent its own credentials and never another's", () => {
     const both = { ...source, OPENAI_API_KEY: "sk-openai", CODEX_HOME: "/srv/codex" };
     const claude = childEnvironment(both, [], "claude");

@@ -2,6 +2,7 @@ import { buildDeps, createApp } from "../../src/app.js";
 import { loadConfig } from "../../src/config.js";
 import type { AppDeps } from "../../src/http/context.js";
 import { type Logger, silentLogger } from "../../src/log.js";
+import { type Tracing, tracingOff } from "../../src/telemetry/tracing.js";
 import { TEST_CLI_KEY } from "./claude-env.js";
 import { type Backend, openTestDatabase, type TestDatabase } from "./db.js";
 import { LOOPBACK_CALLBACKS } from "./server.js";
@@ -35,6 +36,7 @@ export function createTestAppOn(
   database: TestDatabase,
   env: NodeJS.ProcessEnv = {},
   logger: Logger = silentLogger,
+  tracing: Tracing = tracingOff,
 ): TestApp {
   const config = loadConfig({
     PATH: process.env.PATH,
@@ -46,7 +48,7 @@ export function createTestAppOn(
     ANTHROPIC_API_KEY: TEST_CLI_KEY,
     ...env,
   });
-  const deps = buildDeps(config, database, logger);
+  const deps = buildDeps(config, database, logger, tracing);
   return {
     app: createApp(deps),
     database,
@@ -54,6 +56,8 @@ export function createTestAppOn(
     deps,
     close: async () => {
       await deps.runs.shutdown(0);
+      // Unregisters the SDK, should the test have left it on: later files share this process.
+      await deps.tracing.shutdown(1000);
       await database.destroy();
     },
   };

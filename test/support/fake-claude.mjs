@@ -16,7 +16,7 @@ const scenario = JSON.parse(readFileSync(process.env.FAKE_CLAUDE_SCENARIO ?? "",
 const record = (entry) => {
   if (scenario.record) appendFileSync(scenario.record, `${JSON.stringify(entry)}\n`);
 };
-record({ pid: process.pid, args: process.argv.slice(2), cwd: process.cwd() });
+record({ pid: process.pid, args: process.argv.slice(2), cwd: process.cwd(), env: process.env });
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 

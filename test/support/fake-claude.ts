@@ -49,6 +49,8 @@ export interface FakeRecord {
   pid: number;
   args: string[];
   cwd: string;
+  /** The environment it was started with. */
+  env: Record<string, string>;
   /** stdin lines in order (without `\n`). */
   stdin: string[];
   stdinEnded: boolean;
@@ -124,6 +126,7 @@ function parseRecord(text: string): FakeRecord {
     pid: 0,
     args: [],
     cwd: "",
+    env: {},
     stdin: [],
     stdinEnded: false,
     signals: [],
@@ -136,6 +139,7 @@ function parseRecord(text: string): FakeRecord {
       rec.pid = entry.pid;
       rec.args = entry.args as string[];
       rec.cwd = entry.cwd as string;
+      rec.env = entry.env as Record<string, string>;
     }
     if (typeof entry.stdin === "string") rec.stdin.push(entry.stdin);
     if (entry.stdinEnd === true) rec.stdinEnded = true;

@@ -1,0 +1,59 @@
+import { type Context, trace } from "@opentelemetry/api";
+import type { MiddlewareHandler } from "hono";
+import type { Config } from "../config.js";
+import type { BridgeEvent } from "../events.js";
+import type { Logger } from "../log.js";
+
+// What the rest of the bridge sees of OpenTelemetry tracing. Only the API package is imported
+// here, and it is a no-op until an SDK registers: the SDK (otel.ts) is loaded, and anything of it
+// started, only when an OTLP endpoint is configured, so a server without one pays nothing.
+
+/** A run about to start, as its span describes it. */
+export interface RunSpanStart {
+  runId: string;
+  sessionId: string;
+  /** The session's agent (`claude`, `codex`). */
+  agent: string;
+  /** The session's model; null when the CLI picks its default. */
+  model: string | null;
+  trigger: string;
+  /** The context the run was submitted in: the span of the HTTP request, when there was one. */
+  parent: Context | undefined;
+}
+
+/** A run's span (`invoke_agent`), made from the run's events as they pass. */
+export interface RunTrace {
+  readonly traceId: string;
+  /** Sees one of the run's events: tool calls become child spans; the completion ends it all. */
+  observe(event: BridgeEvent): void;
+  /** Calls `fn` with the run's span active, so that what it logs carries the span's ids. */
+  within<T>(fn: () => T): T;
+}
+
+export interface Tracing {
+  /** The middleware that makes each request's server span; absent when tracing is off. */
+  readonly http: MiddlewareHandler | undefined;
+  /** Starts a run's span; undefined when tracing is off. */
+  startRun(run: RunSpanStart): RunTrace | undefined;
+  /** Sends the spans not sent yet, waiting at most `boundMs`, and stops. Never rejects. */
+  shutdown(boundMs: number): Promise<void>;
+}
+
+export const tracingOff: Tracing = {
+  http: undefined,
+  startRun: () => undefined,
+  shutdown: async () => {},
+};
+
+/** Tracing as configured: the SDK and its OTLP/HTTP exporter when an endpoint is set, else off. */
+export async function startTracing(config: Config, logger: Logger): Promise<Tracing> {
+  if (!config.tracing) return tracingOff;
+  const { startOtel } = await import("./otel.js");
+  return startOtel(config.tracing.url, logger);
+}
+
+/** The active span's ids, as fields of a log line written inside it. */
+export function activeTraceFields(): Record<string, string> | undefined {
+  const span = trace.getActiveSpan()?.spanContext();
+  return span && { trace_id: span.traceId, span_id: span.spanId };
+}
