@@ -19,7 +19,7 @@ import {
 import { Execution } from "./execution.js";
 import { findIdempotentRun, messageHash } from "./idempotency.js";
 import { LogWriter } from "./log-writer.js";
-import type { Message } from "./message.js";
+import { type Message, NO_RUN_OPTIONS } from "./message.js";
 import { CompletionRecorder, type RunTransactionHook, recordRun } from "./recording.js";
 import { recoverRuns } from "./recovery.js";
 import { RunLog } from "./run-log.js";
@@ -301,7 +301,8 @@ export class RunManager {
     }
     // `resume` is asked again when a waiting run takes its turn.
     const log = new RunLog(this.writer, row.id, db);
-    this.admission.add(new ActiveRun(row, session, log, state.resume, hooks), wait);
+    const options = message.options ?? NO_RUN_OPTIONS;
+    this.admission.add(new ActiveRun(row, session, log, state.resume, hooks, options), wait);
     return { run: row, created: true };
   }
 
