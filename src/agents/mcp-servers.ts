@@ -35,10 +35,12 @@ export type McpServerConfig = z.infer<typeof McpServerConfig>;
 export type McpCatalog = Readonly<Record<string, McpServerConfig>>;
 
 const McpConfigFile = z.strictObject({
-  mcpServers: z.record(
-    z.string().regex(MCP_SERVER_NAME, { error: `a server name is ${NAME_RULE}` }),
-    McpServerConfig,
-  ),
+  mcpServers: z.record(z.string(), McpServerConfig).superRefine((servers, ctx) => {
+    for (const name of Object.keys(servers)) {
+      if (MCP_SERVER_NAME.test(name)) continue;
+      ctx.addIssue({ code: "custom", path: [name], message: `a server name is ${NAME_RULE}` });
+    }
+  }),
 });
 
 /** The servers of the admin's file, or what is wrong with it (one line per problem). */

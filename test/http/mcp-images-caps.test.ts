@@ -6,6 +6,7 @@ import { count } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_IMAGE_BASE64_CHARS } from "../../src/agents/images.js";
 import { hooks, sessions } from "../../src/store/schema.js";
+import { createSession } from "../../src/store/sessions.js";
 import { createTestApp, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
@@ -259,6 +260,31 @@ describe.each(BACKENDS)("MCP servers, images and run caps through the API on %s"
     expect(existsSync(file)).toBe(false);
   });
 
+  it("ends a run of a session whose MCP server the admin's file no longer has, naming it, without starting the CLI", async () => {
+    // Made when the file still had it.
+    const session = await createSession(t.database.db, {
+      ownerKeyId: null,
+      workDir: null,
+      title: null,
+      agent: "claude",
+      permissionMode: "default",
+      model: null,
+      effort: "low",
+      systemPrompt: null,
+      worktree: false,
+      mcpServers: ["github", "retired"],
+      metadata: {},
+    });
+    const starts = (await fake.invocations()).length;
+    const { res } = await run(session.id, { text: "use it" });
+    expect((await res.json()).completion).toMatchObject({
+      status: "failed",
+      error_code: "invalid_run_request",
+      error: `the server's MCP configuration has no server named "retired"`,
+    });
+    expect(await fake.invocations()).toHaveLength(starts);
+  });
+
   it("passes --strict-mcp-config and no MCP configuration for a session without servers", async () => {
     const session = await newSession();
     const { res, record } = await run(session.id, { text: "plain" });
@@ -303,6 +329,29 @@ describe.each(BACKENDS)("MCP servers, images and run caps through the API on %s"
     const { run: shown } = await res.json();
     expect(shown.prompt).toBe("what are these?");
     expect(JSON.stringify(shown)).not.toContain(PNG_1X1);
+  });
+
+  it("holds an Idempotency-Key to the message's images and caps too", async () => {
+    const session = await newSession();
+    const image = { type: "image", media_type: "image/png", data: PNG_1X1 };
+    const send = (body: Record<string, unknown>) =>
+      request(
+        `/v1/sessions/${session.id}/messages`,
+        post(
+          { text: "same text", ...body },
+          { Prefer: "respond-async", "Idempotency-Key": "key-1" },
+        ),
+      );
+    const first = await send({ attachments: [image], max_turns: 2 });
+    expect(first.status).toBe(202);
+    const { id } = await first.json();
+    const again = await send({ attachments: [image], max_turns: 2 });
+    expect((await again.json()).id).toBe(id);
+    for (const other of [{ attachments: [image] }, { attachments: [image], max_turns: 3 }, {}]) {
+      const res = await send(other);
+      expect(res.status).toBe(422);
+      expect((await res.json()).code).toBe("idempotency_key_reused");
+    }
   });
 
   it("lets a hook's sessions have MCP servers, refusing one the admin's file does not have", async () => {
