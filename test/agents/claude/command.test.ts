@@ -126,9 +126,7 @@ describe("buildClaudeArgs", () => {
   });
 
   it("always passes --strict-mcp-config, so no MCP configuration but the run's own is loaded", () => {
-    expect(buildClaudeArgs(base).filter((a) => a.includes("mcp"))).toEqual([
-      "--strict-mcp-config",
-    ]);
+    expect(buildClaudeArgs(base).filter((a) => a.includes("mcp"))).toEqual(["--strict-mcp-config"]);
     const args = buildClaudeArgs({ ...base, mcpConfigFile: "/tmp/run-1/mcp.json" });
     // One argument: the option is variadic, and `=` keeps the next flag from becoming a file.
     expect(args.filter((a) => a.includes("mcp"))).toEqual([
