@@ -4,7 +4,6 @@ import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
-import { BACKENDS } from "../support/db.js";
 import { PNG_1X1 } from "../support/images.js";
 import {
   type MessagesBody,
@@ -17,7 +16,8 @@ import {
 // binary against the mock Messages API: the admin's server named by the session is started and
 // offered to the model (and no other: neither the admin's others nor the work dir's .mcp.json),
 // an image reaches the API as an image block, and a run stopped by its cap on turns or spend ends
-// with that cap's error code.
+// with that cap's error code. On the embedded database alone: what the database does with these
+// fields (both kinds) is in test/http/mcp-images-caps.test.ts, and each real run costs seconds.
 
 const MCP_ECHO = resolve(import.meta.dirname, "../support/mcp-echo.mjs");
 
@@ -35,7 +35,7 @@ const bash = (command: string) => ({
   blocks: [{ type: "tool_use" as const, name: "Bash", input: { command } }],
 });
 
-describe.each(BACKENDS)("MCP servers, images and run caps with the real CLI on %s", (backend) => {
+describe("MCP servers, images and run caps with the real CLI", () => {
   let mock: MockAnthropic;
   let ce: ClaudeEnv;
   let dir: string;
@@ -58,7 +58,7 @@ describe.each(BACKENDS)("MCP servers, images and run caps with the real CLI on %
       join(ce.cwd, ".mcp.json"),
       JSON.stringify({ mcpServers: { project: echoServer("project_echo") } }),
     );
-    t = await createTestApp(backend, {
+    t = await createTestApp("pglite", {
       ...ce.env,
       AGENT_BRIDGE_WORK_DIR: ce.cwd,
       AGENT_BRIDGE_PERMISSION_MODE: "bypassPermissions",
