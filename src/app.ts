@@ -23,6 +23,7 @@ import { openApiDocument } from "./http/openapi.js";
 import { rateLimit } from "./http/rate-limit.js";
 import { createRouter } from "./http/router.js";
 import { mountRoutes } from "./http/routes/index.js";
+import { ATTACHMENTS_MAX_BYTES } from "./http/routes/runs/runs.schemas.js";
 import { StreamLimiter } from "./http/streams.js";
 import { InstanceLease } from "./instances/lease.js";
 import type { Logger } from "./log.js";
@@ -73,6 +74,7 @@ export function buildDeps(
         env: claude.childEnv,
         driver,
         ...(homes ? { runAs: homes.user } : {}),
+        mcpServers: config.agents.mcpServers,
       }),
     codex: () =>
       codexBackend({
@@ -168,6 +170,10 @@ export function buildHookWorkers(deps: AppDeps): { outbox: CallbackOutbox; sched
 const isHookDelivery = (c: Context) =>
   c.req.method === "POST" && /^\/v1\/hooks\/[^/]+\/deliveries\/?$/.test(c.req.path);
 
+/** A message, which may carry images besides its text. */
+const isMessage = (c: Context) =>
+  c.req.method === "POST" && /^\/v1\/sessions\/[^/]+\/messages\/?$/.test(c.req.path);
+
 /** Builds the HTTP app from its dependencies; `src/index.ts` serves it, tests call it directly. */
 export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   const app = createRouter();
@@ -221,10 +227,17 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   });
   app.use(accessLog);
   app.use(requestMetrics);
-  // Webhook deliveries have a limit of their own: GitHub sends payloads up to 25 MB.
+  // Webhook deliveries have a limit of their own: GitHub sends payloads up to 25 MB. A message has
+  // room for its largest images on top of the API's limit.
   const apiBodyLimit = limitBody(deps.config.bodyLimitBytes);
   const deliveryBodyLimit = limitBody(deps.config.hooks.deliveryLimitBytes);
-  app.use((c, next) => (isHookDelivery(c) ? deliveryBodyLimit : apiBodyLimit)(c, next));
+  const messageBodyLimit = limitBody(deps.config.bodyLimitBytes + ATTACHMENTS_MAX_BYTES);
+  app.use((c, next) =>
+    (isHookDelivery(c) ? deliveryBodyLimit : isMessage(c) ? messageBodyLimit : apiBodyLimit)(
+      c,
+      next,
+    ),
+  );
   app.use(
     "/v1/*",
     except(

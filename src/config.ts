@@ -5,6 +5,7 @@ import path from "node:path";
 import { z } from "zod";
 import { AGENT_NAMES, type AgentName } from "./agents/agent.js";
 import { childEnvironment } from "./agents/child-env.js";
+import { type McpCatalog, parseMcpConfig } from "./agents/mcp-servers.js";
 import { EFFORTS, PERMISSION_MODES } from "./agents/settings.js";
 import { isWellFormedKey } from "./auth/keys.js";
 import { MAX_VALUE_CHARS } from "./hooks/template.js";
@@ -146,6 +147,7 @@ const EnvSchema = z.object({
   AGENT_BRIDGE_WORKTREE_ENABLED: bool.default(false),
   AGENT_BRIDGE_EFFORT: oneOf(EFFORTS).default("xhigh"),
   AGENT_BRIDGE_MAX_LINE_BYTES: int(10_000_000).default(16 * 1024 * 1024),
+  AGENT_BRIDGE_MCP_CONFIG: z.string().min(1).optional(),
   AGENT_BRIDGE_CLAUDE_MODEL: z.string().min(1).optional(),
   AGENT_BRIDGE_CLAUDE_ENV_ALLOW: list.default([]),
   AGENT_BRIDGE_CODEX_MODEL: z
@@ -258,6 +260,8 @@ export interface Config {
     timeoutSeconds: number;
     idleTimeoutSeconds: number;
     maxLineBytes: number;
+    /** The MCP servers a session may name (AGENT_BRIDGE_MCP_CONFIG); empty when unset. */
+    mcpServers: McpCatalog;
   };
   codex: {
     bin: string;
@@ -373,6 +377,22 @@ function readSecretFiles(env: Record<string, string>): Record<string, string> {
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return out;
+}
+
+/** The MCP servers of the admin's file; a file that cannot be read or used stops the start-up. */
+function readMcpConfig(file: string | undefined): McpCatalog {
+  if (file === undefined) return {};
+  const where = `AGENT_BRIDGE_MCP_CONFIG: ${JSON.stringify(file)}`;
+  let content: string;
+  try {
+    content = readFileSync(file, "utf8");
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+    throw new ConfigError([`${where}: cannot read it (${code})`]);
+  }
+  const parsed = parseMcpConfig(content);
+  if ("problems" in parsed) throw new ConfigError(parsed.problems.map((p) => `${where}: ${p}`));
+  return parsed.catalog;
 }
 
 /**
@@ -524,6 +544,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       timeoutSeconds: e.AGENT_BRIDGE_RUN_TIMEOUT_SECONDS,
       idleTimeoutSeconds: e.AGENT_BRIDGE_IDLE_TIMEOUT_SECONDS,
       maxLineBytes: e.AGENT_BRIDGE_MAX_LINE_BYTES,
+      mcpServers: readMcpConfig(e.AGENT_BRIDGE_MCP_CONFIG),
     },
     codex: {
       bin: e.AGENT_BRIDGE_CODEX_BIN ?? defaultCodexBin(),

@@ -186,4 +186,60 @@ describe("config", () => {
       expect(lines).toEqual(["DATABASE_URL: expected a postgres:// or postgresql:// URL"]);
     });
   });
+
+  describe("AGENT_BRIDGE_MCP_CONFIG", () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "agent-bridge-mcp-"));
+    afterAll(() => rmSync(dir, { recursive: true, force: true }));
+    const mcpFile = (name: string, content: unknown) => {
+      const file = path.join(dir, name);
+      writeFileSync(file, typeof content === "string" ? content : JSON.stringify(content));
+      return file;
+    };
+
+    it("reads the admin's named MCP servers, stdio and remote, in the CLI's own format", () => {
+      const servers = {
+        github: { command: "npx", args: ["-y", "github-mcp"], env: { GITHUB_TOKEN: "t" } },
+        docs: { type: "http", url: "https://mcp.example/docs", headers: { "X-Key": "k" } },
+        events: { type: "sse", url: "http://127.0.0.1:9000/sse" },
+      };
+      const file = mcpFile("good.json", { mcpServers: servers });
+      expect(loadConfig({ AGENT_BRIDGE_MCP_CONFIG: file }).agents.mcpServers).toEqual(servers);
+      expect(loadConfig({}).agents.mcpServers).toEqual({});
+    });
+
+    it("stops the start-up naming the file and each problem in it", () => {
+      const missing = path.join(dir, "missing.json");
+      expect(problems({ AGENT_BRIDGE_MCP_CONFIG: missing })).toEqual([
+        `AGENT_BRIDGE_MCP_CONFIG: ${JSON.stringify(missing)}: cannot read it (ENOENT)`,
+      ]);
+      const notJson = mcpFile("not-json.json", "{mcpServers:");
+      expect(problems({ AGENT_BRIDGE_MCP_CONFIG: notJson })[0]).toMatch(
+        new RegExp(`^AGENT_BRIDGE_MCP_CONFIG: ${JSON.stringify(notJson)}: not JSON: `),
+      );
+      const bad = mcpFile("bad.json", {
+        mcpServers: {
+          nocommand: { args: ["x"] },
+          ftp: { type: "http", url: "ftp://x" },
+          nul: { command: "x\u0000y" },
+          extra: { command: "x", cwd: "/" },
+        },
+      });
+      const lines = problems({ AGENT_BRIDGE_MCP_CONFIG: bad });
+      const at = `AGENT_BRIDGE_MCP_CONFIG: ${JSON.stringify(bad)}: mcpServers.`;
+      expect(lines).toEqual([
+        `${at}nocommand: expected a stdio server {"command", "args"?, "env"?} or a remote one {"type": "sse" | "http", "url", "headers"?}`,
+        `${at}ftp.url: expected an http:// or https:// URL`,
+        `${at}nul.command: must not contain NUL`,
+        `${at}extra: Unrecognized key: "cwd"`,
+      ]);
+      const badName = mcpFile("bad-name.json", { mcpServers: { "git hub": { command: "x" } } });
+      expect(problems({ AGENT_BRIDGE_MCP_CONFIG: badName })).toEqual([
+        `AGENT_BRIDGE_MCP_CONFIG: ${JSON.stringify(badName)}: mcpServers.git hub: a server name is letters, digits, '_' or '-', at most 64, starting with a letter or digit`,
+      ]);
+      expect(problems({ AGENT_BRIDGE_MCP_CONFIG: mcpFile("flat.json", { github: {} }) })).toEqual([
+        `AGENT_BRIDGE_MCP_CONFIG: ${JSON.stringify(path.join(dir, "flat.json"))}: mcpServers: Invalid input: expected record, received undefined`,
+        `AGENT_BRIDGE_MCP_CONFIG: ${JSON.stringify(path.join(dir, "flat.json"))}: Unrecognized key: "github"`,
+      ]);
+    });
+  });
 });

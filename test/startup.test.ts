@@ -66,6 +66,15 @@ describe("a start-up that cannot succeed", () => {
     );
   });
 
+  it("names an MCP configuration file it cannot use, and what is wrong in it", async () => {
+    const file = path.join(dataDir(), "mcp.json");
+    writeFileSync(file, JSON.stringify({ mcpServers: { github: { url: "https://x" } } }));
+    const { stderr } = await startFails({ AGENT_BRIDGE_MCP_CONFIG: file });
+    expect(stderr).toBe(
+      `agent-bridge: invalid configuration:\n  AGENT_BRIDGE_MCP_CONFIG: ${JSON.stringify(file)}: mcpServers.github: expected a stdio server {"command", "args"?, "env"?} or a remote one {"type": "sse" | "http", "url", "headers"?}\n`,
+    );
+  });
+
   it("names an embedded database that cannot be opened", async () => {
     const dir = dataDir();
     mkdirSync(path.join(dir, "pgdata"));

@@ -2,6 +2,7 @@ import { z } from "@hono/zod-openapi";
 import type { BridgeEvent, SessionUsage } from "../events.js";
 import type { Logger } from "../log.js";
 import type { AgentIdentity } from "../process/tenant-homes.js";
+import type { ImageAttachment } from "./images.js";
 import { Effort, PermissionMode } from "./settings.js";
 
 // What an agent back-end is to the rest of the bridge. A back-end turns one message into one run
@@ -25,6 +26,11 @@ export const SessionSettings = z.object({
   model: z.string().nullable(),
   systemPrompt: z.string().nullable(),
   worktree: z.boolean(),
+  /** Names of the admin's MCP servers (AGENT_BRIDGE_MCP_CONFIG) the runs get, and no others. */
+  mcpServers: z.array(z.string()),
+  /** Caps of the run: agentic turns, and USD of its own (apart from its key's budget); null: none. */
+  maxTurns: z.number().int().nullable(),
+  maxBudgetUsd: z.number().nullable(),
 });
 export type SessionSettings = z.infer<typeof SessionSettings>;
 
@@ -37,6 +43,9 @@ export interface AgentRunRequest {
   /** Whether an earlier run of the session was started, so its conversation may exist. */
   resume: boolean;
   prompt: string;
+  /** Images sent with the prompt. */
+  attachments: readonly ImageAttachment[];
+  /** The session's settings, with the message's own caps in place of the session's. */
   settings: SessionSettings;
   /** The message's system prompt, added to the session's. */
   messageSystemPrompt: string | null;
@@ -45,7 +54,7 @@ export interface AgentRunRequest {
    * undefined once the session is gone.
    */
   usageBefore: () => Promise<SessionUsage | undefined>;
-  /** USD the run may spend, when its key has a budget. */
+  /** USD the run may spend, when its key has a budget (see `runBudget`). */
   maxBudgetUsd: number | null;
   cwd: string;
   /** Set: the CLI runs as the agent user, in its tenant's HOME (src/process/tenant-homes.ts). */
@@ -92,4 +101,16 @@ export function joinSystemPrompts(request: AgentRunRequest): string | null {
     (p): p is string => Boolean(p),
   );
   return parts.length ? parts.join("\n\n") : null;
+}
+
+/**
+ * What the run may spend: the smaller of its own cap (`settings.maxBudgetUsd`) and what its key's
+ * budget has left, and whose it is, since a run stopped by its own cap ends `max_budget` and one
+ * stopped by its key's ends `budget_exhausted`. Null when neither caps it.
+ */
+export function runBudget(request: AgentRunRequest): { usd: number; own: boolean } | null {
+  const own = request.settings.maxBudgetUsd;
+  const key = request.maxBudgetUsd;
+  if (own === null) return key === null ? null : { usd: key, own: false };
+  return key !== null && key < own ? { usd: key, own: false } : { usd: own, own: true };
 }

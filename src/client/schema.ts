@@ -463,7 +463,7 @@ export interface components {
       delivered_at: string | null;
     };
     /**
-     * @description Why the run did not succeed, when the bridge can tell: `agent_not_authenticated` (the CLI has no valid credentials: set ANTHROPIC_API_KEY or another login in the server's environment), `agent_error` (the CLI or its API reported an error), `agent_not_found`, `agent_start_failed`, `agent_exited` (ended without a result), `agent_stalled`, `work_dir_not_found`, `invalid_run_request`, `timed_out`, `cancelled`, `budget_exhausted` (the run stopped at, or did not start past, its key's monthly `max_budget_usd`), `policy_denied` (its key's policy no longer allows the session's options). Absent on success and when the bridge itself failed.
+     * @description Why the run did not succeed, when the bridge can tell: `agent_not_authenticated` (the CLI has no valid credentials: set ANTHROPIC_API_KEY or another login in the server's environment), `agent_error` (the CLI or its API reported an error), `agent_not_found`, `agent_start_failed`, `agent_exited` (ended without a result), `agent_stalled`, `work_dir_not_found`, `invalid_run_request`, `timed_out`, `cancelled`, `budget_exhausted` (the run stopped at, or did not start past, its key's monthly `max_budget_usd`), `max_budget` (the run stopped at its own `max_budget_usd`, the session's or its message's), `max_turns` (the run stopped at its `max_turns`), `policy_denied` (its key's policy no longer allows the session's options). Absent on success and when the bridge itself failed.
      * @enum {string}
      */
     CompletionErrorCode:
@@ -478,6 +478,8 @@ export interface components {
       | "timed_out"
       | "cancelled"
       | "budget_exhausted"
+      | "max_budget"
+      | "max_turns"
       | "policy_denied";
     CompletionEvent: {
       /**
@@ -559,6 +561,13 @@ export interface components {
       permission_mode?: components["schemas"]["PermissionMode"];
       model?: string;
       effort?: components["schemas"]["Effort"];
+      /**
+       * @description The MCP servers its sessions get, as for a session (by their names in `AGENT_BRIDGE_MCP_CONFIG`; Claude Code only).
+       * @example [
+       *       "github"
+       *     ]
+       */
+      mcp_servers?: string[];
       /** @description Only deliveries of these events start a run (an entry may also be `event.action`, e.g. `pull_request.opened`); others are recorded as `ignored`. Empty or absent: every event. */
       events?: string[];
       /**
@@ -589,6 +598,17 @@ export interface components {
       system_prompt?: string;
       /** @description Run in a git worktree of its own. Default: `AGENT_BRIDGE_WORKTREE_ENABLED`. */
       worktree?: boolean;
+      /**
+       * @description MCP servers the agent gets, by the names the server's admin gave them in `AGENT_BRIDGE_MCP_CONFIG` (400 for a name it does not have). Each run gets exactly these: a work dir's own `.mcp.json` and any other MCP configuration are never loaded. Claude Code only; 400 for a codex session.
+       * @example [
+       *       "github"
+       *     ]
+       */
+      mcp_servers?: string[];
+      /** @description The most agentic turns (model calls) a run may take; a run stopped by it ends `failed` with `error_code: max_turns`. Claude Code only (`--max-turns`); 400 for a codex session. A message may set its own for its run. */
+      max_turns?: number;
+      /** @description The most USD a run may spend; the agent stops after the turn that reaches it, and the run ends `failed` with `error_code: max_budget`. With a key's monthly budget the run gets the smaller of the two (stopped by the key's, it ends `budget_exhausted`). Claude Code only (`--max-budget-usd`); 400 for a codex session. A message may set its own for its run. */
+      max_budget_usd?: number;
       /** @description Directory the agent works in, absolute or relative to the first allowed root; it must resolve (symlinks followed) inside `AGENT_BRIDGE_ALLOWED_ROOTS`. Default: `AGENT_BRIDGE_WORK_DIR`. */
       work_dir?: string;
       /** @description Up to 32 string pairs, stored and returned as given. */
@@ -654,6 +674,7 @@ export interface components {
       permission_mode: components["schemas"]["PermissionMode"] & (string | null);
       model: string | null;
       effort: components["schemas"]["Effort"] & (string | null);
+      mcp_servers: string[];
       events: string[];
       callback_url: string | null;
       schedule: string | null;
@@ -694,6 +715,14 @@ export interface components {
     };
     HookList: {
       data: components["schemas"]["Hook"][];
+    };
+    ImageAttachment: {
+      /** @enum {string} */
+      type: "image";
+      /** @enum {string} */
+      media_type: "image/png" | "image/jpeg" | "image/gif" | "image/webp";
+      /** @description The image's bytes, base64 (standard alphabet, padded). */
+      data: string;
     };
     NewApiKey: components["schemas"]["ApiKey"] & {
       /** @description The key itself: shown this once, stored only as a hash. */
@@ -816,6 +845,12 @@ export interface components {
       text: string;
       /** @description Appended to the system prompt for this message only. */
       system_prompt?: string;
+      /** @description Images for the agent with the text: PNG, JPEG, GIF or WebP, up to 4, each at most 5242880 characters of base64 (3.75 MiB of image), checked to decode and to start as its `media_type` does. The body may then exceed `AGENT_BRIDGE_BODY_LIMIT_BYTES` by what they take. Claude Code gets them as image blocks of the message, codex as `--image` files (in a directory of the run's, removed after it). Never stored: the run shows only its text as `prompt`. */
+      attachments?: components["schemas"]["ImageAttachment"][];
+      /** @description The most agentic turns (model calls) a run may take; a run stopped by it ends `failed` with `error_code: max_turns`. Claude Code only (`--max-turns`); 400 for a codex session. For this message's run, in place of the session's. */
+      max_turns?: number;
+      /** @description The most USD a run may spend; the agent stops after the turn that reaches it, and the run ends `failed` with `error_code: max_budget`. With a key's monthly budget the run gets the smaller of the two (stopped by the key's, it ends `budget_exhausted`). Claude Code only (`--max-budget-usd`); 400 for a codex session. For this message's run, in place of the session's. */
+      max_budget_usd?: number;
     };
     Problem: {
       /** @example urn:agent-bridge:problem:session_not_found */
@@ -1001,6 +1036,12 @@ export interface components {
       /** @description The real path the agent works in. */
       work_dir: string;
       worktree: boolean;
+      /** @description The MCP servers its runs get. */
+      mcp_servers: string[];
+      /** @description Each run's cap on turns, unless its message sets one; null: none. */
+      max_turns: number | null;
+      /** @description Each run's cap in USD, unless its message sets one; null: none. */
+      max_budget_usd: number | null;
       metadata: {
         [key: string]: string;
       };
@@ -1185,6 +1226,13 @@ export interface components {
       permission_mode?: components["schemas"]["PermissionMode"];
       model?: string;
       effort?: components["schemas"]["Effort"];
+      /**
+       * @description The MCP servers its sessions get, as for a session (by their names in `AGENT_BRIDGE_MCP_CONFIG`; Claude Code only).
+       * @example [
+       *       "github"
+       *     ]
+       */
+      mcp_servers?: string[];
       /** @description Only deliveries of these events start a run (an entry may also be `event.action`, e.g. `pull_request.opened`); others are recorded as `ignored`. Empty or absent: every event. */
       events?: string[];
       /**

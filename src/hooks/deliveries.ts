@@ -363,6 +363,7 @@ function newSession(deps: HookDeps, hook: HookRow, key: string): Promise<Session
     effort: hook.effort ?? agents.effort,
     systemPrompt: null,
     worktree: hook.worktree ?? agents.worktreeEnabled,
+    mcpServers: hook.mcpServers,
     metadata: { hook: hook.name, ...(key ? { session_key: key.slice(0, 512) } : {}) },
   });
 }

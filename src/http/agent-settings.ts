@@ -1,4 +1,5 @@
 import type { AgentBackend, SessionSettings } from "../agents/agent.js";
+import { type McpCatalog, unknownMcpServers } from "../agents/mcp-servers.js";
 import { type AgentRegistry, AgentUnavailableError } from "../agents/registry.js";
 import { ApiError, type ValidationIssue } from "./errors.js";
 
@@ -24,6 +25,9 @@ const SETTING_FIELDS: Record<keyof SessionSettings, string> = {
   model: "model",
   systemPrompt: "system_prompt",
   worktree: "worktree",
+  mcpServers: "mcp_servers",
+  maxTurns: "max_turns",
+  maxBudgetUsd: "max_budget_usd",
 };
 
 /** What the agent cannot honour of the settings, one issue per body field; empty when all is well. */
@@ -34,5 +38,19 @@ export function settingIssues(agent: AgentBackend, settings: SessionSettings): V
     location: "body" as const,
     path: SETTING_FIELDS[issue.path[0] as keyof SessionSettings] ?? String(issue.path[0]),
     message: `the ${agent.name} agent cannot honour this: ${issue.message}`,
+  }));
+}
+
+/** One issue per MCP server name the admin's file does not have; empty when it has them all. */
+export function mcpServerIssues(catalog: McpCatalog, names: readonly string[]): ValidationIssue[] {
+  const known = Object.keys(catalog);
+  const offered =
+    known.length > 0
+      ? `it has ${known.map((n) => JSON.stringify(n)).join(", ")}`
+      : "it has none (AGENT_BRIDGE_MCP_CONFIG is not set)";
+  return unknownMcpServers(catalog, names).map((name) => ({
+    location: "body" as const,
+    path: "mcp_servers",
+    message: `the server has no MCP server named ${JSON.stringify(name)}: ${offered}`,
   }));
 }

@@ -2,6 +2,7 @@ import type { Context } from "@opentelemetry/api";
 import type { CompletionEvent } from "../events.js";
 import type { RunRow, SessionRow } from "../store/schema.js";
 import type { Admittable } from "./admission.js";
+import type { RunOptions } from "./message.js";
 import type { RunTransactionHook } from "./recording.js";
 import type { RunLog } from "./run-log.js";
 
@@ -29,6 +30,8 @@ export class ActiveRun implements Admittable {
     public resume: boolean,
     /** The transaction hooks that joined the run when it was written. */
     readonly hooks: readonly RunTransactionHook[],
+    /** What its message set for this run alone. */
+    readonly options: RunOptions,
   ) {
     let markFinished = () => {};
     this.finished = new Promise<void>((resolve) => {

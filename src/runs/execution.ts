@@ -1,4 +1,4 @@
-import { type AgentBackend, SessionSettings } from "../agents/agent.js";
+import type { AgentBackend } from "../agents/agent.js";
 import { type AgentRegistry, AgentUnavailableError } from "../agents/registry.js";
 import {
   BudgetExhaustedError,
@@ -16,7 +16,7 @@ import { describeDbError } from "../store/errors.js";
 import { DatabaseOutageError } from "../store/retry.js";
 import { markRunning, setRunPgid } from "../store/runs.js";
 import type { SessionRow } from "../store/schema.js";
-import { sessionTotals } from "../store/sessions.js";
+import { sessionSettings, sessionTotals } from "../store/sessions.js";
 import type { DebugCapture, RunCapture } from "../telemetry/capture.js";
 import type { RunTrace, Tracing } from "../telemetry/tracing.js";
 import { prepareSessionWorktree, recordSessionWorktree } from "../worktrees/sessions.js";
@@ -154,21 +154,21 @@ export class Execution {
     capture: RunCapture | undefined,
   ): Promise<AsyncGenerator<BridgeEvent[]>> {
     const { db, logger, homes } = this.opts;
-    const { row, session } = run;
+    const { row, session, options } = run;
     const identity = await homes?.identityFor(session.ownerKeyId);
+    const settings = sessionSettings(session);
     return agent.run(
       {
         sessionId: session.id,
         agentSessionId: session.agentSessionId,
         resume: run.resume,
         prompt: row.prompt,
-        settings: SessionSettings.parse({
-          permissionMode: session.permissionMode,
-          effort: session.effort,
-          model: session.model,
-          systemPrompt: session.systemPrompt,
-          worktree: session.worktree,
-        }),
+        attachments: options.attachments,
+        settings: {
+          ...settings,
+          maxTurns: options.maxTurns ?? settings.maxTurns,
+          maxBudgetUsd: options.maxBudgetUsd ?? settings.maxBudgetUsd,
+        },
         messageSystemPrompt: row.systemPrompt,
         usageBefore: () => sessionTotals(db, session.id),
         maxBudgetUsd: allowance.maxBudgetUsd,

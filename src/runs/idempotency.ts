@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import type { Database } from "../store/db.js";
 import { expireIdempotencyKey, findRunByIdempotencyKey } from "../store/runs.js";
 import { IdempotencyConflictError } from "./errors.js";
-import type { Message } from "./message.js";
+import { type Message, NO_RUN_OPTIONS } from "./message.js";
 
 // An Idempotency-Key names one run of its session for a day: the same request again gets that
 // run back, another request with the key is a conflict, and after the day the key is free again.
@@ -11,9 +11,13 @@ const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
 
 /** What an Idempotency-Key stands for: a second use with another hash is a conflict. */
 export function messageHash(message: Message): string {
-  return createHash("sha256")
-    .update(JSON.stringify([message.text, message.systemPrompt]))
-    .digest("hex");
+  const hash = createHash("sha256").update(JSON.stringify([message.text, message.systemPrompt]));
+  // Only when set, so that a message without them hashes as it did before they existed.
+  const { maxTurns, maxBudgetUsd, attachments } = message.options ?? NO_RUN_OPTIONS;
+  if (maxTurns !== null || maxBudgetUsd !== null || attachments.length > 0) {
+    hash.update(JSON.stringify({ maxTurns, maxBudgetUsd, attachments }));
+  }
+  return hash.digest("hex");
 }
 
 /** The run the key already names, if any; throws IdempotencyConflictError for another request. */

@@ -23,7 +23,7 @@ import {
 import { Execution } from "./execution.js";
 import { findIdempotentRun, messageHash } from "./idempotency.js";
 import { LogWriter } from "./log-writer.js";
-import type { Message } from "./message.js";
+import { type Message, NO_RUN_OPTIONS } from "./message.js";
 import { CompletionRecorder, type RunTransactionHook, recordRun } from "./recording.js";
 import { reapRuns } from "./recovery.js";
 import { RunLog } from "./run-log.js";
@@ -329,7 +329,8 @@ export class RunManager {
     }
     // `resume` is asked again when a waiting run takes its turn.
     const log = new RunLog(this.writer, row.id, db);
-    const run = new ActiveRun(row, session, log, state.resume, hooks);
+    const options = message.options ?? NO_RUN_OPTIONS;
+    const run = new ActiveRun(row, session, log, state.resume, hooks, options);
     run.traceParent = traceParent;
     this.admission.add(run, wait);
     return { run: row, created: true };

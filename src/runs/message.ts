@@ -1,9 +1,26 @@
+import type { ImageAttachment } from "../agents/images.js";
+
+/**
+ * What a message sets for its own run alone, over its session's settings. Held with the run in
+ * memory, never stored: images are too big for the run's row (a run that does not start in this
+ * process never runs at all: recovery closes it).
+ */
+export interface RunOptions {
+  maxTurns: number | null;
+  maxBudgetUsd: number | null;
+  attachments: readonly ImageAttachment[];
+}
+
+export const NO_RUN_OPTIONS: RunOptions = { maxTurns: null, maxBudgetUsd: null, attachments: [] };
+
 /** What a route (or a webhook delivery, or a schedule) asks the run manager to run. */
 export interface Message {
   text: string;
   systemPrompt: string | null;
   trigger: string;
   idempotencyKey: string | null;
+  /** Absent: the session's settings alone. */
+  options?: RunOptions;
   /**
    * When the session has an active run: wait in line for the session (the run is `waiting`)
    * rather than be refused with SessionBusyError. Webhook deliveries wait; messages do not.

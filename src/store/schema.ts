@@ -104,6 +104,11 @@ export const sessions = pgTable(
     effort: text("effort").notNull(),
     systemPrompt: text("system_prompt"),
     worktree: boolean("worktree").notNull(),
+    /** Names of the admin's MCP servers (AGENT_BRIDGE_MCP_CONFIG) its runs get. */
+    mcpServers: jsonb("mcp_servers").$type<string[]>().notNull().default([]),
+    /** Caps of each run (a message may set its own); null: none. */
+    maxTurns: integer("max_turns"),
+    maxBudgetUsd: doublePrecision("max_budget_usd"),
     metadata: jsonb("metadata").$type<Record<string, string>>().notNull().default({}),
     createdAt: ts("created_at").notNull(),
     updatedAt: ts("updated_at").notNull(),
@@ -252,6 +257,8 @@ export const hooks = pgTable("hooks", {
   permissionMode: text("permission_mode"),
   model: text("model"),
   effort: text("effort"),
+  /** The MCP servers its sessions get, by name. */
+  mcpServers: jsonb("mcp_servers").$type<string[]>().notNull().default([]),
   /** Events (or `event.action`) a delivery must match; empty accepts all. */
   events: jsonb("events").$type<string[]>().notNull().default([]),
   callbackUrl: text("callback_url"),

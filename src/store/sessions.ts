@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { and, eq, type SQL } from "drizzle-orm";
+import { SessionSettings } from "../agents/agent.js";
 import type { Principal } from "../auth/principal.js";
 import type { SessionUsage } from "../events.js";
 import type { Database } from "./db.js";
@@ -16,6 +17,10 @@ export interface NewSession {
   effort: string;
   systemPrompt: string | null;
   worktree: boolean;
+  /** Absent: none, no cap. */
+  mcpServers?: string[];
+  maxTurns?: number | null;
+  maxBudgetUsd?: number | null;
   metadata: Record<string, string>;
 }
 
@@ -27,6 +32,20 @@ export async function createSession(db: Database, input: NewSession): Promise<Se
     .returning();
   if (!row) throw new Error("insert into sessions returned no row");
   return row;
+}
+
+/** The settings the session's runs get (a message may set its own caps). */
+export function sessionSettings(row: SessionRow): SessionSettings {
+  return SessionSettings.parse({
+    permissionMode: row.permissionMode,
+    effort: row.effort,
+    model: row.model,
+    systemPrompt: row.systemPrompt,
+    worktree: row.worktree,
+    mcpServers: row.mcpServers,
+    maxTurns: row.maxTurns,
+    maxBudgetUsd: row.maxBudgetUsd,
+  });
 }
 
 /** Sessions the caller may see: an admin sees all, any other key only the sessions it created. */

@@ -49,7 +49,7 @@ const BACKENDS: BackendCase[] = [
   {
     name: "claude",
     binVariable: "AGENT_BRIDGE_CLAUDE_BIN",
-    build: (bin, env, driver) => claudeBackend({ bin, env, driver }),
+    build: (bin, env, driver) => claudeBackend({ bin, env, driver, mcpServers: {} }),
     opening: [systemInit()],
     message: (text) => assistant("msg_1", [{ type: "text", text }]),
     outcome: (text) => result({ result: text }),
@@ -180,7 +180,11 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
         model: null,
         systemPrompt: null,
         worktree: false,
+        mcpServers: [],
+        maxTurns: null,
+        maxBudgetUsd: null,
       },
+      attachments: [],
       messageSystemPrompt: null,
       usageBefore: async () => {
         throw new Error("a new session has no usage before");

@@ -1,14 +1,16 @@
 import type { RunAs } from "../../process/agent-user.js";
 import type { DriverConfig } from "../../process/driver.js";
+import { InvalidRunRequestError } from "../../process/errors.js";
 import { createVersionProbe } from "../../process/version-probe.js";
 import type { AgentBackend, AgentRunRequest, RunContext } from "../agent.js";
-import { joinSystemPrompts, SessionSettings } from "../agent.js";
+import { joinSystemPrompts, runBudget, SessionSettings } from "../agent.js";
+import { type McpCatalog, mcpConfigOf } from "../mcp-servers.js";
 import { findCredentials } from "./credentials.js";
-import { runClaude } from "./runner.js";
+import { failedRun, runClaude } from "./runner.js";
 
 // Claude Code as an agent back-end: every session setting is its own, the bridge's session id is
-// also the CLI's (`--session-id` on the first run, `--resume` after), and a run's budget is the
-// CLI's `--max-budget-usd`.
+// also the CLI's (`--session-id` on the first run, `--resume` after), a run's budget is the CLI's
+// `--max-budget-usd`, and its MCP servers are the admin's named by the session, alone.
 
 export interface ClaudeBackendConfig {
   bin: string;
@@ -17,6 +19,8 @@ export interface ClaudeBackendConfig {
   driver: Omit<DriverConfig, "logger" | "onSpawn">;
   /** Set: the version probe runs as the agents' user, proving that user can run the CLI too. */
   runAs?: RunAs;
+  /** The MCP servers sessions may name (AGENT_BRIDGE_MCP_CONFIG). */
+  mcpServers: McpCatalog;
 }
 
 export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
@@ -31,9 +35,19 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
     run(request: AgentRunRequest, context: RunContext, signal: AbortSignal) {
       const { settings, identity } = request;
       const appendSystemPrompt = joinSystemPrompts(request);
+      const budget = runBudget(request);
+      let mcpConfig: string | undefined;
+      try {
+        if (settings.mcpServers.length > 0) {
+          mcpConfig = mcpConfigOf(config.mcpServers, settings.mcpServers);
+        }
+      } catch (err) {
+        return failedRun(new InvalidRunRequestError((err as Error).message));
+      }
       return runClaude(
         {
           prompt: request.prompt,
+          attachments: request.attachments,
           claudeSessionId: request.sessionId,
           resume: request.resume,
           ...(settings.worktree ? { worktree: request.sessionId } : {}),
@@ -41,7 +55,9 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
           effort: settings.effort,
           ...(settings.model ? { model: settings.model } : {}),
           ...(appendSystemPrompt ? { appendSystemPrompt } : {}),
-          ...(request.maxBudgetUsd !== null ? { maxBudgetUsd: request.maxBudgetUsd } : {}),
+          ...(budget ? { maxBudgetUsd: budget.usd, ownBudget: budget.own } : {}),
+          ...(settings.maxTurns !== null ? { maxTurns: settings.maxTurns } : {}),
+          ...(mcpConfig ? { mcpConfig } : {}),
           cwd: request.cwd,
           ...(identity ? { identity } : {}),
         },

@@ -1,4 +1,5 @@
 import { InvalidRunRequestError } from "../../process/errors.js";
+import type { ImageAttachment } from "../images.js";
 import type { Effort, PermissionMode } from "../settings.js";
 
 // The `claude` command line for one run, as an argument array (never a shell string). The prompt
@@ -15,6 +16,10 @@ export interface CommandInput {
   appendSystemPrompt?: string;
   /** USD the run may spend; the CLI stops after the turn that reaches it. */
   maxBudgetUsd?: number;
+  /** Agentic turns the run may take. */
+  maxTurns?: number;
+  /** A file of the MCP servers the run gets (`{"mcpServers": …}`); absent: none. */
+  mcpConfigFile?: string;
 }
 
 /** Flags every run gets: one-shot print mode, stream-json both ways, permission prompts on stdio. */
@@ -58,14 +63,31 @@ export function buildClaudeArgs(input: CommandInput): string[] {
     const usd = Math.max(1, Math.round(input.maxBudgetUsd * 1e6)) / 1e6;
     args.push(`--max-budget-usd=${usd}`);
   }
+  if (input.maxTurns !== undefined) args.push(`--max-turns=${input.maxTurns}`);
+  // A file, not the JSON itself: argv is readable by every process on the machine, and a server's
+  // env or headers hold its secrets. `=` keeps the variadic option to this one value.
+  if (input.mcpConfigFile !== undefined) args.push(`--mcp-config=${input.mcpConfigFile}`);
+  // Always, with servers or without: no other MCP configuration (a work dir's .mcp.json, the
+  // user's) is ever loaded unasked.
+  args.push("--strict-mcp-config");
   return args;
 }
 
-/** The prompt as the one stream-json user message written to the CLI's stdin (with `\n`). */
-export function userMessageLine(prompt: string): string {
+/**
+ * The prompt as the one stream-json user message written to the CLI's stdin (with `\n`); images
+ * go first, as image content blocks, which the CLI passes on to the Messages API.
+ */
+export function userMessageLine(prompt: string, images: readonly ImageAttachment[] = []): string {
+  const content = [
+    ...images.map((image) => ({
+      type: "image",
+      source: { type: "base64", media_type: image.mediaType, data: image.data },
+    })),
+    { type: "text", text: prompt },
+  ];
   const message = {
     type: "user",
-    message: { role: "user", content: [{ type: "text", text: prompt }] },
+    message: { role: "user", content },
     parent_tool_use_id: null,
     session_id: "",
   };

@@ -41,6 +41,11 @@ export interface StreamMapperOptions {
   maxToolResultChars?: number;
   /** Milliseconds since the run started; used when the result line carries no duration. */
   elapsedMs?: () => number;
+  /**
+   * The run's `--max-budget-usd` is its own cap (`max_budget_usd`), not what its key's monthly
+   * budget has left: a run stopped at it ends `max_budget` rather than `budget_exhausted`.
+   */
+  ownBudget?: boolean;
 }
 
 /** What an operator does about a CLI without credentials: a run's error says it. */
@@ -124,6 +129,7 @@ function runCost(line: Json): number {
 export class StreamMapper {
   private readonly maxToolResultChars: number;
   private readonly elapsedMs: () => number;
+  private readonly ownBudget: boolean;
   private sessionId: string | null = null;
   private lastMessageUuid: string | null = null;
   /** Current message id of each scope ("" = main thread, else the parent tool_use id). */
@@ -146,6 +152,7 @@ export class StreamMapper {
   constructor(options: StreamMapperOptions = {}) {
     this.maxToolResultChars = options.maxToolResultChars ?? DEFAULT_MAX_TOOL_RESULT_CHARS;
     this.elapsedMs = options.elapsedMs ?? (() => 0);
+    this.ownBudget = options.ownBudget ?? false;
   }
 
   /** True once the `result` line has produced the completion. */
@@ -452,6 +459,15 @@ export class StreamMapper {
     return largest > 0 ? largest : undefined;
   }
 
+  /** Why a run whose `result` says it failed did. */
+  private errorCode(subtype: string | undefined, notAuthenticated: boolean): CompletionErrorCode {
+    // The CLI stopped at `--max-budget-usd`: the run's own cap, or what its key's budget had left.
+    if (subtype === "error_max_budget_usd")
+      return this.ownBudget ? "max_budget" : "budget_exhausted";
+    if (subtype === "error_max_turns") return "max_turns";
+    return notAuthenticated ? "agent_not_authenticated" : "agent_error";
+  }
+
   private result(line: Json): BridgeEvent[] {
     this.finished = true;
     const events: BridgeEvent[] = this.closeOpenCalls();
@@ -480,12 +496,7 @@ export class StreamMapper {
       is_error: failed,
       result: failed ? null : (text ?? null),
       error,
-      ...(subtype === "error_max_budget_usd"
-        ? // The CLI stopped at `--max-budget-usd`: the key's monthly budget is spent.
-          { error_code: "budget_exhausted" as const }
-        : failed
-          ? { error_code: notAuthenticated ? "agent_not_authenticated" : "agent_error" }
-          : {}),
+      ...(failed ? { error_code: this.errorCode(subtype, notAuthenticated) } : {}),
       cost_usd: cost,
       duration_ms:
         typeof line.duration_ms === "number" ? int(line.duration_ms) : Math.round(this.elapsedMs()),

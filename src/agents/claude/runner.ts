@@ -6,8 +6,10 @@ import {
   driveAgentProcess,
   type LineProtocol,
 } from "../../process/driver.js";
-import { InvalidRunRequestError, RunnerError } from "../../process/errors.js";
+import { AgentSpawnError, InvalidRunRequestError, RunnerError } from "../../process/errors.js";
+import { withRunFiles } from "../../process/run-files.js";
 import type { AgentIdentity } from "../../process/tenant-homes.js";
+import type { ImageAttachment } from "../images.js";
 import { buildClaudeArgs, type CommandInput, userMessageLine } from "./command.js";
 import { answerControlRequest } from "./control.js";
 import { StreamMapper } from "./mapper.js";
@@ -19,8 +21,14 @@ import { withSessionFallback } from "./resume.js";
 // which therefore stays open until the run stops.
 
 /** One message to the CLI: the command's options, plus the prompt (stdin) and where to run. */
-export interface RunRequest extends CommandInput {
+export interface RunRequest extends Omit<CommandInput, "mcpConfigFile"> {
   prompt: string;
+  /** Images sent with the prompt. */
+  attachments?: readonly ImageAttachment[];
+  /** The `--mcp-config` JSON of the run's MCP servers; absent: none. */
+  mcpConfig?: string;
+  /** `maxBudgetUsd` is the run's own cap, not what its key's budget has left. */
+  ownBudget?: boolean;
   cwd: string;
   /** Set: the CLI runs as the agent user, in its tenant's HOME (src/process/tenant-homes.ts). */
   identity?: AgentIdentity;
@@ -35,24 +43,49 @@ export interface RunnerConfig extends DriverConfig {
 
 const LABEL = { name: "claude", binVariable: "AGENT_BRIDGE_CLAUDE_BIN" };
 
-/** One run; started again once with the other session flag when the CLI asks for it (resume.ts). */
+/**
+ * One run; started again once with the other session flag when the CLI asks for it (resume.ts).
+ * Its MCP configuration is a file of the run's, removed once the CLI is gone.
+ */
 export function runClaude(
   req: RunRequest,
   config: RunnerConfig,
   signal?: AbortSignal,
 ): AsyncGenerator<BridgeEvent[]> {
   const log = config.logger ?? silentLogger;
-  return withSessionFallback(req, (r) => runClaudeOnce(r, config, signal), log);
+  return withRunFiles(req.identity, async function* (files) {
+    let mcpConfigFile: string | undefined;
+    if (req.mcpConfig !== undefined) {
+      try {
+        mcpConfigFile = await files.write("mcp.json", req.mcpConfig);
+      } catch (err) {
+        log.error("could not write the run's MCP configuration", { error: String(err) });
+        yield* failedRun(new AgentSpawnError(LABEL, err as Error));
+        return;
+      }
+    }
+    const once = (r: RunRequest) => runClaudeOnce(r, mcpConfigFile, config, signal);
+    yield* withSessionFallback(req, once, log);
+  });
+}
+
+/** A run that fails before its CLI starts: its one completion. */
+export async function* failedRun(err: RunnerError): AsyncGenerator<BridgeEvent[]> {
+  yield [new StreamMapper().failure(err.status, err.message, err.code, 0)];
 }
 
 async function* runClaudeOnce(
   req: RunRequest,
+  mcpConfigFile: string | undefined,
   config: RunnerConfig,
   signal?: AbortSignal,
 ): AsyncGenerator<BridgeEvent[]> {
   const logger = (config.logger ?? silentLogger).child({ claude_session_id: req.claudeSessionId });
   const startedAt = performance.now();
-  const mapper = new StreamMapper({ elapsedMs: () => performance.now() - startedAt });
+  const mapper = new StreamMapper({
+    elapsedMs: () => performance.now() - startedAt,
+    ...(req.ownBudget ? { ownBudget: true } : {}),
+  });
   const protocol: LineProtocol = {
     onLine(line, reply) {
       if (line.type === "control_request") {
@@ -71,7 +104,7 @@ async function* runClaudeOnce(
   };
   let args: string[];
   try {
-    args = buildClaudeArgs(req);
+    args = buildClaudeArgs({ ...req, ...(mcpConfigFile ? { mcpConfigFile } : {}) });
   } catch (err) {
     const invalid =
       err instanceof RunnerError ? err : new InvalidRunRequestError(String((err as Error).message));
@@ -85,7 +118,7 @@ async function* runClaudeOnce(
     cwd: req.cwd,
     env: req.identity ? { ...config.env, ...req.identity.env } : config.env,
     ...(req.identity ? { runAs: req.identity.runAs } : {}),
-    input: userMessageLine(req.prompt),
+    input: userMessageLine(req.prompt, req.attachments),
     closeInput: false,
   };
   yield* driveAgentProcess(command, protocol, { ...config, logger }, signal);

@@ -12,10 +12,12 @@ import {
   RunnerError,
   WorktreeUnavailableError,
 } from "../../process/errors.js";
+import { type RunFiles, withRunFiles } from "../../process/run-files.js";
 import { createVersionProbe } from "../../process/version-probe.js";
 import { ensureSessionWorktree } from "../../worktrees/worktree.js";
 import type { AgentBackend, AgentRunRequest, RunContext } from "../agent.js";
 import { joinSystemPrompts } from "../agent.js";
+import { imageExtension } from "../images.js";
 import { buildCodexArgs } from "./command.js";
 import { findCodexCredentials } from "./credentials.js";
 import { CodexMapper, type CodexPrice, type CodexUsageTotals } from "./mapper.js";
@@ -24,7 +26,8 @@ import { operatorCodexHome, seedTenantCodexHome } from "./tenant-config.js";
 
 // OpenAI's Codex CLI as an agent back-end, on the shared process driver: `codex exec --json` for a
 // session's first run, `codex exec resume <thread>` once a run has reported its thread id (kept as
-// the session's agent_session_id); the prompt on stdin, which then closes.
+// the session's agent_session_id); the prompt on stdin, which then closes, and its images as
+// files of the run's (`--image`), removed once codex is gone.
 
 export interface CodexBackendConfig {
   bin: string;
@@ -48,7 +51,8 @@ export function codexBackend(config: CodexBackendConfig): AgentBackend {
       const [version, credentials] = await Promise.all([probe(), findCodexCredentials(config.env)]);
       return { bin: config.bin, version, credentials };
     },
-    run: (request, context, signal) => runCodex(request, config, context, signal),
+    run: (request, context, signal) =>
+      withRunFiles(request.identity, (files) => runCodex(request, config, context, signal, files)),
   };
 }
 
@@ -73,6 +77,7 @@ async function* runCodex(
   config: CodexBackendConfig,
   context: RunContext,
   signal: AbortSignal,
+  files: RunFiles,
 ): AsyncGenerator<BridgeEvent[]> {
   const { settings, identity } = request;
   const threadId = request.agentSessionId ?? undefined;
@@ -89,6 +94,17 @@ async function* runCodex(
     lineDropped: () => mapper.lineDropped(),
     failure: (err, elapsedMs) => mapper.failure(err.status, err.message, err.code, elapsedMs),
   };
+  const images: string[] = [];
+  try {
+    for (const [i, image] of request.attachments.entries()) {
+      const name = `image-${i + 1}.${imageExtension(image.mediaType)}`;
+      images.push(await files.write(name, Buffer.from(image.data, "base64")));
+    }
+  } catch (err) {
+    context.logger.error("could not write the run's images", { error: String(err) });
+    yield [protocol.failure(new AgentSpawnError(LABEL, err as Error), 0)];
+    return;
+  }
   const developerInstructions = joinSystemPrompts(request);
   let args: string[];
   try {
@@ -98,6 +114,7 @@ async function* runCodex(
       reasoningEffort: settings.effort,
       ...(developerInstructions ? { developerInstructions } : {}),
       ...(threadId ? { threadId } : {}),
+      images,
     });
   } catch (err) {
     const invalid =

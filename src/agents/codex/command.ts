@@ -16,6 +16,8 @@ export interface CodexCommandInput {
   developerInstructions?: string;
   /** The thread to resume; absent for the session's first run. */
   threadId?: string;
+  /** Image files sent with the prompt. */
+  images?: readonly string[];
 }
 
 /** codex thread ids are UUIDs (v7); anything else would be looked up as a thread *name*. */
@@ -42,6 +44,8 @@ export function buildCodexArgs(input: CodexCommandInput): string[] {
   if (input.developerInstructions !== undefined) {
     args.push(...config("developer_instructions", input.developerInstructions));
   }
+  // `--image=` for each: the option is variadic, and a path starting with "-" stays a value.
+  for (const image of input.images ?? []) args.push(`--image=${image}`);
   // After `--` everything is positional: the thread id, then `-` (the prompt comes on stdin).
   args.push("--");
   if (input.threadId !== undefined) args.push(input.threadId);

@@ -6,7 +6,9 @@ import type { PermissionMode } from "../settings.js";
 // mode, so a permission mode becomes the sandbox its commands run in; a mode that has no such
 // equivalent is refused rather than run as something else. Efforts are those its bundled model
 // catalog offers (`codex debug models`): codex itself passes any string on to the API unchecked,
-// so this schema is the only guard.
+// so this schema is the only guard. codex has no cap on turns or spend, and takes MCP servers only
+// from its config.toml or as `-c` overrides in its argv (where their secrets would be readable by
+// every process on the machine), so a session or message asking for those is refused too.
 
 export const CODEX_SANDBOX_MODES = ["read-only", "workspace-write", "danger-full-access"] as const;
 export type CodexSandbox = (typeof CODEX_SANDBOX_MODES)[number];
@@ -42,5 +44,13 @@ export const CodexSettings: z.ZodType<SessionSettings> = Settings.superRefine((s
       path: ["model"],
       message: "expected a model slug such as gpt-5.5",
     });
+  }
+  const unsupported = [
+    ["mcpServers", s.mcpServers.length > 0, "codex takes MCP servers only in its config"],
+    ["maxTurns", s.maxTurns !== null, "codex exec has no cap on turns"],
+    ["maxBudgetUsd", s.maxBudgetUsd !== null, "codex exec has no cap on spend"],
+  ] as const;
+  for (const [path, asked, message] of unsupported) {
+    if (asked) ctx.addIssue({ code: "custom", path: [path], message });
   }
 });

@@ -121,7 +121,24 @@ describe("buildClaudeArgs", () => {
       "m",
       "--append-system-prompt",
       "s",
+      "--strict-mcp-config",
     ]);
+  });
+
+  it("always passes --strict-mcp-config, so no MCP configuration but the run's own is loaded", () => {
+    expect(buildClaudeArgs(base).filter((a) => a.includes("mcp"))).toEqual(["--strict-mcp-config"]);
+    const args = buildClaudeArgs({ ...base, mcpConfigFile: "/tmp/run-1/mcp.json" });
+    // One argument: the option is variadic, and `=` keeps the next flag from becoming a file.
+    expect(args.filter((a) => a.includes("mcp"))).toEqual([
+      "--mcp-config=/tmp/run-1/mcp.json",
+      "--strict-mcp-config",
+    ]);
+  });
+
+  it("passes a cap on turns as one --max-turns=<n> argument, only when set", () => {
+    expect(buildClaudeArgs(base).some((a) => a.startsWith("--max-turns"))).toBe(false);
+    const args = buildClaudeArgs({ ...base, maxTurns: 3 });
+    expect(args.filter((a) => a.startsWith("--max-turns"))).toEqual(["--max-turns=3"]);
   });
 });
 
@@ -140,5 +157,17 @@ describe("userMessageLine", () => {
     const line = userMessageLine(prompt);
     expect(line.split("\n")).toHaveLength(2);
     expect(JSON.parse(line).message.content[0].text).toBe(prompt);
+  });
+
+  it("puts images first, as base64 image blocks, then the prompt", () => {
+    const line = userMessageLine("what is this?", [
+      { mediaType: "image/png", data: "iVBORw0KGgo=" },
+      { mediaType: "image/webp", data: "UklGRg==" },
+    ]);
+    expect(JSON.parse(line).message.content).toEqual([
+      { type: "image", source: { type: "base64", media_type: "image/png", data: "iVBORw0KGgo=" } },
+      { type: "image", source: { type: "base64", media_type: "image/webp", data: "UklGRg==" } },
+      { type: "text", text: "what is this?" },
+    ]);
   });
 });

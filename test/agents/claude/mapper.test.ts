@@ -664,24 +664,38 @@ describe("StreamMapper: completion", () => {
     });
   });
 
-  it("marks a run stopped at --max-budget-usd with error_code budget_exhausted, not agent_error", () => {
-    const [stopped] = mapAll([
-      {
-        type: "result",
-        subtype: "error_max_budget_usd",
-        is_error: true,
-        errors: ["Reached maximum budget ($0.08)"],
-        total_cost_usd: 0.42,
-      },
-    ]);
-    expect(stopped).toMatchObject({
+  it("names the cap that stopped a run: its key's budget, its own budget or its turns, not agent_error", () => {
+    const atBudget = {
+      type: "result",
+      subtype: "error_max_budget_usd",
+      is_error: true,
+      errors: ["Reached maximum budget ($0.08)"],
+      total_cost_usd: 0.42,
+    };
+    // --max-budget-usd is what the key's monthly budget had left, unless told it is the run's own.
+    expect(mapAll([atBudget])[0]).toMatchObject({
       status: "failed",
       error: "Reached maximum budget ($0.08)",
       error_code: "budget_exhausted",
       cost_usd: 0.42,
     });
+    const [own] = mapAll([atBudget], new StreamMapper({ ownBudget: true }));
+    expect(own).toMatchObject({ status: "failed", error_code: "max_budget", cost_usd: 0.42 });
+    const [turns] = mapAll([
+      {
+        type: "result",
+        subtype: "error_max_turns",
+        is_error: true,
+        errors: ["Reached maximum number of turns (1)"],
+      },
+    ]);
+    expect(turns).toMatchObject({
+      status: "failed",
+      error: "Reached maximum number of turns (1)",
+      error_code: "max_turns",
+    });
     // Any other failure the CLI reports is the agent's error.
-    const [other] = mapAll([{ type: "result", subtype: "error_max_turns", is_error: true }]);
+    const [other] = mapAll([{ type: "result", subtype: "error_during_execution", is_error: true }]);
     expect(other).toMatchObject({ error_code: "agent_error" });
   });
 

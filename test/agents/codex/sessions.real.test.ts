@@ -10,6 +10,7 @@ import { createHook, deliver, getRun, isFinished, until } from "../../hooks/supp
 import { createTestApp, listen, type TestApp } from "../../support/app.js";
 import { CODEX_TEST_MODEL, type CodexEnv, makeCodexEnv } from "../../support/codex-env.js";
 import { BACKENDS } from "../../support/db.js";
+import { PNG_1X1 } from "../../support/images.js";
 import { holdUntilReleased } from "../../support/mock-anthropic.js";
 import {
   addFilePatch,
@@ -345,5 +346,31 @@ describe.each(BACKENDS)("codex sessions through HTTP on %s", (backend) => {
       error_code: "agent_error",
       error: expect.stringContaining("overloaded with nonsense"),
     });
+  });
+
+  it("sends a message's image to codex as an --image file, which reaches the API as an input image", async () => {
+    mock.script({ output: [{ type: "message", text: "One pixel." }] });
+    const session = await newCodexSession();
+    const requests = mock.responsesRequests().length;
+    const res = await fetch(`${server.url}/v1/sessions/${session.id}/messages`, {
+      ...json({
+        text: "What is this?",
+        attachments: [{ type: "image", media_type: "image/png", data: PNG_1X1 }],
+      }),
+      headers: { "Content-Type": "application/json", Accept: "application/json" },
+    });
+    expect(res.status).toBe(200);
+    expect((await res.json()).completion).toMatchObject({
+      status: "succeeded",
+      result: "One pixel.",
+    });
+    const [request] = mock.responsesRequests().slice(requests);
+    const user = request?.input.filter((item) => item.role === "user").at(-1);
+    expect(user?.content).toContainEqual(
+      expect.objectContaining({
+        type: "input_image",
+        image_url: `data:image/png;base64,${PNG_1X1}`,
+      }),
+    );
   });
 });

@@ -34,7 +34,7 @@ import {
   checkWorktreePrerequisites,
   WorktreePrerequisiteError,
 } from "../../../worktrees/prerequisites.js";
-import { requestedAgent, settingIssues } from "../../agent-settings.js";
+import { mcpServerIssues, requestedAgent, settingIssues } from "../../agent-settings.js";
 import type { AppEnv } from "../../context.js";
 import { decodeCursor, pageOf } from "../../cursor.js";
 import { ApiError, invalidRequest, type ValidationIssue } from "../../errors.js";
@@ -130,13 +130,18 @@ async function definition(
   }
   // The agent and settings its sessions will get, checked as a session's are.
   const agent = requestedAgent(agents, body.agent ?? config.agents.default);
+  const mcpServers = body.mcp_servers ?? [];
   errors.push(
+    ...mcpServerIssues(config.agents.mcpServers, mcpServers),
     ...settingIssues(agent, {
       permissionMode: body.permission_mode ?? config.agents.permissionMode,
       effort: body.effort ?? config.agents.effort,
       model: body.model ?? defaultModel(config, agent.name) ?? null,
       systemPrompt: null,
       worktree: body.worktree ?? config.agents.worktreeEnabled,
+      mcpServers,
+      maxTurns: null,
+      maxBudgetUsd: null,
     }),
   );
   if (errors.length > 0) throw invalidRequest(errors);
@@ -152,6 +157,7 @@ async function definition(
     permissionMode: body.permission_mode ?? null,
     model: body.model ?? null,
     effort: body.effort ?? null,
+    mcpServers,
     events: body.events ?? [],
     callbackUrl: body.callback_url ?? null,
     callbackSecret,

@@ -5,6 +5,7 @@ import { nextTick } from "../../../hooks/scheduler.js";
 import { MAX_VALUE_CHARS } from "../../../hooks/template.js";
 import { VERIFICATION_KINDS } from "../../../hooks/verify.js";
 import type { HookDeliveryRow, HookRow } from "../../../store/schema.js";
+import { McpServerNames } from "../sessions/sessions.schemas.js";
 
 const hookName = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/, {
   error: "expected a hook name: letters, digits, '.', '_' or '-', at most 100",
@@ -50,6 +51,10 @@ const hookFields = {
     .regex(/^[A-Za-z0-9._:\-[\]/]+$/, { error: "expected a model name or alias, e.g. sonnet" })
     .optional(),
   effort: Effort.optional(),
+  mcp_servers: McpServerNames.optional().openapi({
+    description:
+      "The MCP servers its sessions get, as for a session (by their names in `AGENT_BRIDGE_MCP_CONFIG`; Claude Code only).",
+  }),
   events: z.array(z.string().min(1).max(200)).max(50).optional().openapi({
     description:
       "Only deliveries of these events start a run (an entry may also be `event.action`, e.g. `pull_request.opened`); others are recorded as `ignored`. Empty or absent: every event.",
@@ -115,6 +120,7 @@ export const Hook = z
     permission_mode: PermissionMode.nullable(),
     model: z.string().nullable(),
     effort: Effort.nullable(),
+    mcp_servers: z.array(z.string()),
     events: z.array(z.string()),
     callback_url: z.string().nullable(),
     schedule: z.string().nullable(),
@@ -239,6 +245,7 @@ export function toHook(row: HookRow): z.infer<typeof Hook> {
     permission_mode: row.permissionMode === null ? null : PermissionMode.parse(row.permissionMode),
     model: row.model,
     effort: row.effort === null ? null : Effort.parse(row.effort),
+    mcp_servers: row.mcpServers,
     events: row.events,
     callback_url: row.callbackUrl,
     schedule: row.schedule,

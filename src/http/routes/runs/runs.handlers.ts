@@ -1,20 +1,23 @@
 import type { RouteHandler } from "@hono/zod-openapi";
+import type { Context } from "hono";
 import type { Principal } from "../../../auth/principal.js";
 import { issueStreamToken } from "../../../auth/stream-tokens.js";
 import type { CompletionEvent } from "../../../events.js";
+import type { RunOptions } from "../../../runs/message.js";
 import type { Database } from "../../../store/db.js";
 import { getCompletionEvent } from "../../../store/events.js";
 import { getCallback } from "../../../store/hooks.js";
 import * as runStore from "../../../store/runs.js";
-import type { RunRow } from "../../../store/schema.js";
-import { getSession } from "../../../store/sessions.js";
+import type { RunRow, SessionRow } from "../../../store/schema.js";
+import { getSession, sessionSettings } from "../../../store/sessions.js";
+import { settingIssues } from "../../agent-settings.js";
 import type { AppEnv } from "../../context.js";
 import { decodeCursor, pageOf } from "../../cursor.js";
-import { ApiError } from "../../errors.js";
+import { ApiError, invalidRequest } from "../../errors.js";
 import { sseResponse } from "../../sse.js";
 import { admitStream } from "../../streams.js";
 import type * as routes from "./runs.routes.js";
-import { toRun } from "./runs.schemas.js";
+import { type PostMessageBody, toRun } from "./runs.schemas.js";
 
 const runNotFound = (id: string) => new ApiError(404, "run_not_found", `No run with id ${id}`);
 
@@ -77,6 +80,24 @@ function responseMode(
   return "sse";
 }
 
+/** What the message sets for its run, refused (400) where the session's agent cannot honour it. */
+function runOptions(c: Context<AppEnv>, session: SessionRow, body: PostMessageBody): RunOptions {
+  const options: RunOptions = {
+    maxTurns: body.max_turns ?? null,
+    maxBudgetUsd: body.max_budget_usd ?? null,
+    attachments: (body.attachments ?? []).map((a) => ({ mediaType: a.media_type, data: a.data })),
+  };
+  const settings = sessionSettings(session);
+  // A session of an agent this server no longer runs is a 503, as when it is admitted.
+  const refused = settingIssues(c.var.agents.get(session.agent), {
+    ...settings,
+    maxTurns: options.maxTurns ?? settings.maxTurns,
+    maxBudgetUsd: options.maxBudgetUsd ?? settings.maxBudgetUsd,
+  });
+  if (refused.length > 0) throw invalidRequest(refused);
+  return options;
+}
+
 export const postMessage: RouteHandler<typeof routes.postMessage, AppEnv> = async (c) => {
   const { id } = c.req.valid("param");
   const body = c.req.valid("json");
@@ -84,6 +105,7 @@ export const postMessage: RouteHandler<typeof routes.postMessage, AppEnv> = asyn
   const { db, runs, config, logger, principal } = c.var;
   const session = await getSession(db, id, principal);
   if (!session) throw new ApiError(404, "session_not_found", `No session with id ${id}`);
+  const options = runOptions(c, session, body);
 
   const mode = responseMode(headers.prefer, c.req.header("accept"));
   // Before the run: a client refused its stream must not leave a run going that it never asked for.
@@ -93,6 +115,7 @@ export const postMessage: RouteHandler<typeof routes.postMessage, AppEnv> = asyn
     ({ run } = await runs.submit(session, {
       text: body.text,
       systemPrompt: body.system_prompt ?? null,
+      options,
       trigger: "message",
       idempotencyKey: headers["idempotency-key"] ?? null,
     }));

@@ -1,12 +1,47 @@
 import { z } from "@hono/zod-openapi";
+import {
+  IMAGE_MEDIA_TYPES,
+  imageProblem,
+  MAX_IMAGE_BASE64_CHARS,
+  MAX_IMAGES,
+} from "../../../agents/images.js";
 import { BridgeEvent, CompletionEvent, RunStatus, Usage } from "../../../events.js";
 import type { CallbackRow, RunRow } from "../../../store/schema.js";
 import { StreamError } from "../../sse.js";
+import {
+  MAX_BUDGET_HELP,
+  MAX_TURNS_HELP,
+  MaxBudgetUsd,
+  MaxTurns,
+} from "../sessions/sessions.schemas.js";
 
 export const RunId = z.uuid({ error: "expected a run id (a UUID)" }).openapi({
   param: { name: "id", in: "path" },
   example: "7d9f0c1e-5b2a-4c3d-8e4f-1a2b3c4d5e6f",
 });
+
+/**
+ * What a message's images may add to its body beyond AGENT_BRIDGE_BODY_LIMIT_BYTES: each at its
+ * largest, with room for its JSON around the data.
+ */
+export const ATTACHMENTS_MAX_BYTES = MAX_IMAGES * (MAX_IMAGE_BASE64_CHARS + 1024);
+
+export const ImageAttachment = z
+  .strictObject({
+    type: z.literal("image"),
+    media_type: z.enum(IMAGE_MEDIA_TYPES),
+    data: z
+      .string()
+      .max(MAX_IMAGE_BASE64_CHARS, {
+        error: `expected an image of at most ${MAX_IMAGE_BASE64_CHARS} characters of base64 (3.75 MiB)`,
+      })
+      .openapi({ description: "The image's bytes, base64 (standard alphabet, padded)." }),
+  })
+  .superRefine((image, ctx) => {
+    const problem = imageProblem({ mediaType: image.media_type, data: image.data });
+    if (problem) ctx.addIssue({ code: "custom", path: ["data"], message: problem });
+  })
+  .openapi("ImageAttachment");
 
 export const PostMessageBody = z
   .strictObject({
@@ -20,8 +55,22 @@ export const PostMessageBody = z
       .max(100_000)
       .optional()
       .openapi({ description: "Appended to the system prompt for this message only." }),
+    attachments: z
+      .array(ImageAttachment)
+      .max(MAX_IMAGES, { error: `at most ${MAX_IMAGES} attachments` })
+      .optional()
+      .openapi({
+        description: `Images for the agent with the text: PNG, JPEG, GIF or WebP, up to ${MAX_IMAGES}, each at most ${MAX_IMAGE_BASE64_CHARS} characters of base64 (3.75 MiB of image), checked to decode and to start as its \`media_type\` does. The body may then exceed \`AGENT_BRIDGE_BODY_LIMIT_BYTES\` by what they take. Claude Code gets them as image blocks of the message, codex as \`--image\` files (in a directory of the run's, removed after it). Never stored: the run shows only its text as \`prompt\`.`,
+      }),
+    max_turns: MaxTurns.optional().openapi({
+      description: `${MAX_TURNS_HELP} For this message's run, in place of the session's.`,
+    }),
+    max_budget_usd: MaxBudgetUsd.optional().openapi({
+      description: `${MAX_BUDGET_HELP} For this message's run, in place of the session's.`,
+    }),
   })
   .openapi("PostMessage");
+export type PostMessageBody = z.infer<typeof PostMessageBody>;
 
 export const MessageHeaders = z.object({
   "idempotency-key": z

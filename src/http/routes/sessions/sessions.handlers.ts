@@ -12,7 +12,7 @@ import {
 } from "../../../worktrees/prerequisites.js";
 import { discardSessionWorktree } from "../../../worktrees/sessions.js";
 import { findSessionWorktree, isDirty } from "../../../worktrees/worktree.js";
-import { requestedAgent, settingIssues } from "../../agent-settings.js";
+import { mcpServerIssues, requestedAgent, settingIssues } from "../../agent-settings.js";
 import type { AppEnv } from "../../context.js";
 import { decodeCursor, pageOf } from "../../cursor.js";
 import { ApiError, invalidRequest } from "../../errors.js";
@@ -62,8 +62,14 @@ export const createSession: RouteHandler<typeof routes.createSession, AppEnv> = 
     model: body.model ?? defaultModel(config, agent.name) ?? null,
     systemPrompt: body.system_prompt ?? null,
     worktree: body.worktree ?? config.agents.worktreeEnabled,
+    mcpServers: body.mcp_servers ?? [],
+    maxTurns: body.max_turns ?? null,
+    maxBudgetUsd: body.max_budget_usd ?? null,
   };
-  const refused = settingIssues(agent, settings);
+  const refused = [
+    ...mcpServerIssues(config.agents.mcpServers, settings.mcpServers),
+    ...settingIssues(agent, settings),
+  ];
   if (refused.length > 0) throw invalidRequest(refused);
   await enforcePolicy(c.var.db, c.var.config, c.var.principal.keyId, {
     permissionMode: settings.permissionMode,

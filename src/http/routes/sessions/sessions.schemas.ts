@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { AgentName } from "../../../agents/agent.js";
+import { MCP_SERVER_NAME } from "../../../agents/mcp-servers.js";
 import { Effort, PermissionMode } from "../../../agents/settings.js";
 import type { Config } from "../../../config.js";
 import { SessionUsage } from "../../../events.js";
@@ -10,6 +11,42 @@ export const SessionId = z.uuid({ error: "expected a session id (a UUID)" }).ope
   param: { name: "id", in: "path" },
   example: "0b6a2f7e-3c1d-4a53-9d8e-2f1c6b7a9e10",
 });
+
+/** Caps of a run, on a session (each of its runs) or a message (its run). */
+export const MAX_TURNS = 1000;
+export const MAX_BUDGET_USD = 100_000;
+
+export const MaxTurns = z
+  .number()
+  .int({ error: "expected a whole number of turns" })
+  .min(1, { error: "expected at least 1 turn" })
+  .max(MAX_TURNS, { error: `expected at most ${MAX_TURNS} turns` });
+
+export const MaxBudgetUsd = z
+  .number()
+  .positive({ error: "expected a positive amount of USD" })
+  .max(MAX_BUDGET_USD, { error: `expected at most ${MAX_BUDGET_USD} USD` });
+
+export const MAX_TURNS_HELP =
+  "The most agentic turns (model calls) a run may take; a run stopped by it ends `failed` with `error_code: max_turns`. Claude Code only (`--max-turns`); 400 for a codex session.";
+export const MAX_BUDGET_HELP =
+  "The most USD a run may spend; the agent stops after the turn that reaches it, and the run ends `failed` with `error_code: max_budget`. With a key's monthly budget the run gets the smaller of the two (stopped by the key's, it ends `budget_exhausted`). Claude Code only (`--max-budget-usd`); 400 for a codex session.";
+
+export const McpServerNames = z
+  .array(
+    z.string().regex(MCP_SERVER_NAME, {
+      error: "expected the name of an MCP server in the server's AGENT_BRIDGE_MCP_CONFIG",
+    }),
+  )
+  .max(32, { error: "at most 32 MCP servers" })
+  .refine((names) => new Set(names).size === names.length, {
+    error: "each MCP server at most once",
+  })
+  .openapi({
+    description:
+      "MCP servers the agent gets, by the names the server's admin gave them in `AGENT_BRIDGE_MCP_CONFIG` (400 for a name it does not have). Each run gets exactly these: a work dir's own `.mcp.json` and any other MCP configuration are never loaded. Claude Code only; 400 for a codex session.",
+    example: ["github"],
+  });
 
 export const CreateSessionBody = z
   .strictObject({
@@ -40,6 +77,13 @@ export const CreateSessionBody = z
       .openapi({ description: "Appended to the CLI's system prompt on every run of the session." }),
     worktree: z.boolean().optional().openapi({
       description: "Run in a git worktree of its own. Default: `AGENT_BRIDGE_WORKTREE_ENABLED`.",
+    }),
+    mcp_servers: McpServerNames.optional(),
+    max_turns: MaxTurns.optional().openapi({
+      description: `${MAX_TURNS_HELP} A message may set its own for its run.`,
+    }),
+    max_budget_usd: MaxBudgetUsd.optional().openapi({
+      description: `${MAX_BUDGET_HELP} A message may set its own for its run.`,
     }),
     work_dir: z.string().min(1).max(4096).optional().openapi({
       description:
@@ -90,6 +134,13 @@ export const Session = z
     system_prompt: z.string().nullable(),
     work_dir: z.string().openapi({ description: "The real path the agent works in." }),
     worktree: z.boolean(),
+    mcp_servers: z.array(z.string()).openapi({ description: "The MCP servers its runs get." }),
+    max_turns: z.number().int().nullable().openapi({
+      description: "Each run's cap on turns, unless its message sets one; null: none.",
+    }),
+    max_budget_usd: z.number().nullable().openapi({
+      description: "Each run's cap in USD, unless its message sets one; null: none.",
+    }),
     metadata: z.record(z.string(), z.string()),
     created_at: z.string().openapi({ format: "date-time" }),
     updated_at: z.string().openapi({ format: "date-time" }),
@@ -162,6 +213,9 @@ export function toSession(
     system_prompt: row.systemPrompt,
     work_dir: row.workDir ?? config.workDir,
     worktree: row.worktree,
+    mcp_servers: row.mcpServers,
+    max_turns: row.maxTurns,
+    max_budget_usd: row.maxBudgetUsd,
     metadata: row.metadata,
     created_at: row.createdAt.toISOString(),
     updated_at: row.updatedAt.toISOString(),
