@@ -26,6 +26,8 @@ export class ActiveRun implements Admittable {
     public resume: boolean,
     /** The transaction hooks that joined the run when it was written. */
     readonly hooks: readonly RunTransactionHook[],
+    /** A retry's place to resume the conversation at (AgentRunRequest.resumeAt). */
+    readonly resumeAt: string | null = null,
   ) {
     let markFinished = () => {};
     this.finished = new Promise<void>((resolve) => {

@@ -130,6 +130,7 @@ export class Execution {
         sessionId: session.id,
         agentSessionId: session.agentSessionId,
         resume: run.resume,
+        resumeAt: run.resumeAt,
         prompt: row.prompt,
         settings: SessionSettings.parse({
           permissionMode: session.permissionMode,

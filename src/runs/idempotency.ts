@@ -12,7 +12,13 @@ const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
 /** What an Idempotency-Key stands for: a second use with another hash is a conflict. */
 export function messageHash(message: Message): string {
   return createHash("sha256")
-    .update(JSON.stringify([message.text, message.systemPrompt]))
+    .update(
+      JSON.stringify([
+        message.text,
+        message.systemPrompt,
+        ...(message.retryOf ? [message.retryOf] : []),
+      ]),
+    )
     .digest("hex");
 }
 

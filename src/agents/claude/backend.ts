@@ -1,3 +1,5 @@
+import type { BridgeEvent } from "../../events.js";
+import type { Logger } from "../../log.js";
 import type { RunAs } from "../../process/agent-user.js";
 import type { DriverConfig } from "../../process/driver.js";
 import { createVersionProbe } from "../../process/version-probe.js";
@@ -5,10 +7,11 @@ import type { AgentBackend, AgentRunRequest, RunContext } from "../agent.js";
 import { joinSystemPrompts, SessionSettings } from "../agent.js";
 import { findCredentials } from "./credentials.js";
 import { runClaude } from "./runner.js";
+import { ownApiMs } from "./usage.js";
 
 // Claude Code as an agent back-end: every session setting is its own, the bridge's session id is
-// also the CLI's (`--session-id` on the first run, `--resume` after), and a run's budget is the
-// CLI's `--max-budget-usd`.
+// also the CLI's (`--session-id` on the first run, `--resume` after, `--resume-session-at` for a
+// retry), and a run's budget is the CLI's `--max-budget-usd`.
 
 export interface ClaudeBackendConfig {
   bin: string;
@@ -24,6 +27,7 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
   return {
     name: "claude",
     settings: SessionSettings,
+    resumesAtMessage: true,
     async ready() {
       const [version, credentials] = await Promise.all([probe(), findCredentials(config.env)]);
       return { bin: config.bin, version, credentials };
@@ -31,11 +35,12 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
     run(request: AgentRunRequest, context: RunContext, signal: AbortSignal) {
       const { settings, identity } = request;
       const appendSystemPrompt = joinSystemPrompts(request);
-      return runClaude(
+      const events = runClaude(
         {
           prompt: request.prompt,
           claudeSessionId: request.sessionId,
           resume: request.resume,
+          ...(request.resumeAt !== null ? { resumeAt: request.resumeAt } : {}),
           ...(settings.worktree ? { worktree: request.sessionId } : {}),
           permissionMode: settings.permissionMode,
           effort: settings.effort,
@@ -48,6 +53,34 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
         { ...config.driver, bin: config.bin, env: config.env, ...context },
         signal,
       );
+      // A session's first run has no earlier API time to take off.
+      return request.resume ? withOwnApiTime(events, request, context.logger) : events;
     },
   };
+}
+
+/**
+ * The run's batches, its completion's `duration_api_ms` made the run's own: on --resume the CLI
+ * reports the session's running total (as it does its cost), which the session's earlier runs
+ * recorded their shares of.
+ */
+async function* withOwnApiTime(
+  batches: AsyncGenerator<BridgeEvent[]>,
+  request: AgentRunRequest,
+  logger: Logger,
+): AsyncGenerator<BridgeEvent[]> {
+  for await (const batch of batches) {
+    const last = batch.at(-1);
+    if (last?.type === "completion" && last.usage.duration_api_ms > 0) {
+      try {
+        const earlier = (await request.usageBefore())?.duration_api_ms ?? 0;
+        const own = ownApiMs(last.usage.duration_api_ms, earlier);
+        batch[batch.length - 1] = { ...last, usage: { ...last.usage, duration_api_ms: own } };
+      } catch (err) {
+        // The run's outcome goes out all the same, with the CLI's figure.
+        logger.warn("could not read the session's earlier API time", { error: String(err) });
+      }
+    }
+    yield batch;
+  }
 }

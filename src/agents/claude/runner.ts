@@ -52,7 +52,10 @@ async function* runClaudeOnce(
 ): AsyncGenerator<BridgeEvent[]> {
   const logger = (config.logger ?? silentLogger).child({ claude_session_id: req.claudeSessionId });
   const startedAt = performance.now();
-  const mapper = new StreamMapper({ elapsedMs: () => performance.now() - startedAt });
+  const mapper = new StreamMapper({
+    elapsedMs: () => performance.now() - startedAt,
+    resumed: req.resume,
+  });
   const protocol: LineProtocol = {
     onLine(line, reply) {
       if (line.type === "control_request") {
