@@ -158,7 +158,10 @@ export function buildProgram(out: Output): Command {
     .argument("<id>", "run id")
     .option("--follow", "show the run live like `send` until it ends; exit with its status")
     .option("--after <n>", "start after this event id", positiveInt, 0)
-    .option("--full", "add reasoning, tool calls and results, context window and rate limits")
+    .option(
+      "--full",
+      "add reasoning, subagents' text, tool calls and results, session and context window events, rate limits",
+    )
     .action(async (id: string, options, command: Command) => {
       const client = clientOf(command);
       const controller = new AbortController();
