@@ -134,7 +134,11 @@ describe.each(BACKENDS)("events of the real claude CLI on %s", (backend) => {
   });
 
   it("keeps a subagent's text out of the default stream, the JSON text and the result", async () => {
-    mock.script(
+    // The subagent runs beside the main conversation, so each conversation gets its own turns:
+    // neither the order of their requests nor the turn the CLI starts when the subagent reports
+    // back (after its result, before it exits) takes another test's turns.
+    mock.scriptFor(
+      "delegate it",
       {
         blocks: [
           { type: "text", text: "Delegating." },
@@ -151,7 +155,6 @@ describe.each(BACKENDS)("events of the real claude CLI on %s", (backend) => {
       },
       { blocks: [{ type: "text", text: "Here is the answer." }] },
     );
-    // The subagent runs beside the main conversation: its requests get their own turns.
     mock.scriptFor("Gather the notes, subagent", {
       blocks: [{ type: "text", text: "SUBAGENT NOTES" }],
     });
