@@ -29,17 +29,21 @@ export class MessageJoiner {
   /** `text` (not empty) of message `messageId` in `scope`, as it continues the scope's text. */
   join(scope: string, messageId: string, text: string): string {
     const last = this.scopes.get(scope);
+    if (last === undefined) {
+      this.scopes.set(scope, { message: messageId, tail: text.slice(-BLANK_LINE) });
+      return text;
+    }
     const separator =
-      last === undefined || last.message === messageId
+      last.message === messageId
         ? ""
         : "\n".repeat(
             Math.max(0, BLANK_LINE - trailingNewlines(last.tail) - leadingNewlines(text)),
           );
-    const joined = separator + text;
-    this.scopes.set(scope, {
-      message: messageId,
-      tail: ((last?.tail ?? "") + joined).slice(-BLANK_LINE),
-    });
-    return joined;
+    // Only the end is kept: a long text is never copied for it.
+    last.message = messageId;
+    last.tail = (text.length >= BLANK_LINE ? text : last.tail + separator + text).slice(
+      -BLANK_LINE,
+    );
+    return separator + text;
   }
 }
