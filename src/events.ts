@@ -19,9 +19,15 @@ export const Usage = z
     cache_read_tokens: z.number().int(),
     cache_creation_tokens: z.number().int(),
     num_turns: z.number().int(),
-    duration_api_ms: z.number().int(),
+    duration_api_ms: z.number().int().openapi({
+      description:
+        "The run's own time waiting for the model's API (a resumed Claude Code session reports its running total; the session's earlier runs are taken off).",
+    }),
   })
-  .openapi("Usage");
+  .openapi("Usage", {
+    description:
+      "A run's own usage, from the agent's result; a run that ended without one (cancelled, timed out, crashed) counts what the agent reported in its messages.",
+  });
 
 export const SessionUsage = z
   .object({
@@ -52,8 +58,11 @@ export const RunStartedEvent = z
   .openapi("RunStartedEvent");
 
 export const TextDeltaEvent = z
-  .object({ type: z.literal("text_delta"), text: z.string(), ...parent })
-  .openapi("TextDeltaEvent");
+  .object({ type: z.literal("text_delta"), text: z.string() })
+  .openapi("TextDeltaEvent", {
+    description:
+      "The main thread's text as it streams: what the agent says to the user. Separate messages are joined with a blank line; a subagent's text is a `subagent_text_delta` instead.",
+  });
 
 export const StatusEvent = z
   .object({
@@ -63,7 +72,10 @@ export const StatusEvent = z
     tool_use_id: z.string().optional(),
     ...parent,
   })
-  .openapi("StatusEvent");
+  .openapi("StatusEvent", {
+    description:
+      'What the agent is doing or waiting for: a tool starting ("Using Bash…", with `tool_name` and `tool_use_id`), the API being retried ("API error (529 overloaded), retrying 3/10 in 8 s") or a rate limit.',
+  });
 
 export const UserQuestion = z
   .object({
@@ -107,6 +119,54 @@ export const ReasoningEvent = z
   .object({ type: z.literal("reasoning"), text: z.string(), ...parent })
   .openapi("ReasoningEvent");
 
+export const SubagentTextDeltaEvent = z
+  .object({
+    type: z.literal("subagent_text_delta"),
+    text: z.string(),
+    parent_tool_use_id: z
+      .string()
+      .openapi({ description: "The tool call that runs the subagent." }),
+  })
+  .openapi("SubagentTextDeltaEvent", {
+    description:
+      "A subagent's text (Claude Code's Task/Agent tool): it talks to the main thread, not to the user, so it is kept out of `text_delta`, JSON-mode `text` and callbacks.",
+  });
+
+export const SessionStatusEvent = z
+  .object({
+    type: z.literal("session_status"),
+    status: z.enum(["new", "resumed"]).openapi({
+      description: "`new`: the run started the agent's conversation; `resumed`: it continued it.",
+    }),
+    agent_session_id: z.string().nullable().openapi({
+      description: "The agent CLI's own session (Claude Code) or thread (Codex) id.",
+    }),
+    model: z
+      .string()
+      .nullable()
+      .openapi({ description: "The model the agent says it runs; null when it does not say." }),
+    tools: z
+      .array(z.string())
+      .optional()
+      .openapi({ description: "The tools offered to the model, when the agent lists them." }),
+    mcp_servers: z
+      .array(z.object({ name: z.string(), status: z.string() }))
+      .optional()
+      .openapi({
+        description: "The MCP servers and their status (`connected`, `failed`…), when listed.",
+      }),
+  })
+  .openapi("SessionStatusEvent");
+
+export const AvailableCommandsEvent = z
+  .object({
+    type: z.literal("available_commands"),
+    commands: z.array(z.object({ name: z.string() })).openapi({
+      description: "The slash commands a message may start with (`/compact`, `/cost`…).",
+    }),
+  })
+  .openapi("AvailableCommandsEvent");
+
 export const ToolCallEvent = z
   .object({
     type: z.literal("tool_call"),
@@ -142,8 +202,22 @@ export const ToolResultEvent = z
   .openapi("ToolResultEvent");
 
 export const ContextWindowEvent = z
-  .object({ type: z.literal("context_window"), used: z.number().int(), size: z.number().int() })
-  .openapi("ContextWindowEvent");
+  .object({
+    type: z.literal("context_window"),
+    used: z.number().int().openapi({
+      description:
+        "Tokens of the conversation after the message: its input (cache included) and output.",
+    }),
+    size: z.number().int().openapi({
+      description:
+        "The model's context window: as the agent reported it, else the model's documented one.",
+    }),
+    remaining: z.number().int().openapi({ description: "`size - used`, never below 0." }),
+    efficiency: z.number().openapi({ description: "`used / size`: the fraction in use." }),
+  })
+  .openapi("ContextWindowEvent", {
+    description: "After each main-thread assistant message, and once more at the run's result.",
+  });
 
 export const RateLimitEvent = z
   .object({ type: z.literal("rate_limit"), info: z.record(z.string(), z.unknown()) })
@@ -182,7 +256,7 @@ export const CompletionEvent = z
     error_code: CompletionErrorCode.optional(),
     cost_usd: z.number().nullable().openapi({
       description:
-        "What the run cost in USD, as the agent reported it (Claude Code), or from the configured price of its model (Codex: AGENT_BRIDGE_CODEX_PRICES); null when neither is known, never a guess.",
+        "What the run cost in USD, as the agent reported it (Claude Code), or from the configured price of its model (Codex: AGENT_BRIDGE_CODEX_PRICES); null when neither is known, never a guess (a Claude Code run that spent tokens but ended without its result, e.g. cancelled: the CLI reports cost only in its result).",
     }),
     duration_ms: z.number().int(),
     usage: Usage,
@@ -196,7 +270,10 @@ export const CompletionEvent = z
       deprecated: true,
       description: "`agent_session_id` of a Claude Code run (null for other agents).",
     }),
-    last_message_uuid: z.string().nullable(),
+    last_message_uuid: z.string().nullable().openapi({
+      description:
+        "The agent's last message of the run, once its result confirmed the turn (null for a run that failed or stopped without one): where `POST /v1/runs/{id}/retry` of a later run resumes the conversation.",
+    }),
     dropped_lines: z.number().int().min(1).optional().openapi({
       description:
         "Lines of the CLI's output dropped for being over AGENT_BRIDGE_MAX_LINE_BYTES; the events they held (text included) are missing. Absent when none was.",
@@ -213,6 +290,9 @@ export const BridgeEvent = z
     PermissionRequestEvent,
     PermissionResolvedEvent,
     ReasoningEvent,
+    SubagentTextDeltaEvent,
+    SessionStatusEvent,
+    AvailableCommandsEvent,
     ToolCallEvent,
     ToolResultEvent,
     ToolUpdateEvent,
@@ -227,6 +307,8 @@ export type BridgeEventType = BridgeEvent["type"];
 export type CompletionEvent = z.infer<typeof CompletionEvent>;
 export type Usage = z.infer<typeof Usage>;
 export type SessionUsage = z.infer<typeof SessionUsage>;
+/** What a session's earlier runs used: its totals, and their time waiting for the API. */
+export type UsageBefore = SessionUsage & { duration_api_ms: number };
 export type CompletionStatusValue = z.infer<typeof CompletionStatus>;
 
 /** Events a client sees without `?events=full`. */

@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import type { BridgeEvent, SessionUsage } from "../events.js";
+import type { BridgeEvent, UsageBefore } from "../events.js";
 import type { Logger } from "../log.js";
 import type { AgentIdentity } from "../process/tenant-homes.js";
 import type { ImageAttachment } from "./images.js";
@@ -42,6 +42,11 @@ export interface AgentRunRequest {
   agentSessionId: string | null;
   /** Whether an earlier run of the session was started, so its conversation may exist. */
   resume: boolean;
+  /**
+   * Set for a retry (`POST /v1/runs/{id}/retry`): the agent's message to continue the conversation
+   * from, leaving out what came after it. Only for a back-end that `resumesAtMessage`.
+   */
+  resumeAt: string | null;
   prompt: string;
   /** Images sent with the prompt. */
   attachments: readonly ImageAttachment[];
@@ -53,7 +58,7 @@ export interface AgentRunRequest {
    * What the session's earlier runs used (a back-end that reports running totals subtracts it);
    * undefined once the session is gone.
    */
-  usageBefore: () => Promise<SessionUsage | undefined>;
+  usageBefore: () => Promise<UsageBefore | undefined>;
   /** USD the run may spend, when its key has a budget (see `runBudget`). */
   maxBudgetUsd: number | null;
   cwd: string;
@@ -86,6 +91,11 @@ export interface AgentBackend {
    * another is refused (400) with the issue's message, rather than run without it.
    */
   readonly settings: z.ZodType<SessionSettings>;
+  /**
+   * Can run a message from an earlier message of the conversation (`AgentRunRequest.resumeAt`),
+   * which a retry needs.
+   */
+  readonly resumesAtMessage: boolean;
   /** The CLI runs and has credentials; rejects with a message an operator can act on. */
   ready(): Promise<AgentReadiness>;
   run(

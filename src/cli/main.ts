@@ -3,6 +3,7 @@ import {
   type AgentBridgeClient,
   ApiProblem,
   createClient,
+  type FinishedRun,
   type Run,
   type Session,
   type StreamedEvent,
@@ -91,24 +92,11 @@ export function buildProgram(out: Output): Command {
         out.stderr.write(`session ${sessionId}\n`);
       }
       const messageOptions = options.systemPrompt ? { systemPrompt: options.systemPrompt } : {};
-      if (options.async) {
-        const run = await client.sendAsync(sessionId, text, messageOptions);
-        if (options.json) printJson(out, run);
-        else out.stdout.write(`${run.id}\n`);
-        return;
-      }
-      if (options.json) {
-        const finished = await client.send(sessionId, text, messageOptions);
-        printJson(out, finished);
-        throw new Exit(exitCodeOf(finished.completion.status));
-      }
-      const controller = new AbortController();
-      await render(
-        out,
-        client.stream(sessionId, text, { ...messageOptions, signal: controller.signal }),
-        client,
-        controller,
-      );
+      await showNewRun(out, client, options, {
+        queued: () => client.sendAsync(sessionId, text, messageOptions),
+        finished: () => client.send(sessionId, text, messageOptions),
+        live: (signal) => client.stream(sessionId, text, { ...messageOptions, signal }),
+      });
     });
 
   const sessions = program.command("sessions").description("list, show and delete sessions");
@@ -148,7 +136,7 @@ export function buildProgram(out: Output): Command {
       }
     });
 
-  const runs = program.command("runs").description("list, show, follow and cancel runs");
+  const runs = program.command("runs").description("list, show, follow, retry and cancel runs");
   listCommand(
     out,
     runs,
@@ -170,7 +158,10 @@ export function buildProgram(out: Output): Command {
     .argument("<id>", "run id")
     .option("--follow", "show the run live like `send` until it ends; exit with its status")
     .option("--after <n>", "start after this event id", positiveInt, 0)
-    .option("--full", "add reasoning, tool calls and results, context window and rate limits")
+    .option(
+      "--full",
+      "add reasoning, subagents' text, tool calls and results, session and context window events, rate limits",
+    )
     .action(async (id: string, options, command: Command) => {
       const client = clientOf(command);
       const controller = new AbortController();
@@ -181,6 +172,27 @@ export function buildProgram(out: Output): Command {
       });
       if (options.follow) return render(out, events, client, controller);
       await printEventLines(out, client, id, events, controller);
+    });
+  runs
+    .command("retry")
+    .description(
+      "retry a session's latest run from the last good message (its failed turn left out), shown as `send` shows a run",
+    )
+    .argument("<id>", "run id")
+    .option("--text <text>", "a new prompt (default: the run's own)")
+    .option("--json", "wait for the new run and print it as JSON (run, completion, text)")
+    .option("--async", "print the new run's id at once and leave it going (with --json: the run)")
+    .action(async (id: string, options, command: Command) => {
+      const client = clientOf(command);
+      const retryOptions = options.text ? { text: options.text } : {};
+      await showNewRun(out, client, options, {
+        queued: () => client.retryAsync(id, retryOptions),
+        finished: () => client.retry(id, retryOptions),
+        async *live(signal) {
+          const run = await client.retryAsync(id, { ...retryOptions, signal });
+          yield* client.follow(run.id, { signal });
+        },
+      });
     });
   runs
     .command("cancel")
@@ -290,6 +302,35 @@ function printTable(out: Output, rows: string[][]): void {
         .join("  ")
         .trimEnd()}\n`,
     );
+}
+
+/**
+ * A run a command starts, shown as asked: its id at once (`--async`; the run with `--json`), the
+ * finished run as JSON (`--json`), or live (`render`). Exits with the run's status when it waited.
+ */
+async function showNewRun(
+  out: Output,
+  client: AgentBridgeClient,
+  options: { json?: boolean; async?: boolean },
+  start: {
+    queued: () => Promise<Run>;
+    finished: () => Promise<FinishedRun>;
+    live: (signal: AbortSignal) => AsyncGenerator<StreamedEvent>;
+  },
+): Promise<void> {
+  if (options.async) {
+    const run = await start.queued();
+    if (options.json) printJson(out, run);
+    else out.stdout.write(`${run.id}\n`);
+    return;
+  }
+  if (options.json) {
+    const finished = await start.finished();
+    printJson(out, finished);
+    throw new Exit(exitCodeOf(finished.completion.status));
+  }
+  const controller = new AbortController();
+  await render(out, start.live(controller.signal), client, controller);
 }
 
 /**

@@ -46,23 +46,39 @@ export interface ClientOptions {
   reconnect?: ReconnectOptions;
 }
 
+/** Which events a stream shows: `full` adds the internal ones (see FollowOptions). */
+export type EventsView = "default" | "full";
+
 export interface StreamOptions {
   /** Stops reading (the run goes on on the server; cancel it with `cancelRun`). */
   signal?: AbortSignal;
   /** Appended to the system prompt for this message only. */
   systemPrompt?: string;
+  /** `full` also yields the internal events, numbered in that view. */
+  events?: EventsView;
 }
 
 export interface FollowOptions {
   /** Start after this event id (0, the default, replays the whole run). */
   after?: number;
   signal?: AbortSignal;
-  /** `full` adds reasoning, tool_call, tool_result, tool_update, context_window and rate_limit events. */
-  events?: "default" | "full";
+  /**
+   * `full` adds reasoning, subagent_text_delta, tool_call, tool_result, tool_update,
+   * session_status, available_commands, context_window and rate_limit events.
+   */
+  events?: EventsView;
 }
 
 export interface MessageOptions {
   systemPrompt?: string;
+  /** The same key within 24 h returns the first request's run instead of starting another. */
+  idempotencyKey?: string;
+  signal?: AbortSignal;
+}
+
+export interface RetryOptions {
+  /** A new prompt; by default the retried run's own. */
+  text?: string;
   /** The same key within 24 h returns the first request's run instead of starting another. */
   idempotencyKey?: string;
   signal?: AbortSignal;
@@ -81,6 +97,13 @@ export type AgentBridgeClient = Client<paths, Media> & {
   /** Runs newest first: of one session with `sessionId`, else every run the key may see. */
   listRuns(query?: { limit?: number; cursor?: string; sessionId?: string }): Promise<RunPage>;
   cancelRun(id: string): Promise<Run>;
+  /**
+   * Retries the session's latest run from the last message a run before it confirmed, and
+   * waits for the new run to finish (`POST /v1/runs/{id}/retry`, `Accept: application/json`).
+   */
+  retry(runId: string, options?: RetryOptions): Promise<FinishedRun>;
+  /** Retries a run (see `retry`) and returns the queued run at once (`Prefer: respond-async`). */
+  retryAsync(runId: string, options?: RetryOptions): Promise<Run>;
   /** A token for `EventSource` (no headers): the run's `events_url` for a few minutes. */
   createStreamToken(runId: string): Promise<StreamToken>;
   /**
@@ -109,7 +132,7 @@ export function createClient(clientOptions: ClientOptions): AgentBridgeClient {
     headers: key ? { Authorization: `Bearer ${key}` } : {},
   });
 
-  const runEvents = (runId: string, view: "default" | "full"): OpenEvents => {
+  const runEvents = (runId: string, view: EventsView): OpenEvents => {
     return async (after, signal) => {
       const { data, error, response } = await api.GET("/v1/runs/{id}/events", {
         params: {
@@ -138,8 +161,17 @@ export function createClient(clientOptions: ClientOptions): AgentBridgeClient {
     ...(options.signal ? { signal: options.signal } : {}),
   });
 
-  // The message endpoint answers 200 FinishedRun or 202 Run, as the request's headers choose;
-  // the types cannot see the headers, hence the casts in `send` and `sendAsync`.
+  const retryRequest = (runId: string, options: RetryOptions) => ({
+    params: {
+      path: { id: runId },
+      header: options.idempotencyKey ? { "idempotency-key": options.idempotencyKey } : {},
+    },
+    body: options.text !== undefined ? { text: options.text } : {},
+    ...(options.signal ? { signal: options.signal } : {}),
+  });
+
+  // The message and retry endpoints answer 200 FinishedRun or 202 Run, as the request's headers
+  // choose; the types cannot see the headers, hence the casts in `send`, `retry` and the like.
   return {
     ...api,
     createSession: (body = {}) => ok(api.POST("/v1/sessions", { body })),
@@ -170,16 +202,33 @@ export function createClient(clientOptions: ClientOptions): AgentBridgeClient {
     createStreamToken: (runId) =>
       ok(api.POST("/v1/runs/{id}/stream-token", { params: { path: { id: runId } } })),
     cancelRun: (id) => ok(api.POST("/v1/runs/{id}/cancel", { params: { path: { id } } })),
+    retry: (runId, options = {}) =>
+      ok(
+        api.POST("/v1/runs/{id}/retry", {
+          ...retryRequest(runId, options),
+          headers: { Accept: "application/json" },
+        }),
+      ) as Promise<FinishedRun>,
+    retryAsync: (runId, options = {}) =>
+      ok(
+        api.POST("/v1/runs/{id}/retry", {
+          ...retryRequest(runId, options),
+          headers: { Prefer: "respond-async" },
+        }),
+      ) as Promise<Run>,
 
     async *stream(sessionId, text, options = {}) {
+      const view = options.events ?? "default";
+      const request = message(sessionId, text, options);
       const { data, error, response } = await api.POST("/v1/sessions/{id}/messages", {
-        ...message(sessionId, text, options),
+        ...request,
+        params: { ...request.params, ...(options.events ? { query: { events: view } } : {}) },
         headers: { Accept: "text/event-stream" },
         parseAs: "stream",
       });
       const runId = response.headers.get("x-run-id");
       if (!response.ok || !data || !runId) throw ApiProblem.from(response, error);
-      yield* readRunEvents(data, runEvents(runId, "default"), {
+      yield* readRunEvents(data, runEvents(runId, view), {
         ...(options.signal ? { signal: options.signal } : {}),
         ...(reconnect ? { reconnect } : {}),
       });

@@ -264,6 +264,26 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  "/v1/runs/{id}/retry": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Retry a run: a new run of its session without the run's turn
+     * @description Starts a new run of the session that resumes the agent's conversation at the last message a run before this one confirmed (its `last_message_uuid`), so that the turn of this run, e.g. one that failed on an API error, is left out of it; with `text`, a new prompt, else this run's. Only for the session's latest run, once it has finished (409 otherwise), and only for an agent that can resume at an earlier message (Claude Code; a codex session gets 400 `retry_unsupported`). Otherwise as a message: the same admission (a busy session is a 409), `Idempotency-Key`, and answers (SSE, `Accept: application/json`, `Prefer: respond-async`).
+     */
+    post: operations["retryRun"];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   "/v1/runs/{id}/stream-token": {
     parameters: {
       query?: never;
@@ -337,7 +357,7 @@ export interface paths {
     put?: never;
     /**
      * Send a message: starts a run of the agent
-     * @description Starts one run of the CLI on the session. The run belongs to the server: a client that disconnects leaves it going and can follow it again at `/v1/runs/{run_id}/events`. One active run per session (a second message is a 409 naming it); beyond the server's run slots and queue, 429 with `Retry-After`. The answer follows `Prefer: respond-async` (202 at once), else `Accept`: `text/event-stream` or none streams the run's events, `application/json` waits and returns the finished run.
+     * @description Starts one run of the CLI on the session. The run belongs to the server: a client that disconnects leaves it going and can follow it again at `/v1/runs/{run_id}/events`. One active run per session (a second message is a 409 naming it); beyond the server's run slots and queue, 429 with `Retry-After`. The answer follows `Prefer: respond-async` (202 at once), else `Accept`: `text/event-stream` or none streams the run's events (in the view `?events=` asks for, with its ids), `application/json` waits and returns the finished run.
      */
     post: operations["postMessage"];
     delete?: never;
@@ -428,6 +448,17 @@ export interface components {
     ApiKeyList: {
       data: components["schemas"]["ApiKey"][];
     };
+    AvailableCommandsEvent: {
+      /**
+       * @description discriminator enum property added by openapi-typescript
+       * @enum {string}
+       */
+      type: "available_commands";
+      /** @description The slash commands a message may start with (`/compact`, `/cost`…). */
+      commands: {
+        name: string;
+      }[];
+    };
     BridgeEvent:
       | components["schemas"]["RunStartedEvent"]
       | components["schemas"]["TextDeltaEvent"]
@@ -436,6 +467,9 @@ export interface components {
       | components["schemas"]["PermissionRequestEvent"]
       | components["schemas"]["PermissionResolvedEvent"]
       | components["schemas"]["ReasoningEvent"]
+      | components["schemas"]["SubagentTextDeltaEvent"]
+      | components["schemas"]["SessionStatusEvent"]
+      | components["schemas"]["AvailableCommandsEvent"]
       | components["schemas"]["ToolCallEvent"]
       | components["schemas"]["ToolResultEvent"]
       | components["schemas"]["ToolUpdateEvent"]
@@ -492,7 +526,7 @@ export interface components {
       result: string | null;
       error: string | null;
       error_code?: components["schemas"]["CompletionErrorCode"];
-      /** @description What the run cost in USD, as the agent reported it (Claude Code), or from the configured price of its model (Codex: AGENT_BRIDGE_CODEX_PRICES); null when neither is known, never a guess. */
+      /** @description What the run cost in USD, as the agent reported it (Claude Code), or from the configured price of its model (Codex: AGENT_BRIDGE_CODEX_PRICES); null when neither is known, never a guess (a Claude Code run that spent tokens but ended without its result, e.g. cancelled: the CLI reports cost only in its result). */
       cost_usd: number | null;
       duration_ms: number;
       usage: components["schemas"]["Usage"];
@@ -504,20 +538,28 @@ export interface components {
        * @description `agent_session_id` of a Claude Code run (null for other agents).
        */
       claude_session_id: string | null;
+      /** @description The agent's last message of the run, once its result confirmed the turn (null for a run that failed or stopped without one): where `POST /v1/runs/{id}/retry` of a later run resumes the conversation. */
       last_message_uuid: string | null;
       /** @description Lines of the CLI's output dropped for being over AGENT_BRIDGE_MAX_LINE_BYTES; the events they held (text included) are missing. Absent when none was. */
       dropped_lines?: number;
     };
     /** @enum {string} */
     CompletionStatus: "succeeded" | "failed" | "cancelled" | "timed_out" | "interrupted";
+    /** @description After each main-thread assistant message, and once more at the run's result. */
     ContextWindowEvent: {
       /**
        * @description discriminator enum property added by openapi-typescript
        * @enum {string}
        */
       type: "context_window";
+      /** @description Tokens of the conversation after the message: its input (cache included) and output. */
       used: number;
+      /** @description The model's context window: as the agent reported it, else the model's documented one. */
       size: number;
+      /** @description `size - used`, never below 0. */
+      remaining: number;
+      /** @description `used / size`: the fraction in use. */
+      efficiency: number;
     };
     CreateApiKey: {
       /** @example ci */
@@ -651,7 +693,7 @@ export interface components {
     FinishedRun: {
       run: components["schemas"]["Run"];
       completion: components["schemas"]["CompletionEvent"];
-      /** @description Every text_delta of the run, joined. */
+      /** @description Every text_delta of the run, joined: the main thread's text, no subagent's. */
       text: string;
     };
     Health: {
@@ -885,6 +927,8 @@ export interface components {
         | "worktree_unavailable"
         | "worktree_dirty"
         | "run_finished"
+        | "run_not_latest"
+        | "retry_unsupported"
         | "queue_full"
         | "idempotency_key_reused"
         | "shutting_down"
@@ -931,6 +975,10 @@ export interface components {
       type: "reasoning";
       text: string;
       parent_tool_use_id?: string | null;
+    };
+    RetryRun: {
+      /** @description The prompt of the retry; by default the retried run's own. */
+      text?: string;
     };
     Run: {
       id: string;
@@ -1066,6 +1114,29 @@ export interface components {
       /** @description null on the last page. */
       next_cursor: string | null;
     };
+    SessionStatusEvent: {
+      /**
+       * @description discriminator enum property added by openapi-typescript
+       * @enum {string}
+       */
+      type: "session_status";
+      /**
+       * @description `new`: the run started the agent's conversation; `resumed`: it continued it.
+       * @enum {string}
+       */
+      status: "new" | "resumed";
+      /** @description The agent CLI's own session (Claude Code) or thread (Codex) id. */
+      agent_session_id: string | null;
+      /** @description The model the agent says it runs; null when it does not say. */
+      model: string | null;
+      /** @description The tools offered to the model, when the agent lists them. */
+      tools?: string[];
+      /** @description The MCP servers and their status (`connected`, `failed`…), when listed. */
+      mcp_servers?: {
+        name: string;
+        status: string;
+      }[];
+    };
     SessionUsage: {
       input_tokens: number;
       output_tokens: number;
@@ -1075,6 +1146,7 @@ export interface components {
       num_turns: number;
       runs: number;
     };
+    /** @description What the agent is doing or waiting for: a tool starting ("Using Bash…", with `tool_name` and `tool_use_id`), the API being retried ("API error (529 overloaded), retrying 3/10 in 8 s") or a rate limit. */
     StatusEvent: {
       /**
        * @description discriminator enum property added by openapi-typescript
@@ -1106,6 +1178,18 @@ export interface components {
        */
       events_url: string;
     };
+    /** @description A subagent's text (Claude Code's Task/Agent tool): it talks to the main thread, not to the user, so it is kept out of `text_delta`, JSON-mode `text` and callbacks. */
+    SubagentTextDeltaEvent: {
+      /**
+       * @description discriminator enum property added by openapi-typescript
+       * @enum {string}
+       */
+      type: "subagent_text_delta";
+      text: string;
+      /** @description The tool call that runs the subagent. */
+      parent_tool_use_id: string;
+    };
+    /** @description The main thread's text as it streams: what the agent says to the user. Separate messages are joined with a blank line; a subagent's text is a `subagent_text_delta` instead. */
     TextDeltaEvent: {
       /**
        * @description discriminator enum property added by openapi-typescript
@@ -1113,7 +1197,6 @@ export interface components {
        */
       type: "text_delta";
       text: string;
-      parent_tool_use_id?: string | null;
     };
     ToolCallEvent: {
       /**
@@ -1251,12 +1334,14 @@ export interface components {
        */
       timezone?: string;
     };
+    /** @description A run's own usage, from the agent's result; a run that ended without one (cancelled, timed out, crashed) counts what the agent reported in its messages. */
     Usage: {
       input_tokens: number;
       output_tokens: number;
       cache_read_tokens: number;
       cache_creation_tokens: number;
       num_turns: number;
+      /** @description The run's own time waiting for the model's API (a resumed Claude Code session reports its running total; the session's earlier runs are taken off). */
       duration_api_ms: number;
     };
     /** @description The calling key's monthly budget; null when it has no cap. */
@@ -1508,7 +1593,7 @@ export interface operations {
           "application/json": components["schemas"]["Hook"];
         };
       };
-      /** @description Invalid request: every problem is listed in `errors` */
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -1593,7 +1678,7 @@ export interface operations {
           "application/json": components["schemas"]["Hook"];
         };
       };
-      /** @description Invalid request: every problem is listed in `errors` */
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -1664,7 +1749,7 @@ export interface operations {
           "application/json": components["schemas"]["Hook"];
         };
       };
-      /** @description Invalid request: every problem is listed in `errors` */
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -1747,7 +1832,7 @@ export interface operations {
         };
         content?: never;
       };
-      /** @description Invalid request: every problem is listed in `errors` */
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -1818,7 +1903,7 @@ export interface operations {
           "application/json": components["schemas"]["HookDeliveryPage"];
         };
       };
-      /** @description Invalid request: every problem is listed in `errors` */
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -1916,7 +2001,7 @@ export interface operations {
           "application/json": components["schemas"]["DeliveryReceipt"];
         };
       };
-      /** @description Invalid request: every problem is listed in `errors` */
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -2068,7 +2153,7 @@ export interface operations {
           "application/json": components["schemas"]["NewApiKey"];
         };
       };
-      /** @description Invalid request: every problem is listed in `errors` */
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -2144,7 +2229,7 @@ export interface operations {
           "application/json": components["schemas"]["ApiKey"];
         };
       };
-      /** @description Invalid request: every problem is listed in `errors` */
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -2215,7 +2300,7 @@ export interface operations {
           "application/json": components["schemas"]["ApiKey"];
         };
       };
-      /** @description Invalid request: every problem is listed in `errors` */
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -2302,7 +2387,7 @@ export interface operations {
           "application/json": components["schemas"]["RunPage"];
         };
       };
-      /** @description Invalid request: every problem is listed in `errors` */
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -2351,7 +2436,7 @@ export interface operations {
           "application/json": components["schemas"]["Run"];
         };
       };
-      /** @description Invalid request: every problem is listed in `errors` */
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -2409,7 +2494,7 @@ export interface operations {
           "application/json": components["schemas"]["Run"];
         };
       };
-      /** @description Invalid request: every problem is listed in `errors` */
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -2463,7 +2548,7 @@ export interface operations {
         token?: string;
         /** @description Replay from the event after this id (the `Last-Event-ID` header wins when both are given). */
         after?: number;
-        /** @description `full` adds reasoning, tool_call, tool_result, tool_update, context_window and rate_limit events; ids then count every event. */
+        /** @description `full` adds reasoning, subagent_text_delta, tool_call, tool_result, tool_update, session_status, available_commands, context_window and rate_limit events; ids then count every event. */
         events?: "default" | "full";
       };
       header?: {
@@ -2486,7 +2571,7 @@ export interface operations {
           "text/event-stream": components["schemas"]["EventStreamData"];
         };
       };
-      /** @description Invalid request: every problem is listed in `errors` */
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -2524,6 +2609,161 @@ export interface operations {
       };
     };
   };
+  retryRun: {
+    parameters: {
+      query?: {
+        /** @description `full` adds reasoning, subagent_text_delta, tool_call, tool_result, tool_update, session_status, available_commands, context_window and rate_limit events; ids then count every event. */
+        events?: "default" | "full";
+      };
+      header?: {
+        /** @description Within 24 h, the same key for the same session returns the first request's run (and stream) instead of starting another; with a different body it is a 422. */
+        "idempotency-key"?: string;
+        /** @description `respond-async`: answer 202 at once with `Location: /v1/runs/{run_id}`. */
+        prefer?: string;
+      };
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: {
+      content: {
+        "application/json": components["schemas"]["RetryRun"];
+      };
+    };
+    responses: {
+      /** @description The run's events as SSE (the default, or `Accept: text/event-stream`), ending with its `completion`, or with an `event: error` frame when the server cannot continue the stream; or with `Accept: application/json`, the finished run. */
+      200: {
+        headers: {
+          "X-Run-Id": string;
+          [name: string]: unknown;
+        };
+        content: {
+          "text/event-stream": components["schemas"]["EventStreamData"];
+          "application/json": components["schemas"]["FinishedRun"];
+        };
+      };
+      /** @description With `Prefer: respond-async`: the run, accepted; follow `Location`. */
+      202: {
+        headers: {
+          Location: string;
+          "Preference-Applied": string;
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["Run"];
+        };
+      };
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description The key's monthly budget (`max_budget_usd`) is spent: nothing was started */
+      402: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description The key lacks the admin role, or its policy does not allow what was asked (`policy_denied`) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Not found */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Conflict */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description The session has expired */
+      410: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Body larger than the configured limit */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Body is not JSON */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Unprocessable: an Idempotency-Key reused with a different body, or a hook's prompt that rendered empty or too large */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Not ready */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
   createStreamToken: {
     parameters: {
       query?: never;
@@ -2544,7 +2784,7 @@ export interface operations {
           "application/json": components["schemas"]["StreamToken"];
         };
       };
-      /** @description Invalid request: every problem is listed in `errors` */
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -2604,7 +2844,7 @@ export interface operations {
           "application/json": components["schemas"]["SessionPage"];
         };
       };
-      /** @description Invalid request: every problem is listed in `errors` */
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -2656,7 +2896,7 @@ export interface operations {
           "application/json": components["schemas"]["Session"];
         };
       };
-      /** @description Invalid request: every problem is listed in `errors` */
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -2732,7 +2972,7 @@ export interface operations {
           "application/json": components["schemas"]["Session"];
         };
       };
-      /** @description Invalid request: every problem is listed in `errors` */
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -2791,7 +3031,7 @@ export interface operations {
         };
         content?: never;
       };
-      /** @description Invalid request: every problem is listed in `errors` */
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -2840,7 +3080,10 @@ export interface operations {
   };
   postMessage: {
     parameters: {
-      query?: never;
+      query?: {
+        /** @description `full` adds reasoning, subagent_text_delta, tool_call, tool_result, tool_update, session_status, available_commands, context_window and rate_limit events; ids then count every event. */
+        events?: "default" | "full";
+      };
       header?: {
         /** @description Within 24 h, the same key for the same session returns the first request's run (and stream) instead of starting another; with a different body it is a 422. */
         "idempotency-key"?: string;
@@ -2880,7 +3123,7 @@ export interface operations {
           "application/json": components["schemas"]["Run"];
         };
       };
-      /** @description Invalid request: every problem is listed in `errors` */
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -3014,7 +3257,7 @@ export interface operations {
           "application/json": components["schemas"]["RunPage"];
         };
       };
-      /** @description Invalid request: every problem is listed in `errors` */
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
       400: {
         headers: {
           [name: string]: unknown;

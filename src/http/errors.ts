@@ -10,6 +10,7 @@ import {
   KeyRunLimitError,
   QueueFullError,
   RunFinishedError,
+  RunNotLatestError,
   SessionBusyError,
   SessionExpiredError,
   SessionGoneError,
@@ -47,6 +48,8 @@ export const ERROR_CODES = {
   worktree_unavailable: "Worktree mode unavailable",
   worktree_dirty: "Worktree has uncommitted changes",
   run_finished: "Run already finished",
+  run_not_latest: "Run is not its session's latest",
+  retry_unsupported: "The session's agent cannot retry a run",
   queue_full: "Too many runs",
   idempotency_key_reused: "Idempotency key reused with a different request",
   shutting_down: "Server shutting down",
@@ -207,6 +210,7 @@ function runRefusal(err: unknown): ApiError | undefined {
   if (err instanceof IdempotencyConflictError)
     return new ApiError(422, "idempotency_key_reused", err.message);
   if (err instanceof RunFinishedError) return new ApiError(409, "run_finished", err.message);
+  if (err instanceof RunNotLatestError) return new ApiError(409, "run_not_latest", err.message);
   if (err instanceof SessionExpiredError) return new ApiError(410, "session_expired", err.message);
   if (err instanceof SessionGoneError) return new ApiError(404, "session_not_found", err.message);
   if (err instanceof ShuttingDownError) return new ApiError(503, "shutting_down", err.message);
@@ -231,7 +235,7 @@ export const onNotFound: NotFoundHandler<AppEnv> = (c) =>
 /** The problem+json responses a route documents, keyed by status. */
 export function problemResponses<S extends number>(...statuses: S[]) {
   const descriptions: Record<number, string> = {
-    400: "Invalid request: every problem is listed in `errors`",
+    400: "Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message)",
     401: "Missing, malformed, unknown or revoked API key",
     402: "The key's monthly budget (`max_budget_usd`) is spent: nothing was started",
     403: "The key lacks the admin role, or its policy does not allow what was asked (`policy_denied`)",

@@ -32,6 +32,8 @@ export class ActiveRun implements Admittable {
     readonly hooks: readonly RunTransactionHook[],
     /** What its message set for this run alone. */
     readonly options: RunOptions,
+    /** A retry's place to resume the conversation at (AgentRunRequest.resumeAt). */
+    readonly resumeAt: string | null = null,
   ) {
     let markFinished = () => {};
     this.finished = new Promise<void>((resolve) => {

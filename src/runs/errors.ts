@@ -57,3 +57,15 @@ export class SessionGoneError extends Error {
     super(`No session with id ${sessionId}`);
   }
 }
+
+/** A retry of a run that is not its session's newest: only the last turn can be retried. */
+export class RunNotLatestError extends Error {
+  constructor(
+    readonly runId: string,
+    readonly latestRunId: string,
+  ) {
+    super(
+      `run ${runId} is not its session's latest run (${latestRunId} is): only the latest run can be retried`,
+    );
+  }
+}

@@ -162,6 +162,7 @@ export class Execution {
         sessionId: session.id,
         agentSessionId: session.agentSessionId,
         resume: run.resume,
+        resumeAt: run.resumeAt,
         prompt: row.prompt,
         attachments: options.attachments,
         settings: {

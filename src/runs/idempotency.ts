@@ -11,7 +11,13 @@ const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
 
 /** What an Idempotency-Key stands for: a second use with another hash is a conflict. */
 export function messageHash(message: Message): string {
-  const hash = createHash("sha256").update(JSON.stringify([message.text, message.systemPrompt]));
+  const hash = createHash("sha256").update(
+    JSON.stringify([
+      message.text,
+      message.systemPrompt,
+      ...(message.retryOf ? [message.retryOf] : []),
+    ]),
+  );
   // Only when set, so that a message without them hashes as it did before they existed.
   const { maxTurns, maxBudgetUsd, attachments } = message.options ?? NO_RUN_OPTIONS;
   if (maxTurns !== null || maxBudgetUsd !== null || attachments.length > 0) {

@@ -16,6 +16,7 @@ import { ActiveRun } from "./active-run.js";
 import { Admission } from "./admission.js";
 import {
   RunFinishedError,
+  RunNotLatestError,
   SessionBusyError,
   SessionExpiredError,
   SessionGoneError,
@@ -277,6 +278,7 @@ export class RunManager {
       const earlier = await findIdempotentRun(db, session.id, message.idempotencyKey, requestHash);
       if (earlier) return { run: earlier, created: false };
     }
+    const resumeAt = message.retryOf ? await this.retryPoint(session.id, message.retryOf) : null;
     const mayWait = Boolean(message.waitForSession);
     let wait = this.admission.mustWait(session.id, state.activeRunId, mayWait);
     agents.get(session.agent);
@@ -330,10 +332,24 @@ export class RunManager {
     // `resume` is asked again when a waiting run takes its turn.
     const log = new RunLog(this.writer, row.id, db);
     const options = message.options ?? NO_RUN_OPTIONS;
-    const run = new ActiveRun(row, session, log, state.resume, hooks, options);
+    const run = new ActiveRun(row, session, log, state.resume, hooks, options, resumeAt);
     run.traceParent = traceParent;
     this.admission.add(run, wait);
     return { run: row, created: true };
+  }
+
+  /**
+   * Where a retry of `runId` resumes the conversation, once it is known to be the session's
+   * newest run and finished (asked in the session's admission order, so no message slips in).
+   */
+  private async retryPoint(sessionId: string, runId: string): Promise<string | null> {
+    const { latest, resumeAt } = await store.retryPoint(this.opts.db, sessionId, runId);
+    if (!latest) throw new SessionGoneError(sessionId);
+    if (latest.id !== runId) throw new RunNotLatestError(runId, latest.id);
+    if (["queued", "running", "waiting"].includes(latest.status)) {
+      throw new SessionBusyError(latest.id);
+    }
+    return resumeAt;
   }
 
   /** A waiting run's turn: it becomes the session's queued run in the store, if no other is. */

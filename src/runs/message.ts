@@ -26,6 +26,11 @@ export interface Message {
    * rather than be refused with SessionBusyError. Webhook deliveries wait; messages do not.
    */
   waitForSession?: boolean;
+  /**
+   * A retry of this run (`POST /v1/runs/{id}/retry`): it must be its session's newest run, and
+   * finished; the new run resumes the conversation at the last message a run before it confirmed.
+   */
+  retryOf?: string;
   /** Where to POST the run's outcome once it completes (an outbox row written with the run). */
   callback?: { url: string; secret: string } | null;
 }

@@ -165,6 +165,38 @@ export async function admissionState(
   return row;
 }
 
+/**
+ * What a retry of `runId` needs of its session: the session's newest run (a retry must be of
+ * it), and the last message a run before `runId` confirmed (`last_message_uuid`), where the retry
+ * resumes the conversation; null when none did.
+ */
+export async function retryPoint(
+  db: Database,
+  sessionId: string,
+  runId: string,
+): Promise<{ latest: RunRow | undefined; resumeAt: string | null }> {
+  const [latest] = await db
+    .select()
+    .from(runs)
+    .where(eq(runs.sessionId, sessionId))
+    .orderBy(...newestFirst(runs.createdAt, runs.id))
+    .limit(1);
+  if (latest?.id !== runId) return { latest, resumeAt: null };
+  const [confirmed] = await db
+    .select({ uuid: runs.lastMessageUuid })
+    .from(runs)
+    .where(
+      and(
+        eq(runs.sessionId, sessionId),
+        isNotNull(runs.lastMessageUuid),
+        olderThan(runs.createdAt, runs.id, latest),
+      ),
+    )
+    .orderBy(...newestFirst(runs.createdAt, runs.id))
+    .limit(1);
+  return { latest, resumeAt: confirmed?.uuid ?? null };
+}
+
 export async function markRunning(db: Database, id: string, startedAt: Date) {
   await db.update(runs).set({ status: "running", startedAt }).where(eq(runs.id, id));
 }

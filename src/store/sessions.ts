@@ -1,11 +1,11 @@
 import { randomUUID } from "node:crypto";
-import { and, eq, type SQL } from "drizzle-orm";
+import { and, eq, type SQL, sql } from "drizzle-orm";
 import { SessionSettings } from "../agents/agent.js";
 import type { Principal } from "../auth/principal.js";
-import type { SessionUsage } from "../events.js";
+import type { UsageBefore } from "../events.js";
 import type { Database } from "./db.js";
 import { newestFirst, olderThan, type PageKey } from "./paging.js";
-import { type SessionRow, sessions } from "./schema.js";
+import { runs, type SessionRow, sessions } from "./schema.js";
 
 export interface NewSession {
   ownerKeyId: string | null;
@@ -100,8 +100,17 @@ export const sessionUsageColumns = {
   runs: sessions.runs,
 };
 
-/** The session's usage so far; undefined when it is gone. */
-export async function sessionTotals(db: Database, id: string): Promise<SessionUsage | undefined> {
-  const [row] = await db.select(sessionUsageColumns).from(sessions).where(eq(sessions.id, id));
+/** The session's usage so far, with its runs' API time; undefined when it is gone. */
+export async function sessionTotals(db: Database, id: string): Promise<UsageBefore | undefined> {
+  const [row] = await db
+    .select({
+      ...sessionUsageColumns,
+      duration_api_ms:
+        sql`(select coalesce(sum(${runs.durationApiMs}), 0) from ${runs} where ${runs.sessionId} = ${id})`.mapWith(
+          Number,
+        ),
+    })
+    .from(sessions)
+    .where(eq(sessions.id, id));
   return row;
 }

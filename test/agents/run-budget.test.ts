@@ -9,6 +9,7 @@ function request(own: number | null, key: number | null): AgentRunRequest {
     sessionId: "s",
     agentSessionId: null,
     resume: false,
+    resumeAt: null,
     prompt: "p",
     attachments: [],
     settings: {

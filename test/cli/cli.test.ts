@@ -97,6 +97,29 @@ describe("the agent-bridge command", () => {
     expect(events.at(-1)).toMatchObject({ type: "completion", status: "succeeded" });
   });
 
+  it("runs retry runs a session's latest run again, shown as send shows it; --async prints the new run's id", async () => {
+    const first = JSON.parse((await on(ok)("send", "say hello", "--json")).stdout);
+    const retried = await on(ok)("runs", "retry", first.run.id);
+    expect(retried.code).toBe(EXIT.ok);
+    expect(retried.stdout).toBe("Hello, world!\n");
+    const summary = retried.stderr.trimEnd().split("\n").at(-1) ?? "";
+    expect(summary).toMatch(new RegExp(`^succeeded in .* · run ${UUID}$`));
+    const retryId = summary.slice(summary.lastIndexOf(" ") + 1);
+    expect(retryId).not.toBe(first.run.id);
+
+    // Only the latest run can be retried: the server's refusal, as its detail and code.
+    const stale = await on(ok)("runs", "retry", first.run.id);
+    expect(stale.code).toBe(EXIT.error);
+    expect(stale.stderr).toMatch(/only the latest run can be retried \(run_not_latest\)\n$/);
+
+    const queued = await on(ok)("runs", "retry", retryId, "--async", "--text", "say it again");
+    expect(queued.code).toBe(EXIT.ok);
+    const again = queued.stdout.trim();
+    expect(again).toMatch(new RegExp(`^${UUID}$`));
+    const run = JSON.parse((await on(ok)("runs", "show", again)).stdout);
+    expect(run).toMatchObject({ trigger: "retry", prompt: "say it again" });
+  });
+
   it("runs cancel stops a run; following it then exits with the cancelled code", async () => {
     const runId = (await on(slow)("send", "work", "--async")).stdout.trim();
     const cancelled = await on(slow)("runs", "cancel", runId);

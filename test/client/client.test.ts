@@ -184,6 +184,27 @@ describe.each(BACKENDS)("the client on %s", (backend) => {
     expect(finished.completion.status).toBe("succeeded");
   });
 
+  it("streams a message in the full view, and retries its run: waiting, or queued at once", async () => {
+    const client = createClient({ baseUrl: live.url });
+    const session = await client.createSession();
+    const events = await collect(client.stream(session.id, "hi", { events: "full" }));
+    expect(events.map((e) => e.type)).toContain("session_status");
+    // Numbered in the full view, as the stream was.
+    expect(events.map((e) => e.id)).toEqual(events.map((_, i) => i + 1));
+    const first = events[0]?.type === "run_started" ? events[0].run_id : "";
+
+    const retried = await client.retry(first);
+    expect(retried).toMatchObject({
+      run: { trigger: "retry", prompt: "hi" },
+      text: "Hello, world!",
+    });
+    const queued = await client.retryAsync(retried.run.id, { text: "once more" });
+    expect(queued).toMatchObject({ status: "queued", prompt: "once more" });
+    const stale = await client.retry(first).catch((err: unknown) => err);
+    expect(stale).toBeInstanceOf(ApiProblem);
+    expect(stale).toMatchObject({ status: 409, code: "run_not_latest" });
+  });
+
   it("surfaces errors as ApiProblem with the problem's status, code and detail", async () => {
     const client = createClient({ baseUrl: live.url });
     const missing = crypto.randomUUID();

@@ -27,6 +27,7 @@ const ANSWERS: Record<string, FakeScenario> = {
     steps: [{ mark: "working" }],
     end: "hang",
   },
+  "Write a short summary to SUMMARY.md": streamedReply(["Wrote SUMMARY.md."]),
   "Run the tests": streamedReply(["All tests pass."]),
 };
 

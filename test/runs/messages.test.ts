@@ -167,6 +167,21 @@ describe.each(BACKENDS)("messages and runs on %s", (backend) => {
     expect(tail.map((f) => f.event)).toEqual(["completion"]);
   });
 
+  it("?events=full on the message itself streams the full view, as GET …/events?events=full replays it", async () => {
+    const session = await api.newSession();
+    const res = await fetch(`${server.url}/v1/sessions/${session.id}/messages?events=full`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ text: "hi" }),
+    });
+    const live = await SseReader.of(res).events();
+    expect(live.map((f) => f.event)).toContain("session_status");
+    const replay = await SseReader.of(
+      await fetch(`${server.url}/v1/runs/${res.headers.get("x-run-id")}/events?events=full`),
+    ).events();
+    expect(live.map((f) => f.raw)).toEqual(replay.map((f) => f.raw));
+  });
+
   it("resumes the CLI session on the second message", async () => {
     const session = await api.newSession();
     await (await api.postMessage(session.id, "one", { Accept: "application/json" })).json();

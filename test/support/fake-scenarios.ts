@@ -10,10 +10,18 @@ import {
 
 // Scenarios for the fake CLI that the run and HTTP tests share.
 
-/** A reply streamed as `parts`, `delayMs` apart, then a successful result with the given usage. */
+/**
+ * A reply streamed as `parts`, `delayMs` apart, then a successful result with the given usage;
+ * `uuid` is its message's (the run's last_message_uuid).
+ */
 export function streamedReply(
   parts: string[],
-  opts: { delayMs?: number; usage?: { input: number; output: number }; costUsd?: number } = {},
+  opts: {
+    delayMs?: number;
+    usage?: { input: number; output: number };
+    costUsd?: number;
+    uuid?: string;
+  } = {},
 ): FakeScenario {
   const text = parts.join("");
   const usage = opts.usage ?? { input: 100, output: 20 };
@@ -33,7 +41,11 @@ export function streamedReply(
     steps.push({ emit: textDelta("msg_1", 0, part) });
   }
   steps.push(
-    { emit: assistant("msg_1", [{ type: "text", text }], { uuid: "assistant-uuid-1" }) },
+    {
+      emit: assistant("msg_1", [{ type: "text", text }], {
+        uuid: opts.uuid ?? "assistant-uuid-1",
+      }),
+    },
     {
       emit: result({
         result: text,

@@ -79,8 +79,18 @@ export interface MessagesBody {
 export interface MockAnthropic {
   url: string;
   requests: RecordedRequest[];
-  /** Appends turns to the queue; each main-conversation request consumes one. */
+  /**
+   * Appends turns to the queue; each main-conversation request consumes one. A sticky error
+   * (see MockTurn) ends here: the test has moved on to the next turn, e.g. a retry of the
+   * conversation that failed, whose request is the same.
+   */
   script(...turns: MockTurn[]): void;
+  /**
+   * Turns for the requests of another conversation, one whose first user message holds `text`:
+   * a subagent's (its prompt), which runs beside the main conversation, so that which request
+   * comes first does not decide which gets which turn.
+   */
+  scriptFor(text: string, ...turns: MockTurn[]): void;
   /** Turns still queued. */
   pending(): number;
   /** The main-conversation /v1/messages requests, in order, with their bodies. */
@@ -298,6 +308,7 @@ export function conversationKey(body: MessagesBody): string {
 
 export async function startMockAnthropic(options: MockOptions = {}): Promise<MockAnthropic> {
   const queue: MockTurn[] = [];
+  const routes: Array<{ text: string; turns: MockTurn[] }> = [];
   const requests: RecordedRequest[] = [];
   const isMain = options.isMain ?? isMainRequest;
   let sticky: { key: string; turn: Extract<MockTurn, { error: unknown }> } | undefined;
@@ -338,8 +349,13 @@ export async function startMockAnthropic(options: MockOptions = {}): Promise<Moc
       const main = isMain(mb);
       rec.kind = main ? "main" : "side";
       const key = conversationKey(mb);
+      const opening = JSON.stringify(mb.messages?.find((m) => m.role === "user")?.content ?? "");
+      const route = main ? routes.find((r) => opening.includes(r.text)) : undefined;
       let turn: MockTurn | undefined;
-      if (main && sticky?.key === key) {
+      if (route) {
+        turn = route.turns.shift();
+        rec.answeredWith = turn ? `scripted for "${route.text}"` : "default";
+      } else if (main && sticky?.key === key) {
         turn = sticky.turn;
         rec.answeredWith = "error (retry)";
       } else {
@@ -404,7 +420,11 @@ export async function startMockAnthropic(options: MockOptions = {}): Promise<Moc
     url: `http://127.0.0.1:${port}`,
     requests,
     script: (...turns) => {
+      sticky = undefined;
       queue.push(...turns);
+    },
+    scriptFor: (text, ...turns) => {
+      routes.push({ text, turns });
     },
     pending: () => queue.length,
     mainRequests: () =>

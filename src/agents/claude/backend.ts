@@ -1,3 +1,5 @@
+import type { BridgeEvent } from "../../events.js";
+import type { Logger } from "../../log.js";
 import type { RunAs } from "../../process/agent-user.js";
 import type { DriverConfig } from "../../process/driver.js";
 import { InvalidRunRequestError } from "../../process/errors.js";
@@ -7,10 +9,12 @@ import { joinSystemPrompts, runBudget, SessionSettings } from "../agent.js";
 import { type McpCatalog, mcpConfigOf } from "../mcp-servers.js";
 import { findCredentials } from "./credentials.js";
 import { failedRun, runClaude } from "./runner.js";
+import { ownApiMs } from "./usage.js";
 
 // Claude Code as an agent back-end: every session setting is its own, the bridge's session id is
-// also the CLI's (`--session-id` on the first run, `--resume` after), a run's budget is the CLI's
-// `--max-budget-usd`, and its MCP servers are the admin's named by the session, alone.
+// also the CLI's (`--session-id` on the first run, `--resume` after, `--resume-session-at` for a
+// retry), a run's budget is the CLI's `--max-budget-usd`, and its MCP servers are the admin's
+// named by the session, alone.
 
 export interface ClaudeBackendConfig {
   bin: string;
@@ -28,6 +32,7 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
   return {
     name: "claude",
     settings: SessionSettings,
+    resumesAtMessage: true,
     async ready() {
       const [version, credentials] = await Promise.all([probe(), findCredentials(config.env)]);
       return { bin: config.bin, version, credentials };
@@ -44,12 +49,13 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
       } catch (err) {
         return failedRun(new InvalidRunRequestError((err as Error).message));
       }
-      return runClaude(
+      const events = runClaude(
         {
           prompt: request.prompt,
           attachments: request.attachments,
           claudeSessionId: request.sessionId,
           resume: request.resume,
+          ...(request.resumeAt !== null ? { resumeAt: request.resumeAt } : {}),
           ...(settings.worktree ? { worktree: request.sessionId } : {}),
           permissionMode: settings.permissionMode,
           effort: settings.effort,
@@ -64,6 +70,34 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
         { ...config.driver, bin: config.bin, env: config.env, ...context },
         signal,
       );
+      // A session's first run has no earlier API time to take off.
+      return request.resume ? withOwnApiTime(events, request, context.logger) : events;
     },
   };
+}
+
+/**
+ * The run's batches, its completion's `duration_api_ms` made the run's own: on --resume the CLI
+ * reports the session's running total (as it does its cost), which the session's earlier runs
+ * recorded their shares of.
+ */
+async function* withOwnApiTime(
+  batches: AsyncGenerator<BridgeEvent[]>,
+  request: AgentRunRequest,
+  logger: Logger,
+): AsyncGenerator<BridgeEvent[]> {
+  for await (const batch of batches) {
+    const last = batch.at(-1);
+    if (last?.type === "completion" && last.usage.duration_api_ms > 0) {
+      try {
+        const earlier = (await request.usageBefore())?.duration_api_ms ?? 0;
+        const own = ownApiMs(last.usage.duration_api_ms, earlier);
+        batch[batch.length - 1] = { ...last, usage: { ...last.usage, duration_api_ms: own } };
+      } catch (err) {
+        // The run's outcome goes out all the same, with the CLI's figure.
+        logger.warn("could not read the session's earlier API time", { error: String(err) });
+      }
+    }
+    yield batch;
+  }
 }

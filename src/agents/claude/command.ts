@@ -9,6 +9,11 @@ import type { Effort, PermissionMode } from "../settings.js";
 export interface CommandInput {
   claudeSessionId: string;
   resume: boolean;
+  /**
+   * With `resume`: the message to continue the conversation from, leaving out what came after
+   * it (a retry drops the turn that failed).
+   */
+  resumeAt?: string;
   worktree?: string;
   permissionMode: PermissionMode;
   effort?: Effort;
@@ -41,6 +46,9 @@ export function buildClaudeArgs(input: CommandInput): string[] {
   }
   const args = [...BASE_ARGS];
   args.push(input.resume ? "--resume" : "--session-id", input.claudeSessionId);
+  // A uuid the CLI reported, passed as `--flag=value` so that it can never be read as a flag.
+  if (input.resume && input.resumeAt !== undefined)
+    args.push(`--resume-session-at=${input.resumeAt}`);
   if (input.worktree !== undefined) {
     // `-w` takes an optional value, so a value starting with "-" would be read as the next flag.
     if (input.worktree.length === 0 || input.worktree.startsWith("-")) {

@@ -14,8 +14,11 @@ import {
   type Json,
   str,
 } from "../line-fields.js";
+import { MessageJoiner } from "../message-text.js";
 import { toolStatusMessage, unfinishedOutcome } from "../tool-payloads.js";
+import { apiRetryStatus, initEvents, rateLimitStatus } from "./system-lines.js";
 import { ASK_USER_QUESTION, normalizeToolCall, toolKind, toolOutcome } from "./tools.js";
+import { contextWindow, documentedWindow, reportedWindow, runCost, UsageLedger } from "./usage.js";
 
 // Turns the CLI's stream-json lines (already parsed) into BridgeEvents. Pure and synchronous:
 // feed it lines in order with `push`; the `result` line yields the `completion`, after which the
@@ -25,13 +28,23 @@ import { ASK_USER_QUESTION, normalizeToolCall, toolKind, toolOutcome } from "./t
 // Text: with --include-partial-messages the CLI streams `stream_event` deltas and then repeats
 // each finished content block in an `assistant` line. Deltas become `text_delta` at once; the
 // whole block only contributes what the deltas did not already carry (all of it when none came),
-// so the same text is never emitted twice. Thinking works the same way, as `reasoning`.
+// so the same text is never emitted twice. Thinking works the same way, as `reasoning`. Only the
+// main thread's text is `text_delta` (what the agent says to the user); a subagent's (a line with
+// `parent_tool_use_id`) is `subagent_text_delta`. A new message's text starts a new paragraph
+// (message-text.ts). Text that comes only in the `result` (some slash commands) or as a local
+// command's output (`/compact`) is emitted as `text_delta` too.
 //
 // Tools: a `status` as soon as a tool_use block starts (from the stream, else from the assistant
 // line); AskUserQuestion with questions is a `user_question` instead, taken from the assistant
 // line where its input is complete. Each is emitted once per tool_use id. With the whole block
 // comes the `tool_call` (normalized, see tools.ts); its `tool_result` brings a `tool_update`, and
 // at the `result` line every call still open is closed by one.
+//
+// The init line gives `session_status` and `available_commands`; each main-thread message's end
+// (its `message_delta`) a `context_window`; API retries and rate limits a `status` (system-lines.ts).
+// The uuid of the run's last main-thread message is committed only when a successful `result`
+// confirms the turn: it is where a retry resumes the conversation, so it must never be the
+// synthetic message of an API error, nor a turn the run did not finish.
 
 type UserQuestionEvent = Extract<BridgeEvent, { type: "user_question" }>;
 type UserQuestion = UserQuestionEvent["questions"][number];
@@ -46,7 +59,12 @@ export interface StreamMapperOptions {
    * budget has left: a run stopped at it ends `max_budget` rather than `budget_exhausted`.
    */
   ownBudget?: boolean;
+  /** The run continues the CLI's session (`--resume`): its `session_status` says `resumed`. */
+  resumed?: boolean;
 }
+
+/** What a local slash command (`/compact`) printed, as the CLI replays it in a user line. */
+const LOCAL_COMMAND_OUTPUT = /^<local-command-stdout>([\s\S]*)<\/local-command-stdout>$/;
 
 /** What an operator does about a CLI without credentials: a run's error says it. */
 const NOT_AUTHENTICATED =
@@ -110,28 +128,15 @@ function toolResultText(content: unknown): string {
   return parts.join("\n");
 }
 
-/**
- * This run's cost. On --resume the CLI restores the session's cost, so `total_cost_usd` is the
- * session's running total; `model_usage_since_last_result` holds this run's usage per model.
- */
-function runCost(line: Json): number {
-  const since = line.model_usage_since_last_result;
-  if (isRecord(since)) {
-    const costs = Object.values(since).flatMap((m) =>
-      isRecord(m) && typeof m.costUSD === "number" && Number.isFinite(m.costUSD) ? [m.costUSD] : [],
-    );
-    if (costs.length > 0) return costs.reduce((a, b) => a + b, 0);
-  }
-  const total = typeof line.total_cost_usd === "number" ? line.total_cost_usd : line.cost_usd;
-  return typeof total === "number" && Number.isFinite(total) ? total : 0;
-}
-
 export class StreamMapper {
   private readonly maxToolResultChars: number;
   private readonly elapsedMs: () => number;
   private readonly ownBudget: boolean;
+  private readonly resumed: boolean;
   private sessionId: string | null = null;
-  private lastMessageUuid: string | null = null;
+  /** The latest main-thread message's uuid: the run's last message once a result confirms it. */
+  private pendingUuid: string | null = null;
+  private initSeen = false;
   /** Current message id of each scope ("" = main thread, else the parent tool_use id). */
   private readonly currentMessage = new Map<string, string>();
   private readonly messages = new Map<string, MessageState>();
@@ -140,9 +145,13 @@ export class StreamMapper {
   /** Tool calls without a result yet: their kind and scope, to close them at the result. */
   private readonly openCalls = new Map<string, { kind: ToolKind; parent: string | null }>();
   private readonly questionSent = new Set<string>();
-  /** Input tokens (with cache) and model of the main thread's latest message. */
-  private contextUsed: number | undefined;
+  private readonly usage = new UsageLedger();
+  private readonly joiner = new MessageJoiner();
+  /** The model the init line names (it may say `[1m]`), and the latest main message's model. */
+  private initModel: string | undefined;
   private lastModel: string | undefined;
+  /** The main thread's latest API message, whose usage says how full the context is. */
+  private lastMainMessage: string | undefined;
   private finished = false;
   /** Output lines dropped for being over the line bound: their events are missing. */
   private droppedLines = 0;
@@ -153,6 +162,7 @@ export class StreamMapper {
     this.maxToolResultChars = options.maxToolResultChars ?? DEFAULT_MAX_TOOL_RESULT_CHARS;
     this.elapsedMs = options.elapsedMs ?? (() => 0);
     this.ownBudget = options.ownBudget ?? false;
+    this.resumed = options.resumed ?? false;
   }
 
   /** True once the `result` line has produced the completion. */
@@ -172,12 +182,17 @@ export class StreamMapper {
         return this.assistant(line, parent);
       case "user":
         return this.user(line, parent);
-      case "rate_limit_event":
-        return [{ type: "rate_limit", info: this.rateLimitInfo(line) }];
+      case "rate_limit_event": {
+        const info = this.rateLimitInfo(line);
+        const status = rateLimitStatus(info);
+        return [{ type: "rate_limit", info }, ...(status ? [status] : [])];
+      }
+      case "system":
+        return this.system(line);
       case "result":
         return this.result(line);
       default:
-        // system (init, status, retries, hooks…), control lines, keep-alives: internal.
+        // Control lines, keep-alives: internal.
         return [];
     }
   }
@@ -208,19 +223,45 @@ export class StreamMapper {
     durationMs: number,
   ): CompletionEvent {
     this.finished = true;
+    // What the messages reported, as no result says what the run spent; its cost is unknown
+    // (the CLI prices a run only in its result) unless it spent nothing.
+    const usage = this.usage.total();
+    const spent =
+      usage.input_tokens +
+      usage.output_tokens +
+      usage.cache_read_tokens +
+      usage.cache_creation_tokens;
     return {
       ...bareCompletion(status, error),
       error_code: errorCode,
+      cost_usd: spent > 0 ? null : 0,
       duration_ms: Math.max(0, Math.round(durationMs)),
+      usage,
       agent_session_id: this.sessionId,
       claude_session_id: this.sessionId,
-      last_message_uuid: this.lastMessageUuid,
+      last_message_uuid: null,
       ...this.dropped(),
     };
   }
 
   private dropped(): { dropped_lines?: number } {
     return this.droppedLines > 0 ? { dropped_lines: this.droppedLines } : {};
+  }
+
+  private system(line: Json): BridgeEvent[] {
+    switch (line.subtype) {
+      case "init":
+        // Once: the CLI may send it again within a run (after compacting).
+        if (this.initSeen) return [];
+        this.initSeen = true;
+        this.initModel = str(line.model);
+        return initEvents(line, this.resumed);
+      case "api_retry":
+        return [apiRetryStatus(line)];
+      default:
+        // status, thinking tokens, tasks, hooks…: internal.
+        return [];
+    }
   }
 
   private state(messageId: string): MessageState {
@@ -245,8 +286,10 @@ export class StreamMapper {
         const previous = this.currentMessage.get(scope);
         // Whole blocks of the previous message have all arrived by now.
         if (previous !== undefined && previous !== id) this.messages.delete(previous);
-        if (id !== undefined) this.currentMessage.set(scope, id);
-        if (parent === null) this.noteUsage(message);
+        if (id !== undefined) {
+          this.currentMessage.set(scope, id);
+          this.noteUsage(id, message, parent);
+        }
         return [];
       }
       case "content_block_start": {
@@ -262,7 +305,7 @@ export class StreamMapper {
         const key = this.messageKey(scope, str(line.api_message_id));
         if (delta.type === "text_delta" && typeof delta.text === "string" && delta.text) {
           this.state(key).text.text += delta.text;
-          return [withParent({ type: "text_delta", text: delta.text }, parent)];
+          return [this.text(key, delta.text, parent)];
         }
         if (
           delta.type === "thinking_delta" &&
@@ -274,30 +317,48 @@ export class StreamMapper {
         }
         return [];
       }
+      case "message_delta": {
+        // The message's end: its final usage, and so how full the context is after it.
+        const key = this.messageKey(scope, str(line.api_message_id));
+        this.usage.report(key, event.usage, parent === null);
+        const used = parent === null ? this.usage.contextUsed(key) : undefined;
+        return used === undefined ? [] : [contextWindow(used, this.windowSize())];
+      }
       default:
         return [];
     }
   }
 
+  /** Text of a message: the user's (`text_delta`) on the main thread, else a subagent's. */
+  private text(messageKey: string, text: string, parent: string | null): BridgeEvent {
+    return parent === null
+      ? { type: "text_delta", text: this.joiner.join("", messageKey, text) }
+      : {
+          type: "subagent_text_delta",
+          text: this.joiner.join(parent, messageKey, text),
+          parent_tool_use_id: parent,
+        };
+  }
+
   private assistant(line: Json, parent: string | null): BridgeEvent[] {
     const message = isRecord(line.message) ? line.message : {};
-    const uuid = str(line.uuid);
-    if (parent === null && uuid) this.lastMessageUuid = uuid;
-    if (parent === null && message.model !== "<synthetic>") this.noteUsage(message);
     // An API error comes as a synthetic assistant message; its text is the completion's error,
-    // not something the model said.
+    // not something the model said, and it is no message to resume the conversation at.
     if (line.is_api_error_message === true) {
       if (line.error === "authentication_failed") this.notAuthenticated = true;
       return [];
     }
+    const uuid = str(line.uuid);
+    if (parent === null && uuid) this.pendingUuid = uuid;
     const key = this.messageKey(parent ?? "", str(message.id));
+    if (message.model !== "<synthetic>") this.noteUsage(key, message, parent);
     const content = Array.isArray(message.content) ? message.content : [];
     const events: BridgeEvent[] = [];
     for (const block of content) {
       if (!isRecord(block)) continue;
       if (block.type === "text" && typeof block.text === "string") {
         const text = this.unstreamed(this.state(key).text, block.text);
-        if (text) events.push(withParent({ type: "text_delta", text }, parent));
+        if (text) events.push(this.text(key, text, parent));
       } else if (block.type === "thinking" && typeof block.thinking === "string") {
         const text = this.unstreamed(this.state(key).thinking, block.thinking);
         if (text) events.push(withParent({ type: "reasoning", text }, parent));
@@ -374,8 +435,9 @@ export class StreamMapper {
 
   private user(line: Json, parent: string | null): BridgeEvent[] {
     const uuid = str(line.uuid);
-    if (parent === null && uuid) this.lastMessageUuid = uuid;
+    if (parent === null && uuid) this.pendingUuid = uuid;
     const message = isRecord(line.message) ? line.message : {};
+    if (typeof message.content === "string") return this.localCommandOutput(line, message.content);
     if (!Array.isArray(message.content)) return [];
     const results = message.content.filter(
       (block) => isRecord(block) && block.type === "tool_result" && str(block.tool_use_id),
@@ -434,29 +496,32 @@ export class StreamMapper {
     return events;
   }
 
-  private noteUsage(message: Json): void {
-    const model = str(message.model);
-    if (model) this.lastModel = model;
-    if (!isRecord(message.usage)) return;
-    const u = message.usage;
-    this.contextUsed =
-      int(u.input_tokens) + int(u.cache_read_input_tokens) + int(u.cache_creation_input_tokens);
+  /**
+   * What a local slash command printed (`/compact`: "Compacted"), which the CLI replays as a user
+   * line and puts nowhere else: text for the user.
+   */
+  private localCommandOutput(line: Json, content: string): BridgeEvent[] {
+    const output = line.isReplay === true ? LOCAL_COMMAND_OUTPUT.exec(content)?.[1]?.trim() : "";
+    if (!output) return [];
+    return [this.text(`replay:${str(line.uuid) ?? ""}`, output, null)];
+  }
+
+  private noteUsage(messageId: string, message: Json, parent: string | null): void {
+    this.usage.report(messageId, message.usage, parent === null);
+    if (parent !== null) return;
+    this.lastMainMessage = messageId;
+    this.lastModel = str(message.model) ?? this.lastModel;
+  }
+
+  /** The context window before the result reports it: the model's documented one. */
+  private windowSize(): number {
+    return documentedWindow(this.initModel ?? this.lastModel);
   }
 
   private rateLimitInfo(line: Json): Record<string, unknown> {
     if (isRecord(line.rate_limit_info)) return line.rate_limit_info;
     const { type: _type, uuid: _uuid, session_id: _sid, ...rest } = line;
     return rest;
-  }
-
-  /** The context window of the model that answered last (else the largest one reported). */
-  private contextSize(modelUsage: unknown): number | undefined {
-    if (!isRecord(modelUsage)) return undefined;
-    const of = (m: unknown) => (isRecord(m) ? int(m.contextWindow) : 0);
-    const own = this.lastModel !== undefined ? of(modelUsage[this.lastModel]) : 0;
-    if (own > 0) return own;
-    const largest = Math.max(0, ...Object.values(modelUsage).map(of));
-    return largest > 0 ? largest : undefined;
   }
 
   /** Why a run whose `result` says it failed did. */
@@ -470,14 +535,19 @@ export class StreamMapper {
 
   private result(line: Json): BridgeEvent[] {
     this.finished = true;
-    const events: BridgeEvent[] = this.closeOpenCalls();
-    const size = this.contextSize(line.modelUsage);
-    if (size !== undefined && this.contextUsed !== undefined) {
-      events.push({ type: "context_window", used: this.contextUsed, size });
-    }
     const subtype = str(line.subtype);
     const failed = line.is_error === true || (subtype !== undefined && subtype !== "success");
     const text = str(line.result);
+    const events: BridgeEvent[] = [];
+    // The CLI's text is only here (some slash commands): the user's all the same, once.
+    if (!failed && text && !this.joiner.has("")) events.push(this.text("result", text, null));
+    events.push(...this.closeOpenCalls());
+    const used =
+      this.lastMainMessage === undefined ? undefined : this.usage.contextUsed(this.lastMainMessage);
+    if (used !== undefined) {
+      const size = reportedWindow(line.modelUsage, this.lastModel) ?? this.windowSize();
+      events.push(contextWindow(used, size));
+    }
     const errors = Array.isArray(line.errors)
       ? line.errors.filter((e) => typeof e === "string")
       : [];
@@ -510,7 +580,7 @@ export class StreamMapper {
       },
       agent_session_id: str(line.session_id) ?? this.sessionId,
       claude_session_id: str(line.session_id) ?? this.sessionId,
-      last_message_uuid: this.lastMessageUuid,
+      last_message_uuid: failed ? null : this.pendingUuid,
       ...this.dropped(),
     });
     return events;

@@ -85,6 +85,7 @@ async function* runClaudeOnce(
   const mapper = new StreamMapper({
     elapsedMs: () => performance.now() - startedAt,
     ...(req.ownBudget ? { ownBudget: true } : {}),
+    resumed: req.resume,
   });
   const protocol: LineProtocol = {
     onLine(line, reply) {

@@ -47,6 +47,8 @@ export function codexBackend(config: CodexBackendConfig): AgentBackend {
   return {
     name: "codex",
     settings: CodexSettings,
+    // `codex exec resume` continues a thread from its end only.
+    resumesAtMessage: false,
     async ready() {
       const [version, credentials] = await Promise.all([probe(), findCodexCredentials(config.env)]);
       return { bin: config.bin, version, credentials };
@@ -88,6 +90,7 @@ async function* runCodex(
     ...(previousTotals ? { previousTotals } : {}),
     ...(price ? { price } : {}),
     elapsedMs: () => performance.now() - startedAt,
+    resumed: threadId !== undefined,
   });
   const protocol: LineProtocol = {
     onLine: (line) => mapper.push(line),

@@ -15,6 +15,7 @@ import {
   type Json,
   str,
 } from "../line-fields.js";
+import { MessageJoiner } from "../message-text.js";
 import { toolStatusMessage, unfinishedOutcome } from "../tool-payloads.js";
 import { itemOutcome, itemTool, normalizeItem } from "./tools.js";
 
@@ -23,7 +24,8 @@ import { itemOutcome, itemTool, normalizeItem } from "./tools.js";
 // one `completion`, after which the mapper is done. Line shapes: see test/fixtures/codex/README.md.
 //
 // Text: codex prints each agent message whole (`item.completed`, no token deltas), so each
-// becomes one `text_delta`; reasoning summaries likewise become `reasoning`.
+// becomes one `text_delta`, a new paragraph after the run's earlier text (message-text.ts);
+// reasoning summaries likewise become `reasoning`. `thread.started` gives the `session_status`.
 // Tools: the first line of an item (`item.started`, else `item.completed`) gives a `status` and a
 // `tool_call` (normalized, see tools.ts); `item.completed` gives the `tool_result` (for items with
 // output) and the `tool_update`. Each is emitted once per item id; `turn.completed` closes the
@@ -65,6 +67,8 @@ export interface CodexMapperOptions {
   maxToolResultChars?: number;
   /** Milliseconds since the run started: codex reports no duration of its own. */
   elapsedMs?: () => number;
+  /** The run continues a thread (`exec resume`): its `session_status` says `resumed`. */
+  resumed?: boolean;
 }
 
 /** What an operator does about a codex without a valid key: a run's error says it. */
@@ -142,6 +146,8 @@ export class CodexMapper {
   private readonly price: CodexPrice | undefined;
   private readonly maxToolResultChars: number;
   private readonly elapsedMs: () => number;
+  private readonly resumed: boolean;
+  private readonly joiner = new MessageJoiner();
   private thread: string | null = null;
   private totals: CodexUsageTotals;
   private lastMessage: string | null = null;
@@ -161,6 +167,7 @@ export class CodexMapper {
     this.price = options.price;
     this.maxToolResultChars = options.maxToolResultChars ?? DEFAULT_MAX_TOOL_RESULT_CHARS;
     this.elapsedMs = options.elapsedMs ?? (() => 0);
+    this.resumed = options.resumed ?? false;
   }
 
   /** True once `turn.completed` / `turn.failed` has produced the completion. */
@@ -181,9 +188,21 @@ export class CodexMapper {
   push(line: Json): BridgeEvent[] {
     if (this.finished) return [];
     switch (line.type) {
-      case "thread.started":
+      case "thread.started": {
+        const first = this.thread === null;
         this.thread = str(line.thread_id) ?? this.thread;
-        return [];
+        // codex names no model or tools in its output.
+        return first
+          ? [
+              {
+                type: "session_status",
+                status: this.resumed ? "resumed" : "new",
+                agent_session_id: this.thread,
+                model: null,
+              },
+            ]
+          : [];
+      }
       case "item.started":
       case "item.updated":
         return isRecord(line.item) ? this.itemStarted(line.item) : [];
@@ -262,7 +281,7 @@ export class CodexMapper {
         const text = str(item.text);
         if (!text) return [];
         this.lastMessage = text;
-        return [{ type: "text_delta", text }];
+        return [{ type: "text_delta", text: this.joiner.join("", str(item.id) ?? "", text) }];
       }
       case "reasoning": {
         const text = str(item.text);

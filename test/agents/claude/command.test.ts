@@ -41,6 +41,16 @@ describe("buildClaudeArgs", () => {
     expect(next).not.toContain("--session-id");
   });
 
+  it("resumes at a given message only with --resume, as one --resume-session-at=<uuid> argument", () => {
+    const at = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee";
+    expect(buildClaudeArgs({ ...base, resume: true, resumeAt: at })).toContain(
+      `--resume-session-at=${at}`,
+    );
+    // A run that starts the session (the CLI had none to resume) has nothing to resume at.
+    expect(buildClaudeArgs({ ...base, resumeAt: at }).join(" ")).not.toContain("--resume");
+    expect(buildClaudeArgs({ ...base, resume: true }).join(" ")).not.toContain("resume-session-at");
+  });
+
   it("adds -w with the worktree name only when given", () => {
     expect(buildClaudeArgs(base)).not.toContain("-w");
     expect(flagValue(buildClaudeArgs({ ...base, worktree: "sess-42" }), "-w")).toBe("sess-42");

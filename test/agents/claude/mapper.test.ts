@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { StreamMapper } from "../../../src/agents/claude/mapper.js";
+import { ownApiMs } from "../../../src/agents/claude/usage.js";
 import { BridgeEvent } from "../../../src/events.js";
 import {
   assistant,
@@ -26,12 +27,12 @@ function mapAll(lines: Json[], mapper = new StreamMapper()): BridgeEvent[] {
 }
 
 const texts = (events: BridgeEvent[]) =>
-  events.flatMap((e) => (e.type === "text_delta" && !e.parent_tool_use_id ? [e.text] : []));
+  events.flatMap((e) => (e.type === "text_delta" ? [e.text] : []));
 
 describe("StreamMapper: text", () => {
   it("emits each partial text delta as a text_delta, and the repeated whole block adds nothing", () => {
-    const events = mapAll([systemInit(), ...streamedText("m1", ["Hel", "lo ", "world"])]);
-    expect(events).toEqual([
+    const events = mapAll([...streamedText("m1", ["Hel", "lo ", "world"])]);
+    expect(events.filter((e) => e.type !== "context_window")).toEqual([
       { type: "text_delta", text: "Hel" },
       { type: "text_delta", text: "lo " },
       { type: "text_delta", text: "world" },
@@ -80,7 +81,74 @@ describe("StreamMapper: text", () => {
       ...streamedText("m1", ["Same text"]),
       assistant("m2", [{ type: "text", text: "Same text" }]),
     ]);
-    expect(texts(events)).toEqual(["Same text", "Same text"]);
+    expect(texts(events)).toEqual(["Same text", "\n\nSame text"]);
+  });
+
+  it("joins the main thread's separate messages with a blank line, not glued together", () => {
+    const events = mapAll([
+      ...streamedText("m1", ["Writing ", "the file."]),
+      assistant("m1", [toolUse("t1", "Write", { file_path: "/a", content: "x" })]),
+      toolResult("t1", "ok"),
+      ...streamedText("m2", ["Done", "."]),
+      // A message that already ends its line needs one line break more, one that ends a
+      // paragraph none.
+      ...streamedText("m3", ["Line\n"]),
+      ...streamedText("m4", ["Next.\n\n"]),
+      ...streamedText("m5", ["Last."]),
+    ]);
+    expect(texts(events).join("")).toBe("Writing the file.\n\nDone.\n\nLine\n\nNext.\n\nLast.");
+    // The separator comes with the new message's first text, not after the last message.
+    expect(texts(events)).toContain("\n\nDone");
+  });
+
+  it("keeps a subagent's text out of text_delta: a subagent_text_delta naming its parent call", () => {
+    const sub = { parent: "toolu_task" };
+    const events = mapAll([
+      ...streamedText("m1", ["Delegating."]),
+      assistant("s1", [{ type: "text", text: "Secret notes." }], sub),
+      assistant("s2", [{ type: "text", text: "More notes." }], sub),
+      ...streamedText("m2", ["The answer."]),
+    ]);
+    expect(texts(events)).toEqual(["Delegating.", "\n\nThe answer."]);
+    expect(events.filter((e) => e.type === "subagent_text_delta")).toEqual([
+      { type: "subagent_text_delta", text: "Secret notes.", parent_tool_use_id: "toolu_task" },
+      // A subagent's messages are paragraphs of its own text.
+      { type: "subagent_text_delta", text: "\n\nMore notes.", parent_tool_use_id: "toolu_task" },
+    ]);
+  });
+
+  it("emits the result's text once as text_delta when the run said nothing else (a slash command)", () => {
+    const [only, completion] = mapAll([
+      systemInit(),
+      result({ result: "Total cost: $0.01" }),
+    ]).filter((e) => e.type === "text_delta" || e.type === "completion");
+    expect(only).toEqual({ type: "text_delta", text: "Total cost: $0.01" });
+    expect(completion).toMatchObject({ type: "completion", result: "Total cost: $0.01" });
+    // Text already streamed is not repeated, and a failed result's text is its error.
+    const streamed = mapAll([...streamedText("m1", ["Hi."]), result({ result: "Hi." })]);
+    expect(texts(streamed)).toEqual(["Hi."]);
+    const failed = mapAll([result({ is_error: true, result: "API Error: 500" })]);
+    expect(texts(failed)).toEqual([]);
+  });
+
+  it("emits a local command's output, which the CLI replays as a user line (/compact), as text", () => {
+    const replay = (content: string) => ({
+      type: "user",
+      message: { role: "user", content },
+      parent_tool_use_id: null,
+      session_id: SESSION_ID,
+      uuid: "r1",
+      isReplay: true,
+    });
+    const events = mapAll([
+      replay("<local-command-stdout>Compacted </local-command-stdout>"),
+      result({ result: "" }),
+    ]);
+    expect(texts(events)).toEqual(["Compacted"]);
+    // Other string-content user lines (the compact summary, the prompt) are not the agent's text.
+    expect(
+      mapAll([{ ...replay("This session is being continued…"), isReplay: undefined }]),
+    ).toEqual([]);
   });
 
   it("does not emit the synthetic text of an API error message (the completion carries it)", () => {
@@ -508,23 +576,131 @@ describe("StreamMapper: subagents and other lines", () => {
     expect(event).not.toHaveProperty("parent_tool_use_id");
   });
 
-  it("emits rate_limit events from rate_limit_event lines", () => {
-    const info = { status: "allowed_warning", resetsAt: 1_800_000_000, rateLimitType: "five_hour" };
-    const events = mapAll([
-      { type: "rate_limit_event", rate_limit_info: info, uuid: "u", session_id: SESSION_ID },
+  it("emits rate_limit events, and a status in the default view when the limit is near or reached", () => {
+    const limit = (info: Record<string, unknown>) =>
+      mapAll([
+        { type: "rate_limit_event", rate_limit_info: info, uuid: "u", session_id: SESSION_ID },
+      ]);
+    const near = { status: "allowed_warning", resetsAt: 1_800_000_000, rateLimitType: "five_hour" };
+    expect(limit(near)).toEqual([
+      { type: "rate_limit", info: near },
+      {
+        type: "status",
+        message: "Close to the rate limit (five hour limit); it resets at 2027-01-15T08:00:00.000Z",
+      },
     ]);
-    expect(events).toEqual([{ type: "rate_limit", info }]);
+    const reached = { status: "rejected", resetsAt: 1_800_000_000, rateLimitType: "seven_day" };
+    expect(limit(reached)[1]).toEqual({
+      type: "status",
+      message: "Rate limited (seven day limit) until 2027-01-15T08:00:00.000Z",
+    });
+    // While the limit allows the run (most runs on a subscription), nothing to tell.
+    expect(limit({ status: "allowed", rateLimitType: "five_hour" })).toEqual([
+      { type: "rate_limit", info: { status: "allowed", rateLimitType: "five_hour" } },
+    ]);
   });
 
-  it("keeps system lines, control lines and unknown types internal", () => {
+  it("tells why a run has gone quiet: each api_retry line is a status, 'API error, retrying 3/10 in 8 s'", () => {
+    const retry = (fields: Record<string, unknown>) =>
+      mapAll([{ type: "system", subtype: "api_retry", max_retries: 10, ...fields }]);
+    expect(
+      retry({ attempt: 3, retry_delay_ms: 8000, error_status: 529, error: "overloaded" }),
+    ).toEqual([{ type: "status", message: "API error (529 overloaded), retrying 3/10 in 8 s" }]);
+    expect(retry({ attempt: 1, retry_delay_ms: 598, error_status: 401, error: "unknown" })).toEqual(
+      [{ type: "status", message: "API error (401), retrying 1/10 in 0.6 s" }],
+    );
+    // A refused connection has no HTTP status.
+    expect(
+      retry({ attempt: 7, retry_delay_ms: 38_412, error_status: null, error: "unknown" }),
+    ).toEqual([{ type: "status", message: "API unreachable, retrying 7/10 in 38 s" }]);
+  });
+
+  it("keeps other system lines, control lines and unknown types internal", () => {
     const events = mapAll([
-      systemInit(),
-      { type: "system", subtype: "api_retry", attempt: 1 },
+      { type: "system", subtype: "status", status: "requesting" },
+      { type: "system", subtype: "task_started", task_id: "t" },
       { type: "control_cancel_request", request_id: "r" },
       { type: "keep_alive" },
       streamEvent("m1", { type: "message_stop" }),
     ]);
     expect(events).toEqual([]);
+  });
+});
+
+describe("StreamMapper: session and context", () => {
+  it("starts with session_status and available_commands from the init line, once", () => {
+    const init = {
+      ...systemInit(),
+      mcp_servers: [{ name: "github", status: "connected" }, { status: "nameless" }],
+      slash_commands: ["compact", "cost"],
+    };
+    const events = mapAll([init, init]);
+    expect(events).toEqual([
+      {
+        type: "session_status",
+        status: "new",
+        agent_session_id: SESSION_ID,
+        model: "claude-test",
+        tools: ["Bash", "AskUserQuestion"],
+        mcp_servers: [{ name: "github", status: "connected" }],
+      },
+      { type: "available_commands", commands: [{ name: "compact" }, { name: "cost" }] },
+    ]);
+    expect(new StreamMapper({ resumed: true }).push(init)[0]).toMatchObject({
+      type: "session_status",
+      status: "resumed",
+    });
+  });
+
+  it("emits context_window after each main-thread message, from its final usage", () => {
+    const events = mapAll([
+      systemInit(),
+      messageStart("m1", {
+        input_tokens: 10,
+        cache_read_input_tokens: 1000,
+        cache_creation_input_tokens: 50,
+        output_tokens: 1,
+      }),
+      assistant("m1", [toolUse("t1", "Bash", { command: "ls" })], {
+        usage: { input_tokens: 10, cache_read_input_tokens: 1000, cache_creation_input_tokens: 50 },
+      }),
+      // The message's end carries its final output count.
+      streamEvent("m1", { type: "message_delta", usage: { output_tokens: 40 } }),
+      toolResult("t1", "a"),
+      messageStart("m2", { input_tokens: 5, cache_read_input_tokens: 1100 }),
+      streamEvent("m2", { type: "message_delta", usage: { output_tokens: 95 } }),
+      // A subagent's message is not the main conversation's context.
+      messageStart("s1", { input_tokens: 99_999 }, { parent: "t1" }),
+      streamEvent("s1", { type: "message_delta", usage: { output_tokens: 1 } }, { parent: "t1" }),
+    ]);
+    expect(events.filter((e) => e.type === "context_window")).toEqual([
+      { type: "context_window", used: 1100, size: 200_000, remaining: 198_900, efficiency: 0.0055 },
+      { type: "context_window", used: 1200, size: 200_000, remaining: 198_800, efficiency: 0.006 },
+    ]);
+  });
+
+  it("takes the window from the result's modelUsage once known, else the documented one ([1m]: a million)", () => {
+    const lines = (init: Record<string, unknown>, modelUsage: unknown) => [
+      init,
+      messageStart("m1", { input_tokens: 100 }),
+      streamEvent("m1", { type: "message_delta", usage: { output_tokens: 20 } }),
+      result({ modelUsage }),
+    ];
+    const windows = (events: BridgeEvent[]) =>
+      events.flatMap((e) => (e.type === "context_window" ? [e.size] : []));
+    expect(
+      windows(mapAll(lines(systemInit(), { "claude-test": { contextWindow: 500_000 } }))),
+    ).toEqual([200_000, 500_000]);
+    const oneMillion = { ...systemInit(), model: "claude-test[1m]" };
+    expect(windows(mapAll(lines(oneMillion, {})))).toEqual([1_000_000, 1_000_000]);
+  });
+
+  it("takes a resumed run's API time as the CLI's running total less the session's earlier runs'", () => {
+    // resume-1.ndjson then resume-2.ndjson: 38 ms, then a total of 83 ms.
+    expect(ownApiMs(83, 38)).toBe(45);
+    expect(ownApiMs(38, 0)).toBe(38);
+    // A total below the earlier runs' is another history (a worktree's fresh conversation).
+    expect(ownApiMs(40, 500)).toBe(40);
   });
 });
 
@@ -560,7 +736,7 @@ describe("StreamMapper: completion", () => {
       result({ result: "Hi" }),
     ]);
     expect(events.slice(-2)).toEqual([
-      { type: "context_window", used: 1060, size: 200_000 },
+      { type: "context_window", used: 1060, size: 200_000, remaining: 198_940, efficiency: 0.0053 },
       {
         type: "completion",
         status: "succeeded",
@@ -586,13 +762,15 @@ describe("StreamMapper: completion", () => {
 
   it("accepts cost_usd, counts missing usage as 0 and uses the run's clock without duration_ms", () => {
     const mapper = new StreamMapper({ elapsedMs: () => 42.4 });
-    const [completion] = mapper.push({
-      type: "result",
-      subtype: "success",
-      is_error: false,
-      cost_usd: 0.5,
-      result: "x",
-    });
+    const completion = mapper
+      .push({
+        type: "result",
+        subtype: "success",
+        is_error: false,
+        cost_usd: 0.5,
+        result: "x",
+      })
+      .at(-1);
     expect(completion).toMatchObject({
       cost_usd: 0.5,
       duration_ms: 42,
@@ -709,6 +887,71 @@ describe("StreamMapper: completion", () => {
     expect(events.at(-1)).toMatchObject({ last_message_uuid: "u1" });
   });
 
+  it("commits last_message_uuid only when a successful result confirms the turn, never an API error's message", () => {
+    const apiError = {
+      ...assistant("e1", [{ type: "text", text: "API Error: 529" }], {
+        uuid: "synthetic",
+        model: "<synthetic>",
+      }),
+      is_api_error_message: true,
+    };
+    const good = [assistant("m1", [{ type: "text", text: "a" }], { uuid: "a1" })];
+    // An API error after a good message: the run failed, it confirms no message.
+    expect(
+      mapAll([...good, apiError, result({ is_error: true, result: "API Error: 529" })]).at(-1),
+    ).toMatchObject({ status: "failed", last_message_uuid: null });
+    // The CLI recovered from an error (a 400 retried once): the good message is the last.
+    expect(mapAll([apiError, ...good, result()]).at(-1)).toMatchObject({
+      last_message_uuid: "a1",
+    });
+    // A run that ends without a result (cancelled, timed out) confirms nothing.
+    const cut = new StreamMapper();
+    mapAll(good, cut);
+    expect(cut.failure("cancelled", "cancelled", "cancelled", 10)).toMatchObject({
+      last_message_uuid: null,
+    });
+  });
+
+  it("counts what a run without a result spent from its messages' usage, its cost unknown", () => {
+    const mapper = new StreamMapper();
+    mapAll(
+      [
+        messageStart("m1", {
+          input_tokens: 300,
+          cache_read_input_tokens: 20,
+          cache_creation_input_tokens: 10,
+          output_tokens: 1,
+        }),
+        assistant("m1", [toolUse("t1", "Bash", {})]),
+        streamEvent("m1", { type: "message_delta", usage: { output_tokens: 25 } }),
+        toolResult("t1", "ok"),
+        // A subagent's message costs as much; it is no turn of the main thread.
+        assistant("s1", [{ type: "text", text: "sub" }], {
+          parent: "t1",
+          usage: { input_tokens: 50, output_tokens: 7 },
+        }),
+        // The next message was cut off after its start.
+        messageStart("m2", { input_tokens: 400 }),
+      ],
+      mapper,
+    );
+    expect(mapper.failure("cancelled", "cancelled by a client", "cancelled", 900)).toMatchObject({
+      cost_usd: null,
+      usage: {
+        input_tokens: 750,
+        output_tokens: 32,
+        cache_read_tokens: 20,
+        cache_creation_tokens: 10,
+        num_turns: 2,
+        duration_api_ms: 0,
+      },
+    });
+    // Nothing reported, nothing spent.
+    expect(new StreamMapper().failure("failed", "x", "agent_exited", 1)).toMatchObject({
+      cost_usd: 0,
+    });
+  });
+
   it("maps nothing after the completion", () => {
     const mapper = new StreamMapper();
     mapper.push(result());
@@ -716,7 +959,7 @@ describe("StreamMapper: completion", () => {
     expect(mapper.push(assistant("m9", [{ type: "text", text: "late" }]))).toEqual([]);
   });
 
-  it("builds failure completions with what the run learned (session id, last message)", () => {
+  it("builds failure completions with what the run learned (session id, usage so far)", () => {
     const mapper = new StreamMapper();
     mapAll([systemInit(), assistant("m1", [{ type: "text", text: "a" }], { uuid: "a1" })], mapper);
     expect(mapper.failure("timed_out", "timed out", "timed_out", 1500.6)).toEqual({
@@ -726,19 +969,19 @@ describe("StreamMapper: completion", () => {
       result: null,
       error: "timed out",
       error_code: "timed_out",
-      cost_usd: 0,
+      cost_usd: null,
       duration_ms: 1501,
       usage: {
-        input_tokens: 0,
-        output_tokens: 0,
+        input_tokens: 100,
+        output_tokens: 1,
         cache_read_tokens: 0,
         cache_creation_tokens: 0,
-        num_turns: 0,
+        num_turns: 1,
         duration_api_ms: 0,
       },
       agent_session_id: SESSION_ID,
       claude_session_id: SESSION_ID,
-      last_message_uuid: "a1",
+      last_message_uuid: null,
     });
   });
 });
@@ -812,18 +1055,37 @@ describe("StreamMapper on captured real CLI output", () => {
       (l) => l.type === "assistant" && l.is_api_error_message !== true,
     );
     const mainMessages = lines.filter(
-      (l) => (l.type === "assistant" || l.type === "user") && l.parent_tool_use_id === null,
+      (l) =>
+        (l.type === "assistant" || l.type === "user") &&
+        l.parent_tool_use_id === null &&
+        l.is_api_error_message !== true,
     );
 
-    // Text: the streamed deltas equal the whole blocks, never doubled.
-    const blockText = assistants
-      .flatMap((l) =>
-        contentOf(l)
-          .filter((b) => b.type === "text")
-          .map((b) => b.text),
-      )
-      .join("");
-    expect(texts(events).join("")).toBe(blockText);
+    // Session: what the init line says, first.
+    const init = lines.find((l) => l.type === "system" && l.subtype === "init");
+    expect(events.slice(0, 2)).toEqual([
+      expect.objectContaining({
+        type: "session_status",
+        status: "new",
+        agent_session_id: init?.session_id,
+        model: init?.model,
+        tools: init?.tools,
+      }),
+      {
+        type: "available_commands",
+        commands: ((init?.slash_commands ?? []) as string[]).map((name) => ({ name })),
+      },
+    ]);
+
+    // Text: the streamed deltas equal the whole blocks, never doubled; a message a paragraph.
+    const byMessage = new Map<string, string>();
+    for (const l of assistants) {
+      const id = String(isRecord(l.message) ? l.message.id : "");
+      for (const b of contentOf(l)) {
+        if (b.type === "text") byMessage.set(id, (byMessage.get(id) ?? "") + String(b.text));
+      }
+    }
+    expect(texts(events).join("")).toBe([...byMessage.values()].join("\n\n"));
     const thinking = assistants
       .flatMap((l) =>
         contentOf(l)
@@ -882,9 +1144,20 @@ describe("StreamMapper on captured real CLI output", () => {
       },
       agent_session_id: res.session_id,
       claude_session_id: res.session_id,
-      last_message_uuid: mainMessages.at(-1)?.uuid ?? null,
+      // Only a result that confirms the turn commits its last message.
+      last_message_uuid: res.is_error ? null : (mainMessages.at(-1)?.uuid ?? null),
     });
-    // The context window comes with a successful answer (errors report no model usage).
+    // The context window after each main-thread message, and from the result, whose modelUsage
+    // knows the model's window (errors report no model usage).
+    const messageEnds = lines.filter(
+      (l) =>
+        l.type === "stream_event" &&
+        l.parent_tool_use_id === null &&
+        isRecord(l.event) &&
+        l.event.type === "message_delta",
+    );
+    const windows = events.filter((e) => e.type === "context_window");
+    expect(windows).toHaveLength(messageEnds.length + (messageEnds.length > 0 ? 1 : 0));
     if (!res.is_error) {
       expect(events.at(-2)).toMatchObject({ type: "context_window", size: 1_000_000 });
     }

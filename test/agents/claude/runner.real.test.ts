@@ -217,11 +217,12 @@ describe("runClaude with the real CLI", () => {
     // The status comes before the tool's result and before the second turn's text.
     const idx = (pred: (e: BridgeEvent) => boolean) => events.findIndex(pred);
     expect(idx((e) => e.type === "status")).toBeLessThan(idx((e) => e.type === "tool_result"));
+    // Two messages, two paragraphs.
     expect(
       of(events, "text_delta")
         .map((d) => d.text)
         .join(""),
-    ).toBe("Writing the file.Done.");
+    ).toBe("Writing the file.\n\nDone.");
     expect(completion).toMatchObject({
       status: "succeeded",
       result: "Done.",

@@ -99,7 +99,7 @@ describe("runClaude with the fake CLI", () => {
         { maxLineBytes: 64 * 1024 * 1024 },
       );
       expect(completion).toMatchObject({ status: "succeeded", last_message_uuid: "big-uuid" });
-      expect(events.filter((e) => e.type !== "completion")).toEqual([
+      expect(events.filter((e) => e.type === "tool_result")).toEqual([
         {
           type: "tool_result",
           tool_use_id: "toolu_big",
@@ -154,7 +154,8 @@ describe("runClaude with the fake CLI", () => {
       events.push(...batch);
     }
     expect(completionOf(events).status).toBe("succeeded");
-    const expected = Array.from({ length: n }, (_, i) => `${i},`).join("");
+    // Each message a paragraph of its own.
+    const expected = Array.from({ length: n }, (_, i) => `${i},`).join("\n\n");
     expect(texts(events)).toBe(expected);
   });
 

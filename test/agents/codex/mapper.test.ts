@@ -18,8 +18,9 @@ function fixture(name: string): Json[] {
     .map((l) => JSON.parse(l) as Json);
 }
 
+/** The turn's events: all but the session_status that thread.started gives (tested on its own). */
 function mapAll(lines: Json[], mapper = new CodexMapper()): BridgeEvent[] {
-  return lines.flatMap((l) => mapper.push(l));
+  return lines.flatMap((l) => mapper.push(l)).filter((e) => e.type !== "session_status");
 }
 
 const ofType = <T extends BridgeEvent["type"]>(events: BridgeEvent[], type: T) =>
@@ -456,6 +457,32 @@ describe("CodexMapper on other item types", () => {
     expect(ofType(events, "tool_update").map((e) => [e.tool_use_id, e.status])).toEqual([
       ["w1", "complete"],
       ["t1", "complete"],
+    ]);
+  });
+
+  it("starts a thread's run with session_status: new, with the thread id; resumed after exec resume", () => {
+    const fresh = new CodexMapper().push(started);
+    expect(fresh).toEqual([
+      { type: "session_status", status: "new", agent_session_id: THREAD, model: null },
+    ]);
+    const resumed = new CodexMapper({ resumed: true });
+    expect(resumed.push(started)).toMatchObject([{ status: "resumed" }]);
+    // codex says thread.started once; a second one is not a second start.
+    expect(resumed.push(started)).toEqual([]);
+  });
+
+  it("joins separate agent messages with a blank line, not glued together", () => {
+    const message = (id: string, text: string) =>
+      item("item.completed", { id, type: "agent_message", text });
+    const events = mapAll([
+      started,
+      message("item_0", "Writing the file."),
+      item("item.completed", { id: "item_1", type: "reasoning", text: "then" }),
+      message("item_2", "Done."),
+    ]);
+    expect(ofType(events, "text_delta").map((e) => e.text)).toEqual([
+      "Writing the file.",
+      "\n\nDone.",
     ]);
   });
 

@@ -92,6 +92,7 @@ describe("codex 0.171.0 against the mock Responses API", () => {
     expect(r.lines[0]?.type).toBe("thread.started");
     expect(r.mapper.threadId).toBe(threadId);
     expect(r.events).toEqual([
+      { type: "session_status", status: "new", agent_session_id: threadId, model: null },
       { type: "reasoning", text: "The user wants a greeting." },
       { type: "text_delta", text: "Hello there, from the mock." },
       expect.objectContaining({
@@ -210,6 +211,7 @@ describe("codex 0.171.0 against the mock Responses API", () => {
       "turn.failed",
     ]);
     expect(r.events).toEqual([
+      expect.objectContaining({ type: "session_status", agent_session_id: r.mapper.threadId }),
       expect.objectContaining({
         type: "completion",
         status: "failed",
@@ -302,7 +304,8 @@ describe("codex 0.171.0 against the mock Responses API", () => {
 
     expect(r.signal).toBe("SIGTERM");
     expect(r.lines.map((l) => l.type)).toEqual(["thread.started", "turn.started"]);
-    expect(r.events).toEqual([]);
+    // The thread had started: nothing of its turn.
+    expect(r.events.map((e) => e.type)).toEqual(["session_status"]);
     expect(r.mapper.done).toBe(false);
     expect(
       r.mapper.failure("cancelled", "cancelled by the client", "cancelled", 1234),

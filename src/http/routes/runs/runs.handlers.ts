@@ -3,9 +3,9 @@ import type { Context } from "hono";
 import type { Principal } from "../../../auth/principal.js";
 import { issueStreamToken } from "../../../auth/stream-tokens.js";
 import type { CompletionEvent } from "../../../events.js";
-import type { RunOptions } from "../../../runs/message.js";
+import type { Message, RunOptions } from "../../../runs/message.js";
 import type { Database } from "../../../store/db.js";
-import { getCompletionEvent } from "../../../store/events.js";
+import { getCompletionEvent, type LogView } from "../../../store/events.js";
 import { getCallback } from "../../../store/hooks.js";
 import * as runStore from "../../../store/runs.js";
 import type { RunRow, SessionRow } from "../../../store/schema.js";
@@ -98,27 +98,27 @@ function runOptions(c: Context<AppEnv>, session: SessionRow, body: PostMessageBo
   return options;
 }
 
-export const postMessage: RouteHandler<typeof routes.postMessage, AppEnv> = async (c) => {
-  const { id } = c.req.valid("param");
-  const body = c.req.valid("json");
-  const headers = c.req.valid("header");
-  const { db, runs, config, logger, principal } = c.var;
-  const session = await getSession(db, id, principal);
-  if (!session) throw new ApiError(404, "session_not_found", `No session with id ${id}`);
-  const options = runOptions(c, session, body);
+/** The stream's view: `?events=full` shows every event of the run's log. */
+const viewOf = (events: "default" | "full"): LogView => (events === "full" ? "full" : "public");
 
-  const mode = responseMode(headers.prefer, c.req.header("accept"));
+/**
+ * Starts a run of `message` on the session and answers as the client asked: at once with 202
+ * (`Prefer: respond-async`), with the finished run as JSON (`Accept: application/json`), or with
+ * its events as SSE in the asked view. What a message and a retry share.
+ */
+async function startRun(
+  c: Context<AppEnv>,
+  session: SessionRow,
+  message: Message,
+  view: LogView,
+): Promise<Response> {
+  const { db, runs, config, logger, principal } = c.var;
+  const mode = responseMode(c.req.header("prefer"), c.req.header("accept"));
   // Before the run: a client refused its stream must not leave a run going that it never asked for.
   const releaseStream = mode === "sse" ? admitStream(c) : undefined;
   let run: Awaited<ReturnType<typeof runs.submit>>["run"];
   try {
-    ({ run } = await runs.submit(session, {
-      text: body.text,
-      systemPrompt: body.system_prompt ?? null,
-      options,
-      trigger: "message",
-      idempotencyKey: headers["idempotency-key"] ?? null,
-    }));
+    ({ run } = await runs.submit(session, message));
   } catch (err) {
     releaseStream?.();
     throw err;
@@ -144,13 +144,54 @@ export const postMessage: RouteHandler<typeof routes.postMessage, AppEnv> = asyn
       "X-Run-Id": run.id,
     });
   }
-  return sseResponse((signal) => runs.events(run.id, "public", 0, signal), {
-    view: "public",
+  return sseResponse((signal) => runs.events(run.id, view, 0, signal), {
+    view,
     keepAliveMs: config.runs.keepAliveMs,
     logger: logger.child({ run_id: run.id }),
     headers: { "X-Run-Id": run.id, "Content-Location": `/v1/runs/${run.id}/events` },
     onClose: releaseStream,
   });
+}
+
+export const postMessage: RouteHandler<typeof routes.postMessage, AppEnv> = async (c) => {
+  const { id } = c.req.valid("param");
+  const body = c.req.valid("json");
+  const headers = c.req.valid("header");
+  const session = await getSession(c.var.db, id, c.var.principal);
+  if (!session) throw new ApiError(404, "session_not_found", `No session with id ${id}`);
+  const message: Message = {
+    text: body.text,
+    systemPrompt: body.system_prompt ?? null,
+    options: runOptions(c, session, body),
+    trigger: "message",
+    idempotencyKey: headers["idempotency-key"] ?? null,
+  };
+  return startRun(c, session, message, viewOf(c.req.valid("query").events));
+};
+
+export const retryRun: RouteHandler<typeof routes.retryRun, AppEnv> = async (c) => {
+  const { id } = c.req.valid("param");
+  const body = c.req.valid("json");
+  const headers = c.req.valid("header");
+  const { db, principal, agents } = c.var;
+  const run = await runStore.getVisibleRun(db, id, principal);
+  const session = run && (await getSession(db, run.sessionId, principal));
+  if (!run || !session) throw runNotFound(id);
+  if (!agents.get(session.agent).resumesAtMessage) {
+    throw new ApiError(
+      400,
+      "retry_unsupported",
+      `Runs of a ${session.agent} session cannot be retried: its CLI can only continue a conversation from its end, not from the message before the run`,
+    );
+  }
+  const message: Message = {
+    text: body.text ?? run.prompt,
+    systemPrompt: run.systemPrompt,
+    trigger: "retry",
+    idempotencyKey: headers["idempotency-key"] ?? null,
+    retryOf: run.id,
+  };
+  return startRun(c, session, message, viewOf(c.req.valid("query").events));
 };
 
 export const getRun: RouteHandler<typeof routes.getRun, AppEnv> = async (c) => {

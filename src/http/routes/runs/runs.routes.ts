@@ -9,7 +9,9 @@ import {
   EventsQuery,
   FinishedRun,
   MessageHeaders,
+  MessageQuery,
   PostMessageBody,
+  RetryRunBody,
   Run,
   RunId,
   RunPage,
@@ -17,6 +19,25 @@ import {
 } from "./runs.schemas.js";
 
 const tags = ["Runs"];
+
+/** How a request that starts a run (a message, a retry) is answered. */
+const runAnswers = {
+  200: {
+    description:
+      "The run's events as SSE (the default, or `Accept: text/event-stream`), ending with its `completion`, or with an `event: error` frame when the server cannot continue the stream; or with `Accept: application/json`, the finished run.",
+    headers: z.object({ "X-Run-Id": z.string() }),
+    content: {
+      "text/event-stream": { schema: EventStream },
+      "application/json": { schema: FinishedRun },
+    },
+  },
+  202: {
+    description: "With `Prefer: respond-async`: the run, accepted; follow `Location`.",
+    headers: z.object({ Location: z.string(), "Preference-Applied": z.string() }),
+    content: { "application/json": { schema: Run } },
+  },
+  ...problemResponses(400, 401, 402, 403, 404, 409, 410, 413, 415, 422, 429, 503),
+};
 
 export const postMessage = createRoute({
   method: "post",
@@ -29,31 +50,42 @@ export const postMessage = createRoute({
     "disconnects leaves it going and can follow it again at `/v1/runs/{run_id}/events`.",
     "One active run per session (a second message is a 409 naming it); beyond the server's",
     "run slots and queue, 429 with `Retry-After`. The answer follows `Prefer: respond-async`",
-    "(202 at once), else `Accept`: `text/event-stream` or none streams the run's events,",
-    "`application/json` waits and returns the finished run.",
+    "(202 at once), else `Accept`: `text/event-stream` or none streams the run's events (in",
+    "the view `?events=` asks for, with its ids), `application/json` waits and returns the",
+    "finished run.",
   ].join(" "),
   request: {
     params: z.object({ id: SessionId }),
+    query: MessageQuery,
     headers: MessageHeaders,
     body: { content: { "application/json": { schema: PostMessageBody } }, required: true },
   },
-  responses: {
-    200: {
-      description:
-        "The run's events as SSE (the default, or `Accept: text/event-stream`), ending with its `completion`, or with an `event: error` frame when the server cannot continue the stream; or with `Accept: application/json`, the finished run.",
-      headers: z.object({ "X-Run-Id": z.string() }),
-      content: {
-        "text/event-stream": { schema: EventStream },
-        "application/json": { schema: FinishedRun },
-      },
-    },
-    202: {
-      description: "With `Prefer: respond-async`: the run, accepted; follow `Location`.",
-      headers: z.object({ Location: z.string(), "Preference-Applied": z.string() }),
-      content: { "application/json": { schema: Run } },
-    },
-    ...problemResponses(400, 401, 402, 403, 404, 409, 410, 413, 415, 422, 429, 503),
+  responses: runAnswers,
+});
+
+export const retryRun = createRoute({
+  method: "post",
+  path: "/v1/runs/{id}/retry",
+  operationId: "retryRun",
+  tags,
+  summary: "Retry a run: a new run of its session without the run's turn",
+  description: [
+    "Starts a new run of the session that resumes the agent's conversation at the last message",
+    "a run before this one confirmed (its `last_message_uuid`), so that the turn of this run,",
+    "e.g. one that failed on an API error, is left out of it; with `text`, a new prompt, else",
+    "this run's. Only for the session's latest run, once it has finished (409 otherwise), and",
+    "only for an agent that can resume at an earlier message (Claude Code; a codex session gets",
+    "400 `retry_unsupported`). Otherwise as a message: the same admission (a busy session is a",
+    "409), `Idempotency-Key`, and answers (SSE, `Accept: application/json`, `Prefer:",
+    "respond-async`).",
+  ].join(" "),
+  request: {
+    params: z.object({ id: RunId }),
+    query: MessageQuery,
+    headers: MessageHeaders,
+    body: { content: { "application/json": { schema: RetryRunBody } } },
   },
+  responses: runAnswers,
 });
 
 export const getRun = createRoute({

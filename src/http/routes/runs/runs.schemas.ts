@@ -102,6 +102,27 @@ const eventPosition = z
   .refine((s) => /^\d+$/.test(s) && Number(s) <= MAX_EVENT_POSITION, { error: POSITION_ERROR })
   .transform(Number);
 
+/** Which events a stream shows: the default view, or every event the run's log holds. */
+const EventsView = z
+  .enum(["default", "full"])
+  .default("default")
+  .openapi({
+    param: { name: "events", in: "query" },
+    description:
+      "`full` adds reasoning, subagent_text_delta, tool_call, tool_result, tool_update, session_status, available_commands, context_window and rate_limit events; ids then count every event.",
+  });
+
+/** A message's query: the events its stream shows. */
+export const MessageQuery = z.strictObject({ events: EventsView });
+
+export const RetryRunBody = z
+  .strictObject({
+    text: z.string().min(1, { error: "expected the message text" }).optional().openapi({
+      description: "The prompt of the retry; by default the retried run's own.",
+    }),
+  })
+  .openapi("RetryRun");
+
 export const EventsQuery = z.strictObject({
   token: z
     .string()
@@ -120,14 +141,7 @@ export const EventsQuery = z.strictObject({
     description:
       "Replay from the event after this id (the `Last-Event-ID` header wins when both are given).",
   }),
-  events: z
-    .enum(["default", "full"])
-    .default("default")
-    .openapi({
-      param: { name: "events", in: "query" },
-      description:
-        "`full` adds reasoning, tool_call, tool_result, tool_update, context_window and rate_limit events; ids then count every event.",
-    }),
+  events: EventsView,
 });
 
 export const EventsHeaders = z.object({
@@ -228,7 +242,9 @@ export const FinishedRun = z
   .object({
     run: Run,
     completion: CompletionEvent,
-    text: z.string().openapi({ description: "Every text_delta of the run, joined." }),
+    text: z.string().openapi({
+      description: "Every text_delta of the run, joined: the main thread's text, no subagent's.",
+    }),
   })
   .openapi("FinishedRun");
 

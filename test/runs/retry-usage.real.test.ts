@@ -1,0 +1,126 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestApp, httpApi, listen, type TestApp } from "../support/app.js";
+import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
+import { BACKENDS } from "../support/db.js";
+import {
+  chunk,
+  type MessagesBody,
+  type MockAnthropic,
+  startMockAnthropic,
+} from "../support/mock-anthropic.js";
+import { SseReader } from "../support/sse.js";
+
+// The real `claude` binary against the mock Messages API: a retry drops the failed turn from
+// what the model sees, and a run's usage is its own, whether or not the CLI got to its result.
+
+/** How often `text` appears in what the model was sent. */
+const timesSent = (body: MessagesBody | undefined, text: string) =>
+  JSON.stringify(body?.messages ?? []).split(text).length - 1;
+
+describe.each(BACKENDS)("retries and usage with the real claude CLI on %s", (backend) => {
+  let mock: MockAnthropic;
+  let ce: ClaudeEnv;
+  let t: TestApp;
+  let server: { url: string; close(): Promise<void> };
+  let api: ReturnType<typeof httpApi>;
+
+  beforeAll(async () => {
+    mock = await startMockAnthropic({ quiet: true });
+    ce = await makeClaudeEnv(mock.url);
+    t = await createTestApp(backend, {
+      ...ce.env,
+      AGENT_BRIDGE_WORK_DIR: ce.cwd,
+      AGENT_BRIDGE_PERMISSION_MODE: "bypassPermissions",
+    });
+    server = await listen(t.app);
+    api = httpApi(server.url);
+  });
+  afterAll(async () => {
+    await server.close();
+    await t.close();
+    await mock.close();
+    await ce.cleanup();
+  });
+
+  const asJson = async (res: Response) => res.json();
+  const send = async (sessionId: string, text: string) =>
+    asJson(await api.postMessage(sessionId, text, { Accept: "application/json" }));
+
+  it("retries a turn that failed on an API error from the last good message: the model never sees the failed turn", async () => {
+    const session = await api.newSession();
+    mock.script({ blocks: [{ type: "text", text: "Noted: apricot." }] });
+    const good = await send(session.id, "remember the word apricot");
+    expect(good.completion.last_message_uuid).toMatch(/^[0-9a-f-]{36}$/);
+
+    mock.script({ error: { status: 400, type: "invalid_request_error", message: "no luck" } });
+    const failed = await send(session.id, "which word was it?");
+    expect(failed.completion).toMatchObject({ status: "failed", last_message_uuid: null });
+
+    mock.script({ blocks: [{ type: "text", text: "It was apricot." }] });
+    const retried = await asJson(
+      await fetch(`${server.url}/v1/runs/${failed.run.id}/retry`, {
+        method: "POST",
+        headers: { Accept: "application/json" },
+      }),
+    );
+    expect(retried).toMatchObject({
+      run: { status: "succeeded", trigger: "retry" },
+      text: "It was apricot.",
+    });
+    // Resumed after the good answer, with the prompt once: the failed turn is gone (a plain
+    // --resume would have merged the failed prompt into the next one).
+    const seen = mock.mainRequests().at(-1);
+    expect(timesSent(seen, "Noted: apricot.")).toBe(1);
+    expect(timesSent(seen, "which word was it?")).toBe(1);
+
+    // The conversation goes on from the retried turn.
+    mock.script({ blocks: [{ type: "text", text: "You are welcome." }] });
+    await send(session.id, "thanks");
+    const next = mock.mainRequests().at(-1);
+    expect(timesSent(next, "It was apricot.")).toBe(1);
+    expect(timesSent(next, "which word was it?")).toBe(1);
+  });
+
+  it("counts the usage a cancelled run's messages reported, in the run and its session", async () => {
+    mock.script({
+      blocks: [{ type: "text", text: chunk("slow ".repeat(200), 200).join("") }],
+      usage: { input_tokens: 321, cache_read_input_tokens: 45, cache_creation_input_tokens: 6 },
+      delayMs: 50,
+    });
+    const session = await api.newSession();
+    const run = await asJson(
+      await api.postMessage(session.id, "go slowly", { Prefer: "respond-async" }),
+    );
+    const reader = SseReader.of(await fetch(`${server.url}/v1/runs/${run.id}/events`));
+    await reader.events(2); // run_started, the first text_delta: the message has started
+    await fetch(`${server.url}/v1/runs/${run.id}/cancel`, { method: "POST" });
+    const completion = (await reader.events()).at(-1)?.data;
+    expect(completion).toMatchObject({
+      status: "cancelled",
+      // No result priced the run.
+      cost_usd: null,
+      usage: {
+        input_tokens: 321,
+        cache_read_tokens: 45,
+        cache_creation_tokens: 6,
+        num_turns: 1,
+      },
+    });
+    expect(await api.json(`/v1/sessions/${session.id}`)).toMatchObject({
+      usage: { input_tokens: 321, cache_read_tokens: 45, cache_creation_tokens: 6, runs: 1 },
+    });
+  });
+
+  it("gives a resumed run its own duration_api_ms, not the session's running total", async () => {
+    const session = await api.newSession();
+    // Each SSE event of the first answer 100 ms apart: over a second of API time.
+    mock.script({ blocks: [{ type: "text", text: "Slowly." }], delayMs: 100 });
+    const slow = await send(session.id, "first");
+    expect(slow.completion.usage.duration_api_ms).toBeGreaterThanOrEqual(1000);
+    mock.script({ blocks: [{ type: "text", text: "Quickly." }] });
+    const quick = await send(session.id, "second");
+    expect(quick.completion.usage.duration_api_ms).toBeGreaterThan(0);
+    expect(quick.completion.usage.duration_api_ms).toBeLessThan(1000);
+    expect(quick.run.usage.duration_api_ms).toBe(quick.completion.usage.duration_api_ms);
+  });
+});
