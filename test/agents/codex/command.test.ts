@@ -66,6 +66,9 @@ describe("CodexSettings", () => {
     model: null,
     systemPrompt: null,
     worktree: false,
+    mcpServers: [],
+    maxTurns: null,
+    maxBudgetUsd: null,
   };
 
   it("takes the permission modes that have a sandbox, and every effort", () => {
