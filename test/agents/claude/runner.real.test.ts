@@ -155,6 +155,52 @@ describe("runClaude with the real CLI", () => {
     expect(completion.cost_usd).toBe(result?.total_cost_usd);
   });
 
+  it("describes the file tools the CLI really ran as data, each closed by its tool_update", async () => {
+    // CLI 2.1.328 offers no Grep, Glob or TodoWrite (it searches through Bash): the other kinds
+    // are the mapper's tests' (test/agents/claude/mapper.test.ts).
+    const { mock, ce, config } = await setup();
+    const file = join(ce.cwd, "notes.txt");
+    const use = (id: string, name: string, input: Record<string, unknown>): MockTurn => ({
+      blocks: [{ type: "tool_use", id, name, input }],
+    });
+    mock.script(
+      use("toolu_write", "Write", { file_path: file, content: "hello world\n" }),
+      use("toolu_read", "Read", { file_path: file }),
+      use("toolu_edit", "Edit", { file_path: file, old_string: "hello", new_string: "bye" }),
+      { blocks: [{ type: "text", text: "Done." }] },
+    );
+    const { events, completion } = await collect(request(ce, "Take notes"), config);
+    expect(completion).toMatchObject({ status: "succeeded", result: "Done." });
+    expect(await readFile(file, "utf8")).toBe("bye world\n");
+    const call = (id: string) =>
+      of(events, "tool_call").find((e) => e.tool_use_id === id)?.normalized;
+    expect(call("toolu_write")).toEqual({
+      kind: "modify_file",
+      changes: [{ file_path: file, operation: "write", new_content: "hello world\n" }],
+    });
+    expect(call("toolu_read")).toEqual({ kind: "read_file", file_path: file });
+    expect(call("toolu_edit")).toEqual({
+      kind: "modify_file",
+      changes: [
+        {
+          file_path: file,
+          operation: "edit",
+          old_content: "hello",
+          new_content: "bye",
+          diff: `--- ${file}\n+++ ${file}\n@@ -1,1 +1,1 @@\n-hello\n\\ No newline at end of file\n+bye\n\\ No newline at end of file\n`,
+        },
+      ],
+    });
+    // Each call ends once, as it went.
+    expect(
+      of(events, "tool_update").map((u) => [u.tool_use_id, u.status, u.normalized.kind]),
+    ).toEqual([
+      ["toolu_write", "complete", "modify_file"],
+      ["toolu_read", "complete", "read_file"],
+      ["toolu_edit", "complete", "modify_file"],
+    ]);
+  });
+
   it("runs a Bash tool for real, reports its status and sums usage over both turns", async () => {
     const { mock, ce, config } = await setup();
     mock.script(
