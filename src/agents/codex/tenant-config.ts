@@ -1,4 +1,4 @@
-import { chmod, copyFile, readFile } from "node:fs/promises";
+import { chmod, readFile, writeFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
 
@@ -31,7 +31,9 @@ export async function seedTenantCodexHome(operatorHome: string, tenantHome: stri
     ]);
     if (ours === undefined || (theirs !== undefined && ours.equals(theirs))) continue;
     const copy = join(tenantHome, name);
-    await copyFile(join(operatorHome, name), copy);
+    // Written, not copied: a new file takes the group of the tenant's directory (set-group-id),
+    // where a copy may take the original's (Node 24's copyFile does), which the tenant lacks.
+    await writeFile(copy, ours);
     // The server owns the copy; the tenant's agents read it through the HOME's group.
     await chmod(copy, 0o640);
   }
