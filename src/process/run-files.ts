@@ -1,6 +1,7 @@
 import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import type { BridgeEvent } from "../events.js";
 import type { AgentIdentity } from "./tenant-homes.js";
 
 // Files one run hands its CLI by path rather than in argv (which any process on the machine can
@@ -43,14 +44,21 @@ export function runFiles(identity?: AgentIdentity): RunFiles {
   };
 }
 
-/** The batches of `run`, given the run's files, which are removed once it is done. */
-export async function* withRunFiles<T>(
+/**
+ * The batches of `run`, given the run's files, which are removed once it is done: before the
+ * batch holding the completion goes out, since whoever reads the completion may look for them
+ * at once (a generator's `finally` runs only when its consumer asks for the next batch).
+ */
+export async function* withRunFiles(
   identity: AgentIdentity | undefined,
-  run: (files: RunFiles) => AsyncGenerator<T>,
-): AsyncGenerator<T> {
+  run: (files: RunFiles) => AsyncGenerator<BridgeEvent[]>,
+): AsyncGenerator<BridgeEvent[]> {
   const files = runFiles(identity);
   try {
-    yield* run(files);
+    for await (const batch of run(files)) {
+      if (batch.some((event) => event.type === "completion")) await files.remove();
+      yield batch;
+    }
   } finally {
     await files.remove();
   }

@@ -3,6 +3,7 @@ import { mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type BridgeEvent, bareCompletion } from "../../src/events.js";
 import { runFiles, withRunFiles } from "../../src/process/run-files.js";
 import type { AgentIdentity } from "../../src/process/tenant-homes.js";
 
@@ -47,22 +48,38 @@ describe("run files", () => {
     expect(await readdir(tenantTmp)).toEqual([]);
   });
 
+  const text = (t: string): BridgeEvent[] => [{ type: "text_delta", text: t }];
+  const completed: BridgeEvent[] = [bareCompletion("failed", "the CLI exited")];
+
+  it("removes them before the completion goes out, so its reader finds them gone", async () => {
+    const written: string[] = [];
+    const run = withRunFiles(tenant(), async function* (files) {
+      written.push(await files.write("mcp.json", "{}"));
+      yield text("working");
+      yield completed;
+    });
+    expect((await run.next()).value).toEqual(text("working"));
+    expect(existsSync(written[0] ?? "")).toBe(true);
+    expect((await run.next()).value).toEqual(completed);
+    expect(await readdir(tenantTmp)).toEqual([]);
+  });
+
   it("removes them when the run ends early or fails", async () => {
     const written: string[] = [];
     const run = withRunFiles(tenant(), async function* (files) {
       written.push(await files.write("a", "1"));
-      yield 1;
-      yield 2;
+      yield text("1");
+      yield text("2");
     });
-    expect((await run.next()).value).toBe(1);
+    expect((await run.next()).value).toEqual(text("1"));
     expect(existsSync(written[0] ?? "")).toBe(true);
-    // A consumer that stops early (a completion, a cancel) returns the generator.
+    // A consumer that stops early (a cancel) returns the generator.
     await run.return(undefined);
     expect(await readdir(tenantTmp)).toEqual([]);
 
     const failing = withRunFiles(tenant(), async function* (files) {
       await files.write("b", "2");
-      yield 1;
+      yield text("1");
       throw new Error("the CLI could not start");
     });
     await expect(async () => {
