@@ -243,7 +243,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     except(
       isHookDelivery,
       authenticate,
-      rateLimit(deps.config.auth.requestsPerMinute),
+      rateLimit(deps.database.db, deps.config.auth.requestsPerMinute, deps.logger),
       requireJsonBody,
     ),
   );

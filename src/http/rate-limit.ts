@@ -1,33 +1,38 @@
 import type { MiddlewareHandler } from "hono";
+import type { Logger } from "../log.js";
+import type { Database } from "../store/db.js";
+import { takeToken } from "../store/rate-limits.js";
 import type { AppEnv } from "./context.js";
 import { ApiError } from "./errors.js";
 
 /**
- * A token bucket per key: `perMinute` requests a minute on average, bursts up to that many.
- * In memory, which is right for one server process; it starts full after a restart.
+ * A token bucket per key: `perMinute` requests a minute on average, bursts up to that many. The
+ * buckets are in the database, shared by every instance on it (src/store/rate-limits.ts). While
+ * the database cannot be reached the request goes through uncounted, rather than failing on the
+ * count alone.
  */
-export function rateLimit(perMinute: number): MiddlewareHandler<AppEnv> {
-  const buckets = new Map<string, { tokens: number; at: number }>();
-  const perMs = perMinute / 60_000;
+export function rateLimit(
+  db: Database,
+  perMinute: number,
+  logger: Logger,
+): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
-    const id = c.var.principal.keyId ?? "anonymous";
-    const now = Date.now();
-    const bucket = buckets.get(id) ?? { tokens: perMinute, at: now };
-    bucket.tokens = Math.min(perMinute, bucket.tokens + (now - bucket.at) * perMs);
-    bucket.at = now;
-    buckets.set(id, bucket);
-    if (bucket.tokens < 1) {
-      const waitSeconds = Math.ceil((1 - bucket.tokens) / perMs / 1000);
+    const waitSeconds = await takeToken(db, c.var.principal.keyId ?? "anonymous", perMinute).catch(
+      (err: unknown) => {
+        logger.warn("could not count a request against its key's rate limit", {
+          error: String(err),
+        });
+        return 0;
+      },
+    );
+    if (waitSeconds > 0) {
       throw new ApiError(
         429,
         "rate_limited",
         `more than ${perMinute} requests a minute for this key`,
-        {
-          headers: { "Retry-After": String(waitSeconds) },
-        },
+        { headers: { "Retry-After": String(waitSeconds) } },
       );
     }
-    bucket.tokens -= 1;
     return next();
   };
 }

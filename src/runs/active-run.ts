@@ -49,8 +49,4 @@ export class ActiveRun implements Admittable {
   get sessionId(): string {
     return this.session.id;
   }
-
-  get keyId(): string | null {
-    return this.session.ownerKeyId;
-  }
 }

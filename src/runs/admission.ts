@@ -1,22 +1,14 @@
-import {
-  KeyRunLimitError,
-  QueueFullError,
-  SessionBusyError,
-  SessionGoneError,
-  ShuttingDownError,
-} from "./errors.js";
+import { QueueFullError, SessionBusyError, SessionGoneError, ShuttingDownError } from "./errors.js";
 
 // Which runs of this process may start, and when: the run slots and the queue behind them, each
-// session's line of runs waiting for it, the per-key limit, and the order in which one session's
-// messages are admitted. Memory only: the store's part (reading a session, writing its run,
-// claiming it for a waiting run) is the caller's, through the handlers.
+// session's line of runs waiting for it, and the order in which one session's messages are
+// admitted. Memory only: the store's part (reading a session, writing its run, claiming it for a
+// waiting run, the per-key limit that every instance counts) is the caller's.
 
 /** What admission needs to know of a run. */
 export interface Admittable {
   readonly id: string;
   readonly sessionId: string;
-  /** The API key whose limit the run counts against (null: none). */
-  readonly keyId: string | null;
 }
 
 export interface AdmissionLimits {
@@ -24,8 +16,6 @@ export interface AdmissionLimits {
   maxConcurrent: number;
   /** Runs queued or waiting for their session, beyond the running ones. */
   maxQueued: number;
-  /** Runs (running, queued and waiting) one API key may have at once. */
-  maxPerKey: number;
 }
 
 /** What the owner of the runs does when admission moves one. */
@@ -127,12 +117,9 @@ export class Admission<R extends Admittable> {
     return Boolean(activeRunId || inLine);
   }
 
-  /** Throws when the key has its limit of runs, or every slot and queue place is taken. */
-  checkRoom(keyId: string | null): void {
-    const { maxConcurrent, maxQueued, maxPerKey } = this.limits;
-    if (keyId && this.runsOfKey(keyId) >= maxPerKey) {
-      throw new KeyRunLimitError(maxPerKey, this.retryAfterSeconds());
-    }
+  /** Throws when every slot and queue place is taken. */
+  checkRoom(): void {
+    const { maxConcurrent, maxQueued } = this.limits;
     const capacity = maxConcurrent + maxQueued;
     if (this.running + this.queue.length + this.waitingCount() + this.placing >= capacity) {
       throw new QueueFullError(capacity, this.retryAfterSeconds());
@@ -247,12 +234,6 @@ export class Admission<R extends Admittable> {
   private waitingCount(): number {
     let n = 0;
     for (const line of this.lines.values()) n += line.length;
-    return n;
-  }
-
-  private runsOfKey(keyId: string): number {
-    let n = 0;
-    for (const { run } of this.admitted.values()) if (run.keyId === keyId) n++;
     return n;
   }
 

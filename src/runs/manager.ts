@@ -95,9 +95,9 @@ export class RunManager {
       tracing: opts.tracing,
       ...(opts.capture ? { capture: opts.capture } : {}),
     });
-    const { maxConcurrent, maxQueued, maxPerKey } = opts;
+    const { maxConcurrent, maxQueued } = opts;
     this.admission = new Admission<ActiveRun>(
-      { maxConcurrent, maxQueued, maxPerKey },
+      { maxConcurrent, maxQueued },
       {
         start: (run) => void this.execution.run(run).then(() => this.admission.finished(run)),
         claim: (run) => this.claimSession(run),
@@ -283,8 +283,16 @@ export class RunManager {
     let wait = this.admission.mustWait(session.id, state.activeRunId, mayWait);
     agents.get(session.agent);
     await gate.allow(session);
-    this.admission.checkRoom(session.ownerKeyId);
+    this.admission.checkRoom();
     const hooks = transactionHooks.filter((hook) => hook.joins(message));
+    const keyId = session.ownerKeyId;
+    const limit = keyId
+      ? {
+          keyId,
+          max: this.opts.maxPerKey,
+          retryAfterSeconds: () => this.admission.retryAfterSeconds(),
+        }
+      : null;
     const insert = (status: "queued" | "waiting") =>
       recordRun(
         db,
@@ -301,6 +309,7 @@ export class RunManager {
         },
         message,
         hooks,
+        limit,
       );
     const freePlace = this.admission.holdPlace();
     let row: RunRow;

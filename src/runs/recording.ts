@@ -4,8 +4,16 @@ import type { Database } from "../store/db.js";
 import { describeDbError, foreignKeyViolation, transientDbError } from "../store/errors.js";
 import { appendEvents, type SequencedEvent, sequenced } from "../store/events.js";
 import { DatabaseOutageError, withDbRetries } from "../store/retry.js";
-import { finishRun, insertRun, type NewRun, RunAlreadyClosedError } from "../store/runs.js";
+import {
+  countOpenRunsOfKey,
+  finishRun,
+  insertRun,
+  lockKeyRuns,
+  type NewRun,
+  RunAlreadyClosedError,
+} from "../store/runs.js";
 import type { RunRow } from "../store/schema.js";
+import { KeyRunLimitError } from "./errors.js";
 import type { Message } from "./message.js";
 import type { CompletionPosition } from "./run-log.js";
 
@@ -29,16 +37,34 @@ export interface RunTransactionHook {
   completed(tx: Database, run: RunRow): Promise<void>;
 }
 
-/** Writes a run's row, with the part of each hook that joins it in the same transaction. */
+/** The most runs one API key may have open at once, on all instances together. */
+export interface KeyRunLimit {
+  keyId: string;
+  max: number;
+  /** What a refused client is told to wait. */
+  retryAfterSeconds: () => number;
+}
+
+/**
+ * Writes a run's row, with the part of each hook that joins it in the same transaction; refuses
+ * it with KeyRunLimitError when its key has `limit.max` runs open.
+ */
 export function recordRun(
   db: Database,
   run: NewRun,
   message: Message,
   hooks: readonly RunTransactionHook[],
+  limit: KeyRunLimit | null,
 ): Promise<RunRow> {
-  // One statement, no transaction, when no hook joins (most runs).
-  if (hooks.length === 0) return insertRun(db, run);
+  // One statement, no transaction, when nothing else takes part (runs without API keys).
+  if (hooks.length === 0 && limit === null) return insertRun(db, run);
   return db.transaction(async (tx) => {
+    if (limit) {
+      await lockKeyRuns(tx, limit.keyId);
+      if ((await countOpenRunsOfKey(tx, limit.keyId)) >= limit.max) {
+        throw new KeyRunLimitError(limit.max, limit.retryAfterSeconds());
+      }
+    }
     const inserted = await insertRun(tx, run);
     for (const hook of hooks) await hook.inserted(tx, inserted, message);
     return inserted;

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { and, eq, getTableColumns, inArray, isNotNull, isNull, lt, sql } from "drizzle-orm";
+import { and, count, eq, getTableColumns, inArray, isNotNull, isNull, lt, sql } from "drizzle-orm";
 import { type AnyPgColumn, alias, QueryBuilder } from "drizzle-orm/pg-core";
 import type { Principal } from "../auth/principal.js";
 import type { Usage } from "../events.js";
@@ -34,6 +34,27 @@ export async function insertRun(db: Database, input: NewRun): Promise<RunRow> {
     .returning();
   if (!row) throw new Error("insert into runs returned no row");
   return row;
+}
+
+/**
+ * Makes the transaction's caller the only one counting and adding runs of this key until it
+ * commits, on any instance: the per-key limit holds however many submit at once.
+ */
+export async function lockKeyRuns(tx: Database, keyId: string): Promise<void> {
+  await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`key-runs:${keyId}`}, 0))`);
+}
+
+/** Runs of the key's sessions that are waiting, queued or running, on any instance. */
+export async function countOpenRunsOfKey(db: Database, keyId: string): Promise<number> {
+  const [row] = await db
+    .select({ n: count() })
+    .from(runs)
+    .innerJoin(sessions, eq(sessions.id, runs.sessionId))
+    // Written out, not bound, so that the planner reads the open runs from their partial index.
+    .where(
+      and(eq(sessions.ownerKeyId, keyId), sql`${runs.status} in ('queued', 'running', 'waiting')`),
+    );
+  return row?.n ?? 0;
 }
 
 export async function getRun(db: Database, id: string): Promise<RunRow | undefined> {
@@ -205,7 +226,6 @@ export async function setRunPgid(db: Database, id: string, pgid: number, bootId:
   await db.update(runs).set({ pgid, pgidBootId: bootId }).where(eq(runs.id, id));
 }
 
-/** Runs a previous process left unfinished (waiting for their session included). */
 /** The runs an instance (null: a version before instances) left queued, running or waiting. */
 export async function unfinishedRuns(db: Database, instanceId: string | null): Promise<RunRow[]> {
   return db

@@ -76,6 +76,17 @@ export const keySpend = pgTable(
 );
 
 /**
+ * Each key's request allowance (AGENT_BRIDGE_RATE_LIMIT_PER_MINUTE), a token bucket every instance
+ * on the database draws from: `tokens` as of `updated_at`, in the database's time.
+ */
+export const rateBuckets = pgTable("rate_buckets", {
+  /** The key's id, or "anonymous" without keys. */
+  bucket: text("bucket").primaryKey(),
+  tokens: doublePrecision("tokens").notNull(),
+  updatedAt: ts("updated_at").notNull(),
+});
+
+/**
  * Secrets every instance on the database shares, made once by whichever needs one first: the key
  * that signs stream tokens, so that a token made by one instance is good at any other.
  */

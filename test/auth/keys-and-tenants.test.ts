@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
 import { apiKeys } from "../../src/store/schema.js";
-import { createTestApp, requestAs, type TestApp } from "../support/app.js";
+import { createTestApp, createTestAppOn, requestAs, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
 import { longRun } from "../support/fake-scenarios.js";
@@ -192,30 +192,32 @@ describe.each(BACKENDS)("keys and tenants on %s", (backend) => {
 });
 
 describe("per-key limits", () => {
-  it("more requests a minute than allowed are a 429 with Retry-After", async () => {
-    const t = await createTestApp("pglite", {
-      AGENT_BRIDGE_AUTH: "keys",
-      AGENT_BRIDGE_RATE_LIMIT_PER_MINUTE: "5",
-    });
-    try {
-      const { key } = await issueKey(t.database.db, { name: "busy", admin: false });
-      const statuses = [];
-      for (let i = 0; i < 6; i++) {
-        statuses.push(
-          (await t.app.request("/v1/sessions", { headers: { Authorization: `Bearer ${key}` } }))
-            .status,
-        );
+  it.each(BACKENDS)(
+    "more requests a minute than allowed are a 429 with Retry-After, counted across instances on one database (%s)",
+    async (backend) => {
+      const env = { AGENT_BRIDGE_AUTH: "keys", AGENT_BRIDGE_RATE_LIMIT_PER_MINUTE: "5" };
+      const t = await createTestApp(backend, env);
+      // A second instance: its own app and process memory, the same database.
+      const other = createTestAppOn(t.database, env).app;
+      try {
+        const { key } = await issueKey(t.database.db, { name: "busy", admin: false });
+        const { key: calm } = await issueKey(t.database.db, { name: "calm", admin: false });
+        const statuses = [];
+        for (let i = 0; i < 6; i++) {
+          const app = i % 2 === 0 ? t.app : other;
+          statuses.push((await requestAs(app, key, "/v1/sessions")).status);
+        }
+        expect(statuses).toEqual([200, 200, 200, 200, 200, 429]);
+        const res = await requestAs(other, key, "/v1/sessions");
+        expect(Number(res.headers.get("retry-after"))).toBeGreaterThan(0);
+        expect((await res.json()).code).toBe("rate_limited");
+        // Another key has its own allowance.
+        expect((await requestAs(other, calm, "/v1/sessions")).status).toBe(200);
+      } finally {
+        await t.close();
       }
-      expect(statuses).toEqual([200, 200, 200, 200, 200, 429]);
-      const res = await t.app.request("/v1/sessions", {
-        headers: { Authorization: `Bearer ${key}` },
-      });
-      expect(Number(res.headers.get("retry-after"))).toBeGreaterThan(0);
-      expect((await res.json()).code).toBe("rate_limited");
-    } finally {
-      await t.close();
-    }
-  });
+    },
+  );
 
   it("a key past its limit of active runs gets 429 for the next one", async () => {
     const fake = await fakeClaude(longRun(30));

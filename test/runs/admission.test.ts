@@ -2,7 +2,6 @@ import { EventEmitter, once } from "node:events";
 import { describe, expect, it } from "vitest";
 import { Admission, type AdmissionLimits, type Admittable } from "../../src/runs/admission.js";
 import {
-  KeyRunLimitError,
   QueueFullError,
   SessionBusyError,
   SessionGoneError,
@@ -14,8 +13,8 @@ import {
 
 type Run = Admittable;
 
-function run(id: string, sessionId = `session-${id}`, keyId: string | null = null): Run {
-  return { id, sessionId, keyId };
+function run(id: string, sessionId = `session-${id}`): Run {
+  return { id, sessionId };
 }
 
 function admissionWith(limits: Partial<AdmissionLimits> = {}) {
@@ -25,7 +24,7 @@ function admissionWith(limits: Partial<AdmissionLimits> = {}) {
   const claimed: Run[] = [];
   const failures: unknown[] = [];
   const admission = new Admission<Run>(
-    { maxConcurrent: 1, maxQueued: 10, maxPerKey: 10, ...limits },
+    { maxConcurrent: 1, maxQueued: 10, ...limits },
     {
       start: (r) => {
         started.push(r);
@@ -48,14 +47,14 @@ describe("admission", () => {
   it("starts runs up to maxConcurrent, queues up to maxQueued, then refuses with QueueFullError and a wait", () => {
     const { admission, started } = admissionWith({ maxConcurrent: 2, maxQueued: 1 });
     for (const id of ["a", "b", "c"]) {
-      admission.checkRoom(null);
+      admission.checkRoom();
       admission.add(run(id), false);
     }
     expect(started.map((r) => r.id)).toEqual(["a", "b"]);
     expect(admission.counts()).toEqual({ running: 2, queued: 1, waiting: 0 });
     const full = (() => {
       try {
-        admission.checkRoom(null);
+        admission.checkRoom();
       } catch (err) {
         return err;
       }
@@ -67,23 +66,9 @@ describe("admission", () => {
   it("counts a run being written against the capacity until its place is freed", () => {
     const { admission } = admissionWith({ maxConcurrent: 1, maxQueued: 0 });
     const freePlace = admission.holdPlace();
-    expect(() => admission.checkRoom(null)).toThrow(QueueFullError);
+    expect(() => admission.checkRoom()).toThrow(QueueFullError);
     freePlace();
-    expect(() => admission.checkRoom(null)).not.toThrow();
-  });
-
-  it("refuses a key's run past its limit with KeyRunLimitError, counting waiting runs, not other keys'", () => {
-    const { admission } = admissionWith({ maxConcurrent: 1, maxPerKey: 2 });
-    admission.add(run("a", "s1", "key"), false);
-    admission.add(run("b", "s2", "key"), false);
-    expect(() => admission.checkRoom("key")).toThrow(KeyRunLimitError);
-    expect(() => admission.checkRoom("other")).not.toThrow();
-    expect(() => admission.checkRoom(null)).not.toThrow();
-    const c = run("c", "s3", "other");
-    admission.add(c, true);
-    expect(() => admission.checkRoom("other")).not.toThrow();
-    admission.add(run("d", "s4", "other"), false);
-    expect(() => admission.checkRoom("other")).toThrow(KeyRunLimitError);
+    expect(() => admission.checkRoom()).not.toThrow();
   });
 
   it("hands a freed slot to the queued runs in the order they came", () => {

@@ -63,7 +63,7 @@ describe.each(BACKENDS)("run transaction hooks on %s", (backend) => {
     expect(callbackHook.joins(message)).toBe(true);
     expect(callbackHook.joins({ ...message, callback: null })).toBe(false);
 
-    const run = await recordRun(db, await newRun(), message, [callbackHook]);
+    const run = await recordRun(db, await newRun(), message, [callbackHook], null);
     expect(await getCallback(db, run.id)).toMatchObject({
       url: message.callback?.url,
       state: "pending",
@@ -71,7 +71,7 @@ describe.each(BACKENDS)("run transaction hooks on %s", (backend) => {
     });
 
     const refused = await newRun();
-    await expect(recordRun(db, refused, message, [callbackHook, refusing])).rejects.toThrow(
+    await expect(recordRun(db, refused, message, [callbackHook, refusing], null)).rejects.toThrow(
       "test: the hook refused",
     );
     const written = await db.select().from(runs).where(eq(runs.sessionId, refused.sessionId));
@@ -90,17 +90,17 @@ describe.each(BACKENDS)("run transaction hooks on %s", (backend) => {
     const at = { seq: 1, publicSeq: 1 };
     const completion = bareCompletion("cancelled", "cancelled by a client");
 
-    const joined = await recordRun(db, await newRun(), message, [callbackHook]);
+    const joined = await recordRun(db, await newRun(), message, [callbackHook], null);
     expect((await recorder.record(joined, at, completion, [callbackHook])).state).toBe("stored");
     expect((await getCallback(db, joined.id))?.nextAttemptAt).toBeInstanceOf(Date);
 
     // Its callback row exists, but the run was recorded without the hook.
-    const other = await recordRun(db, await newRun(), message, [callbackHook]);
+    const other = await recordRun(db, await newRun(), message, [callbackHook], null);
     expect((await recorder.record(other, at, completion, [])).state).toBe("stored");
     expect((await getCallback(db, other.id))?.nextAttemptAt).toBeNull();
 
     // A hook that refuses takes the whole completion with it: nothing of the run's end is stored.
-    const refused = await recordRun(db, await newRun(), message, [callbackHook]);
+    const refused = await recordRun(db, await newRun(), message, [callbackHook], null);
     const recorded = await recorder.record(refused, at, completion, [callbackHook, refusing]);
     expect(recorded.state).toBe("pending");
     await recorder.flush();

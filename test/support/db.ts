@@ -123,10 +123,17 @@ export function serverDatabases(): {
   };
 }
 
-/** A new session with one queued run, as the run manager would have admitted it. */
-export async function insertSessionRun(db: Database, prompt = "hi"): Promise<RunRow> {
+/**
+ * A new session with one queued run, as the run manager would have admitted it; the session is
+ * the key's when given.
+ */
+export async function insertSessionRun(
+  db: Database,
+  prompt = "hi",
+  ownerKeyId: string | null = null,
+): Promise<RunRow> {
   const session = await createSession(db, {
-    ownerKeyId: null,
+    ownerKeyId,
     workDir: null,
     title: null,
     agent: "claude",
