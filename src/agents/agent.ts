@@ -84,6 +84,18 @@ export interface AgentReadiness {
   credentials: string;
 }
 
+/**
+ * Where the CLI keeps a session's transcript, the file a resume reads: stored in the database after
+ * each run, and written back before a resume on an instance whose disk lacks it (or holds an older
+ * copy), so that a session's next message can run on any instance.
+ */
+export interface TranscriptLocation {
+  /** The directory the CLI keeps its state in, for this run's environment. */
+  root: string;
+  /** The session's transcript, as a path relative to `root`, when it exists. */
+  find(agentSessionId: string): Promise<string | undefined>;
+}
+
 export interface AgentBackend {
   readonly name: AgentName;
   /**
@@ -96,6 +108,8 @@ export interface AgentBackend {
    * which a retry needs.
    */
   readonly resumesAtMessage: boolean;
+  /** Where the CLI keeps its transcripts: in its HOME, or the tenant's of `identity`. */
+  transcripts(identity: AgentIdentity | undefined): TranscriptLocation;
   /** The CLI runs and has credentials; rejects with a message an operator can act on. */
   ready(): Promise<AgentReadiness>;
   run(

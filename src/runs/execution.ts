@@ -10,7 +10,7 @@ import { type BridgeEvent, bareCompletion, type CompletionEvent } from "../event
 import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
 import { bootId } from "../process/groups.js";
-import type { TenantHomes } from "../process/tenant-homes.js";
+import type { AgentIdentity, TenantHomes } from "../process/tenant-homes.js";
 import type { Database } from "../store/db.js";
 import { describeDbError } from "../store/errors.js";
 import { DatabaseOutageError } from "../store/retry.js";
@@ -23,6 +23,7 @@ import { prepareSessionWorktree, recordSessionWorktree } from "../worktrees/sess
 import type { ActiveRun } from "./active-run.js";
 import type { CompletionRecorder } from "./recording.js";
 import type { RunLog } from "./run-log.js";
+import { restoreTranscript, saveTranscript } from "./transcripts.js";
 
 export interface ExecutionOptions {
   db: Database;
@@ -80,11 +81,16 @@ export class Execution {
     appendStarted(run, startedAt, trace);
     let events: AsyncGenerator<BridgeEvent[]> | undefined;
     let completion: CompletionEvent | undefined;
+    let transcripts: { agent: AgentBackend; identity: AgentIdentity | undefined } | undefined;
     try {
       // Asked again: the key's other runs may have spent its budget while this one was queued.
       const allowance = await this.opts.gate.allow(session);
       if (session.worktree) await this.prepareWorktree(session);
-      events = await this.runAgent(run, this.opts.agents.get(session.agent), allowance, capture);
+      const agent = this.opts.agents.get(session.agent);
+      const identity = await this.opts.homes?.identityFor(session.ownerKeyId);
+      transcripts = { agent, identity };
+      if (run.resume) await this.restoreTranscript(run, agent, identity);
+      events = await this.runAgent(run, agent, identity, allowance, capture);
       completion = await relay(run, events);
       await run.log.drain();
     } catch (err) {
@@ -93,8 +99,11 @@ export class Execution {
       if (refusal) await run.log.drain().catch(() => {});
       completion = refusal ?? this.failure(run, err, completion);
     }
-    // Before the completion goes out, so that a client reading the session then sees the record.
+    // Before the completion goes out, so that a client reading the session then sees the record,
+    // and its next message finds the transcript at any instance.
     if (session.worktree) await this.recordWorktree(session);
+    const storeTranscript = () => transcripts && this.saveTranscript(run, completion, transcripts);
+    await storeTranscript();
     if (run.interruptedBy) completion = ended(completion, "interrupted", run.interruptedBy);
     else if (run.cancelled) completion = ended(completion, "cancelled", "cancelled by a client");
     await marking;
@@ -105,6 +114,8 @@ export class Execution {
     } catch (err) {
       logger.error("stopping the CLI failed", { run_id: row.id, error: String(err) });
     }
+    // Whatever the CLI wrote after its outcome.
+    await storeTranscript();
   }
 
   /** Ends a run that never started (cancelled, or the server shut down) with its completion. */
@@ -150,12 +161,12 @@ export class Execution {
   private async runAgent(
     run: ActiveRun,
     agent: AgentBackend,
+    identity: AgentIdentity | undefined,
     allowance: RunAllowance,
     capture: RunCapture | undefined,
   ): Promise<AsyncGenerator<BridgeEvent[]>> {
-    const { db, logger, homes } = this.opts;
+    const { db, logger } = this.opts;
     const { row, session, options } = run;
-    const identity = await homes?.identityFor(session.ownerKeyId);
     const settings = sessionSettings(session);
     return agent.run(
       {
@@ -212,6 +223,45 @@ export class Execution {
     return reported
       ? { ...reported, status: "failed", is_error: true, error }
       : bareCompletion("failed", error);
+  }
+
+  /**
+   * A failure here is logged, not fatal: the CLI then finds the session as this instance last
+   * saw it, or not at all (Claude then starts it afresh, see resume.ts).
+   */
+  private async restoreTranscript(
+    run: ActiveRun,
+    agent: AgentBackend,
+    identity: AgentIdentity | undefined,
+  ) {
+    try {
+      const location = agent.transcripts(identity);
+      await restoreTranscript(this.opts.db, run.session.id, location, identity);
+    } catch (err) {
+      this.opts.logger.error("could not restore the session's transcript", {
+        session_id: run.session.id,
+        error: String(err),
+      });
+    }
+  }
+
+  /** A failure here is logged: the session goes on, on this instance at least. */
+  private async saveTranscript(
+    run: ActiveRun,
+    completion: CompletionEvent | undefined,
+    { agent, identity }: { agent: AgentBackend; identity: AgentIdentity | undefined },
+  ) {
+    const agentSessionId = completion?.agent_session_id ?? run.session.agentSessionId;
+    if (!agentSessionId) return;
+    try {
+      const location = agent.transcripts(identity);
+      await saveTranscript(this.opts.db, run.session.id, agentSessionId, location);
+    } catch (err) {
+      this.opts.logger.error("could not store the session's transcript", {
+        session_id: run.session.id,
+        error: String(err),
+      });
+    }
   }
 
   /** A failure here is logged, not fatal: the CLI then makes a fresh worktree by itself. */

@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import {
   bigint,
   boolean,
+  customType,
   doublePrecision,
   index,
   integer,
@@ -17,6 +18,11 @@ import {
 // Timestamps are written from JS (millisecond precision) rather than defaultNow(), so that a
 // value read back compares equal to the one used in a paging cursor.
 const ts = (name: string) => timestamp(name, { withTimezone: true, mode: "date" });
+const bytea = customType<{ data: Buffer; driverData: Uint8Array }>({
+  dataType: () => "bytea",
+  // postgres.js hands back a Buffer, PGlite a Uint8Array.
+  fromDriver: (value) => Buffer.from(value),
+});
 const tokens = (name: string) => bigint(name, { mode: "number" }).notNull().default(0);
 
 /** Token and cost totals; a session adds up its runs' usage here. */
@@ -247,6 +253,21 @@ export const worktrees = pgTable(
   },
   (t) => [index("worktrees_session_id_idx").on(t.sessionId)],
 );
+
+/**
+ * Each session's CLI transcript (the file its next run resumes from), as of its latest run, so
+ * that the session can go on at any instance: gzipped, with the path it has under the CLI's
+ * state dir and the SHA-256 of its uncompressed bytes, to tell whether a copy on disk is current.
+ */
+export const agentTranscripts = pgTable("agent_transcripts", {
+  sessionId: uuid("session_id")
+    .primaryKey()
+    .references(() => sessions.id, { onDelete: "cascade" }),
+  path: text("path").notNull(),
+  sha256: text("sha256").notNull(),
+  gzipped: bytea("gzipped").notNull(),
+  updatedAt: ts("updated_at").notNull(),
+});
 
 /** Incoming webhooks and schedules: each delivery (or tick) starts one run of the agent. */
 export const hooks = pgTable("hooks", {

@@ -9,6 +9,7 @@ import { joinSystemPrompts, runBudget, SessionSettings } from "../agent.js";
 import { type McpCatalog, mcpConfigOf } from "../mcp-servers.js";
 import { findCredentials } from "./credentials.js";
 import { failedRun, runClaude } from "./runner.js";
+import { claudeTranscripts } from "./transcripts.js";
 import { ownApiMs } from "./usage.js";
 
 // Claude Code as an agent back-end: every session setting is its own, the bridge's session id is
@@ -33,6 +34,7 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
     name: "claude",
     settings: SessionSettings,
     resumesAtMessage: true,
+    transcripts: (identity) => claudeTranscripts({ ...config.env, ...identity?.env }),
     async ready() {
       const [version, credentials] = await Promise.all([probe(), findCredentials(config.env)]);
       return { bin: config.bin, version, credentials };

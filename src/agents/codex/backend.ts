@@ -23,6 +23,7 @@ import { findCodexCredentials } from "./credentials.js";
 import { CodexMapper, type CodexPrice, type CodexUsageTotals } from "./mapper.js";
 import { CodexSettings, SANDBOX_OF } from "./options.js";
 import { operatorCodexHome, seedTenantCodexHome } from "./tenant-config.js";
+import { codexTranscripts } from "./transcripts.js";
 
 // OpenAI's Codex CLI as an agent back-end, on the shared process driver: `codex exec --json` for a
 // session's first run, `codex exec resume <thread>` once a run has reported its thread id (kept as
@@ -49,6 +50,7 @@ export function codexBackend(config: CodexBackendConfig): AgentBackend {
     settings: CodexSettings,
     // `codex exec resume` continues a thread from its end only.
     resumesAtMessage: false,
+    transcripts: (identity) => codexTranscripts({ ...config.env, ...identity?.env }),
     async ready() {
       const [version, credentials] = await Promise.all([probe(), findCodexCredentials(config.env)]);
       return { bin: config.bin, version, credentials };
