@@ -50,6 +50,8 @@ export class InstanceLease {
   private current = randomUUID();
   private timer: NodeJS.Timeout | undefined;
   private sweeping: Promise<void> | undefined;
+  /** The last renewal failed: an outage is on. */
+  private failing = false;
   private readonly host = hostname();
   private readonly boot = bootId();
 
@@ -106,10 +108,20 @@ export class InstanceLease {
           await this.register();
         }
         await this.sweep();
+        if (this.failing) {
+          this.failing = false;
+          this.opts.logger.info("the instance's lease is renewed again", {
+            instance_id: this.current,
+          });
+        }
       } catch (err) {
-        this.opts.logger.warn("could not renew the instance's lease or sweep dead instances", {
-          error: String(err),
-        });
+        // Said once per outage, not at every tick of it.
+        if (!this.failing) {
+          this.failing = true;
+          this.opts.logger.warn("could not renew the instance's lease or sweep dead instances", {
+            error: String(err),
+          });
+        }
       } finally {
         this.sweeping = undefined;
       }
