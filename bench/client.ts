@@ -23,10 +23,15 @@ export async function requestJson<T>(
   method: string,
   path: string,
   body?: unknown,
+  headers: Record<string, string> = {},
 ): Promise<{ status: number; body: T }> {
   const res = await fetch(`${base}${path}`, {
     method,
-    headers: { ...auth, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+    headers: {
+      ...auth,
+      ...(body === undefined ? {} : { "content-type": "application/json" }),
+      ...headers,
+    },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
   const text = await res.text();

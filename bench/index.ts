@@ -9,7 +9,9 @@ import {
   activeRuns,
   bigLine,
   concurrency,
+  type FollowSample,
   firstEvent,
+  follow,
   idleSubscribers,
   median,
   type RelaySample,
@@ -26,7 +28,9 @@ import { type Transcripts, writeTranscripts } from "./transcripts.js";
 // `npm run bench`: the measurements of issue 9 against the real server process, on PGlite and,
 // when DATABASE_URL is set, on a fresh database of that Postgres server (dropped afterwards).
 // Prints a table and writes bench/results/<date>.json. Options:
-//   --only relay,first,concurrency,memory,bigline,replay   a subset (replay needs relay)
+//   --only relay,first,concurrency,memory,bigline,replay,follow
+//                                                          a subset (replay needs relay; follow,
+//                                                          a second instance, needs Postgres)
 //   --backend pglite|postgres                              one back-end only
 //   --profile                                              the server runs with --cpu-prof
 //                                                          (profiles in bench/results/profiles)
@@ -50,6 +54,10 @@ const SIZES = {
   sequentialRuns: 1_000,
   bigLineBytes: 64 * 1024 * 1024,
   replayFrom: 50_000,
+  /** A run followed on its instance and on another: paced, then as fast as the pipe. */
+  followDeltas: 2_000,
+  followRate: 500,
+  followBurstDeltas: 20_000,
 } as const;
 
 const TARGETS = {
@@ -75,7 +83,9 @@ const { values: args } = parseArgs({
     profile: { type: "boolean", default: false },
   },
 });
-const only = new Set((args.only ?? "relay,first,concurrency,memory,bigline,replay").split(","));
+const only = new Set(
+  (args.only ?? "relay,first,concurrency,memory,bigline,replay,follow").split(","),
+);
 const wanted = (name: string) => only.has(name);
 
 type Backend = "pglite" | "postgres";
@@ -120,30 +130,28 @@ async function benchBackend(backend: Backend, transcripts: Transcripts, tmp: str
   const memoryFile = join(tmp, `memory-${backend}.json`);
   const apiKey = `ab_${randomBytes(32).toString("base64url")}`;
   useApiKey(apiKey);
-  const proc = await startBenchServer(
-    {
-      LOG_LEVEL: "warn",
-      // Keys on, as in production, with the per-key limits out of the way of the bench's load.
-      AGENT_BRIDGE_API_KEY: apiKey,
-      BENCH_MEMORY_FILE: memoryFile,
-      AGENT_BRIDGE_RATE_LIMIT_PER_MINUTE: "1000000",
-      AGENT_BRIDGE_MAX_RUNS_PER_KEY: "1000",
-      // The idle-subscriber round holds 1 000 streams of one key.
-      AGENT_BRIDGE_MAX_STREAMS_PER_KEY: "2000",
-      AGENT_BRIDGE_DATA_DIR: dataDir,
-      ...(database ? { DATABASE_URL: database.url } : {}),
-      AGENT_BRIDGE_CLAUDE_BIN: bin,
-      AGENT_BRIDGE_MAX_CONCURRENT_RUNS: "100",
-      AGENT_BRIDGE_MAX_QUEUED_RUNS: "100",
-      AGENT_BRIDGE_MAX_LINE_BYTES: String(2 * SIZES.bigLineBytes),
-    },
-    [
-      "--expose-gc",
-      "--import",
-      join(root, "bench", "gc-probe.mjs"),
-      ...(args.profile ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] : []),
-    ],
-  );
+  const env = {
+    LOG_LEVEL: "warn",
+    // Keys on, as in production, with the per-key limits out of the way of the bench's load.
+    AGENT_BRIDGE_API_KEY: apiKey,
+    BENCH_MEMORY_FILE: memoryFile,
+    AGENT_BRIDGE_RATE_LIMIT_PER_MINUTE: "1000000",
+    AGENT_BRIDGE_MAX_RUNS_PER_KEY: "1000",
+    // The idle-subscriber round holds 1 000 streams of one key.
+    AGENT_BRIDGE_MAX_STREAMS_PER_KEY: "2000",
+    AGENT_BRIDGE_DATA_DIR: dataDir,
+    ...(database ? { DATABASE_URL: database.url } : {}),
+    AGENT_BRIDGE_CLAUDE_BIN: bin,
+    AGENT_BRIDGE_MAX_CONCURRENT_RUNS: "100",
+    AGENT_BRIDGE_MAX_QUEUED_RUNS: "100",
+    AGENT_BRIDGE_MAX_LINE_BYTES: String(2 * SIZES.bigLineBytes),
+  };
+  const proc = await startBenchServer(env, [
+    "--expose-gc",
+    "--import",
+    join(root, "bench", "gc-probe.mjs"),
+    ...(args.profile ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] : []),
+  ]);
   const server: Server = {
     url: proc.url,
     pid: proc.child.pid ?? 0,
@@ -210,6 +218,25 @@ async function benchBackend(backend: Backend, transcripts: Transcripts, tmp: str
     if (wanted("memory")) {
       step(`memory: ${SIZES.sequentialRuns} sequential runs`);
       out.sequential = await sequentialRuns(server, SIZES.sequentialRuns);
+    }
+    if (wanted("follow") && database) {
+      step("follow: a second instance");
+      const second = await startBenchServer({ ...env, BENCH_MEMORY_FILE: `${memoryFile}.2` });
+      try {
+        const other: Server = { ...server, url: second.url, pid: second.child.pid ?? 0 };
+        step(`follow ${SIZES.followDeltas} at ${SIZES.followRate} lines/s`);
+        out.followPaced = await follow(
+          server,
+          other,
+          SIZES.followDeltas,
+          SIZES.followRate,
+          SIZES.repeats,
+        );
+        step(`follow ${SIZES.followBurstDeltas}, as fast as the pipe`);
+        out.followBurst = await follow(server, other, SIZES.followBurstDeltas, 0, SIZES.repeats);
+      } finally {
+        await second.stop();
+      }
     }
     step();
   } catch (err) {
@@ -380,6 +407,30 @@ const rows: Row[] = [
         text: `${num(peak / line, 2)}x: ${mb(peak)} (${mb(abs)})`,
         ok: peak < TARGETS.bigLinePeakFactor * line,
       };
+    },
+  },
+  {
+    measure: `a follower on another instance, ${num(SIZES.followDeltas)} deltas at ${SIZES.followRate}/s: latency p50 / p99 (on the run's own instance)`,
+    target: "",
+    cell: (r) => {
+      const s = r.followPaced as FollowSample[] | undefined;
+      if (!s) return undefined;
+      const p = (side: "local" | "remote", k: "p50Ms" | "p99Ms") =>
+        ms(med(s, (x) => x[side][k]) ?? Number.NaN);
+      return {
+        text: `${p("remote", "p50Ms")} / ${p("remote", "p99Ms")} (${p("local", "p50Ms")} / ${p("local", "p99Ms")})`,
+      };
+    },
+  },
+  {
+    measure: `a follower on another instance, ${num(SIZES.followBurstDeltas)} deltas as fast as the pipe: events/s (on the run's own instance)`,
+    target: "",
+    cell: (r) => {
+      const s = r.followBurst as FollowSample[] | undefined;
+      if (!s) return undefined;
+      const v = (side: "local" | "remote") =>
+        num(med(s, (x) => x[side].eventsPerSec) ?? Number.NaN);
+      return { text: `${v("remote")} (${v("local")})` };
     },
   },
   {

@@ -396,3 +396,66 @@ export async function sequentialRuns(server: Server, total: number): Promise<Lea
   }
   return samples;
 }
+
+export interface FollowerSample {
+  p50Ms: number;
+  p99Ms: number;
+  /** Events over the time from the message's post to this follower's completion. */
+  eventsPerSec: number;
+}
+
+export interface FollowSample {
+  /** Following on the instance that runs the run. */
+  local: FollowerSample;
+  /** Following on another instance on the same database. */
+  remote: FollowerSample;
+}
+
+/**
+ * A run on `owner`, followed from the start on `owner` and on `other` (another instance on the
+ * same database): each delta's latency from its write stamp to its arrival, and each follower's
+ * events per second. `rate` 0: as fast as the pipe takes the lines.
+ */
+export async function follow(
+  owner: Server,
+  other: Server,
+  deltas: number,
+  rate: number,
+  reps: number,
+): Promise<FollowSample[]> {
+  const samples: FollowSample[] = [];
+  for (let r = 0; r < reps; r++) {
+    const [session] = await createSessions(owner.url, 1);
+    const t0 = now();
+    const { status, body: run } = await requestJson<{ id: string }>(
+      owner.url,
+      "POST",
+      `/v1/sessions/${session}/messages`,
+      { text: `!stamped ${deltas} ${rate}` },
+      { Prefer: "respond-async" },
+    );
+    expect(status === 202, `follow: HTTP ${status}`);
+    const followOn = async (server: Server): Promise<FollowerSample> => {
+      const latencies = new Float64Array(deltas);
+      let n = 0;
+      const res = await readSse(server.url, `/v1/runs/${run.id}/events`, {
+        onEvent: (event, at) => {
+          if (event.type !== "text_delta") return;
+          const text = (JSON.parse(event.data) as { text: string }).text;
+          latencies[n++] =
+            performance.timeOrigin + at - Number(text.slice(text.indexOf("@") + 1, -1));
+        },
+      });
+      expectComplete(res, deltas + 2, `follow on ${server.url}`);
+      const sorted = latencies.subarray(0, n).sort();
+      return {
+        p50Ms: sorted[Math.floor(n * 0.5)] ?? Number.NaN,
+        p99Ms: sorted[Math.floor(n * 0.99)] ?? Number.NaN,
+        eventsPerSec: (res.events / (res.endedAt - t0)) * 1000,
+      };
+    };
+    const [local, remote] = await Promise.all([followOn(owner), followOn(other)]);
+    samples.push({ local, remote });
+  }
+  return samples;
+}
