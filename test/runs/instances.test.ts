@@ -9,7 +9,7 @@ import { SseReader } from "../support/sse.js";
 import { result, systemInit, textDelta } from "../support/stream-json-lines.js";
 
 // Several server processes on one Postgres: each is an instance with a lease, and none touches
-// another's runs while that one holds it (src/instances/lease.ts).
+// another's runs while that one holds it (src/cluster/lease.ts).
 
 const cleanups: (() => Promise<void>)[] = [];
 afterAll(async () => {

@@ -35,6 +35,8 @@ export interface LeaseOptions {
   reap: (instance: DeadInstance | null) => Promise<void>;
   /** Another instance reaped this one (its lease had expired): its runs are closed elsewhere. */
   onLost: () => void;
+  /** After each renewal: what a missed doorbell ring left waiting is looked at again. */
+  onTick?: () => void;
 }
 
 /** A dead instance, and whether its process is known gone (so its CLIs' groups may be killed). */
@@ -106,6 +108,7 @@ export class InstanceLease {
           await this.register();
         }
         await this.sweep();
+        this.opts.onTick?.();
       } catch (err) {
         this.opts.logger.warn("could not renew the instance's lease or sweep dead instances", {
           error: String(err),
