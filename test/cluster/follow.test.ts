@@ -1,5 +1,8 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { groupAlive } from "../../src/process/groups.js";
+import { postRunCommand } from "../../src/store/commands.js";
+import { openDatabase } from "../../src/store/db.js";
+import { getRun } from "../../src/store/runs.js";
 import {
   type Cleanups,
   clusterDatabase,
@@ -39,7 +42,7 @@ async function runOnA(env: Record<string, string> = {}) {
   const all = { DATABASE_URL: url, ...held.fake.bridgeEnv, ...env };
   const a = await instance(cleanups, all);
   const b = await instance(cleanups, all);
-  return { a, b, held, ...(await heldRun(a.url, held.fake)) };
+  return { url, a, b, held, ...(await heldRun(a.url, held.fake)) };
 }
 
 /** How B hears of A's events, and A of B's commands. */
@@ -99,6 +102,28 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a run of instance A, from insta
       expect(ends.map((f) => f.data)).toEqual([expect.objectContaining({ status: "cancelled" })]);
     },
   );
+
+  it("a cancel whose ring A never heard is taken at A's next lease renewal", async () => {
+    const { url, a, run, pid } = await runOnA({
+      AGENT_BRIDGE_LEASE_SECONDS: "4",
+      AGENT_BRIDGE_LEASE_RENEW_SECONDS: "1",
+    });
+    const onA = await follow(a.url, run.id);
+    const database = await openDatabase({ kind: "postgres", url });
+    try {
+      const row = await getRun(database.db, run.id);
+      const owner = row?.instanceId ?? "";
+      // Posted without its NOTIFY, as when the owner's LISTEN connection was down.
+      expect(
+        await postRunCommand(database.db, { runId: run.id, kind: "cancel", owner }, false),
+      ).toBe(true);
+    } finally {
+      await database.close();
+    }
+    const ends = (await onA.events()).filter((f) => f.event === "completion");
+    expect(ends.map((f) => f.data)).toEqual([expect.objectContaining({ status: "cancelled" })]);
+    expect(await groupAlive(pid)).toBe(false);
+  });
 
   it("a cancel from B of a run A has finished answers 409, as on A", async () => {
     const { a, b, held, run } = await runOnA();
