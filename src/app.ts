@@ -9,6 +9,9 @@ import { claudeBackend } from "./agents/claude/backend.js";
 import { codexBackend } from "./agents/codex/backend.js";
 import { AgentRegistry } from "./agents/registry.js";
 import { policyGate } from "./auth/policy.js";
+import { CommandInbox } from "./cluster/commands.js";
+import { Doorbell } from "./cluster/doorbell.js";
+import { InstanceLease } from "./cluster/lease.js";
 import type { Config } from "./config.js";
 import { callbackBody } from "./hooks/callback-body.js";
 import { callbackHook } from "./hooks/callback-hook.js";
@@ -25,7 +28,6 @@ import { createRouter } from "./http/router.js";
 import { mountRoutes } from "./http/routes/index.js";
 import { ATTACHMENTS_MAX_BYTES } from "./http/routes/runs/runs.schemas.js";
 import { StreamLimiter } from "./http/streams.js";
-import { InstanceLease } from "./instances/lease.js";
 import type { Logger } from "./log.js";
 import { Metrics } from "./metrics.js";
 import { resolveAgentUser } from "./process/agent-user.js";
@@ -97,11 +99,20 @@ export function buildDeps(
     exclusive: database.kind === "pglite",
     reap: async (instance) => void (await runs.reap(instance)),
     onLost: () => runs.abandonAll(),
+    onTick: () => doorbell.ringEveryone(),
+  });
+  const doorbell = new Doorbell({
+    // The embedded database is this process's alone: no other instance to hear from.
+    mode: database.kind === "pglite" ? "local" : config.follow.mode,
+    pollMs: config.follow.pollMs,
+    ...(database.listen ? { listen: database.listen } : {}),
+    self: () => lease.id,
   });
   const runs = new RunManager({
     db: database.db,
     logger,
     instanceId: () => lease.id,
+    doorbell,
     workDir: config.workDir,
     maxConcurrent: config.runs.maxConcurrent,
     maxQueued: config.runs.maxQueued,
@@ -117,12 +128,21 @@ export function buildDeps(
     tracing,
     ...(capture ? { capture } : {}),
   });
+  // Commands other instances post for this one's runs (a cancel) are taken when the bell rings.
+  const inbox = new CommandInbox({
+    db: database.db,
+    logger,
+    self: () => lease.id,
+    apply: (command) => runs.apply(command),
+  });
+  doorbell.onCommands(() => void inbox.check());
   return {
     config,
     database,
     logger,
     runs,
     lease,
+    doorbell,
     metrics,
     streams: new StreamLimiter(config.streamsPerKey),
     agents,

@@ -85,6 +85,8 @@ const EnvSchema = z.object({
   AGENT_BRIDGE_DB_OUTAGE_SECONDS: int(1).default(30),
   AGENT_BRIDGE_LEASE_SECONDS: int(2).default(20),
   AGENT_BRIDGE_LEASE_RENEW_SECONDS: int(1).default(5),
+  AGENT_BRIDGE_FOLLOW: oneOf(["notify", "poll"] as const).default("notify"),
+  AGENT_BRIDGE_FOLLOW_POLL_MS: int(50).default(500),
   AGENT_BRIDGE_SSE_KEEPALIVE_SECONDS: int(1).default(15),
   AGENT_BRIDGE_AUTH: oneOf(["keys", "none"] as const).default("keys"),
   AGENT_BRIDGE_API_KEY: z
@@ -213,8 +215,13 @@ export interface Config {
     dbOutageBoundMs: number;
     keepAliveMs: number;
   };
-  /** This instance's lease on the database (src/instances/lease.ts). */
+  /** This instance's lease on the database (src/cluster/lease.ts). */
   lease: { leaseMs: number; renewMs: number };
+  /**
+   * How a run's followers and owner on other instances learn of new events and commands:
+   * Postgres LISTEN/NOTIFY, or polling every `pollMs` where LISTEN does not work (src/cluster/).
+   */
+  follow: { mode: "notify" | "poll"; pollMs: number };
   sessions: {
     /** Idle time after which the sweep expires a session (and removes its worktree). */
     ttlMs: number;
@@ -515,6 +522,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       leaseMs: e.AGENT_BRIDGE_LEASE_SECONDS * 1000,
       renewMs: e.AGENT_BRIDGE_LEASE_RENEW_SECONDS * 1000,
     },
+    follow: { mode: e.AGENT_BRIDGE_FOLLOW, pollMs: e.AGENT_BRIDGE_FOLLOW_POLL_MS },
     sessions: {
       ttlMs: e.AGENT_BRIDGE_SESSION_TTL_SECONDS * 1000,
       sweepIntervalMs: e.AGENT_BRIDGE_SESSION_SWEEP_INTERVAL_SECONDS * 1000,

@@ -69,6 +69,8 @@ async function start(config: Config, logger: Logger) {
     // Registers this instance, and closes what instances that are gone left (touching nothing of
     // a live one's), before any run of its own is admitted.
     await deps.lease.start();
+    // Then followers and commands from other instances are heard (see src/cluster/doorbell.ts).
+    await deps.doorbell.start();
     appReady(createApp(deps));
     const sweeper = buildSweeper(deps);
     sweeper.start();
@@ -205,6 +207,8 @@ async function shutdown(signal: string) {
       if ("closeAllConnections" in server) server.closeAllConnections();
     }, 5000).unref();
   });
+  // Followers of other instances' runs were woken until here.
+  deps.doorbell.stop();
   await database.close();
   process.exit(0);
 }

@@ -1,7 +1,8 @@
 import type { AgentRegistry } from "../agents/registry.js";
 import type { Principal } from "../auth/principal.js";
+import type { Doorbell } from "../cluster/doorbell.js";
+import type { InstanceLease } from "../cluster/lease.js";
 import type { Config } from "../config.js";
-import type { InstanceLease } from "../instances/lease.js";
 import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
 import type { TenantHomes } from "../process/tenant-homes.js";
@@ -21,6 +22,8 @@ export interface AppDeps {
   runs: RunManager;
   /** This process as an instance on the database (started by src/index.ts). */
   lease: InstanceLease;
+  /** Rings when other instances store events of followed runs or post commands (src/cluster/). */
+  doorbell: Doorbell;
   metrics: Metrics;
   /** Open event streams per key. */
   streams: StreamLimiter;

@@ -23,14 +23,17 @@ export class LogWriter {
   private writing = false;
 
   private readonly metrics: Metrics | undefined;
+  /** Each stored batch rings the doorbell of followers on other instances (src/cluster/). */
+  private readonly ring: boolean;
 
   constructor(
     private readonly db: Database,
     private readonly logger: Logger,
     private readonly outageBoundMs: number,
-    options: { metrics?: Metrics } = {},
+    options: { metrics?: Metrics; ring?: boolean } = {},
   ) {
     this.metrics = options.metrics;
+    this.ring = options.ring ?? false;
   }
 
   /** The log has events waiting: they go with the next statement. */
@@ -102,7 +105,7 @@ export class LogWriter {
     try {
       return await withDbRetries(async () => {
         const started = performance.now();
-        const stored = await appendEvents(this.db, batches);
+        const stored = await appendEvents(this.db, batches, { ring: this.ring });
         const events = batches.reduce((n, batch) => n + batch.events.length, 0);
         this.metrics?.logWritten(events, (performance.now() - started) / 1000);
         return stored;

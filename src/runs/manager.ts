@@ -1,10 +1,14 @@
 import { type Context, context } from "@opentelemetry/api";
 import type { AgentRegistry } from "../agents/registry.js";
 import type { RunGate } from "../auth/policy.js";
-import type { DeadInstance } from "../instances/lease.js";
+import { cancelElsewhere } from "../cluster/commands.js";
+import type { Doorbell } from "../cluster/doorbell.js";
+import type { DeadInstance } from "../cluster/lease.js";
+import { followElsewhere } from "../cluster/remote-follower.js";
 import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
 import type { TenantHomes } from "../process/tenant-homes.js";
+import type { RunCommand } from "../store/commands.js";
 import type { Database } from "../store/db.js";
 import { uniqueViolation } from "../store/errors.js";
 import type { LogView, SequencedEvent } from "../store/events.js";
@@ -28,7 +32,6 @@ import { type Message, NO_RUN_OPTIONS } from "./message.js";
 import { CompletionRecorder, type RunTransactionHook, recordRun } from "./recording.js";
 import { reapRuns } from "./recovery.js";
 import { RunLog } from "./run-log.js";
-import { readStoredLog } from "./stored-log.js";
 
 export interface RunManagerOptions {
   db: Database;
@@ -50,8 +53,10 @@ export interface RunManagerOptions {
   homes?: TenantHomes;
   /** Work that joins each run's transactions (the callback outbox's). */
   transactionHooks: readonly RunTransactionHook[];
-  /** The id of this instance (src/instances/), written on each run it admits. */
+  /** The id of this instance (src/cluster/), written on each run it admits. */
   instanceId: () => string;
+  /** How runs other instances execute are followed and reached (src/cluster/doorbell.ts). */
+  doorbell: Doorbell;
   /** Spans of runs, when tracing is on. */
   tracing: Tracing;
   /** Set: each run's raw CLI output and events are written to files (AGENT_BRIDGE_DEBUG_CAPTURE). */
@@ -75,11 +80,13 @@ export class RunManager {
   constructor(private readonly opts: RunManagerOptions) {
     this.writer = new LogWriter(opts.db, opts.logger, opts.dbOutageBoundMs, {
       metrics: opts.metrics,
+      ring: opts.doorbell.rings,
     });
     this.recorder = new CompletionRecorder({
       db: opts.db,
       logger: opts.logger,
       outageBoundMs: opts.dbOutageBoundMs,
+      ring: opts.doorbell.rings,
       onSettled: (runId, stored) => this.execution.settled(runId, stored),
     });
     this.execution = new Execution({
@@ -151,6 +158,7 @@ export class RunManager {
    * Deletes a session in its admission order: no message is admitted meanwhile or after, its
    * waiting and active runs are cancelled (their CLIs gone) before `remove` deletes what is left,
    * so that no run outlives the rows it writes to, nor makes a worktree again after `remove`.
+   * Runs other instances execute are cancelled there, and their completions waited for.
    */
   deleteSession<T>(sessionId: string, remove: () => Promise<T>): Promise<T> {
     return this.admission.whileDeleting(sessionId, async () => {
@@ -160,13 +168,18 @@ export class RunManager {
         await this.cancel(run.id).catch(() => {});
         await run.finished;
       }
+      for (const row of await store.openRunsOf(this.opts.db, sessionId)) {
+        // Ended meanwhile, or this instance's (a refusal of the cancel): nothing to wait for.
+        await this.cancel(row.id).catch(() => {});
+      }
       return await remove();
     });
   }
 
   /**
    * The run's events after position `after` of the view, then live ones until its completion, in
-   * batches of consecutive events.
+   * batches of consecutive events. A run of this process is followed in memory; any other (of
+   * another instance, or finished) from the stored log, woken by the doorbell.
    */
   async *events(
     runId: string,
@@ -178,17 +191,28 @@ export class RunManager {
     this.subscribers++;
     try {
       if (live) yield* live.subscribe(view, after, signal);
-      else yield* readStoredLog(this.opts.db, runId, view, after);
+      else yield* followElsewhere(this.opts.db, this.opts.doorbell, runId, view, after, signal);
     } finally {
       this.subscribers--;
     }
   }
 
-  /** Stops a queued or running run; it ends `cancelled` with its completion event. */
+  /**
+   * Stops a queued or running run; it ends `cancelled` with its completion event. A run another
+   * instance executes is cancelled by that one (src/cluster/commands.ts); this resolves once its
+   * completion is stored.
+   */
   async cancel(runId: string): Promise<void> {
     const run = this.admission.get(runId);
     if (!run) {
-      const row = await store.getRun(this.opts.db, runId);
+      const { db, doorbell, instanceId } = this.opts;
+      const row = await store.getRun(db, runId);
+      const owner = row?.instanceId;
+      if (row && owner && owner !== instanceId() && store.OPEN_STATUSES.includes(row.status)) {
+        const status = await cancelElsewhere(db, doorbell, { ...row, instanceId: owner });
+        if (status === "cancelled") return;
+        throw new RunFinishedError(runId, status ?? "unknown");
+      }
       throw new RunFinishedError(runId, row?.status ?? "unknown");
     }
     // Its outcome is known, its completion on the way: too late to cancel. Answered once the run
@@ -211,6 +235,16 @@ export class RunManager {
       place === "waiting"
         ? "cancelled while it waited for its session"
         : "cancelled before it started",
+    );
+  }
+
+  /** Carries out a command another instance posted for a run of this one. */
+  apply(command: RunCommand): void {
+    this.cancel(command.runId).catch((err) =>
+      this.opts.logger.info("a cancel from another instance found the run ending already", {
+        run_id: command.runId,
+        error: String(err),
+      }),
     );
   }
 

@@ -75,6 +75,8 @@ export interface RecorderOptions {
   db: Database;
   logger: Logger;
   outageBoundMs: number;
+  /** The completion rings the doorbell of followers on other instances (src/cluster/). */
+  ring?: boolean;
   /**
    * Called when a completion that could not be stored at the run's end is settled: stored since,
    * or given up on (refused for good; recovery at the next start closes the run).
@@ -235,7 +237,7 @@ export class CompletionRecorder {
       await appendEvents(
         tx,
         [{ runId: row.id, events: [entry], lastPublicSeq: entry.publicSeq ?? 0 }],
-        { whileOpen: false },
+        { whileOpen: false, ring: this.opts.ring },
       );
       for (const hook of hooks) await hook.completed(tx, row);
       return entry;

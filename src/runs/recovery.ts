@@ -1,5 +1,5 @@
+import type { DeadInstance } from "../cluster/lease.js";
 import { bareCompletion } from "../events.js";
-import type { DeadInstance } from "../instances/lease.js";
 import type { Logger } from "../log.js";
 import { bootId, terminateGroup } from "../process/groups.js";
 import type { Database } from "../store/db.js";

@@ -9,7 +9,7 @@ import {
 /** Batches read per query: up to a few MB of events (a batch is about 1 MB at most). */
 const PAGE = 8;
 
-/** Replays a finished run's log from the database, a batch at a time. */
+/** Reads a run's stored log after position `after` of the view, a batch at a time. */
 export async function* readStoredLog(
   db: Database,
   runId: string,

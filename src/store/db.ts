@@ -21,11 +21,23 @@ export type DatabaseTarget =
   /** Embedded PGlite; `dataDir` unset keeps it in memory (tests). */
   { kind: "pglite"; dataDir?: string } | { kind: "postgres"; url: string };
 
+/** postgres.js `sql.listen`: `onListen` is called on each (re)connect of its connection. */
+export type Listen = (
+  channel: string,
+  onNotify: (payload: string) => void,
+  onListen: () => void,
+) => Promise<void>;
+
 export interface DatabaseHandle {
   db: Database;
   kind: DatabaseTarget["kind"];
   /** Throws when the database cannot answer. */
   ping(): Promise<void>;
+  /**
+   * Postgres only: LISTEN on the channel over one dedicated connection, re-listening after it
+   * reconnects; `onListen` is called on each (re)connect.
+   */
+  listen?: Listen;
   close(): Promise<void>;
 }
 
@@ -75,6 +87,11 @@ const pgliteOptions = {
 const afterQueuedTicks = () => new Promise<void>((resolve) => process.nextTick(resolve));
 
 const migrationsFolder = fileURLToPath(new URL("../../drizzle", import.meta.url));
+
+/** The rows a raw statement returned: postgres.js gives an array, PGlite `{rows}`. */
+export function returnedRows<T>(result: unknown): T[] {
+  return (Array.isArray(result) ? result : (result as { rows: T[] }).rows) as T[];
+}
 
 /** Opens the database and brings its schema up to date with the committed migrations. */
 export function openDatabase(target: DatabaseTarget): Promise<DatabaseHandle> {
@@ -159,7 +176,10 @@ async function openPostgres(url: string): Promise<DatabaseHandle> {
     }
     const db = drizzlePostgres({ client, schema });
     await migrateOrExplain(() => migratePostgres(db, { migrationsFolder }));
-    return handle(db, "postgres", () => client.end({ timeout: 5 }));
+    const listen: Listen = async (channel, onNotify, onListen) => {
+      await client.listen(channel, onNotify, onListen);
+    };
+    return { ...handle(db, "postgres", () => client.end({ timeout: 5 })), listen };
   } catch (err) {
     await client.end({ timeout: 1 });
     throw err;

@@ -1,6 +1,6 @@
 import { and, asc, desc, eq, gt, sql } from "drizzle-orm";
 import type { BridgeEvent, BridgeEventType, CompletionEvent } from "../events.js";
-import type { Database } from "./db.js";
+import { type Database, returnedRows } from "./db.js";
 import { runEventBatches, runs } from "./schema.js";
 
 // A run's event log, stored a batch to a row (see schema.ts). Each event is serialized once, when
@@ -60,24 +60,25 @@ export interface EventBatch {
   lastPublicSeq: number;
 }
 
+/** The doorbell's channel for stored events; a payload is `<run id> <last seq>`. */
+export const RUN_EVENTS_CHANNEL = "agent_bridge_run_events";
+
 /** Statuses of a run whose log still takes events: its completion is not written yet. */
 const OPEN = sql.raw(`('queued', 'running', 'waiting')`);
-
-/** The rows a raw statement returned: postgres.js gives an array, PGlite `{rows}`. */
-function returnedRows<T>(result: unknown): T[] {
-  return (Array.isArray(result) ? result : (result as { rows: T[] }).rows) as T[];
-}
 
 /**
  * Stores batches, of one run or of several, in one statement, each only while its run is open:
  * a run another instance has closed (its owner lost its lease) takes nothing more. Resolves with
  * the ids of the runs whose batches were stored. `whileOpen: false` is for the completion, stored
- * in the transaction that closes the run (whose conditional update is its fence).
+ * in the transaction that closes the run (whose conditional update is its fence). With `ring`,
+ * the same statement rings the doorbell once per stored batch (NOTIFY on RUN_EVENTS_CHANNEL, the
+ * run id and the batch's last seq), delivered when it commits: followers on other instances then
+ * read the stored batches (src/cluster/).
  */
 export async function appendEvents(
   db: Database,
   batches: EventBatch[],
-  { whileOpen = true } = {},
+  { whileOpen = true, ring = false } = {},
 ): Promise<Set<string>> {
   const rows = batches.flatMap(({ runId, events, lastPublicSeq }) => {
     const first = events[0];
@@ -102,12 +103,18 @@ export async function appendEvents(
       : sql`unnest(${column((r) => r.runId)}::uuid[], ${column((r) => r.firstSeq)}::integer[],
           ${column((r) => r.lastSeq)}::integer[], ${column((r) => r.lastPublicSeq)}::integer[],
           ${column((r) => r.events)}::text[])`;
-  const result = await db.execute(sql`
+  const insert = sql`
     insert into ${runEventBatches} (run_id, first_seq, last_seq, last_public_seq, events, created_at)
     select b.*, ${createdAt}::timestamptz
     from ${source} as b (run_id, first_seq, last_seq, last_public_seq, events)
     ${whileOpen ? sql`where exists (select 1 from ${runs} r where r.id = b.run_id and r.status in ${OPEN})` : sql``}
-    returning run_id`);
+    returning run_id, last_seq`;
+  const result = await db.execute(
+    ring
+      ? sql`with stored as (${insert})
+          select run_id, pg_notify(${RUN_EVENTS_CHANNEL}, run_id || ' ' || last_seq) from stored`
+      : insert,
+  );
   return new Set(returnedRows<{ run_id: string }>(result).map((r) => r.run_id));
 }
 

@@ -10,6 +10,8 @@ import { type RunRow, runs, sessions } from "./schema.js";
 import { sessionUsageColumns, visibleTo } from "./sessions.js";
 
 export const ACTIVE_STATUSES = ["queued", "running"] as const;
+/** A run in one of these has no completion yet: its log still grows. */
+export const OPEN_STATUSES: readonly string[] = [...ACTIVE_STATUSES, "waiting"];
 
 export interface NewRun {
   sessionId: string;
@@ -234,9 +236,17 @@ export async function unfinishedRuns(db: Database, instanceId: string | null): P
     .where(
       and(
         instanceId === null ? isNull(runs.instanceId) : eq(runs.instanceId, instanceId),
-        inArray(runs.status, [...ACTIVE_STATUSES, "waiting"]),
+        inArray(runs.status, [...OPEN_STATUSES]),
       ),
     );
+}
+
+/** The session's runs that have no completion yet, whichever instance executes them. */
+export async function openRunsOf(db: Database, sessionId: string): Promise<RunRow[]> {
+  return db
+    .select()
+    .from(runs)
+    .where(and(eq(runs.sessionId, sessionId), inArray(runs.status, [...OPEN_STATUSES])));
 }
 
 /**

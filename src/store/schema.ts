@@ -146,7 +146,7 @@ export const sessions = pgTable(
 );
 
 // Every server process on the database: it renews its lease while it lives, and any instance
-// that sees the lease expired closes the runs it owned (src/instances/).
+// that sees the lease expired closes the runs it owned (src/cluster/).
 export const instances = pgTable("instances", {
   id: uuid("id").primaryKey(),
   host: text("host").notNull(),
@@ -213,6 +213,22 @@ export const runs = pgTable(
       .on(t.instanceId)
       .where(sql`${t.status} in ('queued', 'running', 'waiting')`),
   ],
+);
+
+// Commands for a run's owner posted on another instance (cancel; later, answers to permission
+// requests). The owner takes (deletes) them when its doorbell rings, or at its lease tick.
+export const runCommands = pgTable(
+  "run_commands",
+  {
+    id: uuid("id").primaryKey(),
+    runId: uuid("run_id")
+      .notNull()
+      .references(() => runs.id, { onDelete: "cascade" }),
+    kind: text("kind").notNull(),
+    payload: jsonb("payload"),
+    createdAt: ts("created_at").notNull(),
+  },
+  (t) => [index("run_commands_run_id_idx").on(t.runId)],
 );
 
 // The hottest table. A row is one batch of a run's events (whatever the run log gathered while

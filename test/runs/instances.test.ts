@@ -1,83 +1,33 @@
-import { writeFile } from "node:fs/promises";
-import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { groupAlive } from "../../src/process/groups.js";
-import { createServerDatabase } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
-import { type ServerProcess, startServer } from "../support/server.js";
+import {
+  type Cleanups,
+  clusterDatabase,
+  completions,
+  heldCli,
+  heldRun,
+  instance,
+} from "../support/instances.js";
 import { SseReader } from "../support/sse.js";
-import { result, systemInit, textDelta } from "../support/stream-json-lines.js";
+import { result, systemInit } from "../support/stream-json-lines.js";
 
 // Several server processes on one Postgres: each is an instance with a lease, and none touches
-// another's runs while that one holds it (src/instances/lease.ts).
+// another's runs while that one holds it (src/cluster/lease.ts).
 
-const cleanups: (() => Promise<void>)[] = [];
+const cleanups: Cleanups = [];
 afterAll(async () => {
   for (const cleanup of cleanups.reverse()) await cleanup();
 });
 
-/** A CLI that says something, then holds until the test writes its `go` file, then answers. */
-async function heldCli(): Promise<{ fake: FakeClaude; go: string; release(): Promise<void> }> {
-  const fake = await fakeClaude({ steps: [] });
-  const go = join(fake.dir, "go");
-  await fake.setScenario({
-    steps: [
-      { emit: systemInit() },
-      { emit: textDelta("msg_1", 0, "working") },
-      { mark: "holding" },
-      { waitFile: go },
-      { emit: result({ result: "done" }) },
-    ],
-  });
-  cleanups.push(fake.cleanup);
-  return { fake, go, release: () => writeFile(go, "") };
-}
-
-async function instance(env: Record<string, string>): Promise<ServerProcess> {
-  const server = await startServer(env);
-  cleanups.push(async () => void (await server.stop("SIGKILL")));
-  return server;
-}
-
-async function post(url: string, path: string, body?: unknown) {
-  return fetch(`${url}${path}`, {
-    method: "POST",
-    headers: { "Content-Type": "application/json", Prefer: "respond-async" },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-}
-
-/** A session on `url` with a run of the held CLI going; resolves once the CLI holds. */
-async function heldRun(url: string, fake: FakeClaude) {
-  const session = (await (await post(url, "/v1/sessions", {})).json()) as { id: string };
-  const res = await post(url, `/v1/sessions/${session.id}/messages`, { text: "work" });
-  expect(res.status).toBe(202);
-  const run = (await res.json()) as { id: string };
-  await fake.waitForMark("holding");
-  const [pid] = (await fake.invocations()).map((i) => i.pid);
-  return { session, run, pid: pid as number };
-}
-
-const completions = async (url: string, runId: string) =>
-  (await SseReader.of(await fetch(`${url}/v1/runs/${runId}/events?events=full`)).events()).filter(
-    (f) => f.event === "completion",
-  );
-
 describe.skipIf(!process.env.TEST_DATABASE_URL)("instances on one Postgres", () => {
-  async function database() {
-    const { url, drop } = await createServerDatabase();
-    cleanups.push(drop);
-    return url;
-  }
-
   it("a second instance starting on the database leaves the first one's live run alone", async () => {
-    const url = await database();
-    const { fake, release } = await heldCli();
+    const url = await clusterDatabase(cleanups);
+    const { fake, release } = await heldCli(cleanups);
     const env = { DATABASE_URL: url, ...fake.bridgeEnv };
-    const a = await instance(env);
+    const a = await instance(cleanups, env);
     const { run, pid } = await heldRun(a.url, fake);
 
-    const b = await instance(env);
+    const b = await instance(cleanups, env);
     // B is up: it has swept once, and left A's run and A's CLI as they were.
     expect(await (await fetch(`${b.url}/v1/runs/${run.id}`)).json()).toMatchObject({
       status: "running",
@@ -95,16 +45,16 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("instances on one Postgres", () 
   });
 
   it("an instance that lost its lease (stopped past its expiry) finds its run closed by another, stops its CLI and writes nothing more to it", async () => {
-    const url = await database();
-    const { fake } = await heldCli();
+    const url = await clusterDatabase(cleanups);
+    const { fake } = await heldCli(cleanups);
     const env = {
       DATABASE_URL: url,
       ...fake.bridgeEnv,
       AGENT_BRIDGE_LEASE_SECONDS: "2",
       AGENT_BRIDGE_LEASE_RENEW_SECONDS: "1",
     };
-    const a = await instance(env);
-    const b = await instance(env);
+    const a = await instance(cleanups, env);
+    const b = await instance(cleanups, env);
     const { session, run, pid } = await heldRun(a.url, fake);
 
     // A stops (as a process paused, or cut off from the database, would): its lease runs out.

@@ -35,6 +35,8 @@ export interface LeaseOptions {
   reap: (instance: DeadInstance | null) => Promise<void>;
   /** Another instance reaped this one (its lease had expired): its runs are closed elsewhere. */
   onLost: () => void;
+  /** After each renewal: what a missed doorbell ring left waiting is looked at again. */
+  onTick?: () => void;
 }
 
 /** A dead instance, and whether its process is known gone (so its CLIs' groups may be killed). */
@@ -108,6 +110,7 @@ export class InstanceLease {
           await this.register();
         }
         await this.sweep();
+        this.opts.onTick?.();
         if (this.failing) {
           this.failing = false;
           this.opts.logger.info("the instance's lease is renewed again", {

@@ -1,0 +1,140 @@
+import { COMMANDS_CHANNEL } from "../store/commands.js";
+import type { Listen } from "../store/db.js";
+import { RUN_EVENTS_CHANNEL } from "../store/events.js";
+
+// The doorbell: how this instance learns that another one stored events of a run it follows, or
+// posted a command for a run it executes. It is only a wake-up; what is new is read from the
+// database. On Postgres, LISTEN on one dedicated connection: an owner rings (NOTIFY) once per
+// stored batch, in the statement that stores it (src/store/events.ts), and when it posts a command
+// (src/store/commands.ts). A NOTIFY sent while that connection is down is lost, so each (re)connect
+// wakes everyone to read what they missed; so does each lease tick (a lost re-listen costs at most
+// a lease interval). Where LISTEN does not work (PgBouncer in transaction mode), everyone is woken
+// every poll interval instead. The embedded database is one process's alone: nothing rings there.
+
+export interface DoorbellOptions {
+  /** `notify`: LISTEN/NOTIFY; `poll`: every `pollMs`; `local`: one process on the database. */
+  mode: "notify" | "poll" | "local";
+  pollMs: number;
+  /** Needed in `notify` mode. */
+  listen?: Listen;
+  /** This instance's id: a command ring names the instance it is for. */
+  self: () => string;
+}
+
+/** A follower's wait for new events of one run. */
+export class RunWatch {
+  /** The highest seq a ring announced. */
+  private rung = 0;
+  /** A ring that announced nothing in particular (a reconnect, a tick): read in any case. */
+  private catchUp = false;
+  private wake: (() => void) | undefined;
+
+  constructor(readonly close: () => void) {}
+
+  ring(seq: number | null): void {
+    if (seq === null) this.catchUp = true;
+    else this.rung = Math.max(this.rung, seq);
+    this.wake?.();
+  }
+
+  /**
+   * Resolves true once the log may hold events after `seq` (a ring since the watch began that
+   * the caller has not read past), false when `signal` aborts first.
+   */
+  async next(seq: number, signal?: AbortSignal): Promise<boolean> {
+    while (!this.catchUp && this.rung <= seq) {
+      if (signal?.aborted) return false;
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          signal?.removeEventListener("abort", done);
+          this.wake = undefined;
+          resolve();
+        };
+        this.wake = done;
+        signal?.addEventListener("abort", done, { once: true });
+      });
+    }
+    this.catchUp = false;
+    return !signal?.aborted;
+  }
+}
+
+export class Doorbell {
+  private readonly watches = new Map<string, Set<RunWatch>>();
+  private commandsHandler: (() => void) | undefined;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly opts: DoorbellOptions) {}
+
+  /** Whether owners ring when they store events or post commands (only LISTEN hears it). */
+  get rings(): boolean {
+    return this.opts.mode === "notify";
+  }
+
+  /** Starts hearing rings: resolves once listening (notify) or polling. */
+  async start(): Promise<void> {
+    const { mode, listen, pollMs } = this.opts;
+    if (mode === "poll") {
+      this.timer = setInterval(() => this.ringEveryone(), pollMs);
+      this.timer.unref();
+    }
+    if (mode !== "notify") return;
+    if (!listen) throw new Error("the notify doorbell needs a LISTEN connection");
+    await listen(
+      RUN_EVENTS_CHANNEL,
+      (payload) => this.ringRun(payload),
+      () => this.ringFollowers(),
+    );
+    await listen(
+      COMMANDS_CHANNEL,
+      (owner) => {
+        if (owner === this.opts.self()) this.ringCommands();
+      },
+      () => this.ringCommands(),
+    );
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  /** Rings for the run's events from now on; `close` it when done. */
+  watch(runId: string): RunWatch {
+    const set = this.watches.get(runId) ?? new Set<RunWatch>();
+    this.watches.set(runId, set);
+    const watch = new RunWatch(() => {
+      set.delete(watch);
+      if (set.size === 0 && this.watches.get(runId) === set) this.watches.delete(runId);
+    });
+    set.add(watch);
+    return watch;
+  }
+
+  /** Called when commands may wait for this instance's runs. */
+  onCommands(handler: () => void): void {
+    this.commandsHandler = handler;
+  }
+
+  /** Wakes every follower and the command handler, to read what they may have missed. */
+  ringEveryone(): void {
+    this.ringFollowers();
+    this.ringCommands();
+  }
+
+  private ringFollowers() {
+    for (const set of this.watches.values()) for (const watch of set) watch.ring(null);
+  }
+
+  private ringCommands() {
+    this.commandsHandler?.();
+  }
+
+  /** A payload is `<run id> <last seq>`. */
+  private ringRun(payload: string) {
+    const [runId = "", seq] = payload.split(" ");
+    const set = this.watches.get(runId);
+    if (!set) return;
+    const last = Number(seq);
+    for (const watch of set) watch.ring(Number.isInteger(last) ? last : null);
+  }
+}
