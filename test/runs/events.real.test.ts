@@ -127,10 +127,10 @@ describe.each(BACKENDS)("events of the real claude CLI on %s", (backend) => {
         efficiency: 0.00135,
       },
     ]);
-    // The first one follows its message, before the tool's result.
+    // The first one follows its message. Not necessarily before the tool's result: the CLI runs
+    // a tool as soon as its block is complete, and may report the result before the message's end.
     const order = frames.map((f) => f.event);
     expect(order.indexOf("context_window")).toBeGreaterThan(order.indexOf("tool_call"));
-    expect(order.indexOf("context_window")).toBeLessThan(order.indexOf("tool_result"));
   });
 
   it("keeps a subagent's text out of the default stream, the JSON text and the result", async () => {
