@@ -21,6 +21,7 @@ import type { DebugCapture, RunCapture } from "../telemetry/capture.js";
 import type { RunTrace, Tracing } from "../telemetry/tracing.js";
 import { prepareSessionWorktree, recordSessionWorktree } from "../worktrees/sessions.js";
 import type { ActiveRun } from "./active-run.js";
+import type { Approvals, RunApprovals } from "./approvals.js";
 import type { CompletionRecorder } from "./recording.js";
 import type { RunLog } from "./run-log.js";
 
@@ -36,6 +37,8 @@ export interface ExecutionOptions {
   workDir: string;
   metrics: Metrics;
   recorder: CompletionRecorder;
+  /** Who answers the runs' permission requests. */
+  approvals: Approvals;
   /** Called once a run's completion is stored. */
   onStored: (runId: string) => void;
   /** Spans of runs, when tracing is on. */
@@ -80,14 +83,20 @@ export class Execution {
     appendStarted(run, startedAt, trace);
     let events: AsyncGenerator<BridgeEvent[]> | undefined;
     let completion: CompletionEvent | undefined;
+    const mode = run.options.approvals ?? (session.approvals === "api" ? "api" : "deny");
+    const approvals = this.opts.approvals.forRun(run, mode);
     try {
       // Asked again: the key's other runs may have spent its budget while this one was queued.
       const allowance = await this.opts.gate.allow(session);
       if (session.worktree) await this.prepareWorktree(session);
-      events = await this.runAgent(run, this.opts.agents.get(session.agent), allowance, capture);
+      const agent = this.opts.agents.get(session.agent);
+      events = await this.runAgent(run, agent, allowance, approvals, capture);
       completion = await relay(run, events);
+      // Requests still waiting are closed before the completion, in the run's log.
+      await approvals.close();
       await run.log.drain();
     } catch (err) {
+      await approvals.close();
       const refusal = refusedAtStart(run, err);
       // Stored before its completion, as for any run that ends without its CLI.
       if (refusal) await run.log.drain().catch(() => {});
@@ -151,6 +160,7 @@ export class Execution {
     run: ActiveRun,
     agent: AgentBackend,
     allowance: RunAllowance,
+    approvals: RunApprovals,
     capture: RunCapture | undefined,
   ): Promise<AsyncGenerator<BridgeEvent[]>> {
     const { db, logger, homes } = this.opts;
@@ -169,12 +179,14 @@ export class Execution {
           ...settings,
           maxTurns: options.maxTurns ?? settings.maxTurns,
           maxBudgetUsd: options.maxBudgetUsd ?? settings.maxBudgetUsd,
+          approvals: options.approvals ?? settings.approvals,
         },
         messageSystemPrompt: row.systemPrompt,
         usageBefore: () => sessionTotals(db, session.id),
         maxBudgetUsd: allowance.maxBudgetUsd,
         cwd: this.workDirOf(session),
         ...(identity ? { identity } : {}),
+        allowedTools: session.allowedTools,
       },
       {
         logger: logger.child({ run_id: row.id }),
@@ -187,6 +199,9 @@ export class Execution {
           ),
         runId: row.id,
         ...(capture ? { onRawLine: capture.rawLine } : {}),
+        approve: approvals.approve,
+        withdraw: approvals.withdraw,
+        awaiting: approvals.awaiting,
       },
       run.abort.signal,
     );

@@ -14,6 +14,7 @@ import type { DebugCapture } from "../telemetry/capture.js";
 import type { Tracing } from "../telemetry/tracing.js";
 import { ActiveRun } from "./active-run.js";
 import { Admission } from "./admission.js";
+import { Approvals } from "./approvals.js";
 import {
   RunFinishedError,
   RunNotLatestError,
@@ -36,6 +37,8 @@ export interface RunManagerOptions {
   agents: AgentRegistry;
   /** Time between SIGTERM and SIGKILL when a group left by an earlier process is stopped. */
   killGraceMs: number;
+  /** How long a permission request waits when its session sets no timeout. */
+  approvalTimeoutSeconds: number;
   workDir: string;
   maxConcurrent: number;
   maxQueued: number;
@@ -64,6 +67,8 @@ export interface RunManagerOptions {
  * (recording.ts); events go to the run's log (run-log.ts) and from there to its subscribers.
  */
 export class RunManager {
+  /** The permission requests of this process's runs, and their answers. */
+  readonly approvals: Approvals;
   private readonly admission: Admission<ActiveRun>;
   private readonly execution: Execution;
   private readonly recorder: CompletionRecorder;
@@ -82,7 +87,13 @@ export class RunManager {
       outageBoundMs: opts.dbOutageBoundMs,
       onSettled: (runId, stored) => this.execution.settled(runId, stored),
     });
+    this.approvals = new Approvals({
+      db: opts.db,
+      logger: opts.logger,
+      timeoutSeconds: opts.approvalTimeoutSeconds,
+    });
     this.execution = new Execution({
+      approvals: this.approvals,
       db: opts.db,
       logger: opts.logger,
       agents: opts.agents,

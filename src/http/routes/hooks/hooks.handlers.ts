@@ -142,6 +142,8 @@ async function definition(
       mcpServers,
       maxTurns: null,
       maxBudgetUsd: null,
+      // Nobody is there to answer a hook's run (yet): the bridge refuses by policy.
+      approvals: "deny",
     }),
   );
   if (errors.length > 0) throw invalidRequest(errors);
