@@ -40,6 +40,8 @@ interface Waiter {
   request: PermissionRequest;
   resolve: (answer: PermissionAnswer) => void;
   timer: NodeJS.Timeout;
+  /** Settles once the request is recorded and its event out; whatever resolves it waits for it. */
+  recorded: Promise<void>;
 }
 
 export interface ApprovalsOptions {
@@ -73,9 +75,11 @@ export class Approvals {
       awaiting: () => mine().length > 0,
       close: async () => {
         closed = true;
-        for (const waiter of mine()) {
-          this.deliver(waiter, { behavior: "deny" }, { decision: "deny", by: "cancel" });
-        }
+        await Promise.all(
+          mine().map((waiter) =>
+            this.deliver(waiter, { behavior: "deny" }, { decision: "deny", by: "cancel" }),
+          ),
+        );
         try {
           await cancelPendingRequests(this.opts.db, run.id);
         } catch (err) {
@@ -111,7 +115,7 @@ export class Approvals {
     if (rules.length > 0) await allowToolsForSession(db, run.sessionId, rules);
     const waiter = this.waiting.get(key(run.id, requestId));
     if (waiter) {
-      this.deliver(waiter, answer, {
+      await this.deliver(waiter, answer, {
         decision: answer.behavior,
         by: "client",
         ...(scope ? { scope } : {}),
@@ -130,15 +134,30 @@ export class Approvals {
     return { behavior: "deny" };
   }
 
-  private async wait(run: ActiveRun, request: PermissionRequest): Promise<PermissionAnswer> {
+  private wait(run: ActiveRun, request: PermissionRequest): Promise<PermissionAnswer> {
     const seconds = run.session.approvalTimeoutSeconds ?? this.opts.timeoutSeconds;
-    const now = new Date();
-    const expiresAt = new Date(now.getTime() + seconds * 1000);
-    const answered = new Promise<PermissionAnswer>((resolve) => {
-      // Waiting before the row exists: an answer can only come once it does.
-      const timer = setTimeout(() => void this.expire(run, request, seconds), seconds * 1000);
-      this.waiting.set(key(run.id, request.requestId), { run, request, resolve, timer });
+    let resolve: (answer: PermissionAnswer) => void = () => {};
+    const answered = new Promise<PermissionAnswer>((r) => {
+      resolve = r;
     });
+    // Waiting before the row exists: an answer can only come once it does.
+    const waiter: Waiter = {
+      run,
+      request,
+      resolve,
+      timer: setTimeout(() => void this.expire(run, request, seconds), seconds * 1000),
+      recorded: Promise.resolve(),
+    };
+    this.waiting.set(key(run.id, request.requestId), waiter);
+    waiter.recorded = this.record(waiter, seconds);
+    return answered;
+  }
+
+  /** Records the request, then sends its event; refuses it when it cannot be recorded. */
+  private async record(waiter: Waiter, seconds: number): Promise<void> {
+    const { run, request } = waiter;
+    const createdAt = new Date();
+    const expiresAt = new Date(createdAt.getTime() + seconds * 1000);
     try {
       await insertPermissionRequest(this.opts.db, {
         runId: run.id,
@@ -147,7 +166,7 @@ export class Approvals {
         toolUseId: request.toolUseId,
         input: request.input,
         suggestions: request.suggestions,
-        createdAt: now,
+        createdAt,
         expiresAt,
       });
     } catch (err) {
@@ -155,15 +174,14 @@ export class Approvals {
         run_id: run.id,
         error: String(err),
       });
-      const waiter = this.waiting.get(key(run.id, request.requestId));
-      if (waiter) {
-        run.log.append(requestEvent(request, null));
-        this.deliver(waiter, { behavior: "deny" }, { decision: "deny", by: "policy" });
+      run.log.append(requestEvent(request, null));
+      if (this.take(waiter)) {
+        run.log.append(resolvedEvent(request.requestId, { decision: "deny", by: "policy" }));
+        waiter.resolve({ behavior: "deny" });
       }
-      return answered;
+      return;
     }
     run.log.append(requestEvent(request, expiresAt));
-    return answered;
   }
 
   /** Nobody answered in time: denied, unless an answer reached the row from elsewhere. */
@@ -182,7 +200,7 @@ export class Approvals {
       const recorded = row ? undefined : await getPermissionRequest(db, run.id, request.requestId);
       if (recorded?.answer && (recorded.state === "allowed" || recorded.state === "denied")) {
         const given = recorded.answer as PermissionAnswer;
-        this.deliver(waiter, given, {
+        await this.deliver(waiter, given, {
           decision: given.behavior,
           by: "client",
           ...(recorded.scope === "session" || recorded.scope === "once"
@@ -197,37 +215,48 @@ export class Approvals {
         error: String(err),
       });
     }
-    this.deliver(waiter, answer, { decision: "deny", by: "timeout", message });
+    await this.deliver(waiter, answer, { decision: "deny", by: "timeout", message });
   }
 
   private withdraw(run: ActiveRun, requestId: string) {
     const waiter = this.waiting.get(key(run.id, requestId));
-    if (!waiter) return;
-    clearTimeout(waiter.timer);
-    this.waiting.delete(key(run.id, requestId));
-    run.log.append({ type: "permission_cancelled", request_id: requestId });
-    // The CLI wants no answer: the runner writes none.
-    waiter.resolve({ behavior: "deny" });
-    resolvePermissionRequest(this.opts.db, run.id, requestId, {
-      state: "cancelled",
-      by: "cancel",
-    }).catch((err) =>
-      this.opts.logger.error("could not record a withdrawn permission request", {
-        run_id: run.id,
-        error: String(err),
-      }),
-    );
+    if (!waiter || !this.take(waiter)) return;
+    void waiter.recorded.then(async () => {
+      run.log.append({ type: "permission_cancelled", request_id: requestId });
+      // The CLI wants no answer: the runner writes none.
+      waiter.resolve({ behavior: "deny" });
+      try {
+        await resolvePermissionRequest(this.opts.db, run.id, requestId, {
+          state: "cancelled",
+          by: "cancel",
+        });
+      } catch (err) {
+        this.opts.logger.error("could not record a withdrawn permission request", {
+          run_id: run.id,
+          error: String(err),
+        });
+      }
+    });
   }
 
-  private deliver(
+  /** Takes the waiter out of the waiting (once): false when something else resolved it. */
+  private take(waiter: Waiter): boolean {
+    const k = key(waiter.run.id, waiter.request.requestId);
+    if (this.waiting.get(k) !== waiter) return false;
+    clearTimeout(waiter.timer);
+    this.waiting.delete(k);
+    return true;
+  }
+
+  /** Gives the CLI its answer and the log its `permission_resolved`, after the request's event. */
+  private async deliver(
     waiter: Waiter,
     answer: PermissionAnswer,
     how: Omit<Resolved, "type" | "request_id">,
-  ) {
-    const { run, request } = waiter;
-    clearTimeout(waiter.timer);
-    this.waiting.delete(key(run.id, request.requestId));
-    run.log.append(resolvedEvent(request.requestId, how));
+  ): Promise<void> {
+    if (!this.take(waiter)) return;
+    await waiter.recorded;
+    waiter.run.log.append(resolvedEvent(waiter.request.requestId, how));
     waiter.resolve(answer);
   }
 }

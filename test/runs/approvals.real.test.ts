@@ -261,4 +261,26 @@ describe.each(BACKENDS)("approvals with the real claude CLI on %s", (backend) =>
       409,
     );
   });
+
+  it("a run cancelled while a request waits closes it: permission_resolved by cancel, the row cancelled", async () => {
+    // Only the Write: the run is cancelled before the model is asked again.
+    mock.script(...writeTurns("cancelled.txt", "x", "unused").slice(0, 1));
+    const session = await newSession({ approvals: "api" });
+    const { runId, sse } = await send(session.id, "write cancelled.txt");
+    const request = data((await until(sse, "permission_request")).at(-1));
+    expect((await post(`/v1/runs/${runId}/cancel`, {})).status).toBe(200);
+    const rest = await until(sse, "completion");
+    expect(data(rest.find((f) => f.event === "permission_resolved"))).toEqual({
+      type: "permission_resolved",
+      request_id: request.request_id,
+      decision: "deny",
+      by: "cancel",
+    });
+    expect(data(rest.at(-1))).toMatchObject({ status: "cancelled" });
+    const listed = await (await call(`/v1/runs/${runId}/permissions`)).json();
+    expect(listed.data).toEqual([expect.objectContaining({ state: "cancelled", by: "cancel" })]);
+    expect((await answer(runId, String(request.request_id), { decision: "allow" })).status).toBe(
+      409,
+    );
+  });
 });
