@@ -2,16 +2,19 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { insertPermissionRequest, listPermissionRequests } from "../../src/store/permissions.js";
+import { insertRun, markRunning } from "../../src/store/runs.js";
 import { createTestApp, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
 import { type Frame, SseReader } from "../support/sse.js";
 import { controlRequest, result, systemInit } from "../support/stream-json-lines.js";
 
-// What the real CLI cannot be made to do on demand: withdraw a permission request it asked for
-// (`control_cancel_request`). The scripted fake CLI asks, waits for the test's go, withdraws.
+// Permission requests where the real CLI cannot be made to do it on demand: withdraw a request it
+// asked for (`control_cancel_request`: the scripted fake CLI asks, waits for the test's go,
+// withdraws), or be left by a server that died.
 
-describe.each(BACKENDS)("a withdrawn permission request on %s", (backend) => {
+describe.each(BACKENDS)("permission requests withdrawn or left behind on %s", (backend) => {
   let dir: string;
   let fake: FakeClaude;
   let t: TestApp;
@@ -68,5 +71,47 @@ describe.each(BACKENDS)("a withdrawn permission request on %s", (backend) => {
     ]);
     const record = await fake.record();
     expect(record.stdin.filter((line) => line.includes("req_w"))).toEqual([]);
+  });
+
+  it("a run left by a server that died has its pending requests closed as cancelled when reaped", async () => {
+    const { db } = t.database;
+    const session = await (
+      await t.app.request("/v1/sessions", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ approvals: "api" }),
+      })
+    ).json();
+    // As a server of a version before instances left it: running, with a request waiting.
+    const run = await insertRun(db, {
+      sessionId: session.id,
+      instanceId: null,
+      agent: "claude",
+      trigger: "message",
+      prompt: "deploy",
+      systemPrompt: null,
+      idempotencyKey: null,
+      requestHash: null,
+    });
+    await markRunning(db, run.id, new Date());
+    const now = new Date();
+    await insertPermissionRequest(db, {
+      runId: run.id,
+      requestId: "req_left",
+      toolName: "Bash",
+      toolUseId: "toolu_left",
+      input: { command: "make deploy" },
+      suggestions: [],
+      createdAt: now,
+      expiresAt: new Date(now.getTime() + 600_000),
+    });
+    expect((await (await t.app.request(`/v1/runs/${run.id}`)).json()).status).toBe(
+      "awaiting_approval",
+    );
+    expect(await t.deps.runs.reap(null)).toBe(1);
+    expect(await listPermissionRequests(db, run.id)).toEqual([
+      expect.objectContaining({ requestId: "req_left", state: "cancelled", by: "cancel" }),
+    ]);
+    expect((await (await t.app.request(`/v1/runs/${run.id}`)).json()).status).toBe("interrupted");
   });
 });
