@@ -283,4 +283,27 @@ describe.each(BACKENDS)("approvals with the real claude CLI on %s", (backend) =>
       409,
     );
   });
+
+  it("an answer posted while the client's stream is away shows when the stream resumes with Last-Event-ID", async () => {
+    mock.script(...writeTurns("resumed.txt", "back", "Written while you were away."));
+    const session = await newSession({ approvals: "api" });
+    const { runId, sse } = await send(session.id, "write resumed.txt");
+    const asked = (await until(sse, "permission_request")).at(-1);
+    await sse.cancel();
+    const request = data(asked);
+    expect((await answer(runId, String(request.request_id), { decision: "allow" })).status).toBe(
+      200,
+    );
+    const resumed = SseReader.of(
+      await call(`/v1/runs/${runId}/events`, { headers: { "Last-Event-ID": String(asked?.id) } }),
+    );
+    const rest = await until(resumed, "completion");
+    expect(rest[0]).toMatchObject({
+      id: String(Number(asked?.id) + 1),
+      event: "permission_resolved",
+      data: { request_id: request.request_id, decision: "allow", by: "client" },
+    });
+    expect(data(rest.at(-1))).toMatchObject({ status: "succeeded" });
+    expect(readFileSync(join(ce.cwd, "resumed.txt"), "utf8")).toBe("back");
+  });
 });
