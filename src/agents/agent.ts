@@ -122,6 +122,12 @@ export interface RunContext {
   withdraw: (requestId: string) => void;
   /** Whether a request is waiting for an answer (the CLI's silence is then not a stall). */
   awaiting: () => boolean;
+  /**
+   * Aborted when a client asks the run to end its turn (`POST /v1/runs/{id}/interrupt`): a
+   * back-end that can asks its CLI to, so that the turn ends with its usage counted and its
+   * conversation intact; the run's own signal stops one that does not.
+   */
+  interruption?: AbortSignal;
 }
 
 /** What `/readyz` shows of a back-end. */

@@ -65,6 +65,8 @@ export interface LineProtocol {
   failure(err: RunnerError, elapsedMs: number): CompletionEvent;
   /** Whether the CLI waits for a reply of ours (an approval): its silence is then no stall. */
   awaiting?(): boolean;
+  /** Once the input is written: `write` lets the protocol speak first (an interrupt). */
+  started?(write: (text: string) => void): void;
 }
 
 export interface DriverConfig {
@@ -325,6 +327,7 @@ export async function* driveAgentProcess(
 
   writeStdin(command.input);
   if (command.closeInput) child.stdin.end();
+  protocol.started?.(writeStdin);
 
   let completion: CompletionEvent | undefined;
   let final: CompletionEvent | undefined;

@@ -202,6 +202,7 @@ export class Execution {
         approve: approvals.approve,
         withdraw: approvals.withdraw,
         awaiting: approvals.awaiting,
+        interruption: run.interruption.signal,
       },
       run.abort.signal,
     );
@@ -322,5 +323,7 @@ function ended(
   status: "cancelled" | "interrupted",
   error: string,
 ): CompletionEvent {
-  return { ...completion, status, is_error: true, error };
+  // A cancel's code even when the CLI ended the turn itself (an interrupt), its spend kept.
+  const code = status === "cancelled" ? { error_code: "cancelled" as const } : {};
+  return { ...completion, status, is_error: true, error, ...code };
 }

@@ -196,7 +196,34 @@ export class RunManager {
   }
 
   /** Stops a queued or running run; it ends `cancelled` with its completion event. */
-  async cancel(runId: string): Promise<void> {
+  cancel(runId: string): Promise<void> {
+    return this.stop(runId, (run) => {
+      run.abort.abort();
+      return run.finished;
+    });
+  }
+
+  /**
+   * Asks a running run's CLI to end its turn (its usage counted, its conversation intact for the
+   * next message), and stops it as a cancel does when it has not ended within the kill grace; a
+   * run not started yet is cancelled. Either way it ends `cancelled`.
+   */
+  interrupt(runId: string): Promise<void> {
+    return this.stop(runId, async (run) => {
+      run.interruption.abort();
+      let timer: NodeJS.Timeout | undefined;
+      const grace = new Promise<"late">((resolve) => {
+        timer = setTimeout(() => resolve("late"), this.opts.killGraceMs);
+      });
+      const ended = await Promise.race([run.finished, grace]);
+      clearTimeout(timer);
+      if (ended === "late") run.abort.abort();
+      await run.finished;
+    });
+  }
+
+  /** Ends a run by a client's request: `running` is how a running one is stopped. */
+  private async stop(runId: string, running: (run: ActiveRun) => Promise<void>): Promise<void> {
     const run = this.admission.get(runId);
     if (!run) {
       const row = await store.getRun(this.opts.db, runId);
@@ -212,8 +239,7 @@ export class RunManager {
     const place = this.admission.withdraw(run);
     if (place === "running") {
       run.cancelled = true;
-      run.abort.abort();
-      await run.finished;
+      await running(run);
       return;
     }
     await this.endUnstarted(

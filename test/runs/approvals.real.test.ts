@@ -6,6 +6,8 @@ import { createTestApp, fetchAs, listen, type TestApp } from "../support/app.js"
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
 import { BACKENDS } from "../support/db.js";
 import {
+  holdUntilReleased,
+  type MessagesBody,
   type MockAnthropic,
   type MockTurn,
   startMockAnthropic,
@@ -305,5 +307,42 @@ describe.each(BACKENDS)("approvals with the real claude CLI on %s", (backend) =>
     });
     expect(data(rest.at(-1))).toMatchObject({ status: "succeeded" });
     expect(readFileSync(join(ce.cwd, "resumed.txt"), "utf8")).toBe("back");
+  });
+
+  it("interrupt mid-run: the run ends cancelled with its usage, and the next message resumes the conversation", async () => {
+    const held = holdUntilReleased();
+    mock.script(
+      {
+        blocks: [{ type: "tool_use", name: "Read", input: { file_path: join(ce.cwd, "x.txt") } }],
+        usage: { input_tokens: 300, output_tokens: 40 },
+      },
+      { blocks: [{ type: "text", text: "never sent" }], hold: held.hold },
+    );
+    const session = await newSession();
+    const { runId, sse } = await send(session.id, "remember MANGO, then read x.txt");
+    await held.arrived;
+    const res = await post(`/v1/runs/${runId}/interrupt`, {});
+    expect(res.status).toBe(200);
+    const run = await res.json();
+    expect(run.status).toBe("cancelled");
+    expect(run.usage.input_tokens).toBeGreaterThan(0);
+    const completion = data((await until(sse, "completion")).at(-1));
+    // The CLI's own result, priced: a killed CLI leaves no cost.
+    expect(completion).toMatchObject({
+      status: "cancelled",
+      error_code: "cancelled",
+      usage: { input_tokens: 300, output_tokens: 40 },
+    });
+    expect(completion.cost_usd).toBeGreaterThan(0);
+    held.release();
+
+    mock.script({ blocks: [{ type: "text", text: "You said MANGO." }] });
+    const next = await send(session.id, "what did I say?");
+    expect(data((await until(next.sse, "completion")).at(-1))).toMatchObject({
+      status: "succeeded",
+      result: "You said MANGO.",
+    });
+    const seen = JSON.stringify((mock.mainRequests().at(-1) as MessagesBody).messages);
+    expect(seen).toContain("remember MANGO");
   });
 });

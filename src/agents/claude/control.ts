@@ -88,6 +88,16 @@ export function permissionResponseLine(
   return responseLine({ subtype: "success", request_id: request.requestId, response });
 }
 
+/** The bridge's own control request that makes the CLI end its turn with a `result`. */
+export function interruptRequestLine(requestId: string): string {
+  const line = {
+    type: "control_request",
+    request_id: requestId,
+    request: { subtype: "interrupt" },
+  };
+  return `${JSON.stringify(line)}\n`;
+}
+
 function policyDenyMessage(toolName: string): string {
   return toolName === ASK_USER_QUESTION ? ASK_DENY_MESSAGE : toolDenyMessage(toolName);
 }

@@ -12,7 +12,7 @@ import type { AgentIdentity } from "../../process/tenant-homes.js";
 import type { RunContext } from "../agent.js";
 import type { ImageAttachment } from "../images.js";
 import { buildClaudeArgs, type CommandInput, userMessageLine } from "./command.js";
-import { permissionResponseLine, readControlRequest } from "./control.js";
+import { interruptRequestLine, permissionResponseLine, readControlRequest } from "./control.js";
 import { StreamMapper } from "./mapper.js";
 import { withSessionFallback } from "./resume.js";
 import { ASK_USER_QUESTION } from "./tools.js";
@@ -39,7 +39,7 @@ export interface RunRequest extends Omit<CommandInput, "mcpConfigFile"> {
 
 export interface RunnerConfig
   extends DriverConfig,
-    Partial<Pick<RunContext, "approve" | "withdraw" | "awaiting">> {
+    Partial<Pick<RunContext, "approve" | "withdraw" | "awaiting" | "interruption">> {
   /** Path (or PATH name) of the claude binary. */
   bin: string;
   /** The child's complete environment (see env.ts `childEnvironment`). */
@@ -132,6 +132,12 @@ async function* runClaudeOnce(
     lineDropped: () => mapper.lineDropped(),
     failure: (err, elapsedMs) => mapper.failure(err.status, err.message, err.code, elapsedMs),
     ...(config.awaiting ? { awaiting: config.awaiting } : {}),
+    started(write) {
+      const { interruption } = config;
+      const interrupt = () => write(interruptRequestLine(`interrupt-${req.claudeSessionId}`));
+      if (interruption?.aborted) interrupt();
+      else interruption?.addEventListener("abort", interrupt, { once: true });
+    },
   };
   let args: string[];
   try {

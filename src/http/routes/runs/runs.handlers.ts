@@ -230,6 +230,14 @@ export const cancelRun: RouteHandler<typeof routes.cancelRun, AppEnv> = async (c
   return c.json(await loadRun(db, id, principal), 200);
 };
 
+export const interruptRun: RouteHandler<typeof routes.interruptRun, AppEnv> = async (c) => {
+  const { id } = c.req.valid("param");
+  const { db, runs, principal } = c.var;
+  if (!(await runStore.getVisibleRun(db, id, principal))) throw runNotFound(id);
+  await runs.interrupt(id);
+  return c.json(await loadRun(db, id, principal), 200);
+};
+
 export const createStreamToken: RouteHandler<typeof routes.createStreamToken, AppEnv> = async (
   c,
 ) => {
