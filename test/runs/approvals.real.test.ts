@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
+import { createClient } from "../../src/client/index.js";
 import { createTestApp, fetchAs, listen, type TestApp } from "../support/app.js";
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
 import { BACKENDS } from "../support/db.js";
@@ -344,5 +345,27 @@ describe.each(BACKENDS)("approvals with the real claude CLI on %s", (backend) =>
     });
     const seen = JSON.stringify((mock.mainRequests().at(-1) as MessagesBody).messages);
     expect(seen).toContain("remember MANGO");
+  });
+
+  it("the client answers a permission request from its stream with answer()", async () => {
+    mock.script(...writeTurns("client.txt", "from the client", "Done."));
+    const client = createClient({ baseUrl: server.url, key: alice });
+    const session = await newSession({ approvals: "api" });
+    const seen: string[] = [];
+    let runId = "";
+    for await (const event of client.stream(session.id, "write client.txt")) {
+      seen.push(event.type);
+      if (event.type === "run_started") runId = event.run_id;
+      if (event.type === "permission_request") {
+        const answered = await client.answer(runId, event.request_id, { decision: "allow" });
+        expect(answered).toMatchObject({ state: "allowed", by: "client" });
+      }
+      if (event.type === "completion") expect(event.status).toBe("succeeded");
+    }
+    expect(seen).toEqual(expect.arrayContaining(["permission_request", "permission_resolved"]));
+    expect(await client.listPermissions(runId)).toEqual([
+      expect.objectContaining({ state: "allowed" }),
+    ]);
+    expect(readFileSync(join(ce.cwd, "client.txt"), "utf8")).toBe("from the client");
   });
 });
