@@ -15,6 +15,7 @@ CREATE TABLE "permission_requests" (
 	CONSTRAINT "permission_requests_run_id_request_id_pk" PRIMARY KEY("run_id","request_id")
 );
 --> statement-breakpoint
+ALTER TABLE "hooks" ADD COLUMN "approvals" text DEFAULT 'deny' NOT NULL;--> statement-breakpoint
 ALTER TABLE "sessions" ADD COLUMN "approvals" text DEFAULT 'deny' NOT NULL;--> statement-breakpoint
 ALTER TABLE "sessions" ADD COLUMN "approval_timeout_seconds" integer;--> statement-breakpoint
 ALTER TABLE "sessions" ADD COLUMN "allowed_tools" jsonb DEFAULT '[]'::jsonb NOT NULL;--> statement-breakpoint

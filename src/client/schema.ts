@@ -697,6 +697,7 @@ export interface components {
        *     ]
        */
       mcp_servers?: string[];
+      approvals?: components["schemas"]["Approvals"] & unknown;
       /** @description Only deliveries of these events start a run (an entry may also be `event.action`, e.g. `pull_request.opened`); others are recorded as `ignored`. Empty or absent: every event. */
       events?: string[];
       /**
@@ -807,6 +808,7 @@ export interface components {
       model: string | null;
       effort: components["schemas"]["Effort"] & (string | null);
       mcp_servers: string[];
+      approvals: components["schemas"]["Approvals"];
       events: string[];
       callback_url: string | null;
       schedule: string | null;
@@ -1474,6 +1476,7 @@ export interface components {
        *     ]
        */
       mcp_servers?: string[];
+      approvals?: components["schemas"]["Approvals"] & unknown;
       /** @description Only deliveries of these events start a run (an entry may also be `event.action`, e.g. `pull_request.opened`); others are recorded as `ignored`. Empty or absent: every event. */
       events?: string[];
       /**

@@ -265,6 +265,8 @@ export const hooks = pgTable("hooks", {
   effort: text("effort"),
   /** The MCP servers its sessions get, by name. */
   mcpServers: jsonb("mcp_servers").$type<string[]>().notNull().default([]),
+  /** Who answers its sessions' permission requests (`deny`: nobody is there to). */
+  approvals: text("approvals").notNull().default("deny"),
   /** Events (or `event.action`) a delivery must match; empty accepts all. */
   events: jsonb("events").$type<string[]>().notNull().default([]),
   callbackUrl: text("callback_url"),

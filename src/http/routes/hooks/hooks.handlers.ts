@@ -142,8 +142,7 @@ async function definition(
       mcpServers,
       maxTurns: null,
       maxBudgetUsd: null,
-      // Nobody is there to answer a hook's run (yet): the bridge refuses by policy.
-      approvals: "deny",
+      approvals: body.approvals ?? "deny",
     }),
   );
   if (errors.length > 0) throw invalidRequest(errors);
@@ -160,6 +159,7 @@ async function definition(
     model: body.model ?? null,
     effort: body.effort ?? null,
     mcpServers,
+    approvals: body.approvals ?? "deny",
     events: body.events ?? [],
     callbackUrl: body.callback_url ?? null,
     callbackSecret,
