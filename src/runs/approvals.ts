@@ -112,7 +112,6 @@ export class Approvals {
       const now = await getPermissionRequest(db, run.id, requestId);
       throw new PermissionRequestResolvedError(requestId, now?.state ?? "cancelled");
     }
-    if (rules.length > 0) await allowToolsForSession(db, run.sessionId, rules);
     const waiter = this.waiting.get(key(run.id, requestId));
     if (waiter) {
       await this.deliver(waiter, answer, {
@@ -122,6 +121,8 @@ export class Approvals {
         ...(answer.behavior === "deny" && answer.message ? { message: answer.message } : {}),
       });
     }
+    // After the CLI has its answer: the session's later runs are what these rules are for.
+    if (rules.length > 0) await allowToolsForSession(db, run.sessionId, rules);
     return resolved;
   }
 
@@ -295,15 +296,16 @@ function answerOf(
       rules: [],
     };
   }
-  const scope = reply.scope ?? "once";
   if (reply.decision === "deny") {
     const answer: PermissionAnswer = {
       behavior: "deny",
       message: reply.message ?? `The user denied the use of ${row.toolName}.`,
       ...(reply.interrupt ? { interrupt: true } : {}),
     };
-    return { answer, scope, rules: [] };
+    // A scope means what an allow covers; a denial is always this request's alone.
+    return { answer, rules: [] };
   }
+  const scope = reply.scope ?? "once";
   const updatedInput = reply.updatedInput ?? row.input;
   if (scope === "once") return { answer: { behavior: "allow", updatedInput }, scope, rules: [] };
   const rules = sessionRules(row);
