@@ -123,6 +123,7 @@ export function buildDeps(
     gate: policyGate(database.db, config),
     agents,
     killGraceMs: DRIVER_DEFAULTS.killGraceMs,
+    approvalTimeoutSeconds: config.agents.approvalTimeoutSeconds,
     // A message's callback is written with its run and falls due with its completion.
     transactionHooks: [callbackHook],
     tracing,

@@ -146,6 +146,7 @@ const EnvSchema = z.object({
   AGENT_BRIDGE_PERMISSION_MODE: oneOf(PERMISSION_MODES).default("acceptEdits"),
   AGENT_BRIDGE_RUN_TIMEOUT_SECONDS: int(1).default(600),
   AGENT_BRIDGE_IDLE_TIMEOUT_SECONDS: int(1).default(300),
+  AGENT_BRIDGE_APPROVAL_TIMEOUT_SECONDS: int(1).default(600),
   AGENT_BRIDGE_WORKTREE_ENABLED: bool.default(false),
   AGENT_BRIDGE_EFFORT: oneOf(EFFORTS).default("xhigh"),
   AGENT_BRIDGE_MAX_LINE_BYTES: int(10_000_000).default(16 * 1024 * 1024),
@@ -266,6 +267,8 @@ export interface Config {
     /** Limits of every run. */
     timeoutSeconds: number;
     idleTimeoutSeconds: number;
+    /** How long a permission request waits for an answer (`approvals: "api"`). */
+    approvalTimeoutSeconds: number;
     maxLineBytes: number;
     /** The MCP servers a session may name (AGENT_BRIDGE_MCP_CONFIG); empty when unset. */
     mcpServers: McpCatalog;
@@ -551,6 +554,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       worktreeEnabled: e.AGENT_BRIDGE_WORKTREE_ENABLED,
       timeoutSeconds: e.AGENT_BRIDGE_RUN_TIMEOUT_SECONDS,
       idleTimeoutSeconds: e.AGENT_BRIDGE_IDLE_TIMEOUT_SECONDS,
+      approvalTimeoutSeconds: e.AGENT_BRIDGE_APPROVAL_TIMEOUT_SECONDS,
       maxLineBytes: e.AGENT_BRIDGE_MAX_LINE_BYTES,
       mcpServers: readMcpConfig(e.AGENT_BRIDGE_MCP_CONFIG),
     },

@@ -6,8 +6,20 @@ import { NormalizedToolCall, ToolKind, ToolOutcome } from "./tool-calls.js";
 // and streams them). One schema per SSE event type; the wire name is the `type` field.
 
 export const RunStatus = z
-  .enum(["queued", "running", "succeeded", "failed", "cancelled", "timed_out", "interrupted"])
-  .openapi("RunStatus");
+  .enum([
+    "queued",
+    "running",
+    "awaiting_approval",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "timed_out",
+    "interrupted",
+  ])
+  .openapi("RunStatus", {
+    description:
+      "`awaiting_approval`: running, and a permission request waits for an answer (`GET /v1/runs/{id}/permissions`).",
+  });
 export const CompletionStatus = z
   .enum(["succeeded", "failed", "cancelled", "timed_out", "interrupted"])
   .openapi("CompletionStatus");
@@ -98,21 +110,50 @@ export const UserQuestionEvent = z
 export const PermissionRequestEvent = z
   .object({
     type: z.literal("permission_request"),
-    request_id: z.string(),
+    request_id: z.string().openapi({
+      description: "Answer it at `POST /v1/runs/{id}/permissions/{request_id}`.",
+    }),
     tool_name: z.string(),
+    tool_use_id: z.string().nullable(),
     input: z.record(z.string(), z.unknown()),
-    expires_at: z.string(),
+    suggestions: z.array(z.unknown()).openapi({
+      description:
+        "The agent's own suggestions of rules that would allow the call (Claude Code's `permission_suggestions`); an answer with `scope: session` adds them for the session.",
+    }),
+    blocked_path: z.string().optional(),
+    decision_reason: z.string().optional(),
+    title: z.string().optional(),
+    description: z.string().optional(),
+    expires_at: z.string().nullable().openapi({
+      format: "date-time",
+      description:
+        "When the request is denied if nobody answers (`approvals: api`); null when the bridge answers it at once (`approvals: deny`).",
+    }),
   })
-  .openapi("PermissionRequestEvent");
+  .openapi("PermissionRequestEvent", {
+    description:
+      "The agent asks to use a tool its permission mode does not allow, or asks the user a question (`tool_name: AskUserQuestion`, also streamed as `user_question`). Followed by its `permission_resolved` or `permission_cancelled`.",
+  });
 
 export const PermissionResolvedEvent = z
   .object({
     type: z.literal("permission_resolved"),
     request_id: z.string(),
-    behavior: z.enum(["allow", "deny"]),
-    source: z.string(),
+    decision: z.enum(["allow", "deny"]),
+    scope: z.enum(["once", "session"]).optional(),
+    by: z.enum(["client", "timeout", "policy", "cancel"]).openapi({
+      description:
+        "`client`: an answer over the API; `timeout`: nobody answered within `approval_timeout_seconds`; `policy`: the session's `approvals: deny`; `cancel`: the run ended first.",
+    }),
+    message: z.string().optional(),
   })
   .openapi("PermissionResolvedEvent");
+
+export const PermissionCancelledEvent = z
+  .object({ type: z.literal("permission_cancelled"), request_id: z.string() })
+  .openapi("PermissionCancelledEvent", {
+    description: "The agent withdrew the request: it wants no answer any more.",
+  });
 
 // Internal events: produced by the runner, kept in the log, shown only with `?events=full`.
 export const ReasoningEvent = z
@@ -289,6 +330,7 @@ export const BridgeEvent = z
     UserQuestionEvent,
     PermissionRequestEvent,
     PermissionResolvedEvent,
+    PermissionCancelledEvent,
     ReasoningEvent,
     SubagentTextDeltaEvent,
     SessionStatusEvent,
@@ -319,6 +361,7 @@ export const PUBLIC_EVENT_TYPES: ReadonlySet<BridgeEventType> = new Set([
   "user_question",
   "permission_request",
   "permission_resolved",
+  "permission_cancelled",
   "completion",
 ]);
 

@@ -3,7 +3,7 @@ import type { BridgeEvent, UsageBefore } from "../events.js";
 import type { Logger } from "../log.js";
 import type { AgentIdentity } from "../process/tenant-homes.js";
 import type { ImageAttachment } from "./images.js";
-import { Effort, PermissionMode } from "./settings.js";
+import { Approvals, Effort, PermissionMode } from "./settings.js";
 
 // What an agent back-end is to the rest of the bridge. A back-end turns one message into one run
 // of its CLI and yields only generic BridgeEvents, ending with exactly one `completion`; the run
@@ -31,6 +31,8 @@ export const SessionSettings = z.object({
   /** Caps of the run: agentic turns, and USD of its own (apart from its key's budget); null: none. */
   maxTurns: z.number().int().nullable(),
   maxBudgetUsd: z.number().nullable(),
+  /** Who answers the agent's permission requests (RunContext.approve). */
+  approvals: Approvals,
 });
 export type SessionSettings = z.infer<typeof SessionSettings>;
 
@@ -64,7 +66,47 @@ export interface AgentRunRequest {
   cwd: string;
   /** Set: the CLI runs as the agent user, in its tenant's HOME (src/process/tenant-homes.ts). */
   identity?: AgentIdentity;
+  /** Tool rules allowed for the rest of the session (answers with `scope: "session"`). */
+  allowedTools: readonly string[];
 }
+
+/** What the CLI may say of a permission request, passed on as it says it. */
+export const PERMISSION_DETAILS = [
+  "blocked_path",
+  "decision_reason",
+  "title",
+  "description",
+] as const;
+
+/** A tool the agent asks to use (or a question it asks the user), waiting for an answer. */
+export interface PermissionRequest {
+  /** The CLI's id of the request, unique within the run. */
+  requestId: string;
+  toolName: string;
+  toolUseId: string | null;
+  input: Record<string, unknown>;
+  /** The CLI's own suggestions of rules that would allow it (`permission_suggestions`). */
+  suggestions: unknown[];
+  /** What the CLI says of it, when it does: blocked_path, decision_reason, title, description. */
+  details: Partial<Record<(typeof PERMISSION_DETAILS)[number], string>>;
+}
+
+/** The answer to a PermissionRequest. */
+export type PermissionAnswer =
+  | {
+      behavior: "allow";
+      /** The tool's input as it runs; absent: as asked. */
+      updatedInput?: Record<string, unknown>;
+      /** Rules the CLI adds for the rest of its session (the CLI's `updatedPermissions`). */
+      updatedPermissions?: unknown[];
+    }
+  | {
+      behavior: "deny";
+      /** What the model is told; absent: the back-end's own words for a refusal nobody gave. */
+      message?: string;
+      /** Also end the turn. */
+      interrupt?: boolean;
+    };
 
 export interface RunContext {
   logger: Logger;
@@ -74,6 +116,18 @@ export interface RunContext {
   runId?: string;
   /** Sees each line the CLI writes on stdout, as framed (AGENT_BRIDGE_DEBUG_CAPTURE). */
   onRawLine?: (line: string) => void;
+  /** Answers a permission request: at once by policy, or once someone (or the timeout) does. */
+  approve: (request: PermissionRequest) => Promise<PermissionAnswer>;
+  /** The CLI withdrew the request: it wants no answer any more. */
+  withdraw: (requestId: string) => void;
+  /** Whether a request is waiting for an answer (the CLI's silence is then not a stall). */
+  awaiting: () => boolean;
+  /**
+   * Aborted when a client asks the run to end its turn (`POST /v1/runs/{id}/interrupt`): a
+   * back-end that can asks its CLI to, so that the turn ends with its usage counted and its
+   * conversation intact; the run's own signal stops one that does not.
+   */
+  interruption?: AbortSignal;
 }
 
 /** What `/readyz` shows of a back-end. */

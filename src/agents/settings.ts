@@ -19,3 +19,10 @@ export type PermissionMode = z.infer<typeof PermissionMode>;
 export const EFFORTS = ["low", "medium", "high", "xhigh", "max"] as const;
 export const Effort = z.enum(EFFORTS).openapi("Effort");
 export type Effort = z.infer<typeof Effort>;
+
+export const APPROVAL_MODES = ["deny", "api"] as const;
+export const Approvals = z.enum(APPROVAL_MODES).openapi("Approvals", {
+  description:
+    "Who answers the agent's permission requests (a tool the permission mode does not allow, a question to the user): `deny`, the bridge refuses each at once (unattended runs) and says so in the stream; `api`, each waits for an answer at `POST /v1/runs/{id}/permissions/{request_id}` until `approval_timeout_seconds`. Claude Code only; `api` is a 400 for a codex session (codex exec asks for no approvals).",
+});
+export type Approvals = z.infer<typeof Approvals>;

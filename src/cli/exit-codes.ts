@@ -35,6 +35,7 @@ export function exitCodeOf(status: RunStatus): number {
     // Not finished yet: only `--async` sees these, and it has nothing to report.
     case "queued":
     case "running":
+    case "awaiting_approval":
       return EXIT.ok;
   }
 }

@@ -203,6 +203,33 @@ export function buildProgram(out: Output): Command {
       out.stdout.write(`${run.status} ${run.id}\n`);
     });
 
+  runs
+    .command("interrupt")
+    .description("end a run's turn cleanly: cancelled, its usage and cost counted")
+    .argument("<id>", "run id")
+    .action(async (id: string, _options, command: Command) => {
+      const run = await clientOf(command).interruptRun(id);
+      out.stdout.write(`${run.status} ${run.id}\n`);
+    });
+  runs
+    .command("approve")
+    .description(
+      "answer a run's permission request (a session with approvals: api): allow it, or deny",
+    )
+    .argument("<id>", "run id")
+    .argument("<request>", "the request_id of its permission_request event")
+    .option("--deny", "deny it (default: allow)")
+    .option("--message <text>", "with --deny: what the model is told")
+    .option("--session", "allow the same for the rest of the session")
+    .action(async (id: string, request: string, options, command: Command) => {
+      const answered = await clientOf(command).answer(id, request, {
+        decision: options.deny ? "deny" : "allow",
+        ...(options.message ? { message: options.message } : {}),
+        ...(options.session ? { scope: "session" as const } : {}),
+      });
+      out.stdout.write(`${answered.state} ${answered.request_id}\n`);
+    });
+
   addLocalCommands(program, out);
 
   program

@@ -40,8 +40,11 @@ export class RunRenderer {
         return;
       case "permission_resolved":
         this.line(
-          `permission ${event.behavior === "allow" ? "allowed" : "denied"} (${event.source})`,
+          `permission ${event.decision === "allow" ? "allowed" : "denied"} (by ${event.by}${event.message ? `: ${event.message}` : ""})`,
         );
+        return;
+      case "permission_cancelled":
+        this.line(`permission request ${event.request_id} withdrawn`);
         return;
       case "completion":
         this.completion(event);

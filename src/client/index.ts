@@ -31,6 +31,8 @@ export type Run = Schemas["Run"];
 export type FinishedRun = Schemas["FinishedRun"];
 export type RunPage = Schemas["RunPage"];
 export type StreamToken = Schemas["StreamToken"];
+export type AnswerPermission = Schemas["AnswerPermission"];
+export type PermissionRequest = Schemas["PermissionRequest"];
 
 /** JSON answers and problem+json errors; SSE bodies are read with `parseAs: "stream"`. */
 type Media = "application/json" | "application/problem+json";
@@ -97,6 +99,15 @@ export type AgentBridgeClient = Client<paths, Media> & {
   /** Runs newest first: of one session with `sessionId`, else every run the key may see. */
   listRuns(query?: { limit?: number; cursor?: string; sessionId?: string }): Promise<RunPage>;
   cancelRun(id: string): Promise<Run>;
+  /** Ends the run's turn cleanly: `cancelled`, with its usage and cost (`POST …/interrupt`). */
+  interruptRun(id: string): Promise<Run>;
+  /**
+   * Answers a `permission_request` of the run: `{decision: "allow" | "deny", …}`, or
+   * `{answers: {…}}` for a question. Throws ApiProblem 409 when it is no longer pending.
+   */
+  answer(runId: string, requestId: string, answer: AnswerPermission): Promise<PermissionRequest>;
+  /** The run's permission requests with their state. */
+  listPermissions(runId: string): Promise<PermissionRequest[]>;
   /**
    * Retries the session's latest run from the last message a run before it confirmed, and
    * waits for the new run to finish (`POST /v1/runs/{id}/retry`, `Accept: application/json`).
@@ -202,6 +213,16 @@ export function createClient(clientOptions: ClientOptions): AgentBridgeClient {
     createStreamToken: (runId) =>
       ok(api.POST("/v1/runs/{id}/stream-token", { params: { path: { id: runId } } })),
     cancelRun: (id) => ok(api.POST("/v1/runs/{id}/cancel", { params: { path: { id } } })),
+    interruptRun: (id) => ok(api.POST("/v1/runs/{id}/interrupt", { params: { path: { id } } })),
+    answer: (runId, requestId, body) =>
+      ok(
+        api.POST("/v1/runs/{id}/permissions/{request_id}", {
+          params: { path: { id: runId, request_id: requestId } },
+          body,
+        }),
+      ),
+    listPermissions: async (runId) =>
+      (await ok(api.GET("/v1/runs/{id}/permissions", { params: { path: { id: runId } } }))).data,
     retry: (runId, options = {}) =>
       ok(
         api.POST("/v1/runs/{id}/retry", {

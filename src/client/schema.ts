@@ -264,6 +264,63 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  "/v1/runs/{id}/interrupt": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Interrupt a run: end its turn cleanly
+     * @description Asks the agent to end its turn (Claude Code's `interrupt` control request): the run ends `cancelled` with the usage and cost the CLI reported, and the conversation stays intact for the session's next message. An agent that has not ended within a short grace (or cannot be interrupted, as codex) is stopped as by a cancel. A run not started yet is cancelled.
+     */
+    post: operations["interruptRun"];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/v1/runs/{id}/permissions": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** List a run's permission requests with their state */
+    get: operations["listPermissions"];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/v1/runs/{id}/permissions/{request_id}": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Answer a run's permission request
+     * @description Allows or denies the tool call of a `permission_request`, or answers an `AskUserQuestion` with `answers`. The run's stream then shows its `permission_resolved`. 409 when the request is no longer pending (answered, expired, withdrawn).
+     */
+    post: operations["answerPermission"];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   "/v1/runs/{id}/retry": {
     parameters: {
       query?: never;
@@ -421,6 +478,30 @@ export interface components {
        */
       credentials: string;
     };
+    AnswerPermission:
+      | {
+          /** @enum {string} */
+          decision: "allow" | "deny";
+          /**
+           * @description `session`: allow the same for the rest of the session: the agent's suggested rules (or the tool) are added for this run's CLI and, as `--allowedTools`, for the session's later runs. Default `once`.
+           * @enum {string}
+           */
+          scope?: "once" | "session";
+          /** @description With `allow`: the tool runs with this input instead of the one asked for. */
+          updated_input?: {
+            [key: string]: unknown;
+          };
+          /** @description With `deny`: what the model is told. */
+          message?: string;
+          /** @description With `deny`: also end the turn. */
+          interrupt?: boolean;
+        }
+      | {
+          /** @description For an `AskUserQuestion` request: each question's text to the chosen option's label (a list for a multi-select question), or free text. E.g. `{"Which approach?": "B"}`. */
+          answers: {
+            [key: string]: string | string[];
+          };
+        };
     ApiKey: {
       id: string;
       name: string;
@@ -448,6 +529,11 @@ export interface components {
     ApiKeyList: {
       data: components["schemas"]["ApiKey"][];
     };
+    /**
+     * @description Who answers the agent's permission requests (a tool the permission mode does not allow, a question to the user): `deny`, the bridge refuses each at once (unattended runs) and says so in the stream; `api`, each waits for an answer at `POST /v1/runs/{id}/permissions/{request_id}` until `approval_timeout_seconds`. Claude Code only; `api` is a 400 for a codex session (codex exec asks for no approvals).
+     * @enum {string}
+     */
+    Approvals: "deny" | "api";
     AvailableCommandsEvent: {
       /**
        * @description discriminator enum property added by openapi-typescript
@@ -466,6 +552,7 @@ export interface components {
       | components["schemas"]["UserQuestionEvent"]
       | components["schemas"]["PermissionRequestEvent"]
       | components["schemas"]["PermissionResolvedEvent"]
+      | components["schemas"]["PermissionCancelledEvent"]
       | components["schemas"]["ReasoningEvent"]
       | components["schemas"]["SubagentTextDeltaEvent"]
       | components["schemas"]["SessionStatusEvent"]
@@ -610,6 +697,7 @@ export interface components {
        *     ]
        */
       mcp_servers?: string[];
+      approvals?: components["schemas"]["Approvals"] & unknown;
       /** @description Only deliveries of these events start a run (an entry may also be `event.action`, e.g. `pull_request.opened`); others are recorded as `ignored`. Empty or absent: every event. */
       events?: string[];
       /**
@@ -651,6 +739,9 @@ export interface components {
       max_turns?: number;
       /** @description The most USD a run may spend; the agent stops after the turn that reaches it, and the run ends `failed` with `error_code: max_budget`. With a key's monthly budget the run gets the smaller of the two (stopped by the key's, it ends `budget_exhausted`). Claude Code only (`--max-budget-usd`); 400 for a codex session. A message may set its own for its run. */
       max_budget_usd?: number;
+      approvals?: components["schemas"]["Approvals"] & unknown;
+      /** @description How long a permission request waits for an answer (`approvals: api`) before it is denied `by: timeout`. Default: `AGENT_BRIDGE_APPROVAL_TIMEOUT_SECONDS`. The run's wall-clock timeout keeps counting while a request waits; its idle timeout does not. */
+      approval_timeout_seconds?: number;
       /** @description Directory the agent works in, absolute or relative to the first allowed root; it must resolve (symlinks followed) inside `AGENT_BRIDGE_ALLOWED_ROOTS`. Default: `AGENT_BRIDGE_WORK_DIR`. */
       work_dir?: string;
       /** @description Up to 32 string pairs, stored and returned as given. */
@@ -717,6 +808,7 @@ export interface components {
       model: string | null;
       effort: components["schemas"]["Effort"] & (string | null);
       mcp_servers: string[];
+      approvals: components["schemas"]["Approvals"];
       events: string[];
       callback_url: string | null;
       schedule: string | null;
@@ -849,6 +941,15 @@ export interface components {
           /** @enum {string} */
           kind: "generic";
         };
+    /** @description The agent withdrew the request: it wants no answer any more. */
+    PermissionCancelledEvent: {
+      /**
+       * @description discriminator enum property added by openapi-typescript
+       * @enum {string}
+       */
+      type: "permission_cancelled";
+      request_id: string;
+    };
     /** @enum {string} */
     PermissionMode:
       | "default"
@@ -858,18 +959,58 @@ export interface components {
       | "dontAsk"
       | "bypassPermissions"
       | "dangerously-skip-permissions";
+    PermissionRequest: {
+      request_id: string;
+      tool_name: string;
+      tool_use_id: string | null;
+      input: {
+        [key: string]: unknown;
+      };
+      suggestions: unknown[];
+      /**
+       * @description `pending` until answered (`allowed`, `denied`), timed out (`expired`) or withdrawn by the agent or closed by the run's end (`cancelled`).
+       * @enum {string}
+       */
+      state: "pending" | "allowed" | "denied" | "expired" | "cancelled";
+      /** @enum {string|null} */
+      by: "client" | "timeout" | "cancel" | null;
+      /** @enum {string|null} */
+      scope: "once" | "session" | null;
+      /** Format: date-time */
+      created_at: string;
+      /** Format: date-time */
+      expires_at: string;
+      /** Format: date-time */
+      answered_at: string | null;
+    };
+    /** @description The agent asks to use a tool its permission mode does not allow, or asks the user a question (`tool_name: AskUserQuestion`, also streamed as `user_question`). Followed by its `permission_resolved` or `permission_cancelled`. */
     PermissionRequestEvent: {
       /**
        * @description discriminator enum property added by openapi-typescript
        * @enum {string}
        */
       type: "permission_request";
+      /** @description Answer it at `POST /v1/runs/{id}/permissions/{request_id}`. */
       request_id: string;
       tool_name: string;
+      tool_use_id: string | null;
       input: {
         [key: string]: unknown;
       };
-      expires_at: string;
+      /** @description The agent's own suggestions of rules that would allow the call (Claude Code's `permission_suggestions`); an answer with `scope: session` adds them for the session. */
+      suggestions: unknown[];
+      blocked_path?: string;
+      decision_reason?: string;
+      title?: string;
+      description?: string;
+      /**
+       * Format: date-time
+       * @description When the request is denied if nobody answers (`approvals: api`); null when the bridge answers it at once (`approvals: deny`).
+       */
+      expires_at: string | null;
+    };
+    PermissionRequestList: {
+      data: components["schemas"]["PermissionRequest"][];
     };
     PermissionResolvedEvent: {
       /**
@@ -879,8 +1020,15 @@ export interface components {
       type: "permission_resolved";
       request_id: string;
       /** @enum {string} */
-      behavior: "allow" | "deny";
-      source: string;
+      decision: "allow" | "deny";
+      /** @enum {string} */
+      scope?: "once" | "session";
+      /**
+       * @description `client`: an answer over the API; `timeout`: nobody answered within `approval_timeout_seconds`; `policy`: the session's `approvals: deny`; `cancel`: the run ended first.
+       * @enum {string}
+       */
+      by: "client" | "timeout" | "policy" | "cancel";
+      message?: string;
     };
     PostMessage: {
       /** @description The prompt. Sent to the CLI on stdin, so it is never read as a command-line option. */
@@ -893,6 +1041,7 @@ export interface components {
       max_turns?: number;
       /** @description The most USD a run may spend; the agent stops after the turn that reaches it, and the run ends `failed` with `error_code: max_budget`. With a key's monthly budget the run gets the smaller of the two (stopped by the key's, it ends `budget_exhausted`). Claude Code only (`--max-budget-usd`); 400 for a codex session. For this message's run, in place of the session's. */
       max_budget_usd?: number;
+      approvals?: components["schemas"]["Approvals"] & unknown;
     };
     Problem: {
       /** @example urn:agent-bridge:problem:session_not_found */
@@ -917,6 +1066,8 @@ export interface components {
         | "work_dir_not_allowed"
         | "session_not_found"
         | "run_not_found"
+        | "permission_request_not_found"
+        | "permission_request_resolved"
         | "hook_not_found"
         | "hook_exists"
         | "invalid_signature"
@@ -1038,10 +1189,14 @@ export interface components {
       /** @description The run's OpenTelemetry trace id (32 hex digits), when the server exports traces (OTEL_EXPORTER_OTLP_ENDPOINT); absent otherwise. */
       trace_id?: string;
     };
-    /** @enum {string} */
+    /**
+     * @description `awaiting_approval`: running, and a permission request waits for an answer (`GET /v1/runs/{id}/permissions`).
+     * @enum {string}
+     */
     RunStatus:
       | "queued"
       | "running"
+      | "awaiting_approval"
       | "succeeded"
       | "failed"
       | "cancelled"
@@ -1090,6 +1245,11 @@ export interface components {
       max_turns: number | null;
       /** @description Each run's cap in USD, unless its message sets one; null: none. */
       max_budget_usd: number | null;
+      approvals: components["schemas"]["Approvals"];
+      /** @description How long a permission request waits for an answer. */
+      approval_timeout_seconds: number;
+      /** @description Tool rules allowed for the rest of the session by answers with `scope: session`, given to each later run as `--allowedTools`. */
+      allowed_tools: string[];
       metadata: {
         [key: string]: string;
       };
@@ -1316,6 +1476,7 @@ export interface components {
        *     ]
        */
       mcp_servers?: string[];
+      approvals?: components["schemas"]["Approvals"] & unknown;
       /** @description Only deliveries of these events start a run (an entry may also be `event.action`, e.g. `pull_request.opened`); others are recorded as `ignored`. Empty or absent: every event. */
       events?: string[];
       /**
@@ -2591,6 +2752,213 @@ export interface operations {
       };
       /** @description Not found */
       404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
+  interruptRun: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The interrupted run */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["Run"];
+        };
+      };
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Not found */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Conflict */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
+  listPermissions: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The run's permission requests (`approvals: api`), oldest first */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["PermissionRequestList"];
+        };
+      };
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Not found */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
+  answerPermission: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+        /** @description The `request_id` of a `permission_request` event. */
+        request_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["AnswerPermission"];
+      };
+    };
+    responses: {
+      /** @description The request, resolved */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["PermissionRequest"];
+        };
+      };
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Not found */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Conflict */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Body is not JSON */
+      415: {
         headers: {
           [name: string]: unknown;
         };

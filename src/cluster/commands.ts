@@ -13,18 +13,19 @@ import { followElsewhere } from "./remote-follower.js";
 // sweep. Either way the run's completion is stored, and the poster answers from it.
 
 /**
- * Asks the run's owner to cancel it and waits for its completion; resolves with the status it
- * ended with (undefined: the run is gone).
+ * Asks the run's owner to cancel or interrupt it and waits for its completion; resolves with the
+ * status it ended with (undefined: the run is gone).
  */
-export async function cancelElsewhere(
+export async function stopElsewhere(
   db: Database,
   doorbell: Doorbell,
   run: RunRow & { instanceId: string },
+  kind: "cancel" | "interrupt",
 ): Promise<string | undefined> {
   const { seq } = await lastEventSeqs(db, run.id);
   const posted = await postRunCommand(
     db,
-    { runId: run.id, kind: "cancel", owner: run.instanceId },
+    { runId: run.id, kind, owner: run.instanceId },
     doorbell.rings,
   );
   if (!posted) return undefined;

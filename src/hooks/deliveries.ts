@@ -364,6 +364,7 @@ function newSession(deps: HookDeps, hook: HookRow, key: string): Promise<Session
     systemPrompt: null,
     worktree: hook.worktree ?? agents.worktreeEnabled,
     mcpServers: hook.mcpServers,
+    approvals: hook.approvals,
     metadata: { hook: hook.name, ...(key ? { session_key: key.slice(0, 512) } : {}) },
   });
 }

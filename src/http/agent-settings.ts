@@ -28,6 +28,7 @@ const SETTING_FIELDS: Record<keyof SessionSettings, string> = {
   mcpServers: "mcp_servers",
   maxTurns: "max_turns",
   maxBudgetUsd: "max_budget_usd",
+  approvals: "approvals",
 };
 
 /** What the agent cannot honour of the settings, one issue per body field; empty when all is well. */

@@ -8,6 +8,8 @@ import { BudgetExhaustedError, PolicyDeniedError } from "../auth/policy.js";
 import {
   IdempotencyConflictError,
   KeyRunLimitError,
+  PermissionRequestNotFoundError,
+  PermissionRequestResolvedError,
   QueueFullError,
   RunFinishedError,
   RunNotLatestError,
@@ -38,6 +40,8 @@ export const ERROR_CODES = {
   work_dir_not_allowed: "Work directory not allowed",
   session_not_found: "Session not found",
   run_not_found: "Run not found",
+  permission_request_not_found: "Permission request not found",
+  permission_request_resolved: "Permission request no longer pending",
   hook_not_found: "Hook not found",
   hook_exists: "Hook exists",
   invalid_signature: "Delivery signature does not verify",
@@ -209,6 +213,10 @@ function runRefusal(err: unknown): ApiError | undefined {
   }
   if (err instanceof IdempotencyConflictError)
     return new ApiError(422, "idempotency_key_reused", err.message);
+  if (err instanceof PermissionRequestNotFoundError)
+    return new ApiError(404, "permission_request_not_found", err.message);
+  if (err instanceof PermissionRequestResolvedError)
+    return new ApiError(409, "permission_request_resolved", err.message);
   if (err instanceof RunFinishedError) return new ApiError(409, "run_finished", err.message);
   if (err instanceof RunNotLatestError) return new ApiError(409, "run_not_latest", err.message);
   if (err instanceof SessionExpiredError) return new ApiError(410, "session_expired", err.message);

@@ -63,6 +63,10 @@ export interface LineProtocol {
   lineDropped(): void;
   /** The completion of a run that ended without the CLI's own outcome. */
   failure(err: RunnerError, elapsedMs: number): CompletionEvent;
+  /** Whether the CLI waits for a reply of ours (an approval): its silence is then no stall. */
+  awaiting?(): boolean;
+  /** Once the input is written: `write` lets the protocol speak first (an interrupt). */
+  started?(write: (text: string) => void): void;
 }
 
 export interface DriverConfig {
@@ -278,6 +282,8 @@ export async function* driveAgentProcess(
   if (config.idleTimeoutMs > 0) {
     const checkIdle = () => {
       // While we hold stdout paused the silence is ours, not the CLI's.
+      // So is the silence of a CLI waiting for our reply.
+      if (protocol.awaiting?.()) lastOutputAt = performance.now();
       const idleFor = paused ? 0 : performance.now() - lastOutputAt;
       if (idleFor >= config.idleTimeoutMs) inbox.push({ kind: "idle" });
       else timers.push(setTimeout(checkIdle, config.idleTimeoutMs - idleFor));
@@ -290,6 +296,8 @@ export async function* driveAgentProcess(
   if (signal?.aborted) onAbort();
 
   const writeStdin = (text: string) => {
+    // The CLI's silence counts from our reply (an approval may have kept it waiting long).
+    lastOutputAt = performance.now();
     if (child.stdin.writable) child.stdin.write(text);
   };
   const waitForExit = (ms: number) => (exited ? Promise.resolve() : within(exitedPromise, ms));
@@ -319,6 +327,7 @@ export async function* driveAgentProcess(
 
   writeStdin(command.input);
   if (command.closeInput) child.stdin.end();
+  protocol.started?.(writeStdin);
 
   let completion: CompletionEvent | undefined;
   let final: CompletionEvent | undefined;

@@ -9,6 +9,8 @@ import type { RunLog } from "./run-log.js";
 /** A run of this process, from its admission until its CLI is gone and its slot is free. */
 export class ActiveRun implements Admittable {
   readonly abort = new AbortController();
+  /** Aborted when a client asks the run to end its turn (RunContext.interruption). */
+  readonly interruption = new AbortController();
   /** Set when the server's shutdown, not a client, ended the run. */
   interruptedBy: string | undefined;
   /** A client cancelled the run before its outcome was known: it ends `cancelled`. */

@@ -69,3 +69,22 @@ export class RunNotLatestError extends Error {
     );
   }
 }
+
+export class PermissionRequestNotFoundError extends Error {
+  constructor(
+    readonly runId: string,
+    readonly requestId: string,
+  ) {
+    super(`run ${runId} has no permission request ${requestId}`);
+  }
+}
+
+/** The request was answered, expired or withdrawn: it takes no (other) answer. */
+export class PermissionRequestResolvedError extends Error {
+  constructor(
+    readonly requestId: string,
+    readonly state: string,
+  ) {
+    super(`permission request ${requestId} is no longer pending (${state})`);
+  }
+}

@@ -21,6 +21,7 @@ import type { DebugCapture, RunCapture } from "../telemetry/capture.js";
 import type { RunTrace, Tracing } from "../telemetry/tracing.js";
 import { prepareSessionWorktree, recordSessionWorktree } from "../worktrees/sessions.js";
 import type { ActiveRun } from "./active-run.js";
+import type { Approvals, RunApprovals } from "./approvals.js";
 import type { CompletionRecorder } from "./recording.js";
 import type { RunLog } from "./run-log.js";
 import { restoreTranscript, saveTranscript } from "./transcripts.js";
@@ -37,6 +38,8 @@ export interface ExecutionOptions {
   workDir: string;
   metrics: Metrics;
   recorder: CompletionRecorder;
+  /** Who answers the runs' permission requests. */
+  approvals: Approvals;
   /** Called once a run's completion is stored. */
   onStored: (runId: string) => void;
   /** Spans of runs, when tracing is on. */
@@ -82,6 +85,8 @@ export class Execution {
     let events: AsyncGenerator<BridgeEvent[]> | undefined;
     let completion: CompletionEvent | undefined;
     let transcripts: { agent: AgentBackend; identity: AgentIdentity | undefined } | undefined;
+    const mode = run.options.approvals ?? (session.approvals === "api" ? "api" : "deny");
+    const approvals = this.opts.approvals.forRun(run, mode);
     try {
       // Asked again: the key's other runs may have spent its budget while this one was queued.
       const allowance = await this.opts.gate.allow(session);
@@ -90,10 +95,13 @@ export class Execution {
       const identity = await this.opts.homes?.identityFor(session.ownerKeyId);
       transcripts = { agent, identity };
       if (run.resume) await this.restoreTranscript(run, agent, identity);
-      events = await this.runAgent(run, agent, identity, allowance, capture);
+      events = await this.runAgent(run, agent, identity, allowance, approvals, capture);
       completion = await relay(run, events);
+      // Requests still waiting are closed before the completion, in the run's log.
+      await approvals.close();
       await run.log.drain();
     } catch (err) {
+      await approvals.close();
       const refusal = refusedAtStart(run, err);
       // Stored before its completion, as for any run that ends without its CLI.
       if (refusal) await run.log.drain().catch(() => {});
@@ -163,6 +171,7 @@ export class Execution {
     agent: AgentBackend,
     identity: AgentIdentity | undefined,
     allowance: RunAllowance,
+    approvals: RunApprovals,
     capture: RunCapture | undefined,
   ): Promise<AsyncGenerator<BridgeEvent[]>> {
     const { db, logger } = this.opts;
@@ -180,12 +189,14 @@ export class Execution {
           ...settings,
           maxTurns: options.maxTurns ?? settings.maxTurns,
           maxBudgetUsd: options.maxBudgetUsd ?? settings.maxBudgetUsd,
+          approvals: options.approvals ?? settings.approvals,
         },
         messageSystemPrompt: row.systemPrompt,
         usageBefore: () => sessionTotals(db, session.id),
         maxBudgetUsd: allowance.maxBudgetUsd,
         cwd: this.workDirOf(session),
         ...(identity ? { identity } : {}),
+        allowedTools: session.allowedTools,
       },
       {
         logger: logger.child({ run_id: row.id }),
@@ -198,6 +209,10 @@ export class Execution {
           ),
         runId: row.id,
         ...(capture ? { onRawLine: capture.rawLine } : {}),
+        approve: approvals.approve,
+        withdraw: approvals.withdraw,
+        awaiting: approvals.awaiting,
+        interruption: run.interruption.signal,
       },
       run.abort.signal,
     );
@@ -357,5 +372,7 @@ function ended(
   status: "cancelled" | "interrupted",
   error: string,
 ): CompletionEvent {
-  return { ...completion, status, is_error: true, error };
+  // A cancel's code even when the CLI ended the turn itself (an interrupt), its spend kept.
+  const code = status === "cancelled" ? { error_code: "cancelled" as const } : {};
+  return { ...completion, status, is_error: true, error, ...code };
 }

@@ -19,9 +19,13 @@ export function messageHash(message: Message): string {
     ]),
   );
   // Only when set, so that a message without them hashes as it did before they existed.
-  const { maxTurns, maxBudgetUsd, attachments } = message.options ?? NO_RUN_OPTIONS;
+  const { maxTurns, maxBudgetUsd, approvals, attachments } = message.options ?? NO_RUN_OPTIONS;
   if (maxTurns !== null || maxBudgetUsd !== null || attachments.length > 0) {
     hash.update(JSON.stringify({ maxTurns, maxBudgetUsd, attachments }));
+  }
+  // Apart, so that the hash of a message without it stays what it was.
+  if (approvals !== null) {
+    hash.update(JSON.stringify({ approvals }));
   }
   return hash.digest("hex");
 }

@@ -1,7 +1,7 @@
 import { type Context, context } from "@opentelemetry/api";
 import type { AgentRegistry } from "../agents/registry.js";
 import type { RunGate } from "../auth/policy.js";
-import { cancelElsewhere } from "../cluster/commands.js";
+import { stopElsewhere } from "../cluster/commands.js";
 import type { Doorbell } from "../cluster/doorbell.js";
 import type { DeadInstance } from "../cluster/lease.js";
 import { followElsewhere } from "../cluster/remote-follower.js";
@@ -18,6 +18,7 @@ import type { DebugCapture } from "../telemetry/capture.js";
 import type { Tracing } from "../telemetry/tracing.js";
 import { ActiveRun } from "./active-run.js";
 import { Admission } from "./admission.js";
+import { Approvals } from "./approvals.js";
 import {
   RunFinishedError,
   RunNotLatestError,
@@ -39,6 +40,8 @@ export interface RunManagerOptions {
   agents: AgentRegistry;
   /** Time between SIGTERM and SIGKILL when a group left by an earlier process is stopped. */
   killGraceMs: number;
+  /** How long a permission request waits when its session sets no timeout. */
+  approvalTimeoutSeconds: number;
   workDir: string;
   maxConcurrent: number;
   maxQueued: number;
@@ -69,6 +72,8 @@ export interface RunManagerOptions {
  * (recording.ts); events go to the run's log (run-log.ts) and from there to its subscribers.
  */
 export class RunManager {
+  /** The permission requests of this process's runs, and their answers. */
+  readonly approvals: Approvals;
   private readonly admission: Admission<ActiveRun>;
   private readonly execution: Execution;
   private readonly recorder: CompletionRecorder;
@@ -89,7 +94,13 @@ export class RunManager {
       ring: opts.doorbell.rings,
       onSettled: (runId, stored) => this.execution.settled(runId, stored),
     });
+    this.approvals = new Approvals({
+      db: opts.db,
+      logger: opts.logger,
+      timeoutSeconds: opts.approvalTimeoutSeconds,
+    });
     this.execution = new Execution({
+      approvals: this.approvals,
       db: opts.db,
       logger: opts.logger,
       agents: opts.agents,
@@ -202,14 +213,48 @@ export class RunManager {
    * instance executes is cancelled by that one (src/cluster/commands.ts); this resolves once its
    * completion is stored.
    */
-  async cancel(runId: string): Promise<void> {
+  cancel(runId: string): Promise<void> {
+    return this.stop(runId, "cancel", (run) => {
+      run.abort.abort();
+      return run.finished;
+    });
+  }
+
+  /**
+   * Asks a running run's CLI to end its turn (its usage counted, its conversation intact for the
+   * next message), and stops it as a cancel does when it has not ended within the kill grace; a
+   * run not started yet is cancelled. Either way it ends `cancelled`.
+   */
+  interrupt(runId: string): Promise<void> {
+    return this.stop(runId, "interrupt", async (run) => {
+      run.interruption.abort();
+      let timer: NodeJS.Timeout | undefined;
+      const grace = new Promise<"late">((resolve) => {
+        timer = setTimeout(() => resolve("late"), this.opts.killGraceMs);
+      });
+      const ended = await Promise.race([run.finished, grace]);
+      clearTimeout(timer);
+      if (ended === "late") run.abort.abort();
+      await run.finished;
+    });
+  }
+
+  /**
+   * Ends a run by a client's request: `running` is how a running one is stopped; one another
+   * instance executes gets the command `kind` there.
+   */
+  private async stop(
+    runId: string,
+    kind: "cancel" | "interrupt",
+    running: (run: ActiveRun) => Promise<void>,
+  ): Promise<void> {
     const run = this.admission.get(runId);
     if (!run) {
       const { db, doorbell, instanceId } = this.opts;
       const row = await store.getRun(db, runId);
       const owner = row?.instanceId;
       if (row && owner && owner !== instanceId() && store.OPEN_STATUSES.includes(row.status)) {
-        const status = await cancelElsewhere(db, doorbell, { ...row, instanceId: owner });
+        const status = await stopElsewhere(db, doorbell, { ...row, instanceId: owner }, kind);
         if (status === "cancelled") return;
         throw new RunFinishedError(runId, status ?? "unknown");
       }
@@ -225,8 +270,7 @@ export class RunManager {
     const place = this.admission.withdraw(run);
     if (place === "running") {
       run.cancelled = true;
-      run.abort.abort();
-      await run.finished;
+      await running(run);
       return;
     }
     await this.endUnstarted(
@@ -240,7 +284,9 @@ export class RunManager {
 
   /** Carries out a command another instance posted for a run of this one. */
   apply(command: RunCommand): void {
-    this.cancel(command.runId).catch((err) =>
+    const stop =
+      command.kind === "interrupt" ? this.interrupt(command.runId) : this.cancel(command.runId);
+    stop.catch((err) =>
       this.opts.logger.info("a cancel from another instance found the run ending already", {
         run_id: command.runId,
         error: String(err),

@@ -1,4 +1,5 @@
 import type { ImageAttachment } from "../agents/images.js";
+import type { Approvals } from "../agents/settings.js";
 
 /**
  * What a message sets for its own run alone, over its session's settings. Held with the run in
@@ -8,10 +9,17 @@ import type { ImageAttachment } from "../agents/images.js";
 export interface RunOptions {
   maxTurns: number | null;
   maxBudgetUsd: number | null;
+  /** Who answers the run's permission requests; null: as its session says. */
+  approvals: Approvals | null;
   attachments: readonly ImageAttachment[];
 }
 
-export const NO_RUN_OPTIONS: RunOptions = { maxTurns: null, maxBudgetUsd: null, attachments: [] };
+export const NO_RUN_OPTIONS: RunOptions = {
+  maxTurns: null,
+  maxBudgetUsd: null,
+  approvals: null,
+  attachments: [],
+};
 
 /** What a route (or a webhook delivery, or a schedule) asks the run manager to run. */
 export interface Message {

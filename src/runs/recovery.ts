@@ -4,6 +4,7 @@ import type { Logger } from "../log.js";
 import { bootId, terminateGroup } from "../process/groups.js";
 import type { Database } from "../store/db.js";
 import { lastEventSeqs } from "../store/events.js";
+import { cancelPendingRequests } from "../store/permissions.js";
 import { unfinishedRuns } from "../store/runs.js";
 import type { CompletionRecorder, RunTransactionHook } from "./recording.js";
 
@@ -35,6 +36,8 @@ export async function reapRuns(
     if (orphaned && row.pgid && row.pgidBootId === bootId()) {
       await terminateGroup(row.pgid, killGraceMs, logger);
     }
+    // Its permission requests wait for nobody now.
+    await cancelPendingRequests(db, row.id);
     const last = await lastEventSeqs(db, row.id);
     const { state } = await recorder.record(
       row,

@@ -8,7 +8,7 @@ import { runCommands, runs } from "./schema.js";
 /** The channel on which an instance is told that commands wait for it; the payload is its id. */
 export const COMMANDS_CHANNEL = "agent_bridge_commands";
 
-export type RunCommandKind = "cancel";
+export type RunCommandKind = "cancel" | "interrupt";
 
 export interface RunCommand {
   runId: string;

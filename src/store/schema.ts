@@ -126,6 +126,12 @@ export const sessions = pgTable(
     /** Caps of each run (a message may set its own); null: none. */
     maxTurns: integer("max_turns"),
     maxBudgetUsd: doublePrecision("max_budget_usd"),
+    /** Who answers its runs' permission requests: `deny` (the bridge) or `api` (a client). */
+    approvals: text("approvals").notNull().default("deny"),
+    /** How long a request waits for an answer; null: the server's default. */
+    approvalTimeoutSeconds: integer("approval_timeout_seconds"),
+    /** Tool rules allowed for the rest of the session (answers with `scope: "session"`). */
+    allowedTools: jsonb("allowed_tools").$type<string[]>().notNull().default([]),
     metadata: jsonb("metadata").$type<Record<string, string>>().notNull().default({}),
     createdAt: ts("created_at").notNull(),
     updatedAt: ts("updated_at").notNull(),
@@ -307,6 +313,8 @@ export const hooks = pgTable("hooks", {
   effort: text("effort"),
   /** The MCP servers its sessions get, by name. */
   mcpServers: jsonb("mcp_servers").$type<string[]>().notNull().default([]),
+  /** Who answers its sessions' permission requests (`deny`: nobody is there to). */
+  approvals: text("approvals").notNull().default("deny"),
   /** Events (or `event.action`) a delivery must match; empty accepts all. */
   events: jsonb("events").$type<string[]>().notNull().default([]),
   callbackUrl: text("callback_url"),
@@ -390,6 +398,35 @@ export const callbacks = pgTable(
   (t) => [index("callbacks_due_idx").on(t.nextAttemptAt).where(sql`${t.state} = 'pending'`)],
 );
 
+// A run's permission requests (`approvals: "api"`), recorded before their event goes out so that
+// a reconnecting client, GET …/permissions and another instance all see them; an answer is
+// recorded here first, whichever instance it reaches.
+export const permissionRequests = pgTable(
+  "permission_requests",
+  {
+    runId: uuid("run_id")
+      .notNull()
+      .references(() => runs.id, { onDelete: "cascade" }),
+    /** The CLI's id of the request, unique within its run. */
+    requestId: text("request_id").notNull(),
+    toolName: text("tool_name").notNull(),
+    toolUseId: text("tool_use_id"),
+    input: jsonb("input").$type<Record<string, unknown>>().notNull(),
+    suggestions: jsonb("suggestions").$type<unknown[]>().notNull(),
+    /** `pending`, then `allowed`, `denied`, `expired` or `cancelled`. */
+    state: text("state").notNull(),
+    /** Who resolved it: client, timeout, cancel. */
+    by: text("by"),
+    /** The answer as the CLI gets it (PermissionAnswer), once given. */
+    answer: jsonb("answer").$type<Record<string, unknown>>(),
+    scope: text("scope"),
+    createdAt: ts("created_at").notNull(),
+    expiresAt: ts("expires_at").notNull(),
+    answeredAt: ts("answered_at"),
+  },
+  (t) => [primaryKey({ columns: [t.runId, t.requestId] })],
+);
+
 export type ApiKeyRow = typeof apiKeys.$inferSelect;
 export type SessionRow = typeof sessions.$inferSelect;
 export type RunRow = typeof runs.$inferSelect;
@@ -397,3 +434,4 @@ export type WorktreeRow = typeof worktrees.$inferSelect;
 export type HookRow = typeof hooks.$inferSelect;
 export type HookDeliveryRow = typeof hookDeliveries.$inferSelect;
 export type CallbackRow = typeof callbacks.$inferSelect;
+export type PermissionRequestRow = typeof permissionRequests.$inferSelect;

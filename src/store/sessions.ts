@@ -21,6 +21,9 @@ export interface NewSession {
   mcpServers?: string[];
   maxTurns?: number | null;
   maxBudgetUsd?: number | null;
+  /** Absent: `deny`, and the server's approval timeout. */
+  approvals?: string;
+  approvalTimeoutSeconds?: number | null;
   metadata: Record<string, string>;
 }
 
@@ -45,6 +48,7 @@ export function sessionSettings(row: SessionRow): SessionSettings {
     mcpServers: row.mcpServers,
     maxTurns: row.maxTurns,
     maxBudgetUsd: row.maxBudgetUsd,
+    approvals: row.approvals,
   });
 }
 

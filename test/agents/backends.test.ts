@@ -184,6 +184,7 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
         mcpServers: [],
         maxTurns: null,
         maxBudgetUsd: null,
+        approvals: "deny",
       },
       attachments: [],
       messageSystemPrompt: null,
@@ -192,11 +193,15 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
       },
       maxBudgetUsd: null,
       cwd: opts.cwd ?? f.dir,
+      allowedTools: [],
     };
     const pgids: number[] = [];
     const context = {
       logger: opts.logger ?? silentLogger,
       onSpawn: (id: number) => pgids.push(id),
+      approve: async () => ({ behavior: "deny" as const }),
+      withdraw: () => {},
+      awaiting: () => false,
     };
     const gen = backend
       .build(opts.bin ?? f.bin, f.env, driver)

@@ -21,11 +21,13 @@ function request(own: number | null, key: number | null): AgentRunRequest {
       mcpServers: [],
       maxTurns: null,
       maxBudgetUsd: own,
+      approvals: "deny",
     },
     messageSystemPrompt: null,
     usageBefore: async () => undefined,
     maxBudgetUsd: key,
     cwd: "/",
+    allowedTools: [],
   };
 }
 

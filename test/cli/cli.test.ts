@@ -7,6 +7,7 @@ import { crashBeforeResult, type LiveServer, liveServer, toolThenReply } from ".
 import { longRun } from "../support/fake-scenarios.js";
 import { runCommand } from "../support/process.js";
 import { freePort } from "../support/server.js";
+import { controlRequest, result, systemInit } from "../support/stream-json-lines.js";
 import { BIN, cli, ROOT, runCli } from "./run-cli.js";
 
 // The `agent-bridge` command line against live servers (the app on loopback with the fake CLI):
@@ -118,6 +119,33 @@ describe("the agent-bridge command", () => {
     expect(again).toMatch(new RegExp(`^${UUID}$`));
     const run = JSON.parse((await on(ok)("runs", "show", again)).stdout);
     expect(run).toMatchObject({ trigger: "retry", prompt: "say it again" });
+  });
+
+  it("runs approve answers a run's permission request; a second answer is refused", async () => {
+    const asking = await liveServer("pglite", {
+      steps: [
+        { emit: systemInit() },
+        { emit: controlRequest("req_cli", "Bash", { command: "make" }, "toolu_cli") },
+        { waitStdin: "control_response" },
+        { emit: result({ result: "Made." }) },
+      ],
+    });
+    try {
+      const client = createClient({ baseUrl: asking.url });
+      const session = await client.createSession({ approvals: "api" });
+      const run = await client.sendAsync(session.id, "make it");
+      const events = client.follow(run.id);
+      for await (const event of events) if (event.type === "permission_request") break;
+      const answered = await on(asking)("runs", "approve", run.id, "req_cli");
+      expect(answered).toMatchObject({ code: EXIT.ok, stdout: "allowed req_cli\n" });
+      const again = await on(asking)("runs", "approve", run.id, "req_cli", "--deny");
+      expect(again.code).not.toBe(EXIT.ok);
+      expect(again.stderr).toMatch(/no longer pending/);
+      const answer = (await asking.fake.record()).stdin.find((l) => l.includes("req_cli"));
+      expect(JSON.parse(answer ?? "{}").response.response).toMatchObject({ behavior: "allow" });
+    } finally {
+      await asking.close();
+    }
   });
 
   it("runs cancel stops a run; following it then exits with the cancelled code", async () => {

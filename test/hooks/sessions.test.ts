@@ -37,6 +37,13 @@ describe.each(BACKENDS)("hook sessions on %s", (backend) => {
       secret: SECRET,
       prompt_template: "Look at {{payload.note}}",
     });
+    await createHook(server.url, {
+      name: "supervised",
+      verification: "bearer",
+      secret: SECRET,
+      prompt_template: "Deploy {{payload.note}}",
+      approvals: "api",
+    });
   });
   afterAll(async () => {
     await server.close();
@@ -86,6 +93,22 @@ describe.each(BACKENDS)("hook sessions on %s", (backend) => {
     const invocations = await fake.invocations();
     const resumed = invocations.filter((i) => i.args.includes("--resume"));
     expect(resumed.some((i) => i.args.includes(first.session_id))).toBe(true);
+  });
+
+  it("gives its sessions the hook's approvals: deny unless the hook says api", async () => {
+    const hooks = await (await fetch(`${server.url}/v1/hooks`)).json();
+    const approvals = Object.fromEntries(
+      hooks.data.map((h: { name: string; approvals: string }) => [h.name, h.approvals]),
+    );
+    expect(approvals).toMatchObject({ fresh: "deny", supervised: "api" });
+    for (const [hook, expected] of [
+      ["fresh", "deny"],
+      ["supervised", "api"],
+    ]) {
+      const { session_id } = await send(String(hook), { note: "it" });
+      const session = await (await fetch(`${server.url}/v1/sessions/${session_id}`)).json();
+      expect(session.approvals).toBe(expected);
+    }
   });
 
   it("gives every delivery a new session without a session key", async () => {

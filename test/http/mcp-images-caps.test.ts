@@ -134,12 +134,13 @@ describe.each(BACKENDS)("MCP servers, images and run caps through the API on %s"
     expect(await sessionCount()).toBe(before);
   });
 
-  it("refuses what a codex session cannot honour: MCP servers, and caps on turns or spend, on the session or its message", async () => {
+  it("refuses what a codex session cannot honour: MCP servers, caps on turns or spend, approvals over the API, on the session or its message", async () => {
     const before = await sessionCount();
     for (const [field, value] of [
       ["mcp_servers", ["github"]],
       ["max_turns", 3],
       ["max_budget_usd", 1],
+      ["approvals", "api"],
     ] as const) {
       const problem = await expectRefused(
         await request("/v1/sessions", post({ agent: "codex", [field]: value })),
@@ -153,6 +154,7 @@ describe.each(BACKENDS)("MCP servers, images and run caps through the API on %s"
     for (const [field, value] of [
       ["max_turns", 3],
       ["max_budget_usd", 1],
+      ["approvals", "api"],
     ] as const) {
       await expectRefused(
         await request(

@@ -66,6 +66,7 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
           ...(budget ? { maxBudgetUsd: budget.usd, ownBudget: budget.own } : {}),
           ...(settings.maxTurns !== null ? { maxTurns: settings.maxTurns } : {}),
           ...(mcpConfig ? { mcpConfig } : {}),
+          ...(request.allowedTools.length > 0 ? { allowedTools: request.allowedTools } : {}),
           cwd: request.cwd,
           ...(identity ? { identity } : {}),
         },

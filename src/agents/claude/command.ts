@@ -25,6 +25,8 @@ export interface CommandInput {
   maxTurns?: number;
   /** A file of the MCP servers the run gets (`{"mcpServers": …}`); absent: none. */
   mcpConfigFile?: string;
+  /** Tool rules allowed without asking (`Write`, `Bash(npm test:*)`): the session's. */
+  allowedTools?: readonly string[];
 }
 
 /** Flags every run gets: one-shot print mode, stream-json both ways, permission prompts on stdio. */
@@ -72,6 +74,8 @@ export function buildClaudeArgs(input: CommandInput): string[] {
     args.push(`--max-budget-usd=${usd}`);
   }
   if (input.maxTurns !== undefined) args.push(`--max-turns=${input.maxTurns}`);
+  // One rule per flag, with `=`: the option is variadic, and a rule may hold spaces.
+  for (const rule of input.allowedTools ?? []) args.push(`--allowedTools=${rule}`);
   // A file, not the JSON itself: argv is readable by every process on the machine, and a server's
   // env or headers hold its secrets. `=` keeps the variadic option to this one value.
   if (input.mcpConfigFile !== undefined) args.push(`--mcp-config=${input.mcpConfigFile}`);

@@ -1,12 +1,13 @@
+import { PERMISSION_DETAILS, type PermissionAnswer, type PermissionRequest } from "../agent.js";
 import { isRecord, type Json } from "../line-fields.js";
 import { ASK_USER_QUESTION } from "./tools.js";
 
-// Answers the CLI's control requests (`--permission-prompt-tool stdio`). Until clients can answer
-// over REST, the bridge answers for them, the way `-p` would: every tool that needs approval is
+// The CLI's control protocol (`--permission-prompt-tool stdio`), as data both ways: a
+// `can_use_tool` request becomes a generic PermissionRequest, and its answer (from the run layer,
+// RunContext.approve) the control_response line the runner writes to the CLI's stdin. A refusal
+// nobody put in words (the bridge's policy, `approvals: "deny"`) gets the words of `-p`: a tool is
 // denied, and an AskUserQuestion is denied with a message that makes the model end its turn with
-// the question in plain text, so the user's next message carries the answer. The runner writes
-// the returned line to the CLI's stdin; the question itself reaches the client as a
-// `user_question` event (emitted by the mapper, exactly once).
+// the question in plain text, so the user's next message carries the answer.
 
 export const ASK_DENY_MESSAGE =
   "The user cannot answer interactive questions here: agent-bridge runs this session " +
@@ -21,25 +22,24 @@ export function toolDenyMessage(toolName: string): string {
   );
 }
 
-export interface ControlAnswer {
-  /** The control_response line for the CLI's stdin, with its `\n`. */
-  line: string;
-  /** Set for an AskUserQuestion: the question to show the client. */
-  question?: { toolUseId: string; input: unknown };
-}
+/** One control_request line: a permission to ask for, or the answer to one the bridge refuses. */
+export type ControlRequest =
+  | { kind: "permission"; request: PermissionRequest }
+  | { kind: "unsupported"; line: string };
 
 function responseLine(response: Json): string {
   return `${JSON.stringify({ type: "control_response", response })}\n`;
 }
 
-/** The answer to one `control_request` line; undefined when it carries no request id. */
-export function answerControlRequest(line: Json): ControlAnswer | undefined {
+/** What one `control_request` line asks; undefined when it carries no request id. */
+export function readControlRequest(line: Json): ControlRequest | undefined {
   const requestId = line.request_id;
   if (typeof requestId !== "string") return undefined;
   const request = isRecord(line.request) ? line.request : {};
   if (request.subtype !== "can_use_tool") {
     // Nothing else is configured (no hooks, no SDK MCP servers); say so rather than hang the CLI.
     return {
+      kind: "unsupported",
       line: responseLine({
         subtype: "error",
         request_id: requestId,
@@ -47,19 +47,57 @@ export function answerControlRequest(line: Json): ControlAnswer | undefined {
       }),
     };
   }
-  const toolName = typeof request.tool_name === "string" ? request.tool_name : "this tool";
-  const deny = (message: string) =>
-    responseLine({
-      subtype: "success",
-      request_id: requestId,
-      response: { behavior: "deny", message },
-    });
-  if (toolName === ASK_USER_QUESTION) {
-    const toolUseId = typeof request.tool_use_id === "string" ? request.tool_use_id : undefined;
-    return {
-      line: deny(ASK_DENY_MESSAGE),
-      ...(toolUseId === undefined ? {} : { question: { toolUseId, input: request.input } }),
-    };
+  const details: PermissionRequest["details"] = {};
+  for (const name of PERMISSION_DETAILS) {
+    const value = request[name];
+    if (typeof value === "string") details[name] = value;
   }
-  return { line: deny(toolDenyMessage(toolName)) };
+  return {
+    kind: "permission",
+    request: {
+      requestId,
+      toolName: typeof request.tool_name === "string" ? request.tool_name : "this tool",
+      toolUseId: typeof request.tool_use_id === "string" ? request.tool_use_id : null,
+      input: isRecord(request.input) ? request.input : {},
+      suggestions: Array.isArray(request.permission_suggestions)
+        ? request.permission_suggestions
+        : [],
+      details,
+    },
+  };
+}
+
+/** The control_response line (with its `\n`) that gives the CLI `answer` to `request`. */
+export function permissionResponseLine(
+  request: PermissionRequest,
+  answer: PermissionAnswer,
+): string {
+  const response: Json =
+    answer.behavior === "allow"
+      ? {
+          behavior: "allow",
+          // Always sent: the CLI takes a missing one as an empty input.
+          updatedInput: answer.updatedInput ?? request.input,
+          ...(answer.updatedPermissions ? { updatedPermissions: answer.updatedPermissions } : {}),
+        }
+      : {
+          behavior: "deny",
+          message: answer.message ?? policyDenyMessage(request.toolName),
+          ...(answer.interrupt ? { interrupt: true } : {}),
+        };
+  return responseLine({ subtype: "success", request_id: request.requestId, response });
+}
+
+/** The bridge's own control request that makes the CLI end its turn with a `result`. */
+export function interruptRequestLine(requestId: string): string {
+  const line = {
+    type: "control_request",
+    request_id: requestId,
+    request: { subtype: "interrupt" },
+  };
+  return `${JSON.stringify(line)}\n`;
+}
+
+function policyDenyMessage(toolName: string): string {
+  return toolName === ASK_USER_QUESTION ? ASK_DENY_MESSAGE : toolDenyMessage(toolName);
 }

@@ -9,16 +9,19 @@ import {
 import { AgentSpawnError, InvalidRunRequestError, RunnerError } from "../../process/errors.js";
 import { withRunFiles } from "../../process/run-files.js";
 import type { AgentIdentity } from "../../process/tenant-homes.js";
+import type { RunContext } from "../agent.js";
 import type { ImageAttachment } from "../images.js";
 import { buildClaudeArgs, type CommandInput, userMessageLine } from "./command.js";
-import { answerControlRequest } from "./control.js";
+import { interruptRequestLine, permissionResponseLine, readControlRequest } from "./control.js";
 import { StreamMapper } from "./mapper.js";
 import { withSessionFallback } from "./resume.js";
+import { ASK_USER_QUESTION } from "./tools.js";
 
 // Runs one `claude -p` for one message on the shared process driver (src/process/driver.ts): the
 // command line and stdin message come from command.ts, the meaning of its stream-json lines from
 // the mapper, and control requests (`--permission-prompt-tool stdio`) are answered on stdin,
-// which therefore stays open until the run stops.
+// which therefore stays open until the run stops. Who answers a permission request is the run
+// layer's business (RunContext.approve); without one, every request is refused.
 
 /** One message to the CLI: the command's options, plus the prompt (stdin) and where to run. */
 export interface RunRequest extends Omit<CommandInput, "mcpConfigFile"> {
@@ -34,7 +37,9 @@ export interface RunRequest extends Omit<CommandInput, "mcpConfigFile"> {
   identity?: AgentIdentity;
 }
 
-export interface RunnerConfig extends DriverConfig {
+export interface RunnerConfig
+  extends DriverConfig,
+    Partial<Pick<RunContext, "approve" | "withdraw" | "awaiting" | "interruption">> {
   /** Path (or PATH name) of the claude binary. */
   bin: string;
   /** The child's complete environment (see env.ts `childEnvironment`). */
@@ -87,21 +92,52 @@ async function* runClaudeOnce(
     ...(req.ownBudget ? { ownBudget: true } : {}),
     resumed: req.resume,
   });
+  const approve = config.approve ?? (async () => ({ behavior: "deny" as const }));
+  // Requests the CLI withdrew: their answers, when they come, are not written.
+  const withdrawn = new Set<string>();
   const protocol: LineProtocol = {
     onLine(line, reply) {
       if (line.type === "control_request") {
-        const answer = answerControlRequest(line);
-        if (!answer) return [];
-        reply(answer.line);
-        const q = answer.question;
-        const event = q ? mapper.questionFromControl(q.toolUseId, q.input) : undefined;
-        return event ? [event] : [];
+        const control = readControlRequest(line);
+        if (!control) return [];
+        if (control.kind === "unsupported") {
+          reply(control.line);
+          return [];
+        }
+        const { request } = control;
+        approve(request).then(
+          (answer) => {
+            if (!withdrawn.has(request.requestId)) reply(permissionResponseLine(request, answer));
+          },
+          (err) => {
+            logger.error("answering a permission request failed", { error: String(err) });
+            reply(permissionResponseLine(request, { behavior: "deny" }));
+          },
+        );
+        const question =
+          request.toolName === ASK_USER_QUESTION && request.toolUseId !== null
+            ? mapper.questionFromControl(request.toolUseId, request.input)
+            : undefined;
+        return question ? [question] : [];
       }
-      if (line.type === "control_cancel_request") return [];
+      if (line.type === "control_cancel_request") {
+        if (typeof line.request_id === "string") {
+          withdrawn.add(line.request_id);
+          config.withdraw?.(line.request_id);
+        }
+        return [];
+      }
       return mapper.push(line);
     },
     lineDropped: () => mapper.lineDropped(),
     failure: (err, elapsedMs) => mapper.failure(err.status, err.message, err.code, elapsedMs),
+    ...(config.awaiting ? { awaiting: config.awaiting } : {}),
+    started(write) {
+      const { interruption } = config;
+      const interrupt = () => write(interruptRequestLine(`interrupt-${req.claudeSessionId}`));
+      if (interruption?.aborted) interrupt();
+      else interruption?.addEventListener("abort", interrupt, { once: true });
+    },
   };
   let args: string[];
   try {

@@ -49,6 +49,7 @@ export const CodexSettings: z.ZodType<SessionSettings> = Settings.superRefine((s
     ["mcpServers", s.mcpServers.length > 0, "codex takes MCP servers only in its config"],
     ["maxTurns", s.maxTurns !== null, "codex exec has no cap on turns"],
     ["maxBudgetUsd", s.maxBudgetUsd !== null, "codex exec has no cap on spend"],
+    ["approvals", s.approvals === "api", "codex exec asks for no approvals"],
   ] as const;
   for (const [path, asked, message] of unsupported) {
     if (asked) ctx.addIssue({ code: "custom", path: [path], message });

@@ -3,6 +3,7 @@ import type { AppEnv } from "../context.js";
 import { healthRouter } from "./health/health.index.js";
 import { hooksRouter } from "./hooks/hooks.index.js";
 import { keysRouter } from "./keys/keys.index.js";
+import { permissionsRouter } from "./permissions/permissions.index.js";
 import { runsRouter } from "./runs/runs.index.js";
 import { sessionsRouter } from "./sessions/sessions.index.js";
 import { usageRouter } from "./usage/usage.index.js";
@@ -13,6 +14,7 @@ export function mountRoutes(app: OpenAPIHono<AppEnv>) {
     .route("/", healthRouter)
     .route("/", sessionsRouter)
     .route("/", runsRouter)
+    .route("/", permissionsRouter)
     .route("/", usageRouter)
     .route("/", keysRouter)
     .route("/", hooksRouter);

@@ -145,6 +145,15 @@ describe("buildClaudeArgs", () => {
     ]);
   });
 
+  it("passes the session's allowed tool rules one --allowedTools=<rule> each, spaces kept", () => {
+    expect(buildClaudeArgs(base).some((a) => a.startsWith("--allowedTools"))).toBe(false);
+    const args = buildClaudeArgs({ ...base, allowedTools: ["Write", "Bash(echo hi *)"] });
+    expect(args.filter((a) => a.startsWith("--allowedTools"))).toEqual([
+      "--allowedTools=Write",
+      "--allowedTools=Bash(echo hi *)",
+    ]);
+  });
+
   it("passes a cap on turns as one --max-turns=<n> argument, only when set", () => {
     expect(buildClaudeArgs(base).some((a) => a.startsWith("--max-turns"))).toBe(false);
     const args = buildClaudeArgs({ ...base, maxTurns: 3 });

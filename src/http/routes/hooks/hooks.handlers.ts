@@ -142,6 +142,7 @@ async function definition(
       mcpServers,
       maxTurns: null,
       maxBudgetUsd: null,
+      approvals: body.approvals ?? "deny",
     }),
   );
   if (errors.length > 0) throw invalidRequest(errors);
@@ -158,6 +159,7 @@ async function definition(
     model: body.model ?? null,
     effort: body.effort ?? null,
     mcpServers,
+    approvals: body.approvals ?? "deny",
     events: body.events ?? [],
     callbackUrl: body.callback_url ?? null,
     callbackSecret,

@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { AgentName } from "../../../agents/agent.js";
-import { Effort, PermissionMode } from "../../../agents/settings.js";
+import { Approvals, Effort, PermissionMode } from "../../../agents/settings.js";
 import { nextTick } from "../../../hooks/scheduler.js";
 import { MAX_VALUE_CHARS } from "../../../hooks/template.js";
 import { VERIFICATION_KINDS } from "../../../hooks/verify.js";
@@ -54,6 +54,10 @@ const hookFields = {
   mcp_servers: McpServerNames.optional().openapi({
     description:
       "The MCP servers its sessions get, as for a session (by their names in `AGENT_BRIDGE_MCP_CONFIG`; Claude Code only).",
+  }),
+  approvals: Approvals.optional().openapi({
+    description:
+      "Who answers the permission requests of its sessions' runs, as for a session. Default `deny`: a hook's run is unattended; with `api` its owner's key answers them.",
   }),
   events: z.array(z.string().min(1).max(200)).max(50).optional().openapi({
     description:
@@ -121,6 +125,7 @@ export const Hook = z
     model: z.string().nullable(),
     effort: Effort.nullable(),
     mcp_servers: z.array(z.string()),
+    approvals: Approvals,
     events: z.array(z.string()),
     callback_url: z.string().nullable(),
     schedule: z.string().nullable(),
@@ -246,6 +251,7 @@ export function toHook(row: HookRow): z.infer<typeof Hook> {
     model: row.model,
     effort: row.effort === null ? null : Effort.parse(row.effort),
     mcp_servers: row.mcpServers,
+    approvals: Approvals.parse(row.approvals),
     events: row.events,
     callback_url: row.callbackUrl,
     schedule: row.schedule,

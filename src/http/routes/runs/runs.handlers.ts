@@ -7,6 +7,7 @@ import type { Message, RunOptions } from "../../../runs/message.js";
 import type { Database } from "../../../store/db.js";
 import { getCompletionEvent, type LogView } from "../../../store/events.js";
 import { getCallback } from "../../../store/hooks.js";
+import { hasPendingRequest } from "../../../store/permissions.js";
 import * as runStore from "../../../store/runs.js";
 import type { RunRow, SessionRow } from "../../../store/schema.js";
 import { getSession, sessionSettings } from "../../../store/sessions.js";
@@ -21,12 +22,16 @@ import { type PostMessageBody, toRun } from "./runs.schemas.js";
 
 const runNotFound = (id: string) => new ApiError(404, "run_not_found", `No run with id ${id}`);
 
-/** A run as the API shows it: its row with its completion and its callback's state. */
+/**
+ * A run as the API shows it: its row with its completion, its callback's state and, while it
+ * runs, whether a permission request of its waits for an answer.
+ */
 async function showRun(db: Database, row: RunRow) {
   return toRun(
     row,
     (await getCompletionEvent(db, row.id)) ?? null,
     (await getCallback(db, row.id)) ?? null,
+    row.status === "running" && (await hasPendingRequest(db, row.id)),
   );
 }
 
@@ -85,6 +90,7 @@ function runOptions(c: Context<AppEnv>, session: SessionRow, body: PostMessageBo
   const options: RunOptions = {
     maxTurns: body.max_turns ?? null,
     maxBudgetUsd: body.max_budget_usd ?? null,
+    approvals: body.approvals ?? null,
     attachments: (body.attachments ?? []).map((a) => ({ mediaType: a.media_type, data: a.data })),
   };
   const settings = sessionSettings(session);
@@ -93,6 +99,7 @@ function runOptions(c: Context<AppEnv>, session: SessionRow, body: PostMessageBo
     ...settings,
     maxTurns: options.maxTurns ?? settings.maxTurns,
     maxBudgetUsd: options.maxBudgetUsd ?? settings.maxBudgetUsd,
+    approvals: options.approvals ?? settings.approvals,
   });
   if (refused.length > 0) throw invalidRequest(refused);
   return options;
@@ -220,6 +227,14 @@ export const cancelRun: RouteHandler<typeof routes.cancelRun, AppEnv> = async (c
   const { db, runs, principal } = c.var;
   if (!(await runStore.getVisibleRun(db, id, principal))) throw runNotFound(id);
   await runs.cancel(id);
+  return c.json(await loadRun(db, id, principal), 200);
+};
+
+export const interruptRun: RouteHandler<typeof routes.interruptRun, AppEnv> = async (c) => {
+  const { id } = c.req.valid("param");
+  const { db, runs, principal } = c.var;
+  if (!(await runStore.getVisibleRun(db, id, principal))) throw runNotFound(id);
+  await runs.interrupt(id);
   return c.json(await loadRun(db, id, principal), 200);
 };
 

@@ -9,5 +9,6 @@ export const runsRouter = createRouter()
   .openapi(routes.getRun, handlers.getRun)
   .openapi(routes.getRunEvents, handlers.getRunEvents)
   .openapi(routes.cancelRun, handlers.cancelRun)
+  .openapi(routes.interruptRun, handlers.interruptRun)
   .openapi(routes.retryRun, handlers.retryRun)
   .openapi(routes.createStreamToken, handlers.createStreamToken);

@@ -134,6 +134,21 @@ export const cancelRun = createRoute({
   },
 });
 
+export const interruptRun = createRoute({
+  method: "post",
+  path: "/v1/runs/{id}/interrupt",
+  operationId: "interruptRun",
+  tags,
+  summary: "Interrupt a run: end its turn cleanly",
+  description:
+    "Asks the agent to end its turn (Claude Code's `interrupt` control request): the run ends `cancelled` with the usage and cost the CLI reported, and the conversation stays intact for the session's next message. An agent that has not ended within a short grace (or cannot be interrupted, as codex) is stopped as by a cancel. A run not started yet is cancelled.",
+  request: { params: z.object({ id: RunId }) },
+  responses: {
+    200: { description: "The interrupted run", content: { "application/json": { schema: Run } } },
+    ...problemResponses(400, 401, 404, 409, 429),
+  },
+});
+
 export const listRuns = createRoute({
   method: "get",
   path: "/v1/runs",

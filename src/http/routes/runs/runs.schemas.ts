@@ -5,6 +5,7 @@ import {
   MAX_IMAGE_BASE64_CHARS,
   MAX_IMAGES,
 } from "../../../agents/images.js";
+import { Approvals } from "../../../agents/settings.js";
 import { BridgeEvent, CompletionEvent, RunStatus, Usage } from "../../../events.js";
 import type { CallbackRow, RunRow } from "../../../store/schema.js";
 import { StreamError } from "../../sse.js";
@@ -67,6 +68,10 @@ export const PostMessageBody = z
     }),
     max_budget_usd: MaxBudgetUsd.optional().openapi({
       description: `${MAX_BUDGET_HELP} For this message's run, in place of the session's.`,
+    }),
+    approvals: Approvals.optional().openapi({
+      description:
+        "Who answers this message's run's permission requests, in place of the session's `approvals`.",
     }),
   })
   .openapi("PostMessage");
@@ -279,12 +284,19 @@ export function toRun(
   row: RunRow,
   completion: z.infer<typeof CompletionEvent> | null,
   callback: CallbackRow | null = null,
+  awaitingApproval = false,
 ): Run {
   return {
     id: row.id,
     session_id: row.sessionId,
     // A run waiting for its session (a webhook delivery behind another run) is queued too.
-    status: RunStatus.parse(row.status === "waiting" ? "queued" : row.status),
+    status: RunStatus.parse(
+      row.status === "waiting"
+        ? "queued"
+        : row.status === "running" && awaitingApproval
+          ? "awaiting_approval"
+          : row.status,
+    ),
     trigger: row.trigger,
     prompt: row.prompt,
     system_prompt: row.systemPrompt,

@@ -65,6 +65,7 @@ export const createSession: RouteHandler<typeof routes.createSession, AppEnv> = 
     mcpServers: body.mcp_servers ?? [],
     maxTurns: body.max_turns ?? null,
     maxBudgetUsd: body.max_budget_usd ?? null,
+    approvals: body.approvals ?? "deny",
   };
   const refused = [
     ...mcpServerIssues(config.agents.mcpServers, settings.mcpServers),
@@ -83,6 +84,7 @@ export const createSession: RouteHandler<typeof routes.createSession, AppEnv> = 
     title: body.title ?? null,
     agent: agent.name,
     ...settings,
+    approvalTimeoutSeconds: body.approval_timeout_seconds ?? null,
     metadata: body.metadata ?? {},
   });
   return c.json(toSession(row, c.var.config), 201, { Location: `/v1/sessions/${row.id}` });

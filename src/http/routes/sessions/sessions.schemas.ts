@@ -1,7 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import { AgentName } from "../../../agents/agent.js";
 import { MCP_SERVER_NAME } from "../../../agents/mcp-servers.js";
-import { Effort, PermissionMode } from "../../../agents/settings.js";
+import { Approvals, Effort, PermissionMode } from "../../../agents/settings.js";
 import type { Config } from "../../../config.js";
 import { SessionUsage } from "../../../events.js";
 import type { SessionRow, WorktreeRow } from "../../../store/schema.js";
@@ -85,6 +85,20 @@ export const CreateSessionBody = z
     max_budget_usd: MaxBudgetUsd.optional().openapi({
       description: `${MAX_BUDGET_HELP} A message may set its own for its run.`,
     }),
+    approvals: Approvals.optional().openapi({
+      description:
+        "Who answers the agent's permission requests. Default `deny`; a message may set its own for its run.",
+    }),
+    approval_timeout_seconds: z
+      .number()
+      .int({ error: "expected a whole number of seconds" })
+      .min(1, { error: "expected at least 1 second" })
+      .max(86_400, { error: "expected at most 86400 seconds" })
+      .optional()
+      .openapi({
+        description:
+          "How long a permission request waits for an answer (`approvals: api`) before it is denied `by: timeout`. Default: `AGENT_BRIDGE_APPROVAL_TIMEOUT_SECONDS`. The run's wall-clock timeout keeps counting while a request waits; its idle timeout does not.",
+      }),
     work_dir: z.string().min(1).max(4096).optional().openapi({
       description:
         "Directory the agent works in, absolute or relative to the first allowed root; it must resolve (symlinks followed) inside `AGENT_BRIDGE_ALLOWED_ROOTS`. Default: `AGENT_BRIDGE_WORK_DIR`.",
@@ -140,6 +154,14 @@ export const Session = z
     }),
     max_budget_usd: z.number().nullable().openapi({
       description: "Each run's cap in USD, unless its message sets one; null: none.",
+    }),
+    approvals: Approvals,
+    approval_timeout_seconds: z.number().int().openapi({
+      description: "How long a permission request waits for an answer.",
+    }),
+    allowed_tools: z.array(z.string()).openapi({
+      description:
+        "Tool rules allowed for the rest of the session by answers with `scope: session`, given to each later run as `--allowedTools`.",
     }),
     metadata: z.record(z.string(), z.string()),
     created_at: z.string().openapi({ format: "date-time" }),
@@ -216,6 +238,9 @@ export function toSession(
     mcp_servers: row.mcpServers,
     max_turns: row.maxTurns,
     max_budget_usd: row.maxBudgetUsd,
+    approvals: Approvals.parse(row.approvals),
+    approval_timeout_seconds: row.approvalTimeoutSeconds ?? config.agents.approvalTimeoutSeconds,
+    allowed_tools: row.allowedTools,
     metadata: row.metadata,
     created_at: row.createdAt.toISOString(),
     updated_at: row.updatedAt.toISOString(),

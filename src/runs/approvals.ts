@@ -1,0 +1,343 @@
+import type { PermissionAnswer, PermissionRequest, RunContext } from "../agents/agent.js";
+import { isRecord } from "../agents/line-fields.js";
+import type { Approvals as ApprovalMode } from "../agents/settings.js";
+import type { BridgeEvent } from "../events.js";
+import type { Logger } from "../log.js";
+import type { Database } from "../store/db.js";
+import {
+  allowToolsForSession,
+  cancelPendingRequests,
+  getPermissionRequest,
+  insertPermissionRequest,
+  resolvePermissionRequest,
+} from "../store/permissions.js";
+import type { PermissionRequestRow, RunRow } from "../store/schema.js";
+import type { ActiveRun } from "./active-run.js";
+import { PermissionRequestNotFoundError, PermissionRequestResolvedError } from "./errors.js";
+
+// Who answers an agent's permission requests, and the wait for the answer. With `approvals:
+// "deny"` the bridge refuses each at once; with `"api"` each is recorded (before its event goes
+// out), waits for a client's answer (`answer`, from the route) or its timeout, and is closed
+// `cancel` when its run ends first. Every resolution is a conditional update of the request's
+// row, so exactly one of them wins; the winner's answer goes to the CLI and its
+// `permission_resolved` to the run's log.
+
+/** A client's answer, as the route takes it. */
+export type ClientReply =
+  | {
+      decision: "allow" | "deny";
+      scope?: "once" | "session" | undefined;
+      updatedInput?: Record<string, unknown> | undefined;
+      message?: string | undefined;
+      interrupt?: boolean | undefined;
+    }
+  | { answers: Record<string, string | string[]> };
+
+type Resolved = Extract<BridgeEvent, { type: "permission_resolved" }>;
+
+interface Waiter {
+  run: ActiveRun;
+  request: PermissionRequest;
+  resolve: (answer: PermissionAnswer) => void;
+  timer: NodeJS.Timeout;
+  /** Settles once the request is recorded and its event out; whatever resolves it waits for it. */
+  recorded: Promise<void>;
+}
+
+export interface ApprovalsOptions {
+  db: Database;
+  logger: Logger;
+  /** How long a request waits when its session sets no `approval_timeout_seconds`. */
+  timeoutSeconds: number;
+}
+
+/** One run's side of it: the RunContext callbacks, and `close` once its outcome is known. */
+export type RunApprovals = Pick<RunContext, "approve" | "withdraw" | "awaiting"> & {
+  /** Closes what still waits (`cancel`); later requests are refused. Never rejects. */
+  close(): Promise<void>;
+};
+
+export class Approvals {
+  /** Requests of this process's runs that wait for an answer, by run and request id. */
+  private readonly waiting = new Map<string, Waiter>();
+
+  constructor(private readonly opts: ApprovalsOptions) {}
+
+  forRun(run: ActiveRun, mode: ApprovalMode): RunApprovals {
+    let closed = false;
+    const mine = () => [...this.waiting.values()].filter((w) => w.run === run);
+    return {
+      approve: (request) => {
+        if (mode === "deny" || closed) return Promise.resolve(this.refuse(run, request, !closed));
+        return this.wait(run, request);
+      },
+      withdraw: (requestId) => this.withdraw(run, requestId),
+      awaiting: () => mine().length > 0,
+      close: async () => {
+        closed = true;
+        await Promise.all(
+          mine().map((waiter) =>
+            this.deliver(waiter, { behavior: "deny" }, { decision: "deny", by: "cancel" }),
+          ),
+        );
+        try {
+          await cancelPendingRequests(this.opts.db, run.id);
+        } catch (err) {
+          this.opts.logger.error("could not close the run's permission requests", {
+            run_id: run.id,
+            error: String(err),
+          });
+        }
+      },
+    };
+  }
+
+  /**
+   * Records a client's answer to a request of `run` and, when this process runs it, gives it to
+   * the CLI. A run of another instance finds the answer in the row (recorded only, for now).
+   */
+  async answer(run: RunRow, requestId: string, reply: ClientReply): Promise<PermissionRequestRow> {
+    const { db } = this.opts;
+    const row = await getPermissionRequest(db, run.id, requestId);
+    if (!row) throw new PermissionRequestNotFoundError(run.id, requestId);
+    if (row.state !== "pending") throw new PermissionRequestResolvedError(requestId, row.state);
+    const { answer, scope, rules } = answerOf(row, reply);
+    const resolved = await resolvePermissionRequest(db, run.id, requestId, {
+      state: answer.behavior === "allow" ? "allowed" : "denied",
+      by: "client",
+      answer,
+      ...(scope ? { scope } : {}),
+    });
+    if (!resolved) {
+      const now = await getPermissionRequest(db, run.id, requestId);
+      throw new PermissionRequestResolvedError(requestId, now?.state ?? "cancelled");
+    }
+    const waiter = this.waiting.get(key(run.id, requestId));
+    if (waiter) {
+      await this.deliver(waiter, answer, {
+        decision: answer.behavior,
+        by: "client",
+        ...(scope ? { scope } : {}),
+        ...(answer.behavior === "deny" && answer.message ? { message: answer.message } : {}),
+      });
+    }
+    // After the CLI has its answer: the session's later runs are what these rules are for.
+    if (rules.length > 0) await allowToolsForSession(db, run.sessionId, rules);
+    return resolved;
+  }
+
+  /** The bridge's own refusal (`approvals: "deny"`), shown in the stream when `visible`. */
+  private refuse(run: ActiveRun, request: PermissionRequest, visible: boolean): PermissionAnswer {
+    if (visible) {
+      run.log.append(requestEvent(request, null));
+      run.log.append(resolvedEvent(request.requestId, { decision: "deny", by: "policy" }));
+    }
+    return { behavior: "deny" };
+  }
+
+  private wait(run: ActiveRun, request: PermissionRequest): Promise<PermissionAnswer> {
+    const seconds = run.session.approvalTimeoutSeconds ?? this.opts.timeoutSeconds;
+    let resolve: (answer: PermissionAnswer) => void = () => {};
+    const answered = new Promise<PermissionAnswer>((r) => {
+      resolve = r;
+    });
+    // Waiting before the row exists: an answer can only come once it does.
+    const waiter: Waiter = {
+      run,
+      request,
+      resolve,
+      timer: setTimeout(() => void this.expire(run, request, seconds), seconds * 1000),
+      recorded: Promise.resolve(),
+    };
+    this.waiting.set(key(run.id, request.requestId), waiter);
+    waiter.recorded = this.record(waiter, seconds);
+    return answered;
+  }
+
+  /** Records the request, then sends its event; refuses it when it cannot be recorded. */
+  private async record(waiter: Waiter, seconds: number): Promise<void> {
+    const { run, request } = waiter;
+    const createdAt = new Date();
+    const expiresAt = new Date(createdAt.getTime() + seconds * 1000);
+    try {
+      await insertPermissionRequest(this.opts.db, {
+        runId: run.id,
+        requestId: request.requestId,
+        toolName: request.toolName,
+        toolUseId: request.toolUseId,
+        input: request.input,
+        suggestions: request.suggestions,
+        createdAt,
+        expiresAt,
+      });
+    } catch (err) {
+      this.opts.logger.error("could not record a permission request; it is denied", {
+        run_id: run.id,
+        error: String(err),
+      });
+      run.log.append(requestEvent(request, null));
+      if (this.take(waiter)) {
+        run.log.append(resolvedEvent(request.requestId, { decision: "deny", by: "policy" }));
+        waiter.resolve({ behavior: "deny" });
+      }
+      return;
+    }
+    run.log.append(requestEvent(request, expiresAt));
+  }
+
+  /** Nobody answered in time: denied, unless an answer reached the row from elsewhere. */
+  private async expire(run: ActiveRun, request: PermissionRequest, seconds: number) {
+    const waiter = this.waiting.get(key(run.id, request.requestId));
+    if (!waiter) return;
+    const message = `Nobody answered the request to use ${request.toolName} within ${seconds} s, so it was denied. Continue without it, or explain in your reply what you need.`;
+    const answer: PermissionAnswer = { behavior: "deny", message };
+    try {
+      const { db } = this.opts;
+      const row = await resolvePermissionRequest(db, run.id, request.requestId, {
+        state: "expired",
+        by: "timeout",
+        answer,
+      });
+      const recorded = row ? undefined : await getPermissionRequest(db, run.id, request.requestId);
+      if (recorded?.answer && (recorded.state === "allowed" || recorded.state === "denied")) {
+        const given = recorded.answer as PermissionAnswer;
+        await this.deliver(waiter, given, {
+          decision: given.behavior,
+          by: "client",
+          ...(recorded.scope === "session" || recorded.scope === "once"
+            ? { scope: recorded.scope }
+            : {}),
+        });
+        return;
+      }
+    } catch (err) {
+      this.opts.logger.error("could not record a permission request's timeout", {
+        run_id: run.id,
+        error: String(err),
+      });
+    }
+    await this.deliver(waiter, answer, { decision: "deny", by: "timeout", message });
+  }
+
+  private withdraw(run: ActiveRun, requestId: string) {
+    const waiter = this.waiting.get(key(run.id, requestId));
+    if (!waiter || !this.take(waiter)) return;
+    void waiter.recorded.then(async () => {
+      run.log.append({ type: "permission_cancelled", request_id: requestId });
+      // The CLI wants no answer: the runner writes none.
+      waiter.resolve({ behavior: "deny" });
+      try {
+        await resolvePermissionRequest(this.opts.db, run.id, requestId, {
+          state: "cancelled",
+          by: "cancel",
+        });
+      } catch (err) {
+        this.opts.logger.error("could not record a withdrawn permission request", {
+          run_id: run.id,
+          error: String(err),
+        });
+      }
+    });
+  }
+
+  /** Takes the waiter out of the waiting (once): false when something else resolved it. */
+  private take(waiter: Waiter): boolean {
+    const k = key(waiter.run.id, waiter.request.requestId);
+    if (this.waiting.get(k) !== waiter) return false;
+    clearTimeout(waiter.timer);
+    this.waiting.delete(k);
+    return true;
+  }
+
+  /** Gives the CLI its answer and the log its `permission_resolved`, after the request's event. */
+  private async deliver(
+    waiter: Waiter,
+    answer: PermissionAnswer,
+    how: Omit<Resolved, "type" | "request_id">,
+  ): Promise<void> {
+    if (!this.take(waiter)) return;
+    await waiter.recorded;
+    waiter.run.log.append(resolvedEvent(waiter.request.requestId, how));
+    waiter.resolve(answer);
+  }
+}
+
+const key = (runId: string, requestId: string) => `${runId}\u0000${requestId}`;
+
+function requestEvent(request: PermissionRequest, expiresAt: Date | null): BridgeEvent {
+  return {
+    type: "permission_request",
+    request_id: request.requestId,
+    tool_name: request.toolName,
+    tool_use_id: request.toolUseId,
+    input: request.input,
+    suggestions: request.suggestions,
+    ...request.details,
+    expires_at: expiresAt?.toISOString() ?? null,
+  };
+}
+
+function resolvedEvent(requestId: string, how: Omit<Resolved, "type" | "request_id">): Resolved {
+  return { type: "permission_resolved", request_id: requestId, ...how };
+}
+
+/**
+ * What the CLI gets for a client's reply: a question's answers are an allow whose input carries
+ * them (as the CLI's own dialog does), and `scope: "session"` adds the request's suggested rules
+ * (or its tool) for the CLI's session and, as `rules`, for the bridge session's later runs.
+ */
+function answerOf(
+  row: PermissionRequestRow,
+  reply: ClientReply,
+): { answer: PermissionAnswer; scope?: "once" | "session"; rules: string[] } {
+  if ("answers" in reply) {
+    return {
+      answer: { behavior: "allow", updatedInput: { ...row.input, answers: reply.answers } },
+      rules: [],
+    };
+  }
+  if (reply.decision === "deny") {
+    const answer: PermissionAnswer = {
+      behavior: "deny",
+      message: reply.message ?? `The user denied the use of ${row.toolName}.`,
+      ...(reply.interrupt ? { interrupt: true } : {}),
+    };
+    // A scope means what an allow covers; a denial is always this request's alone.
+    return { answer, rules: [] };
+  }
+  const scope = reply.scope ?? "once";
+  const updatedInput = reply.updatedInput ?? row.input;
+  if (scope === "once") return { answer: { behavior: "allow", updatedInput }, scope, rules: [] };
+  const rules = sessionRules(row);
+  return {
+    answer: {
+      behavior: "allow",
+      updatedInput,
+      updatedPermissions: [{ type: "addRules", rules, behavior: "allow", destination: "session" }],
+    },
+    scope,
+    rules: rules.map((r) => (r.ruleContent ? `${r.toolName}(${r.ruleContent})` : r.toolName)),
+  };
+}
+
+interface Rule {
+  toolName: string;
+  ruleContent?: string;
+}
+
+/** The allow rules the CLI suggested for the request; else its tool, whatever the input. */
+function sessionRules(row: PermissionRequestRow): Rule[] {
+  const rules: Rule[] = [];
+  for (const suggestion of row.suggestions) {
+    if (!isRecord(suggestion) || suggestion.type !== "addRules") continue;
+    if (suggestion.behavior !== "allow" || !Array.isArray(suggestion.rules)) continue;
+    for (const rule of suggestion.rules) {
+      if (!isRecord(rule) || typeof rule.toolName !== "string") continue;
+      rules.push({
+        toolName: rule.toolName,
+        ...(typeof rule.ruleContent === "string" ? { ruleContent: rule.ruleContent } : {}),
+      });
+    }
+  }
+  return rules.length > 0 ? rules : [{ toolName: row.toolName }];
+}

@@ -1,0 +1,106 @@
+import { and, asc, eq, sql } from "drizzle-orm";
+import type { Database } from "./db.js";
+import { type PermissionRequestRow, permissionRequests, sessions } from "./schema.js";
+
+// A run's permission requests (`approvals: "api"`) and their answers. Every change of state is
+// conditional on `pending`, so an answer, the timeout and the run's end cannot all resolve one.
+
+export const PERMISSION_STATES = ["pending", "allowed", "denied", "expired", "cancelled"] as const;
+export type PermissionState = (typeof PERMISSION_STATES)[number];
+
+export type NewPermissionRequest = Omit<
+  PermissionRequestRow,
+  "state" | "by" | "answer" | "scope" | "answeredAt"
+>;
+
+export async function insertPermissionRequest(
+  db: Database,
+  input: NewPermissionRequest,
+): Promise<void> {
+  await db.insert(permissionRequests).values({ ...input, state: "pending" });
+}
+
+export async function getPermissionRequest(
+  db: Database,
+  runId: string,
+  requestId: string,
+): Promise<PermissionRequestRow | undefined> {
+  const [row] = await db
+    .select()
+    .from(permissionRequests)
+    .where(and(eq(permissionRequests.runId, runId), eq(permissionRequests.requestId, requestId)));
+  return row;
+}
+
+export function listPermissionRequests(
+  db: Database,
+  runId: string,
+): Promise<PermissionRequestRow[]> {
+  return db
+    .select()
+    .from(permissionRequests)
+    .where(eq(permissionRequests.runId, runId))
+    .orderBy(asc(permissionRequests.createdAt), asc(permissionRequests.requestId));
+}
+
+/** Whether a request of the run waits for an answer. */
+export async function hasPendingRequest(db: Database, runId: string): Promise<boolean> {
+  const [row] = await db
+    .select({ runId: permissionRequests.runId })
+    .from(permissionRequests)
+    .where(and(eq(permissionRequests.runId, runId), eq(permissionRequests.state, "pending")))
+    .limit(1);
+  return row !== undefined;
+}
+
+/** Resolves a pending request; the row as resolved, or undefined when it was no longer pending. */
+export async function resolvePermissionRequest(
+  db: Database,
+  runId: string,
+  requestId: string,
+  resolution: {
+    state: Exclude<PermissionState, "pending">;
+    by: string;
+    answer?: Record<string, unknown>;
+    scope?: string;
+  },
+): Promise<PermissionRequestRow | undefined> {
+  const [row] = await db
+    .update(permissionRequests)
+    .set({ ...resolution, answeredAt: new Date() })
+    .where(
+      and(
+        eq(permissionRequests.runId, runId),
+        eq(permissionRequests.requestId, requestId),
+        eq(permissionRequests.state, "pending"),
+      ),
+    )
+    .returning();
+  return row;
+}
+
+/** Cancels every request of the run still pending (the run ended); their ids. */
+export async function cancelPendingRequests(db: Database, runId: string): Promise<string[]> {
+  const rows = await db
+    .update(permissionRequests)
+    .set({ state: "cancelled", by: "cancel", answeredAt: new Date() })
+    .where(and(eq(permissionRequests.runId, runId), eq(permissionRequests.state, "pending")))
+    .returning({ requestId: permissionRequests.requestId });
+  return rows.map((r) => r.requestId);
+}
+
+/** Adds tool rules to those the session's later runs are allowed (`--allowedTools`). */
+export async function allowToolsForSession(
+  db: Database,
+  sessionId: string,
+  rules: readonly string[],
+): Promise<void> {
+  if (rules.length === 0) return;
+  // One statement, so two answers at once cannot drop each other's rules.
+  await db
+    .update(sessions)
+    .set({
+      allowedTools: sql`(select coalesce(jsonb_agg(distinct r), '[]'::jsonb) from jsonb_array_elements_text(${sessions.allowedTools} || ${JSON.stringify(rules)}::jsonb) as r)`,
+    })
+    .where(eq(sessions.id, sessionId));
+}

@@ -1,0 +1,117 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { insertPermissionRequest, listPermissionRequests } from "../../src/store/permissions.js";
+import { insertRun, markRunning } from "../../src/store/runs.js";
+import { createTestApp, type TestApp } from "../support/app.js";
+import { BACKENDS } from "../support/db.js";
+import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { type Frame, SseReader } from "../support/sse.js";
+import { controlRequest, result, systemInit } from "../support/stream-json-lines.js";
+
+// Permission requests where the real CLI cannot be made to do it on demand: withdraw a request it
+// asked for (`control_cancel_request`: the scripted fake CLI asks, waits for the test's go,
+// withdraws), or be left by a server that died.
+
+describe.each(BACKENDS)("permission requests withdrawn or left behind on %s", (backend) => {
+  let dir: string;
+  let fake: FakeClaude;
+  let t: TestApp;
+  const go = () => join(dir, "go");
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "approvals-"));
+    fake = await fakeClaude({
+      steps: [
+        { emit: systemInit() },
+        { emit: controlRequest("req_w", "Bash", { command: "make deploy" }, "toolu_w") },
+        { waitFile: go() },
+        { emit: { type: "control_cancel_request", request_id: "req_w" } },
+        { emit: result({ result: "Gave up." }) },
+      ],
+    });
+    t = await createTestApp(backend, fake.bridgeEnv);
+  });
+  afterAll(async () => {
+    await t.close();
+    await fake.cleanup();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("shows permission_cancelled, marks the request cancelled and writes the CLI no answer", async () => {
+    const session = await (
+      await t.app.request("/v1/sessions", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ approvals: "api" }),
+      })
+    ).json();
+    const res = await t.app.request(`/v1/sessions/${session.id}/messages`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ text: "deploy" }),
+    });
+    const runId = res.headers.get("x-run-id");
+    const sse = SseReader.of(res);
+    const frames: Frame[] = [];
+    while (frames.at(-1)?.event !== "permission_request") frames.push(...(await sse.events(1)));
+    await writeFile(go(), "");
+    frames.push(...(await sse.events()));
+    expect(frames.map((f) => f.event).slice(1)).toEqual([
+      "permission_request",
+      "permission_cancelled",
+      "text_delta",
+      "completion",
+    ]);
+    expect(frames[2]?.data).toEqual({ type: "permission_cancelled", request_id: "req_w" });
+    const listed = await (await t.app.request(`/v1/runs/${runId}/permissions`)).json();
+    expect(listed.data).toEqual([
+      expect.objectContaining({ request_id: "req_w", state: "cancelled", by: "cancel" }),
+    ]);
+    const record = await fake.record();
+    expect(record.stdin.filter((line) => line.includes("req_w"))).toEqual([]);
+  });
+
+  it("a run left by a server that died has its pending requests closed as cancelled when reaped", async () => {
+    const { db } = t.database;
+    const session = await (
+      await t.app.request("/v1/sessions", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ approvals: "api" }),
+      })
+    ).json();
+    // As a server of a version before instances left it: running, with a request waiting.
+    const run = await insertRun(db, {
+      sessionId: session.id,
+      instanceId: null,
+      agent: "claude",
+      trigger: "message",
+      prompt: "deploy",
+      systemPrompt: null,
+      idempotencyKey: null,
+      requestHash: null,
+    });
+    await markRunning(db, run.id, new Date());
+    const now = new Date();
+    await insertPermissionRequest(db, {
+      runId: run.id,
+      requestId: "req_left",
+      toolName: "Bash",
+      toolUseId: "toolu_left",
+      input: { command: "make deploy" },
+      suggestions: [],
+      createdAt: now,
+      expiresAt: new Date(now.getTime() + 600_000),
+    });
+    expect((await (await t.app.request(`/v1/runs/${run.id}`)).json()).status).toBe(
+      "awaiting_approval",
+    );
+    expect(await t.deps.runs.reap(null)).toBe(1);
+    expect(await listPermissionRequests(db, run.id)).toEqual([
+      expect.objectContaining({ requestId: "req_left", state: "cancelled", by: "cancel" }),
+    ]);
+    expect((await (await t.app.request(`/v1/runs/${run.id}`)).json()).status).toBe("interrupted");
+  });
+});
