@@ -376,6 +376,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("three instances behind nginx", 
       expect(statusOf(await (await follow(a.url, id)).events())).toEqual(["succeeded"]);
     }
     expect(statusOf(await (await follow(a.url, runId)).events())).toEqual(["interrupted"]);
+    for (const server of [a, b, c]) expect(server.output()).not.toMatch(/"level":"error"/);
   });
 });
 
