@@ -175,7 +175,9 @@ async function openPostgres(url: string): Promise<DatabaseHandle> {
       );
     }
     const db = drizzlePostgres({ client, schema });
-    await migrateOrExplain(() => migratePostgres(db, { migrationsFolder }));
+    await migrateOrExplain(() =>
+      oneAtATime(client, () => migratePostgres(db, { migrationsFolder })),
+    );
     const listen: Listen = async (channel, onNotify, onListen) => {
       await client.listen(channel, onNotify, onListen);
     };
@@ -183,6 +185,27 @@ async function openPostgres(url: string): Promise<DatabaseHandle> {
   } catch (err) {
     await client.end({ timeout: 1 });
     throw err;
+  }
+}
+
+/** Any number, the same for every instance: the key of the migrations' advisory lock. */
+const MIGRATIONS_LOCK = 0x61_67_62_72; // "agbr"
+
+/**
+ * Runs `migrate` while holding the migrations' lock, on a connection of its own: instances that
+ * start together on a new database wait for the first to create the schema, then find it made.
+ */
+async function oneAtATime(client: postgres.Sql, migrate: () => Promise<void>): Promise<void> {
+  const lock = await client.reserve();
+  try {
+    await lock`select pg_advisory_lock(${MIGRATIONS_LOCK})`;
+    try {
+      await migrate();
+    } finally {
+      await lock`select pg_advisory_unlock(${MIGRATIONS_LOCK})`;
+    }
+  } finally {
+    lock.release();
   }
 }
 

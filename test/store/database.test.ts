@@ -1,6 +1,12 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BACKENDS, openTestDatabase, type TestDatabase } from "../support/db.js";
+import { openDatabase } from "../../src/store/db.js";
+import {
+  BACKENDS,
+  createServerDatabase,
+  openTestDatabase,
+  type TestDatabase,
+} from "../support/db.js";
 
 // Node corks an HTTP response's writes until the next tick: a statement that ran ahead of the
 // ticks queued before it held back SSE frames already sent (PGlite runs in this thread).
@@ -30,3 +36,23 @@ describe.each(BACKENDS)("database on %s", (backend) => {
     expect(order).toEqual(["tick", "transaction"]);
   });
 });
+
+describe.skipIf(!process.env.TEST_DATABASE_URL)(
+  "instances opening one new Postgres database",
+  () => {
+    it("bring its schema up to date once, all of them, when they start at the same time", async () => {
+      const { url, drop } = await createServerDatabase();
+      try {
+        const opened = await Promise.allSettled(
+          [1, 2, 3].map(() => openDatabase({ kind: "postgres", url })),
+        );
+        for (const result of opened) {
+          if (result.status === "rejected") throw result.reason;
+          await result.value.close();
+        }
+      } finally {
+        await drop();
+      }
+    });
+  },
+);
