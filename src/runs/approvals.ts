@@ -94,9 +94,13 @@ export class Approvals {
 
   /**
    * Records a client's answer to a request of `run` and, when this process runs it, gives it to
-   * the CLI. A run of another instance finds the answer in the row (recorded only, for now).
+   * the CLI; `delivered` false: the run's instance is to be told (`answered` there).
    */
-  async answer(run: RunRow, requestId: string, reply: ClientReply): Promise<PermissionRequestRow> {
+  async answer(
+    run: RunRow,
+    requestId: string,
+    reply: ClientReply,
+  ): Promise<{ row: PermissionRequestRow; delivered: boolean }> {
     const { db } = this.opts;
     const row = await getPermissionRequest(db, run.id, requestId);
     if (!row) throw new PermissionRequestNotFoundError(run.id, requestId);
@@ -123,7 +127,15 @@ export class Approvals {
     }
     // After the CLI has its answer: the session's later runs are what these rules are for.
     if (rules.length > 0) await allowToolsForSession(db, run.sessionId, rules);
-    return resolved;
+    return { row: resolved, delivered: waiter !== undefined };
+  }
+
+  /** Another instance recorded an answer to a request of a run of this one: gives it to the CLI. */
+  async answered(runId: string, requestId: string): Promise<void> {
+    const waiter = this.waiting.get(key(runId, requestId));
+    if (!waiter) return;
+    const recorded = await getPermissionRequest(this.opts.db, runId, requestId);
+    if (recorded) await this.deliverRecorded(waiter, recorded);
   }
 
   /** The bridge's own refusal (`approvals: "deny"`), shown in the stream when `visible`. */
@@ -199,17 +211,7 @@ export class Approvals {
         answer,
       });
       const recorded = row ? undefined : await getPermissionRequest(db, run.id, request.requestId);
-      if (recorded?.answer && (recorded.state === "allowed" || recorded.state === "denied")) {
-        const given = recorded.answer as PermissionAnswer;
-        await this.deliver(waiter, given, {
-          decision: given.behavior,
-          by: "client",
-          ...(recorded.scope === "session" || recorded.scope === "once"
-            ? { scope: recorded.scope }
-            : {}),
-        });
-        return;
-      }
+      if (recorded && (await this.deliverRecorded(waiter, recorded))) return;
     } catch (err) {
       this.opts.logger.error("could not record a permission request's timeout", {
         run_id: run.id,
@@ -217,6 +219,23 @@ export class Approvals {
       });
     }
     await this.deliver(waiter, answer, { decision: "deny", by: "timeout", message });
+  }
+
+  /** Gives the CLI a client's answer found in the request's row; false when there is none. */
+  private async deliverRecorded(waiter: Waiter, recorded: PermissionRequestRow): Promise<boolean> {
+    if (!recorded.answer || (recorded.state !== "allowed" && recorded.state !== "denied")) {
+      return false;
+    }
+    const given = recorded.answer as PermissionAnswer;
+    await this.deliver(waiter, given, {
+      decision: given.behavior,
+      by: "client",
+      ...(recorded.scope === "session" || recorded.scope === "once"
+        ? { scope: recorded.scope }
+        : {}),
+      ...(given.behavior === "deny" && given.message ? { message: given.message } : {}),
+    });
+    return true;
   }
 
   private withdraw(run: ActiveRun, requestId: string) {

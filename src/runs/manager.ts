@@ -8,7 +8,7 @@ import { followElsewhere } from "../cluster/remote-follower.js";
 import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
 import type { TenantHomes } from "../process/tenant-homes.js";
-import type { RunCommand } from "../store/commands.js";
+import { postRunCommand, type RunCommand } from "../store/commands.js";
 import type { Database } from "../store/db.js";
 import { uniqueViolation } from "../store/errors.js";
 import type { LogView, SequencedEvent } from "../store/events.js";
@@ -18,7 +18,7 @@ import type { DebugCapture } from "../telemetry/capture.js";
 import type { Tracing } from "../telemetry/tracing.js";
 import { ActiveRun } from "./active-run.js";
 import { Admission } from "./admission.js";
-import { Approvals } from "./approvals.js";
+import { Approvals, type ClientReply } from "./approvals.js";
 import {
   RunFinishedError,
   RunNotLatestError,
@@ -284,14 +284,35 @@ export class RunManager {
 
   /** Carries out a command another instance posted for a run of this one. */
   apply(command: RunCommand): void {
-    const stop =
-      command.kind === "interrupt" ? this.interrupt(command.runId) : this.cancel(command.runId);
-    stop.catch((err) =>
-      this.opts.logger.info("a cancel from another instance found the run ending already", {
-        run_id: command.runId,
-        error: String(err),
-      }),
+    const done =
+      command.kind === "answer"
+        ? this.approvals.answered(command.runId, command.requestId)
+        : command.kind === "interrupt"
+          ? this.interrupt(command.runId)
+          : this.cancel(command.runId);
+    done.catch((err) =>
+      this.opts.logger.info(
+        `a${command.kind === "answer" ? "n" : ""} ${command.kind} from another instance found the run ending already`,
+        {
+          run_id: command.runId,
+          error: String(err),
+        },
+      ),
     );
+  }
+
+  /**
+   * Records a client's answer to a permission request of the run and gives it to the CLI: here,
+   * or, for a run another instance executes, there (a command, as for a cancel).
+   */
+  async answerPermission(run: RunRow, requestId: string, reply: ClientReply) {
+    const { db, doorbell, instanceId } = this.opts;
+    const { row, delivered } = await this.approvals.answer(run, requestId, reply);
+    const owner = run.instanceId;
+    if (!delivered && owner && owner !== instanceId()) {
+      await postRunCommand(db, { runId: run.id, kind: "answer", requestId, owner }, doorbell.rings);
+    }
+    return row;
   }
 
   /**

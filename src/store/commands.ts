@@ -8,12 +8,10 @@ import { runCommands, runs } from "./schema.js";
 /** The channel on which an instance is told that commands wait for it; the payload is its id. */
 export const COMMANDS_CHANNEL = "agent_bridge_commands";
 
-export type RunCommandKind = "cancel" | "interrupt";
-
-export interface RunCommand {
-  runId: string;
-  kind: RunCommandKind;
-}
+export type RunCommand =
+  | { runId: string; kind: "cancel" | "interrupt" }
+  /** A client answered the run's permission request: the answer is in its row. */
+  | { runId: string; kind: "answer"; requestId: string };
 
 /**
  * Stores a command for the run's owner and, with `ring`, tells the owner at once (the NOTIFY is
@@ -24,8 +22,10 @@ export async function postRunCommand(
   command: RunCommand & { owner: string },
   ring: boolean,
 ): Promise<boolean> {
-  const inserted = sql`insert into ${runCommands} (id, run_id, kind, created_at)
-    select ${randomUUID()}::uuid, r.id, ${command.kind}, now() from ${runs} r
+  const payload =
+    command.kind === "answer" ? JSON.stringify({ request_id: command.requestId }) : null;
+  const inserted = sql`insert into ${runCommands} (id, run_id, kind, payload, created_at)
+    select ${randomUUID()}::uuid, r.id, ${command.kind}, ${payload}::jsonb, now() from ${runs} r
     where r.id = ${command.runId}::uuid returning run_id`;
   const result = await db.execute(
     ring
@@ -44,8 +44,19 @@ export async function takeRunCommands(db: Database, owner: string): Promise<RunC
     delete from ${runCommands} c using ${runs} r
     where r.id = c.run_id
       and (r.instance_id = ${owner}::uuid or r.status not in ('queued', 'running', 'waiting'))
-    returning c.run_id, c.kind, r.instance_id = ${owner}::uuid as mine`);
-  return returnedRows<{ run_id: string; kind: RunCommandKind; mine: boolean }>(result)
+    returning c.run_id, c.kind, c.payload, r.instance_id = ${owner}::uuid as mine`);
+  const rows = returnedRows<{
+    run_id: string;
+    kind: RunCommand["kind"];
+    payload: { request_id?: string } | null;
+    mine: boolean;
+  }>(result);
+  return rows
     .filter((row) => row.mine)
-    .map((row) => ({ runId: row.run_id, kind: row.kind }));
+    .map(
+      (row): RunCommand =>
+        row.kind === "answer"
+          ? { runId: row.run_id, kind: "answer", requestId: row.payload?.request_id ?? "" }
+          : { runId: row.run_id, kind: row.kind },
+    );
 }

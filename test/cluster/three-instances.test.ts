@@ -88,9 +88,12 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("three instances behind nginx", 
       AGENT_BRIDGE_SCHEDULE_TICK_MS: "200",
       AGENT_BRIDGE_CALLBACK_POLL_MS: "100",
     };
-    // A first: instances starting at once on an empty database race to create its tables.
-    a = await instance(cleanups, env);
-    [b, c] = await Promise.all([instance(cleanups, env), instance(cleanups, env)]);
+    // All at once on the empty database: they take turns creating its tables.
+    [a, b, c] = await Promise.all([
+      instance(cleanups, env),
+      instance(cleanups, env),
+      instance(cleanups, env),
+    ]);
     proxy = await startProxy([a.url, b.url, c.url]);
     cleanups.push(proxy.stop);
     sql = postgres(url, { max: 1, onnotice: () => {} });
@@ -386,6 +389,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)(
     let mock: MockAnthropic;
     let servers: ServerProcess[];
     let proxy: ReverseProxy;
+    let workDirOfAll: string;
 
     beforeAll(async () => {
       const url = await clusterDatabase(cleanups);
@@ -406,9 +410,8 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)(
           AGENT_BRIDGE_WORK_DIR: workDir,
           AGENT_BRIDGE_PERMISSION_MODE: "default",
         });
-      // The first alone: it makes the database's tables.
-      const [first, ...rest] = homes as [ClaudeEnv, ...ClaudeEnv[]];
-      servers = [await start(first), ...(await Promise.all(rest.map(start)))];
+      servers = await Promise.all(homes.map(start));
+      workDirOfAll = workDir;
       proxy = await startProxy(servers.map((s) => s.url));
       cleanups.push(proxy.stop);
     });
@@ -435,6 +438,41 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)(
         expect(turns).toHaveLength(i + 1);
         for (const word of words.slice(0, i)) expect(said).toContain(`Noted: ${word}.`);
       }
+    });
+
+    it("a permission request of a run on A, followed on B, is answered on C: the CLI on A gets the answer at once", async () => {
+      const [onA, onB, onC] = servers as [ServerProcess, ServerProcess, ServerProcess];
+      const file = join(workDirOfAll, "answered-elsewhere.txt");
+      mock.script(
+        {
+          blocks: [{ type: "tool_use", name: "Write", input: { file_path: file, content: "yes" } }],
+        },
+        { blocks: [{ type: "text", text: "Written." }] },
+      );
+      const session = (await (
+        await post(onA.url, "/v1/sessions", { approvals: "api" })
+      ).json()) as { id: string };
+      const started = await post(onA.url, `/v1/sessions/${session.id}/messages`, {
+        text: "write it",
+      });
+      expect(started.status).toBe(202);
+      const run = (await started.json()) as { id: string };
+      const onBStream = await follow(onB.url, run.id);
+      const asked = (await framesUntil(onBStream, "permission_request")).at(-1)?.data as {
+        request_id: string;
+      };
+      // The default approval timeout is 10 minutes: only the answer itself can end this wait.
+      const answered = await post(onC.url, `/v1/runs/${run.id}/permissions/${asked.request_id}`, {
+        decision: "allow",
+      });
+      expect(answered.status).toBe(200);
+      const rest = await framesUntil(onBStream, "completion");
+      expect(rest.find((f) => f.event === "permission_resolved")?.data).toMatchObject({
+        decision: "allow",
+        by: "client",
+      });
+      expect(rest.at(-1)?.data).toMatchObject({ status: "succeeded" });
+      expect(await readFile(file, "utf8")).toBe("yes");
     });
   },
 );
