@@ -10,12 +10,7 @@ import type { BridgeEvent, CompletionEvent } from "../../src/events.js";
 import { createLogger, type Logger, silentLogger } from "../../src/log.js";
 import type { DriverConfig } from "../../src/process/driver.js";
 import { groupAlive } from "../../src/process/groups.js";
-import {
-  type FakeClaude,
-  type FakeScenario,
-  type FakeStep,
-  fakeClaude,
-} from "../support/fake-claude.js";
+import { type FakeCli, type FakeScenario, type FakeStep, fakeCli } from "../support/fake-cli.js";
 import { assistant, result, SESSION_ID, systemInit } from "../support/stream-json-lines.js";
 import { collect, completionOf } from "./run-events.js";
 
@@ -105,13 +100,13 @@ const BACKENDS: BackendCase[] = [
 
 // The cases run concurrently (they mostly wait on processes and timers), each with fakes of its
 // own; the fakes' files go when the file is done.
-const fakes: FakeClaude[] = [];
+const fakes: FakeCli[] = [];
 afterAll(async () => {
   await Promise.all(fakes.splice(0).map((f) => f.cleanup()));
 });
 
-async function fake(scenario: FakeScenario): Promise<FakeClaude> {
-  const f = await fakeClaude(scenario);
+async function fake(scenario: FakeScenario): Promise<FakeCli> {
+  const f = await fakeCli(scenario);
   fakes.push(f);
   return f;
 }
@@ -160,7 +155,7 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
   }
 
   /** The back-end built on the fake, a request for it, and its run (not started). */
-  function start(f: FakeClaude, opts: RunOptions = {}) {
+  function start(f: FakeCli, opts: RunOptions = {}) {
     const driver: DriverLimits = {
       timeoutMs: 20_000,
       idleTimeoutMs: 10_000,

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
 import { createTestApp, fetchAs, listen, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { longRun } from "../support/fake-scenarios.js";
 import { waitUntil } from "../support/process.js";
 import { SseReader } from "../support/sse.js";
@@ -12,14 +12,14 @@ import { SseReader } from "../support/sse.js";
 
 describe.each(BACKENDS)("event streams per key on %s", (backend) => {
   let t: TestApp;
-  let fake: FakeClaude;
+  let fake: FakeCli;
   let server: { url: string; close(): Promise<void> };
   let alice: string;
   let bob: string;
   const open: SseReader[] = [];
 
   beforeAll(async () => {
-    fake = await fakeClaude(longRun(60));
+    fake = await fakeCli(longRun(60));
     t = await createTestApp(backend, {
       ...fake.bridgeEnv,
       AGENT_BRIDGE_AUTH: "keys",

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
 import { createTestApp, requestAs, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { waitUntil } from "../support/process.js";
 import { result, systemInit } from "../support/stream-json-lines.js";
 
@@ -17,12 +17,12 @@ describe.each(BACKENDS)(
   "a run whose key spent its budget while it was queued, on %s",
   (backend) => {
     let t: TestApp;
-    let fake: FakeClaude;
+    let fake: FakeCli;
     let dir: string;
 
     beforeAll(async () => {
       dir = mkdtempSync(join(tmpdir(), "agent-bridge-budget-"));
-      fake = await fakeClaude({
+      fake = await fakeCli({
         steps: [
           { emit: systemInit() },
           { mark: "working" },

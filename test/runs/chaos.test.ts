@@ -6,7 +6,7 @@ import { type Database, openDatabase } from "../../src/store/db.js";
 import { listEventBatches } from "../../src/store/events.js";
 import { runs } from "../../src/store/schema.js";
 import { createDatabaseOn } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
 import { type OwnPostgres, ownPostgresAvailable, startOwnPostgres } from "../support/pg-server.js";
 import { type ServerProcess, startServer } from "../support/server.js";
@@ -27,7 +27,7 @@ const PARTS = Array.from({ length: 20 }, (_, i) => `part ${i} `);
 
 describe.runIf(ownPostgresAvailable)("chaos", () => {
   let pg: OwnPostgres;
-  let fake: FakeClaude;
+  let fake: FakeCli;
   let url: string;
   let env: Record<string, string>;
   const servers: ServerProcess[] = [];
@@ -35,7 +35,7 @@ describe.runIf(ownPostgresAvailable)("chaos", () => {
   beforeAll(async () => {
     pg = await startOwnPostgres();
     url = await createDatabaseOn(pg.url, `chaos_${randomBytes(4).toString("hex")}`);
-    fake = await fakeClaude(streamedReply(PARTS, { delayMs: 40 }));
+    fake = await fakeCli(streamedReply(PARTS, { delayMs: 40 }));
     env = {
       ...fake.bridgeEnv,
       DATABASE_URL: url,

@@ -4,7 +4,7 @@ import { groupAlive } from "../../src/process/groups.js";
 import { runEventBatches } from "../../src/store/schema.js";
 import { createTestApp, httpApi, listen, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { longRun } from "../support/fake-scenarios.js";
 import { SseReader } from "../support/sse.js";
 
@@ -12,13 +12,13 @@ import { SseReader } from "../support/sse.js";
 // the fake CLI, whose long runs stay active until cancelled.
 
 describe.each(BACKENDS)("run concurrency on %s", (backend) => {
-  let fake: FakeClaude;
+  let fake: FakeCli;
   let t: TestApp;
   let server: { url: string; close(): Promise<void> };
   let api: ReturnType<typeof httpApi>;
 
   beforeAll(async () => {
-    fake = await fakeClaude(longRun(30));
+    fake = await fakeCli(longRun(30));
     t = await createTestApp(backend, {
       ...fake.bridgeEnv,
       AGENT_BRIDGE_MAX_CONCURRENT_RUNS: "2",

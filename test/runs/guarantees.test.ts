@@ -3,7 +3,7 @@ import { groupAlive } from "../../src/process/groups.js";
 import { createTestApp, httpApi, listen, type TestApp } from "../support/app.js";
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
 import { BACKENDS } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
 import { type MockAnthropic, startMockAnthropic } from "../support/mock-anthropic.js";
 import { SseReader } from "../support/sse.js";
@@ -86,13 +86,13 @@ describe.each(BACKENDS)("text from the CLI holding any character, on %s", (backe
 });
 
 describe.each(BACKENDS)("racing requests on %s", (backend) => {
-  let fake: FakeClaude;
+  let fake: FakeCli;
   let t: TestApp;
   let server: { url: string; close(): Promise<void> };
   let api: ReturnType<typeof httpApi>;
 
   beforeAll(async () => {
-    fake = await fakeClaude(streamedReply(["quick"]));
+    fake = await fakeCli(streamedReply(["quick"]));
     t = await createTestApp(backend, fake.bridgeEnv);
     server = await listen(t.app);
     api = httpApi(server.url);
@@ -105,7 +105,7 @@ describe.each(BACKENDS)("racing requests on %s", (backend) => {
 
   it("a cancel racing a run's end answers 200 and the run is cancelled, or 409 and it finished as it did", async () => {
     // The CLI has written its result but not exited yet: the outcome is known, the run not over.
-    const lingering = await fakeClaude({
+    const lingering = await fakeCli({
       steps: [...streamedReply(["done"]).steps, { mark: "result" }],
       end: "hang",
     });
@@ -146,7 +146,7 @@ describe.each(BACKENDS)("racing requests on %s", (backend) => {
 describe.each(BACKENDS)("a CLI that ignores SIGTERM, on %s", (backend) => {
   it("the completion goes out when the outcome is known; the run's slot is free once its CLI is gone", async () => {
     // Says one thing, stops answering SIGTERM, and never writes again: stalled after 1 s.
-    const stubborn = await fakeClaude({
+    const stubborn = await fakeCli({
       steps: [
         { emit: systemInit() },
         { ignoreSigterm: true },

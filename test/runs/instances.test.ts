@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { groupAlive } from "../../src/process/groups.js";
 import { createServerDatabase } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { type ServerProcess, startServer } from "../support/server.js";
 import { SseReader } from "../support/sse.js";
 import { result, systemInit, textDelta } from "../support/stream-json-lines.js";
@@ -17,8 +17,8 @@ afterAll(async () => {
 });
 
 /** A CLI that says something, then holds until the test writes its `go` file, then answers. */
-async function heldCli(): Promise<{ fake: FakeClaude; go: string; release(): Promise<void> }> {
-  const fake = await fakeClaude({ steps: [] });
+async function heldCli(): Promise<{ fake: FakeCli; go: string; release(): Promise<void> }> {
+  const fake = await fakeCli({ steps: [] });
   const go = join(fake.dir, "go");
   await fake.setScenario({
     steps: [
@@ -48,7 +48,7 @@ async function post(url: string, path: string, body?: unknown) {
 }
 
 /** A session on `url` with a run of the held CLI going; resolves once the CLI holds. */
-async function heldRun(url: string, fake: FakeClaude) {
+async function heldRun(url: string, fake: FakeCli) {
   const session = (await (await post(url, "/v1/sessions", {})).json()) as { id: string };
   const res = await post(url, `/v1/sessions/${session.id}/messages`, { text: "work" });
   expect(res.status).toBe(202);

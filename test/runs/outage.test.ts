@@ -7,7 +7,7 @@ import { openDatabase } from "../../src/store/db.js";
 import { listEventBatches } from "../../src/store/events.js";
 import { createTestAppOn, httpApi, listen, type TestApp } from "../support/app.js";
 import { createDatabaseOn } from "../support/db.js";
-import { fakeClaude } from "../support/fake-claude.js";
+import { fakeCli } from "../support/fake-cli.js";
 import { type OwnPostgres, ownPostgresAvailable, startOwnPostgres } from "../support/pg-server.js";
 import { SseReader } from "../support/sse.js";
 import { messageStart, result, systemInit, textDelta } from "../support/stream-json-lines.js";
@@ -53,7 +53,7 @@ describe.runIf(ownPostgresAvailable)("a database outage during a run", () => {
   async function countingRun(env: Record<string, string> = {}) {
     const goDir = mkdtempSync(join(tmpdir(), "outage-"));
     const goFile = join(goDir, "go");
-    const fake = await fakeClaude(outageScenario(goFile));
+    const fake = await fakeCli(outageScenario(goFile));
     const url = await createDatabaseOn(pg.url, `outage_${randomBytes(4).toString("hex")}`);
     const handle = await openDatabase({ kind: "postgres", url });
     const t = createTestAppOn(

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { groupAlive } from "../../src/process/groups.js";
 import { serverDatabases } from "../support/db.js";
-import { fakeClaude } from "../support/fake-claude.js";
+import { fakeCli } from "../support/fake-cli.js";
 import { longRun } from "../support/fake-scenarios.js";
 import { startServer } from "../support/server.js";
 import { SseReader } from "../support/sse.js";
@@ -19,7 +19,7 @@ afterAll(() => databases.cleanup());
 
 /** The fake's long run on a fresh database; no grace at shutdown, so stops never wait on it. */
 async function longRunServer(database: () => Promise<Record<string, string>>) {
-  const fake = await fakeClaude(longRun(60));
+  const fake = await fakeCli(longRun(60));
   cleanups.push(fake.cleanup);
   return {
     fake,

@@ -2,7 +2,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { groupAlive, liveGroupMembers, terminateGroup } from "../../src/process/groups.js";
 import { makeClaudeEnv } from "../support/claude-env.js";
 import { serverDatabases } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { longRun } from "../support/fake-scenarios.js";
 import { startMockAnthropic } from "../support/mock-anthropic.js";
 import { runCommand, waitUntil } from "../support/process.js";
@@ -19,7 +19,7 @@ const RUN_SECONDS = 300;
 /** A server start takes seconds, and half a minute on a loaded machine: each test starts one or two. */
 const TEST_TIMEOUT_MS = 180_000;
 
-const fakes: FakeClaude[] = [];
+const fakes: FakeCli[] = [];
 afterAll(async () => {
   for (const fake of fakes.splice(0)) await fake.cleanup();
 });
@@ -27,14 +27,14 @@ afterAll(async () => {
 const databases = serverDatabases();
 afterAll(() => databases.cleanup());
 
-async function longRunFake(): Promise<FakeClaude> {
-  const fake = await fakeClaude(longRun(RUN_SECONDS));
+async function longRunFake(): Promise<FakeCli> {
+  const fake = await fakeCli(longRun(RUN_SECONDS));
   fakes.push(fake);
   return fake;
 }
 
 /** A new session with a long run going: its id, its SSE stream, and its CLI's pid. */
-async function runGoing(server: ServerProcess, fake: FakeClaude) {
+async function runGoing(server: ServerProcess, fake: FakeCli) {
   const session = await (await fetch(`${server.url}/v1/sessions`, { method: "POST" })).json();
   const res = await fetch(`${server.url}/v1/sessions/${session.id}/messages`, {
     method: "POST",
