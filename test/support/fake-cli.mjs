@@ -40,11 +40,16 @@ process.stdin.on("data", (text) => {
     const line = pendingStdin.slice(0, nl);
     pendingStdin = pendingStdin.slice(nl + 1);
     stdinLines.push(line);
-    record({ stdin: line });
+    record({ from: process.pid, stdin: line });
   }
   wake();
 });
 process.stdin.on("end", () => {
+  // codex's prompt ends without a newline.
+  if (pendingStdin) {
+    stdinLines.push(pendingStdin);
+    record({ from: process.pid, stdin: pendingStdin });
+  }
   stdinEnded = true;
   record({ stdinEnd: true });
   wake();
@@ -132,6 +137,7 @@ for (const step of scenario.steps) {
     process.on("SIGTERM", () => record({ signal: "SIGTERM" }));
   } else if ("grandchild" in step) await grandchild(step.grandchild);
   else if ("waitStdin" in step) await waitStdinType(step.waitStdin);
+  else if ("waitStdinEnd" in step) await waitStdinEnd();
   else if ("waitFile" in step) {
     while (!existsSync(step.waitFile)) await sleep(20);
   } else if ("mark" in step) record({ mark: step.mark });

@@ -61,6 +61,12 @@ export interface FakeRecord {
   grandchildren: number[];
 }
 
+export interface FakeStart {
+  pid: number;
+  args: string[];
+  stdin: string[];
+}
+
 export interface FakeCli {
   /** Spawnable path: a shell shim that execs node on fake-cli.mjs (same pid). */
   bin: string;
@@ -75,8 +81,13 @@ export interface FakeCli {
   waitForMark(name: string, timeoutMs?: number): Promise<void>;
   /** Plays `next` from the next start on (a server already configured with it keeps it). */
   setScenario(next: FakeScenario): Promise<void>;
-  /** Every start of the fake so far, in order, with its pid and arguments. */
-  invocations(): Promise<{ pid: number; args: string[] }[]>;
+  /** Every start of the fake so far, in order, with its pid, arguments and stdin lines. */
+  invocations(): Promise<FakeStart[]>;
+  /**
+   * The starts whose arguments or stdin name `marker`: claude's arguments name the bridge's
+   * session, codex's stdin is the prompt.
+   */
+  startsFor(marker: string): Promise<FakeStart[]>;
   cleanup(): Promise<void>;
 }
 
@@ -105,6 +116,7 @@ export async function fakeCli(
     `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(FAKE_CLI_SCRIPT)} "$@"\n`,
   );
   await chmod(bin, 0o755);
+  const invocations = async () => startsOf(await readFile(recordPath, "utf8"));
   const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", FAKE_CLI_SCENARIO: scenarioPath };
   return {
     bin,
@@ -135,14 +147,28 @@ export async function fakeCli(
         await new Promise((r) => setTimeout(r, 20));
       }
     },
-    invocations: async () =>
-      (await readFile(recordPath, "utf8"))
-        .split("\n")
-        .filter(Boolean)
-        .map((line) => JSON.parse(line))
-        .filter((entry) => Array.isArray(entry.args)),
+    invocations,
+    startsFor: async (marker) =>
+      (await invocations()).filter((start) =>
+        [...start.args, ...start.stdin].some((s) => s.includes(marker)),
+      ),
     cleanup: () => rm(dir, { recursive: true, force: true }),
   };
+}
+
+function startsOf(text: string): FakeStart[] {
+  const starts = new Map<number, FakeStart>();
+  for (const line of text.split("\n")) {
+    if (!line) continue;
+    const entry = JSON.parse(line) as Record<string, unknown>;
+    if (typeof entry.pid === "number" && Array.isArray(entry.args)) {
+      starts.set(entry.pid, { pid: entry.pid, args: entry.args as string[], stdin: [] });
+    }
+    if (typeof entry.from === "number" && typeof entry.stdin === "string") {
+      starts.get(entry.from)?.stdin.push(entry.stdin);
+    }
+  }
+  return [...starts.values()];
 }
 
 function parseRecord(text: string): FakeRecord {

@@ -42,6 +42,8 @@ export type DialectStep =
   | { emit: Record<string, unknown> }
   | { sleep: number }
   | { codexThreadStarted: true }
+  /** Waits until stdin closes (codex reads the whole prompt first). */
+  | { waitStdinEnd: true }
   /** codex's running totals: the fake adds this turn's share to its thread's earlier turns. */
   | { codexTurnCompleted: Record<string, number> };
 
@@ -134,7 +136,11 @@ function codexSteps<T extends object>(steps: (AgentStep | T)[]): (DialectStep | 
   for (const step of steps) {
     if (!isAgentStep(step)) out.push(step);
     else if ("init" in step)
-      out.push({ codexThreadStarted: true }, { emit: { type: "turn.started" } });
+      out.push(
+        { waitStdinEnd: true },
+        { codexThreadStarted: true },
+        { emit: { type: "turn.started" } },
+      );
     else if ("reply" in step) {
       const { parts, delayMs } = step.reply;
       if (delayMs) out.push({ sleep: delayMs * parts.length });
