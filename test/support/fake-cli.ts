@@ -10,6 +10,9 @@ import { type AgentStep, type Dialect, type DialectStep, dialectSteps } from "./
 
 export const FAKE_CLI_SCRIPT = resolve(import.meta.dirname, "fake-cli.mjs");
 
+/** The model of the codex fake's sessions, priced at $1 per million uncached input tokens. */
+export const FAKE_CODEX_MODEL = "gpt-fake";
+
 export type FakeStep =
   | AgentStep
   | DialectStep
@@ -135,6 +138,11 @@ export async function fakeCli(
             AGENT_BRIDGE_CODEX_ENV_ALLOW: "FAKE_CLI_SCENARIO",
             // A credential, so that the app is ready (the fake never uses it).
             OPENAI_API_KEY: "sk-test-fake-cli",
+            // A priced model, so that runs cost: $1 per million uncached input tokens.
+            AGENT_BRIDGE_CODEX_MODEL: FAKE_CODEX_MODEL,
+            AGENT_BRIDGE_CODEX_PRICES: JSON.stringify({
+              [FAKE_CODEX_MODEL]: { input: 1, cached_input: 0, output: 0 },
+            }),
           },
     dir,
     setScenario,
