@@ -32,3 +32,13 @@ export const agentMatrix: AgentCase[] = [
   ...BACKENDS.map((db) => agentCase("claude", db)),
   agentCase("codex", "pglite"),
 ];
+
+/**
+ * The agent cases for tests that start servers on `targets` (serverDatabases().targets), each with
+ * its target's database maker: claude on each, codex on PGlite.
+ */
+export function agentTargets<T>(targets: [Backend, T][]): (AgentCase & { database: T })[] {
+  return agentMatrix.flatMap((agent) =>
+    targets.filter(([db]) => db === agent.db).map(([, database]) => ({ ...agent, database })),
+  );
+}
