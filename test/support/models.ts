@@ -1,0 +1,67 @@
+import type { AgentName } from "../../src/agents/agent.js";
+import { makeClaudeEnv } from "./claude-env.js";
+import { makeCodexEnv } from "./codex-env.js";
+import { startMockAnthropic } from "./mock-anthropic.js";
+import { startMockOpenAI } from "./mock-openai.js";
+
+// The real CLI of an agent against a mock of its model's API on loopback, set up once for the
+// run-level tests of both back-ends: claude against mock-anthropic.ts, codex against mock-openai.ts.
+
+export interface Model {
+  agent: AgentName;
+  /** The bridge's configuration that runs this agent's real CLI against the mock. */
+  env: Record<string, string>;
+  /** The work dir the runs get. */
+  cwd: string;
+  /**
+   * Queues the answer to the next model request: the messages `texts`, streamed with `delayMs`
+   * between the API's events. (claude streams each text as deltas; codex shows each message whole.)
+   */
+  answer(texts: string[], delayMs?: number): void;
+  /** The model requests the mock has answered. */
+  requests(): number;
+  close(): Promise<void>;
+}
+
+export async function startModel(
+  agent: AgentName,
+  options: { defaultText?: string } = {},
+): Promise<Model> {
+  const mockOptions = { quiet: true, ...options };
+  if (agent === "claude") {
+    const mock = await startMockAnthropic(mockOptions);
+    const ce = await makeClaudeEnv(mock.url);
+    return {
+      agent,
+      env: { ...ce.env, AGENT_BRIDGE_WORK_DIR: ce.cwd },
+      cwd: ce.cwd,
+      answer: (texts, delayMs) =>
+        mock.script({
+          blocks: texts.map((text) => ({ type: "text" as const, text })),
+          ...(delayMs ? { delayMs } : {}),
+        }),
+      requests: () => mock.mainRequests().length,
+      close: async () => {
+        await mock.close();
+        await ce.cleanup();
+      },
+    };
+  }
+  const mock = await startMockOpenAI(mockOptions);
+  const ce = await makeCodexEnv(mock.url);
+  return {
+    agent,
+    env: { ...ce.env, AGENT_BRIDGE_AGENT: "codex", AGENT_BRIDGE_WORK_DIR: ce.cwd },
+    cwd: ce.cwd,
+    answer: (texts, delayMs) =>
+      mock.script({
+        output: texts.map((text) => ({ type: "message" as const, text })),
+        ...(delayMs ? { delayMs } : {}),
+      }),
+    requests: () => mock.responsesRequests().length,
+    close: async () => {
+      await mock.close();
+      await ce.cleanup();
+    },
+  };
+}
