@@ -2,7 +2,7 @@ import type { AgentName } from "../../src/agents/agent.js";
 import { makeClaudeEnv } from "./claude-env.js";
 import { makeCodexEnv } from "./codex-env.js";
 import { startMockAnthropic } from "./mock-anthropic.js";
-import { startMockOpenAI } from "./mock-openai.js";
+import { shellCall, startMockOpenAI } from "./mock-openai.js";
 
 // The real CLI of an agent against a mock of its model's API on loopback, set up once for the
 // run-level tests of both back-ends: claude against mock-anthropic.ts, codex against mock-openai.ts.
@@ -18,8 +18,8 @@ export interface Model {
    * between the API's events. (claude streams each text as deltas; codex shows each message whole.)
    */
   answer(texts: string[], delayMs?: number): void;
-  /** The model requests the mock has answered. */
-  requests(): number;
+  /** Queues a turn in which the model runs `command` with the agent's shell tool. */
+  shell(command: string): void;
   close(): Promise<void>;
 }
 
@@ -40,7 +40,8 @@ export async function startModel(
           blocks: texts.map((text) => ({ type: "text" as const, text })),
           ...(delayMs ? { delayMs } : {}),
         }),
-      requests: () => mock.mainRequests().length,
+      shell: (command) =>
+        mock.script({ blocks: [{ type: "tool_use", name: "Bash", input: { command } }] }),
       close: async () => {
         await mock.close();
         await ce.cleanup();
@@ -58,7 +59,7 @@ export async function startModel(
         output: texts.map((text) => ({ type: "message" as const, text })),
         ...(delayMs ? { delayMs } : {}),
       }),
-    requests: () => mock.responsesRequests().length,
+    shell: (command) => mock.script({ output: [shellCall(command)] }),
     close: async () => {
       await mock.close();
       await ce.cleanup();
