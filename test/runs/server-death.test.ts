@@ -152,7 +152,7 @@ describe.each(agentMatrix.filter((a) => a.db === "pglite"))(
         // About three minutes of streaming: a message every few seconds, an API event every 500 ms.
         model.answer(
           Array.from({ length: 60 }, (_, i) => `Part ${i}. `),
-          500,
+          { delayMs: 500 },
         );
         const [, database] = databases.targets[0] ?? [];
         const server = await startServer(

@@ -17,7 +17,9 @@ export interface Model {
    * Queues the answer to the next model request: the messages `texts`, streamed with `delayMs`
    * between the API's events. (claude streams each text as deltas; codex shows each message whole.)
    */
-  answer(texts: string[], delayMs?: number): void;
+  answer(texts: string[], options?: { delayMs?: number; hold?: () => Promise<unknown> }): void;
+  /** What the latest model request carried (its messages, as JSON), to look for earlier turns. */
+  lastRequest(): string;
   /** Queues a turn in which the model runs `command` with the agent's shell tool. */
   shell(command: string): void;
   close(): Promise<void>;
@@ -35,11 +37,9 @@ export async function startModel(
       agent,
       env: { ...ce.env, AGENT_BRIDGE_WORK_DIR: ce.cwd },
       cwd: ce.cwd,
-      answer: (texts, delayMs) =>
-        mock.script({
-          blocks: texts.map((text) => ({ type: "text" as const, text })),
-          ...(delayMs ? { delayMs } : {}),
-        }),
+      answer: (texts, options = {}) =>
+        mock.script({ blocks: texts.map((text) => ({ type: "text" as const, text })), ...options }),
+      lastRequest: () => JSON.stringify(mock.mainRequests().at(-1)?.messages),
       shell: (command) =>
         mock.script({ blocks: [{ type: "tool_use", name: "Bash", input: { command } }] }),
       close: async () => {
@@ -54,11 +54,12 @@ export async function startModel(
     agent,
     env: { ...ce.env, AGENT_BRIDGE_AGENT: "codex", AGENT_BRIDGE_WORK_DIR: ce.cwd },
     cwd: ce.cwd,
-    answer: (texts, delayMs) =>
+    answer: (texts, options = {}) =>
       mock.script({
         output: texts.map((text) => ({ type: "message" as const, text })),
-        ...(delayMs ? { delayMs } : {}),
+        ...options,
       }),
+    lastRequest: () => JSON.stringify(mock.responsesRequests().at(-1)?.input),
     shell: (command) => mock.script({ output: [shellCall(command)] }),
     close: async () => {
       await mock.close();
