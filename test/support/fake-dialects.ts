@@ -123,7 +123,7 @@ function claudeSteps<T extends object>(steps: (AgentStep | T)[]): (DialectStep |
       );
     } else {
       out.push({
-        emit: result({ subtype: "error_during_execution", is_error: true, result: step.fail }),
+        emit: result({ is_error: true, result: step.fail, total_cost_usd: 0 }),
       });
     }
   }
