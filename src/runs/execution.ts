@@ -14,7 +14,7 @@ import type { AgentIdentity, TenantHomes } from "../process/tenant-homes.js";
 import type { Database } from "../store/db.js";
 import { describeDbError } from "../store/errors.js";
 import { DatabaseOutageError } from "../store/retry.js";
-import { markRunning, setRunPgid } from "../store/runs.js";
+import { markRunning, setAgentSessionId, setRunPgid } from "../store/runs.js";
 import type { SessionRow } from "../store/schema.js";
 import { sessionSettings, sessionTotals } from "../store/sessions.js";
 import type { DebugCapture, RunCapture } from "../telemetry/capture.js";
@@ -96,7 +96,7 @@ export class Execution {
       transcripts = { agent, identity };
       if (run.resume) await this.restoreTranscript(run, agent, identity);
       events = await this.runAgent(run, agent, identity, allowance, approvals, capture);
-      completion = await relay(run, events);
+      completion = await relay(run, events, (id) => this.noteAgentSession(run, id));
       // Requests still waiting are closed before the completion, in the run's log.
       await approvals.close();
       await run.log.drain();
@@ -218,6 +218,18 @@ export class Execution {
     );
   }
 
+  /** Stores the agent's session id once its CLI reports it, unless the session already has it. */
+  private noteAgentSession(run: ActiveRun, agentSessionId: string) {
+    const { db, logger } = this.opts;
+    if (agentSessionId === run.session.agentSessionId) return;
+    void setAgentSessionId(db, run.row, agentSessionId).catch((err) =>
+      logger.warn("could not record the agent's session id", {
+        run_id: run.row.id,
+        error: String(err),
+      }),
+    );
+  }
+
   /**
    * The completion of a run that failed in the bridge rather than in the CLI; what the CLI
    * reported (`reported`: its spend above all) is kept when it got that far.
@@ -330,12 +342,22 @@ function appendStarted(run: ActiveRun, at: Date, trace: RunTrace | undefined) {
   });
 }
 
-/** Appends the back-end's events to the log until its completion, which it returns. */
-async function relay(run: ActiveRun, events: AsyncGenerator<BridgeEvent[]>) {
+/**
+ * Appends the back-end's events to the log until its completion, which it returns; the agent's
+ * session id goes to `onAgentSession` as soon as an event names it.
+ */
+async function relay(
+  run: ActiveRun,
+  events: AsyncGenerator<BridgeEvent[]>,
+  onAgentSession: (id: string) => void,
+) {
   for (;;) {
     const next = await events.next();
     if (next.done) return bareCompletion("failed", "the runner ended without a completion");
     for (const event of next.value) {
+      if (event.type === "session_status" && event.agent_session_id) {
+        onAgentSession(event.agent_session_id);
+      }
       if (event.type !== "completion") {
         run.log.append(event);
         continue;

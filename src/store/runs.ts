@@ -228,6 +228,21 @@ export async function setRunPgid(db: Database, id: string, pgid: number, bootId:
   await db.update(runs).set({ pgid, pgidBootId: bootId }).where(eq(runs.id, id));
 }
 
+/**
+ * Records the agent's own session (thread) id as soon as its CLI reports it, on the run and its
+ * session, so that a run that never gets its completion stored (its server died) can be resumed.
+ */
+export async function setAgentSessionId(
+  db: Database,
+  run: { id: string; sessionId: string },
+  agentSessionId: string,
+) {
+  const id = cliId(agentSessionId);
+  if (id === null) return;
+  await db.update(runs).set({ agentSessionId: id }).where(eq(runs.id, run.id));
+  await db.update(sessions).set({ agentSessionId: id }).where(eq(sessions.id, run.sessionId));
+}
+
 /** The runs an instance (null: a version before instances) left queued, running or waiting. */
 export async function unfinishedRuns(db: Database, instanceId: string | null): Promise<RunRow[]> {
   return db

@@ -10,13 +10,8 @@ import type { BridgeEvent, CompletionEvent } from "../../src/events.js";
 import { createLogger, type Logger, silentLogger } from "../../src/log.js";
 import type { DriverConfig } from "../../src/process/driver.js";
 import { groupAlive } from "../../src/process/groups.js";
-import {
-  type FakeClaude,
-  type FakeScenario,
-  type FakeStep,
-  fakeClaude,
-} from "../support/fake-claude.js";
-import { assistant, result, SESSION_ID, systemInit } from "../support/stream-json-lines.js";
+import { type FakeCli, type FakeScenario, type FakeStep, fakeCli } from "../support/fake-cli.js";
+import { SESSION_ID } from "../support/stream-json-lines.js";
 import { collect, completionOf } from "./run-events.js";
 
 // The runner-edge cases every agent back-end must get right, run for each back-end through its
@@ -30,36 +25,23 @@ interface BackendCase {
   name: AgentName;
   binVariable: string;
   build(bin: string, env: Record<string, string>, driver: DriverLimits): AgentBackend;
-  /** What the CLI prints as it starts, before any reply. */
-  opening: Json[];
-  /** An assistant reply, whole. */
-  message(text: string): Json;
-  /** The CLI's own successful outcome, after a reply of `text`. */
-  outcome(text: string): Json;
-  /** The CLI's own failed outcome, saying `message`. */
-  failedOutcome(message: string): Json[];
-  /** What the completion of `outcome` carries besides the text. */
+  /** What the completion of a reply with the fake's default usage carries besides the text. */
   succeeded: Partial<CompletionEvent>;
 }
 
-// What codex 0.171 prints (test/fixtures/codex/text.jsonl).
-const THREAD_ID = "01a22ed8-d5dc-7791-9500-c91a43fdb10e";
-
+// What the fake CLI prints for each back-end is its dialect (test/support/fake-dialects.ts): the
+// cases below are written in its agent steps, once.
 const BACKENDS: BackendCase[] = [
   {
     name: "claude",
     binVariable: "AGENT_BRIDGE_CLAUDE_BIN",
     build: (bin, env, driver) => claudeBackend({ bin, env, driver, mcpServers: {} }),
-    opening: [systemInit()],
-    message: (text) => assistant("msg_1", [{ type: "text", text }]),
-    outcome: (text) => result({ result: text }),
-    failedOutcome: (message) => [result({ is_error: true, result: message, total_cost_usd: 0 })],
     succeeded: {
       usage: {
         input_tokens: 100,
         output_tokens: 20,
-        cache_read_tokens: 7,
-        cache_creation_tokens: 5,
+        cache_read_tokens: 3,
+        cache_creation_tokens: 2,
         num_turns: 1,
         duration_api_ms: 1000,
       },
@@ -70,48 +52,30 @@ const BACKENDS: BackendCase[] = [
     name: "codex",
     binVariable: "AGENT_BRIDGE_CODEX_BIN",
     build: (bin, env, driver) => codexBackend({ bin, env, driver, prices: {} }),
-    opening: [{ type: "thread.started", thread_id: THREAD_ID }, { type: "turn.started" }],
-    message: (text) => ({
-      type: "item.completed",
-      item: { id: "item_1", type: "agent_message", text },
-    }),
-    outcome: () => ({
-      type: "turn.completed",
-      usage: {
-        input_tokens: 1200,
-        cached_input_tokens: 800,
-        cache_write_input_tokens: 0,
-        output_tokens: 45,
-        reasoning_output_tokens: 0,
-      },
-    }),
-    failedOutcome: (message) => [
-      { type: "error", message },
-      { type: "turn.failed", error: { message } },
-    ],
     succeeded: {
       usage: {
-        input_tokens: 400,
-        output_tokens: 45,
-        cache_read_tokens: 800,
-        cache_creation_tokens: 0,
+        input_tokens: 100,
+        output_tokens: 20,
+        cache_read_tokens: 3,
+        cache_creation_tokens: 2,
         num_turns: 1,
         duration_api_ms: 0,
       },
-      agent_session_id: THREAD_ID,
+      // The thread the fake started.
+      agent_session_id: expect.stringMatching(/^[0-9a-f-]{36}$/),
     },
   },
 ];
 
 // The cases run concurrently (they mostly wait on processes and timers), each with fakes of its
 // own; the fakes' files go when the file is done.
-const fakes: FakeClaude[] = [];
+const fakes: FakeCli[] = [];
 afterAll(async () => {
   await Promise.all(fakes.splice(0).map((f) => f.cleanup()));
 });
 
-async function fake(scenario: FakeScenario): Promise<FakeClaude> {
-  const f = await fakeClaude(scenario);
+async function fake(scenario: FakeScenario, dialect: AgentName): Promise<FakeCli> {
+  const f = await fakeCli(scenario, dialect);
   fakes.push(f);
   return f;
 }
@@ -142,14 +106,15 @@ function capturedLog() {
 
 describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backend) => {
   const { name } = backend;
-  const opening = emit(backend.opening);
+  const opening: FakeStep[] = [{ init: true }];
+  const say = (text: string): FakeStep => ({ reply: { parts: [text] } });
   /** The CLI says `text` and reports its outcome. */
-  const answer = (text = "Done."): FakeStep[] =>
-    emit([backend.message(text), backend.outcome(text)]);
+  const answer = (text = "Done."): FakeStep[] => [say(text), { succeed: {} }];
   /** The CLI starts, says `text`, and reports its outcome. */
   const reply = (text = "Done."): FakeStep[] => [...opening, ...answer(text)];
   /** The CLI starts and says `text`, without an outcome yet. */
-  const started = (text = "working"): FakeStep[] => [...opening, ...emit([backend.message(text)])];
+  const started = (text = "working"): FakeStep[] => [...opening, say(text)];
+  const inDialect = (scenario: FakeScenario) => fake(scenario, name);
 
   interface RunOptions {
     driver?: Partial<DriverLimits>;
@@ -160,7 +125,7 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
   }
 
   /** The back-end built on the fake, a request for it, and its run (not started). */
-  function start(f: FakeClaude, opts: RunOptions = {}) {
+  function start(f: FakeCli, opts: RunOptions = {}) {
     const driver: DriverLimits = {
       timeoutMs: 20_000,
       idleTimeoutMs: 10_000,
@@ -210,7 +175,7 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
   }
 
   async function run(scenario: FakeScenario, opts: RunOptions = {}) {
-    const f = await fake(scenario);
+    const f = await inDialect(scenario);
     const { gen, pgids, pgid } = start(f, opts);
     const events = await collect(gen);
     const record = await f.record();
@@ -269,7 +234,7 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
   describe("the CLI's own outcome decides", () => {
     it("a failed outcome -> one failed completion with the CLI's message", async () => {
       const { completion } = await run({
-        steps: [...opening, ...emit(backend.failedOutcome("API Error: 400 bad thing"))],
+        steps: [...opening, { fail: "API Error: 400 bad thing" }],
         exitCode: 1,
       });
       expect(completion).toMatchObject({
@@ -293,7 +258,7 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
 
   describe("what cannot be started", () => {
     it(`the binary missing -> failed, agent_not_found, naming ${backend.binVariable}, not the path`, async () => {
-      const f = await fake({ steps: [] });
+      const f = await inDialect({ steps: [] });
       const bin = join(f.dir, "no-such-cli");
       const events = await collect(start(f, { bin }).gen);
       expect(events).toHaveLength(1);
@@ -308,7 +273,7 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
     });
 
     it("a missing working directory -> failed naming the directory, not the CLI", async () => {
-      const f = await fake({ steps: [] });
+      const f = await inDialect({ steps: [] });
       const events = await collect(start(f, { cwd: join(f.dir, "gone") }).gen);
       expect(completionOf(events)).toMatchObject({
         status: "failed",
@@ -322,7 +287,7 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
       const bin = join(dir, name);
       await writeFile(bin, "#!/bin/sh\n", { mode: 0o644 });
       try {
-        const f = await fake({ steps: [] });
+        const f = await inDialect({ steps: [] });
         const completion = completionOf(await collect(start(f, { bin }).gen));
         expect(completion).toMatchObject({
           status: "failed",
@@ -393,8 +358,8 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
     });
 
     it("a consumer that stops early (return()) kills the group", async () => {
-      const f = await fake({
-        steps: [...opening, { grandchild: { seconds: 3600 } }, ...emit([backend.message("a")])],
+      const f = await inDialect({
+        steps: [...opening, { grandchild: { seconds: 3600 } }, say("a")],
         end: "hang",
       });
       const { gen, pgid } = start(f);
@@ -452,7 +417,7 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
 
   describe("cancel", () => {
     it("cancel via the AbortSignal -> cancelled, and the group is gone", async () => {
-      const f = await fake({ steps: started(), end: "hang" });
+      const f = await inDialect({ steps: started(), end: "hang" });
       const controller = new AbortController();
       const { gen, pgid } = start(f, { signal: controller.signal });
       const events: BridgeEvent[] = [];
@@ -469,7 +434,7 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
     });
 
     it("an aborted signal -> cancelled without starting the CLI", async () => {
-      const f = await fake({ steps: reply() });
+      const f = await inDialect({ steps: reply() });
       const { gen, pgids } = start(f, { signal: AbortSignal.abort() });
       const events = await collect(gen);
       expect(events).toEqual([
@@ -494,7 +459,7 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
       driver: Partial<DriverLimits>,
       opts: { cancelWhenReady?: boolean; stopAtCompletion?: boolean } = {},
     ) {
-      const f = await fake(scenario);
+      const f = await inDialect(scenario);
       const controller = new AbortController();
       const { gen, pgid } = start(f, { driver, signal: controller.signal });
       const events: BridgeEvent[] = [];
@@ -538,7 +503,7 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
 
     it("an outcome: the run succeeds at once; a CLI that stays is killed when the consumer stops (return())", async () => {
       const { completion, aliveAtCompletion, record } = await runWatchingTheGroup(
-        { steps: [...ready, ...emit([backend.outcome("ready")])], end: "hang" },
+        { steps: [...ready, { succeed: {} }], end: "hang" },
         { killGraceMs: 1500 },
         { stopAtCompletion: true },
       );

@@ -6,14 +6,14 @@ import { issueKey } from "../../src/auth/keys.js";
 import { apiKeys } from "../../src/store/schema.js";
 import { createTestApp, createTestAppOn, requestAs, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { longRun } from "../support/fake-scenarios.js";
 
 // API keys in front of /v1, and tenancy: a key sees its own sessions, runs and events only.
 
 describe.each(BACKENDS)("keys and tenants on %s", (backend) => {
   let t: TestApp;
-  let fake: FakeClaude;
+  let fake: FakeCli;
   let root: string;
   let admin: string;
   let alice: string;
@@ -25,7 +25,7 @@ describe.each(BACKENDS)("keys and tenants on %s", (backend) => {
     mkdirSync(join(root, "outside"));
     mkdirSync(join(root, "allowed"));
     symlinkSync(join(root, "outside"), join(root, "allowed", "escape"));
-    fake = await fakeClaude(longRun(30));
+    fake = await fakeCli(longRun(30));
     t = await createTestApp(backend, {
       ...fake.bridgeEnv,
       AGENT_BRIDGE_AUTH: "keys",
@@ -220,7 +220,7 @@ describe("per-key limits", () => {
   );
 
   it("a key past its limit of active runs gets 429 for the next one", async () => {
-    const fake = await fakeClaude(longRun(30));
+    const fake = await fakeCli(longRun(30));
     const t = await createTestApp("pglite", {
       ...fake.bridgeEnv,
       AGENT_BRIDGE_AUTH: "keys",

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
 import { createTestApp, requestAs, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { longRun } from "../support/fake-scenarios.js";
 
 // Per-key policy: what a key's sessions and hooks may ask for, set by an admin, refused with a
@@ -15,14 +15,14 @@ const HOOK_SECRET = "bearer-secret-0123456789";
 
 describe.each(BACKENDS)("key policies on %s", (backend) => {
   let t: TestApp;
-  let fake: FakeClaude;
+  let fake: FakeCli;
   let root: string;
   let admin: string;
 
   beforeAll(async () => {
     root = realpathSync(mkdtempSync(join(tmpdir(), "agent-bridge-policy-")));
     for (const dir of ["a", "b", "outside"]) mkdirSync(join(root, dir));
-    fake = await fakeClaude(longRun(30));
+    fake = await fakeCli(longRun(30));
     t = await createTestApp(backend, {
       ...fake.bridgeEnv,
       AGENT_BRIDGE_AUTH: "keys",

@@ -1,6 +1,6 @@
 import { createTestApp, listen, type TestApp } from "../support/app.js";
 import type { Backend } from "../support/db.js";
-import { type FakeClaude, type FakeScenario, fakeClaude } from "../support/fake-claude.js";
+import { type FakeCli, type FakeScenario, fakeCli } from "../support/fake-cli.js";
 import {
   assistant,
   messageStart,
@@ -18,12 +18,12 @@ import {
 export interface LiveServer {
   url: string;
   app: TestApp;
-  fake: FakeClaude;
+  fake: FakeCli;
   close(): Promise<void>;
 }
 
 export async function liveServer(backend: Backend, scenario: FakeScenario): Promise<LiveServer> {
-  const fake = await fakeClaude(scenario);
+  const fake = await fakeCli(scenario);
   const app = await createTestApp(backend, {
     ...fake.bridgeEnv,
   });

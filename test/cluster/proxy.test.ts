@@ -1,7 +1,7 @@
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { LARGEST_PNG } from "../support/images.js";
 import { type ReverseProxy, startProxy } from "../support/proxy.js";
 import { type ServerProcess, startServer } from "../support/server.js";
@@ -12,13 +12,13 @@ import { result, systemInit, textDelta } from "../support/stream-json-lines.js";
 // needs of a proxy (events passed on as they happen, reconnects) and the largest message body.
 
 describe("behind the README's nginx configuration", () => {
-  let fake: FakeClaude;
+  let fake: FakeCli;
   let server: ServerProcess;
   let proxy: ReverseProxy;
   let go: string;
 
   beforeAll(async () => {
-    fake = await fakeClaude({ steps: [] });
+    fake = await fakeCli({ steps: [] });
     go = join(fake.dir, "go");
     server = await startServer(fake.bridgeEnv);
     proxy = await startProxy([server.url]);

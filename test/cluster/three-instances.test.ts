@@ -13,7 +13,7 @@ import {
   until,
 } from "../hooks/support.js";
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
 import { type Cleanups, clusterDatabase, follow, instance, post } from "../support/instances.js";
 import { type MockAnthropic, startMockAnthropic } from "../support/mock-anthropic.js";
@@ -68,7 +68,7 @@ async function startRun(url: string, sessionId: string): Promise<string> {
 const LEASE = { AGENT_BRIDGE_LEASE_SECONDS: "6", AGENT_BRIDGE_LEASE_RENEW_SECONDS: "1" };
 
 describe.skipIf(!process.env.TEST_DATABASE_URL)("three instances behind nginx", () => {
-  let fake: FakeClaude;
+  let fake: FakeCli;
   let env: Record<string, string>;
   let a: ServerProcess;
   let b: ServerProcess;
@@ -79,7 +79,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("three instances behind nginx", 
 
   beforeAll(async () => {
     const url = await clusterDatabase(cleanups);
-    fake = await fakeClaude({ steps: [] });
+    fake = await fakeCli({ steps: [] });
     cleanups.push(fake.cleanup);
     env = {
       DATABASE_URL: url,

@@ -3,7 +3,7 @@ import { MAX_VALUE_CHARS } from "../../src/hooks/template.js";
 import { runs } from "../../src/store/schema.js";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
 import { createHook, deliver } from "./support.js";
 
@@ -16,12 +16,12 @@ const SECRET = "bearer-secret-0123456789";
 const headers = { "Content-Type": "application/json", Authorization: `Bearer ${SECRET}` };
 
 describe.each(BACKENDS)("hook bounds on %s", (backend) => {
-  let fake: FakeClaude;
+  let fake: FakeCli;
   let t: TestApp;
   let server: { url: string; close(): Promise<void> };
 
   beforeAll(async () => {
-    fake = await fakeClaude(streamedReply(["Done."]));
+    fake = await fakeCli(streamedReply(["Done."]));
     t = await createTestApp(backend, {
       ...fake.bridgeEnv,
       AGENT_BRIDGE_BODY_LIMIT_BYTES: "300000",

@@ -5,7 +5,7 @@ import { CallbackTargets } from "../../src/hooks/callback-targets.js";
 import type { CallbackOutbox } from "../../src/hooks/outbox.js";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
 import {
   deliver,
@@ -47,13 +47,13 @@ const INSIDE: [string, string][] = [
 ];
 
 describe.each(BACKENDS)("callback targets on %s", (backend) => {
-  let fake: FakeClaude;
+  let fake: FakeCli;
   let t: TestApp;
   let outbox: CallbackOutbox;
   const receivers: Receiver[] = [];
 
   beforeAll(async () => {
-    fake = await fakeClaude(streamedReply(["Done."]));
+    fake = await fakeCli(streamedReply(["Done."]));
     // Nothing allowed: an empty variable is the default.
     t = await createTestApp(backend, {
       ...fake.bridgeEnv,
@@ -157,7 +157,7 @@ describe.each(BACKENDS)("callback targets on %s", (backend) => {
 
 describe.each(BACKENDS)("callback failures on %s", (backend) => {
   it("records an unreachable receiver as `unreachable`, without its address or the socket's error", async () => {
-    const fake = await fakeClaude(streamedReply(["Done."]));
+    const fake = await fakeCli(streamedReply(["Done."]));
     const t = await createTestApp(backend, {
       ...fake.bridgeEnv,
       AGENT_BRIDGE_CALLBACK_MAX_ATTEMPTS: "1",

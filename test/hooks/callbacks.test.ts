@@ -3,7 +3,7 @@ import { buildHookWorkers } from "../../src/app.js";
 import type { CallbackOutbox } from "../../src/hooks/outbox.js";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
 import { BACKENDS, serverDatabases } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
 import { startServer } from "../support/server.js";
 import {
@@ -44,14 +44,14 @@ function verifies(callback: ReceivedCallback, secret: string): boolean {
 }
 
 describe.each(BACKENDS)("callbacks on %s", (backend) => {
-  let fake: FakeClaude;
+  let fake: FakeCli;
   let t: TestApp;
   let outbox: CallbackOutbox;
   let server: { url: string; close(): Promise<void> };
   const receivers: Receiver[] = [];
 
   beforeAll(async () => {
-    fake = await fakeClaude(streamedReply(["All ", "good."]));
+    fake = await fakeCli(streamedReply(["All ", "good."]));
     t = await createTestApp(backend, { ...fake.bridgeEnv, ...CALLBACK_ENV });
     ({ outbox } = buildHookWorkers(t.deps));
     outbox.start();
@@ -193,7 +193,7 @@ describe.each(databases.targets)("callbacks across a restart on %s", (_name, dat
   });
 
   it("resumes after the server is killed, and stops after the 2xx", async () => {
-    const fake = await fakeClaude(streamedReply(["Done."]));
+    const fake = await fakeCli(streamedReply(["Done."]));
     cleanups.push(fake.cleanup);
     let up = false;
     const answers: number[] = [];

@@ -6,7 +6,7 @@ import { getHookByName, insertDelivery } from "../../src/store/hooks.js";
 import { hookDeliveries, hooks, runs } from "../../src/store/schema.js";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
 import {
   createHook,
@@ -26,7 +26,7 @@ const GITHUB_SECRET = "github-secret-0123456789";
 const BEARER_SECRET = "bearer-secret-0123456789";
 
 describe.each(BACKENDS)("hook deliveries on %s", (backend) => {
-  let fake: FakeClaude;
+  let fake: FakeCli;
   let t: TestApp;
   let server: { url: string; close(): Promise<void> };
   const standardSecret = newStandardSecret();
@@ -34,7 +34,7 @@ describe.each(BACKENDS)("hook deliveries on %s", (backend) => {
   const names = { github: `gh-${suffix}`, standard: `std-${suffix}`, bearer: `bearer-${suffix}` };
 
   beforeAll(async () => {
-    fake = await fakeClaude(streamedReply(["Reviewed."]));
+    fake = await fakeCli(streamedReply(["Reviewed."]));
     t = await createTestApp(backend, fake.bridgeEnv);
     server = await listen(t.app);
     const prompt_template = "Review {{payload.pull_request.title}} ({{event}}, {{delivery_id}})";

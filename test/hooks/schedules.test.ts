@@ -3,7 +3,7 @@ import { buildHookWorkers } from "../../src/app.js";
 import type { Scheduler } from "../../src/hooks/scheduler.js";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
 import { BACKENDS, createServerDatabase } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
 import { type ServerProcess, startServer } from "../support/server.js";
 import { createHook, getRun, type RunJson, until } from "./support.js";
@@ -33,14 +33,14 @@ const everySecond = {
 };
 
 describe.each(BACKENDS)("schedules on %s", (backend) => {
-  let fake: FakeClaude;
+  let fake: FakeCli;
   let t: TestApp;
   let scheduler: Scheduler;
   let server: { url: string; close(): Promise<void> };
 
   beforeAll(async () => {
     // Each run takes about 2.5 s, so that an every-second schedule finds it busy.
-    fake = await fakeClaude(streamedReply(["Nothing ", "to ", "do."], { delayMs: 800 }));
+    fake = await fakeCli(streamedReply(["Nothing ", "to ", "do."], { delayMs: 800 }));
     t = await createTestApp(backend, { ...fake.bridgeEnv, AGENT_BRIDGE_SCHEDULE_TICK_MS: "200" });
     ({ scheduler } = buildHookWorkers(t.deps));
     scheduler.start();
@@ -113,7 +113,7 @@ describe.each(BACKENDS)("schedules on %s", (backend) => {
 
 describe.skipIf(!process.env.TEST_DATABASE_URL)("two servers on one Postgres", () => {
   const servers: ServerProcess[] = [];
-  let fake: FakeClaude;
+  let fake: FakeCli;
   let drop: () => Promise<void>;
   afterAll(async () => {
     for (const s of servers) await s.stop("SIGKILL");
@@ -122,7 +122,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("two servers on one Postgres", (
   });
 
   it("fire each tick once", async () => {
-    fake = await fakeClaude(streamedReply(["ok"]));
+    fake = await fakeCli(streamedReply(["ok"]));
     const database = await createServerDatabase();
     drop = database.drop;
     const env = {

@@ -4,7 +4,7 @@ import { issueKey } from "../../src/auth/keys.js";
 import { sessions } from "../../src/store/schema.js";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
 import { createHook, deliver, getRun, isFinished, until } from "./support.js";
 
@@ -15,13 +15,13 @@ const SECRET = "bearer-secret-0123456789";
 const headers = { "Content-Type": "application/json", Authorization: `Bearer ${SECRET}` };
 
 describe.each(BACKENDS)("hook sessions on %s", (backend) => {
-  let fake: FakeClaude;
+  let fake: FakeCli;
   let t: TestApp;
   let server: { url: string; close(): Promise<void> };
 
   beforeAll(async () => {
     // About a second a run, so that a second delivery finds the session busy.
-    fake = await fakeClaude(streamedReply(["Looking", " at it", "."], { delayMs: 350 }));
+    fake = await fakeCli(streamedReply(["Looking", " at it", "."], { delayMs: 350 }));
     t = await createTestApp(backend, fake.bridgeEnv);
     server = await listen(t.app);
     await createHook(server.url, {
@@ -136,14 +136,14 @@ describe.each(BACKENDS)("hook sessions on %s", (backend) => {
 });
 
 describe("hooks with API keys on", () => {
-  let fake: FakeClaude;
+  let fake: FakeCli;
   let t: TestApp;
   let server: { url: string; close(): Promise<void> };
   let admin: { key: string; id: string };
   let user: string;
 
   beforeAll(async () => {
-    fake = await fakeClaude(streamedReply(["ok"]));
+    fake = await fakeCli(streamedReply(["ok"]));
     t = await createTestApp("pglite", { ...fake.bridgeEnv, AGENT_BRIDGE_AUTH: "keys" });
     const made = await issueKey(t.database.db, { name: "ops", admin: true });
     admin = { key: made.key, id: made.row.id };

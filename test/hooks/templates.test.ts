@@ -9,7 +9,7 @@ import {
 } from "../../src/hooks/template.js";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
 import { createHook, deliver, getRun, isFinished, until } from "./support.js";
 
@@ -100,13 +100,13 @@ describe("rendering within a byte limit", () => {
 });
 
 describe.each(BACKENDS)("hostile payload values through a delivery on %s", (backend) => {
-  let fake: FakeClaude;
+  let fake: FakeCli;
   let t: TestApp;
   let server: { url: string; close(): Promise<void> };
   const secret = "bearer-secret-0123456789";
 
   beforeAll(async () => {
-    fake = await fakeClaude(streamedReply(["ok"]));
+    fake = await fakeCli(streamedReply(["ok"]));
     t = await createTestApp(backend, {
       ...fake.bridgeEnv,
       AGENT_BRIDGE_BODY_LIMIT_BYTES: "4194304",

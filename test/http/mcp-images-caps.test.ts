@@ -9,7 +9,7 @@ import { hooks, sessions } from "../../src/store/schema.js";
 import { createSession } from "../../src/store/sessions.js";
 import { createTestApp, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
 import { imageData, LARGEST_PNG, PNG_1X1 } from "../support/images.js";
 
@@ -28,7 +28,7 @@ const post = (body: unknown, headers: Record<string, string> = {}) => ({
 
 describe.each(BACKENDS)("MCP servers, images and run caps through the API on %s", (backend) => {
   let dir: string;
-  let fake: FakeClaude;
+  let fake: FakeCli;
   let t: TestApp;
   const reply = streamedReply(["Done."]);
 
@@ -48,7 +48,7 @@ describe.each(BACKENDS)("MCP servers, images and run caps through the API on %s"
         },
       }),
     );
-    fake = await fakeClaude(reply);
+    fake = await fakeCli(reply);
     t = await createTestApp(backend, {
       ...fake.bridgeEnv,
       AGENT_BRIDGE_AGENTS: "claude,codex",

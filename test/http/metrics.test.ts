@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
 import { createTestApp, requestAs, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
 import { waitUntil } from "../support/process.js";
 
@@ -21,11 +21,11 @@ function sample(text: string, name: string, labels: Record<string, string> = {})
 
 describe.each(BACKENDS)("metrics on %s", (backend) => {
   let t: TestApp;
-  let fake: FakeClaude;
+  let fake: FakeCli;
   let admin: string;
   let user: string;
   beforeAll(async () => {
-    fake = await fakeClaude(
+    fake = await fakeCli(
       streamedReply(["Hello ", "world"], { usage: { input: 100, output: 20 }, costUsd: 0.25 }),
     );
     t = await createTestApp(backend, { ...fake.bridgeEnv, AGENT_BRIDGE_AUTH: "keys" });

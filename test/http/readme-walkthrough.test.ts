@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { toolThenReply } from "../client/live.js";
-import type { FakeScenario } from "../support/fake-claude.js";
+import type { FakeScenario } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
 import { npmStart, type UserServer } from "../support/npm-start.js";
 import { runCommand } from "../support/process.js";

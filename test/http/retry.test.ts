@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
 import { createTestApp, requestAs, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { longRun, streamedReply } from "../support/fake-scenarios.js";
 import { SseReader } from "../support/sse.js";
 import { result, systemInit } from "../support/stream-json-lines.js";
@@ -20,20 +20,20 @@ const FAILED_TURN = {
 };
 
 describe.each(BACKENDS)("retrying a run on %s", (backend) => {
-  let fake: FakeClaude;
+  let fake: FakeCli;
   let t: TestApp;
   let alice: string;
   let bob: string;
 
   beforeAll(async () => {
-    fake = await fakeClaude(streamedReply(["Hello"]));
+    fake = await fakeCli(streamedReply(["Hello"]));
     t = await createTestApp(backend, {
       ...fake.bridgeEnv,
       AGENT_BRIDGE_AUTH: "keys",
       // The fake stands in for codex too: its runs fail, which is all a refusal needs.
       AGENT_BRIDGE_AGENTS: "claude,codex",
       AGENT_BRIDGE_CODEX_BIN: fake.bin,
-      AGENT_BRIDGE_CODEX_ENV_ALLOW: "FAKE_CLAUDE_SCENARIO",
+      AGENT_BRIDGE_CODEX_ENV_ALLOW: "FAKE_CLI_SCENARIO",
     });
     alice = (await issueKey(t.database.db, { name: "alice", admin: false })).key;
     bob = (await issueKey(t.database.db, { name: "bob", admin: false })).key;

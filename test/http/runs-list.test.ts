@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
 import { createTestApp, requestAs, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { longRun } from "../support/fake-scenarios.js";
 
 // Getting a lost run id back: a session names its active run, and its runs are listed newest
@@ -10,13 +10,13 @@ import { longRun } from "../support/fake-scenarios.js";
 
 describe.each(BACKENDS)("listing runs on %s", (backend) => {
   let t: TestApp;
-  let fake: FakeClaude;
+  let fake: FakeCli;
   let alice: string;
   let bob: string;
   let admin: string;
 
   beforeAll(async () => {
-    fake = await fakeClaude(longRun(60));
+    fake = await fakeCli(longRun(60));
     t = await createTestApp(backend, { ...fake.bridgeEnv, AGENT_BRIDGE_AUTH: "keys" });
     const db = t.database.db;
     admin = (await issueKey(db, { name: "admin", admin: true })).key;

@@ -6,7 +6,7 @@ import { openDatabase } from "../../src/store/db.js";
 import { revokeKey } from "../../src/store/keys.js";
 import { createTestAppOn, requestAs, type TestApp } from "../support/app.js";
 import { BACKENDS, openTestDatabase } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
 import { SseReader } from "../support/sse.js";
 
@@ -14,14 +14,14 @@ import { SseReader } from "../support/sse.js";
 
 describe.each(BACKENDS)("stream tokens on %s", (backend) => {
   let t: TestApp;
-  let fake: FakeClaude;
+  let fake: FakeCli;
   let alice: string;
   let aliceId: string;
   let bob: string;
   const logs: string[] = [];
 
   beforeAll(async () => {
-    fake = await fakeClaude(streamedReply(["Hello", " there"]));
+    fake = await fakeCli(streamedReply(["Hello", " there"]));
     // Every log line, at every level, to check that no token reaches the log.
     t = createTestAppOn(
       await openTestDatabase(backend),

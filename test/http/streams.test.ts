@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
+import { agentMatrix } from "../support/agents.js";
 import { createTestApp, fetchAs, listen, type TestApp } from "../support/app.js";
-import { BACKENDS } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import type { FakeCli } from "../support/fake-cli.js";
 import { longRun } from "../support/fake-scenarios.js";
 import { waitUntil } from "../support/process.js";
 import { SseReader } from "../support/sse.js";
@@ -10,17 +10,17 @@ import { SseReader } from "../support/sse.js";
 // AGENT_BRIDGE_MAX_STREAMS_PER_KEY over real HTTP: a key's open event streams (a message's SSE
 // answer and GET …/events alike) are capped, and a stream gives its place back however it ends.
 
-describe.each(BACKENDS)("event streams per key on %s", (backend) => {
+describe.each(agentMatrix)("event streams per key, $agent on $db", (agent) => {
   let t: TestApp;
-  let fake: FakeClaude;
+  let fake: FakeCli;
   let server: { url: string; close(): Promise<void> };
   let alice: string;
   let bob: string;
   const open: SseReader[] = [];
 
   beforeAll(async () => {
-    fake = await fakeClaude(longRun(60));
-    t = await createTestApp(backend, {
+    fake = await agent.fake(longRun(60));
+    t = await createTestApp(agent.db, {
       ...fake.bridgeEnv,
       AGENT_BRIDGE_AUTH: "keys",
       AGENT_BRIDGE_MAX_STREAMS_PER_KEY: "2",
@@ -106,14 +106,14 @@ describe.each(BACKENDS)("event streams per key on %s", (backend) => {
     const session = await newSession(carol);
     const refused = await call(carol, `/v1/sessions/${session}/messages`, {
       method: "POST",
-      body: JSON.stringify({ text: "one stream too many" }),
+      // Names the session, as the CLI's start would (FakeCli.startsFor).
+      body: JSON.stringify({ text: `one stream too many in ${session}` }),
     });
     expect(refused.status).toBe(429);
     expect((await refused.json()).code).toBe("too_many_streams");
     const after = await (await call(carol, `/v1/sessions/${session}`)).json();
     expect(after.usage.runs).toBe(0);
-    const started = (await fake.invocations()).filter((r) => r.args.includes(session));
-    expect(started).toEqual([]);
+    expect(await fake.startsFor(session)).toEqual([]);
   });
 
   it("streams that end with their run's completion give their places back", async () => {

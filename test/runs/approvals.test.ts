@@ -6,7 +6,7 @@ import { insertPermissionRequest, listPermissionRequests } from "../../src/store
 import { insertRun, markRunning } from "../../src/store/runs.js";
 import { createTestApp, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { type Frame, SseReader } from "../support/sse.js";
 import { controlRequest, result, systemInit } from "../support/stream-json-lines.js";
 
@@ -16,13 +16,13 @@ import { controlRequest, result, systemInit } from "../support/stream-json-lines
 
 describe.each(BACKENDS)("permission requests withdrawn or left behind on %s", (backend) => {
   let dir: string;
-  let fake: FakeClaude;
+  let fake: FakeCli;
   let t: TestApp;
   const go = () => join(dir, "go");
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "approvals-"));
-    fake = await fakeClaude({
+    fake = await fakeCli({
       steps: [
         { emit: systemInit() },
         { emit: controlRequest("req_w", "Bash", { command: "make deploy" }, "toolu_w") },

@@ -3,34 +3,35 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
+import { agentMatrix } from "../support/agents.js";
 import { createTestApp, requestAs, type TestApp } from "../support/app.js";
-import { BACKENDS } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import type { FakeCli } from "../support/fake-cli.js";
 import { waitUntil } from "../support/process.js";
-import { result, systemInit } from "../support/stream-json-lines.js";
 
 // What the real CLI cannot be made to do on demand: hold a run until the test lets it finish, so
 // that another run of the same key waits in the queue meanwhile. The budget is asked again when a
 // run's turn comes: one queued while the key's other run spent the budget does not start.
 
-describe.each(BACKENDS)(
-  "a run whose key spent its budget while it was queued, on %s",
-  (backend) => {
+describe.each(agentMatrix)(
+  "a run whose key spent its budget while it was queued, $agent on $db",
+  (agent) => {
     let t: TestApp;
-    let fake: FakeClaude;
+    let fake: FakeCli;
     let dir: string;
 
     beforeAll(async () => {
       dir = mkdtempSync(join(tmpdir(), "agent-bridge-budget-"));
-      fake = await fakeClaude({
+      fake = await agent.fake({
         steps: [
-          { emit: systemInit() },
+          { init: true },
           { mark: "working" },
           { waitFile: join(dir, "go") },
-          { emit: result({ result: "spent", total_cost_usd: 2 }) },
+          { reply: { parts: ["spent"] } },
+          // $2: claude says so, codex's fake model costs $1 per million input tokens.
+          { succeed: { costUsd: 2, usage: { input: 2_000_000, output: 0 } } },
         ],
       });
-      t = await createTestApp(backend, {
+      t = await createTestApp(agent.db, {
         ...fake.bridgeEnv,
         AGENT_BRIDGE_AUTH: "keys",
         AGENT_BRIDGE_MAX_CONCURRENT_RUNS: "1",

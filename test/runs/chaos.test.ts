@@ -5,8 +5,9 @@ import { groupAlive } from "../../src/process/groups.js";
 import { type Database, openDatabase } from "../../src/store/db.js";
 import { listEventBatches } from "../../src/store/events.js";
 import { runs } from "../../src/store/schema.js";
+import { type AgentCase, agentMatrix } from "../support/agents.js";
 import { createDatabaseOn } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import type { FakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
 import { type OwnPostgres, ownPostgresAvailable, startOwnPostgres } from "../support/pg-server.js";
 import { type ServerProcess, startServer } from "../support/server.js";
@@ -25,9 +26,12 @@ const openRuns = (db: Database) =>
 const RUNS = 50;
 const PARTS = Array.from({ length: 20 }, (_, i) => `part ${i} `);
 
-describe.runIf(ownPostgresAvailable)("chaos", () => {
+// On the test's own Postgres server: claude and codex alike.
+const agents = agentMatrix.filter((a) => a.db === "pglite");
+
+describe.runIf(ownPostgresAvailable).each(agents)("chaos, $agent", (agent: AgentCase) => {
   let pg: OwnPostgres;
-  let fake: FakeClaude;
+  let fake: FakeCli;
   let url: string;
   let env: Record<string, string>;
   const servers: ServerProcess[] = [];
@@ -35,7 +39,7 @@ describe.runIf(ownPostgresAvailable)("chaos", () => {
   beforeAll(async () => {
     pg = await startOwnPostgres();
     url = await createDatabaseOn(pg.url, `chaos_${randomBytes(4).toString("hex")}`);
-    fake = await fakeClaude(streamedReply(PARTS, { delayMs: 40 }));
+    fake = await agent.fake(streamedReply(PARTS, { delayMs: 40 }));
     env = {
       ...fake.bridgeEnv,
       DATABASE_URL: url,

@@ -2,24 +2,24 @@ import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { groupAlive } from "../../src/process/groups.js";
 import { runEventBatches } from "../../src/store/schema.js";
+import { agentMatrix } from "../support/agents.js";
 import { createTestApp, httpApi, listen, type TestApp } from "../support/app.js";
-import { BACKENDS } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import type { FakeCli } from "../support/fake-cli.js";
 import { longRun } from "../support/fake-scenarios.js";
 import { SseReader } from "../support/sse.js";
 
 // One run per session, a global limit with a bounded queue, and cancel: against real HTTP and
 // the fake CLI, whose long runs stay active until cancelled.
 
-describe.each(BACKENDS)("run concurrency on %s", (backend) => {
-  let fake: FakeClaude;
+describe.each(agentMatrix)("run concurrency, $agent on $db", (agent) => {
+  let fake: FakeCli;
   let t: TestApp;
   let server: { url: string; close(): Promise<void> };
   let api: ReturnType<typeof httpApi>;
 
   beforeAll(async () => {
-    fake = await fakeClaude(longRun(30));
-    t = await createTestApp(backend, {
+    fake = await agent.fake(longRun(30));
+    t = await createTestApp(agent.db, {
       ...fake.bridgeEnv,
       AGENT_BRIDGE_MAX_CONCURRENT_RUNS: "2",
       AGENT_BRIDGE_MAX_QUEUED_RUNS: "1",
@@ -34,7 +34,8 @@ describe.each(BACKENDS)("run concurrency on %s", (backend) => {
     await fake.cleanup();
   });
 
-  const postAsync = (sessionId: string, text = "work") =>
+  // The prompt names the session: its CLI's start is found by it (FakeCli.startsFor).
+  const postAsync = (sessionId: string, text = `work in ${sessionId}`) =>
     api.postMessage(sessionId, text, { Prefer: "respond-async" });
   const cancel = (runId: string) =>
     fetch(`${server.url}/v1/runs/${runId}/cancel`, { method: "POST" });
@@ -42,7 +43,7 @@ describe.each(BACKENDS)("run concurrency on %s", (backend) => {
   it("of 20 simultaneous messages to one session exactly one runs; the others get 409 naming it", async () => {
     const session = await api.newSession();
     const responses = await Promise.all(
-      Array.from({ length: 20 }, (_, i) => postAsync(session.id, `m${i}`)),
+      Array.from({ length: 20 }, (_, i) => postAsync(session.id, `m${i} in ${session.id}`)),
     );
     const accepted = responses.filter((r) => r.status === 202);
     const refused = responses.filter((r) => r.status === 409);
@@ -58,7 +59,7 @@ describe.each(BACKENDS)("run concurrency on %s", (backend) => {
     }
     // Wait until the run's CLI is up, then make sure it is the only one for this session.
     await SseReader.of(await fetch(`${server.url}/v1/runs/${run.id}/events`)).events(2);
-    expect((await fake.invocations()).filter((i) => i.args.includes(session.id))).toHaveLength(1);
+    expect(await fake.startsFor(session.id)).toHaveLength(1);
     expect((await cancel(run.id)).status).toBe(200);
   });
 
@@ -67,7 +68,7 @@ describe.each(BACKENDS)("run concurrency on %s", (backend) => {
     const run = await (await postAsync(session.id)).json();
     const reader = SseReader.of(await fetch(`${server.url}/v1/runs/${run.id}/events`));
     await reader.events(2);
-    const [invocation] = (await fake.invocations()).filter((i) => i.args.includes(session.id));
+    const [invocation] = await fake.startsFor(session.id);
     expect(invocation && (await groupAlive(invocation.pid))).toBe(true);
 
     const res = await cancel(run.id);
@@ -132,9 +133,7 @@ describe.each(BACKENDS)("run concurrency on %s", (backend) => {
       await fetch(`${server.url}/v1/runs/${queued.id}/events`),
     ).events();
     expect(frames.map((f) => f.event)).toEqual(["run_started", "completion"]);
-    expect(
-      (await fake.invocations()).filter((i) => i.args.includes(sessions[2]?.id ?? "")),
-    ).toHaveLength(0);
+    expect(await fake.startsFor(sessions[2]?.id ?? "")).toHaveLength(0);
     for (const run of runs.slice(0, 2)) await cancel(run.id);
   });
 
@@ -161,7 +160,7 @@ describe.each(BACKENDS)("run concurrency on %s", (backend) => {
       .from(runEventBatches)
       .where(eq(runEventBatches.runId, run.id));
     expect(events).toEqual([]);
-    const [invocation] = (await fake.invocations()).filter((i) => i.args.includes(session.id));
+    const [invocation] = await fake.startsFor(session.id);
     expect(invocation && (await groupAlive(invocation.pid))).toBe(false);
   });
 });

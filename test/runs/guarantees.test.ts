@@ -1,13 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { groupAlive } from "../../src/process/groups.js";
+import { agentMatrix } from "../support/agents.js";
 import { createTestApp, httpApi, listen, type TestApp } from "../support/app.js";
-import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
-import { BACKENDS } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import type { FakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
-import { type MockAnthropic, startMockAnthropic } from "../support/mock-anthropic.js";
+import { type Model, startModel } from "../support/models.js";
 import { SseReader } from "../support/sse.js";
-import { systemInit, textDelta } from "../support/stream-json-lines.js";
 import { git, makeRepo, type TestRepo } from "../worktrees/repo.js";
 
 // The run guarantees under hostile output and racing requests: every run ends with exactly one
@@ -28,35 +26,30 @@ async function deleteWhileAdmitting(url: string, api: ReturnType<typeof httpApi>
   return { session, posted };
 }
 
-describe.each(BACKENDS)("text from the CLI holding any character, on %s", (backend) => {
-  let mock: MockAnthropic;
-  let ce: ClaudeEnv;
+describe.each(agentMatrix)("text from the CLI holding any character, $agent on $db", (agent) => {
+  let model: Model;
   let t: TestApp;
   let server: { url: string; close(): Promise<void> };
   let api: ReturnType<typeof httpApi>;
 
   beforeAll(async () => {
-    mock = await startMockAnthropic({ quiet: true });
-    ce = await makeClaudeEnv(mock.url);
-    // The default permission mode (acceptEdits) with an ordinary tenant's powers: Bash is denied,
-    // so the NUL reaches the model through the denial and comes back in its text.
-    t = await createTestApp(backend, { ...ce.env, AGENT_BRIDGE_WORK_DIR: ce.cwd });
+    model = await startModel(agent.agent);
+    // The default permission mode (acceptEdits) with an ordinary tenant's powers: claude's Bash is
+    // denied, so the NUL reaches the model through the denial; codex runs the command.
+    t = await createTestApp(agent.db, model.env);
     server = await listen(t.app);
     api = httpApi(server.url);
   });
   afterAll(async () => {
     await server.close();
     await t.close();
-    await mock.close();
-    await ce.cleanup();
+    await model.close();
   });
 
   it("a U+0000 in the agent's text is relayed, stored and returned intact; the server stays up", async () => {
     const text = "the output was a\u0000b, as printed";
-    mock.script(
-      { blocks: [{ type: "tool_use", name: "Bash", input: { command: "printf 'a\\000b'" } }] },
-      { blocks: [{ type: "text", text }] },
-    );
+    model.shell("printf 'a\\000b'");
+    model.answer([text]);
     const session = await api.newSession();
     const res = await api.postMessage(
       session.id,
@@ -77,7 +70,7 @@ describe.each(BACKENDS)("text from the CLI holding any character, on %s", (backe
     expect(replay.map((f) => f.raw)).toEqual(frames.map((f) => f.raw));
 
     // The session takes its next message: nothing was left half-recorded.
-    mock.script({ blocks: [{ type: "text", text: "still here" }] });
+    model.answer(["still here"]);
     const next = await (
       await api.postMessage(session.id, "again", { Accept: "application/json" })
     ).json();
@@ -85,15 +78,15 @@ describe.each(BACKENDS)("text from the CLI holding any character, on %s", (backe
   });
 });
 
-describe.each(BACKENDS)("racing requests on %s", (backend) => {
-  let fake: FakeClaude;
+describe.each(agentMatrix)("racing requests, $agent on $db", (agent) => {
+  let fake: FakeCli;
   let t: TestApp;
   let server: { url: string; close(): Promise<void> };
   let api: ReturnType<typeof httpApi>;
 
   beforeAll(async () => {
-    fake = await fakeClaude(streamedReply(["quick"]));
-    t = await createTestApp(backend, fake.bridgeEnv);
+    fake = await agent.fake(streamedReply(["quick"]));
+    t = await createTestApp(agent.db, fake.bridgeEnv);
     server = await listen(t.app);
     api = httpApi(server.url);
   });
@@ -105,11 +98,11 @@ describe.each(BACKENDS)("racing requests on %s", (backend) => {
 
   it("a cancel racing a run's end answers 200 and the run is cancelled, or 409 and it finished as it did", async () => {
     // The CLI has written its result but not exited yet: the outcome is known, the run not over.
-    const lingering = await fakeClaude({
+    const lingering = await agent.fake({
       steps: [...streamedReply(["done"]).steps, { mark: "result" }],
       end: "hang",
     });
-    const app = await createTestApp(backend, lingering.bridgeEnv);
+    const app = await createTestApp(agent.db, lingering.bridgeEnv);
     const served = await listen(app.app);
     try {
       const lingeringApi = httpApi(served.url);
@@ -143,18 +136,14 @@ describe.each(BACKENDS)("racing requests on %s", (backend) => {
   });
 });
 
-describe.each(BACKENDS)("a CLI that ignores SIGTERM, on %s", (backend) => {
+describe.each(agentMatrix)("a CLI that ignores SIGTERM, $agent on $db", (agent) => {
   it("the completion goes out when the outcome is known; the run's slot is free once its CLI is gone", async () => {
     // Says one thing, stops answering SIGTERM, and never writes again: stalled after 1 s.
-    const stubborn = await fakeClaude({
-      steps: [
-        { emit: systemInit() },
-        { ignoreSigterm: true },
-        { emit: textDelta("msg_1", 0, "thinking") },
-      ],
+    const stubborn = await agent.fake({
+      steps: [{ init: true }, { ignoreSigterm: true }, { reply: { parts: ["thinking"] } }],
       end: "hang",
     });
-    const app = await createTestApp(backend, {
+    const app = await createTestApp(agent.db, {
       ...stubborn.bridgeEnv,
       AGENT_BRIDGE_IDLE_TIMEOUT_SECONDS: "1",
       AGENT_BRIDGE_MAX_CONCURRENT_RUNS: "1",
@@ -184,22 +173,20 @@ describe.each(BACKENDS)("a CLI that ignores SIGTERM, on %s", (backend) => {
   });
 });
 
-describe.each(BACKENDS)(
-  "deleting a worktree session while its message starts, on %s",
-  (backend) => {
-    let mock: MockAnthropic;
-    let ce: ClaudeEnv;
+describe.each(agentMatrix)(
+  "deleting a worktree session while its message starts, $agent on $db",
+  (agent) => {
+    let model: Model;
     let repo: TestRepo;
     let t: TestApp;
     let server: { url: string; close(): Promise<void> };
     let api: ReturnType<typeof httpApi>;
 
     beforeAll(async () => {
-      mock = await startMockAnthropic({ quiet: true, defaultText: "working" });
-      ce = await makeClaudeEnv(mock.url);
+      model = await startModel(agent.agent, { defaultText: "working" });
       repo = await makeRepo();
-      t = await createTestApp(backend, {
-        ...ce.env,
+      t = await createTestApp(agent.db, {
+        ...model.env,
         AGENT_BRIDGE_WORK_DIR: repo.clone,
         AGENT_BRIDGE_WORKTREE_ENABLED: "true",
       });
@@ -209,8 +196,7 @@ describe.each(BACKENDS)(
     afterAll(async () => {
       await server.close();
       await t.close();
-      await mock.close();
-      await ce.cleanup();
+      await model.close();
       await repo.cleanup();
     });
 

@@ -5,12 +5,12 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openDatabase } from "../../src/store/db.js";
 import { listEventBatches } from "../../src/store/events.js";
+import { type AgentCase, agentMatrix } from "../support/agents.js";
 import { createTestAppOn, httpApi, listen, type TestApp } from "../support/app.js";
 import { createDatabaseOn } from "../support/db.js";
-import { fakeClaude } from "../support/fake-claude.js";
+import type { FakeScenario } from "../support/fake-cli.js";
 import { type OwnPostgres, ownPostgresAvailable, startOwnPostgres } from "../support/pg-server.js";
 import { SseReader } from "../support/sse.js";
-import { messageStart, result, systemInit, textDelta } from "../support/stream-json-lines.js";
 
 // The database goes away under a running run (a Postgres restart, a failover): the run's log
 // keeps every event, in order, without a gap, as long as the outage stays within the bound; past
@@ -20,24 +20,24 @@ import { messageStart, result, systemInit, textDelta } from "../support/stream-j
 const BEFORE = 20;
 const DURING = 30;
 
-/** Streams BEFORE deltas, waits for the test, streams DURING more (the test has stopped the database by then), and succeeds. */
-function outageScenario(go: string) {
-  const delta = (i: number) => ({ emit: textDelta("msg_1", 0, `${i} `) });
+/** Says BEFORE numbers, waits for the test, says DURING more (the test has stopped the database by then), and succeeds. */
+function outageScenario(go: string): FakeScenario {
+  const say = (i: number) => ({ reply: { parts: [`${i}`] } });
   return {
     steps: [
-      { emit: systemInit() },
-      { emit: messageStart("msg_1") },
-      ...Array.from({ length: BEFORE }, (_, i) => delta(i)),
+      { init: true },
+      ...Array.from({ length: BEFORE }, (_, i) => say(i)),
       { mark: "before" },
       { waitFile: go },
-      ...Array.from({ length: DURING }, (_, i) => delta(BEFORE + i)),
-      { emit: result({ result: "done" }) },
+      ...Array.from({ length: DURING }, (_, i) => say(BEFORE + i)),
+      { succeed: {} },
       { mark: "result" },
     ],
   };
 }
 
-const expectedText = Array.from({ length: BEFORE + DURING }, (_, i) => `${i} `).join("");
+/** What each text delta says, in order (each message is a paragraph of its own). */
+const expectedSaid = Array.from({ length: BEFORE + DURING }, (_, i) => `${i}`);
 
 describe.runIf(ownPostgresAvailable)("a database outage during a run", () => {
   let pg: OwnPostgres;
@@ -46,135 +46,138 @@ describe.runIf(ownPostgresAvailable)("a database outage during a run", () => {
   });
   afterAll(() => pg?.destroy());
 
-  /**
-   * The app on a fresh database of this server, with a run of the outage scenario going and its
-   * stream read up to the CLI's pause; `go()` lets the CLI write the rest.
-   */
-  async function countingRun(env: Record<string, string> = {}) {
-    const goDir = mkdtempSync(join(tmpdir(), "outage-"));
-    const goFile = join(goDir, "go");
-    const fake = await fakeClaude(outageScenario(goFile));
-    const url = await createDatabaseOn(pg.url, `outage_${randomBytes(4).toString("hex")}`);
-    const handle = await openDatabase({ kind: "postgres", url });
-    const t = createTestAppOn(
-      { ...handle, url, destroy: () => handle.close() },
-      { ...fake.bridgeEnv, ...env },
-    );
-    const server = await listen(t.app);
-    const api = httpApi(server.url);
-    const res = await api.postMessage((await api.newSession()).id, "count");
-    const reader = SseReader.of(res);
-    return {
-      t,
-      fake,
-      server,
-      runId: res.headers.get("x-run-id") ?? "",
-      reader,
-      first: await reader.events(1 + BEFORE),
-      go: () => writeFileSync(goFile, ""),
-      close: async () => {
-        pg.ensureStarted();
-        await server.close();
-        await t.close();
-        await fake.cleanup();
-        rmSync(goDir, { recursive: true, force: true });
-      },
-    };
-  }
-
-  async function storedLog(t: TestApp, runId: string) {
-    const batches = await listEventBatches(t.database.db, runId, {
-      view: "full",
-      after: 0,
-      fromSeq: 0,
-      limit: 1000,
-    });
-    return batches.flat();
-  }
-
-  // Each test stops and starts a Postgres server: seconds each on a loaded machine.
-  it("loses nothing when the database is back within the bound (8 s down mid-run)", {
-    timeout: 180_000,
-  }, async () => {
-    // A bound well past the outage: stopping and starting Postgres takes seconds more when loaded.
-    const { t, fake, server, runId, reader, first, go, close } = await countingRun({
-      AGENT_BRIDGE_DB_OUTAGE_SECONDS: "120",
-    });
-    try {
-      expect(first.at(-1)?.event).toBe("text_delta");
-      pg.stop();
-      go();
-      // Meanwhile a request that needs the database is told so, without the database's text.
-      const refused = await fetch(`${server.url}/v1/sessions`, { method: "POST" });
-      expect(refused.status).toBe(503);
-      expect(refused.headers.get("retry-after")).toBe("5");
-      const problem = await refused.json();
-      expect(problem).toMatchObject({ code: "database_unavailable" });
-      expect(problem.detail).not.toMatch(/insert|select|sessions/i);
-      // The CLI writes the rest of its answer while the database is down.
-      await fake.waitForMark("result");
-      // The outage itself lasts 8 s: longer than the log's retries used to hold out.
-      await new Promise((r) => setTimeout(r, 8000));
-      pg.start();
-
-      const rest = await reader.events();
-      const frames = [...first, ...rest];
-      expect(frames.map((f) => f.id)).toEqual(frames.map((_, i) => String(i + 1)));
-      const completion = frames.at(-1);
-      expect(completion?.event).toBe("completion");
-      expect(completion?.data).toMatchObject({ status: "succeeded" });
-      const text = frames
-        .filter((f) => f.event === "text_delta")
-        .map((f) => (f.data as { text: string }).text)
-        .join("");
-      expect(text).toBe(expectedText);
-
-      const stored = await storedLog(t, runId);
-      expect(stored.map((e) => e.seq)).toEqual(stored.map((_, i) => i + 1));
-      expect(stored.at(-1)?.type).toBe("completion");
-      const shown = stored.filter((e) => e.publicSeq !== null);
-      expect(shown.map((e) => e.json)).toEqual(frames.map((f) => JSON.stringify(f.data)));
-    } finally {
-      await close();
+  // On the test's own Postgres server: claude and codex alike.
+  describe.each(agentMatrix.filter((a) => a.db === "pglite"))("$agent", (agent: AgentCase) => {
+    /**
+     * The app on a fresh database of this server, with a run of the outage scenario going and its
+     * stream read up to the CLI's pause; `go()` lets the CLI write the rest.
+     */
+    async function appOnOwnPostgres(env: Record<string, string>) {
+      const url = await createDatabaseOn(pg.url, `outage_${randomBytes(4).toString("hex")}`);
+      const handle = await openDatabase({ kind: "postgres", url });
+      const t = createTestAppOn({ ...handle, url, destroy: () => handle.close() }, env);
+      return { t, server: await listen(t.app) };
     }
-  });
 
-  it("past the bound the run fails, names the database, and its log has no gap", {
-    timeout: 180_000,
-  }, async () => {
-    const { t, server, runId, reader, first, go, close } = await countingRun({
-      AGENT_BRIDGE_DB_OUTAGE_SECONDS: "2",
-    });
-    try {
-      pg.stop();
-      go();
-      // The client gets the run's end while the database is still down.
-      const rest = await reader.events();
-      const frames = [...first, ...rest];
-      expect(frames.map((f) => f.id)).toEqual(frames.map((_, i) => String(i + 1)));
-      const completion = frames.at(-1);
-      expect(completion?.event).toBe("completion");
-      expect(completion?.data).toMatchObject({
-        status: "failed",
-        error: expect.stringMatching(/database is unreachable/),
+    async function countingRun(env: Record<string, string> = {}) {
+      const goDir = mkdtempSync(join(tmpdir(), "outage-"));
+      const goFile = join(goDir, "go");
+      const fake = await agent.fake(outageScenario(goFile));
+      const { t, server } = await appOnOwnPostgres({ ...fake.bridgeEnv, ...env });
+      const api = httpApi(server.url);
+      const res = await api.postMessage((await api.newSession()).id, "count");
+      const reader = SseReader.of(res);
+      return {
+        t,
+        fake,
+        server,
+        runId: res.headers.get("x-run-id") ?? "",
+        reader,
+        first: await reader.events(1 + BEFORE),
+        go: () => writeFileSync(goFile, ""),
+        close: async () => {
+          pg.ensureStarted();
+          await server.close();
+          await t.close();
+          await fake.cleanup();
+          rmSync(goDir, { recursive: true, force: true });
+        },
+      };
+    }
+
+    async function storedLog(t: TestApp, runId: string) {
+      const batches = await listEventBatches(t.database.db, runId, {
+        view: "full",
+        after: 0,
+        fromSeq: 0,
+        limit: 1000,
       });
-      pg.start();
-
-      // Once the database is back the run is closed with the completion the client saw.
-      const until = Date.now() + 60_000;
-      let status = "";
-      while (Date.now() < until) {
-        const run = await fetch(`${server.url}/v1/runs/${runId}`);
-        if (run.ok) status = ((await run.json()) as { status: string }).status;
-        if (status === "failed") break;
-        await new Promise((r) => setTimeout(r, 100));
-      }
-      expect(status).toBe("failed");
-      const stored = await storedLog(t, runId);
-      expect(stored.map((e) => e.seq)).toEqual(stored.map((_, i) => i + 1));
-      expect(stored.at(-1)?.json).toBe(JSON.stringify(completion?.data));
-    } finally {
-      await close();
+      return batches.flat();
     }
+
+    // Each test stops and starts a Postgres server: seconds each on a loaded machine.
+    it("loses nothing when the database is back within the bound (8 s down mid-run)", {
+      timeout: 180_000,
+    }, async () => {
+      // A bound well past the outage: stopping and starting Postgres takes seconds more when loaded.
+      const { t, fake, server, runId, reader, first, go, close } = await countingRun({
+        AGENT_BRIDGE_DB_OUTAGE_SECONDS: "120",
+      });
+      try {
+        expect(first.at(-1)?.event).toBe("text_delta");
+        pg.stop();
+        go();
+        // Meanwhile a request that needs the database is told so, without the database's text.
+        const refused = await fetch(`${server.url}/v1/sessions`, { method: "POST" });
+        expect(refused.status).toBe(503);
+        expect(refused.headers.get("retry-after")).toBe("5");
+        const problem = await refused.json();
+        expect(problem).toMatchObject({ code: "database_unavailable" });
+        expect(problem.detail).not.toMatch(/insert|select|sessions/i);
+        // The CLI writes the rest of its answer while the database is down.
+        await fake.waitForMark("result");
+        // The outage itself lasts 8 s: longer than the log's retries used to hold out.
+        await new Promise((r) => setTimeout(r, 8000));
+        pg.start();
+
+        const rest = await reader.events();
+        const frames = [...first, ...rest];
+        expect(frames.map((f) => f.id)).toEqual(frames.map((_, i) => String(i + 1)));
+        const completion = frames.at(-1);
+        expect(completion?.event).toBe("completion");
+        expect(completion?.data).toMatchObject({ status: "succeeded" });
+        const said = frames
+          .filter((f) => f.event === "text_delta")
+          .map((f) => (f.data as { text: string }).text.trim());
+        expect(said).toEqual(expectedSaid);
+
+        const stored = await storedLog(t, runId);
+        expect(stored.map((e) => e.seq)).toEqual(stored.map((_, i) => i + 1));
+        expect(stored.at(-1)?.type).toBe("completion");
+        const shown = stored.filter((e) => e.publicSeq !== null);
+        expect(shown.map((e) => e.json)).toEqual(frames.map((f) => JSON.stringify(f.data)));
+      } finally {
+        await close();
+      }
+    });
+
+    it("past the bound the run fails, names the database, and its log has no gap", {
+      timeout: 180_000,
+    }, async () => {
+      const { t, server, runId, reader, first, go, close } = await countingRun({
+        AGENT_BRIDGE_DB_OUTAGE_SECONDS: "2",
+      });
+      try {
+        pg.stop();
+        go();
+        // The client gets the run's end while the database is still down.
+        const rest = await reader.events();
+        const frames = [...first, ...rest];
+        expect(frames.map((f) => f.id)).toEqual(frames.map((_, i) => String(i + 1)));
+        const completion = frames.at(-1);
+        expect(completion?.event).toBe("completion");
+        expect(completion?.data).toMatchObject({
+          status: "failed",
+          error: expect.stringMatching(/database is unreachable/),
+        });
+        pg.start();
+
+        // Once the database is back the run is closed with the completion the client saw.
+        const until = Date.now() + 60_000;
+        let status = "";
+        while (Date.now() < until) {
+          const run = await fetch(`${server.url}/v1/runs/${runId}`);
+          if (run.ok) status = ((await run.json()) as { status: string }).status;
+          if (status === "failed") break;
+          await new Promise((r) => setTimeout(r, 100));
+        }
+        expect(status).toBe("failed");
+        const stored = await storedLog(t, runId);
+        expect(stored.map((e) => e.seq)).toEqual(stored.map((_, i) => i + 1));
+        expect(stored.at(-1)?.json).toBe(JSON.stringify(completion?.data));
+      } finally {
+        await close();
+      }
+    });
   });
 });

@@ -1,7 +1,10 @@
 import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
+import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runs } from "../../src/store/schema.js";
+import { agentMatrix } from "../support/agents.js";
 import { createTestApp, httpApi, listen, type TestApp } from "../support/app.js";
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
 import { BACKENDS } from "../support/db.js";
@@ -11,10 +14,12 @@ import {
   type MockAnthropic,
   startMockAnthropic,
 } from "../support/mock-anthropic.js";
+import { type Model, startModel } from "../support/models.js";
 import { SseReader } from "../support/sse.js";
 
 // The whole path with the real `claude` binary: HTTP -> run manager -> CLI -> a mock Messages
-// API on loopback -> events back over SSE, JSON and async.
+// API on loopback -> events back over SSE, JSON and async. The same for codex is in
+// test/agents/codex/sessions.real.test.ts; what follows a run that ended early runs for both.
 
 /** Processes whose command line mentions the session: its CLI, while one runs. */
 function processesOf(sessionId: string): string[] {
@@ -27,12 +32,12 @@ function processesOf(sessionId: string): string[] {
   }
 }
 
-/** Kills the session's CLI with SIGKILL to its group as soon as it runs. */
-async function killOnceRunning(sessionId: string): Promise<void> {
+/** Kills the run's CLI with SIGKILL to its group as soon as the run has recorded it. */
+async function killOnceRunning(t: TestApp, runId: string): Promise<void> {
   for (;;) {
-    const [pid] = processesOf(sessionId).map(Number);
-    if (pid !== undefined) {
-      process.kill(-pid, "SIGKILL");
+    const [run] = await t.database.db.select().from(runs).where(eq(runs.id, runId));
+    if (run?.pgid) {
+      process.kill(-run.pgid, "SIGKILL");
       return;
     }
     await new Promise((r) => setTimeout(r, 10));
@@ -184,43 +189,67 @@ describe.each(BACKENDS)("the real claude CLI through HTTP on %s", (backend) => {
     const rest = await reader.events();
     expect(rest.at(-1)?.data).toMatchObject({ type: "completion", status: "cancelled" });
   });
-
-  it("after a first message cancelled while the API held its answer, the next continues the conversation", async () => {
-    const held = holdUntilReleased();
-    mock.script({ blocks: [{ type: "text", text: "Never sent." }], hold: held.hold });
-    const session = await api.newSession();
-    const run = await (
-      await api.postMessage(session.id, "remember the word quince", { Prefer: "respond-async" })
-    ).json();
-    await held.arrived;
-    const cancelled = await (
-      await fetch(`${server.url}/v1/runs/${run.id}/cancel`, { method: "POST" })
-    ).json();
-    held.release();
-    expect(cancelled).toMatchObject({ status: "cancelled" });
-
-    mock.script({ blocks: [{ type: "text", text: "The word was quince." }] });
-    const next = await (
-      await api.postMessage(session.id, "which word?", { Accept: "application/json" })
-    ).json();
-    expect(next).toMatchObject({ text: "The word was quince.", run: { status: "succeeded" } });
-    const seen = JSON.stringify(mock.mainRequests().at(-1)?.messages);
-    expect(seen).toContain("remember the word quince");
-  });
-
-  it("after a first message whose CLI was killed before its init line, the next one works", async () => {
-    const session = await api.newSession();
-    const run = await (
-      await api.postMessage(session.id, "never heard", { Prefer: "respond-async" })
-    ).json();
-    await killOnceRunning(session.id);
-    const killed = SseReader.of(await fetch(`${server.url}/v1/runs/${run.id}/events`));
-    expect((await killed.events()).at(-1)?.data).toMatchObject({ status: "failed" });
-
-    mock.script({ blocks: [{ type: "text", text: "Hello, fresh." }] });
-    const next = await (
-      await api.postMessage(session.id, "hello", { Accept: "application/json" })
-    ).json();
-    expect(next).toMatchObject({ text: "Hello, fresh.", run: { status: "succeeded" } });
-  });
 });
+
+describe.each(agentMatrix)(
+  "after a first run that ended early, the real $agent CLI on $db",
+  (agent) => {
+    let model: Model;
+    let t: TestApp;
+    let server: { url: string; close(): Promise<void> };
+    let api: ReturnType<typeof httpApi>;
+
+    beforeAll(async () => {
+      model = await startModel(agent.agent);
+      t = await createTestApp(agent.db, {
+        ...model.env,
+        AGENT_BRIDGE_PERMISSION_MODE: "bypassPermissions",
+      });
+      server = await listen(t.app);
+      api = httpApi(server.url);
+    });
+    afterAll(async () => {
+      await server.close();
+      await t.close();
+      await model.close();
+    });
+
+    it("after a first message cancelled while the API held its answer, the next continues the conversation", async () => {
+      const held = holdUntilReleased();
+      model.answer(["Never sent."], { hold: held.hold });
+      const session = await api.newSession();
+      const run = await (
+        await api.postMessage(session.id, "remember the word quince", { Prefer: "respond-async" })
+      ).json();
+      await held.arrived;
+      const cancelled = await (
+        await fetch(`${server.url}/v1/runs/${run.id}/cancel`, { method: "POST" })
+      ).json();
+      held.release();
+      expect(cancelled).toMatchObject({ status: "cancelled" });
+
+      model.answer(["The word was quince."]);
+      const next = await (
+        await api.postMessage(session.id, "which word?", { Accept: "application/json" })
+      ).json();
+      expect(next).toMatchObject({ text: "The word was quince.", run: { status: "succeeded" } });
+      expect(model.lastRequest()).toContain("remember the word quince");
+    });
+
+    it("after a first message whose CLI was killed before its init line, the next one works", async () => {
+      const session = await api.newSession();
+      const run = await (
+        await api.postMessage(session.id, "never heard", { Prefer: "respond-async" })
+      ).json();
+      await killOnceRunning(t, run.id);
+      const killed = SseReader.of(await fetch(`${server.url}/v1/runs/${run.id}/events`));
+      expect((await killed.events()).at(-1)?.data).toMatchObject({ status: "failed" });
+
+      model.answer(["Hello, fresh."]);
+      const next = await (
+        await api.postMessage(session.id, "hello", { Accept: "application/json" })
+      ).json();
+      expect(next).toMatchObject({ text: "Hello, fresh.", run: { status: "succeeded" } });
+    });
+  },
+);

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { groupAlive } from "../../src/process/groups.js";
+import { type AgentCase, agentTargets } from "../support/agents.js";
 import { serverDatabases } from "../support/db.js";
-import { fakeClaude } from "../support/fake-claude.js";
 import { longRun } from "../support/fake-scenarios.js";
 import { startServer } from "../support/server.js";
 import { SseReader } from "../support/sse.js";
@@ -18,8 +18,8 @@ const databases = serverDatabases();
 afterAll(() => databases.cleanup());
 
 /** The fake's long run on a fresh database; no grace at shutdown, so stops never wait on it. */
-async function longRunServer(database: () => Promise<Record<string, string>>) {
-  const fake = await fakeClaude(longRun(60));
+async function longRunServer(agent: AgentCase, database: () => Promise<Record<string, string>>) {
+  const fake = await agent.fake(longRun(60));
   cleanups.push(fake.cleanup);
   return {
     fake,
@@ -38,9 +38,10 @@ async function startLongRun(url: string) {
   return { session, res };
 }
 
-describe.each(databases.targets)("restarts on %s", (_name, database) => {
-  it("a server killed with SIGKILL mid-run comes back with the run interrupted and the session free", async () => {
-    const { fake, env } = await longRunServer(database);
+describe.each(agentTargets(databases.targets))("restarts, $agent on $db", (agent) => {
+  const { database } = agent;
+  it("a server killed with SIGKILL mid-run comes back with the run interrupted and the session free to resume", async () => {
+    const { fake, env } = await longRunServer(agent, database);
     const first = await startServer(env);
     const { session, res } = await startLongRun(first.url);
     const runId = res.headers.get("x-run-id");
@@ -66,13 +67,19 @@ describe.each(databases.targets)("restarts on %s", (_name, database) => {
         body: JSON.stringify({ text: "again" }),
       });
       expect(next.status).toBe(202);
+      // It continues the agent's session, which the killed run had started.
+      const { id } = (await next.json()) as { id: string };
+      await SseReader.of(await fetch(`${second.url}/v1/runs/${id}/events`)).events(2);
+      const starts = await fake.invocations();
+      expect(starts).toHaveLength(2);
+      expect(starts.map((s) => agent.resumed(s.args))).toEqual([false, true]);
     } finally {
       await second.stop();
     }
   });
 
   it("SIGTERM gives running runs their completion before the process exits", async () => {
-    const { fake, env } = await longRunServer(database);
+    const { fake, env } = await longRunServer(agent, database);
     const server = await startServer(env);
     const { res } = await startLongRun(server.url);
     const reader = SseReader.of(res);

@@ -1,10 +1,10 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { groupAlive, liveGroupMembers, terminateGroup } from "../../src/process/groups.js";
-import { makeClaudeEnv } from "../support/claude-env.js";
+import { type AgentCase, agentMatrix, agentTargets } from "../support/agents.js";
 import { serverDatabases } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import type { FakeCli } from "../support/fake-cli.js";
 import { longRun } from "../support/fake-scenarios.js";
-import { startMockAnthropic } from "../support/mock-anthropic.js";
+import { startModel } from "../support/models.js";
 import { runCommand, waitUntil } from "../support/process.js";
 import { type ServerProcess, startServer } from "../support/server.js";
 import { SseReader } from "../support/sse.js";
@@ -19,7 +19,7 @@ const RUN_SECONDS = 300;
 /** A server start takes seconds, and half a minute on a loaded machine: each test starts one or two. */
 const TEST_TIMEOUT_MS = 180_000;
 
-const fakes: FakeClaude[] = [];
+const fakes: FakeCli[] = [];
 afterAll(async () => {
   for (const fake of fakes.splice(0)) await fake.cleanup();
 });
@@ -27,14 +27,14 @@ afterAll(async () => {
 const databases = serverDatabases();
 afterAll(() => databases.cleanup());
 
-async function longRunFake(): Promise<FakeClaude> {
-  const fake = await fakeClaude(longRun(RUN_SECONDS));
+async function longRunFake(agent: AgentCase): Promise<FakeCli> {
+  const fake = await agent.fake(longRun(RUN_SECONDS));
   fakes.push(fake);
   return fake;
 }
 
 /** A new session with a long run going: its id, its SSE stream, and its CLI's pid. */
-async function runGoing(server: ServerProcess, fake: FakeClaude) {
+async function runGoing(server: ServerProcess, fake: FakeCli) {
   const session = await (await fetch(`${server.url}/v1/sessions`, { method: "POST" })).json();
   const res = await fetch(`${server.url}/v1/sessions/${session.id}/messages`, {
     method: "POST",
@@ -61,11 +61,12 @@ async function groupEmpty(pgid: number): Promise<boolean> {
   return (await liveGroupMembers(pgid))?.length === 0;
 }
 
-describe.each(databases.targets)("when the server goes, on %s", (_name, database) => {
+describe.each(agentTargets(databases.targets))("when the server goes, $agent on $db", (agent) => {
+  const { database } = agent;
   it(
     "killed with SIGKILL alone, its CLIs are stopped at once, long before their runs would end",
     async () => {
-      const fake = await longRunFake();
+      const fake = await longRunFake(agent);
       const server = await startServer(
         { ...(await database()), ...fake.bridgeEnv },
         { ownGroup: true },
@@ -91,7 +92,7 @@ describe.each(databases.targets)("when the server goes, on %s", (_name, database
   it.each(["SIGINT", "SIGTERM"] as const)(
     "%s to its whole process group: running runs get the grace, end interrupted with one completion, and no process is left",
     async (signal) => {
-      const fake = await longRunFake();
+      const fake = await longRunFake(agent);
       const env = {
         ...(await database()),
         ...fake.bridgeEnv,
@@ -139,56 +140,62 @@ describe.each(databases.targets)("when the server goes, on %s", (_name, database
   );
 });
 
-describe("when the server goes, with the real CLI", () => {
-  it(
-    "killed with SIGKILL alone, a CLI streaming from the model is stopped at once",
-    async () => {
-      const mock = await startMockAnthropic({ quiet: true });
-      const ce = await makeClaudeEnv(mock.url);
-      // About three minutes of streaming: a text block every 3 s, one SSE event every 500 ms.
-      const blocks = Array.from({ length: 60 }, (_, i) => ({
-        type: "text" as const,
-        text: `Part ${i}. `,
-      }));
-      mock.script({ blocks, delayMs: 500 });
-      const [, database] = databases.targets[0] ?? [];
-      const server = await startServer(
-        {
-          ...(await database?.()),
-          ...ce.env,
-          AGENT_BRIDGE_WORK_DIR: ce.cwd,
-          AGENT_BRIDGE_PERMISSION_MODE: "bypassPermissions",
-        },
-        { ownGroup: true },
-      );
-      const pgid = server.child.pid ?? 0;
-      let clis: number[] = [];
-      try {
-        const session = await (await fetch(`${server.url}/v1/sessions`, { method: "POST" })).json();
-        const res = await fetch(`${server.url}/v1/sessions/${session.id}/messages`, {
-          method: "POST",
-          headers: { "Content-Type": "application/json" },
-          body: JSON.stringify({ text: "Tell me a long story" }),
-        });
-        const reader = SseReader.of(res);
-        // The model is streaming to the CLI, and the CLI to the server.
-        expect((await reader.events(2)).map((f) => f.event)).toEqual(["run_started", "text_delta"]);
-        await reader.cancel();
-        const [spawner] = await childrenOf(pgid, "spawner-child");
-        clis = await childrenOf(spawner ?? 0);
-        expect(clis).toHaveLength(1);
+// The real CLIs: claude's is one Node process, codex's a Node launcher over a native binary, both
+// in the group the spawner stops.
+describe.each(agentMatrix.filter((a) => a.db === "pglite"))(
+  "when the server goes, with the real $agent CLI",
+  (agent) => {
+    it(
+      "killed with SIGKILL alone, a CLI streaming from the model is stopped at once",
+      async () => {
+        const model = await startModel(agent.agent);
+        // About three minutes of streaming: a message every few seconds, an API event every 500 ms.
+        model.answer(
+          Array.from({ length: 60 }, (_, i) => `Part ${i}. `),
+          { delayMs: 500 },
+        );
+        const [, database] = databases.targets[0] ?? [];
+        const server = await startServer(
+          {
+            ...(await database?.()),
+            ...model.env,
+            AGENT_BRIDGE_PERMISSION_MODE: "bypassPermissions",
+          },
+          { ownGroup: true },
+        );
+        const pgid = server.child.pid ?? 0;
+        let clis: number[] = [];
+        try {
+          const session = await (
+            await fetch(`${server.url}/v1/sessions`, { method: "POST" })
+          ).json();
+          const res = await fetch(`${server.url}/v1/sessions/${session.id}/messages`, {
+            method: "POST",
+            headers: { "Content-Type": "application/json" },
+            body: JSON.stringify({ text: "Tell me a long story" }),
+          });
+          const reader = SseReader.of(res);
+          // The model is streaming to the CLI, and the CLI to the server.
+          expect((await reader.events(2)).map((f) => f.event)).toEqual([
+            "run_started",
+            "text_delta",
+          ]);
+          await reader.cancel();
+          const [spawner] = await childrenOf(pgid, "spawner-child");
+          clis = await childrenOf(spawner ?? 0);
+          expect(clis).toHaveLength(1);
 
-        await server.stop("SIGKILL");
-        for (const cli of clis) {
-          await waitUntil(async () => !(await groupAlive(cli)), "the CLI's group is gone");
+          await server.stop("SIGKILL");
+          for (const cli of clis) {
+            await waitUntil(async () => !(await groupAlive(cli)), "the CLI's group is gone");
+          }
+          await waitUntil(() => groupEmpty(pgid), "the spawner has exited");
+        } finally {
+          for (const pid of [pgid, ...clis]) await terminateGroup(pid, 100);
+          await model.close();
         }
-        await waitUntil(() => groupEmpty(pgid), "the spawner has exited");
-      } finally {
-        for (const pid of [pgid, ...clis]) await terminateGroup(pid, 100);
-        await mock.close();
-        await ce.cleanup();
-      }
-    },
-    TEST_TIMEOUT_MS,
-  );
-});
+      },
+      TEST_TIMEOUT_MS,
+    );
+  },
+);

@@ -2,7 +2,7 @@ import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { expect } from "vitest";
 import { createServerDatabase } from "./db.js";
-import { type FakeClaude, fakeClaude } from "./fake-claude.js";
+import { type FakeCli, fakeCli } from "./fake-cli.js";
 import { type ServerProcess, startServer } from "./server.js";
 import { SseReader } from "./sse.js";
 import { result, systemInit, textDelta } from "./stream-json-lines.js";
@@ -22,8 +22,8 @@ export async function clusterDatabase(cleanups: Cleanups): Promise<string> {
 /** A CLI that says something, then holds until the test writes its `go` file, then answers. */
 export async function heldCli(
   cleanups: Cleanups,
-): Promise<{ fake: FakeClaude; go: string; release(): Promise<void> }> {
-  const fake = await fakeClaude({ steps: [] });
+): Promise<{ fake: FakeCli; go: string; release(): Promise<void> }> {
+  const fake = await fakeCli({ steps: [] });
   const go = join(fake.dir, "go");
   await fake.setScenario({
     steps: [
@@ -57,7 +57,7 @@ export async function post(url: string, path: string, body?: unknown) {
 }
 
 /** A session on `url` with a run of the held CLI going; resolves once the CLI holds. */
-export async function heldRun(url: string, fake: FakeClaude) {
+export async function heldRun(url: string, fake: FakeCli) {
   const session = (await (await post(url, "/v1/sessions", {})).json()) as { id: string };
   const res = await post(url, `/v1/sessions/${session.id}/messages`, { text: "work" });
   expect(res.status).toBe(202);

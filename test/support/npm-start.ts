@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type FakeClaude, type FakeScenario, fakeClaude } from "./fake-claude.js";
+import { type FakeCli, type FakeScenario, fakeCli } from "./fake-cli.js";
 import { seedDataDir } from "./pglite-template.js";
 import { startServer } from "./server.js";
 
@@ -12,7 +12,7 @@ import { startServer } from "./server.js";
 export interface UserServer {
   url: string;
   key: string;
-  fake: FakeClaude;
+  fake: FakeCli;
   close(): Promise<void>;
 }
 
@@ -21,7 +21,7 @@ export async function npmStart(
   scenario: FakeScenario,
   env: Record<string, string> = {},
 ): Promise<UserServer> {
-  const fake = await fakeClaude(scenario);
+  const fake = await fakeCli(scenario);
   const dataDir = await mkdtemp(join(tmpdir(), "agent-bridge-readme-data-"));
   await seedDataDir(dataDir);
   const server = await startServer(

@@ -3,14 +3,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestApp, type TestApp } from "../support/app.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
 import { SseReader } from "../support/sse.js";
 
 // AGENT_BRIDGE_DEBUG_CAPTURE: a run's raw CLI lines and its events, as two JSONL files.
 
 describe("the debug capture (AGENT_BRIDGE_DEBUG_CAPTURE)", () => {
-  let fake: FakeClaude;
+  let fake: FakeCli;
   let dir: string;
   let t: TestApp;
 
@@ -18,7 +18,7 @@ describe("the debug capture (AGENT_BRIDGE_DEBUG_CAPTURE)", () => {
     const scenario = streamedReply(["Captured ", "for ", "debugging."]);
     // A line that is not JSON is captured too, as the CLI wrote it.
     scenario.steps.splice(1, 0, { text: "not json at all\n" });
-    fake = await fakeClaude(scenario);
+    fake = await fakeCli(scenario);
     dir = join(await mkdtemp(join(tmpdir(), "capture-")), "runs");
     t = await createTestApp("pglite", { ...fake.bridgeEnv, AGENT_BRIDGE_DEBUG_CAPTURE: dir });
   });
@@ -71,9 +71,9 @@ describe("the debug capture (AGENT_BRIDGE_DEBUG_CAPTURE)", () => {
 
   /** What the fake CLI wrote on stdout, line by line with its newline. */
   async function fakeScenarioLines(): Promise<string[]> {
-    const scenario = JSON.parse(
-      await readFile(fake.env.FAKE_CLAUDE_SCENARIO as string, "utf8"),
-    ) as { steps: ({ emit: unknown } | { text: string } | Record<string, unknown>)[] };
+    const scenario = JSON.parse(await readFile(fake.env.FAKE_CLI_SCENARIO as string, "utf8")) as {
+      steps: ({ emit: unknown } | { text: string } | Record<string, unknown>)[];
+    };
     return scenario.steps.flatMap((step) =>
       "emit" in step
         ? [`${JSON.stringify(step.emit)}\n`]

@@ -8,7 +8,7 @@ import { activeTraceFields, startTracing } from "../../src/telemetry/tracing.js"
 import { createTestAppOn, type TestApp } from "../support/app.js";
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
 import { openTestDatabase } from "../support/db.js";
-import { type FakeClaude, fakeClaude } from "../support/fake-claude.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
 import { type MockAnthropic, startMockAnthropic } from "../support/mock-anthropic.js";
 import {
@@ -223,7 +223,7 @@ describe("tracing a real claude run (OTEL_EXPORTER_OTLP_ENDPOINT set)", () => {
 describe("tracing a run that fails", () => {
   it("marks the run's span and a tool call's whose update says error as errors, and nests a subagent's call under its Task", async () => {
     const receiver = await startOtlpReceiver();
-    const fake = await fakeClaude({
+    const fake = await fakeCli({
       steps: [
         { emit: systemInit() },
         { emit: assistant("msg_1", [toolUse("toolu_task", "Task", { prompt: "look" })]) },
@@ -271,10 +271,10 @@ describe("tracing a run that fails", () => {
 });
 
 describe("tracing with an exporter that fails", () => {
-  let fake: FakeClaude;
+  let fake: FakeCli;
   let receiver: OtlpReceiver;
   beforeAll(async () => {
-    fake = await fakeClaude(streamedReply(["ok"]));
+    fake = await fakeCli(streamedReply(["ok"]));
     receiver = await startOtlpReceiver(500);
   });
   afterAll(async () => {
@@ -352,7 +352,7 @@ describe("without OTEL_EXPORTER_OTLP_ENDPOINT", () => {
   });
 
   it("starts runs with no trace id", async () => {
-    const fake = await fakeClaude(streamedReply(["ok"]));
+    const fake = await fakeCli(streamedReply(["ok"]));
     const t = createTestAppOn(await openTestDatabase("pglite"), fake.bridgeEnv);
     try {
       const session = (await (await post(t, "/v1/sessions", {})).json()) as { id: string };
@@ -369,7 +369,7 @@ describe("without OTEL_EXPORTER_OTLP_ENDPOINT", () => {
 
 describe("the CLI's own telemetry", () => {
   it("gets the run id in OTEL_RESOURCE_ATTRIBUTES, after what the operator set", async () => {
-    const fake = await fakeClaude(streamedReply(["ok"]));
+    const fake = await fakeCli(streamedReply(["ok"]));
     const t = createTestAppOn(await openTestDatabase("pglite"), {
       ...fake.bridgeEnv,
       CLAUDE_CODE_ENABLE_TELEMETRY: "1",

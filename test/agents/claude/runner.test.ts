@@ -8,11 +8,11 @@ import {
 } from "../../../src/agents/claude/runner.js";
 import type { BridgeEvent } from "../../../src/events.js";
 import {
-  type FakeClaude,
+  type FakeCli,
   type FakeScenario,
-  fakeClaude,
+  fakeCli,
   fakeRunnerConfig,
-} from "../../support/fake-claude.js";
+} from "../../support/fake-cli.js";
 import {
   assistant,
   controlRequest,
@@ -31,18 +31,18 @@ import { collect, completionOf, texts } from "../run-events.js";
 // shares (exits, timeouts, cancel, the process group, garbage and over-long lines) are in
 // ../backends.test.ts, which runs them for Claude and Codex alike.
 
-const fakes: FakeClaude[] = [];
+const fakes: FakeCli[] = [];
 afterEach(async () => {
   await Promise.all(fakes.splice(0).map((f) => f.cleanup()));
 });
 
-async function fake(scenario: FakeScenario): Promise<FakeClaude> {
-  const f = await fakeClaude(scenario);
+async function fake(scenario: FakeScenario): Promise<FakeCli> {
+  const f = await fakeCli(scenario);
   fakes.push(f);
   return f;
 }
 
-function request(f: FakeClaude, overrides: Partial<RunRequest> = {}): RunRequest {
+function request(f: FakeCli, overrides: Partial<RunRequest> = {}): RunRequest {
   return {
     prompt: "hello",
     claudeSessionId: SESSION_ID,
@@ -75,7 +75,7 @@ describe("runClaude with the fake CLI", () => {
     const { record, completion } = await run({ steps: ok() }, {}, { prompt, model: "m1" });
     expect(completion.status).toBe("succeeded");
     expect(record.args).toEqual(
-      buildClaudeArgs({ ...request({} as FakeClaude, { prompt, model: "m1" }) }),
+      buildClaudeArgs({ ...request({} as FakeCli, { prompt, model: "m1" }) }),
     );
     expect(record.args.join(" ")).not.toContain("--dangerously-skip-permissions");
     expect(record.stdin).toEqual([userMessageLine(prompt).slice(0, -1)]);

@@ -2,15 +2,21 @@ import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { RunnerConfig } from "../../src/agents/claude/runner.js";
+import { type AgentStep, type Dialect, type DialectStep, dialectSteps } from "./fake-dialects.js";
 
-// The typed side of the scripted fake CLI (fake-claude.mjs): write a scenario, get a `bin` the
-// runner can spawn and a way to read back what the fake saw.
+// The typed side of the scripted fake CLI (fake-cli.mjs): write a scenario, get a `bin` the
+// runner can spawn and a way to read back what the fake saw. The fake speaks one dialect, claude's
+// or codex's: its agent steps (fake-dialects.ts) become that dialect's lines.
 
-export const FAKE_CLAUDE_SCRIPT = resolve(import.meta.dirname, "fake-claude.mjs");
+export const FAKE_CLI_SCRIPT = resolve(import.meta.dirname, "fake-cli.mjs");
+
+/** The model of the codex fake's sessions, priced at $1 per million uncached input tokens. */
+export const FAKE_CODEX_MODEL = "gpt-fake";
 
 export type FakeStep =
+  | AgentStep
+  | DialectStep
   /** Writes the object as one JSON line on stdout. */
-  | { emit: Record<string, unknown> }
   /** Writes text on stdout as it is (no newline added). */
   | { text: string }
   /** Writes raw bytes on stdout (e.g. half of a multibyte character). */
@@ -35,7 +41,7 @@ export type FakeStep =
   | { waitStdin: string }
   /** Waits until a file exists at this path: the test says when to go on. */
   | { waitFile: string }
-  /** Records that the scenario got this far (see FakeClaude.waitForMark). */
+  /** Records that the scenario got this far (see FakeCli.waitForMark). */
   | { mark: string };
 
 export interface FakeScenario {
@@ -58,8 +64,14 @@ export interface FakeRecord {
   grandchildren: number[];
 }
 
-export interface FakeClaude {
-  /** Spawnable path: a shell shim that execs node on fake-claude.mjs (same pid). */
+export interface FakeStart {
+  pid: number;
+  args: string[];
+  stdin: string[];
+}
+
+export interface FakeCli {
+  /** Spawnable path: a shell shim that execs node on fake-cli.mjs (same pid). */
   bin: string;
   /** The child environment to give the runner. */
   env: Record<string, string>;
@@ -72,34 +84,66 @@ export interface FakeClaude {
   waitForMark(name: string, timeoutMs?: number): Promise<void>;
   /** Plays `next` from the next start on (a server already configured with it keeps it). */
   setScenario(next: FakeScenario): Promise<void>;
-  /** Every start of the fake so far, in order, with its pid and arguments. */
-  invocations(): Promise<{ pid: number; args: string[] }[]>;
+  /** Every start of the fake so far, in order, with its pid, arguments and stdin lines. */
+  invocations(): Promise<FakeStart[]>;
+  /**
+   * The starts whose arguments or stdin name `marker`: claude's arguments name the bridge's
+   * session, codex's stdin is the prompt.
+   */
+  startsFor(marker: string): Promise<FakeStart[]>;
   cleanup(): Promise<void>;
 }
 
-export async function fakeClaude(scenario: FakeScenario): Promise<FakeClaude> {
-  const dir = await mkdtemp(join(tmpdir(), "fake-claude-"));
+export async function fakeCli(
+  scenario: FakeScenario,
+  dialect: Dialect = "claude",
+): Promise<FakeCli> {
+  const dir = await mkdtemp(join(tmpdir(), "fake-cli-"));
   const scenarioPath = join(dir, "scenario.json");
   const recordPath = join(dir, "record.ndjson");
-  const bin = join(dir, "claude");
+  const bin = join(dir, dialect);
   const setScenario = (next: FakeScenario) =>
-    writeFile(scenarioPath, JSON.stringify({ ...next, record: recordPath }));
+    writeFile(
+      scenarioPath,
+      JSON.stringify({
+        ...next,
+        steps: dialectSteps(dialect, next.steps),
+        dialect,
+        record: recordPath,
+      }),
+    );
   await setScenario(scenario);
   await writeFile(recordPath, "");
   await writeFile(
     bin,
-    `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(FAKE_CLAUDE_SCRIPT)} "$@"\n`,
+    `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(FAKE_CLI_SCRIPT)} "$@"\n`,
   );
   await chmod(bin, 0o755);
-  const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", FAKE_CLAUDE_SCENARIO: scenarioPath };
+  const invocations = async () => startsOf(await readFile(recordPath, "utf8"));
+  const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", FAKE_CLI_SCENARIO: scenarioPath };
   return {
     bin,
     env,
-    bridgeEnv: {
-      ...env,
-      AGENT_BRIDGE_CLAUDE_BIN: bin,
-      AGENT_BRIDGE_CLAUDE_ENV_ALLOW: "FAKE_CLAUDE_SCENARIO",
-    },
+    bridgeEnv:
+      dialect === "claude"
+        ? {
+            ...env,
+            AGENT_BRIDGE_CLAUDE_BIN: bin,
+            AGENT_BRIDGE_CLAUDE_ENV_ALLOW: "FAKE_CLI_SCENARIO",
+          }
+        : {
+            ...env,
+            AGENT_BRIDGE_AGENT: "codex",
+            AGENT_BRIDGE_CODEX_BIN: bin,
+            AGENT_BRIDGE_CODEX_ENV_ALLOW: "FAKE_CLI_SCENARIO",
+            // A credential, so that the app is ready (the fake never uses it).
+            OPENAI_API_KEY: "sk-test-fake-cli",
+            // A priced model, so that runs cost: $1 per million uncached input tokens.
+            AGENT_BRIDGE_CODEX_MODEL: FAKE_CODEX_MODEL,
+            AGENT_BRIDGE_CODEX_PRICES: JSON.stringify({
+              [FAKE_CODEX_MODEL]: { input: 1, cached_input: 0, output: 0 },
+            }),
+          },
     dir,
     setScenario,
     record: async () => parseRecord(await readFile(recordPath, "utf8")),
@@ -111,14 +155,28 @@ export async function fakeClaude(scenario: FakeScenario): Promise<FakeClaude> {
         await new Promise((r) => setTimeout(r, 20));
       }
     },
-    invocations: async () =>
-      (await readFile(recordPath, "utf8"))
-        .split("\n")
-        .filter(Boolean)
-        .map((line) => JSON.parse(line))
-        .filter((entry) => Array.isArray(entry.args)),
+    invocations,
+    startsFor: async (marker) =>
+      (await invocations()).filter((start) =>
+        [...start.args, ...start.stdin].some((s) => s.includes(marker)),
+      ),
     cleanup: () => rm(dir, { recursive: true, force: true }),
   };
+}
+
+function startsOf(text: string): FakeStart[] {
+  const starts = new Map<number, FakeStart>();
+  for (const line of text.split("\n")) {
+    if (!line) continue;
+    const entry = JSON.parse(line) as Record<string, unknown>;
+    if (typeof entry.pid === "number" && Array.isArray(entry.args)) {
+      starts.set(entry.pid, { pid: entry.pid, args: entry.args as string[], stdin: [] });
+    }
+    if (typeof entry.from === "number" && typeof entry.stdin === "string") {
+      starts.get(entry.from)?.stdin.push(entry.stdin);
+    }
+  }
+  return [...starts.values()];
 }
 
 function parseRecord(text: string): FakeRecord {
@@ -151,7 +209,7 @@ function parseRecord(text: string): FakeRecord {
 
 /** A RunnerConfig for the fake with short limits; override what a test needs. */
 export function fakeRunnerConfig(
-  fake: FakeClaude,
+  fake: FakeCli,
   overrides: Partial<RunnerConfig> = {},
 ): RunnerConfig {
   return {

@@ -1,18 +1,25 @@
-// A scripted stand-in for the `claude` CLI, for the runner's edge cases. It reads a JSON scenario
-// (path in FAKE_CLAUDE_SCENARIO; see fake-claude.ts for the typed builder) and plays its steps in
-// order. Everything it sees (pid, argv, each stdin line, stdin EOF, signals, grandchild pids) is
-// appended as NDJSON to the scenario's `record` file so tests can assert on it.
+// A scripted stand-in for an agent CLI (`claude` or `codex`, the scenario's `dialect`), for the
+// runner's edge cases. It reads a JSON scenario (path in FAKE_CLI_SCENARIO; see fake-cli.ts for the
+// typed builder, fake-dialects.ts for the lines of each dialect) and plays its steps in order.
+// Everything it sees (pid, argv, each stdin line, stdin EOF, signals, grandchild pids) is appended
+// as NDJSON to the scenario's `record` file so tests can assert on it.
 import { spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { once } from "node:events";
-import { appendFileSync, existsSync, readFileSync } from "node:fs";
+import { appendFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+
+const scenarioPath = process.env.FAKE_CLI_SCENARIO ?? "";
+const scenario = JSON.parse(readFileSync(scenarioPath, "utf8"));
 
 // Like the real CLI, answers `--version` at once (the readiness probe asks it).
 if (process.argv[2] === "--version") {
-  process.stdout.write("0.0.0 (fake Claude Code)\n");
+  process.stdout.write(
+    scenario.dialect === "codex" ? "codex-cli 0.0.0 (fake)\n" : "0.0.0 (fake Claude Code)\n",
+  );
   process.exit(0);
 }
 
-const scenario = JSON.parse(readFileSync(process.env.FAKE_CLAUDE_SCENARIO ?? "", "utf8"));
 const record = (entry) => {
   if (scenario.record) appendFileSync(scenario.record, `${JSON.stringify(entry)}\n`);
 };
@@ -33,11 +40,16 @@ process.stdin.on("data", (text) => {
     const line = pendingStdin.slice(0, nl);
     pendingStdin = pendingStdin.slice(nl + 1);
     stdinLines.push(line);
-    record({ stdin: line });
+    record({ from: process.pid, stdin: line });
   }
   wake();
 });
 process.stdin.on("end", () => {
+  // codex's prompt ends without a newline.
+  if (pendingStdin) {
+    stdinLines.push(pendingStdin);
+    record({ from: process.pid, stdin: pendingStdin });
+  }
   stdinEnded = true;
   record({ stdinEnd: true });
   wake();
@@ -66,6 +78,19 @@ async function waitStdinEnd() {
   while (!stdinEnded) await changed();
 }
 
+// codex's thread: the one `exec resume <thread> -` names, else a new one. Its usage totals are
+// kept beside the scenario, since codex reports running totals over the thread.
+const args = process.argv.slice(2);
+const thread = args[1] === "resume" ? args[args.length - 2] : randomUUID();
+const totalsPath = join(dirname(scenarioPath), `thread-${thread}.json`);
+
+function codexTurnCompleted(turn) {
+  const totals = existsSync(totalsPath) ? JSON.parse(readFileSync(totalsPath, "utf8")) : {};
+  for (const [key, n] of Object.entries(turn)) totals[key] = (totals[key] ?? 0) + n;
+  writeFileSync(totalsPath, JSON.stringify(totals));
+  return { type: "turn.completed", usage: totals };
+}
+
 async function grandchild(step) {
   const seconds = String(step.seconds ?? 30);
   const trap = step.ignoreSigterm ? "trap '' TERM; " : "";
@@ -82,7 +107,14 @@ async function grandchild(step) {
 
 for (const step of scenario.steps) {
   if ("emit" in step) await write(process.stdout, `${JSON.stringify(step.emit)}\n`);
-  else if ("text" in step) await write(process.stdout, step.text);
+  else if ("codexThreadStarted" in step) {
+    await write(
+      process.stdout,
+      `${JSON.stringify({ type: "thread.started", thread_id: thread })}\n`,
+    );
+  } else if ("codexTurnCompleted" in step) {
+    await write(process.stdout, `${JSON.stringify(codexTurnCompleted(step.codexTurnCompleted))}\n`);
+  } else if ("text" in step) await write(process.stdout, step.text);
   else if ("bytes" in step) await write(process.stdout, Buffer.from(step.bytes));
   else if ("bigToolResult" in step) {
     const content = "x".repeat(step.bigToolResult);
@@ -105,10 +137,11 @@ for (const step of scenario.steps) {
     process.on("SIGTERM", () => record({ signal: "SIGTERM" }));
   } else if ("grandchild" in step) await grandchild(step.grandchild);
   else if ("waitStdin" in step) await waitStdinType(step.waitStdin);
+  else if ("waitStdinEnd" in step) await waitStdinEnd();
   else if ("waitFile" in step) {
     while (!existsSync(step.waitFile)) await sleep(20);
   } else if ("mark" in step) record({ mark: step.mark });
-  else throw new Error(`fake-claude: unknown step ${JSON.stringify(step)}`);
+  else throw new Error(`fake-cli: unknown step ${JSON.stringify(step)}`);
 }
 
 if (scenario.end === "hang") {
