@@ -1,3 +1,4 @@
+import { createReadStream } from "node:fs";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import {
   type AgentBridgeClient,
@@ -8,6 +9,7 @@ import {
   type Session,
   type StreamedEvent,
 } from "../client/index.js";
+import { TerminalApprover } from "./approvals.js";
 import { EXIT, exitCodeOf } from "./exit-codes.js";
 import { addLocalCommands } from "./local.js";
 import { type Output, RunRenderer } from "./render.js";
@@ -81,22 +83,49 @@ export function buildProgram(out: Output): Command {
       ),
     )
     .option("--system-prompt <text>", "appended to the system prompt for this message")
+    .addOption(
+      new Option(
+        "--approvals <mode>",
+        "who answers the run's permission requests: ask (you, here: y/n/a, or an option of a question), api (another client), deny",
+      ).choices(["ask", "api", "deny"]),
+    )
     .option("--json", "wait for the run and print it as JSON (run, completion, text)")
     .option("--async", "print the run id at once and leave the run going (with --json: the run)")
     .action(async (prompt: string, options, command: Command) => {
       const client = clientOf(command);
+      const ask = options.approvals === "ask";
+      if (ask && (options.json || options.async)) {
+        command.error("error: --approvals ask answers as the run goes: not with --json or --async");
+      }
       const text = prompt === "-" ? await readStdin() : prompt;
       let sessionId: string = options.session;
       if (!sessionId) {
         sessionId = (await client.createSession(options.agent ? { agent: options.agent } : {})).id;
         out.stderr.write(`session ${sessionId}\n`);
       }
-      const messageOptions = options.systemPrompt ? { systemPrompt: options.systemPrompt } : {};
-      await showNewRun(out, client, options, {
-        queued: () => client.sendAsync(sessionId, text, messageOptions),
-        finished: () => client.send(sessionId, text, messageOptions),
-        live: (signal) => client.stream(sessionId, text, { ...messageOptions, signal }),
-      });
+      const messageOptions = {
+        ...(options.systemPrompt ? { systemPrompt: options.systemPrompt } : {}),
+        ...(options.approvals ? { approvals: ask ? ("api" as const) : options.approvals } : {}),
+      };
+      // The answers come from the terminal: stdin, unless it carried the prompt.
+      const approver = ask
+        ? new TerminalApprover(prompt === "-" ? createReadStream("/dev/tty") : process.stdin, out)
+        : undefined;
+      try {
+        await showNewRun(
+          out,
+          client,
+          options,
+          {
+            queued: () => client.sendAsync(sessionId, text, messageOptions),
+            finished: () => client.send(sessionId, text, messageOptions),
+            live: (signal) => client.stream(sessionId, text, { ...messageOptions, signal }),
+          },
+          approver,
+        );
+      } finally {
+        approver?.dispose();
+      }
     });
 
   const sessions = program.command("sessions").description("list, show and delete sessions");
@@ -344,6 +373,7 @@ async function showNewRun(
     finished: () => Promise<FinishedRun>;
     live: (signal: AbortSignal) => AsyncGenerator<StreamedEvent>;
   },
+  approver?: TerminalApprover,
 ): Promise<void> {
   if (options.async) {
     const run = await start.queued();
@@ -357,7 +387,7 @@ async function showNewRun(
     throw new Exit(exitCodeOf(finished.completion.status));
   }
   const controller = new AbortController();
-  await render(out, start.live(controller.signal), client, controller);
+  await render(out, start.live(controller.signal), client, controller, approver);
 }
 
 /**
@@ -369,6 +399,7 @@ async function render(
   events: AsyncGenerator<StreamedEvent>,
   client: AgentBridgeClient,
   controller: AbortController,
+  approver?: TerminalApprover,
 ): Promise<void> {
   const renderer = new RunRenderer(out);
   let runId: string | undefined;
@@ -387,6 +418,9 @@ async function render(
     for await (const event of events) {
       if (event.type === "run_started") runId = event.run_id;
       renderer.event(event);
+      if (event.type === "permission_request" && approver && runId) {
+        await answerRequest(out, client, runId, event, approver);
+      }
       if (event.type === "completion") throw new Exit(exitCodeOf(event.status));
     }
   } catch (err) {
@@ -400,6 +434,24 @@ async function render(
     throw new Exit(EXIT.detached);
   } finally {
     process.off("SIGINT", onInterrupt);
+  }
+}
+
+/** Puts a permission request to the person at the terminal and posts their answer. */
+async function answerRequest(
+  out: Output,
+  client: AgentBridgeClient,
+  runId: string,
+  request: Extract<StreamedEvent, { type: "permission_request" }>,
+  approver: TerminalApprover,
+): Promise<void> {
+  const answer = await approver.answer(request);
+  try {
+    await client.answer(runId, request.request_id, answer);
+  } catch (err) {
+    // Answered elsewhere, timed out or withdrawn meanwhile: its permission_resolved says how.
+    if (!(err instanceof ApiProblem && err.status === 409)) throw err;
+    out.stderr.write(`${err.problem?.detail ?? err.message}\n`);
   }
 }
 

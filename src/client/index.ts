@@ -73,6 +73,8 @@ export interface FollowOptions {
 
 export interface MessageOptions {
   systemPrompt?: string;
+  /** Who answers the run's permission requests, in place of the session's `approvals`. */
+  approvals?: "deny" | "api";
   /** The same key within 24 h returns the first request's run instead of starting another. */
   idempotencyKey?: string;
   signal?: AbortSignal;
@@ -168,6 +170,7 @@ export function createClient(clientOptions: ClientOptions): AgentBridgeClient {
     body: {
       text,
       ...(options.systemPrompt !== undefined ? { system_prompt: options.systemPrompt } : {}),
+      ...(options.approvals !== undefined ? { approvals: options.approvals } : {}),
     },
     ...(options.signal ? { signal: options.signal } : {}),
   });

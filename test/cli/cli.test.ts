@@ -148,6 +148,55 @@ describe("the agent-bridge command", () => {
     }
   });
 
+  it("send --approvals ask puts each request to the terminal: a tool allowed with y, a question answered with an option's number", async () => {
+    const questions = [
+      {
+        question: "Which database?",
+        header: "DB",
+        options: [{ label: "PGlite" }, { label: "Postgres", description: "a server" }],
+        multiSelect: false,
+      },
+    ];
+    const asking = await liveServer("pglite", {
+      steps: [
+        { emit: systemInit() },
+        { emit: controlRequest("req_make", "Bash", { command: "make" }, "toolu_make") },
+        { waitStdin: "control_response" },
+        { emit: controlRequest("req_ask", "AskUserQuestion", { questions }, "toolu_ask") },
+        { waitStdin: "control_response" },
+        { emit: result({ result: "Done." }) },
+      ],
+    });
+    try {
+      const res = await runCli(
+        ["send", "build it", "--approvals", "ask"],
+        { AGENT_BRIDGE_URL: asking.url },
+        "y\n2\n",
+      );
+      expect(res.code).toBe(EXIT.ok);
+      expect(res.stderr).toContain("Allow Bash: make? [y/n/a] ");
+      expect(res.stderr).toContain("Which database?\n  1. PGlite\n  2. Postgres (a server)\n");
+      const answers = (await asking.fake.record()).stdin
+        .filter((l) => l.includes("control_response"))
+        .map((l) => JSON.parse(l).response.response);
+      expect(answers).toEqual([
+        expect.objectContaining({ behavior: "allow" }),
+        expect.objectContaining({
+          behavior: "allow",
+          updatedInput: { questions, answers: { "Which database?": "Postgres" } },
+        }),
+      ]);
+    } finally {
+      await asking.close();
+    }
+  });
+
+  it("send --approvals ask refuses --json and --async, which do not follow the run", async () => {
+    const res = await on(ok)("send", "x", "--approvals", "ask", "--json");
+    expect(res.code).toBe(EXIT.usage);
+    expect(res.stderr).toMatch(/--approvals ask answers as the run goes/);
+  });
+
   it("runs cancel stops a run; following it then exits with the cancelled code", async () => {
     const runId = (await on(slow)("send", "work", "--async")).stdout.trim();
     const cancelled = await on(slow)("runs", "cancel", runId);
