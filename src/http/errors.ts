@@ -8,6 +8,7 @@ import { BudgetExhaustedError, PolicyDeniedError } from "../auth/policy.js";
 import {
   IdempotencyConflictError,
   KeyRunLimitError,
+  PermissionAnswerMismatchError,
   PermissionRequestNotFoundError,
   PermissionRequestResolvedError,
   QueueFullError,
@@ -215,6 +216,8 @@ function runRefusal(err: unknown): ApiError | undefined {
     return new ApiError(422, "idempotency_key_reused", err.message);
   if (err instanceof PermissionRequestNotFoundError)
     return new ApiError(404, "permission_request_not_found", err.message);
+  if (err instanceof PermissionAnswerMismatchError)
+    return invalidRequest([{ location: "body", path: err.field, message: err.message }]);
   if (err instanceof PermissionRequestResolvedError)
     return new ApiError(409, "permission_request_resolved", err.message);
   if (err instanceof RunFinishedError) return new ApiError(409, "run_finished", err.message);

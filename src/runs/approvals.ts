@@ -1,4 +1,5 @@
 import type { PermissionAnswer, PermissionRequest, RunContext } from "../agents/agent.js";
+import { ASK_USER_QUESTION } from "../agents/claude/tools.js";
 import { isRecord } from "../agents/line-fields.js";
 import type { Approvals as ApprovalMode } from "../agents/settings.js";
 import type { BridgeEvent } from "../events.js";
@@ -13,7 +14,11 @@ import {
 } from "../store/permissions.js";
 import type { PermissionRequestRow, RunRow } from "../store/schema.js";
 import type { ActiveRun } from "./active-run.js";
-import { PermissionRequestNotFoundError, PermissionRequestResolvedError } from "./errors.js";
+import {
+  PermissionAnswerMismatchError,
+  PermissionRequestNotFoundError,
+  PermissionRequestResolvedError,
+} from "./errors.js";
 
 // Who answers an agent's permission requests, and the wait for the answer. With `approvals:
 // "deny"` the bridge refuses each at once; with `"api"` each is recorded (before its event goes
@@ -309,6 +314,18 @@ function answerOf(
   row: PermissionRequestRow,
   reply: ClientReply,
 ): { answer: PermissionAnswer; scope?: "once" | "session"; rules: string[] } {
+  const question = row.toolName === ASK_USER_QUESTION;
+  if ("answers" in reply !== question && !("decision" in reply && reply.decision === "deny")) {
+    throw question
+      ? new PermissionAnswerMismatchError(
+          "decision",
+          `request ${row.requestId} asks the user a question: answer it with answers, or deny it`,
+        )
+      : new PermissionAnswerMismatchError(
+          "answers",
+          `request ${row.requestId} asks to use ${row.toolName}, not a question: answer it with a decision`,
+        );
+  }
   if ("answers" in reply) {
     return {
       answer: { behavior: "allow", updatedInput: { ...row.input, answers: reply.answers } },

@@ -88,3 +88,13 @@ export class PermissionRequestResolvedError extends Error {
     super(`permission request ${requestId} is no longer pending (${state})`);
   }
 }
+
+/** An answer of the wrong kind: `answers` to a tool's request, or an allow without them to a question. */
+export class PermissionAnswerMismatchError extends Error {
+  constructor(
+    readonly field: "answers" | "decision",
+    message: string,
+  ) {
+    super(message);
+  }
+}

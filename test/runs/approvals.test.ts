@@ -56,6 +56,19 @@ describe.each(BACKENDS)("permission requests withdrawn or left behind on %s", (b
     const sse = SseReader.of(res);
     const frames: Frame[] = [];
     while (frames.at(-1)?.event !== "permission_request") frames.push(...(await sse.events(1)));
+    // Answers are for a question; this request is a tool's: a 400 that changes nothing.
+    const mismatched = await t.app.request(`/v1/runs/${runId}/permissions/req_w`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ answers: { "Deploy?": "yes" } }),
+    });
+    expect(mismatched.status).toBe(400);
+    expect(await mismatched.json()).toMatchObject({
+      code: "validation_failed",
+      errors: [{ location: "body", path: "answers" }],
+    });
+    const pending = await (await t.app.request(`/v1/runs/${runId}/permissions`)).json();
+    expect(pending.data).toEqual([expect.objectContaining({ state: "pending" })]);
     await writeFile(go(), "");
     frames.push(...(await sse.events()));
     expect(frames.map((f) => f.event).slice(1)).toEqual([
