@@ -10,6 +10,7 @@ import { EFFORTS, PERMISSION_MODES } from "./agents/settings.js";
 import { isWellFormedKey } from "./auth/keys.js";
 import { MAX_VALUE_CHARS } from "./hooks/template.js";
 import type { LogLevel } from "./log.js";
+import type { DatabaseTarget } from "./store/db.js";
 
 // The one reader of process.env. Everything the service can be told from outside is listed here,
 // parsed once at start-up; a bad value stops the process with one line per problem.
@@ -75,6 +76,8 @@ const EnvSchema = z.object({
     .string()
     .regex(/^postgres(ql)?:\/\//, { error: "expected a postgres:// or postgresql:// URL" })
     .optional(),
+  /** Connections each instance may open to Postgres, besides the one it LISTENs on. */
+  AGENT_BRIDGE_DB_POOL_SIZE: int(2, 1000).default(10),
   LOG_LEVEL: oneOf(["debug", "info", "warn", "error"] as const).default("info"),
   AGENT_BRIDGE_DATA_DIR: z.string().min(1).default("./.agent-bridge"),
   AGENT_BRIDGE_BODY_LIMIT_BYTES: int(1024).default(1_048_576),
@@ -188,6 +191,7 @@ export interface Config {
   host: string;
   /** Unset: the embedded PGlite database under `dataDir`. */
   databaseUrl: string | undefined;
+  databasePoolSize: number;
   dataDir: string;
   logLevel: LogLevel;
   bodyLimitBytes: number;
@@ -501,6 +505,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     port: e.PORT,
     host: e.HOST,
     databaseUrl: e.DATABASE_URL,
+    databasePoolSize: e.AGENT_BRIDGE_DB_POOL_SIZE,
     dataDir,
     logLevel: e.LOG_LEVEL,
     bodyLimitBytes: e.AGENT_BRIDGE_BODY_LIMIT_BYTES,
@@ -591,4 +596,11 @@ function tracesUrl(e: z.infer<typeof EnvSchema>): Config["tracing"] {
   const base = e.OTEL_EXPORTER_OTLP_ENDPOINT;
   if (!base) return undefined;
   return { url: `${base}${base.endsWith("/") ? "" : "/"}v1/traces` };
+}
+
+/** The database the configuration names: a Postgres server, else the embedded one. */
+export function databaseTarget(config: Config): DatabaseTarget {
+  return config.databaseUrl
+    ? { kind: "postgres", url: config.databaseUrl, poolSize: config.databasePoolSize }
+    : { kind: "pglite", dataDir: config.dataDir };
 }

@@ -2,7 +2,7 @@ import { createAdaptorServer, type ServerType } from "@hono/node-server";
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { buildDeps, buildHookWorkers, buildSweeper, createApp } from "./app.js";
 import { prepareKeys } from "./auth/bootstrap.js";
-import { type Config, ConfigError, loadConfig } from "./config.js";
+import { type Config, ConfigError, databaseTarget, loadConfig } from "./config.js";
 import type { AppEnv } from "./http/context.js";
 import { createLogger, errorFields, type Logger } from "./log.js";
 import { AgentUserError } from "./process/agent-user.js";
@@ -51,11 +51,7 @@ async function start(config: Config, logger: Logger) {
   const server = await listen(config, (req, env) => app.then((a) => a.fetch(req, env)));
   let database: DatabaseHandle | undefined;
   try {
-    database = await openDatabase(
-      config.databaseUrl
-        ? { kind: "postgres", url: config.databaseUrl }
-        : { kind: "pglite", dataDir: config.dataDir },
-    );
+    database = await openDatabase(databaseTarget(config));
     logger.info("database ready", {
       kind: database.kind,
       ...(database.kind === "pglite" ? { data_dir: config.dataDir } : {}),

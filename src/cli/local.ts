@@ -2,7 +2,7 @@ import type { Command } from "commander";
 import { PERMISSION_MODES, PermissionMode } from "../agents/settings.js";
 import { issueKey } from "../auth/keys.js";
 import { type PolicyInput, policyColumns, policyOf } from "../auth/policy.js";
-import { type Config, loadConfig } from "../config.js";
+import { type Config, databaseTarget, loadConfig } from "../config.js";
 import { type DatabaseHandle, openDatabase } from "../store/db.js";
 import { listKeys, revokeKey, updateKeyPolicy } from "../store/keys.js";
 import type { Output } from "./render.js";
@@ -15,11 +15,7 @@ async function withDatabase<T>(
   use: (database: DatabaseHandle & { config: Config }) => Promise<T>,
 ): Promise<T> {
   const config = loadConfig();
-  const database = await openDatabase(
-    config.databaseUrl
-      ? { kind: "postgres", url: config.databaseUrl }
-      : { kind: "pglite", dataDir: config.dataDir },
-  );
+  const database = await openDatabase(databaseTarget(config));
   try {
     return await use(Object.assign(database, { config }));
   } finally {

@@ -19,7 +19,9 @@ export type Database = PgDatabase<PgQueryResultHKT, typeof schema>;
 
 export type DatabaseTarget =
   /** Embedded PGlite; `dataDir` unset keeps it in memory (tests). */
-  { kind: "pglite"; dataDir?: string } | { kind: "postgres"; url: string };
+  | { kind: "pglite"; dataDir?: string }
+  /** `poolSize`: connections besides the LISTEN one (10 unless set). */
+  | { kind: "postgres"; url: string; poolSize?: number };
 
 /** postgres.js `sql.listen`: `onListen` is called on each (re)connect of its connection. */
 export type Listen = (
@@ -95,7 +97,9 @@ export function returnedRows<T>(result: unknown): T[] {
 
 /** Opens the database and brings its schema up to date with the committed migrations. */
 export function openDatabase(target: DatabaseTarget): Promise<DatabaseHandle> {
-  return target.kind === "pglite" ? openPglite(target.dataDir) : openPostgres(target.url);
+  return target.kind === "pglite"
+    ? openPglite(target.dataDir)
+    : openPostgres(target.url, target.poolSize);
 }
 
 async function openPglite(dir: string | undefined): Promise<DatabaseHandle> {
@@ -160,9 +164,9 @@ async function initializeDataDir(dataDir: string): Promise<void> {
   if (code !== 0) throw new Error(`initdb exited with code ${code}`);
 }
 
-async function openPostgres(url: string): Promise<DatabaseHandle> {
+async function openPostgres(url: string, poolSize = 10): Promise<DatabaseHandle> {
   // `onnotice` silenced: migrations' "relation already exists, skipping" notices are noise.
-  const client = postgres(url, { max: 10, onnotice: () => {} });
+  const client = postgres(url, { max: poolSize, onnotice: () => {} });
   try {
     // Asked first, so that a server that cannot be reached is told apart from a failed migration.
     try {

@@ -42,7 +42,7 @@ export async function openTestDatabase(backend: Backend): Promise<TestDatabase> 
     };
   }
   const { url, drop } = await createServerDatabase();
-  const handle = await openDatabase({ kind: "postgres", url });
+  const handle = await openDatabase({ kind: "postgres", url, poolSize: 4 });
   return {
     ...handle,
     url,

@@ -92,6 +92,8 @@ export async function startServer(
   const { child, output } = spawnEntry(
     {
       AGENT_BRIDGE_AUTH: "none",
+      // Test files run side by side, several instances each: within the server's connections.
+      AGENT_BRIDGE_DB_POOL_SIZE: "4",
       // The tests' callback receivers listen on loopback, which callbacks may not reach otherwise.
       AGENT_BRIDGE_CALLBACK_ALLOW: LOOPBACK_CALLBACKS,
       ANTHROPIC_API_KEY: TEST_CLI_KEY,
