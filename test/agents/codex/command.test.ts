@@ -69,6 +69,7 @@ describe("CodexSettings", () => {
     mcpServers: [],
     maxTurns: null,
     maxBudgetUsd: null,
+    approvals: "deny" as const,
   };
 
   it("takes the permission modes that have a sandbox, and every effort", () => {
