@@ -26,3 +26,10 @@ export const Approvals = z.enum(APPROVAL_MODES).openapi("Approvals", {
     "Who answers the agent's permission requests (a tool the permission mode does not allow, a question to the user): `deny`, the bridge refuses each at once (unattended runs) and says so in the stream; `api`, each waits for an answer at `POST /v1/runs/{id}/permissions/{request_id}` until `approval_timeout_seconds`. Claude Code only; `api` is a 400 for a codex session (codex exec asks for no approvals).",
 });
 export type Approvals = z.infer<typeof Approvals>;
+
+/** A model name or alias, as the CLIs take them (a name that cannot be read as a flag). */
+export const ModelName = z
+  .string()
+  .min(1)
+  .max(200)
+  .regex(/^[A-Za-z0-9._:\-[\]/]+$/, { error: "expected a model name or alias, e.g. sonnet" });

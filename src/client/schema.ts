@@ -1042,6 +1042,10 @@ export interface components {
       /** @description The most USD a run may spend; the agent stops after the turn that reaches it, and the run ends `failed` with `error_code: max_budget`. With a key's monthly budget the run gets the smaller of the two (stopped by the key's, it ends `budget_exhausted`). Claude Code only (`--max-budget-usd`); 400 for a codex session. For this message's run, in place of the session's. */
       max_budget_usd?: number;
       approvals?: components["schemas"]["Approvals"] & unknown;
+      permission_mode?: components["schemas"]["PermissionMode"] & unknown;
+      /** @description The model of this message's run, in place of the session's. */
+      model?: string;
+      effort?: components["schemas"]["Effort"] & unknown;
     };
     Problem: {
       /** @example urn:agent-bridge:problem:session_not_found */

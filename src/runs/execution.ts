@@ -22,6 +22,7 @@ import type { RunTrace, Tracing } from "../telemetry/tracing.js";
 import { prepareSessionWorktree, recordSessionWorktree } from "../worktrees/sessions.js";
 import type { ActiveRun } from "./active-run.js";
 import type { Approvals, RunApprovals } from "./approvals.js";
+import { runSettings } from "./message.js";
 import type { CompletionRecorder } from "./recording.js";
 import type { RunLog } from "./run-log.js";
 import { restoreTranscript, saveTranscript } from "./transcripts.js";
@@ -185,12 +186,7 @@ export class Execution {
         resumeAt: run.resumeAt,
         prompt: row.prompt,
         attachments: options.attachments,
-        settings: {
-          ...settings,
-          maxTurns: options.maxTurns ?? settings.maxTurns,
-          maxBudgetUsd: options.maxBudgetUsd ?? settings.maxBudgetUsd,
-          approvals: options.approvals ?? settings.approvals,
-        },
+        settings: runSettings(settings, options),
         messageSystemPrompt: row.systemPrompt,
         usageBefore: () => sessionTotals(db, session.id),
         maxBudgetUsd: allowance.maxBudgetUsd,

@@ -23,9 +23,13 @@ export function messageHash(message: Message): string {
   if (maxTurns !== null || maxBudgetUsd !== null || attachments.length > 0) {
     hash.update(JSON.stringify({ maxTurns, maxBudgetUsd, attachments }));
   }
-  // Apart, so that the hash of a message without it stays what it was.
+  // Apart, so that the hash of a message without them stays what it was.
   if (approvals !== null) {
     hash.update(JSON.stringify({ approvals }));
+  }
+  const { permissionMode, model, effort } = message.options ?? NO_RUN_OPTIONS;
+  if (permissionMode !== null || model !== null || effort !== null) {
+    hash.update(JSON.stringify({ permissionMode, model, effort }));
   }
   return hash.digest("hex");
 }

@@ -1,5 +1,6 @@
+import type { SessionSettings } from "../agents/agent.js";
 import type { ImageAttachment } from "../agents/images.js";
-import type { Approvals } from "../agents/settings.js";
+import type { Approvals, Effort, PermissionMode } from "../agents/settings.js";
 
 /**
  * What a message sets for its own run alone, over its session's settings. Held with the run in
@@ -11,6 +12,10 @@ export interface RunOptions {
   maxBudgetUsd: number | null;
   /** Who answers the run's permission requests; null: as its session says. */
   approvals: Approvals | null;
+  /** The run's permission mode, model and effort; null: its session's. */
+  permissionMode: PermissionMode | null;
+  model: string | null;
+  effort: Effort | null;
   attachments: readonly ImageAttachment[];
 }
 
@@ -18,8 +23,24 @@ export const NO_RUN_OPTIONS: RunOptions = {
   maxTurns: null,
   maxBudgetUsd: null,
   approvals: null,
+  permissionMode: null,
+  model: null,
+  effort: null,
   attachments: [],
 };
+
+/** The session's settings with what the message sets for its own run in their place. */
+export function runSettings(session: SessionSettings, options: RunOptions): SessionSettings {
+  return {
+    ...session,
+    maxTurns: options.maxTurns ?? session.maxTurns,
+    maxBudgetUsd: options.maxBudgetUsd ?? session.maxBudgetUsd,
+    approvals: options.approvals ?? session.approvals,
+    permissionMode: options.permissionMode ?? session.permissionMode,
+    model: options.model ?? session.model,
+    effort: options.effort ?? session.effort,
+  };
+}
 
 /** What a route (or a webhook delivery, or a schedule) asks the run manager to run. */
 export interface Message {

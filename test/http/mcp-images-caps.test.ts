@@ -155,6 +155,7 @@ describe.each(BACKENDS)("MCP servers, images and run caps through the API on %s"
       ["max_turns", 3],
       ["max_budget_usd", 1],
       ["approvals", "api"],
+      ["permission_mode", "auto"],
     ] as const) {
       await expectRefused(
         await request(
@@ -165,6 +166,39 @@ describe.each(BACKENDS)("MCP servers, images and run caps through the API on %s"
       );
     }
     expect(await runsOf(session.id)).toEqual([]);
+  });
+
+  it("runs a message with its own permission mode, model and effort (plan, then execute), and the next with the session's", async () => {
+    const session = await newSession({ permission_mode: "plan", model: "opus", effort: "low" });
+    const flags = (args: string[]) =>
+      args.filter(
+        (a) => /^--(permission-mode|model|effort)/.test(a) || ["plan", "acceptEdits"].includes(a),
+      );
+    const planned = await run(session.id, { text: "plan it" });
+    expect(planned.res.status).toBe(200);
+    const own = await run(session.id, {
+      text: "do it",
+      permission_mode: "acceptEdits",
+      model: "sonnet",
+      effort: "high",
+    });
+    expect(own.res.status).toBe(200);
+    const after = await run(session.id, { text: "and now?" });
+    expect(flags(own.record.args).join(" ")).toMatch(/acceptEdits/);
+    expect(own.record.args.join(" ")).toMatch(/--model[= ]sonnet/);
+    expect(own.record.args.join(" ")).toMatch(/--effort[= ]high/);
+    for (const { record } of [planned, after]) {
+      expect(flags(record.args).join(" ")).toMatch(/plan/);
+      expect(record.args.join(" ")).toMatch(/--model[= ]opus/);
+      expect(record.args.join(" ")).toMatch(/--effort[= ]low/);
+    }
+    await expectRefused(
+      await request(
+        `/v1/sessions/${session.id}/messages`,
+        post({ text: "x", model: "no such; model" }, { Prefer: "respond-async" }),
+      ),
+      "model",
+    );
   });
 
   it("refuses a message's bad attachments and caps, and starts no run", async () => {

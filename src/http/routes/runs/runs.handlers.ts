@@ -3,7 +3,7 @@ import type { Context } from "hono";
 import type { Principal } from "../../../auth/principal.js";
 import { issueStreamToken } from "../../../auth/stream-tokens.js";
 import type { CompletionEvent } from "../../../events.js";
-import type { Message, RunOptions } from "../../../runs/message.js";
+import { type Message, type RunOptions, runSettings } from "../../../runs/message.js";
 import type { Database } from "../../../store/db.js";
 import { getCompletionEvent, type LogView } from "../../../store/events.js";
 import { getCallback } from "../../../store/hooks.js";
@@ -91,16 +91,16 @@ function runOptions(c: Context<AppEnv>, session: SessionRow, body: PostMessageBo
     maxTurns: body.max_turns ?? null,
     maxBudgetUsd: body.max_budget_usd ?? null,
     approvals: body.approvals ?? null,
+    permissionMode: body.permission_mode ?? null,
+    model: body.model ?? null,
+    effort: body.effort ?? null,
     attachments: (body.attachments ?? []).map((a) => ({ mediaType: a.media_type, data: a.data })),
   };
-  const settings = sessionSettings(session);
   // A session of an agent this server no longer runs is a 503, as when it is admitted.
-  const refused = settingIssues(c.var.agents.get(session.agent), {
-    ...settings,
-    maxTurns: options.maxTurns ?? settings.maxTurns,
-    maxBudgetUsd: options.maxBudgetUsd ?? settings.maxBudgetUsd,
-    approvals: options.approvals ?? settings.approvals,
-  });
+  const refused = settingIssues(
+    c.var.agents.get(session.agent),
+    runSettings(sessionSettings(session), options),
+  );
   if (refused.length > 0) throw invalidRequest(refused);
   return options;
 }

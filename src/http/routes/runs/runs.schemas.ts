@@ -5,7 +5,7 @@ import {
   MAX_IMAGE_BASE64_CHARS,
   MAX_IMAGES,
 } from "../../../agents/images.js";
-import { Approvals } from "../../../agents/settings.js";
+import { Approvals, Effort, ModelName, PermissionMode } from "../../../agents/settings.js";
 import { BridgeEvent, CompletionEvent, RunStatus, Usage } from "../../../events.js";
 import type { CallbackRow, RunRow } from "../../../store/schema.js";
 import { StreamError } from "../../sse.js";
@@ -72,6 +72,16 @@ export const PostMessageBody = z
     approvals: Approvals.optional().openapi({
       description:
         "Who answers this message's run's permission requests, in place of the session's `approvals`.",
+    }),
+    permission_mode: PermissionMode.optional().openapi({
+      description:
+        "How the agent may use tools in this message's run, in place of the session's: e.g. a session in `plan` mode carries out its plan with one message in `acceptEdits`, keeping the conversation.",
+    }),
+    model: ModelName.optional().openapi({
+      description: "The model of this message's run, in place of the session's.",
+    }),
+    effort: Effort.optional().openapi({
+      description: "The effort of this message's run, in place of the session's.",
     }),
   })
   .openapi("PostMessage");

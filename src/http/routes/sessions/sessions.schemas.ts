@@ -1,7 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import { AgentName } from "../../../agents/agent.js";
 import { MCP_SERVER_NAME } from "../../../agents/mcp-servers.js";
-import { Approvals, Effort, PermissionMode } from "../../../agents/settings.js";
+import { Approvals, Effort, ModelName, PermissionMode } from "../../../agents/settings.js";
 import type { Config } from "../../../config.js";
 import { SessionUsage } from "../../../events.js";
 import type { SessionRow, WorktreeRow } from "../../../store/schema.js";
@@ -59,15 +59,9 @@ export const CreateSessionBody = z
       description:
         "How the agent may use tools. Default: the server's `AGENT_BRIDGE_PERMISSION_MODE`.",
     }),
-    model: z
-      .string()
-      .min(1)
-      .max(200)
-      .regex(/^[A-Za-z0-9._:\-[\]/]+$/, { error: "expected a model name or alias, e.g. sonnet" })
-      .optional()
-      .openapi({
-        description: "Model name or alias. Default: the CLI's (or `AGENT_BRIDGE_CLAUDE_MODEL`).",
-      }),
+    model: ModelName.optional().openapi({
+      description: "Model name or alias. Default: the CLI's (or `AGENT_BRIDGE_CLAUDE_MODEL`).",
+    }),
     effort: Effort.optional().openapi({ description: "Default: `AGENT_BRIDGE_EFFORT`." }),
     system_prompt: z
       .string()
