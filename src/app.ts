@@ -107,11 +107,13 @@ export function buildDeps(
     pollMs: config.follow.pollMs,
     ...(database.listen ? { listen: database.listen } : {}),
     self: () => lease.id,
+    host: config.lease.host,
   });
   const runs = new RunManager({
     db: database.db,
     logger,
     instanceId: () => lease.id,
+    host: config.lease.host,
     doorbell,
     workDir: config.workDir,
     maxConcurrent: config.runs.maxConcurrent,
@@ -136,6 +138,8 @@ export function buildDeps(
     apply: (command) => runs.apply(command),
   });
   doorbell.onCommands(() => void inbox.check());
+  // Queued runs no instance owns are claimed when rung for, at each lease tick, and when a slot frees.
+  doorbell.onWork(() => runs.claimWork());
   return {
     config,
     database,

@@ -926,6 +926,7 @@ export interface components {
         | "session_expired"
         | "worktree_unavailable"
         | "worktree_dirty"
+        | "worktree_host_gone"
         | "run_finished"
         | "run_not_latest"
         | "retry_unsupported"

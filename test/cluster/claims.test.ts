@@ -1,0 +1,175 @@
+import { rm } from "node:fs/promises";
+import { join } from "node:path";
+import { eq } from "drizzle-orm";
+import { afterAll, describe, expect, it } from "vitest";
+import { type DatabaseHandle, openDatabase } from "../../src/store/db.js";
+import { getRun } from "../../src/store/runs.js";
+import { instances } from "../../src/store/schema.js";
+import { saveSessionWorktree } from "../../src/store/worktrees.js";
+import {
+  type Cleanups,
+  clusterDatabase,
+  completions,
+  heldCli,
+  heldRun,
+  instance,
+  post,
+} from "../support/instances.js";
+import { SseReader } from "../support/sse.js";
+import { makeRepo } from "../worktrees/repo.js";
+
+// Where a run executes when several instances share one Postgres (src/cluster/claims.ts): a run
+// the receiving instance cannot start is queued in the database, unowned, and claimed by one that
+// can; a worktree session's runs run on the host that holds its worktree; a stopping instance
+// hands its queued runs over. Real server processes, the held fake CLI.
+
+const cleanups: Cleanups = [];
+afterAll(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup();
+});
+
+async function database(url: string): Promise<DatabaseHandle> {
+  const handle = await openDatabase({ kind: "postgres", url });
+  cleanups.push(() => handle.close());
+  return handle;
+}
+
+const newSession = async (url: string) =>
+  (await (await post(url, "/v1/sessions", {})).json()) as { id: string };
+
+/** A message posted as a client streaming its answer: the response's event stream. */
+async function stream(url: string, sessionId: string): Promise<SseReader> {
+  const res = await fetch(`${url}/v1/sessions/${sessionId}/messages?events=full`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ text: "more work" }),
+  });
+  expect(res.status).toBe(200);
+  return SseReader.of(res);
+}
+
+/** Frames until (and with) the first of `type`. */
+async function until(reader: SseReader, type: string) {
+  for (;;) {
+    const frame = await reader.next();
+    if (!frame) throw new Error(`the stream ended before a ${type} event`);
+    if (frame.event === type) return frame;
+  }
+}
+
+/** A (one slot, busy with a held run) and B on a new database. */
+async function busyA(env: Record<string, string> = {}) {
+  const url = await clusterDatabase(cleanups);
+  const held = await heldCli(cleanups);
+  const all = { DATABASE_URL: url, ...held.fake.bridgeEnv, ...env };
+  const a = await instance(cleanups, { ...all, AGENT_BRIDGE_MAX_CONCURRENT_RUNS: "1" });
+  const b = await instance(cleanups, all);
+  const first = await heldRun(a.url, held.fake);
+  const { db } = await database(url);
+  const ownerA = (await getRun(db, first.run.id))?.instanceId;
+  return { url, db, a, b, held, first, ownerA };
+}
+
+describe.skipIf(!process.env.TEST_DATABASE_URL)("runs placed across instances", () => {
+  it("a message A has no slot for is claimed and run by B; the poster's stream on A gets it all", async () => {
+    const { db, a, held, ownerA } = await busyA();
+    const session = await newSession(a.url);
+    const onA = await stream(a.url, session.id);
+    const started = await until(onA, "run_started");
+    const runId = (started.data as { run_id: string }).run_id;
+    // Live from B: the CLI's text while it still holds.
+    expect((await until(onA, "text_delta")).data).toMatchObject({ text: "working" });
+    const owner = (await getRun(db, runId))?.instanceId;
+    expect(owner).toBeTruthy();
+    expect(owner).not.toBe(ownerA);
+    await held.release();
+    const rest = await onA.events();
+    const ends = rest.filter((f) => f.event === "completion");
+    expect(ends.map((f) => f.data)).toEqual([expect.objectContaining({ status: "succeeded" })]);
+    expect((await getRun(db, runId))?.status).toBe("succeeded");
+  });
+
+  it("30 simultaneous posts to one session over two instances: exactly one runs, the others 409", async () => {
+    const { db, a, b } = await busyA();
+    const session = await newSession(b.url);
+    const answers = await Promise.all(
+      Array.from({ length: 30 }, (_, i) =>
+        post(i % 2 ? a.url : b.url, `/v1/sessions/${session.id}/messages`, { text: `n${i}` }),
+      ),
+    );
+    const statuses = answers.map((res) => res.status);
+    expect(statuses.filter((s) => s === 202)).toHaveLength(1);
+    expect(statuses.filter((s) => s === 409)).toHaveLength(29);
+    const bodies = await Promise.all(answers.map((res) => res.json()));
+    const busy = bodies.filter((body) => body.code === "session_busy");
+    expect(busy).toHaveLength(29);
+    const winner = bodies[statuses.indexOf(202)] as { id: string };
+    expect(new Set(busy.map((body) => body.active_run_id))).toEqual(new Set([winner.id]));
+    expect(await getRun(db, winner.id)).toMatchObject({
+      status: expect.stringMatching(/queued|running/),
+    });
+  });
+
+  it("SIGTERM to A with a queued run: A claims nothing more, and B runs it", async () => {
+    const { db, a, b, held, ownerA } = await busyA({ AGENT_BRIDGE_MAX_CONCURRENT_RUNS: "1" });
+    // B busy too (its one slot): the run posted to A waits in the database for a slot.
+    const onB = await stream(b.url, (await newSession(b.url)).id);
+    await until(onB, "text_delta");
+    const session = await newSession(a.url);
+    const res = await post(a.url, `/v1/sessions/${session.id}/messages`, { text: "queued" });
+    expect(res.status).toBe(202);
+    const run = (await res.json()) as { id: string };
+    expect(await getRun(db, run.id)).toMatchObject({ status: "queued", instanceId: null });
+    const exited = a.stop("SIGTERM");
+    await a.waitForOutput(/shutting down/);
+    // A's own run ends within its grace period; B's slot frees, and B takes the queued run.
+    await held.release();
+    expect(await exited).toBe(0);
+    const ends = await completions(b.url, run.id);
+    expect(ends.map((f) => f.data)).toEqual([expect.objectContaining({ status: "succeeded" })]);
+    const owner = (await getRun(db, run.id))?.instanceId;
+    expect(owner).toBeTruthy();
+    expect(owner).not.toBe(ownerA);
+  });
+
+  it("a worktree session's message posted to B runs on A, its worktree's host; 409 once that host has no live instance", async () => {
+    const repo = await makeRepo("complete");
+    cleanups.push(() => rm(repo.root, { recursive: true, force: true }));
+    const url = await clusterDatabase(cleanups);
+    const held = await heldCli(cleanups);
+    await held.release();
+    const all = {
+      DATABASE_URL: url,
+      ...held.fake.bridgeEnv,
+      AGENT_BRIDGE_WORKTREE_ENABLED: "true",
+      AGENT_BRIDGE_WORK_DIR: repo.clone,
+    };
+    // Two hosts on one machine: each instance says which it is.
+    const a = await instance(cleanups, { ...all, AGENT_BRIDGE_HOST_ID: "host-a" });
+    const b = await instance(cleanups, { ...all, AGENT_BRIDGE_HOST_ID: "host-b" });
+    const { db } = await database(url);
+    const session = await newSession(b.url);
+    // As A records the worktree its CLI made there (the fake CLI makes none).
+    await saveSessionWorktree(db, session.id, {
+      path: join(repo.clone, ".claude", "worktrees", session.id),
+      branch: `worktree-${session.id}`,
+      baseRef: null,
+      state: "active",
+      host: "host-a",
+    });
+    const res = await post(b.url, `/v1/sessions/${session.id}/messages`, { text: "on A?" });
+    expect(res.status).toBe(202);
+    const run = (await res.json()) as { id: string };
+    const ends = await completions(b.url, run.id);
+    expect(ends.map((f) => f.data)).toEqual([expect.objectContaining({ status: "succeeded" })]);
+    const owner = (await getRun(db, run.id))?.instanceId ?? "";
+    const [row] = await db.select().from(instances).where(eq(instances.id, owner));
+    expect(row?.host).toBe("host-a");
+
+    expect(await a.stop("SIGTERM")).toBe(0);
+    const refused = await post(b.url, `/v1/sessions/${session.id}/messages`, { text: "now?" });
+    expect(refused.status).toBe(409);
+    expect(await refused.json()).toMatchObject({ code: "worktree_host_gone" });
+    expect(await getRun(db, run.id)).toMatchObject({ status: "succeeded" });
+  });
+});
