@@ -13,7 +13,7 @@ import type { TenantHomes } from "../process/tenant-homes.js";
 import type { RunCommand } from "../store/commands.js";
 import type { Database } from "../store/db.js";
 import { uniqueViolation } from "../store/errors.js";
-import type { LogView, SequencedEvent } from "../store/events.js";
+import { type LogView, positionIn, type SequencedEvent } from "../store/events.js";
 import { countLiveInstances } from "../store/instances.js";
 import * as store from "../store/runs.js";
 import type { RunRow, SessionRow } from "../store/schema.js";
@@ -83,6 +83,8 @@ export class RunManager {
   private readonly recorder: CompletionRecorder;
   private readonly writer: LogWriter;
   private readonly claimer: Claimer;
+  /** Followers reading a run from the stored log, told when this instance claims it. */
+  private readonly followersOf = new Map<string, Set<AbortController>>();
   private readonly completionListeners = new Set<(runId: string) => void>();
   /** Clients following a run's events. */
   private subscribers = 0;
@@ -212,11 +214,33 @@ export class RunManager {
     after: number,
     signal?: AbortSignal,
   ): AsyncGenerator<SequencedEvent[]> {
-    const live = this.admission.get(runId)?.log ?? this.execution.unrecordedLog(runId);
     this.subscribers++;
+    let position = after;
     try {
-      if (live) yield* live.subscribe(view, after, signal);
-      else yield* followElsewhere(this.opts.db, this.opts.doorbell, runId, view, after, signal);
+      for (;;) {
+        // Registered before looking: a claim by this instance, from now on, switches to memory.
+        const claimed = new AbortController();
+        const followers = this.followersOf.get(runId) ?? new Set();
+        this.followersOf.set(runId, followers.add(claimed));
+        try {
+          const live = this.admission.get(runId)?.log ?? this.execution.unrecordedLog(runId);
+          if (live) {
+            yield* live.subscribe(view, position, signal);
+            return;
+          }
+          const either = signal ? AbortSignal.any([signal, claimed.signal]) : claimed.signal;
+          const { db, doorbell } = this.opts;
+          for await (const batch of followElsewhere(db, doorbell, runId, view, position, either)) {
+            yield batch;
+            const last = batch.at(-1);
+            if (last) position = positionIn(view, last);
+          }
+        } finally {
+          followers.delete(claimed);
+          if (followers.size === 0) this.followersOf.delete(runId);
+        }
+        if (!claimed.signal.aborted || signal?.aborted) return;
+      }
     } finally {
       this.subscribers--;
     }
@@ -476,6 +500,7 @@ export class RunManager {
         throw err;
       }
       this.admission.add(run, false);
+      for (const follower of this.followersOf.get(run.id) ?? []) follower.abort();
       return true;
     } finally {
       freePlace();

@@ -83,7 +83,8 @@ export function recordRun(
     }
     if (unowned) {
       await lockUnownedRuns(tx);
-      const max = unowned.perInstance * (await countLiveInstances(tx));
+      // This instance counts even before its lease is registered (an app built in a test).
+      const max = unowned.perInstance * Math.max(1, await countLiveInstances(tx));
       if ((await countUnownedRuns(tx)) >= max) {
         throw new QueueFullError(max, unowned.retryAfterSeconds());
       }
