@@ -99,7 +99,14 @@ export function buildDeps(
     exclusive: database.kind === "pglite",
     reap: async (instance) => void (await runs.reap(instance)),
     onLost: () => runs.abandonAll(),
-    onTick: () => doorbell.ringEveryone(),
+    onTick: () => {
+      doorbell.ringEveryone();
+      runs.closeStranded().catch((err) =>
+        logger.warn("could not close the runs pinned to a host that is gone", {
+          error: String(err),
+        }),
+      );
+    },
   });
   const doorbell = new Doorbell({
     // The embedded database is this process's alone: no other instance to hear from.

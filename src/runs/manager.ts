@@ -319,6 +319,28 @@ export class RunManager {
   }
 
   /**
+   * Ends the queued runs pinned to a host where no instance is alive any more (the last one
+   * stopped or died after they were written): `interrupted`, as the runs of an instance that is
+   * gone. Asked at each lease renewal.
+   */
+  async closeStranded(): Promise<void> {
+    const { db, instanceId, logger } = this.opts;
+    if (!this.opts.doorbell.shared) return;
+    for (const row of await store.claimStrandedRuns(db, instanceId())) {
+      const run = await this.activeRunOf({ run: row, resume: false });
+      await this.execution.endUnstarted(
+        run,
+        "interrupted",
+        `no instance of host ${row.pinnedHost}, which holds the session's worktree, is alive to run it`,
+      );
+      logger.warn("closed a queued run whose worktree's host is gone", {
+        run_id: row.id,
+        host: row.pinnedHost,
+      });
+    }
+  }
+
+  /**
    * This instance lost its lease: another one has closed its runs. Their CLIs are stopped; what
    * they write no longer reaches the runs' logs, which took their one completion already.
    */

@@ -17,7 +17,7 @@ import type { Usage } from "../events.js";
 import type { Database } from "./db.js";
 import { addKeySpend } from "./keys.js";
 import { newestFirst, olderThan, type PageKey } from "./paging.js";
-import { type RunRow, runs, sessions } from "./schema.js";
+import { instances, type RunRow, runs, sessions } from "./schema.js";
 import { sessionUsageColumns, visibleTo } from "./sessions.js";
 
 export const ACTIVE_STATUSES = ["queued", "running"] as const;
@@ -134,6 +134,26 @@ export async function claimRun(
     .where(and(eq(runs.id, id), isNull(runs.instanceId), eq(runs.status, "queued")))
     .returning(claimedColumns);
   return row;
+}
+
+/**
+ * Makes `instanceId` the owner of the queued runs nobody owns that are pinned to a host where no
+ * instance's lease holds (their worktree's host is gone): nobody else could ever claim them.
+ */
+export async function claimStrandedRuns(db: Database, instanceId: string): Promise<RunRow[]> {
+  return db
+    .update(runs)
+    .set({ instanceId })
+    .where(
+      and(
+        eq(runs.status, "queued"),
+        isNull(runs.instanceId),
+        isNotNull(runs.pinnedHost),
+        sql`not exists (select 1 from ${instances} i where i.host = ${runs.pinnedHost}
+          and i.reaped_at is null and i.lease_expires_at > now())`,
+      ),
+    )
+    .returning();
 }
 
 /**

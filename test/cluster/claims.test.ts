@@ -4,7 +4,7 @@ import { eq } from "drizzle-orm";
 import { afterAll, describe, expect, it } from "vitest";
 import { type DatabaseHandle, openDatabase } from "../../src/store/db.js";
 import { getRun } from "../../src/store/runs.js";
-import { instances } from "../../src/store/schema.js";
+import { instances, worktrees } from "../../src/store/schema.js";
 import { saveSessionWorktree } from "../../src/store/worktrees.js";
 import {
   type Cleanups,
@@ -70,6 +70,36 @@ async function busyA(env: Record<string, string> = {}) {
   return { url, db, a, b, held, first, ownerA };
 }
 
+/**
+ * A on host-a and B on host-b (two hosts played on one machine), in worktree mode, and a session
+ * whose worktree is recorded on host-a, as A records the one its CLI made (the fake CLI makes none).
+ */
+async function worktreeOnA(env: Record<string, string> = {}) {
+  const repo = await makeRepo("complete");
+  cleanups.push(() => rm(repo.root, { recursive: true, force: true }));
+  const url = await clusterDatabase(cleanups);
+  const held = await heldCli(cleanups);
+  const all = {
+    DATABASE_URL: url,
+    ...held.fake.bridgeEnv,
+    AGENT_BRIDGE_WORKTREE_ENABLED: "true",
+    AGENT_BRIDGE_WORK_DIR: repo.clone,
+    ...env,
+  };
+  const a = await instance(cleanups, { ...all, AGENT_BRIDGE_HOST_ID: "host-a" });
+  const b = await instance(cleanups, { ...all, AGENT_BRIDGE_HOST_ID: "host-b" });
+  const { db } = await database(url);
+  const session = await newSession(b.url);
+  await saveSessionWorktree(db, session.id, {
+    path: join(repo.clone, ".claude", "worktrees", session.id),
+    branch: `worktree-${session.id}`,
+    baseRef: null,
+    state: "active",
+    host: "host-a",
+  });
+  return { db, a, b, held, session };
+}
+
 describe.skipIf(!process.env.TEST_DATABASE_URL)("runs placed across instances", () => {
   it("a message A has no slot for is claimed and run by B; the poster's stream on A gets it all", async () => {
     const { db, a, held, ownerA } = await busyA();
@@ -133,30 +163,8 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("runs placed across instances", 
   });
 
   it("a worktree session's message posted to B runs on A, its worktree's host; 409 once that host has no live instance", async () => {
-    const repo = await makeRepo("complete");
-    cleanups.push(() => rm(repo.root, { recursive: true, force: true }));
-    const url = await clusterDatabase(cleanups);
-    const held = await heldCli(cleanups);
+    const { db, a, b, held, session } = await worktreeOnA();
     await held.release();
-    const all = {
-      DATABASE_URL: url,
-      ...held.fake.bridgeEnv,
-      AGENT_BRIDGE_WORKTREE_ENABLED: "true",
-      AGENT_BRIDGE_WORK_DIR: repo.clone,
-    };
-    // Two hosts on one machine: each instance says which it is.
-    const a = await instance(cleanups, { ...all, AGENT_BRIDGE_HOST_ID: "host-a" });
-    const b = await instance(cleanups, { ...all, AGENT_BRIDGE_HOST_ID: "host-b" });
-    const { db } = await database(url);
-    const session = await newSession(b.url);
-    // As A records the worktree its CLI made there (the fake CLI makes none).
-    await saveSessionWorktree(db, session.id, {
-      path: join(repo.clone, ".claude", "worktrees", session.id),
-      branch: `worktree-${session.id}`,
-      baseRef: null,
-      state: "active",
-      host: "host-a",
-    });
     const res = await post(b.url, `/v1/sessions/${session.id}/messages`, { text: "on A?" });
     expect(res.status).toBe(202);
     const run = (await res.json()) as { id: string };
@@ -171,5 +179,26 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("runs placed across instances", 
     expect(refused.status).toBe(409);
     expect(await refused.json()).toMatchObject({ code: "worktree_host_gone" });
     expect(await getRun(db, run.id)).toMatchObject({ status: "succeeded" });
+  });
+
+  it("a worktree session's run queued for its host ends interrupted when that host's last instance stops", async () => {
+    const { db, a, b, held } = await worktreeOnA({
+      AGENT_BRIDGE_MAX_CONCURRENT_RUNS: "1",
+      AGENT_BRIDGE_LEASE_SECONDS: "2",
+      AGENT_BRIDGE_LEASE_RENEW_SECONDS: "1",
+    });
+    // A's one slot busy (a session without a worktree yet), so B's message waits for host-a.
+    await heldRun(a.url, held.fake);
+    const pinned = (await db.select().from(worktrees))[0]?.sessionId ?? "";
+    const res = await post(b.url, `/v1/sessions/${pinned}/messages`, { text: "for A" });
+    expect(res.status).toBe(202);
+    const run = (await res.json()) as { id: string };
+    expect(await getRun(db, run.id)).toMatchObject({ instanceId: null, pinnedHost: "host-a" });
+    const exited = a.stop("SIGTERM");
+    await a.waitForOutput(/shutting down/);
+    await held.release();
+    expect(await exited).toBe(0);
+    const ends = await completions(b.url, run.id);
+    expect(ends.map((f) => f.data)).toEqual([expect.objectContaining({ status: "interrupted" })]);
   });
 });
