@@ -6,6 +6,7 @@ import { type DatabaseHandle, openDatabase } from "../../src/store/db.js";
 import { getRun } from "../../src/store/runs.js";
 import { instances, worktrees } from "../../src/store/schema.js";
 import { saveSessionWorktree } from "../../src/store/worktrees.js";
+import { createHook, deliver, until as poll } from "../hooks/support.js";
 import {
   type Cleanups,
   clusterDatabase,
@@ -140,7 +141,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("runs placed across instances", 
     });
   });
 
-  it("SIGTERM to A with a queued run: A claims nothing more, and B runs it", async () => {
+  it("a run posted to A and queued in the database: after SIGTERM A claims nothing more, and B runs it", async () => {
     const { db, a, b, held, ownerA } = await busyA({ AGENT_BRIDGE_MAX_CONCURRENT_RUNS: "1" });
     // B busy too (its one slot): the run posted to A waits in the database for a slot.
     const onB = await stream(b.url, (await newSession(b.url)).id);
@@ -200,5 +201,49 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("runs placed across instances", 
     expect(await exited).toBe(0);
     const ends = await completions(b.url, run.id);
     expect(ends.map((f) => f.data)).toEqual([expect.objectContaining({ status: "interrupted" })]);
+  });
+
+  it("SIGTERM to A with a run queued in its memory: A hands it back to the database, and B runs it", async () => {
+    const url = await clusterDatabase(cleanups);
+    // A CLI each, held apart: B's run can end while A's holds A's one slot.
+    const [heldA, heldB] = [await heldCli(cleanups), await heldCli(cleanups)];
+    const base = { DATABASE_URL: url, AGENT_BRIDGE_MAX_CONCURRENT_RUNS: "1" };
+    const a = await instance(cleanups, { ...base, ...heldA.fake.bridgeEnv });
+    const b = await instance(cleanups, { ...base, ...heldB.fake.bridgeEnv });
+    const { db } = await database(url);
+    const secret = "bearer-secret-0123456789";
+    const headers = { "Content-Type": "application/json", Authorization: `Bearer ${secret}` };
+    await createHook(a.url, {
+      name: "per-pr",
+      verification: "bearer",
+      secret,
+      prompt_template: "Review PR {{payload.pr}}",
+      session_key_template: "{{payload.pr}}",
+    });
+    const send = async (at: string) => {
+      const res = await deliver(at, "per-pr", JSON.stringify({ pr: 7 }), headers);
+      expect(res.status).toBe(202);
+      return ((await res.json()) as { run_id: string }).run_id;
+    };
+    // The session's first run on B; A's slot taken by another session; the session's next
+    // delivery, on A, waits in A's line.
+    await send(b.url);
+    await heldB.fake.waitForMark("holding");
+    await heldRun(a.url, heldA.fake);
+    const queued = await send(a.url);
+    const ownerA = (await getRun(db, queued))?.instanceId;
+    // B's run ends: A's line gives the session to its delivery, queued in A's memory (no slot).
+    await heldB.release();
+    await poll(async () => (await getRun(db, queued))?.status === "queued", 20_000, "its turn");
+    expect((await getRun(db, queued))?.instanceId).toBe(ownerA);
+    const exited = a.stop("SIGTERM");
+    const ends = await completions(b.url, queued);
+    expect(ends.map((f) => f.data)).toEqual([expect.objectContaining({ status: "succeeded" })]);
+    const owner = (await getRun(db, queued))?.instanceId;
+    expect(owner).toBeTruthy();
+    expect(owner).not.toBe(ownerA);
+    expect(a.output()).toMatch(/handed a queued run over/);
+    await heldA.release();
+    expect(await exited).toBe(0);
   });
 });
