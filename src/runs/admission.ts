@@ -25,7 +25,7 @@ export interface AdmissionHandlers<R> {
   /**
    * The session is free here and the run is first in its line: claim the session for it in the
    * store. `blocked`: another process still has a run on it (looked at again later); `gone`: the
-   * run no longer exists.
+   * run is not this process's to run (it no longer exists, or another host's instances run it).
    */
   claim(run: R): Promise<"claimed" | "blocked" | "gone">;
   /** The run has left admission: it ran, was withdrawn and ended, or is gone. */

@@ -216,6 +216,8 @@ export class RunManager {
   ): AsyncGenerator<SequencedEvent[]> {
     this.subscribers++;
     let position = after;
+    // Set once this instance handed the run over: its log in memory says no more.
+    let handedOver = false;
     try {
       for (;;) {
         // Registered before looking: a claim by this instance, from now on, switches to memory.
@@ -223,10 +225,18 @@ export class RunManager {
         const followers = this.followersOf.get(runId) ?? new Set();
         this.followersOf.set(runId, followers.add(claimed));
         try {
-          const live = this.admission.get(runId)?.log ?? this.execution.unrecordedLog(runId);
+          const live = handedOver
+            ? undefined
+            : (this.admission.get(runId)?.log ?? this.execution.unrecordedLog(runId));
           if (live) {
-            yield* live.subscribe(view, position, signal);
-            return;
+            for await (const batch of live.subscribe(view, position, signal)) {
+              yield batch;
+              const last = batch.at(-1);
+              if (last) position = positionIn(view, last);
+            }
+            if (!live.handedOver || signal?.aborted) return;
+            handedOver = true;
+            continue;
           }
           const either = signal ? AbortSignal.any([signal, claimed.signal]) : claimed.signal;
           const { db, doorbell } = this.opts;
@@ -240,6 +250,8 @@ export class RunManager {
           if (followers.size === 0) this.followersOf.delete(runId);
         }
         if (!claimed.signal.aborted || signal?.aborted) return;
+        // This instance claimed it: its log is in memory again.
+        handedOver = false;
       }
     } finally {
       this.subscribers--;
@@ -554,6 +566,7 @@ export class RunManager {
     try {
       const handover = toHandover({ options: run.options, resumeAt: run.resumeAt });
       if (!(await store.releaseRun(db, run.id, instanceId(), handover))) return false;
+      run.log.handOver();
       if (doorbell.rings) await store.ringForWork(db, run.row.pinnedHost);
       logger.info("handed a queued run over to the other instances", { run_id: run.id });
       return true;
@@ -577,7 +590,10 @@ export class RunManager {
     return resumeAt;
   }
 
-  /** A waiting run's turn: it becomes the session's queued run in the store, if no other is. */
+  /**
+   * A waiting run's turn: it becomes the session's queued run in the store, if no other is. A run
+   * pinned to another host is handed over to it then (`gone` from here).
+   */
   private async claimSession(run: ActiveRun): Promise<"claimed" | "blocked" | "gone"> {
     let promoted: Awaited<ReturnType<typeof store.promoteWaitingRun>>;
     try {
@@ -591,6 +607,11 @@ export class RunManager {
     if (!promoted) return "gone";
     run.row = promoted.run;
     run.resume = promoted.resume;
+    // Its session's worktree is on another host's disk: that host's instances run it.
+    const { pinnedHost } = promoted.run;
+    if (pinnedHost !== null && pinnedHost !== this.opts.host && (await this.handOver(run))) {
+      return "gone";
+    }
     return "claimed";
   }
 

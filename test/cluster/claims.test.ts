@@ -246,4 +246,41 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("runs placed across instances", 
     await heldA.release();
     expect(await exited).toBe(0);
   });
+
+  it("a webhook delivery for a worktree session, waiting on B for its session, is run on A, the worktree's host, when its turn comes", async () => {
+    const { db, a, b, held, session } = await worktreeOnA();
+    const secret = "bearer-secret-0123456789";
+    const headers = { "Content-Type": "application/json", Authorization: `Bearer ${secret}` };
+    await createHook(a.url, {
+      name: "per-pr",
+      verification: "bearer",
+      secret,
+      prompt_template: "Review PR {{payload.pr}}",
+      session_key_template: "{{payload.pr}}",
+    });
+    const send = async (at: string) => {
+      const res = await deliver(at, "per-pr", JSON.stringify({ pr: 7 }), headers);
+      expect(res.status).toBe(202);
+      return (await res.json()) as { run_id: string; session_id: string };
+    };
+    const first = await send(a.url);
+    await held.fake.waitForMark("holding");
+    // The hook's session has its worktree on host-a, as A records it after the run.
+    await db
+      .update(worktrees)
+      .set({ sessionId: first.session_id })
+      .where(eq(worktrees.sessionId, session.id));
+    const second = await send(b.url);
+    expect(second.session_id).toBe(first.session_id);
+    expect(await getRun(db, second.run_id)).toMatchObject({
+      status: "waiting",
+      pinnedHost: "host-a",
+    });
+    await held.release();
+    const ends = await completions(b.url, second.run_id);
+    expect(ends.map((f) => f.data)).toEqual([expect.objectContaining({ status: "succeeded" })]);
+    const owner = (await getRun(db, second.run_id))?.instanceId ?? "";
+    const [row] = await db.select().from(instances).where(eq(instances.id, owner));
+    expect(row?.host).toBe("host-a");
+  });
 });
