@@ -1,7 +1,7 @@
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { eq } from "drizzle-orm";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { type DatabaseHandle, openDatabase } from "../../src/store/db.js";
 import { getRun } from "../../src/store/runs.js";
 import { instances, worktrees } from "../../src/store/schema.js";
@@ -25,8 +25,9 @@ import { makeRepo } from "../worktrees/repo.js";
 // hands its queued runs over. Real server processes, the held fake CLI.
 
 const cleanups: Cleanups = [];
-afterAll(async () => {
-  for (const cleanup of cleanups.reverse()) await cleanup();
+afterEach(async () => {
+  // After each test, not the file: each test's servers hold Postgres connections.
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
 async function database(url: string): Promise<DatabaseHandle> {
