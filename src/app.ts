@@ -99,7 +99,14 @@ export function buildDeps(
     exclusive: database.kind === "pglite",
     reap: async (instance) => void (await runs.reap(instance)),
     onLost: () => runs.abandonAll(),
-    onTick: () => doorbell.ringEveryone(),
+    onTick: () => {
+      doorbell.ringEveryone();
+      runs.closeStranded().catch((err) =>
+        logger.warn("could not close the runs pinned to a host that is gone", {
+          error: String(err),
+        }),
+      );
+    },
   });
   const doorbell = new Doorbell({
     // The embedded database is this process's alone: no other instance to hear from.
@@ -107,11 +114,13 @@ export function buildDeps(
     pollMs: config.follow.pollMs,
     ...(database.listen ? { listen: database.listen } : {}),
     self: () => lease.id,
+    host: config.lease.host,
   });
   const runs = new RunManager({
     db: database.db,
     logger,
     instanceId: () => lease.id,
+    host: config.lease.host,
     doorbell,
     workDir: config.workDir,
     maxConcurrent: config.runs.maxConcurrent,
@@ -137,6 +146,8 @@ export function buildDeps(
     apply: (command) => runs.apply(command),
   });
   doorbell.onCommands(() => void inbox.check());
+  // Queued runs no instance owns are claimed when rung for, at each lease tick, and when a slot frees.
+  doorbell.onWork(() => runs.claimWork());
   return {
     config,
     database,

@@ -1,6 +1,7 @@
 import { existsSync, readFileSync, realpathSync } from "node:fs";
 import { createRequire } from "node:module";
 import { isIP } from "node:net";
+import { hostname } from "node:os";
 import path from "node:path";
 import { z } from "zod";
 import { AGENT_NAMES, type AgentName } from "./agents/agent.js";
@@ -88,6 +89,7 @@ const EnvSchema = z.object({
   AGENT_BRIDGE_DB_OUTAGE_SECONDS: int(1).default(30),
   AGENT_BRIDGE_LEASE_SECONDS: int(2).default(20),
   AGENT_BRIDGE_LEASE_RENEW_SECONDS: int(1).default(5),
+  AGENT_BRIDGE_HOST_ID: z.string().min(1).max(255).optional(),
   AGENT_BRIDGE_FOLLOW: oneOf(["notify", "poll"] as const).default("notify"),
   AGENT_BRIDGE_FOLLOW_POLL_MS: int(50).default(500),
   AGENT_BRIDGE_SSE_KEEPALIVE_SECONDS: int(1).default(15),
@@ -220,8 +222,11 @@ export interface Config {
     dbOutageBoundMs: number;
     keepAliveMs: number;
   };
-  /** This instance's lease on the database (src/cluster/lease.ts). */
-  lease: { leaseMs: number; renewMs: number };
+  /**
+   * This instance's lease on the database (src/cluster/lease.ts), and the host it says it runs
+   * on: the machine whose disk holds the worktrees it makes.
+   */
+  lease: { leaseMs: number; renewMs: number; host: string };
   /**
    * How a run's followers and owner on other instances learn of new events and commands:
    * Postgres LISTEN/NOTIFY, or polling every `pollMs` where LISTEN does not work (src/cluster/).
@@ -529,6 +534,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     lease: {
       leaseMs: e.AGENT_BRIDGE_LEASE_SECONDS * 1000,
       renewMs: e.AGENT_BRIDGE_LEASE_RENEW_SECONDS * 1000,
+      host: e.AGENT_BRIDGE_HOST_ID ?? hostname(),
     },
     follow: { mode: e.AGENT_BRIDGE_FOLLOW, pollMs: e.AGENT_BRIDGE_FOLLOW_POLL_MS },
     sessions: {

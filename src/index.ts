@@ -67,6 +67,8 @@ async function start(config: Config, logger: Logger) {
     await deps.lease.start();
     // Then followers and commands from other instances are heard (see src/cluster/doorbell.ts).
     await deps.doorbell.start();
+    // Queued runs that no instance owns may wait already.
+    deps.runs.claimWork();
     appReady(createApp(deps));
     const sweeper = buildSweeper(deps);
     sweeper.start();

@@ -414,7 +414,7 @@ export interface paths {
     put?: never;
     /**
      * Send a message: starts a run of the agent
-     * @description Starts one run of the CLI on the session. The run belongs to the server: a client that disconnects leaves it going and can follow it again at `/v1/runs/{run_id}/events`. One active run per session (a second message is a 409 naming it); beyond the server's run slots and queue, 429 with `Retry-After`. The answer follows `Prefer: respond-async` (202 at once), else `Accept`: `text/event-stream` or none streams the run's events (in the view `?events=` asks for, with its ids), `application/json` waits and returns the finished run.
+     * @description Starts one run of the CLI on the session. The run belongs to the server: a client that disconnects leaves it going and can follow it again at `/v1/runs/{run_id}/events`. One active run per session (a second message is a 409 naming it). With several instances on one database, a run this one has no free slot for is queued for any instance to claim, and a worktree session's runs run on the host that holds its worktree (409 `worktree_host_gone` when no instance of that host is alive); beyond the run slots and queue, 429 with `Retry-After`. The answer follows `Prefer: respond-async` (202 at once), else `Accept`: `text/event-stream` or none streams the run's events (in the view `?events=` asks for, with its ids), `application/json` waits and returns the finished run.
      */
     post: operations["postMessage"];
     delete?: never;
@@ -1081,6 +1081,7 @@ export interface components {
         | "session_expired"
         | "worktree_unavailable"
         | "worktree_dirty"
+        | "worktree_host_gone"
         | "run_finished"
         | "run_not_latest"
         | "retry_unsupported"

@@ -1,9 +1,11 @@
 import { COMMANDS_CHANNEL } from "../store/commands.js";
 import type { Listen } from "../store/db.js";
 import { RUN_EVENTS_CHANNEL } from "../store/events.js";
+import { WORK_CHANNEL } from "../store/runs.js";
 
 // The doorbell: how this instance learns that another one stored events of a run it follows, or
-// posted a command for a run it executes. It is only a wake-up; what is new is read from the
+// posted a command for a run it executes, or left a queued run for any instance to claim
+// (src/cluster/claims.ts). It is only a wake-up; what is new is read from the
 // database. On Postgres, LISTEN on one dedicated connection: an owner rings (NOTIFY) once per
 // stored batch, in the statement that stores it (src/store/events.ts), and when it posts a command
 // (src/store/commands.ts). A NOTIFY sent while that connection is down is lost, so each (re)connect
@@ -19,6 +21,8 @@ export interface DoorbellOptions {
   listen?: Listen;
   /** This instance's id: a command ring names the instance it is for. */
   self: () => string;
+  /** This instance's host: a ring for a pinned run names the host it is for. */
+  host: string;
 }
 
 /** A follower's wait for new events of one run. */
@@ -62,6 +66,7 @@ export class RunWatch {
 export class Doorbell {
   private readonly watches = new Map<string, Set<RunWatch>>();
   private commandsHandler: (() => void) | undefined;
+  private workHandler: (() => void) | undefined;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(private readonly opts: DoorbellOptions) {}
@@ -69,6 +74,11 @@ export class Doorbell {
   /** Whether owners ring when they store events or post commands (only LISTEN hears it). */
   get rings(): boolean {
     return this.opts.mode === "notify";
+  }
+
+  /** Whether other instances share the database (not the embedded one). */
+  get shared(): boolean {
+    return this.opts.mode !== "local";
   }
 
   /** Starts hearing rings: resolves once listening (notify) or polling. */
@@ -91,6 +101,13 @@ export class Doorbell {
         if (owner === this.opts.self()) this.ringCommands();
       },
       () => this.ringCommands(),
+    );
+    await listen(
+      WORK_CHANNEL,
+      (host) => {
+        if (host === "" || host === this.opts.host) this.ringWork();
+      },
+      () => this.ringWork(),
     );
   }
 
@@ -115,10 +132,20 @@ export class Doorbell {
     this.commandsHandler = handler;
   }
 
-  /** Wakes every follower and the command handler, to read what they may have missed. */
+  /** Called when queued runs may wait to be claimed. */
+  onWork(handler: () => void): void {
+    this.workHandler = handler;
+  }
+
+  /** Wakes every follower, the command handler and the claimer, to read what they may have missed. */
   ringEveryone(): void {
     this.ringFollowers();
     this.ringCommands();
+    this.ringWork();
+  }
+
+  private ringWork() {
+    this.workHandler?.();
   }
 
   private ringFollowers() {

@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import { hostname } from "node:os";
 import type { Logger } from "../log.js";
 import { bootId } from "../process/groups.js";
 import type { Database } from "../store/db.js";
@@ -26,6 +25,8 @@ export interface LeaseOptions {
   leaseMs: number;
   /** How often it is renewed, and dead instances looked for. */
   renewMs: number;
+  /** The host this instance runs on (its name, or AGENT_BRIDGE_HOST_ID). */
+  host: string;
   /**
    * Nothing else can use this database (the embedded one, behind its data dir's lock): every
    * other instance is dead.
@@ -54,10 +55,14 @@ export class InstanceLease {
   private sweeping: Promise<void> | undefined;
   /** The last renewal failed: an outage is on. */
   private failing = false;
-  private readonly host = hostname();
   private readonly boot = bootId();
 
   constructor(private readonly opts: LeaseOptions) {}
+
+  /** The host this instance runs on. */
+  get host(): string {
+    return this.opts.host;
+  }
 
   /** This instance's id: the owner written on the runs it admits. */
   get id(): string {

@@ -18,6 +18,7 @@ import {
   SessionExpiredError,
   SessionGoneError,
   ShuttingDownError,
+  WorktreeHostGoneError,
 } from "../runs/errors.js";
 import { describeDbError, transientDbError } from "../store/errors.js";
 import type { AppEnv } from "./context.js";
@@ -52,6 +53,7 @@ export const ERROR_CODES = {
   session_expired: "Session expired",
   worktree_unavailable: "Worktree mode unavailable",
   worktree_dirty: "Worktree has uncommitted changes",
+  worktree_host_gone: "The session's worktree host has no live instance",
   run_finished: "Run already finished",
   run_not_latest: "Run is not its session's latest",
   retry_unsupported: "The session's agent cannot retry a run",
@@ -222,6 +224,9 @@ function runRefusal(err: unknown): ApiError | undefined {
     return new ApiError(409, "permission_request_resolved", err.message);
   if (err instanceof RunFinishedError) return new ApiError(409, "run_finished", err.message);
   if (err instanceof RunNotLatestError) return new ApiError(409, "run_not_latest", err.message);
+  if (err instanceof WorktreeHostGoneError) {
+    return new ApiError(409, "worktree_host_gone", err.message);
+  }
   if (err instanceof SessionExpiredError) return new ApiError(410, "session_expired", err.message);
   if (err instanceof SessionGoneError) return new ApiError(404, "session_not_found", err.message);
   if (err instanceof ShuttingDownError) return new ApiError(503, "shutting_down", err.message);

@@ -25,7 +25,7 @@ export interface AdmissionHandlers<R> {
   /**
    * The session is free here and the run is first in its line: claim the session for it in the
    * store. `blocked`: another process still has a run on it (looked at again later); `gone`: the
-   * run no longer exists.
+   * run is not this process's to run (it no longer exists, or another host's instances run it).
    */
   claim(run: R): Promise<"claimed" | "blocked" | "gone">;
   /** The run has left admission: it ran, was withdrawn and ended, or is gone. */
@@ -117,6 +117,15 @@ export class Admission<R extends Admittable> {
     return Boolean(activeRunId || inLine);
   }
 
+  /** Whether a run admitted now would start at once: a slot is free and nothing queued before it. */
+  hasFreeSlot(): boolean {
+    return (
+      this.accepting &&
+      this.queue.length === 0 &&
+      this.running + this.placing < this.limits.maxConcurrent
+    );
+  }
+
   /** Throws when every slot and queue place is taken. */
   checkRoom(): void {
     const { maxConcurrent, maxQueued } = this.limits;
@@ -178,14 +187,14 @@ export class Admission<R extends Admittable> {
   }
 
   /**
-   * Stops admitting runs and hands back those that had not started (queued first, then waiting),
-   * out of the queue and the lines, for the caller to end and `remove`.
+   * Stops admitting runs and hands back those that had not started, queued and waiting, out of
+   * the queue and the lines, for the caller to end (or hand over) and `remove`.
    */
-  close(): R[] {
+  close(): { queued: R[]; waiting: R[] } {
     this.accepting = false;
     const waiting = [...this.lines.values()].flat();
     for (const run of waiting) this.removeWaiting(run);
-    return [...this.queue.splice(0), ...waiting];
+    return { queued: this.queue.splice(0), waiting };
   }
 
   get(runId: string): R | undefined {

@@ -98,3 +98,15 @@ export class PermissionAnswerMismatchError extends Error {
     super(message);
   }
 }
+
+/** The session's worktree is on the disk of a host where no instance runs any more. */
+export class WorktreeHostGoneError extends Error {
+  constructor(
+    readonly sessionId: string,
+    readonly host: string,
+  ) {
+    super(
+      `session ${sessionId} works in a git worktree on host ${host}, where no instance of the server runs now; start one there, or create a new session`,
+    );
+  }
+}

@@ -37,6 +37,8 @@ export interface ExecutionOptions {
   homes?: TenantHomes | undefined;
   /** Where a session without a work dir of its own runs. */
   workDir: string;
+  /** This instance's host, recorded with the worktrees it makes. */
+  host: string;
   metrics: Metrics;
   recorder: CompletionRecorder;
   /** Who answers the runs' permission requests. */
@@ -302,7 +304,12 @@ export class Execution {
 
   private async recordWorktree(session: SessionRow) {
     try {
-      await recordSessionWorktree(this.opts.db, this.workDirOf(session), session.id);
+      await recordSessionWorktree(
+        this.opts.db,
+        this.workDirOf(session),
+        session.id,
+        this.opts.host,
+      );
     } catch (err) {
       this.opts.logger.error("could not record the session's worktree", {
         session_id: session.id,

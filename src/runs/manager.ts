@@ -1,6 +1,8 @@
 import { type Context, context } from "@opentelemetry/api";
 import type { AgentRegistry } from "../agents/registry.js";
 import type { RunGate } from "../auth/policy.js";
+import { ANONYMOUS_ADMIN } from "../auth/principal.js";
+import { Claimer } from "../cluster/claims.js";
 import { stopElsewhere } from "../cluster/commands.js";
 import type { Doorbell } from "../cluster/doorbell.js";
 import type { DeadInstance } from "../cluster/lease.js";
@@ -11,9 +13,12 @@ import type { TenantHomes } from "../process/tenant-homes.js";
 import { postRunCommand, type RunCommand } from "../store/commands.js";
 import type { Database } from "../store/db.js";
 import { uniqueViolation } from "../store/errors.js";
-import type { LogView, SequencedEvent } from "../store/events.js";
+import { type LogView, positionIn, type SequencedEvent } from "../store/events.js";
+import { countLiveInstances } from "../store/instances.js";
 import * as store from "../store/runs.js";
 import type { RunRow, SessionRow } from "../store/schema.js";
+import { getSession } from "../store/sessions.js";
+import { getSessionWorktree } from "../store/worktrees.js";
 import type { DebugCapture } from "../telemetry/capture.js";
 import type { Tracing } from "../telemetry/tracing.js";
 import { ActiveRun } from "./active-run.js";
@@ -25,8 +30,10 @@ import {
   SessionBusyError,
   SessionExpiredError,
   SessionGoneError,
+  WorktreeHostGoneError,
 } from "./errors.js";
 import { Execution } from "./execution.js";
+import { fromHandover, toHandover } from "./handover.js";
 import { findIdempotentRun, messageHash } from "./idempotency.js";
 import { LogWriter } from "./log-writer.js";
 import { type Message, NO_RUN_OPTIONS } from "./message.js";
@@ -58,6 +65,8 @@ export interface RunManagerOptions {
   transactionHooks: readonly RunTransactionHook[];
   /** The id of this instance (src/cluster/), written on each run it admits. */
   instanceId: () => string;
+  /** The host this instance runs on: worktree sessions' runs run on theirs. */
+  host: string;
   /** How runs other instances execute are followed and reached (src/cluster/doorbell.ts). */
   doorbell: Doorbell;
   /** Spans of runs, when tracing is on. */
@@ -78,6 +87,9 @@ export class RunManager {
   private readonly execution: Execution;
   private readonly recorder: CompletionRecorder;
   private readonly writer: LogWriter;
+  private readonly claimer: Claimer;
+  /** Followers reading a run from the stored log, told when this instance claims it. */
+  private readonly followersOf = new Map<string, Set<AbortController>>();
   private readonly completionListeners = new Set<(runId: string) => void>();
   /** Clients following a run's events. */
   private subscribers = 0;
@@ -107,6 +119,7 @@ export class RunManager {
       gate: opts.gate,
       homes: opts.homes,
       workDir: opts.workDir,
+      host: opts.host,
       metrics: opts.metrics,
       recorder: this.recorder,
       onStored: (runId) => this.notifyCompletion(runId),
@@ -117,7 +130,12 @@ export class RunManager {
     this.admission = new Admission<ActiveRun>(
       { maxConcurrent, maxQueued },
       {
-        start: (run) => void this.execution.run(run).then(() => this.admission.finished(run)),
+        start: (run) =>
+          void this.execution.run(run).then(() => {
+            this.admission.finished(run);
+            // Its slot is free: a run queued in the database may take it.
+            this.claimWork();
+          }),
         claim: (run) => this.claimSession(run),
         left: (run) => run.markFinished(),
         failed: (sessionId, err) =>
@@ -127,6 +145,7 @@ export class RunManager {
           }),
       },
     );
+    this.claimer = new Claimer({ logger: opts.logger, claimOne: () => this.claimQueued() });
     opts.metrics.watchRuns(() => ({ ...this.admission.counts(), subscribers: this.subscribers }));
   }
 
@@ -144,6 +163,14 @@ export class RunManager {
     return this.admission.inAdmissionOrder(session.id, () =>
       this.admit(session, message, traceParent),
     );
+  }
+
+  /**
+   * Claims queued runs that no instance owns while this one has free slots (src/cluster/claims.ts);
+   * nothing on the embedded database, where every run is this process's.
+   */
+  claimWork(): void {
+    if (this.opts.doorbell.shared) void this.claimer.check();
   }
 
   /** True while a run of the session is waiting, queued or running in this process. */
@@ -198,11 +225,45 @@ export class RunManager {
     after: number,
     signal?: AbortSignal,
   ): AsyncGenerator<SequencedEvent[]> {
-    const live = this.admission.get(runId)?.log ?? this.execution.unrecordedLog(runId);
     this.subscribers++;
+    let position = after;
+    // Set once this instance handed the run over: its log in memory says no more.
+    let handedOver = false;
     try {
-      if (live) yield* live.subscribe(view, after, signal);
-      else yield* followElsewhere(this.opts.db, this.opts.doorbell, runId, view, after, signal);
+      for (;;) {
+        // Registered before looking: a claim by this instance, from now on, switches to memory.
+        const claimed = new AbortController();
+        const followers = this.followersOf.get(runId) ?? new Set();
+        this.followersOf.set(runId, followers.add(claimed));
+        try {
+          const live = handedOver
+            ? undefined
+            : (this.admission.get(runId)?.log ?? this.execution.unrecordedLog(runId));
+          if (live) {
+            for await (const batch of live.subscribe(view, position, signal)) {
+              yield batch;
+              const last = batch.at(-1);
+              if (last) position = positionIn(view, last);
+            }
+            if (!live.handedOver || signal?.aborted) return;
+            handedOver = true;
+            continue;
+          }
+          const either = signal ? AbortSignal.any([signal, claimed.signal]) : claimed.signal;
+          const { db, doorbell } = this.opts;
+          for await (const batch of followElsewhere(db, doorbell, runId, view, position, either)) {
+            yield batch;
+            const last = batch.at(-1);
+            if (last) position = positionIn(view, last);
+          }
+        } finally {
+          followers.delete(claimed);
+          if (followers.size === 0) this.followersOf.delete(runId);
+        }
+        if (!claimed.signal.aborted || signal?.aborted) return;
+        // This instance claimed it: its log is in memory again.
+        handedOver = false;
+      }
     } finally {
       this.subscribers--;
     }
@@ -252,6 +313,14 @@ export class RunManager {
     if (!run) {
       const { db, doorbell, instanceId } = this.opts;
       const row = await store.getRun(db, runId);
+      if (row && row.instanceId === null && row.handover !== null && row.status === "queued") {
+        // Queued for any instance: this one claims it, to end it.
+        const claimed = await store.claimRun(db, runId, instanceId());
+        if (!claimed) return this.cancel(runId);
+        const unstarted = await this.activeRunOf(claimed);
+        await this.execution.endUnstarted(unstarted, "cancelled", "cancelled before it started");
+        return;
+      }
       const owner = row?.instanceId;
       if (row && owner && owner !== instanceId() && store.OPEN_STATUSES.includes(row.status)) {
         const status = await stopElsewhere(db, doorbell, { ...row, instanceId: owner }, kind);
@@ -329,6 +398,28 @@ export class RunManager {
   }
 
   /**
+   * Ends the queued runs pinned to a host where no instance is alive any more (the last one
+   * stopped or died after they were written): `interrupted`, as the runs of an instance that is
+   * gone. Asked at each lease renewal.
+   */
+  async closeStranded(): Promise<void> {
+    const { db, instanceId, logger } = this.opts;
+    if (!this.opts.doorbell.shared) return;
+    for (const row of await store.claimStrandedRuns(db, instanceId())) {
+      const run = await this.activeRunOf({ run: row, resume: false });
+      await this.execution.endUnstarted(
+        run,
+        "interrupted",
+        `no instance of host ${row.pinnedHost}, which holds the session's worktree, is alive to run it`,
+      );
+      logger.warn("closed a queued run whose worktree's host is gone", {
+        run_id: row.id,
+        host: row.pinnedHost,
+      });
+    }
+  }
+
+  /**
    * This instance lost its lease: another one has closed its runs. Their CLIs are stopped; what
    * they write no longer reaches the runs' logs, which took their one completion already.
    */
@@ -341,13 +432,19 @@ export class RunManager {
   }
 
   /**
-   * Stops taking runs, lets running ones finish for up to `graceMs`, then stops them; every run
-   * gets its completion before this resolves.
+   * Stops taking and claiming runs, hands its queued runs back for other instances to claim (on
+   * the embedded database, and those waiting for their session, they end `interrupted`), lets
+   * running ones finish for up to `graceMs`, then stops them; every run it keeps gets its
+   * completion before this resolves.
    */
   async shutdown(graceMs: number): Promise<void> {
-    for (const run of this.admission.close()) {
-      await this.endUnstarted(run, "interrupted", "the server shut down before the run started");
+    const unstarted = "the server shut down before the run started";
+    const { queued, waiting } = this.admission.close();
+    for (const run of queued) {
+      if (await this.handOver(run)) this.admission.remove(run);
+      else await this.endUnstarted(run, "interrupted", unstarted);
     }
+    for (const run of waiting) await this.endUnstarted(run, "interrupted", unstarted);
     const all = () => Promise.all(this.admission.all().map((r) => r.finished));
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([all(), new Promise((r) => (timer = setTimeout(r, graceMs)))]);
@@ -384,7 +481,14 @@ export class RunManager {
     let wait = this.admission.mustWait(session.id, state.activeRunId, mayWait);
     agents.get(session.agent);
     await gate.allow(session);
-    this.admission.checkRoom();
+    const pinnedHost = await this.pinnedHost(session);
+    // Here when it can start here at once (or must wait in this instance's line for its session);
+    // else queued in the database for any instance (of its host, when pinned) to claim.
+    const here =
+      !this.opts.doorbell.shared ||
+      ((pinnedHost === null || pinnedHost === this.opts.host) &&
+        (wait || this.admission.hasFreeSlot()));
+    if (here) this.admission.checkRoom();
     const hooks = transactionHooks.filter((hook) => hook.joins(message));
     const keyId = session.ownerKeyId;
     const limit = keyId
@@ -394,12 +498,15 @@ export class RunManager {
           retryAfterSeconds: () => this.admission.retryAfterSeconds(),
         }
       : null;
-    const insert = (status: "queued" | "waiting") =>
-      recordRun(
+    const options = message.options ?? NO_RUN_OPTIONS;
+    const insert = (status: "queued" | "waiting") => {
+      // A run that waits for its session waits in this instance's line.
+      const unowned = !here && status === "queued";
+      return recordRun(
         db,
         {
           sessionId: session.id,
-          instanceId: this.opts.instanceId(),
+          instanceId: unowned ? null : this.opts.instanceId(),
           agent: session.agent,
           status,
           trigger: message.trigger,
@@ -407,11 +514,21 @@ export class RunManager {
           systemPrompt: message.systemPrompt,
           idempotencyKey: message.idempotencyKey,
           requestHash,
+          handover: unowned ? toHandover({ options, resumeAt }) : null,
+          pinnedHost,
         },
         message,
         hooks,
         limit,
+        unowned
+          ? {
+              perInstance: this.opts.maxQueued,
+              ring: this.opts.doorbell.rings,
+              retryAfterSeconds: () => this.admission.retryAfterSeconds(),
+            }
+          : null,
       );
+    };
     const freePlace = this.admission.holdPlace();
     let row: RunRow;
     try {
@@ -439,13 +556,91 @@ export class RunManager {
     } finally {
       freePlace();
     }
+    // Claimed by whichever instance has a slot first; its poster follows it from the log.
+    if (row.instanceId === null) return { run: row, created: true };
     // `resume` is asked again when a waiting run takes its turn.
     const log = new RunLog(this.writer, row.id, db);
-    const options = message.options ?? NO_RUN_OPTIONS;
     const run = new ActiveRun(row, session, log, state.resume, hooks, options, resumeAt);
     run.traceParent = traceParent;
     this.admission.add(run, wait);
     return { run: row, created: true };
+  }
+
+  /**
+   * The host a worktree session's runs must run on (null: any): the one whose disk holds its
+   * worktree. A WorktreeHostGoneError when no instance of that host is alive to run it.
+   */
+  private async pinnedHost(session: SessionRow): Promise<string | null> {
+    const { db, host } = this.opts;
+    if (!session.worktree) return null;
+    const pinned = (await getSessionWorktree(db, session.id))?.host ?? null;
+    if (pinned === null || pinned === host || !this.opts.doorbell.shared) return pinned;
+    if ((await countLiveInstances(db, pinned)) === 0) {
+      throw new WorktreeHostGoneError(session.id, pinned);
+    }
+    return pinned;
+  }
+
+  /**
+   * Claims the oldest queued run no instance owns that this host may run, when a slot is free
+   * here, and starts it; false when there is no slot or no such run.
+   */
+  private async claimQueued(): Promise<boolean> {
+    if (!this.admission.hasFreeSlot()) return false;
+    const { db, instanceId, host } = this.opts;
+    const freePlace = this.admission.holdPlace();
+    try {
+      const claimed = await store.claimQueuedRun(db, instanceId(), host);
+      if (!claimed) return false;
+      let run: ActiveRun;
+      try {
+        run = await this.activeRunOf(claimed);
+      } catch (err) {
+        // Not startable here now: back to the queue, for this or another instance.
+        await store.releaseRun(db, claimed.run.id, instanceId(), claimed.run.handover);
+        throw err;
+      }
+      this.admission.add(run, false);
+      for (const follower of this.followersOf.get(run.id) ?? []) follower.abort();
+      return true;
+    } finally {
+      freePlace();
+    }
+  }
+
+  /** A run this instance claimed, from its rows, as its admission would have made it. */
+  private async activeRunOf(claimed: { run: RunRow; resume: boolean }): Promise<ActiveRun> {
+    const { db, transactionHooks } = this.opts;
+    const { run: row, resume } = claimed;
+    const session = await getSession(db, row.sessionId, ANONYMOUS_ADMIN);
+    // The run's row is deleted with its session: a claimed run always has one.
+    if (!session) throw new SessionGoneError(row.sessionId);
+    const { options, resumeAt } = row.handover
+      ? fromHandover(row.handover)
+      : { options: NO_RUN_OPTIONS, resumeAt: null };
+    const log = new RunLog(this.writer, row.id, db);
+    // Which hooks joined it is not known here: each hook's part keys on the run (as in recovery).
+    return new ActiveRun(row, session, log, resume, transactionHooks, options, resumeAt);
+  }
+
+  /**
+   * Gives a queued run back to the database's queue for another instance to claim, with what its
+   * message set for it; false on the embedded database, or when that failed.
+   */
+  private async handOver(run: ActiveRun): Promise<boolean> {
+    const { db, doorbell, instanceId, logger } = this.opts;
+    if (!doorbell.shared) return false;
+    try {
+      const handover = toHandover({ options: run.options, resumeAt: run.resumeAt });
+      if (!(await store.releaseRun(db, run.id, instanceId(), handover))) return false;
+      run.log.handOver();
+      if (doorbell.rings) await store.ringForWork(db, run.row.pinnedHost);
+      logger.info("handed a queued run over to the other instances", { run_id: run.id });
+      return true;
+    } catch (err) {
+      logger.error("could not hand a queued run over", { run_id: run.id, error: String(err) });
+      return false;
+    }
   }
 
   /**
@@ -462,7 +657,10 @@ export class RunManager {
     return resumeAt;
   }
 
-  /** A waiting run's turn: it becomes the session's queued run in the store, if no other is. */
+  /**
+   * A waiting run's turn: it becomes the session's queued run in the store, if no other is. A run
+   * pinned to another host is handed over to it then (`gone` from here).
+   */
   private async claimSession(run: ActiveRun): Promise<"claimed" | "blocked" | "gone"> {
     let promoted: Awaited<ReturnType<typeof store.promoteWaitingRun>>;
     try {
@@ -476,6 +674,11 @@ export class RunManager {
     if (!promoted) return "gone";
     run.row = promoted.run;
     run.resume = promoted.resume;
+    // Its session's worktree is on another host's disk: that host's instances run it.
+    const { pinnedHost } = promoted.run;
+    if (pinnedHost !== null && pinnedHost !== this.opts.host && (await this.handOver(run))) {
+      return "gone";
+    }
     return "claimed";
   }
 

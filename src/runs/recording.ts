@@ -3,17 +3,21 @@ import type { Logger } from "../log.js";
 import type { Database } from "../store/db.js";
 import { describeDbError, foreignKeyViolation, transientDbError } from "../store/errors.js";
 import { appendEvents, type SequencedEvent, sequenced } from "../store/events.js";
+import { countLiveInstances } from "../store/instances.js";
 import { DatabaseOutageError, withDbRetries } from "../store/retry.js";
 import {
   countOpenRunsOfKey,
+  countUnownedRuns,
   finishRun,
   insertRun,
   lockKeyRuns,
+  lockUnownedRuns,
   type NewRun,
   RunAlreadyClosedError,
+  ringForWork,
 } from "../store/runs.js";
 import type { RunRow } from "../store/schema.js";
-import { KeyRunLimitError } from "./errors.js";
+import { KeyRunLimitError, QueueFullError } from "./errors.js";
 import type { Message } from "./message.js";
 import type { CompletionPosition } from "./run-log.js";
 
@@ -45,9 +49,20 @@ export interface KeyRunLimit {
   retryAfterSeconds: () => number;
 }
 
+/** The bound on queued runs that no instance owns yet, over all instances. */
+export interface UnownedRunLimit {
+  /** Per live instance (AGENT_BRIDGE_MAX_QUEUED_RUNS): the bound is this times their number. */
+  perInstance: number;
+  /** Whether instances hear of the run by NOTIFY (else they look at their lease tick or poll). */
+  ring: boolean;
+  retryAfterSeconds: () => number;
+}
+
 /**
  * Writes a run's row, with the part of each hook that joins it in the same transaction; refuses
- * it with KeyRunLimitError when its key has `limit.max` runs open.
+ * it with KeyRunLimitError when its key has `limit.max` runs open. With `unowned`, the row is a
+ * queued run for any instance to claim, refused with QueueFullError when the database holds as
+ * many as its bound already.
  */
 export function recordRun(
   db: Database,
@@ -55,9 +70,10 @@ export function recordRun(
   message: Message,
   hooks: readonly RunTransactionHook[],
   limit: KeyRunLimit | null,
+  unowned: UnownedRunLimit | null = null,
 ): Promise<RunRow> {
   // One statement, no transaction, when nothing else takes part (runs without API keys).
-  if (hooks.length === 0 && limit === null) return insertRun(db, run);
+  if (hooks.length === 0 && limit === null && unowned === null) return insertRun(db, run);
   return db.transaction(async (tx) => {
     if (limit) {
       await lockKeyRuns(tx, limit.keyId);
@@ -65,8 +81,17 @@ export function recordRun(
         throw new KeyRunLimitError(limit.max, limit.retryAfterSeconds());
       }
     }
+    if (unowned) {
+      await lockUnownedRuns(tx);
+      // This instance counts even before its lease is registered (an app built in a test).
+      const max = unowned.perInstance * Math.max(1, await countLiveInstances(tx));
+      if ((await countUnownedRuns(tx)) >= max) {
+        throw new QueueFullError(max, unowned.retryAfterSeconds());
+      }
+    }
     const inserted = await insertRun(tx, run);
     for (const hook of hooks) await hook.inserted(tx, inserted, message);
+    if (unowned?.ring) await ringForWork(tx, run.pinnedHost ?? null);
     return inserted;
   });
 }

@@ -53,6 +53,8 @@ export class RunLog {
   private drained: (() => void)[] = [];
   private readonly waiters = new Set<() => void>();
   private closed = false;
+  /** Set by handOver: another instance runs it, and stores its events. */
+  handedOver = false;
   /** See every event as it is appended (tracing, the debug capture). */
   private readonly observers: ((event: BridgeEvent) => void)[] = [];
 
@@ -161,6 +163,16 @@ export class RunLog {
       for (const observer of this.observers) observer(event);
     }
     this.publish([last]);
+    this.closed = true;
+    this.notify();
+  }
+
+  /**
+   * The run went back to the database's queue before it started, for another instance to run:
+   * subscribers stop here (handedOver says why) and follow it from the stored log.
+   */
+  handOver(): void {
+    this.handedOver = true;
     this.closed = true;
     this.notify();
   }

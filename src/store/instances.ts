@@ -84,3 +84,18 @@ export async function forgetReapedInstances(db: Database, olderThanMs: number) {
     .delete(instances)
     .where(lt(instances.reapedAt, sql`now() - ${`${olderThanMs} milliseconds`}::interval`));
 }
+
+/** Instances whose lease holds (on `host`, when given). */
+export async function countLiveInstances(db: Database, host?: string): Promise<number> {
+  const [row] = await db
+    .select({ n: sql<number>`count(*)::int` })
+    .from(instances)
+    .where(
+      and(
+        isNull(instances.reapedAt),
+        sql`${instances.leaseExpiresAt} > now()`,
+        host === undefined ? undefined : eq(instances.host, host),
+      ),
+    );
+  return row?.n ?? 0;
+}

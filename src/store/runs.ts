@@ -1,22 +1,46 @@
 import { randomUUID } from "node:crypto";
-import { and, count, eq, getTableColumns, inArray, isNotNull, isNull, lt, sql } from "drizzle-orm";
+import {
+  and,
+  count,
+  eq,
+  getTableColumns,
+  inArray,
+  isNotNull,
+  isNull,
+  lt,
+  or,
+  sql,
+} from "drizzle-orm";
 import { type AnyPgColumn, alias, QueryBuilder } from "drizzle-orm/pg-core";
 import type { Principal } from "../auth/principal.js";
 import type { Usage } from "../events.js";
 import type { Database } from "./db.js";
 import { addKeySpend } from "./keys.js";
 import { newestFirst, olderThan, type PageKey } from "./paging.js";
-import { type RunRow, runs, sessions } from "./schema.js";
+import { instances, type RunRow, runs, sessions } from "./schema.js";
 import { sessionUsageColumns, visibleTo } from "./sessions.js";
 
 export const ACTIVE_STATUSES = ["queued", "running"] as const;
 /** A run in one of these has no completion yet: its log still grows. */
 export const OPEN_STATUSES: readonly string[] = [...ACTIVE_STATUSES, "waiting"];
 
+/**
+ * The channel on which instances are told that a queued run waits to be claimed (src/cluster/
+ * claims.ts); the payload is the host it is pinned to, or empty.
+ */
+export const WORK_CHANNEL = "agent_bridge_work";
+
 export interface NewRun {
   sessionId: string;
-  /** The instance that admits the run, and executes it (null: none, as before instances). */
+  /**
+   * The instance that admits the run, and executes it; null on a queued run left for any instance
+   * to claim (with `handover` set), and on runs of versions before instances.
+   */
   instanceId: string | null;
+  /** What the message set for the run alone, for the instance that claims it (see handover.ts). */
+  handover?: unknown;
+  /** Only an instance of this host may claim the run. */
+  pinnedHost?: string | null;
   /** The session's agent: a run is always of its session's agent. */
   agent: string;
   /** `waiting`: in line behind the session's active run (a webhook delivery); default `queued`. */
@@ -44,6 +68,110 @@ export async function insertRun(db: Database, input: NewRun): Promise<RunRow> {
  */
 export async function lockKeyRuns(tx: Database, keyId: string): Promise<void> {
   await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`key-runs:${keyId}`}, 0))`);
+}
+
+/** Makes the transaction's caller the only one counting and adding unowned queued runs. */
+export async function lockUnownedRuns(tx: Database): Promise<void> {
+  await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended('unowned-runs', 0))`);
+}
+
+/** Queued runs no instance has claimed yet. */
+export async function countUnownedRuns(db: Database): Promise<number> {
+  const [row] = await db
+    .select({ n: count() })
+    .from(runs)
+    .where(and(eq(runs.status, "queued"), isNull(runs.instanceId)));
+  return row?.n ?? 0;
+}
+
+/** Tells the instances (of `host`, when pinned) that a queued run waits; sent at commit. */
+export async function ringForWork(db: Database, host: string | null): Promise<void> {
+  await db.execute(sql`select pg_notify(${WORK_CHANNEL}, ${host ?? ""})`);
+}
+
+const claimedColumns = { run: getTableColumns(runs), resume: cliSessionStarted(runs.sessionId) };
+
+/**
+ * Makes `instanceId` the owner of the oldest queued run nobody owns that this host may run,
+ * skipping runs another instance is claiming at the same moment; undefined when there is none.
+ * `resume`: whether the run resumes the CLI's session.
+ */
+export async function claimQueuedRun(
+  db: Database,
+  instanceId: string,
+  host: string,
+): Promise<{ run: RunRow; resume: boolean } | undefined> {
+  const oldest = db
+    .select({ id: runs.id })
+    .from(runs)
+    .where(
+      and(
+        eq(runs.status, "queued"),
+        isNull(runs.instanceId),
+        or(isNull(runs.pinnedHost), eq(runs.pinnedHost, host)),
+      ),
+    )
+    .orderBy(runs.createdAt, runs.id)
+    .limit(1)
+    .for("update", { skipLocked: true });
+  const [row] = await db
+    .update(runs)
+    .set({ instanceId })
+    .where(and(inArray(runs.id, oldest), isNull(runs.instanceId), eq(runs.status, "queued")))
+    .returning(claimedColumns);
+  return row;
+}
+
+/** Makes `instanceId` the owner of this run, if it is still queued and nobody's (to cancel it). */
+export async function claimRun(
+  db: Database,
+  id: string,
+  instanceId: string,
+): Promise<{ run: RunRow; resume: boolean } | undefined> {
+  const [row] = await db
+    .update(runs)
+    .set({ instanceId })
+    .where(and(eq(runs.id, id), isNull(runs.instanceId), eq(runs.status, "queued")))
+    .returning(claimedColumns);
+  return row;
+}
+
+/**
+ * Makes `instanceId` the owner of the queued runs nobody owns that are pinned to a host where no
+ * instance's lease holds (their worktree's host is gone): nobody else could ever claim them.
+ */
+export async function claimStrandedRuns(db: Database, instanceId: string): Promise<RunRow[]> {
+  return db
+    .update(runs)
+    .set({ instanceId })
+    .where(
+      and(
+        eq(runs.status, "queued"),
+        isNull(runs.instanceId),
+        isNotNull(runs.pinnedHost),
+        sql`not exists (select 1 from ${instances} i where i.host = ${runs.pinnedHost}
+          and i.reaped_at is null and i.lease_expires_at > now())`,
+      ),
+    )
+    .returning();
+}
+
+/**
+ * Gives a queued run of `instanceId` back for any instance to claim, with what its message set
+ * for it; false when it is no longer queued there.
+ */
+export async function releaseRun(
+  db: Database,
+  id: string,
+  instanceId: string,
+  handover: unknown,
+): Promise<boolean> {
+  const released = await db
+    .update(runs)
+    .set({ instanceId: null, handover })
+    .where(and(eq(runs.id, id), eq(runs.instanceId, instanceId), eq(runs.status, "queued")))
+    .returning({ id: runs.id });
+  return released.length > 0;
 }
 
 /** Runs of the key's sessions that are waiting, queued or running, on any instance. */
@@ -243,14 +371,19 @@ export async function setAgentSessionId(
   await db.update(sessions).set({ agentSessionId: id }).where(eq(sessions.id, run.sessionId));
 }
 
-/** The runs an instance (null: a version before instances) left queued, running or waiting. */
+/**
+ * The runs an instance (null: a version before instances) left queued, running or waiting; not
+ * the queued runs left for any instance to claim (those have a handover).
+ */
 export async function unfinishedRuns(db: Database, instanceId: string | null): Promise<RunRow[]> {
   return db
     .select()
     .from(runs)
     .where(
       and(
-        instanceId === null ? isNull(runs.instanceId) : eq(runs.instanceId, instanceId),
+        instanceId === null
+          ? and(isNull(runs.instanceId), isNull(runs.handover))
+          : eq(runs.instanceId, instanceId),
         inArray(runs.status, [...OPEN_STATUSES]),
       ),
     );
@@ -336,6 +469,8 @@ export async function finishRun(db: Database, run: RunRow, outcome: RunOutcome) 
       lastMessageUuid: cliId(outcome.lastMessageUuid),
       pgid: null,
       pgidBootId: null,
+      // The message's images are not needed once the run is over.
+      handover: null,
     })
     .where(and(eq(runs.id, run.id), inArray(runs.status, [...ACTIVE_STATUSES, "waiting"])))
     .returning({ id: runs.id });

@@ -200,6 +200,13 @@ export const runs = pgTable(
     idempotencyKey: text("idempotency_key"),
     /** Hash of the request an idempotency key was first used with. */
     requestHash: text("request_hash"),
+    /**
+     * Set on a queued run left for any instance to claim (instance_id null): what its message set
+     * for it alone (src/runs/handover.ts), which the claimer runs it with. Null on every other run.
+     */
+    handover: jsonb("handover"),
+    /** Only an instance on this host may claim the run: its session's worktree is on its disk. */
+    pinnedHost: text("pinned_host"),
   },
   (t) => [
     index("runs_session_id_created_at_idx").on(t.sessionId, t.createdAt),
@@ -218,6 +225,10 @@ export const runs = pgTable(
     index("runs_instance_unfinished_idx")
       .on(t.instanceId)
       .where(sql`${t.status} in ('queued', 'running', 'waiting')`),
+    // Instances with a free slot claim the oldest unowned queued run.
+    index("runs_unowned_queued_idx")
+      .on(t.createdAt, t.id)
+      .where(sql`${t.status} = 'queued' and ${t.instanceId} is null`),
   ],
 );
 
@@ -270,6 +281,8 @@ export const worktrees = pgTable(
     branch: text("branch").notNull(),
     baseRef: text("base_ref"),
     state: text("state").notNull(),
+    /** The host whose disk holds the worktree (null: recorded before hosts were): its runs run there. */
+    host: text("host"),
     createdAt: ts("created_at").notNull(),
     removedAt: ts("removed_at"),
   },

@@ -41,6 +41,8 @@ export interface WorktreeFacts {
   branch: string;
   baseRef: string | null;
   state: WorktreeState;
+  /** The host whose disk holds it; left as it is when not given. */
+  host?: string;
 }
 
 /** Writes what was found on disk into the session's record, creating it the first time. */

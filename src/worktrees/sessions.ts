@@ -28,11 +28,15 @@ export async function prepareSessionWorktree(
   }
 }
 
-/** After a run: records the worktree the CLI made or reused, as found on disk. */
+/**
+ * After a run: records the worktree the CLI made or reused, as found on disk, and the host whose
+ * disk that is (the session's runs are pinned there).
+ */
 export async function recordSessionWorktree(
   db: Database,
   repo: string,
   sessionId: string,
+  host: string,
 ): Promise<WorktreeRow | undefined> {
   const found = await findSessionWorktree(repo, sessionId);
   if (!found) return undefined;
@@ -41,6 +45,7 @@ export async function recordSessionWorktree(
     branch: found.branch,
     baseRef: found.baseCommit,
     state: "active",
+    host,
   });
 }
 

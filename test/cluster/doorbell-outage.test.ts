@@ -23,6 +23,7 @@ describe.runIf(ownPostgresAvailable)("the doorbell through a database outage", (
         pollMs: 0,
         ...(database.listen ? { listen: database.listen } : {}),
         self: () => "",
+        host: "test-host",
       });
       await doorbell.start();
       const store = (seq: number, event: BridgeEvent) =>

@@ -21,6 +21,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("the doorbell on Postgres", () =
         pollMs: 0,
         ...(database.listen ? { listen: database.listen } : {}),
         self: () => "",
+        host: "test-host",
       });
       await doorbell.start();
       const store = (seq: number, event: BridgeEvent, ring: boolean) =>

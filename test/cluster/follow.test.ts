@@ -1,5 +1,4 @@
 import { afterAll, describe, expect, it } from "vitest";
-import { groupAlive } from "../../src/process/groups.js";
 import { postRunCommand } from "../../src/store/commands.js";
 import { openDatabase } from "../../src/store/db.js";
 import { getRun } from "../../src/store/runs.js";
@@ -7,6 +6,7 @@ import {
   type Cleanups,
   clusterDatabase,
   follow,
+  groupGone,
   heldCli,
   heldRun,
   instance,
@@ -97,7 +97,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a run of instance A, from insta
       const res = await fetch(`${b.url}/v1/runs/${run.id}/cancel`, { method: "POST" });
       expect(res.status).toBe(200);
       expect(await res.json()).toMatchObject({ status: "cancelled" });
-      expect(await groupAlive(pid)).toBe(false);
+      await groupGone(pid);
       const ends = (await onA.events()).filter((f) => f.event === "completion");
       expect(ends.map((f) => f.data)).toEqual([expect.objectContaining({ status: "cancelled" })]);
     },
@@ -122,7 +122,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a run of instance A, from insta
     }
     const ends = (await onA.events()).filter((f) => f.event === "completion");
     expect(ends.map((f) => f.data)).toEqual([expect.objectContaining({ status: "cancelled" })]);
-    expect(await groupAlive(pid)).toBe(false);
+    await groupGone(pid);
   });
 
   it("a cancel from B of a run A has finished answers 409, as on A", async () => {
@@ -138,7 +138,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a run of instance A, from insta
     const onA = await follow(a.url, run.id);
     const res = await fetch(`${b.url}/v1/sessions/${session.id}`, { method: "DELETE" });
     expect(res.status).toBe(204);
-    expect(await groupAlive(pid)).toBe(false);
+    await groupGone(pid);
     const ends = (await onA.events()).filter((f) => f.event === "completion");
     expect(ends.map((f) => f.data)).toEqual([expect.objectContaining({ status: "cancelled" })]);
     expect((await fetch(`${a.url}/v1/sessions/${session.id}`)).status).toBe(404);

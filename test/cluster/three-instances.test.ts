@@ -15,7 +15,14 @@ import {
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
-import { type Cleanups, clusterDatabase, follow, instance, post } from "../support/instances.js";
+import {
+  type Cleanups,
+  clusterDatabase,
+  follow,
+  groupGone,
+  instance,
+  post,
+} from "../support/instances.js";
 import { type MockAnthropic, startMockAnthropic } from "../support/mock-anthropic.js";
 import { type ReverseProxy, startProxy } from "../support/proxy.js";
 import type { ServerProcess } from "../support/server.js";
@@ -187,7 +194,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("three instances behind nginx", 
     const res = await post(b.url, `/v1/runs/${runId}/cancel`);
     expect(res.status).toBe(200);
     expect(await res.json()).toMatchObject({ status: "cancelled" });
-    expect(await groupAlive(pid)).toBe(false);
+    await groupGone(pid);
     expect(statusOf(await throughProxy.events())).toEqual(["cancelled"]);
     await cli.release();
   });

@@ -166,7 +166,7 @@ describe("admission", () => {
     admission.add(queued, false);
     admission.add(waiting, admission.mustWait("s", a.id, true));
 
-    expect(admission.close()).toEqual([queued, waiting]);
+    expect(admission.close()).toEqual({ queued: [queued], waiting: [waiting] });
     expect(() => admission.checkOpen("x")).toThrow(ShuttingDownError);
     expect(admission.counts()).toEqual({ running: 1, queued: 0, waiting: 0 });
     for (const r of [queued, waiting]) admission.remove(r);

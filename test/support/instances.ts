@@ -1,8 +1,10 @@
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { expect } from "vitest";
+import { groupAlive } from "../../src/process/groups.js";
 import { createServerDatabase } from "./db.js";
 import { type FakeCli, fakeCli } from "./fake-cli.js";
+import { waitUntil } from "./process.js";
 import { type ServerProcess, startServer } from "./server.js";
 import { SseReader } from "./sse.js";
 import { result, systemInit, textDelta } from "./stream-json-lines.js";
@@ -76,3 +78,11 @@ export async function follow(url: string, runId: string): Promise<SseReader> {
 
 export const completions = async (url: string, runId: string) =>
   (await (await follow(url, runId)).events()).filter((f) => f.event === "completion");
+
+/**
+ * Resolves once the process group is gone. A run's completion goes out before its CLI's group
+ * is reaped (SIGTERM, then SIGKILL after the grace), so a test that saw the completion waits.
+ */
+export async function groupGone(pid: number): Promise<void> {
+  await waitUntil(async () => !(await groupAlive(pid)), `process group ${pid} gone`, 20_000);
+}

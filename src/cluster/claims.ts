@@ -1,0 +1,44 @@
+import type { Logger } from "../log.js";
+
+// Queued runs that no instance owns (written by an instance with no free slot, pinned to a
+// worktree's host, or handed back by one shutting down) are claimed by an instance with a free
+// slot: `claimOne` takes the oldest this host may run (FOR UPDATE SKIP LOCKED, src/store/runs.ts)
+// and starts it here. Looked for when the doorbell rings for work (a NOTIFY when such a run is
+// written), at each lease tick, and when one of this instance's runs ends.
+
+export class Claimer {
+  private claiming: Promise<void> | undefined;
+  private again = false;
+
+  constructor(
+    private readonly opts: {
+      logger: Logger;
+      /** Claims and starts one run if a slot is free and one waits; false otherwise. */
+      claimOne: () => Promise<boolean>;
+    },
+  ) {}
+
+  /** Claims runs while slots are free and runs wait (or right after the claim in progress). */
+  check(): Promise<void> {
+    if (this.claiming) {
+      this.again = true;
+      return this.claiming;
+    }
+    this.claiming = (async () => {
+      do {
+        this.again = false;
+        try {
+          while (await this.opts.claimOne()) {
+            // One more: a slot may still be free.
+          }
+        } catch (err) {
+          // The next ring or lease tick looks again.
+          this.opts.logger.warn("could not claim a queued run", { error: String(err) });
+        }
+      } while (this.again);
+    })().finally(() => {
+      this.claiming = undefined;
+    });
+    return this.claiming;
+  }
+}
