@@ -65,6 +65,12 @@ export interface LineProtocol {
   failure(err: RunnerError, elapsedMs: number): CompletionEvent;
   /** Whether the CLI waits for a reply of ours (an approval): its silence is then no stall. */
   awaiting?(): boolean;
+  /**
+   * Whether handling this line writes to the run's log by another way (a permission request, its
+   * answer by policy): the events of the lines before it are handed over first, so the log keeps
+   * the CLI's order.
+   */
+  handsOverFirst?(line: Record<string, unknown>): boolean;
   /** Once the input is written: `write` lets the protocol speak first (an interrupt). */
   started?(write: (text: string) => void): void;
 }
@@ -357,6 +363,10 @@ export async function* driveAgentProcess(
       }
       switch (item.kind) {
         case "line": {
+          if (batch.length > 0 && protocol.handsOverFirst?.(item.line)) {
+            yield batch;
+            batch = [];
+          }
           for (const event of protocol.onLine(item.line, writeStdin)) {
             if (event.type === "completion") completion = event;
             else batch.push(event);

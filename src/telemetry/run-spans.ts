@@ -13,11 +13,10 @@ import type { BridgeEvent, CompletionEvent } from "../events.js";
 import type { RunSpanStart, RunTrace } from "./tracing.js";
 
 // A run's spans, after the GenAI semantic conventions (agent spans): one `invoke_agent` span per
-// run, and an `execute_tool` child from each tool call to its update. The GenAI names are
-// written out here, as the semantic-conventions package asks of attributes still in development.
-//
-// Permission requests (issue 16) get spans of their own here too once a client can answer them:
-// one from `permission_request` to its `permission_resolved`, under the tool call it is about.
+// run, an `execute_tool` child from each tool call to its update, and a `permission` span from
+// each permission request to its answer (or withdrawal), under the tool call it is about: how
+// long a run waited for a person shows as such. The GenAI names are written out here, as the
+// semantic-conventions package asks of attributes still in development.
 
 const GEN_AI = {
   operation: "gen_ai.operation.name",
@@ -37,6 +36,11 @@ const PROVIDER: Partial<Record<string, string>> = { claude: "anthropic", codex: 
 
 type ToolCallEvent = Extract<BridgeEvent, { type: "tool_call" }>;
 type ToolUpdateEvent = Extract<BridgeEvent, { type: "tool_update" }>;
+type PermissionRequestEvent = Extract<BridgeEvent, { type: "permission_request" }>;
+type PermissionEndEvent = Extract<
+  BridgeEvent,
+  { type: "permission_resolved" } | { type: "permission_cancelled" }
+>;
 
 export function startRunTrace(tracer: Tracer, run: RunSpanStart): RunTrace {
   const parent = run.parent ?? ROOT_CONTEXT;
@@ -89,10 +93,47 @@ export function startRunTrace(tracer: Tracer, run: RunSpanStart): RunTrace {
     toolSpan.end();
   };
 
+  /** Permission requests not answered yet, by their request_id. */
+  const permissions = new Map<string, Span>();
+
+  const permissionAsked = (event: PermissionRequestEvent) => {
+    const tool = event.tool_use_id ? tools.get(event.tool_use_id) : undefined;
+    const permissionSpan = tracer.startSpan(
+      `permission ${event.tool_name}`,
+      {
+        kind: SpanKind.INTERNAL,
+        attributes: {
+          [GEN_AI.toolName]: event.tool_name,
+          ...(event.tool_use_id ? { [GEN_AI.toolCallId]: event.tool_use_id } : {}),
+          "agent_bridge.permission.request_id": event.request_id,
+        },
+      },
+      tool ? trace.setSpan(runContext, tool) : runContext,
+    );
+    permissions.set(event.request_id, permissionSpan);
+  };
+
+  const permissionEnded = (event: PermissionEndEvent) => {
+    const permissionSpan = permissions.get(event.request_id);
+    if (!permissionSpan) return;
+    permissions.delete(event.request_id);
+    permissionSpan.setAttributes(
+      event.type === "permission_cancelled"
+        ? { "agent_bridge.permission.decision": "withdrawn" }
+        : {
+            "agent_bridge.permission.decision": event.decision,
+            "agent_bridge.permission.by": event.by,
+            ...(event.scope ? { "agent_bridge.permission.scope": event.scope } : {}),
+          },
+    );
+    permissionSpan.end();
+  };
+
   const completed = (event: CompletionEvent) => {
-    // Calls the run ended before they did (a cancel, a timeout) end with it.
-    for (const toolSpan of tools.values()) toolSpan.end();
+    // Calls and requests the run ended before they did (a cancel, a timeout) end with it.
+    for (const open of [...tools.values(), ...permissions.values()]) open.end();
     tools.clear();
+    permissions.clear();
     const { usage } = event;
     span.setAttributes({
       // The convention counts cached input in the input tokens; the bridge's usage does not.
@@ -119,6 +160,9 @@ export function startRunTrace(tracer: Tracer, run: RunSpanStart): RunTrace {
     observe(event) {
       if (event.type === "tool_call") toolStarted(event);
       else if (event.type === "tool_update") toolEnded(event);
+      else if (event.type === "permission_request") permissionAsked(event);
+      else if (event.type === "permission_resolved" || event.type === "permission_cancelled")
+        permissionEnded(event);
       else if (event.type === "completion") completed(event);
     },
   };

@@ -11,7 +11,7 @@ import {
   heldRun,
   instance,
 } from "../support/instances.js";
-import type { Frame, SseReader } from "../support/sse.js";
+import { wire } from "../support/sse.js";
 
 // A run executed by instance A, followed, cancelled and its session deleted through instance B,
 // both real server processes on one Postgres (src/cluster/).
@@ -20,20 +20,6 @@ const cleanups: Cleanups = [];
 afterAll(async () => {
   for (const cleanup of cleanups.reverse()) await cleanup();
 });
-
-/** Event frames up to and including the first of `type`. */
-async function until(reader: SseReader, type: string): Promise<Frame[]> {
-  const frames: Frame[] = [];
-  for (;;) {
-    const frame = await reader.next();
-    if (!frame) throw new Error(`the stream ended before a ${type} event`);
-    if (!frame.event) continue;
-    frames.push(frame);
-    if (frame.event === type) return frames;
-  }
-}
-
-const wire = (frames: Frame[]) => frames.map((f) => [f.id, f.event, f.data]);
 
 /** A and B on a new database, and a run of the held CLI going on A. */
 async function runOnA(env: Record<string, string> = {}) {
@@ -61,7 +47,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a run of instance A, from insta
       const { a, b, held, run } = await runOnA(env);
       const onB = await follow(b.url, run.id);
       // Live: B has the CLI's text while the CLI still holds.
-      const early = await until(onB, "text_delta");
+      const early = await onB.until("text_delta");
       expect(early.at(-1)?.data).toMatchObject({ text: "working" });
       await held.release();
       const seenOnB = [...early, ...(await onB.events())];
@@ -80,7 +66,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a run of instance A, from insta
       AGENT_BRIDGE_LEASE_RENEW_SECONDS: "1",
     });
     const onB = await follow(b.url, run.id);
-    await until(onB, "text_delta");
+    await onB.until("text_delta");
     await a.stop("SIGKILL");
     const rest = await onB.events();
     expect(rest.filter((f) => f.event === "completion").map((f) => f.data)).toEqual([

@@ -26,7 +26,7 @@ import {
 import { type MockAnthropic, startMockAnthropic } from "../support/mock-anthropic.js";
 import { type ReverseProxy, startProxy } from "../support/proxy.js";
 import type { ServerProcess } from "../support/server.js";
-import type { Frame, SseReader } from "../support/sse.js";
+import { type Frame, wire } from "../support/sse.js";
 import { result, systemInit, textDelta } from "../support/stream-json-lines.js";
 
 // Issue 15's end-to-end tests: three real server processes (A, B, C) on one Postgres database,
@@ -38,19 +38,6 @@ afterAll(async () => {
   for (const cleanup of cleanups.reverse()) await cleanup();
 });
 
-/** Event frames up to and including the first of `type`. */
-async function framesUntil(reader: SseReader, type: string): Promise<Frame[]> {
-  const frames: Frame[] = [];
-  for (;;) {
-    const frame = await reader.next();
-    if (!frame) throw new Error(`the stream ended before a ${type} event`);
-    if (!frame.event) continue;
-    frames.push(frame);
-    if (frame.event === type) return frames;
-  }
-}
-
-const wire = (frames: Frame[]) => frames.map((f) => [f.id, f.event, f.data]);
 const statusOf = (frames: Frame[]) =>
   frames.filter((f) => f.event === "completion").map((f) => (f.data as { status: string }).status);
 const textOf = (frames: Frame[]) =>
@@ -165,7 +152,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("three instances behind nginx", 
     );
     // Live: each has both texts while the CLI still holds.
     const early = await Promise.all(
-      followers.map(async (f) => [...(await framesUntil(f, "text_delta")), ...(await f.events(1))]),
+      followers.map(async (f) => [...(await f.until("text_delta")), ...(await f.events(1))]),
     );
     for (const frames of early) expect(textOf(frames)).toBe("Hello, whole ");
     await cli.release();
@@ -356,7 +343,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("three instances behind nginx", 
     const aCli = await cliOf(onA);
     const otherClis = await Promise.all(others.map((r) => cliOf(r.sessionId)));
     const followers = await Promise.all([b.url, c.url].map((u) => follow(u, runId)));
-    for (const f of followers) await framesUntil(f, "text_delta");
+    for (const f of followers) await f.until("text_delta");
 
     const killed = performance.now();
     await a.stop("SIGKILL");
@@ -465,7 +452,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)(
       expect(started.status).toBe(202);
       const run = (await started.json()) as { id: string };
       const onBStream = await follow(onB.url, run.id);
-      const asked = (await framesUntil(onBStream, "permission_request")).at(-1)?.data as {
+      const asked = (await onBStream.until("permission_request")).at(-1)?.data as {
         request_id: string;
       };
       // The default approval timeout is 10 minutes: only the answer itself can end this wait.
@@ -473,7 +460,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)(
         decision: "allow",
       });
       expect(answered.status).toBe(200);
-      const rest = await framesUntil(onBStream, "completion");
+      const rest = await onBStream.until("completion");
       expect(rest.find((f) => f.event === "permission_resolved")?.data).toMatchObject({
         decision: "allow",
         by: "client",

@@ -67,16 +67,6 @@ describe.each(BACKENDS)("approvals with the real claude CLI on %s", (backend) =>
     expect(res.status).toBe(200);
     return { runId: res.headers.get("x-run-id") ?? "", sse: SseReader.of(res) };
   };
-  /** Frames up to and including the first of type `event`. */
-  const until = async (sse: SseReader, event: string) => {
-    const frames: Frame[] = [];
-    for (;;) {
-      const [frame] = await sse.events(1);
-      if (!frame) throw new Error(`the stream ended before ${event}`);
-      frames.push(frame);
-      if (frame.event === event) return frames;
-    }
-  };
   const writeTurns = (file: string, content: string, reply: string): MockTurn[] => [
     {
       blocks: [
@@ -92,7 +82,7 @@ describe.each(BACKENDS)("approvals with the real claude CLI on %s", (backend) =>
     mock.script(...writeTurns("policy.txt", "x", "I could not write it."));
     const session = await newSession();
     const { sse } = await send(session.id, "write policy.txt");
-    const frames = await until(sse, "completion");
+    const frames = await sse.until("completion");
     const shown = frames.map((f) => f.event);
     const at = shown.indexOf("permission_request");
     expect(shown.slice(at, at + 2)).toEqual(["permission_request", "permission_resolved"]);
@@ -116,7 +106,7 @@ describe.each(BACKENDS)("approvals with the real claude CLI on %s", (backend) =>
     mock.script(...writeTurns("allowed.txt", "hello", "Written."));
     const session = await newSession({ approvals: "api" });
     const { runId, sse } = await send(session.id, "write allowed.txt");
-    const request = data((await until(sse, "permission_request")).at(-1));
+    const request = data((await sse.until("permission_request")).at(-1));
     expect(request).toMatchObject({ tool_name: "Write", expires_at: expect.any(String) });
     const run = (await (await call(`/v1/runs/${runId}`)).json()) as { status: string };
     expect(run.status).toBe("awaiting_approval");
@@ -132,7 +122,7 @@ describe.each(BACKENDS)("approvals with the real claude CLI on %s", (backend) =>
     expect(res.status).toBe(200);
     expect(await res.json()).toMatchObject({ state: "allowed", by: "client", scope: "once" });
 
-    const rest = await until(sse, "completion");
+    const rest = await sse.until("completion");
     expect(data(rest.find((f) => f.event === "permission_resolved"))).toEqual({
       type: "permission_resolved",
       request_id: request.request_id,
@@ -153,14 +143,14 @@ describe.each(BACKENDS)("approvals with the real claude CLI on %s", (backend) =>
     mock.script(...writeTurns("denied.txt", "x", "Understood."));
     const session = await newSession({ approvals: "api" });
     const { runId, sse } = await send(session.id, "write denied.txt");
-    const request = data((await until(sse, "permission_request")).at(-1));
+    const request = data((await sse.until("permission_request")).at(-1));
     const before = mock.mainRequests().length;
     const res = await answer(runId, String(request.request_id), {
       decision: "deny",
       message: "Not in this directory, please.",
     });
     expect(res.status).toBe(200);
-    const rest = await until(sse, "completion");
+    const rest = await sse.until("completion");
     expect(data(rest.find((f) => f.event === "permission_resolved"))).toMatchObject({
       decision: "deny",
       by: "client",
@@ -175,13 +165,13 @@ describe.each(BACKENDS)("approvals with the real claude CLI on %s", (backend) =>
     mock.script(...writeTurns("session.txt", "one", "First."));
     const session = await newSession({ approvals: "api" });
     const first = await send(session.id, "write session.txt");
-    const request = data((await until(first.sse, "permission_request")).at(-1));
+    const request = data((await first.sse.until("permission_request")).at(-1));
     const res = await answer(first.runId, String(request.request_id), {
       decision: "allow",
       scope: "session",
     });
     expect(res.status).toBe(200);
-    expect(data((await until(first.sse, "completion")).at(-1))).toMatchObject({
+    expect(data((await first.sse.until("completion")).at(-1))).toMatchObject({
       status: "succeeded",
     });
     const stored = (await (await call(`/v1/sessions/${session.id}`)).json()) as {
@@ -192,7 +182,7 @@ describe.each(BACKENDS)("approvals with the real claude CLI on %s", (backend) =>
 
     mock.script(...writeTurns("session.txt", "two", "Second."));
     const second = await send(session.id, "write session.txt again");
-    const frames = await until(second.sse, "completion");
+    const frames = await second.sse.until("completion");
     expect(frames.map((f) => f.event)).not.toContain("permission_request");
     expect(data(frames.at(-1))).toMatchObject({ status: "succeeded", result: "Second." });
     expect(readFileSync(join(ce.cwd, "session.txt"), "utf8")).toBe("two");
@@ -225,7 +215,7 @@ describe.each(BACKENDS)("approvals with the real claude CLI on %s", (backend) =>
     );
     const session = await newSession({ approvals: "api" });
     const { runId, sse } = await send(session.id, "fix it");
-    const frames = await until(sse, "permission_request");
+    const frames = await sse.until("permission_request");
     expect(frames.map((f) => f.event)).toContain("user_question");
     const request = data(frames.at(-1));
     expect(request.tool_name).toBe("AskUserQuestion");
@@ -234,7 +224,7 @@ describe.each(BACKENDS)("approvals with the real claude CLI on %s", (backend) =>
       answers: { "Which approach?": "B" },
     });
     expect(res.status).toBe(200);
-    expect(data((await until(sse, "completion")).at(-1))).toMatchObject({
+    expect(data((await sse.until("completion")).at(-1))).toMatchObject({
       status: "succeeded",
       result: "Patching, then.",
     });
@@ -247,10 +237,10 @@ describe.each(BACKENDS)("approvals with the real claude CLI on %s", (backend) =>
     // Longer than the idle timeout (3 s): the wait is not the CLI's silence.
     const session = await newSession({ approvals: "api", approval_timeout_seconds: 5 });
     const { runId, sse } = await send(session.id, "write late.txt");
-    const request = data((await until(sse, "permission_request")).at(-1));
+    const request = data((await sse.until("permission_request")).at(-1));
     const run = (await (await call(`/v1/runs/${runId}`)).json()) as { status: string };
     expect(run.status).toBe("awaiting_approval");
-    const rest = await until(sse, "completion");
+    const rest = await sse.until("completion");
     expect(data(rest.find((f) => f.event === "permission_resolved"))).toMatchObject({
       request_id: request.request_id,
       decision: "deny",
@@ -270,9 +260,9 @@ describe.each(BACKENDS)("approvals with the real claude CLI on %s", (backend) =>
     mock.script(...writeTurns("cancelled.txt", "x", "unused").slice(0, 1));
     const session = await newSession({ approvals: "api" });
     const { runId, sse } = await send(session.id, "write cancelled.txt");
-    const request = data((await until(sse, "permission_request")).at(-1));
+    const request = data((await sse.until("permission_request")).at(-1));
     expect((await post(`/v1/runs/${runId}/cancel`, {})).status).toBe(200);
-    const rest = await until(sse, "completion");
+    const rest = await sse.until("completion");
     expect(data(rest.find((f) => f.event === "permission_resolved"))).toEqual({
       type: "permission_resolved",
       request_id: request.request_id,
@@ -291,7 +281,7 @@ describe.each(BACKENDS)("approvals with the real claude CLI on %s", (backend) =>
     mock.script(...writeTurns("resumed.txt", "back", "Written while you were away."));
     const session = await newSession({ approvals: "api" });
     const { runId, sse } = await send(session.id, "write resumed.txt");
-    const asked = (await until(sse, "permission_request")).at(-1);
+    const asked = (await sse.until("permission_request")).at(-1);
     await sse.cancel();
     const request = data(asked);
     expect((await answer(runId, String(request.request_id), { decision: "allow" })).status).toBe(
@@ -300,7 +290,7 @@ describe.each(BACKENDS)("approvals with the real claude CLI on %s", (backend) =>
     const resumed = SseReader.of(
       await call(`/v1/runs/${runId}/events`, { headers: { "Last-Event-ID": String(asked?.id) } }),
     );
-    const rest = await until(resumed, "completion");
+    const rest = await resumed.until("completion");
     expect(rest[0]).toMatchObject({
       id: String(Number(asked?.id) + 1),
       event: "permission_resolved",
@@ -327,7 +317,7 @@ describe.each(BACKENDS)("approvals with the real claude CLI on %s", (backend) =>
     const run = await res.json();
     expect(run.status).toBe("cancelled");
     expect(run.usage.input_tokens).toBeGreaterThan(0);
-    const completion = data((await until(sse, "completion")).at(-1));
+    const completion = data((await sse.until("completion")).at(-1));
     // The CLI's own result, priced: a killed CLI leaves no cost.
     expect(completion).toMatchObject({
       status: "cancelled",
@@ -339,7 +329,7 @@ describe.each(BACKENDS)("approvals with the real claude CLI on %s", (backend) =>
 
     mock.script({ blocks: [{ type: "text", text: "You said MANGO." }] });
     const next = await send(session.id, "what did I say?");
-    expect(data((await until(next.sse, "completion")).at(-1))).toMatchObject({
+    expect(data((await next.sse.until("completion")).at(-1))).toMatchObject({
       status: "succeeded",
       result: "You said MANGO.",
     });

@@ -105,6 +105,10 @@ async function grandchild(step) {
   child.unref();
 }
 
+// Like the real CLIs, it has read the prompt (its first line, or all of stdin) before it answers:
+// what a test reads of the record after the run holds the prompt.
+while (stdinLines.length === 0 && !stdinEnded) await changed();
+
 for (const step of scenario.steps) {
   if ("emit" in step) await write(process.stdout, `${JSON.stringify(step.emit)}\n`);
   else if ("codexThreadStarted" in step) {

@@ -48,6 +48,17 @@ export class SseReader {
     return frames;
   }
 
+  /** Event frames up to and including the first of `type`; throws when the stream ends first. */
+  async until(type: string): Promise<Frame[]> {
+    const frames: Frame[] = [];
+    for (;;) {
+      const [frame] = await this.events(1);
+      if (!frame) throw new Error(`the stream ended before a ${type} event`);
+      frames.push(frame);
+      if (frame.event === type) return frames;
+    }
+  }
+
   /** True when the server has closed the stream (no more bytes). */
   async ended(): Promise<boolean> {
     return (await this.next()) === undefined;
@@ -68,3 +79,6 @@ function parseFrame(raw: string): Frame {
   }
   return frame;
 }
+
+/** What two streams must agree on, frame by frame: ids, events and data. */
+export const wire = (frames: Frame[]) => frames.map((f) => [f.id, f.event, f.data]);

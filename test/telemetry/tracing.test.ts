@@ -19,6 +19,7 @@ import {
 import { SseReader } from "../support/sse.js";
 import {
   assistant,
+  controlRequest,
   result,
   systemInit,
   toolResult,
@@ -262,6 +263,57 @@ describe("tracing a run that fails", () => {
         attributes: { "error.type": "tool_error", "agent_bridge.tool.kind": "subagent_task" },
       });
       expect(grep).toMatchObject({ parentSpanId: task?.spanId, status: { code: 0 } });
+    } finally {
+      await t.close();
+      await fake.cleanup();
+      await receiver.close();
+    }
+  });
+});
+
+describe("tracing a run's permission requests", () => {
+  it("gives a request a permission span from its permission_request to its answer, under its tool call", async () => {
+    const receiver = await startOtlpReceiver();
+    const fake = await fakeCli({
+      steps: [
+        { emit: systemInit() },
+        { emit: assistant("msg_1", [toolUse("toolu_make", "Bash", { command: "make" })]) },
+        { emit: controlRequest("req_make", "Bash", { command: "make" }, "toolu_make") },
+        { waitStdin: "control_response" },
+        { emit: toolResult("toolu_make", "Permission denied", { isError: true }) },
+        { emit: result({ result: "I may not run make." }) },
+      ],
+    });
+    const { tracing, t } = await tracedApp(
+      { ...fake.bridgeEnv, OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url },
+      keptLogs().logger,
+    );
+    try {
+      const session = (await (await post(t, "/v1/sessions", {})).json()) as { id: string };
+      const res = await post(t, `/v1/sessions/${session.id}/messages`, { text: "build" });
+      const frames = await SseReader.of(res).events();
+      // The request shows after the tool call it is about, as the CLI told them.
+      expect(frames.map((f) => f.event)).toEqual([
+        "run_started",
+        "status",
+        "permission_request",
+        "permission_resolved",
+        "text_delta",
+        "completion",
+      ]);
+      await tracing.shutdown(10_000);
+
+      const [tool] = byOperation(receiver.spans, "execute_tool");
+      const permission = receiver.spans.find((s) => s.name === "permission Bash");
+      expect(permission).toMatchObject({
+        parentSpanId: tool?.spanId,
+        attributes: {
+          "gen_ai.tool.call.id": "toolu_make",
+          "agent_bridge.permission.request_id": "req_make",
+          "agent_bridge.permission.decision": "deny",
+          "agent_bridge.permission.by": "policy",
+        },
+      });
     } finally {
       await t.close();
       await fake.cleanup();

@@ -129,6 +129,7 @@ async function* runClaudeOnce(
       }
       return mapper.push(line);
     },
+    handsOverFirst: (line) => line.type === "control_request",
     lineDropped: () => mapper.lineDropped(),
     failure: (err, elapsedMs) => mapper.failure(err.status, err.message, err.code, elapsedMs),
     ...(config.awaiting ? { awaiting: config.awaiting } : {}),
