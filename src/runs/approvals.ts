@@ -70,10 +70,13 @@ export class Approvals {
 
   forRun(run: ActiveRun, mode: ApprovalMode): RunApprovals {
     let closed = false;
+    /** A request was recorded (or was being): only then is there a row to close. */
+    let recorded = false;
     const mine = () => [...this.waiting.values()].filter((w) => w.run === run);
     return {
       approve: (request) => {
         if (mode === "deny" || closed) return Promise.resolve(this.refuse(run, request, !closed));
+        recorded = true;
         return this.wait(run, request);
       },
       withdraw: (requestId) => this.withdraw(run, requestId),
@@ -85,6 +88,7 @@ export class Approvals {
             this.deliver(waiter, { behavior: "deny" }, { decision: "deny", by: "cancel" }),
           ),
         );
+        if (!recorded) return;
         try {
           await cancelPendingRequests(this.opts.db, run.id);
         } catch (err) {

@@ -114,12 +114,14 @@ export async function claimQueuedRun(
     .orderBy(runs.createdAt, runs.id)
     .limit(1)
     .for("update", { skipLocked: true });
-  const [row] = await db
+  // `=` a scalar subquery, evaluated once: with `in (…)` the planner may run the LIMIT 1 subquery
+  // once per row of runs, and one claim took every unowned queued run (seen in the chaos test).
+  const rows = await db
     .update(runs)
     .set({ instanceId })
-    .where(and(inArray(runs.id, oldest), isNull(runs.instanceId), eq(runs.status, "queued")))
+    .where(and(eq(runs.id, sql`(${oldest})`), isNull(runs.instanceId), eq(runs.status, "queued")))
     .returning(claimedColumns);
-  return row;
+  return rows[0];
 }
 
 /** Makes `instanceId` the owner of this run, if it is still queued and nobody's (to cancel it). */

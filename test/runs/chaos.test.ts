@@ -97,7 +97,9 @@ describe.runIf(ownPostgresAvailable).each(agents)("chaos, $agent", (agent: Agent
       const until = Date.now() + 150_000;
       while ((await openRuns(db.db)).length > 0) {
         if (Date.now() > until) {
-          const left = (await openRuns(db.db)).map((r) => `${r.id} ${r.status}`);
+          const left = (await openRuns(db.db)).map(
+            (r) => `${r.id} ${r.status} owned by ${r.instanceId ?? "nobody"}`,
+          );
           throw new Error(
             `runs still unfinished after 150 s: ${left.join(", ")}\n${second.output().slice(-4000)}`,
           );
