@@ -3,6 +3,7 @@ import { loadConfig } from "../../src/config.js";
 import type { AppDeps } from "../../src/http/context.js";
 import { type Logger, silentLogger } from "../../src/log.js";
 import { type Tracing, tracingOff } from "../../src/telemetry/tracing.js";
+import { runGitAs } from "../../src/worktrees/git.js";
 import { TEST_CLI_KEY } from "./claude-env.js";
 import { type Backend, openTestDatabase, type TestDatabase } from "./db.js";
 import { LOOPBACK_CALLBACKS } from "./server.js";
@@ -58,6 +59,8 @@ export function createTestAppOn(
       await deps.runs.shutdown(0);
       // Unregisters the SDK, should the test have left it on: later files share this process.
       await deps.tracing.shutdown(1000);
+      // Likewise who runs git (the agents' user, when the app had one).
+      runGitAs(undefined);
       await database.destroy();
     },
   };
