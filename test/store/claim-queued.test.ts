@@ -1,10 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { and, eq, isNull } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { claimQueuedRun, insertRun } from "../../src/store/runs.js";
+import { claimQueuedRun } from "../../src/store/runs.js";
 import { runs } from "../../src/store/schema.js";
-import { createSession } from "../../src/store/sessions.js";
-import { BACKENDS, openTestDatabase, type TestDatabase } from "../support/db.js";
+import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
 
 // Claiming a queued run that no instance owns takes exactly one, the oldest, however many wait.
 
@@ -15,32 +14,8 @@ describe.each(BACKENDS)("claiming queued runs on %s", (backend) => {
   });
   afterAll(() => database.destroy());
 
-  async function unownedRun(): Promise<string> {
-    const session = await createSession(database.db, {
-      ownerKeyId: null,
-      workDir: null,
-      title: null,
-      agent: "claude",
-      permissionMode: "acceptEdits",
-      model: null,
-      effort: "high",
-      systemPrompt: null,
-      worktree: false,
-      metadata: {},
-    });
-    const run = await insertRun(database.db, {
-      sessionId: session.id,
-      instanceId: null,
-      handover: {},
-      agent: "claude",
-      trigger: "message",
-      prompt: "hi",
-      systemPrompt: null,
-      idempotencyKey: null,
-      requestHash: null,
-    });
-    return run.id;
-  }
+  /** A queued run of a new session, that no instance owns. */
+  const unownedRun = async () => (await insertSessionRun(database.db)).id;
 
   it("takes the oldest one alone, leaving the others for any instance", async () => {
     const ids = [];
