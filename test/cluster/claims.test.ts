@@ -50,13 +50,25 @@ async function stream(url: string, sessionId: string): Promise<SseReader> {
   return SseReader.of(res);
 }
 
-/** Frames until (and with) the first of `type`. */
-async function until(reader: SseReader, type: string) {
-  for (;;) {
-    const frame = await reader.next();
-    if (!frame) throw new Error(`the stream ended before a ${type} event`);
-    if (frame.event === type) return frame;
-  }
+/**
+ * A webhook made on `url` whose deliveries for one PR go to one session; delivers one to an
+ * instance, answered 202.
+ */
+async function perPrHook(url: string) {
+  const secret = "bearer-secret-0123456789";
+  const headers = { "Content-Type": "application/json", Authorization: `Bearer ${secret}` };
+  await createHook(url, {
+    name: "per-pr",
+    verification: "bearer",
+    secret,
+    prompt_template: "Review PR {{payload.pr}}",
+    session_key_template: "{{payload.pr}}",
+  });
+  return async (at: string) => {
+    const res = await deliver(at, "per-pr", JSON.stringify({ pr: 7 }), headers);
+    expect(res.status).toBe(202);
+    return (await res.json()) as { run_id: string; session_id: string };
+  };
 }
 
 /** A (one slot, busy with a held run) and B on a new database. */
@@ -107,10 +119,10 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("runs placed across instances", 
     const { db, a, held, ownerA } = await busyA();
     const session = await newSession(a.url);
     const onA = await stream(a.url, session.id);
-    const started = await until(onA, "run_started");
-    const runId = (started.data as { run_id: string }).run_id;
+    const [started] = await onA.until("run_started");
+    const runId = (started?.data as { run_id?: string } | undefined)?.run_id ?? "";
     // Live from B: the CLI's text while it still holds.
-    expect((await until(onA, "text_delta")).data).toMatchObject({ text: "working" });
+    expect((await onA.until("text_delta")).at(-1)?.data).toMatchObject({ text: "working" });
     const owner = (await getRun(db, runId))?.instanceId;
     expect(owner).toBeTruthy();
     expect(owner).not.toBe(ownerA);
@@ -146,7 +158,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("runs placed across instances", 
     const { db, a, b, held, ownerA } = await busyA({ AGENT_BRIDGE_MAX_CONCURRENT_RUNS: "1" });
     // B busy too (its one slot): the run posted to A waits in the database for a slot.
     const onB = await stream(b.url, (await newSession(b.url)).id);
-    await until(onB, "text_delta");
+    await onB.until("text_delta");
     const session = await newSession(a.url);
     const res = await post(a.url, `/v1/sessions/${session.id}/messages`, { text: "queued" });
     expect(res.status).toBe(202);
@@ -212,20 +224,8 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("runs placed across instances", 
     const a = await instance(cleanups, { ...base, ...heldA.fake.bridgeEnv });
     const b = await instance(cleanups, { ...base, ...heldB.fake.bridgeEnv });
     const { db } = await database(url);
-    const secret = "bearer-secret-0123456789";
-    const headers = { "Content-Type": "application/json", Authorization: `Bearer ${secret}` };
-    await createHook(a.url, {
-      name: "per-pr",
-      verification: "bearer",
-      secret,
-      prompt_template: "Review PR {{payload.pr}}",
-      session_key_template: "{{payload.pr}}",
-    });
-    const send = async (at: string) => {
-      const res = await deliver(at, "per-pr", JSON.stringify({ pr: 7 }), headers);
-      expect(res.status).toBe(202);
-      return ((await res.json()) as { run_id: string }).run_id;
-    };
+    const deliverTo = await perPrHook(a.url);
+    const send = async (at: string) => (await deliverTo(at)).run_id;
     // The session's first run on B; A's slot taken by another session; the session's next
     // delivery, on A, waits in A's line.
     await send(b.url);
@@ -250,20 +250,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("runs placed across instances", 
 
   it("a webhook delivery for a worktree session, waiting on B for its session, is run on A, the worktree's host, when its turn comes", async () => {
     const { db, a, b, held, session } = await worktreeOnA();
-    const secret = "bearer-secret-0123456789";
-    const headers = { "Content-Type": "application/json", Authorization: `Bearer ${secret}` };
-    await createHook(a.url, {
-      name: "per-pr",
-      verification: "bearer",
-      secret,
-      prompt_template: "Review PR {{payload.pr}}",
-      session_key_template: "{{payload.pr}}",
-    });
-    const send = async (at: string) => {
-      const res = await deliver(at, "per-pr", JSON.stringify({ pr: 7 }), headers);
-      expect(res.status).toBe(202);
-      return (await res.json()) as { run_id: string; session_id: string };
-    };
+    const send = await perPrHook(a.url);
     const first = await send(a.url);
     await held.fake.waitForMark("holding");
     // The hook's session has its worktree on host-a, as A records it after the run.
