@@ -1,11 +1,11 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { Doorbell } from "../../src/cluster/doorbell.js";
 import { followElsewhere } from "../../src/cluster/remote-follower.js";
 import type { BridgeEvent } from "../../src/events.js";
 import { openDatabase } from "../../src/store/db.js";
 import { appendEvents, sequenced } from "../../src/store/events.js";
 import { createDatabaseOn, insertSessionRun } from "../support/db.js";
+import { listeningDoorbell } from "../support/instances.js";
 import { ownPostgresAvailable, startOwnPostgres } from "../support/pg-server.js";
 
 // The doorbell's LISTEN connection through a stop of the Postgres server (its own, started here).
@@ -18,14 +18,7 @@ describe.runIf(ownPostgresAvailable)("the doorbell through a database outage", (
       const database = await openDatabase({ kind: "postgres", url });
       const { db } = database;
       const run = await insertSessionRun(db);
-      const doorbell = new Doorbell({
-        mode: "notify",
-        pollMs: 0,
-        ...(database.listen ? { listen: database.listen } : {}),
-        self: () => "",
-        host: "test-host",
-      });
-      await doorbell.start();
+      const doorbell = await listeningDoorbell(database);
       const store = (seq: number, event: BridgeEvent) =>
         appendEvents(
           db,

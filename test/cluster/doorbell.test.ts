@@ -1,11 +1,11 @@
 import { sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
-import { Doorbell } from "../../src/cluster/doorbell.js";
 import { followElsewhere } from "../../src/cluster/remote-follower.js";
 import { type BridgeEvent, bareCompletion } from "../../src/events.js";
 import { returnedRows } from "../../src/store/db.js";
 import { appendEvents, sequenced } from "../../src/store/events.js";
 import { insertSessionRun, openTestDatabase } from "../support/db.js";
+import { listeningDoorbell } from "../support/instances.js";
 
 // The doorbell's LISTEN connection on the real Postgres server: a NOTIFY sent while it is down is
 // lost, and the follower reads what it missed when the connection listens again.
@@ -16,14 +16,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("the doorbell on Postgres", () =
     const { db } = database;
     try {
       const run = await insertSessionRun(db);
-      const doorbell = new Doorbell({
-        mode: "notify",
-        pollMs: 0,
-        ...(database.listen ? { listen: database.listen } : {}),
-        self: () => "",
-        host: "test-host",
-      });
-      await doorbell.start();
+      const doorbell = await listeningDoorbell(database);
       const store = (seq: number, event: BridgeEvent, ring: boolean) =>
         appendEvents(
           db,

@@ -1,7 +1,9 @@
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { expect } from "vitest";
+import { Doorbell } from "../../src/cluster/doorbell.js";
 import { groupAlive } from "../../src/process/groups.js";
+import type { DatabaseHandle } from "../../src/store/db.js";
 import { createServerDatabase } from "./db.js";
 import { type FakeCli, fakeCli } from "./fake-cli.js";
 import { waitUntil } from "./process.js";
@@ -85,4 +87,17 @@ export const completions = async (url: string, runId: string) =>
  */
 export async function groupGone(pid: number): Promise<void> {
   await waitUntil(async () => !(await groupAlive(pid)), `process group ${pid} gone`, 20_000);
+}
+
+/** A doorbell listening on the database, as an instance on Postgres has, started. */
+export async function listeningDoorbell(database: DatabaseHandle): Promise<Doorbell> {
+  const doorbell = new Doorbell({
+    mode: "notify",
+    pollMs: 0,
+    ...(database.listen ? { listen: database.listen } : {}),
+    self: () => "",
+    host: "test-host",
+  });
+  await doorbell.start();
+  return doorbell;
 }
