@@ -15,6 +15,7 @@ import type { Database } from "../store/db.js";
 import { uniqueViolation } from "../store/errors.js";
 import { type LogView, positionIn, type SequencedEvent } from "../store/events.js";
 import { countLiveInstances } from "../store/instances.js";
+import { withDbRetries } from "../store/retry.js";
 import * as store from "../store/runs.js";
 import type { RunRow, SessionRow } from "../store/schema.js";
 import { getSession } from "../store/sessions.js";
@@ -593,11 +594,17 @@ export class RunManager {
       const claimed = await store.claimQueuedRun(db, instanceId(), host);
       if (!claimed) return false;
       let run: ActiveRun;
+      // Through an outage, as a run's writes are: a claimed run left neither started nor given
+      // back would stay this instance's, queued, for good.
+      const retrying = <T>(task: () => Promise<T>) =>
+        withDbRetries(task, this.opts.dbOutageBoundMs);
       try {
-        run = await this.activeRunOf(claimed);
+        run = await retrying(() => this.activeRunOf(claimed));
       } catch (err) {
         // Not startable here now: back to the queue, for this or another instance.
-        await store.releaseRun(db, claimed.run.id, instanceId(), claimed.run.handover);
+        await retrying(() =>
+          store.releaseRun(db, claimed.run.id, instanceId(), claimed.run.handover),
+        );
         throw err;
       }
       this.admission.add(run, false);
