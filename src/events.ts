@@ -103,9 +103,20 @@ export const UserQuestionEvent = z
     type: z.literal("user_question"),
     tool_use_id: z.string(),
     questions: z.array(UserQuestion),
+    request_id: z.string().optional().openapi({
+      description:
+        "Present when a client can answer (`approvals: api`): answer at `POST /v1/runs/{id}/permissions/{request_id}` with `answers`.",
+    }),
+    expires_at: z.string().optional().openapi({
+      format: "date-time",
+      description: "With `request_id`: when the question is denied if nobody answers.",
+    }),
     ...parent,
   })
-  .openapi("UserQuestionEvent");
+  .openapi("UserQuestionEvent", {
+    description:
+      "The agent asks the user a question (AskUserQuestion). With `approvals: api` it comes after its `permission_request` and carries that request's id; otherwise the bridge refuses it and the model asks in its reply instead.",
+  });
 
 export const PermissionRequestEvent = z
   .object({

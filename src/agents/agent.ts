@@ -1,5 +1,8 @@
 import { z } from "@hono/zod-openapi";
 import type { BridgeEvent, UsageBefore } from "../events.js";
+
+type UserQuestion = Extract<BridgeEvent, { type: "user_question" }>["questions"][number];
+
 import type { Logger } from "../log.js";
 import type { AgentIdentity } from "../process/tenant-homes.js";
 import type { ImageAttachment } from "./images.js";
@@ -89,6 +92,8 @@ export interface PermissionRequest {
   suggestions: unknown[];
   /** What the CLI says of it, when it does: blocked_path, decision_reason, title, description. */
   details: Partial<Record<(typeof PERMISSION_DETAILS)[number], string>>;
+  /** The questions it asks the user (a question tool's request); empty for any other tool. */
+  questions: UserQuestion[];
 }
 
 /** The answer to a PermissionRequest. */
@@ -122,6 +127,12 @@ export interface RunContext {
   withdraw: (requestId: string) => void;
   /** Whether a request is waiting for an answer (the CLI's silence is then not a stall). */
   awaiting: () => boolean;
+  /**
+   * A client answers the agent's questions (`approvals: "api"`): the run layer streams each as a
+   * `user_question` with its request's id (PermissionRequest.questions), so the back-end's own
+   * events leave them out.
+   */
+  answersQuestions: boolean;
   /**
    * Aborted when a client asks the run to end its turn (`POST /v1/runs/{id}/interrupt`): a
    * back-end that can asks its CLI to, so that the turn ends with its usage counted and its
@@ -162,6 +173,11 @@ export interface AgentBackend {
    * which a retry needs.
    */
   readonly resumesAtMessage: boolean;
+  /**
+   * Ends its CLI's turn when `RunContext.interruption` is aborted, with the turn's usage counted
+   * and its conversation intact; a cancel then asks it first, and kills it only when it does not.
+   */
+  readonly interruptible: boolean;
   /** Where the CLI keeps its transcripts: in its HOME, or the tenant's of `identity`. */
   transcripts(identity: AgentIdentity | undefined): TranscriptLocation;
   /** The CLI runs and has credentials; rejects with a message an operator can act on. */

@@ -1538,6 +1538,7 @@ export interface components {
       }[];
       multi_select: boolean;
     };
+    /** @description The agent asks the user a question (AskUserQuestion). With `approvals: api` it comes after its `permission_request` and carries that request's id; otherwise the bridge refuses it and the model asks in its reply instead. */
     UserQuestionEvent: {
       /**
        * @description discriminator enum property added by openapi-typescript
@@ -1546,6 +1547,13 @@ export interface components {
       type: "user_question";
       tool_use_id: string;
       questions: components["schemas"]["UserQuestion"][];
+      /** @description Present when a client can answer (`approvals: api`): answer at `POST /v1/runs/{id}/permissions/{request_id}` with `answers`. */
+      request_id?: string;
+      /**
+       * Format: date-time
+       * @description With `request_id`: when the question is denied if nobody answers.
+       */
+      expires_at?: string;
       parent_tool_use_id?: string | null;
     };
     ValidationIssue: {

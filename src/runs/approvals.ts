@@ -57,7 +57,10 @@ export interface ApprovalsOptions {
 }
 
 /** One run's side of it: the RunContext callbacks, and `close` once its outcome is known. */
-export type RunApprovals = Pick<RunContext, "approve" | "withdraw" | "awaiting"> & {
+export type RunApprovals = Pick<
+  RunContext,
+  "approve" | "withdraw" | "awaiting" | "answersQuestions"
+> & {
   /** Closes what still waits (`cancel`); later requests are refused. Never rejects. */
   close(): Promise<void>;
 };
@@ -72,7 +75,6 @@ export class Approvals {
     let closed = false;
     /** A request was recorded (or was being): only then is there a row to close. */
     let recorded = false;
-    const mine = () => [...this.waiting.values()].filter((w) => w.run === run);
     return {
       approve: (request) => {
         if (mode === "deny" || closed) return Promise.resolve(this.refuse(run, request, !closed));
@@ -80,14 +82,11 @@ export class Approvals {
         return this.wait(run, request);
       },
       withdraw: (requestId) => this.withdraw(run, requestId),
-      awaiting: () => mine().length > 0,
+      awaiting: () => [...this.waiting.values()].some((w) => w.run === run),
+      answersQuestions: mode === "api",
       close: async () => {
         closed = true;
-        await Promise.all(
-          mine().map((waiter) =>
-            this.deliver(waiter, { behavior: "deny" }, { decision: "deny", by: "cancel" }),
-          ),
-        );
+        await this.stopping(run);
         if (!recorded) return;
         try {
           await cancelPendingRequests(this.opts.db, run.id);
@@ -137,6 +136,24 @@ export class Approvals {
     // After the CLI has its answer: the session's later runs are what these rules are for.
     if (rules.length > 0) await allowToolsForSession(db, run.sessionId, rules);
     return { row: resolved, delivered: waiter !== undefined };
+  }
+
+  /**
+   * The run is being stopped (cancelled, interrupted, or over): each request of it that waits is
+   * denied `by: "cancel"`, ending the CLI's turn. Their rows are closed when the run's approvals
+   * are (`close`).
+   */
+  async stopping(run: ActiveRun): Promise<void> {
+    const waiting = [...this.waiting.values()].filter((w) => w.run === run);
+    await Promise.all(
+      waiting.map((waiter) =>
+        this.deliver(
+          waiter,
+          { behavior: "deny", interrupt: true },
+          { decision: "deny", by: "cancel" },
+        ),
+      ),
+    );
   }
 
   /** Another instance recorded an answer to a request of a run of this one: gives it to the CLI. */
@@ -196,14 +213,14 @@ export class Approvals {
         run_id: run.id,
         error: String(err),
       });
-      run.log.append(requestEvent(request, null));
+      appendRequest(run, request, null);
       if (this.take(waiter)) {
         run.log.append(resolvedEvent(request.requestId, { decision: "deny", by: "policy" }));
         waiter.resolve({ behavior: "deny" });
       }
       return;
     }
-    run.log.append(requestEvent(request, expiresAt));
+    appendRequest(run, request, expiresAt);
   }
 
   /** Nobody answered in time: denied, unless an answer reached the row from elsewhere. */
@@ -291,6 +308,21 @@ export class Approvals {
 }
 
 const key = (runId: string, requestId: string) => `${runId}\u0000${requestId}`;
+
+/**
+ * A recorded request's events: its `permission_request` and, for a question, the `user_question`
+ * a client answers it by (with the request's id and expiry; neither when it cannot be answered).
+ */
+function appendRequest(run: ActiveRun, request: PermissionRequest, expiresAt: Date | null) {
+  run.log.append(requestEvent(request, expiresAt));
+  if (request.questions.length === 0 || request.toolUseId === null) return;
+  run.log.append({
+    type: "user_question",
+    tool_use_id: request.toolUseId,
+    questions: request.questions,
+    ...(expiresAt ? { request_id: request.requestId, expires_at: expiresAt.toISOString() } : {}),
+  });
+}
 
 function requestEvent(request: PermissionRequest, expiresAt: Date | null): BridgeEvent {
   return {

@@ -210,6 +210,7 @@ export class Execution {
         approve: approvals.approve,
         withdraw: approvals.withdraw,
         awaiting: approvals.awaiting,
+        answersQuestions: approvals.answersQuestions,
         interruption: run.interruption.signal,
       },
       run.abort.signal,

@@ -42,6 +42,12 @@ import { CompletionRecorder, type RunTransactionHook, recordRun } from "./record
 import { reapRuns } from "./recovery.js";
 import { RunLog } from "./run-log.js";
 
+/**
+ * How long a cancelled run's CLI has to end its turn, once asked, before its group is killed: a
+ * cancel is to stop the run now, and a CLI that answers ends its turn well within it.
+ */
+const CANCEL_GRACE_MS = 2000;
+
 export interface RunManagerOptions {
   db: Database;
   logger: Logger;
@@ -271,15 +277,13 @@ export class RunManager {
   }
 
   /**
-   * Stops a queued or running run; it ends `cancelled` with its completion event. A run another
-   * instance executes is cancelled by that one (src/cluster/commands.ts); this resolves once its
-   * completion is stored.
+   * Stops a queued or running run; it ends `cancelled` with its completion event. A running run's
+   * CLI is asked to end its turn first, so that what it spent is counted, and its process group is
+   * killed when it has not within CANCEL_GRACE_MS. A run another instance executes is cancelled
+   * by that one (src/cluster/commands.ts); this resolves once its completion is stored.
    */
   cancel(runId: string): Promise<void> {
-    return this.stop(runId, "cancel", (run) => {
-      run.abort.abort();
-      return run.finished;
-    });
+    return this.stop(runId, "cancel", (run) => this.endTurn(run, CANCEL_GRACE_MS));
   }
 
   /**
@@ -288,17 +292,28 @@ export class RunManager {
    * run not started yet is cancelled. Either way it ends `cancelled`.
    */
   interrupt(runId: string): Promise<void> {
-    return this.stop(runId, "interrupt", async (run) => {
+    return this.stop(runId, "interrupt", (run) => this.endTurn(run, this.opts.killGraceMs));
+  }
+
+  /**
+   * Asks the run's CLI to end its turn and stops it when it has not within `graceMs`; one whose
+   * back-end cannot be asked is stopped at once.
+   */
+  private async endTurn(run: ActiveRun, graceMs: number): Promise<void> {
+    // What waits for an answer is refused first, so that no later answer can reach the CLI.
+    await this.approvals.stopping(run);
+    if (this.opts.agents.get(run.session.agent).interruptible) {
       run.interruption.abort();
       let timer: NodeJS.Timeout | undefined;
       const grace = new Promise<"late">((resolve) => {
-        timer = setTimeout(() => resolve("late"), this.opts.killGraceMs);
+        timer = setTimeout(() => resolve("late"), graceMs);
       });
       const ended = await Promise.race([run.finished, grace]);
       clearTimeout(timer);
-      if (ended === "late") run.abort.abort();
-      await run.finished;
-    });
+      if (ended !== "late") return;
+    }
+    run.abort.abort();
+    await run.finished;
   }
 
   /**

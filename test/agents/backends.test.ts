@@ -167,6 +167,7 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
       approve: async () => ({ behavior: "deny" as const }),
       withdraw: () => {},
       awaiting: () => false,
+      answersQuestions: false,
     };
     const gen = backend
       .build(opts.bin ?? f.bin, f.env, driver)

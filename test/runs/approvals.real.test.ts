@@ -215,10 +215,31 @@ describe.each(BACKENDS)("approvals with the real claude CLI on %s", (backend) =>
     );
     const session = await newSession({ approvals: "api" });
     const { runId, sse } = await send(session.id, "fix it");
-    const frames = await sse.until("permission_request");
-    expect(frames.map((f) => f.event)).toContain("user_question");
-    const request = data(frames.at(-1));
+    const frames = await sse.until("user_question");
+    // The question comes once, after its request, and is answered by the request's id.
+    expect(frames.filter((f) => f.event === "user_question")).toHaveLength(1);
+    const [asked, question] = frames.slice(-2);
+    expect(asked?.event).toBe("permission_request");
+    const request = data(asked);
     expect(request.tool_name).toBe("AskUserQuestion");
+    expect(data(question)).toEqual({
+      type: "user_question",
+      tool_use_id: request.tool_use_id,
+      questions: [
+        {
+          question: "Which approach?",
+          header: "Approach",
+          options: [
+            { label: "A", description: "Rewrite it" },
+            { label: "B", description: "Patch it" },
+          ],
+          multi_select: false,
+        },
+      ],
+      request_id: request.request_id,
+      expires_at: request.expires_at,
+    });
+    expect(Number(question?.id)).toBe(Number(asked?.id) + 1);
     const before = mock.mainRequests().length;
     const res = await answer(runId, String(request.request_id), {
       answers: { "Which approach?": "B" },
@@ -300,42 +321,46 @@ describe.each(BACKENDS)("approvals with the real claude CLI on %s", (backend) =>
     expect(readFileSync(join(ce.cwd, "resumed.txt"), "utf8")).toBe("back");
   });
 
-  it("interrupt mid-run: the run ends cancelled with its usage, and the next message resumes the conversation", async () => {
-    const held = holdUntilReleased();
-    mock.script(
-      {
-        blocks: [{ type: "tool_use", name: "Read", input: { file_path: join(ce.cwd, "x.txt") } }],
+  // A cancel asks the CLI to end its turn too, and kills it only when it does not.
+  it.each(["interrupt", "cancel"])(
+    "%s mid-run: the run ends cancelled with its usage and cost, and the next message resumes the conversation",
+    async (route) => {
+      const held = holdUntilReleased();
+      mock.script(
+        {
+          blocks: [{ type: "tool_use", name: "Read", input: { file_path: join(ce.cwd, "x.txt") } }],
+          usage: { input_tokens: 300, output_tokens: 40 },
+        },
+        { blocks: [{ type: "text", text: "never sent" }], hold: held.hold },
+      );
+      const session = await newSession();
+      const { runId, sse } = await send(session.id, "remember MANGO, then read x.txt");
+      await held.arrived;
+      const res = await post(`/v1/runs/${runId}/${route}`, {});
+      expect(res.status).toBe(200);
+      const run = await res.json();
+      expect(run.status).toBe("cancelled");
+      expect(run.usage.input_tokens).toBeGreaterThan(0);
+      const completion = data((await sse.until("completion")).at(-1));
+      // The CLI's own result, priced: a killed CLI leaves no cost.
+      expect(completion).toMatchObject({
+        status: "cancelled",
+        error_code: "cancelled",
         usage: { input_tokens: 300, output_tokens: 40 },
-      },
-      { blocks: [{ type: "text", text: "never sent" }], hold: held.hold },
-    );
-    const session = await newSession();
-    const { runId, sse } = await send(session.id, "remember MANGO, then read x.txt");
-    await held.arrived;
-    const res = await post(`/v1/runs/${runId}/interrupt`, {});
-    expect(res.status).toBe(200);
-    const run = await res.json();
-    expect(run.status).toBe("cancelled");
-    expect(run.usage.input_tokens).toBeGreaterThan(0);
-    const completion = data((await sse.until("completion")).at(-1));
-    // The CLI's own result, priced: a killed CLI leaves no cost.
-    expect(completion).toMatchObject({
-      status: "cancelled",
-      error_code: "cancelled",
-      usage: { input_tokens: 300, output_tokens: 40 },
-    });
-    expect(completion.cost_usd).toBeGreaterThan(0);
-    held.release();
+      });
+      expect(completion.cost_usd).toBeGreaterThan(0);
+      held.release();
 
-    mock.script({ blocks: [{ type: "text", text: "You said MANGO." }] });
-    const next = await send(session.id, "what did I say?");
-    expect(data((await next.sse.until("completion")).at(-1))).toMatchObject({
-      status: "succeeded",
-      result: "You said MANGO.",
-    });
-    const seen = JSON.stringify((mock.mainRequests().at(-1) as MessagesBody).messages);
-    expect(seen).toContain("remember MANGO");
-  });
+      mock.script({ blocks: [{ type: "text", text: "You said MANGO." }] });
+      const next = await send(session.id, "what did I say?");
+      expect(data((await next.sse.until("completion")).at(-1))).toMatchObject({
+        status: "succeeded",
+        result: "You said MANGO.",
+      });
+      const seen = JSON.stringify((mock.mainRequests().at(-1) as MessagesBody).messages);
+      expect(seen).toContain("remember MANGO");
+    },
+  );
 
   it("the client answers a permission request from its stream with answer()", async () => {
     mock.script(...writeTurns("client.txt", "from the client", "Done."));

@@ -91,6 +91,32 @@ describe.each(agentMatrix)("run concurrency, $agent on $db", (agent) => {
     await cancel((await next.json()).id);
   });
 
+  it("cancel asks a claude CLI to end its turn before it stops the group; one that does not answer is killed, and codex is stopped at once", async () => {
+    const interruptsOf = async (sessionId: string) => {
+      const [start] = await fake.startsFor(sessionId);
+      return (start?.stdin ?? []).filter((line) => line.includes('"subtype":"interrupt"'));
+    };
+    const cancelled = async (answersInterrupt: boolean) => {
+      await fake.setScenario({ ...longRun(30), ignoreInterrupt: !answersInterrupt });
+      const session = await api.newSession();
+      const run = await (await postAsync(session.id)).json();
+      await SseReader.of(await fetch(`${server.url}/v1/runs/${run.id}/events`)).events(2);
+      const res = await cancel(run.id);
+      expect(res.status).toBe(200);
+      expect(await res.json()).toMatchObject({ status: "cancelled" });
+      const [start] = await fake.startsFor(session.id);
+      expect(start && (await groupAlive(start.pid))).toBe(false);
+      return interruptsOf(session.id);
+    };
+    try {
+      expect(await cancelled(true)).toHaveLength(agent.agent === "claude" ? 1 : 0);
+      // A CLI that never answers is asked all the same, then stopped.
+      expect(await cancelled(false)).toHaveLength(agent.agent === "claude" ? 1 : 0);
+    } finally {
+      await fake.setScenario(longRun(30));
+    }
+  });
+
   it("queues past the run limit, refuses past the queue with 429 and Retry-After, and reports the wait", async () => {
     const [a, b, c, d] = [
       await api.newSession(),

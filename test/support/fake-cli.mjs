@@ -41,6 +41,7 @@ process.stdin.on("data", (text) => {
     pendingStdin = pendingStdin.slice(nl + 1);
     stdinLines.push(line);
     record({ from: process.pid, stdin: line });
+    if (isInterrupt(line)) void endTurnInterrupted(JSON.parse(line).request_id);
   }
   wake();
 });
@@ -59,6 +60,58 @@ const write = (stream, data) =>
   new Promise((resolve) => {
     stream.write(data, () => resolve());
   });
+
+function isInterrupt(line) {
+  if (scenario.dialect === "codex" || scenario.ignoreInterrupt) return false;
+  try {
+    const parsed = JSON.parse(line);
+    return parsed.type === "control_request" && parsed.request?.subtype === "interrupt";
+  } catch {
+    return false;
+  }
+}
+
+// What Claude Code 2.1.328 writes when the bridge interrupts its turn (captured against the mock
+// Messages API): the control response, the transcript's marker, an error result; then it exits.
+async function endTurnInterrupted(requestId) {
+  const session_id = "fake-session";
+  const lines = [
+    {
+      type: "control_response",
+      response: { subtype: "success", request_id: requestId, response: {} },
+    },
+    {
+      type: "user",
+      message: { role: "user", content: [{ type: "text", text: "[Request interrupted by user]" }] },
+      parent_tool_use_id: null,
+      session_id,
+      uuid: randomUUID(),
+    },
+    {
+      type: "result",
+      subtype: "error_during_execution",
+      is_error: true,
+      terminal_reason: "aborted_streaming",
+      duration_ms: 1,
+      duration_api_ms: 0,
+      num_turns: 1,
+      session_id,
+      total_cost_usd: 0,
+      usage: {
+        input_tokens: 0,
+        output_tokens: 0,
+        cache_read_input_tokens: 0,
+        cache_creation_input_tokens: 0,
+      },
+      modelUsage: {},
+      permission_denials: [],
+      uuid: randomUUID(),
+    },
+  ];
+  for (const line of lines) await write(process.stdout, `${JSON.stringify(line)}\n`);
+  await waitStdinEnd();
+  process.exit(0);
+}
 
 let consumedStdin = 0;
 async function waitStdinType(type) {

@@ -49,6 +49,11 @@ export interface FakeScenario {
   /** After the steps: "stdin" (default) exits with `exitCode` once stdin closes; "hang" never exits. */
   end?: "stdin" | "hang";
   exitCode?: number;
+  /**
+   * Like a hung CLI, it never answers the bridge's `interrupt` control request; otherwise (the
+   * claude dialect) it ends its turn at one as the real CLI does: an interrupted result, then exit.
+   */
+  ignoreInterrupt?: boolean;
 }
 
 export interface FakeRecord {

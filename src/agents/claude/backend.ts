@@ -34,6 +34,7 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
     name: "claude",
     settings: SessionSettings,
     resumesAtMessage: true,
+    interruptible: true,
     transcripts: (identity) => claudeTranscripts({ ...config.env, ...identity?.env }),
     async ready() {
       const [version, credentials] = await Promise.all([probe(), findCredentials(config.env)]);

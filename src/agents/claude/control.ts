@@ -1,6 +1,6 @@
 import { PERMISSION_DETAILS, type PermissionAnswer, type PermissionRequest } from "../agent.js";
 import { isRecord, type Json } from "../line-fields.js";
-import { ASK_USER_QUESTION } from "./tools.js";
+import { ASK_USER_QUESTION, parseQuestions } from "./tools.js";
 
 // The CLI's control protocol (`--permission-prompt-tool stdio`), as data both ways: a
 // `can_use_tool` request becomes a generic PermissionRequest, and its answer (from the run layer,
@@ -52,17 +52,19 @@ export function readControlRequest(line: Json): ControlRequest | undefined {
     const value = request[name];
     if (typeof value === "string") details[name] = value;
   }
+  const toolName = typeof request.tool_name === "string" ? request.tool_name : "this tool";
   return {
     kind: "permission",
     request: {
       requestId,
-      toolName: typeof request.tool_name === "string" ? request.tool_name : "this tool",
+      toolName,
       toolUseId: typeof request.tool_use_id === "string" ? request.tool_use_id : null,
       input: isRecord(request.input) ? request.input : {},
       suggestions: Array.isArray(request.permission_suggestions)
         ? request.permission_suggestions
         : [],
       details,
+      questions: toolName === ASK_USER_QUESTION ? parseQuestions(request.input) : [],
     },
   };
 }

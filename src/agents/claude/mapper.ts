@@ -4,6 +4,7 @@ import {
   type CompletionErrorCode,
   type CompletionEvent,
   type CompletionStatusValue,
+  type Usage,
 } from "../../events.js";
 import type { ToolKind } from "../../tool-calls.js";
 import {
@@ -17,7 +18,13 @@ import {
 import { MessageJoiner } from "../message-text.js";
 import { toolStatusMessage, unfinishedOutcome } from "../tool-payloads.js";
 import { apiRetryStatus, initEvents, rateLimitStatus } from "./system-lines.js";
-import { ASK_USER_QUESTION, normalizeToolCall, toolKind, toolOutcome } from "./tools.js";
+import {
+  ASK_USER_QUESTION,
+  normalizeToolCall,
+  parseQuestions,
+  toolKind,
+  toolOutcome,
+} from "./tools.js";
 import { contextWindow, documentedWindow, reportedWindow, runCost, UsageLedger } from "./usage.js";
 
 // Turns the CLI's stream-json lines (already parsed) into BridgeEvents. Pure and synchronous:
@@ -47,7 +54,6 @@ import { contextWindow, documentedWindow, reportedWindow, runCost, UsageLedger }
 // synthetic message of an API error, nor a turn the run did not finish.
 
 type UserQuestionEvent = Extract<BridgeEvent, { type: "user_question" }>;
-type UserQuestion = UserQuestionEvent["questions"][number];
 
 export interface StreamMapperOptions {
   /** Longest `tool_result` content in characters; longer content is cut and marked truncated. */
@@ -61,6 +67,11 @@ export interface StreamMapperOptions {
   ownBudget?: boolean;
   /** The run continues the CLI's session (`--resume`): its `session_status` says `resumed`. */
   resumed?: boolean;
+  /**
+   * The run layer streams each question with its permission request, answerable
+   * (RunContext.answersQuestions): an AskUserQuestion's tool_use block then gives no event.
+   */
+  questionsByRequest?: boolean;
 }
 
 /** What a local slash command (`/compact`) printed, as the CLI replays it in a user line. */
@@ -85,33 +96,6 @@ function withParent<T extends object>(event: T, parent: string | null): T {
   return parent === null ? event : { ...event, parent_tool_use_id: parent };
 }
 
-/** Parses AskUserQuestion input; an empty list means "not a question call". */
-export function parseQuestions(input: unknown): UserQuestion[] {
-  if (!isRecord(input) || !Array.isArray(input.questions)) return [];
-  const questions: UserQuestion[] = [];
-  for (const q of input.questions) {
-    if (!isRecord(q) || typeof q.question !== "string") continue;
-    const options: UserQuestion["options"] = [];
-    if (Array.isArray(q.options)) {
-      for (const o of q.options) {
-        if (!isRecord(o) || typeof o.label !== "string") continue;
-        const description = str(o.description);
-        options.push(
-          description === undefined ? { label: o.label } : { label: o.label, description },
-        );
-      }
-    }
-    const header = str(q.header);
-    questions.push({
-      question: q.question,
-      ...(header === undefined ? {} : { header }),
-      options,
-      multi_select: q.multiSelect === true,
-    });
-  }
-  return questions;
-}
-
 /** A tool_result's content as one string: text blocks joined, other blocks named. */
 function toolResultText(content: unknown): string {
   if (typeof content === "string") return content;
@@ -133,6 +117,7 @@ export class StreamMapper {
   private readonly elapsedMs: () => number;
   private readonly ownBudget: boolean;
   private readonly resumed: boolean;
+  private readonly questionsByRequest: boolean;
   private sessionId: string | null = null;
   /** The latest main-thread message's uuid: the run's last message once a result confirms it. */
   private pendingUuid: string | null = null;
@@ -163,6 +148,7 @@ export class StreamMapper {
     this.elapsedMs = options.elapsedMs ?? (() => 0);
     this.ownBudget = options.ownBudget ?? false;
     this.resumed = options.resumed ?? false;
+    this.questionsByRequest = options.questionsByRequest ?? false;
   }
 
   /** True once the `result` line has produced the completion. */
@@ -201,10 +187,11 @@ export class StreamMapper {
    * A `user_question` for an AskUserQuestion permission request, unless the tool_use block has
    * already produced it (so a question is emitted exactly once, whichever comes first).
    */
-  questionFromControl(toolUseId: string, input: unknown): UserQuestionEvent | undefined {
+  questionFromControl(
+    toolUseId: string,
+    questions: UserQuestionEvent["questions"],
+  ): UserQuestionEvent | undefined {
     if (this.questionSent.has(toolUseId)) return undefined;
-    const questions = parseQuestions(input);
-    if (questions.length === 0) return undefined;
     this.questionSent.add(toolUseId);
     this.statusSent.add(toolUseId);
     return { type: "user_question", tool_use_id: toolUseId, questions };
@@ -396,7 +383,9 @@ export class StreamMapper {
       if (!this.questionSent.has(id)) {
         this.questionSent.add(id);
         this.statusSent.add(id);
-        events.push(withParent({ type: "user_question", tool_use_id: id, questions }, parent));
+        if (!this.questionsByRequest) {
+          events.push(withParent({ type: "user_question", tool_use_id: id, questions }, parent));
+        }
       }
     } else {
       events.push(...this.status(id, name, parent));
@@ -525,6 +514,29 @@ export class StreamMapper {
   }
 
   /** Why a run whose `result` says it failed did. */
+  /**
+   * The run's usage as its result reports it. A turn ended by an interrupt reports no tokens
+   * (its API call was aborted) though its messages did: those count then.
+   */
+  private resultUsage(line: Json): Usage {
+    const u = isRecord(line.usage) ? line.usage : {};
+    const reported: Usage = {
+      input_tokens: int(u.input_tokens),
+      output_tokens: int(u.output_tokens),
+      cache_read_tokens: int(u.cache_read_input_tokens),
+      cache_creation_tokens: int(u.cache_creation_input_tokens),
+      num_turns: int(line.num_turns),
+      duration_api_ms: int(line.duration_api_ms),
+    };
+    const tokens = (x: Usage) =>
+      x.input_tokens + x.output_tokens + x.cache_read_tokens + x.cache_creation_tokens;
+    if (tokens(reported) > 0) return reported;
+    const streamed = this.usage.total();
+    return tokens(streamed) > 0
+      ? { ...streamed, duration_api_ms: reported.duration_api_ms }
+      : reported;
+  }
+
   private errorCode(subtype: string | undefined, notAuthenticated: boolean): CompletionErrorCode {
     // The CLI stopped at `--max-budget-usd`: the run's own cap, or what its key's budget had left.
     if (subtype === "error_max_budget_usd")
@@ -558,7 +570,6 @@ export class StreamMapper {
       : notAuthenticated
         ? `${NOT_AUTHENTICATED} (the CLI said: ${reported})`
         : reported;
-    const u = isRecord(line.usage) ? line.usage : {};
     const cost = runCost(line);
     events.push({
       type: "completion",
@@ -570,14 +581,7 @@ export class StreamMapper {
       cost_usd: cost,
       duration_ms:
         typeof line.duration_ms === "number" ? int(line.duration_ms) : Math.round(this.elapsedMs()),
-      usage: {
-        input_tokens: int(u.input_tokens),
-        output_tokens: int(u.output_tokens),
-        cache_read_tokens: int(u.cache_read_input_tokens),
-        cache_creation_tokens: int(u.cache_creation_input_tokens),
-        num_turns: int(line.num_turns),
-        duration_api_ms: int(line.duration_api_ms),
-      },
+      usage: this.resultUsage(line),
       agent_session_id: str(line.session_id) ?? this.sessionId,
       claude_session_id: str(line.session_id) ?? this.sessionId,
       last_message_uuid: failed ? null : this.pendingUuid,

@@ -15,7 +15,6 @@ import { buildClaudeArgs, type CommandInput, userMessageLine } from "./command.j
 import { interruptRequestLine, permissionResponseLine, readControlRequest } from "./control.js";
 import { StreamMapper } from "./mapper.js";
 import { withSessionFallback } from "./resume.js";
-import { ASK_USER_QUESTION } from "./tools.js";
 
 // Runs one `claude -p` for one message on the shared process driver (src/process/driver.ts): the
 // command line and stdin message come from command.ts, the meaning of its stream-json lines from
@@ -39,7 +38,9 @@ export interface RunRequest extends Omit<CommandInput, "mcpConfigFile"> {
 
 export interface RunnerConfig
   extends DriverConfig,
-    Partial<Pick<RunContext, "approve" | "withdraw" | "awaiting" | "interruption">> {
+    Partial<
+      Pick<RunContext, "approve" | "withdraw" | "awaiting" | "interruption" | "answersQuestions">
+    > {
   /** Path (or PATH name) of the claude binary. */
   bin: string;
   /** The child's complete environment (see env.ts `childEnvironment`). */
@@ -91,6 +92,7 @@ async function* runClaudeOnce(
     elapsedMs: () => performance.now() - startedAt,
     ...(req.ownBudget ? { ownBudget: true } : {}),
     resumed: req.resume,
+    ...(config.answersQuestions ? { questionsByRequest: true } : {}),
   });
   const approve = config.approve ?? (async () => ({ behavior: "deny" as const }));
   // Requests the CLI withdrew: their answers, when they come, are not written.
@@ -114,9 +116,10 @@ async function* runClaudeOnce(
             reply(permissionResponseLine(request, { behavior: "deny" }));
           },
         );
+        // A question the run layer does not stream itself (answersQuestions) is the mapper's.
         const question =
-          request.toolName === ASK_USER_QUESTION && request.toolUseId !== null
-            ? mapper.questionFromControl(request.toolUseId, request.input)
+          !config.answersQuestions && request.questions.length > 0 && request.toolUseId !== null
+            ? mapper.questionFromControl(request.toolUseId, request.questions)
             : undefined;
         return question ? [question] : [];
       }

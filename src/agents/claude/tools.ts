@@ -1,3 +1,4 @@
+import type { BridgeEvent } from "../../events.js";
 import type { FileChange, NormalizedToolCall, ToolKind, ToolOutcome } from "../../tool-calls.js";
 import { int, isRecord, type Json, str } from "../line-fields.js";
 import { Bounder, fileChange } from "../tool-payloads.js";
@@ -8,6 +9,35 @@ import { Bounder, fileChange } from "../tool-payloads.js";
 
 /** The tool whose calls become `user_question` events. */
 export const ASK_USER_QUESTION = "AskUserQuestion";
+
+type UserQuestion = Extract<BridgeEvent, { type: "user_question" }>["questions"][number];
+
+/** Parses AskUserQuestion input; an empty list means "not a question call". */
+export function parseQuestions(input: unknown): UserQuestion[] {
+  if (!isRecord(input) || !Array.isArray(input.questions)) return [];
+  const questions: UserQuestion[] = [];
+  for (const q of input.questions) {
+    if (!isRecord(q) || typeof q.question !== "string") continue;
+    const options: UserQuestion["options"] = [];
+    if (Array.isArray(q.options)) {
+      for (const o of q.options) {
+        if (!isRecord(o) || typeof o.label !== "string") continue;
+        const description = str(o.description);
+        options.push(
+          description === undefined ? { label: o.label } : { label: o.label, description },
+        );
+      }
+    }
+    const header = str(q.header);
+    questions.push({
+      question: q.question,
+      ...(header === undefined ? {} : { header }),
+      options,
+      multi_select: q.multiSelect === true,
+    });
+  }
+  return questions;
+}
 
 const KINDS: Record<string, ToolKind> = {
   Read: "read_file",

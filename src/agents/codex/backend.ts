@@ -50,6 +50,8 @@ export function codexBackend(config: CodexBackendConfig): AgentBackend {
     settings: CodexSettings,
     // `codex exec resume` continues a thread from its end only.
     resumesAtMessage: false,
+    // `codex exec` reads no control messages: a cancel stops its process group.
+    interruptible: false,
     transcripts: (identity) => codexTranscripts({ ...config.env, ...identity?.env }),
     async ready() {
       const [version, credentials] = await Promise.all([probe(), findCodexCredentials(config.env)]);

@@ -41,6 +41,7 @@ describe("the claude control protocol", () => {
       input: { command: "echo hi > out.txt" },
       suggestions: [{ type: "addRules", rules: [{ toolName: "Bash" }] }],
       details: { blocked_path: "/w/out.txt" },
+      questions: [],
     });
   });
 

@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { StreamMapper } from "../../../src/agents/claude/mapper.js";
+import { parseQuestions } from "../../../src/agents/claude/tools.js";
 import { ownApiMs } from "../../../src/agents/claude/usage.js";
 import { BridgeEvent } from "../../../src/events.js";
 import {
@@ -285,10 +286,10 @@ describe("StreamMapper: tools", () => {
       assistant("m1", [toolUse("q", "AskUserQuestion", QUESTION_INPUT)]),
     );
     expect(fromBlock.filter((e) => e.type === "user_question")).toHaveLength(1);
-    expect(blockFirst.questionFromControl("q", QUESTION_INPUT)).toBeUndefined();
+    expect(blockFirst.questionFromControl("q", parseQuestions(QUESTION_INPUT))).toBeUndefined();
 
     const controlFirst = new StreamMapper();
-    expect(controlFirst.questionFromControl("q", QUESTION_INPUT)).toMatchObject({
+    expect(controlFirst.questionFromControl("q", parseQuestions(QUESTION_INPUT))).toMatchObject({
       type: "user_question",
     });
     const later = controlFirst.push(
@@ -952,6 +953,39 @@ describe("StreamMapper: completion", () => {
     });
   });
 
+  it("counts an interrupted turn's tokens from its messages when its result reports none, priced as the result says", () => {
+    const mapper = new StreamMapper();
+    const completion = mapAll(
+      [
+        messageStart("m1", { input_tokens: 321, cache_read_input_tokens: 45, output_tokens: 1 }),
+        streamEvent("m1", { type: "message_delta", usage: { output_tokens: 9 } }),
+        // What Claude Code 2.1.328 writes after an interrupt: no tokens, though it priced the turn.
+        result({
+          subtype: "error_during_execution",
+          is_error: true,
+          terminal_reason: "aborted_streaming",
+          total_cost_usd: 0.003,
+          num_turns: 2,
+          duration_api_ms: 120,
+          usage: { input_tokens: 0, output_tokens: 0 },
+          modelUsage: {},
+        }),
+      ],
+      mapper,
+    ).at(-1);
+    expect(completion).toMatchObject({
+      cost_usd: 0.003,
+      usage: {
+        input_tokens: 321,
+        output_tokens: 9,
+        cache_read_tokens: 45,
+        cache_creation_tokens: 0,
+        num_turns: 1,
+        duration_api_ms: 120,
+      },
+    });
+  });
+
   it("maps nothing after the completion", () => {
     const mapper = new StreamMapper();
     mapper.push(result());
@@ -1039,7 +1073,10 @@ describe("StreamMapper on captured real CLI output", () => {
         isRecord(line.request) &&
         line.request.tool_name === "AskUserQuestion"
       ) {
-        const q = mapper.questionFromControl(String(line.request.tool_use_id), line.request.input);
+        const q = mapper.questionFromControl(
+          String(line.request.tool_use_id),
+          parseQuestions(line.request.input),
+        );
         if (q) events.push(q);
       }
       events.push(...mapper.push(line));
