@@ -1,5 +1,6 @@
 import { existsSync } from "node:fs";
 import { defineConfig } from "vitest/config";
+import { TEST_NODE_FLAGS } from "./test/support/node-flags.js";
 
 // The tests' temporary files (database copies, data dirs, repositories) go in memory where the
 // machine has it, unless TMPDIR says otherwise: on the CI machine's disk (ext4 mounted with
@@ -16,6 +17,11 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: "forks",
+    // The embedded database is WebAssembly. V8 compiles it with its baseline compiler and then
+    // again, optimized, for the functions that run hot; a test process lives too short for the
+    // second to pay: without it an embedded database costs 30-40 % less CPU to open and query
+    // (README "Development"). The test servers' processes run with it too (support/server.ts).
+    execArgv: [...TEST_NODE_FLAGS],
     // One process runs many files: importing the app and its dependencies again for each file
     // cost more CPU than most files' tests. Each file still makes its own databases, servers and
     // temporary files, and no test changes module state (mocks, globals) it does not restore.

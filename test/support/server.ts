@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { inject } from "vitest";
 import { TEST_CLI_KEY } from "./claude-env.js";
+import { TEST_NODE_FLAGS } from "./node-flags.js";
 
 // The service as a real process (`npm start` runs the same entry point), for what only a real
 // process shows: start-up, restarts, signals.
@@ -21,7 +22,7 @@ export type Entry = "build" | "npm-start";
 
 function entryArgs(entry: Entry): string[] {
   return entry === "build"
-    ? [join(inject("serverBuild"), "src/index.js")]
+    ? [...TEST_NODE_FLAGS, join(inject("serverBuild"), "src/index.js")]
     : ["--import", "tsx", "src/index.ts"];
 }
 
