@@ -483,6 +483,28 @@ describe("StreamMapper: tool calls as data", () => {
     expect(bash).toMatchObject({ normalized: { command: "echo 012", truncated: true } });
   });
 
+  it("cuts a command's long stdout and stderr in its tool_update to the tool_result bound, marked truncated", () => {
+    const mapper = new StreamMapper({ maxToolResultChars: 8 });
+    call("Bash", { command: "make" }, mapper);
+    const stdout = "o".repeat(100);
+    const stderr = "e".repeat(100);
+    const events = mapper.push(
+      resultLine(`${stdout}\n${stderr}`, { stdout, stderr, interrupted: false, isImage: false }),
+    );
+    expect(events.at(-1)).toEqual({
+      type: "tool_update",
+      tool_use_id: "t",
+      status: "complete",
+      normalized: {
+        kind: "shell_exec",
+        exit_code: 0,
+        stdout: "oooooooo",
+        stderr: "eeeeeeee",
+        truncated: true,
+      },
+    });
+  });
+
   it("describes reads, searches, web requests, subagents, tasks and todo lists by their fields", () => {
     expect(call("Read", { file_path: "/a", offset: 10, limit: 20 })).toMatchObject({
       normalized: { kind: "read_file", file_path: "/a", offset: 10, limit: 20 },
