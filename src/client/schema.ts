@@ -1406,9 +1406,16 @@ export interface components {
         }
       | {
           /** @enum {string} */
+          kind: "modify_file";
+          /** @description What the file held and holds now, with their unified diff, when the agent reports it (Claude Code's Write). */
+          changes?: components["schemas"]["FileChange"][];
+          /** @description True when a string of this payload was cut to the bound of a tool_result. */
+          truncated?: boolean;
+        }
+      | {
+          /** @enum {string} */
           kind:
             | "read_file"
-            | "modify_file"
             | "code_search"
             | "http_request"
             | "subagent_task"
