@@ -505,7 +505,11 @@ export class StreamMapper {
     this.lastModel = str(message.model) ?? this.lastModel;
   }
 
-  /** The context window before the result reports it: the model's documented one. */
+  /**
+   * The context window before the result reports it: the model's documented one. The CLI gives
+   * the model's own only in the result's `modelUsage`, so each run, a session's next one too,
+   * starts from the documented window again (nothing carries the reported one between runs).
+   */
   private windowSize(): number {
     return documentedWindow(this.initModel ?? this.lastModel);
   }
