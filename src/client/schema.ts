@@ -641,7 +641,7 @@ export interface components {
       type: "context_window";
       /** @description Tokens of the conversation after the message: its input (cache included) and output. */
       used: number;
-      /** @description The model's context window: as the agent reported it, else the model's documented one. */
+      /** @description The model's context window: its documented one until the agent reports its own (Claude Code: only in the run's result, so each run starts from the documented one). */
       size: number;
       /** @description `size - used`, never below 0. */
       remaining: number;
