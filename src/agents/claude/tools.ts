@@ -4,7 +4,8 @@ import { int, isRecord, type Json, str } from "../line-fields.js";
 import { Bounder, fileChange } from "../tool-payloads.js";
 
 // Claude Code's tools as the bridge's normalized tool calls: which kind each tool is, the parts
-// of its input a client needs, and what its result says (a shell command's output and exit code).
+// of its input a client needs, and what its result says (a shell command's output and exit code,
+// what a Write replaced).
 // Input shapes are the CLI's tool schemas (2.1.x); a field of the wrong type is left out.
 
 /** The tool whose calls become `user_question` events. */
