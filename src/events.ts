@@ -262,7 +262,7 @@ export const ContextWindowEvent = z
     }),
     size: z.number().int().openapi({
       description:
-        "The model's context window: as the agent reported it, else the model's documented one.",
+        "The model's context window: its documented one until the agent reports its own (Claude Code: only in the run's result, so each run starts from the documented one).",
     }),
     remaining: z.number().int().openapi({ description: "`size - used`, never below 0." }),
     efficiency: z.number().openapi({ description: "`used / size`: the fraction in use." }),

@@ -125,7 +125,15 @@ export const ToolOutcome = z
       interrupted: z.boolean().optional(),
       ...truncated,
     }),
-    z.object({ kind: ToolKind.exclude(["shell_exec"]) }),
+    z.object({
+      kind: z.literal("modify_file"),
+      changes: z.array(FileChange).optional().openapi({
+        description:
+          "What the file held and holds now, with their unified diff, when the agent reports it (Claude Code's Write).",
+      }),
+      ...truncated,
+    }),
+    z.object({ kind: ToolKind.exclude(["shell_exec", "modify_file"]) }),
   ])
   .openapi("ToolOutcome");
 export type ToolOutcome = z.infer<typeof ToolOutcome>;

@@ -641,7 +641,7 @@ export interface components {
       type: "context_window";
       /** @description Tokens of the conversation after the message: its input (cache included) and output. */
       used: number;
-      /** @description The model's context window: as the agent reported it, else the model's documented one. */
+      /** @description The model's context window: its documented one until the agent reports its own (Claude Code: only in the run's result, so each run starts from the documented one). */
       size: number;
       /** @description `size - used`, never below 0. */
       remaining: number;
@@ -1406,9 +1406,16 @@ export interface components {
         }
       | {
           /** @enum {string} */
+          kind: "modify_file";
+          /** @description What the file held and holds now, with their unified diff, when the agent reports it (Claude Code's Write). */
+          changes?: components["schemas"]["FileChange"][];
+          /** @description True when a string of this payload was cut to the bound of a tool_result. */
+          truncated?: boolean;
+        }
+      | {
+          /** @enum {string} */
           kind:
             | "read_file"
-            | "modify_file"
             | "code_search"
             | "http_request"
             | "subagent_task"

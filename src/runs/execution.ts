@@ -154,12 +154,13 @@ export class Execution {
 
   /** Lets the run's span and its debug capture, those that are on, see its events. */
   private watch(run: ActiveRun): { trace?: RunTrace; capture?: RunCapture } {
-    const { row, session } = run;
+    const { row, session, options } = run;
     const trace = this.opts.tracing.startRun({
       runId: row.id,
       sessionId: session.id,
       agent: session.agent,
-      model: session.model,
+      // A message may pick its run's model over its session's.
+      model: options.model ?? session.model,
       trigger: row.trigger,
       parent: run.traceParent,
     });

@@ -14,7 +14,7 @@ export interface RunSpanStart {
   sessionId: string;
   /** The session's agent (`claude`, `codex`). */
   agent: string;
-  /** The session's model; null when the CLI picks its default. */
+  /** The run's model (its message's, else its session's); null when the CLI picks its default. */
   model: string | null;
   trigger: string;
   /** The context the run was submitted in: the span of the HTTP request, when there was one. */

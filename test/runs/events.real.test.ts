@@ -89,7 +89,7 @@ describe.each(BACKENDS)("events of the real claude CLI on %s", (backend) => {
     expect(shown).not.toContain("available_commands");
   });
 
-  it("says how full the context is after each main-thread message, and at the result", async () => {
+  it("says how full the context is after each main-thread message, and at the result; the session's next run starts again from the documented window", async () => {
     mock.script(
       {
         blocks: [{ type: "tool_use", name: "Bash", input: { command: "echo hi" } }],
@@ -131,6 +131,17 @@ describe.each(BACKENDS)("events of the real claude CLI on %s", (backend) => {
     // a tool as soon as its block is complete, and may report the result before the message's end.
     const order = frames.map((f) => f.event);
     expect(order.indexOf("context_window")).toBeGreaterThan(order.indexOf("tool_call"));
+
+    // The CLI names the window only in a result: the session's next run starts again from the
+    // documented one, and its result corrects it.
+    mock.script({
+      blocks: [{ type: "text", text: "Again." }],
+      usage: { input_tokens: 1500, output_tokens: 10 },
+    });
+    const next = await fullRun(session.id, "again");
+    expect(of(next.frames, "context_window").map((f) => data(f).size)).toEqual([
+      200_000, 1_000_000,
+    ]);
   });
 
   it("keeps a subagent's text out of the default stream, the JSON text and the result", async () => {

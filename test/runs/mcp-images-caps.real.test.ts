@@ -11,10 +11,12 @@ import {
   startMockAnthropic,
   toolResultText,
 } from "../support/mock-anthropic.js";
+import { SseReader } from "../support/sse.js";
 
 // What a session's MCP servers, a message's images and a run's caps do with the real `claude`
-// binary against the mock Messages API: the admin's server named by the session is started and
-// offered to the model (and no other: neither the admin's others nor the work dir's .mcp.json),
+// binary against the mock Messages API: the admin's server named by the session is started
+// (connected, says the run's session_status) and offered to the model (and no other: neither the
+// admin's others nor the work dir's .mcp.json), its tool's calls are `generic` tool calls,
 // an image reaches the API as an image block, and a run stopped by its cap on turns or spend ends
 // with that cap's error code. On the embedded database alone: what the database does with these
 // fields (both kinds) is in test/http/mcp-images-caps.test.ts, and each real run costs seconds.
@@ -82,14 +84,16 @@ describe("MCP servers, images and run caps with the real CLI", () => {
     });
   const newSession = async (body: Record<string, unknown> = {}): Promise<string> =>
     (await (await call("/v1/sessions", body)).json()).id;
-  /** Posts a message and waits for its run; returns its completion. */
-  const message = async (sessionId: string, body: Record<string, unknown>) => {
+  /** Posts a message and waits for its run; returns the run and its completion. */
+  const finish = async (sessionId: string, body: Record<string, unknown>) => {
     const res = await call(`/v1/sessions/${sessionId}/messages`, body, {
       Accept: "application/json",
     });
     expect(res.status).toBe(200);
-    return (await res.json()).completion;
+    return (await res.json()) as { run: { id: string }; completion: Record<string, unknown> };
   };
+  const message = async (sessionId: string, body: Record<string, unknown>) =>
+    (await finish(sessionId, body)).completion;
   /** The main requests the mock got from here on, once `during` is done. */
   const requestsDuring = async (during: () => Promise<unknown>): Promise<MessagesBody[]> => {
     const before = mock.mainRequests().length;
@@ -97,7 +101,7 @@ describe("MCP servers, images and run caps with the real CLI", () => {
     return mock.mainRequests().slice(before);
   };
 
-  it("starts the session's MCP server from the admin's file and offers its tool, and loads no other", async () => {
+  it("starts the session's MCP server from the admin's file and offers its tool, and loads no other; the full view shows the server connected and the call as a generic tool call", async () => {
     const session = await newSession({ mcp_servers: ["echo"] });
     const tool = "mcp__echo__admin_echo";
     // The CLI defers MCP tools: the model loads the tool with ToolSearch, then calls it.
@@ -106,9 +110,12 @@ describe("MCP servers, images and run caps with the real CLI", () => {
       { blocks: [{ type: "tool_use", name: tool, input: { text: "pong-4711" } }] },
       { blocks: [{ type: "text", text: "Echoed." }] },
     );
+    let run = { id: "" };
     let completion: Record<string, unknown> = {};
     const [first, loaded, answered] = await requestsDuring(async () => {
-      completion = await message(session, { text: "Echo pong-4711 through the MCP tool." });
+      ({ run, completion } = await finish(session, {
+        text: "Echo pong-4711 through the MCP tool.",
+      }));
     });
     expect(completion).toMatchObject({ status: "succeeded", result: "Echoed." });
     // Offered from the first request on (named among the deferred tools) ...
@@ -123,6 +130,31 @@ describe("MCP servers, images and run caps with the real CLI", () => {
       }),
     );
     expect(toolResultText(answered)).toBe("pong-4711");
+
+    const full = await SseReader.of(
+      await fetch(`${server.url}/v1/runs/${run.id}/events?events=full`),
+    ).events();
+    const data = (event: string) =>
+      full.filter((f) => f.event === event).map((f) => f.data as Record<string, unknown>);
+    // The CLI's init line says how its MCP servers are: this one started.
+    expect(data("session_status")).toEqual([
+      expect.objectContaining({ mcp_servers: [{ name: "echo", status: "connected" }] }),
+    ]);
+    const [echo, ...more] = data("tool_call").filter((c) => c.tool_name === tool);
+    expect(more).toEqual([]);
+    expect(echo).toMatchObject({
+      kind: "generic",
+      normalized: { kind: "generic" },
+      input: { text: "pong-4711" },
+    });
+    expect(data("tool_update").filter((u) => u.tool_use_id === echo?.tool_use_id)).toEqual([
+      {
+        type: "tool_update",
+        tool_use_id: echo?.tool_use_id,
+        status: "complete",
+        normalized: { kind: "generic" },
+      },
+    ]);
   });
 
   it("sends an image attachment to the Messages API as an image block before the text", async () => {

@@ -222,7 +222,7 @@ describe("tracing a real claude run (OTEL_EXPORTER_OTLP_ENDPOINT set)", () => {
 });
 
 describe("tracing a run that fails", () => {
-  it("marks the run's span and a tool call's whose update says error as errors, and nests a subagent's call under its Task", async () => {
+  it("marks the run's span and a tool call's whose update says error as errors, nests a subagent's call under its Task, and names the message's own model", async () => {
     const receiver = await startOtlpReceiver();
     const fake = await fakeCli({
       steps: [
@@ -243,8 +243,13 @@ describe("tracing a run that fails", () => {
       keptLogs().logger,
     );
     try {
-      const session = (await (await post(t, "/v1/sessions", {})).json()) as { id: string };
-      const res = await post(t, `/v1/sessions/${session.id}/messages`, { text: "hi" });
+      const session = (await (await post(t, "/v1/sessions", { model: "sonnet" })).json()) as {
+        id: string;
+      };
+      const res = await post(t, `/v1/sessions/${session.id}/messages`, {
+        text: "hi",
+        model: "opus",
+      });
       const frames = await SseReader.of(res).events();
       expect(frames.at(-1)?.data).toMatchObject({ status: "failed", error_code: "agent_error" });
       await tracing.shutdown(10_000);
@@ -252,7 +257,12 @@ describe("tracing a run that fails", () => {
       const [run] = byOperation(receiver.spans, "invoke_agent");
       expect(run).toMatchObject({
         status: { code: 2 },
-        attributes: { "agent_bridge.run.status": "failed", "error.type": "agent_error" },
+        attributes: {
+          "agent_bridge.run.status": "failed",
+          "error.type": "agent_error",
+          // The run's model is the message's, not its session's.
+          "gen_ai.request.model": "opus",
+        },
       });
       const tools = byOperation(receiver.spans, "execute_tool");
       const task = tools.find((s) => s.attributes["gen_ai.tool.call.id"] === "toolu_task");

@@ -127,8 +127,11 @@ export class StreamMapper {
   private readonly messages = new Map<string, MessageState>();
   private readonly statusSent = new Set<string>();
   private readonly toolCallSent = new Set<string>();
-  /** Tool calls without a result yet: their kind and scope, to close them at the result. */
-  private readonly openCalls = new Map<string, { kind: ToolKind; parent: string | null }>();
+  /** Tool calls without a result yet: their tool, kind and scope, to close them at the result. */
+  private readonly openCalls = new Map<
+    string,
+    { name: string; kind: ToolKind; parent: string | null }
+  >();
   private readonly questionSent = new Set<string>();
   private readonly usage = new UsageLedger();
   private readonly joiner = new MessageJoiner();
@@ -393,7 +396,7 @@ export class StreamMapper {
     if (!this.toolCallSent.has(id)) {
       this.toolCallSent.add(id);
       const kind = toolKind(name);
-      this.openCalls.set(id, { kind, parent });
+      this.openCalls.set(id, { name, kind, parent });
       events.push(
         withParent(
           {
@@ -448,7 +451,7 @@ export class StreamMapper {
       if (call !== undefined) {
         this.openCalls.delete(id);
         const normalized = toolOutcome(
-          call.kind,
+          call.name,
           { isError, text, structured },
           this.maxToolResultChars,
         );
@@ -502,7 +505,11 @@ export class StreamMapper {
     this.lastModel = str(message.model) ?? this.lastModel;
   }
 
-  /** The context window before the result reports it: the model's documented one. */
+  /**
+   * The context window before the result reports it: the model's documented one. The CLI gives
+   * the model's own only in the result's `modelUsage`, so each run, a session's next one too,
+   * starts from the documented window again (nothing carries the reported one between runs).
+   */
   private windowSize(): number {
     return documentedWindow(this.initModel ?? this.lastModel);
   }

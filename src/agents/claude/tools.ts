@@ -4,7 +4,8 @@ import { int, isRecord, type Json, str } from "../line-fields.js";
 import { Bounder, fileChange } from "../tool-payloads.js";
 
 // Claude Code's tools as the bridge's normalized tool calls: which kind each tool is, the parts
-// of its input a client needs, and what its result says (a shell command's output and exit code).
+// of its input a client needs, and what its result says (a shell command's output and exit code,
+// what a Write replaced).
 // Input shapes are the CLI's tool schemas (2.1.x); a field of the wrong type is left out.
 
 /** The tool whose calls become `user_question` events. */
@@ -185,6 +186,27 @@ export function normalizeToolCall(name: string, input: unknown, max: number): No
   }
 }
 
+/**
+ * A Write's change from the CLI's structured result, which holds what the file held before
+ * (`originalFile`, null for a file it created): the call's input says only what it holds now.
+ */
+function writtenFile(structured: unknown, max: number): ToolOutcome {
+  const s = isRecord(structured) ? structured : {};
+  const file_path = str(s.filePath);
+  const created = s.type === "create";
+  if (file_path === undefined || (!created && typeof s.originalFile !== "string")) {
+    return { kind: "modify_file" };
+  }
+  const bound = new Bounder(max);
+  const change = fileChange(bound, max, {
+    file_path,
+    operation: created ? "create" : "write",
+    old_content: s.originalFile,
+    new_content: s.content,
+  });
+  return { kind: "modify_file", changes: [change], ...bound.flag };
+}
+
 /** How the Bash tool reports a command that exited non-zero: its result starts with this. */
 const EXIT_CODE = /^Exit code (\d+)/;
 
@@ -192,13 +214,15 @@ const EXIT_CODE = /^Exit code (\d+)/;
  * A tool result's outcome. For a shell command: stdout and stderr from the CLI's structured
  * `tool_use_result`, its exit code (0 when it succeeded, N from "Exit code N" when it failed;
  * null when it never ran, e.g. denied, or was interrupted), and the result's text as `output`
- * when the CLI gave nothing structured.
+ * when the CLI gave nothing structured. For a Write: the file's change, old side included.
  */
 export function toolOutcome(
-  kind: ToolKind,
+  name: string,
   result: { isError: boolean; text: string; structured: unknown },
   max: number,
 ): ToolOutcome {
+  const kind = toolKind(name);
+  if (name === "Write" && !result.isError) return writtenFile(result.structured, max);
   if (kind !== "shell_exec") return { kind };
   const bound = new Bounder(max);
   const s = isRecord(result.structured) ? result.structured : undefined;

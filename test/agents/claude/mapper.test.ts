@@ -461,6 +461,72 @@ describe("StreamMapper: tool calls as data", () => {
     });
   });
 
+  it("closes a Write with the file's change from the CLI's result: what it held, and the diff", () => {
+    const mapper = new StreamMapper();
+    call("Write", { file_path: "/w/c.txt", content: "one\n2\n" }, mapper);
+    // As CLI 2.1.328 reports a Write over an existing file.
+    const events = mapper.push(
+      resultLine("The file /w/c.txt has been updated successfully.", {
+        type: "update",
+        filePath: "/w/c.txt",
+        content: "one\n2\n",
+        structuredPatch: [{ oldStart: 1, oldLines: 2, newStart: 1, newLines: 2, lines: [] }],
+        originalFile: "one\ntwo\n",
+        userModified: false,
+      }),
+    );
+    expect(events.at(-1)).toEqual({
+      type: "tool_update",
+      tool_use_id: "t",
+      status: "complete",
+      normalized: {
+        kind: "modify_file",
+        changes: [
+          {
+            file_path: "/w/c.txt",
+            operation: "write",
+            old_content: "one\ntwo\n",
+            new_content: "one\n2\n",
+            diff: "--- /w/c.txt\n+++ /w/c.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+2\n",
+          },
+        ],
+      },
+    });
+    // A file it created held nothing; a result without the structured copy says nothing more.
+    const created = new StreamMapper();
+    call("Write", { file_path: "/w/new.txt", content: "hi\n" }, created);
+    expect(
+      created
+        .push(
+          resultLine("File created successfully at: /w/new.txt", {
+            type: "create",
+            filePath: "/w/new.txt",
+            content: "hi\n",
+            structuredPatch: [],
+            originalFile: null,
+          }),
+        )
+        .at(-1),
+    ).toMatchObject({
+      normalized: {
+        kind: "modify_file",
+        changes: [
+          {
+            file_path: "/w/new.txt",
+            operation: "create",
+            new_content: "hi\n",
+            diff: "--- /w/new.txt\n+++ /w/new.txt\n@@ -0,0 +1,1 @@\n+hi\n",
+          },
+        ],
+      },
+    });
+    const bare = new StreamMapper();
+    call("Write", { file_path: "/w/d.txt", content: "x" }, bare);
+    expect(bare.push(resultLine("ok", undefined)).at(-1)).toMatchObject({
+      normalized: { kind: "modify_file" },
+    });
+  });
+
   it("cuts the payload's long strings to the tool_result bound, marks it truncated and leaves out a diff of cut text", () => {
     const mapper = new StreamMapper({ maxToolResultChars: 8 });
     const edit = call(
@@ -481,6 +547,28 @@ describe("StreamMapper: tool calls as data", () => {
       new StreamMapper({ maxToolResultChars: 8 }),
     );
     expect(bash).toMatchObject({ normalized: { command: "echo 012", truncated: true } });
+  });
+
+  it("cuts a command's long stdout and stderr in its tool_update to the tool_result bound, marked truncated", () => {
+    const mapper = new StreamMapper({ maxToolResultChars: 8 });
+    call("Bash", { command: "make" }, mapper);
+    const stdout = "o".repeat(100);
+    const stderr = "e".repeat(100);
+    const events = mapper.push(
+      resultLine(`${stdout}\n${stderr}`, { stdout, stderr, interrupted: false, isImage: false }),
+    );
+    expect(events.at(-1)).toEqual({
+      type: "tool_update",
+      tool_use_id: "t",
+      status: "complete",
+      normalized: {
+        kind: "shell_exec",
+        exit_code: 0,
+        stdout: "oooooooo",
+        stderr: "eeeeeeee",
+        truncated: true,
+      },
+    });
   });
 
   it("describes reads, searches, web requests, subagents, tasks and todo lists by their fields", () => {

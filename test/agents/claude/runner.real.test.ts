@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
-import { readFile } from "node:fs/promises";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { ASK_DENY_MESSAGE } from "../../../src/agents/claude/control.js";
@@ -17,6 +17,7 @@ import {
   makeClaudeEnv,
   runCli,
 } from "../../support/claude-env.js";
+import { startHttpsPage } from "../../support/https-page.js";
 import {
   holdUntilReleased,
   type MessagesBody,
@@ -86,6 +87,11 @@ function userTexts(body: MessagesBody | undefined): string[] {
     .filter((c) => c.type === "text")
     .map((c) => String(c.text));
 }
+
+/** A turn in which the model calls one tool. */
+const use = (id: string, name: string, input: Record<string, unknown>): MockTurn => ({
+  blocks: [{ type: "tool_use", id, name, input }],
+});
 
 const QUESTIONS = [
   {
@@ -160,18 +166,16 @@ describe("runClaude with the real CLI", () => {
     // are the mapper's tests' (test/agents/claude/mapper.test.ts).
     const { mock, ce, config } = await setup();
     const file = join(ce.cwd, "notes.txt");
-    const use = (id: string, name: string, input: Record<string, unknown>): MockTurn => ({
-      blocks: [{ type: "tool_use", id, name, input }],
-    });
     mock.script(
       use("toolu_write", "Write", { file_path: file, content: "hello world\n" }),
       use("toolu_read", "Read", { file_path: file }),
       use("toolu_edit", "Edit", { file_path: file, old_string: "hello", new_string: "bye" }),
+      use("toolu_rewrite", "Write", { file_path: file, content: "bye all\n" }),
       { blocks: [{ type: "text", text: "Done." }] },
     );
     const { events, completion } = await collect(request(ce, "Take notes"), config);
     expect(completion).toMatchObject({ status: "succeeded", result: "Done." });
-    expect(await readFile(file, "utf8")).toBe("bye world\n");
+    expect(await readFile(file, "utf8")).toBe("bye all\n");
     const call = (id: string) =>
       of(events, "tool_call").find((e) => e.tool_use_id === id)?.normalized;
     expect(call("toolu_write")).toEqual({
@@ -198,6 +202,115 @@ describe("runClaude with the real CLI", () => {
       ["toolu_write", "complete", "modify_file"],
       ["toolu_read", "complete", "read_file"],
       ["toolu_edit", "complete", "modify_file"],
+      ["toolu_rewrite", "complete", "modify_file"],
+    ]);
+    // A Write's call says only what the file will hold; its result, what it held.
+    const update = (id: string) =>
+      of(events, "tool_update").find((e) => e.tool_use_id === id)?.normalized;
+    expect(update("toolu_write")).toEqual({
+      kind: "modify_file",
+      changes: [
+        {
+          file_path: file,
+          operation: "create",
+          new_content: "hello world\n",
+          diff: `--- ${file}\n+++ ${file}\n@@ -0,0 +1,1 @@\n+hello world\n`,
+        },
+      ],
+    });
+    expect(update("toolu_rewrite")).toEqual({
+      kind: "modify_file",
+      changes: [
+        {
+          file_path: file,
+          operation: "write",
+          old_content: "bye world\n",
+          new_content: "bye all\n",
+          diff: `--- ${file}\n+++ ${file}\n@@ -1,1 +1,1 @@\n-bye world\n+bye all\n`,
+        },
+      ],
+    });
+  });
+
+  it("describes a web fetch, a notebook edit and a subagent the CLI really ran as data, each closed by its tool_update", async () => {
+    const { mock, ce, config } = await setup();
+    const page = await startHttpsPage("The page says hello.");
+    cleanups.push(() => page.close());
+    // Else the CLI first asks claude.ai whether the domain may be fetched: nothing leaves the machine.
+    await mkdir(join(ce.home, ".claude"));
+    await writeFile(
+      join(ce.home, ".claude", "settings.json"),
+      JSON.stringify({ skipWebFetchPreflight: true }),
+    );
+    const notebook = join(ce.cwd, "nb.ipynb");
+    const cell = { cell_type: "code", id: "c1", metadata: {}, source: ["print(1)"], outputs: [] };
+    await writeFile(
+      notebook,
+      JSON.stringify({
+        cells: [{ ...cell, execution_count: null }],
+        metadata: {},
+        nbformat: 4,
+        nbformat_minor: 5,
+      }),
+    );
+    const task = {
+      description: "Gather notes",
+      prompt: "Gather the notes, subagent",
+      subagent_type: "general-purpose",
+    };
+    mock.script(
+      use("toolu_fetch", "WebFetch", { url: page.url, prompt: "What does it say?" }),
+      // The CLI edits only a notebook it has read.
+      use("toolu_read_nb", "Read", { file_path: notebook }),
+      use("toolu_nb", "NotebookEdit", {
+        notebook_path: notebook,
+        cell_id: "c1",
+        new_source: "print(2)",
+      }),
+      use("toolu_agent", "Agent", task),
+      { blocks: [{ type: "text", text: "Done." }] },
+    );
+    mock.scriptFor(task.prompt, { blocks: [{ type: "text", text: "Notes." }] });
+    const { events, completion } = await collect(request(ce, "Look around"), {
+      ...config,
+      env: { ...config.env, NODE_EXTRA_CA_CERTS: page.cert },
+    });
+    expect(completion).toMatchObject({ status: "succeeded", result: "Done." });
+    // The CLI fetched the page and had its small model read it (a side request, which the mock
+    // answers with its side answer): that answer is the tool's result.
+    expect(page.requests).toEqual(["/page"]);
+    expect(JSON.stringify(mock.requests.filter((r) => r.kind === "side"))).toContain(
+      "The page says hello.",
+    );
+    expect(of(events, "tool_result").find((r) => r.tool_use_id === "toolu_fetch")).toMatchObject({
+      is_error: false,
+      content: "Mock side answer",
+    });
+    expect(JSON.parse(await readFile(notebook, "utf8")).cells[0].source).toBe("print(2)");
+    expect(
+      of(events, "tool_call").map((e) => [e.tool_use_id, e.tool_name, e.kind, e.normalized]),
+    ).toEqual([
+      ["toolu_fetch", "WebFetch", "http_request", { kind: "http_request", url: page.url }],
+      ["toolu_read_nb", "Read", "read_file", { kind: "read_file", file_path: notebook }],
+      [
+        "toolu_nb",
+        "NotebookEdit",
+        "modify_file",
+        {
+          kind: "modify_file",
+          changes: [{ file_path: notebook, operation: "edit", new_content: "print(2)" }],
+        },
+      ],
+      ["toolu_agent", "Agent", "subagent_task", { kind: "subagent_task", ...task }],
+    ]);
+    expect(
+      of(events, "tool_update").map((u) => [u.tool_use_id, u.status, u.normalized.kind]),
+    ).toEqual([
+      ["toolu_fetch", "complete", "http_request"],
+      ["toolu_read_nb", "complete", "read_file"],
+      ["toolu_nb", "complete", "modify_file"],
+      // The CLI runs the subagent in the background: the call's result says it has started.
+      ["toolu_agent", "complete", "subagent_task"],
     ]);
   });
 
