@@ -94,6 +94,8 @@ export interface PermissionRequest {
   details: Partial<Record<(typeof PERMISSION_DETAILS)[number], string>>;
   /** The questions it asks the user (a question tool's request); empty for any other tool. */
   questions: UserQuestion[];
+  /** The subagent's call it comes from (its Task tool use), when a subagent asks. */
+  parentToolUseId?: string;
 }
 
 /** The answer to a PermissionRequest. */

@@ -140,15 +140,16 @@ export class Approvals {
 
   /**
    * The run is being stopped (cancelled, interrupted, or over): each request of it that waits is
-   * denied `by: "cancel"`, ending the CLI's turn. Their rows are closed when the run's approvals
-   * are (`close`).
+   * denied `by: "cancel"`, ending the CLI's turn, unless a client's answer reached its row first.
+   * Never rejects.
    */
   async stopping(run: ActiveRun): Promise<void> {
     const waiting = [...this.waiting.values()].filter((w) => w.run === run);
     await Promise.all(
       waiting.map((waiter) =>
-        this.deliver(
+        this.settle(
           waiter,
+          { state: "cancelled", by: "cancel" },
           { behavior: "deny", interrupt: true },
           { decision: "deny", by: "cancel" },
         ),
@@ -229,22 +230,42 @@ export class Approvals {
     if (!waiter) return;
     const message = `Nobody answered the request to use ${request.toolName} within ${seconds} s, so it was denied. Continue without it, or explain in your reply what you need.`;
     const answer: PermissionAnswer = { behavior: "deny", message };
+    await this.settle(waiter, { state: "expired", by: "timeout" }, answer, {
+      decision: "deny",
+      by: "timeout",
+      message,
+    });
+  }
+
+  /**
+   * Resolves the waiting request's row as `resolution` and gives the CLI `answer`; when a client's
+   * answer reached the row first (from another instance), that one. A row that cannot be written
+   * (the database away) does not hold the CLI up: it gets `answer`.
+   */
+  private async settle(
+    waiter: Waiter,
+    resolution: { state: "expired" | "cancelled"; by: "timeout" | "cancel" },
+    answer: PermissionAnswer,
+    how: Omit<Resolved, "type" | "request_id">,
+  ): Promise<void> {
+    const { run, request } = waiter;
     try {
+      await waiter.recorded;
       const { db } = this.opts;
       const row = await resolvePermissionRequest(db, run.id, request.requestId, {
-        state: "expired",
-        by: "timeout",
+        ...resolution,
         answer,
       });
       const recorded = row ? undefined : await getPermissionRequest(db, run.id, request.requestId);
       if (recorded && (await this.deliverRecorded(waiter, recorded))) return;
     } catch (err) {
-      this.opts.logger.error("could not record a permission request's timeout", {
+      this.opts.logger.error("could not record how a permission request ended", {
         run_id: run.id,
+        state: resolution.state,
         error: String(err),
       });
     }
-    await this.deliver(waiter, answer, { decision: "deny", by: "timeout", message });
+    await this.deliver(waiter, answer, how);
   }
 
   /** Gives the CLI a client's answer found in the request's row; false when there is none. */
@@ -321,6 +342,7 @@ function appendRequest(run: ActiveRun, request: PermissionRequest, expiresAt: Da
     tool_use_id: request.toolUseId,
     questions: request.questions,
     ...(expiresAt ? { request_id: request.requestId, expires_at: expiresAt.toISOString() } : {}),
+    ...(request.parentToolUseId ? { parent_tool_use_id: request.parentToolUseId } : {}),
   });
 }
 

@@ -297,22 +297,27 @@ export class RunManager {
 
   /**
    * Asks the run's CLI to end its turn and stops it when it has not within `graceMs`; one whose
-   * back-end cannot be asked is stopped at once.
+   * back-end cannot be asked is stopped at once. What waits for an answer is refused first, so
+   * that no later answer reaches the CLI, within the same grace (its row is written first).
    */
   private async endTurn(run: ActiveRun, graceMs: number): Promise<void> {
-    // What waits for an answer is refused first, so that no later answer can reach the CLI.
-    await this.approvals.stopping(run);
-    if (this.opts.agents.get(run.session.agent).interruptible) {
+    // A back-end this instance does not run (a claimed run it is about to refuse) cannot be asked.
+    const interruptible = this.opts.agents.all.some(
+      (backend) => backend.name === run.session.agent && backend.interruptible,
+    );
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<"late">((resolve) => {
+      timer = setTimeout(() => resolve("late"), graceMs);
+    });
+    const asked = this.approvals.stopping(run).then(async () => {
+      if (!interruptible) return "late" as const;
       run.interruption.abort();
-      let timer: NodeJS.Timeout | undefined;
-      const grace = new Promise<"late">((resolve) => {
-        timer = setTimeout(() => resolve("late"), graceMs);
-      });
-      const ended = await Promise.race([run.finished, grace]);
-      clearTimeout(timer);
-      if (ended !== "late") return;
-    }
-    run.abort.abort();
+      await run.finished;
+      return "ended" as const;
+    });
+    const ended = await Promise.race([asked, late]);
+    clearTimeout(timer);
+    if (ended === "late") run.abort.abort();
     await run.finished;
   }
 

@@ -189,25 +189,21 @@ describe.each(BACKENDS)("approvals with the real claude CLI on %s", (backend) =>
   });
 
   it("AskUserQuestion answered with option B: the model receives B in the same run", async () => {
+    const approach = {
+      question: "Which approach?",
+      header: "Approach",
+      options: [
+        { label: "A", description: "Rewrite it" },
+        { label: "B", description: "Patch it" },
+      ],
+    };
     mock.script(
       {
         blocks: [
           {
             type: "tool_use",
             name: "AskUserQuestion",
-            input: {
-              questions: [
-                {
-                  question: "Which approach?",
-                  header: "Approach",
-                  options: [
-                    { label: "A", description: "Rewrite it" },
-                    { label: "B", description: "Patch it" },
-                  ],
-                  multiSelect: false,
-                },
-              ],
-            },
+            input: { questions: [{ ...approach, multiSelect: false }] },
           },
         ],
       },
@@ -225,17 +221,7 @@ describe.each(BACKENDS)("approvals with the real claude CLI on %s", (backend) =>
     expect(data(question)).toEqual({
       type: "user_question",
       tool_use_id: request.tool_use_id,
-      questions: [
-        {
-          question: "Which approach?",
-          header: "Approach",
-          options: [
-            { label: "A", description: "Rewrite it" },
-            { label: "B", description: "Patch it" },
-          ],
-          multi_select: false,
-        },
-      ],
+      questions: [{ ...approach, multi_select: false }],
       request_id: request.request_id,
       expires_at: request.expires_at,
     });

@@ -133,6 +133,14 @@ export class StreamMapper {
     { name: string; kind: ToolKind; parent: string | null }
   >();
   private readonly questionSent = new Set<string>();
+  /**
+   * Questions left to the run layer (questionsByRequest) whose permission request has not come:
+   * one the CLI settles without asking (its permission mode) is emitted at its tool_result.
+   */
+  private readonly questionsHeld = new Map<
+    string,
+    { questions: UserQuestionEvent["questions"]; parent: string | null }
+  >();
   private readonly usage = new UsageLedger();
   private readonly joiner = new MessageJoiner();
   /** The model the init line names (it may say `[1m]`), and the latest main message's model. */
@@ -198,6 +206,18 @@ export class StreamMapper {
     this.questionSent.add(toolUseId);
     this.statusSent.add(toolUseId);
     return { type: "user_question", tool_use_id: toolUseId, questions };
+  }
+
+  /**
+   * The run layer streams this question with its permission request (questionsByRequest), so the
+   * mapper never will; returns the subagent's call it comes from (its Task tool use), if any.
+   */
+  questionRequested(toolUseId: string): string | null {
+    this.questionSent.add(toolUseId);
+    this.statusSent.add(toolUseId);
+    const held = this.questionsHeld.get(toolUseId);
+    this.questionsHeld.delete(toolUseId);
+    return held?.parent ?? null;
   }
 
   /** Counts a line of the CLI's output that was dropped (over the line bound) in the completion. */
@@ -386,9 +406,8 @@ export class StreamMapper {
       if (!this.questionSent.has(id)) {
         this.questionSent.add(id);
         this.statusSent.add(id);
-        if (!this.questionsByRequest) {
-          events.push(withParent({ type: "user_question", tool_use_id: id, questions }, parent));
-        }
+        if (this.questionsByRequest) this.questionsHeld.set(id, { questions, parent });
+        else events.push(withParent({ type: "user_question", tool_use_id: id, questions }, parent));
       }
     } else {
       events.push(...this.status(id, name, parent));
@@ -441,12 +460,23 @@ export class StreamMapper {
       const isError = block.is_error === true;
       const text = toolResultText(block.content);
       const { content, truncated } = cut(text, this.maxToolResultChars);
-      const events: BridgeEvent[] = [
+      const events: BridgeEvent[] = [];
+      const held = this.questionsHeld.get(id);
+      if (held) {
+        this.questionsHeld.delete(id);
+        events.push(
+          withParent(
+            { type: "user_question", tool_use_id: id, questions: held.questions },
+            held.parent,
+          ),
+        );
+      }
+      events.push(
         withParent(
           { type: "tool_result", tool_use_id: id, is_error: isError, content, truncated },
           parent,
         ),
-      ];
+      );
       const call = this.openCalls.get(id);
       if (call !== undefined) {
         this.openCalls.delete(id);

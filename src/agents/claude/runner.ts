@@ -6,7 +6,12 @@ import {
   driveAgentProcess,
   type LineProtocol,
 } from "../../process/driver.js";
-import { AgentSpawnError, InvalidRunRequestError, RunnerError } from "../../process/errors.js";
+import {
+  AgentSpawnError,
+  InvalidRunRequestError,
+  RunCancelledError,
+  RunnerError,
+} from "../../process/errors.js";
 import { withRunFiles } from "../../process/run-files.js";
 import type { AgentIdentity } from "../../process/tenant-homes.js";
 import type { RunContext } from "../agent.js";
@@ -107,6 +112,10 @@ async function* runClaudeOnce(
           return [];
         }
         const { request } = control;
+        if (config.answersQuestions && request.questions.length > 0 && request.toolUseId) {
+          const parent = mapper.questionRequested(request.toolUseId);
+          if (parent !== null) request.parentToolUseId = parent;
+        }
         approve(request).then(
           (answer) => {
             if (!withdrawn.has(request.requestId)) reply(permissionResponseLine(request, answer));
@@ -143,6 +152,11 @@ async function* runClaudeOnce(
       else interruption?.addEventListener("abort", interrupt, { once: true });
     },
   };
+  // Cancelled before its CLI started: it is not started to be interrupted.
+  if (config.interruption?.aborted) {
+    yield [protocol.failure(new RunCancelledError(), 0)];
+    return;
+  }
   let args: string[];
   try {
     args = buildClaudeArgs({ ...req, ...(mcpConfigFile ? { mcpConfigFile } : {}) });

@@ -280,6 +280,30 @@ describe("StreamMapper: tools", () => {
     expect(events.some((e) => e.type === "user_question")).toBe(false);
   });
 
+  it("leaves a question to its permission request when the run layer streams it (questionsByRequest); one the CLI settles without asking comes at its result", () => {
+    const mapper = new StreamMapper({ questionsByRequest: true });
+    const block = (id: string, parent?: string) =>
+      assistant("m1", [toolUse(id, "AskUserQuestion", QUESTION_INPUT)], parent ? { parent } : {});
+    // Asked through a request: the mapper says nothing of it, and names the subagent it is from.
+    expect(mapper.push(block("asked", "task_1")).map((e) => e.type)).toEqual(["tool_call"]);
+    expect(mapper.questionRequested("asked")).toBe("task_1");
+    expect(mapper.push(toolResult("asked", "answered")).map((e) => e.type)).toEqual([
+      "tool_result",
+      "tool_update",
+    ]);
+    // Never asked: the question is not lost.
+    expect(mapper.push(block("unasked")).map((e) => e.type)).toEqual(["tool_call"]);
+    expect(mapper.push(toolResult("unasked", "denied")).map((e) => e.type)).toEqual([
+      "user_question",
+      "tool_result",
+      "tool_update",
+    ]);
+    // A request before its block: the block adds nothing either.
+    expect(mapper.questionRequested("early")).toBeNull();
+    mapper.push(block("early"));
+    expect(mapper.push(toolResult("early", "x")).map((e) => e.type)).not.toContain("user_question");
+  });
+
   it("emits a question exactly once whether the tool_use block or the control request comes first", () => {
     const blockFirst = new StreamMapper();
     const fromBlock = blockFirst.push(

@@ -92,6 +92,17 @@ describe("runClaude with the fake CLI", () => {
     expect((await f.record()).pid).toBe(0);
   });
 
+  it("a run interrupted before its CLI starts ends cancelled without starting it", async () => {
+    const f = await fake({ steps: ok() });
+    const interruption = new AbortController();
+    interruption.abort();
+    const events = await collect(
+      runClaude(request(f), fakeRunnerConfig(f, { interruption: interruption.signal })),
+    );
+    expect(completionOf(events)).toMatchObject({ status: "cancelled", error_code: "cancelled" });
+    expect((await f.record()).pid).toBe(0);
+  });
+
   describe("framing through the real pipe", () => {
     it("passes a 40 MB tool output as a tool_result cut to 16 384 characters", async () => {
       const { events, completion } = await run(
