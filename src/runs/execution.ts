@@ -138,7 +138,11 @@ export class Execution {
     run.outcome = status;
     appendStarted(run, new Date(), this.watch(run).trace);
     await run.log.drain().catch(() => {});
-    await this.complete(run, bareCompletion(status, reason));
+    const completion = bareCompletion(status, reason);
+    await this.complete(
+      run,
+      status === "cancelled" ? { ...completion, error_code: "cancelled" } : completion,
+    );
   }
 
   /** The log of a finished run whose completion is not stored yet: subscribers still read it. */

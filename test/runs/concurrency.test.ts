@@ -159,6 +159,11 @@ describe.each(agentMatrix)("run concurrency, $agent on $db", (agent) => {
       await fetch(`${server.url}/v1/runs/${queued.id}/events`),
     ).events();
     expect(frames.map((f) => f.event)).toEqual(["run_started", "completion"]);
+    expect(frames[1]?.data).toMatchObject({
+      status: "cancelled",
+      error_code: "cancelled",
+      error: "cancelled before it started",
+    });
     expect(await fake.startsFor(sessions[2]?.id ?? "")).toHaveLength(0);
     for (const run of runs.slice(0, 2)) await cancel(run.id);
   });
