@@ -106,9 +106,23 @@ export async function startServer(
   );
   const url = `http://127.0.0.1:${port}`;
   const exited = once(child, "exit").then(() => child.exitCode);
+  const stopBoundMs = (Number(env.AGENT_BRIDGE_SHUTDOWN_GRACE_SECONDS ?? 30) + 15) * 1000;
   const stop = async (signal: NodeJS.Signals = "SIGTERM") => {
     if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-    return exited;
+    // A server that does not stop is a failure that says what it printed, not a hook timeout:
+    // it has its shutdown grace for its runs, and takes well under a second besides.
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<"late">((resolve) => {
+      timer = setTimeout(() => resolve("late"), stopBoundMs);
+    });
+    const code = await Promise.race([exited, late]);
+    clearTimeout(timer);
+    if (code !== "late") return code;
+    child.kill("SIGKILL");
+    await exited;
+    throw new Error(
+      `server did not exit within ${stopBoundMs / 1000} s of ${signal}:\n${output().slice(-8000)}`,
+    );
   };
   const deadline = Date.now() + 60_000;
   while (Date.now() < deadline) {
