@@ -94,18 +94,19 @@ describe.each(BACKENDS)("retries and usage with the real claude CLI on %s", (bac
     const reader = SseReader.of(await fetch(`${server.url}/v1/runs/${run.id}/events`));
     await reader.events(2); // run_started, the first text_delta: the message has started
     await fetch(`${server.url}/v1/runs/${run.id}/cancel`, { method: "POST" });
-    const completion = (await reader.events()).at(-1)?.data as { cost_usd: number | null };
-    // The cancel interrupted the turn: the CLI priced it, though its result counts no tokens.
+    const completion = (await reader.events()).at(-1)?.data as {
+      cost_usd: number | null;
+      usage: { num_turns: number };
+    };
+    // The cancel interrupted the turn and the CLI priced it. Its result counts the message's
+    // tokens, or none (as it may when the interrupt comes mid-stream): then the messages' count.
+    // Its turns are its own count (the interrupt may be one) or the messages'.
     expect(completion.cost_usd).toBeGreaterThan(0);
     expect(completion).toMatchObject({
       status: "cancelled",
-      usage: {
-        input_tokens: 321,
-        cache_read_tokens: 45,
-        cache_creation_tokens: 6,
-        num_turns: 1,
-      },
+      usage: { input_tokens: 321, cache_read_tokens: 45, cache_creation_tokens: 6 },
     });
+    expect(completion.usage.num_turns).toBeGreaterThanOrEqual(1);
     expect(await api.json(`/v1/sessions/${session.id}`)).toMatchObject({
       usage: { input_tokens: 321, cache_read_tokens: 45, cache_creation_tokens: 6, runs: 1 },
     });
