@@ -552,8 +552,8 @@ export class StreamMapper {
 
   /** Why a run whose `result` says it failed did. */
   /**
-   * The run's usage as its result reports it. A turn ended by an interrupt reports no tokens
-   * (its API call was aborted) though its messages did: those count then.
+   * The run's usage as its result reports it. A turn ended by an interrupt mid-stream may report
+   * no tokens (its API call was aborted) though its messages did: those count then.
    */
   private resultUsage(line: Json): Usage {
     const u = isRecord(line.usage) ? line.usage : {};
