@@ -359,6 +359,7 @@ export type BridgeEvent = z.infer<typeof BridgeEvent>;
 export type BridgeEventType = BridgeEvent["type"];
 export type CompletionEvent = z.infer<typeof CompletionEvent>;
 export type Usage = z.infer<typeof Usage>;
+export type UserQuestion = z.infer<typeof UserQuestion>;
 export type SessionUsage = z.infer<typeof SessionUsage>;
 /** What a session's earlier runs used: its totals, and their time waiting for the API. */
 export type UsageBefore = SessionUsage & { duration_api_ms: number };

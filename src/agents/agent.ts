@@ -1,8 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import type { BridgeEvent, UsageBefore } from "../events.js";
-
-type UserQuestion = Extract<BridgeEvent, { type: "user_question" }>["questions"][number];
-
+import type { BridgeEvent, UsageBefore, UserQuestion } from "../events.js";
 import type { Logger } from "../log.js";
 import type { AgentIdentity } from "../process/tenant-homes.js";
 import type { ImageAttachment } from "./images.js";

@@ -5,6 +5,7 @@ import {
   type CompletionEvent,
   type CompletionStatusValue,
   type Usage,
+  type UserQuestion,
 } from "../../events.js";
 import type { ToolKind } from "../../tool-calls.js";
 import {
@@ -139,7 +140,7 @@ export class StreamMapper {
    */
   private readonly questionsHeld = new Map<
     string,
-    { questions: UserQuestionEvent["questions"]; parent: string | null }
+    { questions: UserQuestion[]; parent: string | null }
   >();
   private readonly usage = new UsageLedger();
   private readonly joiner = new MessageJoiner();
@@ -198,10 +199,7 @@ export class StreamMapper {
    * A `user_question` for an AskUserQuestion permission request, unless the tool_use block has
    * already produced it (so a question is emitted exactly once, whichever comes first).
    */
-  questionFromControl(
-    toolUseId: string,
-    questions: UserQuestionEvent["questions"],
-  ): UserQuestionEvent | undefined {
+  questionFromControl(toolUseId: string, questions: UserQuestion[]): UserQuestionEvent | undefined {
     if (this.questionSent.has(toolUseId)) return undefined;
     this.questionSent.add(toolUseId);
     this.statusSent.add(toolUseId);

@@ -1,4 +1,4 @@
-import type { BridgeEvent } from "../../events.js";
+import type { UserQuestion } from "../../events.js";
 import type { FileChange, NormalizedToolCall, ToolKind, ToolOutcome } from "../../tool-calls.js";
 import { int, isRecord, type Json, str } from "../line-fields.js";
 import { Bounder, fileChange } from "../tool-payloads.js";
@@ -10,8 +10,6 @@ import { Bounder, fileChange } from "../tool-payloads.js";
 
 /** The tool whose calls become `user_question` events. */
 export const ASK_USER_QUESTION = "AskUserQuestion";
-
-type UserQuestion = Extract<BridgeEvent, { type: "user_question" }>["questions"][number];
 
 /** Parses AskUserQuestion input; an empty list means "not a question call". */
 export function parseQuestions(input: unknown): UserQuestion[] {
