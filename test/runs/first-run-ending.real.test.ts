@@ -10,13 +10,14 @@ import { startServer } from "../support/server.js";
 // closed by the next server with nothing recorded of the CLI's session. The next message must
 // work, and continue the conversation when the CLI kept it.
 
+const databases = serverDatabases();
 const cleanups: (() => Promise<void>)[] = [];
+// One hook, in order: the servers stop before their databases are dropped (after hooks run in
+// reverse, so two hooks dropped the database under a running server, whose shutdown then hung).
 afterAll(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  await databases.cleanup();
 });
-
-const databases = serverDatabases();
-afterAll(() => databases.cleanup());
 
 describe.each(databases.targets)(
   "a first run whose server was killed, on %s",
