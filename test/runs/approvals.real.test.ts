@@ -5,7 +5,7 @@ import { issueKey } from "../../src/auth/keys.js";
 import { createClient } from "../../src/client/index.js";
 import { createTestApp, fetchAs, listen, type TestApp } from "../support/app.js";
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
-import { BACKENDS } from "../support/db.js";
+import { REAL_CLI_BACKENDS } from "../support/db.js";
 import {
   holdUntilReleased,
   type MessagesBody,
@@ -22,7 +22,7 @@ import { type Frame, SseReader } from "../support/sse.js";
 
 const data = <T = Record<string, unknown>>(frame: Frame | undefined) => frame?.data as T;
 
-describe.each(BACKENDS)("approvals with the real claude CLI on %s", (backend) => {
+describe.each(REAL_CLI_BACKENDS)("approvals with the real claude CLI on %s", (backend) => {
   let mock: MockAnthropic;
   let ce: ClaudeEnv;
   let t: TestApp;

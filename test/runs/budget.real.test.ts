@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
 import { createTestApp, fetchAs, listen, type TestApp } from "../support/app.js";
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
-import { BACKENDS } from "../support/db.js";
+import { REAL_CLI_BACKENDS } from "../support/db.js";
 import { type MockAnthropic, startMockAnthropic } from "../support/mock-anthropic.js";
 
 // A key's monthly budget with the real `claude` binary against the mock Messages API, whose usage
@@ -12,7 +12,7 @@ import { type MockAnthropic, startMockAnthropic } from "../support/mock-anthropi
 /** Tokens that make one turn cost a noticeable amount at the CLI's prices. */
 const COSTLY = { input_tokens: 100_000, output_tokens: 1_000 };
 
-describe.each(BACKENDS)("monthly budgets with the real CLI on %s", (backend) => {
+describe.each(REAL_CLI_BACKENDS)("monthly budgets with the real CLI on %s", (backend) => {
   let mock: MockAnthropic;
   let ce: ClaudeEnv;
   let t: TestApp;

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestApp, httpApi, listen, type TestApp } from "../support/app.js";
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
-import { BACKENDS } from "../support/db.js";
+import { REAL_CLI_BACKENDS } from "../support/db.js";
 import { type MockAnthropic, startMockAnthropic } from "../support/mock-anthropic.js";
 import { type Frame, SseReader } from "../support/sse.js";
 
@@ -12,7 +12,7 @@ import { type Frame, SseReader } from "../support/sse.js";
 const of = (frames: Frame[], event: string) => frames.filter((f) => f.event === event);
 const data = <T = Record<string, unknown>>(frame: Frame | undefined) => frame?.data as T;
 
-describe.each(BACKENDS)("events of the real claude CLI on %s", (backend) => {
+describe.each(REAL_CLI_BACKENDS)("events of the real claude CLI on %s", (backend) => {
   let mock: MockAnthropic;
   let ce: ClaudeEnv;
   let t: TestApp;

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { httpApi } from "../support/app.js";
 import { makeClaudeEnv, transcriptHolds } from "../support/claude-env.js";
-import { serverDatabases } from "../support/db.js";
+import { REAL_CLI_BACKENDS, serverDatabases } from "../support/db.js";
 import { holdUntilReleased, startMockAnthropic } from "../support/mock-anthropic.js";
 import { startServer } from "../support/server.js";
 
@@ -19,7 +19,7 @@ afterAll(async () => {
   await databases.cleanup();
 });
 
-describe.each(databases.targets)(
+describe.each(databases.targets.filter(([backend]) => REAL_CLI_BACKENDS.includes(backend)))(
   "a first run whose server was killed, on %s",
   (_name, database) => {
     it("is followed by a message that continues the conversation", async () => {

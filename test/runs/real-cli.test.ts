@@ -7,7 +7,7 @@ import { runs } from "../../src/store/schema.js";
 import { agentMatrix } from "../support/agents.js";
 import { createTestApp, httpApi, listen, type TestApp } from "../support/app.js";
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
-import { BACKENDS } from "../support/db.js";
+import { REAL_CLI_BACKENDS } from "../support/db.js";
 import {
   chunk,
   holdUntilReleased,
@@ -44,7 +44,7 @@ async function killOnceRunning(t: TestApp, runId: string): Promise<void> {
   }
 }
 
-describe.each(BACKENDS)("the real claude CLI through HTTP on %s", (backend) => {
+describe.each(REAL_CLI_BACKENDS)("the real claude CLI through HTTP on %s", (backend) => {
   let mock: MockAnthropic;
   let ce: ClaudeEnv;
   let t: TestApp;
@@ -191,7 +191,7 @@ describe.each(BACKENDS)("the real claude CLI through HTTP on %s", (backend) => {
   });
 });
 
-describe.each(agentMatrix)(
+describe.each(agentMatrix.filter((agent) => REAL_CLI_BACKENDS.includes(agent.db)))(
   "after a first run that ended early, the real $agent CLI on $db",
   (agent) => {
     let model: Model;

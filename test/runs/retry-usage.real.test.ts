@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestApp, httpApi, listen, type TestApp } from "../support/app.js";
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
-import { BACKENDS } from "../support/db.js";
+import { REAL_CLI_BACKENDS } from "../support/db.js";
 import {
   chunk,
   type MessagesBody,
@@ -17,7 +17,7 @@ import { SseReader } from "../support/sse.js";
 const timesSent = (body: MessagesBody | undefined, text: string) =>
   JSON.stringify(body?.messages ?? []).split(text).length - 1;
 
-describe.each(BACKENDS)("retries and usage with the real claude CLI on %s", (backend) => {
+describe.each(REAL_CLI_BACKENDS)("retries and usage with the real claude CLI on %s", (backend) => {
   let mock: MockAnthropic;
   let ce: ClaudeEnv;
   let t: TestApp;

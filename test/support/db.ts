@@ -21,6 +21,16 @@ const serverUrl = process.env.TEST_DATABASE_URL;
 
 export const BACKENDS: Backend[] = serverUrl ? ["pglite", "postgres"] : ["pglite"];
 
+/**
+ * The database of the tests that drive a real agent CLI: the embedded one, every user's first. What
+ * they prove is how the CLI behaves through the bridge; what of that touches the database is the
+ * same code the fake-CLI tests run on every database, and each start of a real CLI costs most of a
+ * second of CPU, on a machine where the suite's time is bound by CPU. (Where the database is what
+ * is under test with the real CLI, as in the agent user's isolation and sessions moving between
+ * instances, a test still runs on each.)
+ */
+export const REAL_CLI_BACKENDS: Backend[] = ["pglite"];
+
 export interface TestDatabase extends DatabaseHandle {
   /** The connection URL (postgres only), for code that opens its own connection. */
   url?: string;

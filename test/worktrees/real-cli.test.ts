@@ -8,7 +8,7 @@ import { sessions } from "../../src/store/schema.js";
 import { SessionSweeper } from "../../src/worktrees/sweep.js";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
-import { BACKENDS } from "../support/db.js";
+import { REAL_CLI_BACKENDS } from "../support/db.js";
 import { chunk, type MockAnthropic, startMockAnthropic } from "../support/mock-anthropic.js";
 import { git, gitOk, makeRepo, type TestRepo } from "./repo.js";
 
@@ -34,7 +34,7 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 /** `git commit` as the agent runs it: the CLI's HOME has no git identity. */
 const COMMIT = "git -c user.email=agent@test.invalid -c user.name=agent commit -q";
 
-describe.each(BACKENDS)("worktree mode with the real claude CLI on %s", (backend) => {
+describe.each(REAL_CLI_BACKENDS)("worktree mode with the real claude CLI on %s", (backend) => {
   let mock: MockAnthropic;
   let ce: ClaudeEnv;
   let repo: TestRepo;
@@ -263,7 +263,7 @@ describe.each(BACKENDS)("worktree mode with the real claude CLI on %s", (backend
   });
 });
 
-describe.each(BACKENDS)("worktree sessions outside a git repository on %s", (backend) => {
+describe.each(REAL_CLI_BACKENDS)("worktree sessions outside a git repository on %s", (backend) => {
   let repo: TestRepo;
   let t: TestApp;
 

@@ -9,7 +9,7 @@ import { runs } from "../../../src/store/schema.js";
 import { createHook, deliver, getRun, isFinished, until } from "../../hooks/support.js";
 import { createTestApp, listen, type TestApp } from "../../support/app.js";
 import { CODEX_TEST_MODEL, type CodexEnv, makeCodexEnv } from "../../support/codex-env.js";
-import { BACKENDS } from "../../support/db.js";
+import { REAL_CLI_BACKENDS } from "../../support/db.js";
 import { PNG_1X1 } from "../../support/images.js";
 import { holdUntilReleased } from "../../support/mock-anthropic.js";
 import {
@@ -32,7 +32,7 @@ const json = (body: unknown) => ({
   body: JSON.stringify(body),
 });
 
-describe.each(BACKENDS)("codex sessions through HTTP on %s", (backend) => {
+describe.each(REAL_CLI_BACKENDS)("codex sessions through HTTP on %s", (backend) => {
   let mock: MockOpenAI;
   let ce: CodexEnv;
   let t: TestApp;
