@@ -123,7 +123,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("two servers on one Postgres", (
 
   it("fire each tick once", async () => {
     fake = await fakeCli(streamedReply(["ok"]));
-    const database = await createServerDatabase();
+    const database = await createServerDatabase({ migrated: true });
     drop = database.drop;
     const env = {
       DATABASE_URL: database.url,

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { TestProject } from "vitest/node";
 import { buildServer } from "./build.js";
+import { makeMigratedTemplate } from "./db.js";
 import { makeMigratedCluster } from "./pglite-template.js";
 
 declare module "vitest" {
@@ -15,14 +16,16 @@ declare module "vitest" {
 }
 
 // Once per test run, before any test process starts: the migrated cluster every embedded test
-// database is copied from (made here so that concurrent test processes do not each make it), and
+// database is copied from, and the migrated template database of the Postgres server's (made here
+// so that concurrent test processes do not each make them), and
 // the dir those copies go in, which goes at the end with any copy a test left behind; and the
 // server compiled once for the tests that start it as a process.
 export default async function setup(project: TestProject): Promise<() => void> {
   await makeMigratedCluster();
+  await makeMigratedTemplate();
   const dataDirs = mkdtempSync(join(tmpdir(), "agent-bridge-test-dbs-"));
   project.provide("testDataDirs", dataDirs);
-  const build = buildServer();
+  const build = await buildServer();
   project.provide("serverBuild", build);
   return () => {
     rmSync(dataDirs, { recursive: true, force: true });

@@ -16,9 +16,9 @@ import { result, systemInit, textDelta } from "./stream-json-lines.js";
 
 export type Cleanups = (() => Promise<void>)[];
 
-/** A new database on the test Postgres server; its URL. */
+/** A new database on the test Postgres server, migrated; its URL. */
 export async function clusterDatabase(cleanups: Cleanups): Promise<string> {
-  const { url, drop } = await createServerDatabase();
+  const { url, drop } = await createServerDatabase({ migrated: true });
   cleanups.push(drop);
   return url;
 }

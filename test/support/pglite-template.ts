@@ -59,7 +59,9 @@ for (const entry of readdirSync(migrations, { recursive: true, withFileTypes: tr
     const file = path.join(entry.parentPath, entry.name);
     migrationsHash.update(path.relative(migrations, file)).update(readFileSync(file));
   }
-const migrated = `${template}-migrated-${migrationsHash.digest("hex").slice(0, 16)}`;
+/** What the migrations hold: a template made from other migrations is not used. */
+export const migrationsDigest = migrationsHash.digest("hex").slice(0, 16);
+const migrated = `${template}-migrated-${migrationsDigest}`;
 
 /**
  * Makes the migrated cluster if no earlier run made it: the test run's global setup does, before
