@@ -21,6 +21,8 @@ import {
 
 /** How long shutdown waits for the collector to take the last spans. */
 const TRACES_FLUSH_MS = 5000;
+/** How long shutdown lets open connections take their last bytes, and the database close. */
+const CLOSE_MS = 5000;
 
 /** A start-up failure found here, its message written for the operator. */
 class StartupError extends Error {}
@@ -185,6 +187,19 @@ async function shutdown(signal: string) {
   stopping = true;
   const { server, database, deps, sweeper, outbox, scheduler } = service;
   logger.info("shutting down", { signal, grace_ms: config.runs.shutdownGraceMs });
+  // A database that stops answering (a partition, a frozen server) fails no statement: shutdown
+  // would wait on it for good. Past what each step below may take, the process goes anyway, and
+  // what it could not record the next instance's recovery closes, as after a crash.
+  const boundMs =
+    config.runs.shutdownGraceMs +
+    config.runs.dbOutageBoundMs +
+    config.hooks.callback.timeoutMs +
+    (config.tracing ? TRACES_FLUSH_MS : 0) +
+    2 * CLOSE_MS;
+  setTimeout(() => {
+    logger.error("shutdown did not finish in time; exiting without it", { bound_ms: boundMs });
+    process.exit(1);
+  }, boundMs).unref();
   await sweeper.stop();
   await scheduler.stop();
   // Runs first: each gets its completion, which also ends the SSE streams following it.
@@ -203,7 +218,7 @@ async function shutdown(signal: string) {
     server.close(() => resolve());
     setTimeout(() => {
       if ("closeAllConnections" in server) server.closeAllConnections();
-    }, 5000).unref();
+    }, CLOSE_MS).unref();
   });
   // Followers of other instances' runs were woken until here.
   deps.doorbell.stop();

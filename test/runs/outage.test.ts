@@ -10,6 +10,7 @@ import { createTestAppOn, httpApi, listen, type TestApp } from "../support/app.j
 import { createDatabaseOn } from "../support/db.js";
 import type { FakeScenario } from "../support/fake-cli.js";
 import { type OwnPostgres, ownPostgresAvailable, startOwnPostgres } from "../support/pg-server.js";
+import { type ServerProcess, startServer } from "../support/server.js";
 import { SseReader } from "../support/sse.js";
 
 // The database goes away under a running run (a Postgres restart, a failover): the run's log
@@ -45,6 +46,34 @@ describe.runIf(ownPostgresAvailable)("a database outage during a run", () => {
     pg = await startOwnPostgres();
   });
   afterAll(() => pg?.destroy());
+
+  // A database that answers nothing fails no statement: shutdown must not wait on it for good.
+  describe("a server told to stop while its database answers nothing", () => {
+    let thaw: (() => void) | undefined;
+    let server: ServerProcess | undefined;
+    // Before the server's own Postgres is stopped, should the test have failed with both hanging.
+    afterAll(async () => {
+      thaw?.();
+      await server?.stop("SIGKILL");
+    });
+
+    it("exits within its bound, saying so", { timeout: 120_000 }, async () => {
+      const url = await createDatabaseOn(pg.url, `frozen_${randomBytes(4).toString("hex")}`);
+      server = await startServer({
+        DATABASE_URL: url,
+        AGENT_BRIDGE_SHUTDOWN_GRACE_SECONDS: "0",
+        AGENT_BRIDGE_DB_OUTAGE_SECONDS: "1",
+        AGENT_BRIDGE_CALLBACK_TIMEOUT_MS: "100",
+      });
+      thaw = pg.freeze();
+      server.child.kill("SIGTERM");
+      // No wait of its own: the test's timeout bounds it (the server's bound is 11.1 s here).
+      expect(await server.exited).toBe(1);
+      expect(server.output()).toMatch(
+        /"msg":"shutdown did not finish in time; exiting without it"/,
+      );
+    });
+  });
 
   // On the test's own Postgres server: claude and codex alike.
   describe.each(agentMatrix.filter((a) => a.db === "pglite"))("$agent", (agent: AgentCase) => {

@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { chownSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { chownSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 import { freePort } from "./server.js";
@@ -15,6 +15,11 @@ export interface OwnPostgres {
   stop(): void;
   /** Starts it again on the same port and data. */
   start(): void;
+  /**
+   * Stops its processes (SIGSTOP) without closing a connection: every statement then waits, with
+   * no error, as across a network partition. Returns what lets them go on (SIGCONT).
+   */
+  freeze(): () => void;
   /** Starts it unless it runs (after a test that failed while it was stopped). */
   ensureStarted(): void;
   /** Stops it for good and removes its files. */
@@ -65,6 +70,16 @@ export async function startOwnPostgres(): Promise<OwnPostgres> {
     stop: () => {
       stop();
       running = false;
+    },
+    freeze: () => {
+      const [postmaster] = readFileSync(join(data, "postmaster.pid"), "utf8").split("\n");
+      // Its children first: a stopped postmaster starts no new one meanwhile.
+      const children = execFileSync("pgrep", ["-P", String(postmaster)], { encoding: "utf8" });
+      const pids = [...children.split("\n").filter(Boolean), postmaster].map(Number);
+      for (const pid of pids) process.kill(pid, "SIGSTOP");
+      return () => {
+        for (const pid of pids) process.kill(pid, "SIGCONT");
+      };
     },
     ensureStarted: () => {
       if (!running) start();
