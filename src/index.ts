@@ -23,6 +23,8 @@ import {
 const TRACES_FLUSH_MS = 5000;
 /** How long shutdown lets open connections take their last bytes, and the database close. */
 const CLOSE_MS = 5000;
+/** How long a step of shutdown may take before the log says that shutdown waits on it. */
+const SLOW_STEP_MS = 3000;
 
 /** A start-up failure found here, its message written for the operator. */
 class StartupError extends Error {}
@@ -200,29 +202,44 @@ async function shutdown(signal: string) {
     logger.error("shutdown did not finish in time; exiting without it", { bound_ms: boundMs });
     process.exit(1);
   }, boundMs).unref();
-  await sweeper.stop();
-  await scheduler.stop();
+  // A step still going after a few seconds is named, so that a slow stop says what it waits on.
+  const step = async <T>(name: string, work: () => Promise<T>): Promise<T> => {
+    const slow = setTimeout(() => logger.warn("shutdown is waiting", { on: name }), SLOW_STEP_MS);
+    try {
+      return await work();
+    } finally {
+      clearTimeout(slow);
+    }
+  };
+  await step("the session sweep", () => sweeper.stop());
+  await step("the scheduler", () => scheduler.stop());
   // Runs first: each gets its completion, which also ends the SSE streams following it.
-  await deps.runs.shutdown(config.runs.shutdownGraceMs);
+  await step("the runs", () => deps.runs.shutdown(config.runs.shutdownGraceMs));
   // Its runs are closed: the instance's end, so that no other waits out its lease.
-  await deps.lease
-    .stop()
-    .catch((err) => logger.warn("could not record this instance's end", { error: String(err) }));
+  await step("the instance's lease", () =>
+    deps.lease
+      .stop()
+      .catch((err) => logger.warn("could not record this instance's end", { error: String(err) })),
+  );
   // Callbacks not sent yet stay in the outbox for the next start.
-  await outbox.stop();
+  await step("the callback outbox", () => outbox.stop());
   // The runs' last capture lines and spans: all written, the spans sent for a few seconds at most.
-  await deps.capture?.flushed();
-  await deps.tracing.shutdown(TRACES_FLUSH_MS);
+  await step("the debug capture", async () => deps.capture?.flushed());
+  await step("the trace exporter", () => deps.tracing.shutdown(TRACES_FLUSH_MS));
   // Streams now end by themselves after their completion; give their last bytes a moment.
-  await new Promise<void>((resolve) => {
-    server.close(() => resolve());
-    setTimeout(() => {
-      if ("closeAllConnections" in server) server.closeAllConnections();
-    }, CLOSE_MS).unref();
-  });
+  await step(
+    "open connections",
+    () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        setTimeout(() => {
+          if ("closeAllConnections" in server) server.closeAllConnections();
+        }, CLOSE_MS).unref();
+      }),
+  );
   // Followers of other instances' runs were woken until here.
   deps.doorbell.stop();
-  await database.close();
+  await step("the database", () => database.close());
   process.exit(0);
 }
 process.on("SIGTERM", () => void shutdown("SIGTERM"));

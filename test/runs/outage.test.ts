@@ -57,7 +57,7 @@ describe.runIf(ownPostgresAvailable)("a database outage during a run", () => {
       await server?.stop("SIGKILL");
     });
 
-    it("exits within its bound, saying so", { timeout: 120_000 }, async () => {
+    it("exits within its bound, saying what it waited on", { timeout: 120_000 }, async () => {
       const url = await createDatabaseOn(pg.url, `frozen_${randomBytes(4).toString("hex")}`);
       server = await startServer({
         DATABASE_URL: url,
@@ -69,6 +69,8 @@ describe.runIf(ownPostgresAvailable)("a database outage during a run", () => {
       server.child.kill("SIGTERM");
       // No wait of its own: the test's timeout bounds it (the server's bound is 11.1 s here).
       expect(await server.exited).toBe(1);
+      // What it waited on, said while it waited: the first statement of its stop.
+      expect(server.output()).toMatch(/"msg":"shutdown is waiting","on":"the instance's lease"/);
       expect(server.output()).toMatch(
         /"msg":"shutdown did not finish in time; exiting without it"/,
       );

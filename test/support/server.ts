@@ -106,11 +106,13 @@ export async function startServer(
   );
   const url = `http://127.0.0.1:${port}`;
   const exited = once(child, "exit").then(() => child.exitCode);
-  const stopBoundMs = (Number(env.AGENT_BRIDGE_SHUTDOWN_GRACE_SECONDS ?? 30) + 15) * 1000;
+  const stopBoundMs = (Number(env.AGENT_BRIDGE_SHUTDOWN_GRACE_SECONDS ?? 30) + 30) * 1000;
   const stop = async (signal: NodeJS.Signals = "SIGTERM") => {
     if (child.exitCode === null && child.signalCode === null) child.kill(signal);
     // A server that does not stop is a failure that says what it printed, not a hook timeout:
-    // it has its shutdown grace for its runs, and takes well under a second besides.
+    // it has its shutdown grace for its runs, and takes well under a second besides, but up to
+    // 10 s to close open connections and the database, and more on a loaded machine (a step
+    // that takes over 3 s is named in its output).
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<"late">((resolve) => {
       timer = setTimeout(() => resolve("late"), stopBoundMs);
