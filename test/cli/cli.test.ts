@@ -127,6 +127,7 @@ describe("the agent-bridge command", () => {
         { emit: systemInit() },
         { emit: controlRequest("req_cli", "Bash", { command: "make" }, "toolu_cli") },
         { waitStdin: "control_response" },
+        { mark: "answered" },
         { emit: result({ result: "Made." }) },
       ],
     });
@@ -141,6 +142,8 @@ describe("the agent-bridge command", () => {
       const again = await on(asking)("runs", "approve", run.id, "req_cli", "--deny");
       expect(again.code).not.toBe(EXIT.ok);
       expect(again.stderr).toMatch(/no longer pending/);
+      // The answer reaches the CLI after the route has answered (seen in CI: not yet there).
+      await asking.fake.waitForMark("answered");
       const answer = (await asking.fake.record()).stdin.find((l) => l.includes("req_cli"));
       expect(JSON.parse(answer ?? "{}").response.response).toMatchObject({ behavior: "allow" });
     } finally {
