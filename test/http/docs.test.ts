@@ -70,7 +70,12 @@ describe("the API reference at /docs", () => {
     });
     afterAll(() => server.close());
 
-    it("renders the routes, fetching nothing from elsewhere and breaking no policy (screenshot in test-artifacts/docs.png)", async () => {
+    // A whole browser starting and rendering the reference on a 2-core machine beside three other
+    // test files: 5-15 s in CI, and past the default 60 s once when the machine ran slow. The
+    // waits end the moment the page shows the text; these are only their bounds.
+    it("renders the routes, fetching nothing from elsewhere and breaking no policy (screenshot in test-artifacts/docs.png)", {
+      timeout: 180_000,
+    }, async () => {
       // Launched in the test, so that a missing Chromium fails it (with how to install one).
       const browser = await launchOfflineChromium();
       onTestFinished(() => browser.close());
@@ -97,7 +102,7 @@ describe("the API reference at /docs", () => {
       await page.send("Page.navigate", {
         url: `${server.url}/docs#tag/runs/POST/v1/sessions/{id}/messages`,
       });
-      const rendered = await page.waitForText("/v1/sessions/{id}/messages").then(
+      const rendered = await page.waitForText("/v1/sessions/{id}/messages", 120_000).then(
         () => true,
         (error: Error) => error.message,
       );
