@@ -138,11 +138,7 @@ export class Execution {
     run.outcome = status;
     appendStarted(run, new Date(), this.watch(run).trace);
     await run.log.drain().catch(() => {});
-    const completion = bareCompletion(status, reason);
-    await this.complete(
-      run,
-      status === "cancelled" ? { ...completion, error_code: "cancelled" } : completion,
-    );
+    await this.complete(run, ended(bareCompletion(status, reason), status, reason));
   }
 
   /** The log of a finished run whose completion is not stored yet: subscribers still read it. */
