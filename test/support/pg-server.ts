@@ -73,10 +73,11 @@ export async function startOwnPostgres(): Promise<OwnPostgres> {
     },
     freeze: () => {
       const [postmaster] = readFileSync(join(data, "postmaster.pid"), "utf8").split("\n");
-      // Its children first: a stopped postmaster starts no new one meanwhile.
+      // The postmaster first: stopped, it starts no child after its children are listed.
+      process.kill(Number(postmaster), "SIGSTOP");
       const children = execFileSync("pgrep", ["-P", String(postmaster)], { encoding: "utf8" });
-      const pids = [...children.split("\n").filter(Boolean), postmaster].map(Number);
-      for (const pid of pids) process.kill(pid, "SIGSTOP");
+      const pids = [Number(postmaster), ...children.split("\n").filter(Boolean).map(Number)];
+      for (const pid of pids.slice(1)) process.kill(pid, "SIGSTOP");
       return () => {
         for (const pid of pids) process.kill(pid, "SIGCONT");
       };
