@@ -71,13 +71,20 @@ export async function createDatabaseOn(
   name: string,
   template?: string,
 ): Promise<string> {
+  await onServer(serverUrl, (admin) =>
+    admin.unsafe(`create database ${name}${template ? ` template ${template}` : ""}`),
+  );
+  return databaseUrl(serverUrl, name);
+}
+
+/** Runs `work` over one connection to the Postgres server at `serverUrl`, closed after. */
+async function onServer<T>(serverUrl: string, work: (admin: postgres.Sql) => Promise<T>) {
   const admin = postgres(serverUrl, { max: 1, onnotice: () => {} });
   try {
-    await admin.unsafe(`create database ${name}${template ? ` template ${template}` : ""}`);
+    return await work(admin);
   } finally {
     await admin.end();
   }
-  return databaseUrl(serverUrl, name);
 }
 
 function databaseUrl(serverUrl: string, name: string): string {
@@ -95,16 +102,16 @@ const migratedTemplate = `agent_bridge_template_${migrationsDigest}`;
  * name and renamed when done, so that a maker killed midway leaves no half-migrated template.
  */
 export async function makeMigratedTemplate(): Promise<void> {
-  if (!serverUrl) return;
-  const admin = postgres(serverUrl, { max: 1, onnotice: () => {} });
-  const exists = async () =>
-    (await admin`select 1 from pg_database where datname = ${migratedTemplate}`).length > 0;
-  try {
+  const url = serverUrl;
+  if (!url) return;
+  await onServer(url, async (admin) => {
+    const exists = async () =>
+      (await admin`select 1 from pg_database where datname = ${migratedTemplate}`).length > 0;
     if (await exists()) return;
     const making = `agent_bridge_template_making_${randomBytes(4).toString("hex")}`;
     await admin.unsafe(`create database ${making}`);
     try {
-      await (await openDatabase({ kind: "postgres", url: databaseUrl(serverUrl, making) })).close();
+      await (await openDatabase({ kind: "postgres", url: databaseUrl(url, making) })).close();
       // A rename waits for no connection: those the migration used may still be going away.
       await admin`select pg_terminate_backend(pid) from pg_stat_activity where datname = ${making}`;
       await admin.unsafe(`alter database ${making} rename to ${migratedTemplate}`);
@@ -113,9 +120,7 @@ export async function makeMigratedTemplate(): Promise<void> {
       // Another run's setup may have made it meanwhile.
       if (!(await exists())) throw err;
     }
-  } finally {
-    await admin.end();
-  }
+  });
 }
 
 /**
@@ -131,12 +136,9 @@ export async function createServerDatabase(
   return {
     url: await createDatabaseOn(serverUrl, name, template),
     drop: async () => {
-      const sql = postgres(serverUrl, { max: 1, onnotice: () => {} });
-      try {
-        await sql.unsafe(`drop database if exists ${name} with (force)`);
-      } finally {
-        await sql.end();
-      }
+      await onServer(serverUrl, (admin) =>
+        admin.unsafe(`drop database if exists ${name} with (force)`),
+      );
     },
   };
 }
