@@ -28,7 +28,7 @@ import { createRouter } from "./http/router.js";
 import { mountRoutes } from "./http/routes/index.js";
 import { ATTACHMENTS_MAX_BYTES } from "./http/routes/runs/runs.schemas.js";
 import { StreamLimiter } from "./http/streams.js";
-import type { Logger } from "./log.js";
+import { errorText, type Logger } from "./log.js";
 import { Metrics } from "./metrics.js";
 import { resolveAgentUser } from "./process/agent-user.js";
 import { DRIVER_DEFAULTS } from "./process/driver.js";
@@ -103,7 +103,7 @@ export function buildDeps(
       doorbell.ringEveryone();
       runs.closeStranded().catch((err) =>
         logger.warn("could not close the runs pinned to a host that is gone", {
-          error: String(err),
+          error: errorText(err),
         }),
       );
     },

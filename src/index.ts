@@ -4,7 +4,7 @@ import { buildDeps, buildHookWorkers, buildSweeper, createApp } from "./app.js";
 import { prepareKeys } from "./auth/bootstrap.js";
 import { type Config, ConfigError, databaseTarget, loadConfig } from "./config.js";
 import type { AppEnv } from "./http/context.js";
-import { createLogger, errorFields, type Logger } from "./log.js";
+import { createLogger, errorFields, errorText, type Logger } from "./log.js";
 import { AgentUserError } from "./process/agent-user.js";
 import { installProcessGuards } from "./process-guards.js";
 import { DataDirLockedError } from "./store/data-dir-lock.js";
@@ -219,7 +219,9 @@ async function shutdown(signal: string) {
   await step("the instance's lease", () =>
     deps.lease
       .stop()
-      .catch((err) => logger.warn("could not record this instance's end", { error: String(err) })),
+      .catch((err) =>
+        logger.warn("could not record this instance's end", { error: errorText(err) }),
+      ),
   );
   // Callbacks not sent yet stay in the outbox for the next start.
   await step("the callback outbox", () => outbox.stop());

@@ -39,8 +39,28 @@ export function createLogger(
 /** A logger that drops everything: the default for library code and tests. */
 export const silentLogger: Logger = createLogger("error", {}, () => {});
 
-/** An error's message and stack as log fields: for the operator's log, never for a response. */
+/**
+ * An error and its causes in one line, for the operator's log: Drizzle's "Failed query: …" says
+ * which statement failed, and only its cause says why (the driver's own words and code).
+ */
+export function errorText(err: unknown): string {
+  const parts: string[] = [];
+  let e: unknown = err;
+  for (let depth = 0; e !== undefined && e !== null && depth < 8; depth++) {
+    if (!(e instanceof Error)) {
+      parts.push(String(e));
+      break;
+    }
+    const code = (e as { code?: unknown }).code;
+    const text = e.name === "Error" ? e.message : `${e.name}: ${e.message}`;
+    parts.push(typeof code === "string" && !text.includes(code) ? `${text} [${code}]` : text);
+    e = e.cause;
+  }
+  return parts.join(": ");
+}
+
+/** An error's message, causes and stack as log fields: for the operator's log, never for a response. */
 export function errorFields(err: unknown): { error: string; stack?: string } {
   if (!(err instanceof Error)) return { error: String(err) };
-  return { error: err.message, ...(err.stack ? { stack: err.stack } : {}) };
+  return { error: errorText(err), ...(err.stack ? { stack: err.stack } : {}) };
 }

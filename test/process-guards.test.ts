@@ -1,5 +1,6 @@
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { errorText } from "../src/log.js";
 import { runCommand } from "./support/process.js";
 
 // A rejection nobody handled is logged with its stack, and the process goes on: one run's bug
@@ -42,5 +43,20 @@ describe("the process guards", () => {
     const { code, stdout } = await run(false);
     expect(stdout).toBe("");
     expect(code).toBe(1);
+  });
+});
+
+describe("an error in the log", () => {
+  // Drizzle's "Failed query: …" names the statement; only its cause says why it failed.
+  it("carries each of its causes, with the driver's code", () => {
+    const driver = Object.assign(new Error("terminating connection due to administrator command"), {
+      name: "PostgresError",
+      code: "57P01",
+    });
+    const query = new Error("Failed query: select 1\nparams: ", { cause: driver });
+    expect(errorText(query)).toBe(
+      "Failed query: select 1\nparams: : PostgresError: terminating connection due to administrator command [57P01]",
+    );
+    expect(errorText("a string")).toBe("a string");
   });
 });

@@ -1,4 +1,4 @@
-import type { Logger } from "../log.js";
+import { errorText, type Logger } from "../log.js";
 
 // Queued runs that no instance owns (written by an instance with no free slot, pinned to a
 // worktree's host, or handed back by one shutting down) are claimed by an instance with a free
@@ -33,7 +33,7 @@ export class Claimer {
           }
         } catch (err) {
           // The next ring or lease tick looks again.
-          this.opts.logger.warn("could not claim a queued run", { error: String(err) });
+          this.opts.logger.warn("could not claim a queued run", { error: errorText(err) });
         }
       } while (this.again);
     })().finally(() => {

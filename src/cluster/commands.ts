@@ -1,4 +1,4 @@
-import type { Logger } from "../log.js";
+import { errorText, type Logger } from "../log.js";
 import { postRunCommand, type RunCommand, takeRunCommands } from "../store/commands.js";
 import type { Database } from "../store/db.js";
 import { lastEventSeqs } from "../store/events.js";
@@ -67,7 +67,7 @@ export class CommandInbox {
         } catch (err) {
           // The next ring or lease tick looks again.
           this.opts.logger.warn("could not read the commands for this instance's runs", {
-            error: String(err),
+            error: errorText(err),
           });
         }
       } while (this.again);

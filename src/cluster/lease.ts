@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { Logger } from "../log.js";
+import { errorText, type Logger } from "../log.js";
 import { bootId } from "../process/groups.js";
 import type { Database } from "../store/db.js";
 import {
@@ -127,7 +127,7 @@ export class InstanceLease {
         if (!this.failing) {
           this.failing = true;
           this.opts.logger.warn("could not renew the instance's lease or sweep dead instances", {
-            error: String(err),
+            error: errorText(err),
           });
         }
       } finally {

@@ -2,7 +2,7 @@ import { createHash, randomUUID } from "node:crypto";
 import { AgentUnavailableError } from "../agents/registry.js";
 import { BudgetExhaustedError, PolicyDeniedError } from "../auth/policy.js";
 import { type Config, defaultModel } from "../config.js";
-import type { Logger } from "../log.js";
+import { errorFields, errorText, type Logger } from "../log.js";
 import {
   KeyRunLimitError,
   QueueFullError,
@@ -232,7 +232,7 @@ async function start(
       deps.logger.error("a hook delivery could not start its run", {
         hook: hook.name,
         delivery_id: delivery.deliveryId,
-        error: err instanceof Error ? (err.stack ?? err.message) : String(err),
+        ...errorFields(err),
       });
     }
     const detail = refusal ? (err as Error).message : INTERNAL_FAILURE;
@@ -257,7 +257,7 @@ async function settle(
     deps.logger.error("could not record a hook delivery's outcome", {
       delivery_id: delivery.deliveryId,
       outcome: outcome.outcome,
-      error: String(err),
+      error: errorText(err),
     });
   });
 }

@@ -1,5 +1,5 @@
 import type { Cidr } from "../config.js";
-import type { Logger } from "../log.js";
+import { errorText, type Logger } from "../log.js";
 import type { Database } from "../store/db.js";
 import { publicErrorText } from "../store/errors.js";
 import * as store from "../store/hooks.js";
@@ -74,7 +74,7 @@ export class CallbackOutbox {
     }
     const asked = this.passAsked.splice(0);
     this.draining = this.drain()
-      .catch((err) => this.opts.logger.error("callback outbox failed", { error: String(err) }))
+      .catch((err) => this.opts.logger.error("callback outbox failed", { error: errorText(err) }))
       .finally(() => {
         this.draining = undefined;
         for (const resolve of asked) resolve();
@@ -166,10 +166,4 @@ export class CallbackOutbox {
       stopping: this.stopping.signal,
     });
   }
-}
-
-function errorText(err: unknown): string {
-  if (!(err instanceof Error)) return String(err);
-  const cause = (err as { cause?: unknown }).cause;
-  return cause instanceof Error ? `${err.message} (${cause.message})` : err.message;
 }

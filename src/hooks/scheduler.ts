@@ -1,4 +1,5 @@
 import { Cron } from "croner";
+import { errorText } from "../log.js";
 import { scheduledHooks } from "../store/hooks.js";
 import type { HookRow } from "../store/schema.js";
 import { fireSchedule, type HookDeps } from "./deliveries.js";
@@ -56,7 +57,7 @@ export class Scheduler {
     try {
       hooks = await scheduledHooks(this.deps.db);
     } catch (err) {
-      logger.error("could not read the scheduled hooks", { error: String(err) });
+      logger.error("could not read the scheduled hooks", { error: errorText(err) });
       return;
     }
     const present = new Set(hooks.map((h) => h.id));
@@ -85,7 +86,7 @@ export class Scheduler {
           logger.error("a scheduled run could not start", {
             hook: hook.name,
             fire_time: at.toISOString(),
-            error: String(err),
+            error: errorText(err),
           });
         }
       }

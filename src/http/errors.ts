@@ -5,6 +5,7 @@ import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { ZodError } from "zod";
 import { AgentUnavailableError } from "../agents/registry.js";
 import { BudgetExhaustedError, PolicyDeniedError } from "../auth/policy.js";
+import { errorFields } from "../log.js";
 import {
   IdempotencyConflictError,
   KeyRunLimitError,
@@ -181,7 +182,7 @@ export const onError: ErrorHandler<AppEnv> = (err, c) => {
   }
   c.get("logger")?.error("unhandled error", {
     request_id: c.get("requestId"),
-    error: err instanceof Error ? (err.stack ?? err.message) : String(err),
+    ...errorFields(err),
   });
   return problemResponse(
     c,

@@ -1,5 +1,5 @@
 import type { MiddlewareHandler } from "hono";
-import type { Logger } from "../log.js";
+import { errorText, type Logger } from "../log.js";
 import type { Database } from "../store/db.js";
 import { takeToken } from "../store/rate-limits.js";
 import type { AppEnv } from "./context.js";
@@ -20,7 +20,7 @@ export function rateLimit(
     const waitSeconds = await takeToken(db, c.var.principal.keyId ?? "anonymous", perMinute).catch(
       (err: unknown) => {
         logger.warn("could not count a request against its key's rate limit", {
-          error: String(err),
+          error: errorText(err),
         });
         return 0;
       },

@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import type { Logger } from "../log.js";
+import { errorFields, type Logger } from "../log.js";
 import { type LogView, positionIn, type SequencedEvent } from "../store/events.js";
 
 const encoder = new TextEncoder();
@@ -108,7 +108,7 @@ export function sseResponse(
             }
           } catch (err) {
             opts.logger.error("event stream failed", {
-              error: err instanceof Error ? (err.stack ?? err.message) : String(err),
+              ...errorFields(err),
             });
             send(STREAM_FAILED);
           } finally {

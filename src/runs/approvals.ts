@@ -3,7 +3,7 @@ import { ASK_USER_QUESTION } from "../agents/claude/tools.js";
 import { isRecord } from "../agents/line-fields.js";
 import type { Approvals as ApprovalMode } from "../agents/settings.js";
 import type { BridgeEvent } from "../events.js";
-import type { Logger } from "../log.js";
+import { errorText, type Logger } from "../log.js";
 import type { Database } from "../store/db.js";
 import {
   allowToolsForSession,
@@ -93,7 +93,7 @@ export class Approvals {
         } catch (err) {
           this.opts.logger.error("could not close the run's permission requests", {
             run_id: run.id,
-            error: String(err),
+            error: errorText(err),
           });
         }
       },
@@ -212,7 +212,7 @@ export class Approvals {
     } catch (err) {
       this.opts.logger.error("could not record a permission request; it is denied", {
         run_id: run.id,
-        error: String(err),
+        error: errorText(err),
       });
       appendRequest(run, request, null);
       if (this.take(waiter)) {
@@ -262,7 +262,7 @@ export class Approvals {
       this.opts.logger.error("could not record how a permission request ended", {
         run_id: run.id,
         state: resolution.state,
-        error: String(err),
+        error: errorText(err),
       });
     }
     await this.deliver(waiter, answer, how);
@@ -300,7 +300,7 @@ export class Approvals {
       } catch (err) {
         this.opts.logger.error("could not record a withdrawn permission request", {
           run_id: run.id,
-          error: String(err),
+          error: errorText(err),
         });
       }
     });

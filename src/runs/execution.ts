@@ -7,7 +7,7 @@ import {
   type RunGate,
 } from "../auth/policy.js";
 import { type BridgeEvent, bareCompletion, type CompletionEvent } from "../events.js";
-import type { Logger } from "../log.js";
+import { errorText, type Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
 import { bootId } from "../process/groups.js";
 import type { AgentIdentity, TenantHomes } from "../process/tenant-homes.js";
@@ -82,7 +82,7 @@ export class Execution {
     // Recorded while the CLI starts: recovery closes queued and running runs alike, and the run's
     // end is recorded only after this (one statement less before the first event).
     const marking = markRunning(db, row.id, startedAt).catch((err) =>
-      logger.error("could not mark the run running", { run_id: row.id, error: String(err) }),
+      logger.error("could not mark the run running", { run_id: row.id, error: errorText(err) }),
     );
     appendStarted(run, startedAt, trace);
     let events: AsyncGenerator<BridgeEvent[]> | undefined;
@@ -123,7 +123,7 @@ export class Execution {
       // Lets the back-end stop the agent's group; resolves once it is gone.
       await events?.return(undefined);
     } catch (err) {
-      logger.error("stopping the CLI failed", { run_id: row.id, error: String(err) });
+      logger.error("stopping the CLI failed", { run_id: row.id, error: errorText(err) });
     }
     // Whatever the CLI wrote after its outcome.
     await storeTranscript();
@@ -203,7 +203,7 @@ export class Execution {
           void setRunPgid(db, row.id, pgid, bootId()).catch((err) =>
             logger.warn("could not record the CLI's process group", {
               run_id: row.id,
-              error: String(err),
+              error: errorText(err),
             }),
           ),
         runId: row.id,
@@ -225,7 +225,7 @@ export class Execution {
     void setAgentSessionId(db, run.row, agentSessionId).catch((err) =>
       logger.warn("could not record the agent's session id", {
         run_id: run.row.id,
-        error: String(err),
+        error: errorText(err),
       }),
     );
   }
@@ -244,7 +244,7 @@ export class Execution {
       logger.error("a run's event log could not be stored", { run_id: run.row.id, error });
     } else {
       error = "the bridge failed running the CLI; see its log";
-      logger.error("run failed unexpectedly", { run_id: run.row.id, error: String(err) });
+      logger.error("run failed unexpectedly", { run_id: run.row.id, error: errorText(err) });
     }
     run.outcome = run.cancelled ? "cancelled" : "failed";
     return reported
@@ -267,7 +267,7 @@ export class Execution {
     } catch (err) {
       this.opts.logger.error("could not restore the session's transcript", {
         session_id: run.session.id,
-        error: String(err),
+        error: errorText(err),
       });
     }
   }
@@ -286,7 +286,7 @@ export class Execution {
     } catch (err) {
       this.opts.logger.error("could not store the session's transcript", {
         session_id: run.session.id,
-        error: String(err),
+        error: errorText(err),
       });
     }
   }
@@ -299,7 +299,7 @@ export class Execution {
     } catch (err) {
       logger.error("could not restore the session's worktree", {
         session_id: session.id,
-        error: String(err),
+        error: errorText(err),
       });
     }
   }
@@ -315,7 +315,7 @@ export class Execution {
     } catch (err) {
       this.opts.logger.error("could not record the session's worktree", {
         session_id: session.id,
-        error: String(err),
+        error: errorText(err),
       });
     }
   }

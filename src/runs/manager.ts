@@ -7,7 +7,7 @@ import { stopElsewhere } from "../cluster/commands.js";
 import type { Doorbell } from "../cluster/doorbell.js";
 import type { DeadInstance } from "../cluster/lease.js";
 import { followElsewhere } from "../cluster/remote-follower.js";
-import type { Logger } from "../log.js";
+import { errorText, type Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
 import type { TenantHomes } from "../process/tenant-homes.js";
 import { postRunCommand, type RunCommand } from "../store/commands.js";
@@ -148,7 +148,7 @@ export class RunManager {
         failed: (sessionId, err) =>
           opts.logger.error("could not start a run waiting for its session", {
             session_id: sessionId,
-            error: String(err),
+            error: errorText(err),
           }),
       },
     );
@@ -385,7 +385,7 @@ export class RunManager {
         `a${command.kind === "answer" ? "n" : ""} ${command.kind} from another instance found the run ending already`,
         {
           run_id: command.runId,
-          error: String(err),
+          error: errorText(err),
         },
       ),
     );
@@ -665,7 +665,7 @@ export class RunManager {
       logger.info("handed a queued run over to the other instances", { run_id: run.id });
       return true;
     } catch (err) {
-      logger.error("could not hand a queued run over", { run_id: run.id, error: String(err) });
+      logger.error("could not hand a queued run over", { run_id: run.id, error: errorText(err) });
       return false;
     }
   }
@@ -721,7 +721,7 @@ export class RunManager {
       } catch (err) {
         this.opts.logger.error("a completion listener failed", {
           run_id: runId,
-          error: String(err),
+          error: errorText(err),
         });
       }
     }

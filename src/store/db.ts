@@ -164,9 +164,24 @@ async function initializeDataDir(dataDir: string): Promise<void> {
   if (code !== 0) throw new Error(`initdb exited with code ${code}`);
 }
 
+/**
+ * How long a connection of the pool waits before it connects again, in seconds, after `failures`
+ * failed connects in a row across the pool. postgres.js's default grows to 20 s after about eight,
+ * which a database outage of a few seconds reaches at once (every connection of the pool fails):
+ * statements asked for once the database was back then waited up to 20 s for their connection,
+ * holding a run's events and a shutdown. Statements that must ride out an outage are paced by
+ * their own retries (retry.ts), so reconnecting needs only a short, jittered pause.
+ */
+const reconnectDelaySeconds = (failures: number) =>
+  Math.min(0.05 * 2 ** failures, 1) * (0.5 + Math.random() / 2);
+
 async function openPostgres(url: string, poolSize = 10): Promise<DatabaseHandle> {
   // `onnotice` silenced: migrations' "relation already exists, skipping" notices are noise.
-  const client = postgres(url, { max: poolSize, onnotice: () => {} });
+  const client = postgres(url, {
+    max: poolSize,
+    onnotice: () => {},
+    backoff: reconnectDelaySeconds,
+  });
   try {
     // Asked first, so that a server that cannot be reached is told apart from a failed migration.
     try {

@@ -9,7 +9,7 @@ import {
 } from "@opentelemetry/resources";
 import { BatchSpanProcessor, NodeTracerProvider } from "@opentelemetry/sdk-trace-node";
 import { ATTR_SERVICE_NAME } from "@opentelemetry/semantic-conventions";
-import type { Logger } from "../log.js";
+import { errorText, type Logger } from "../log.js";
 import { httpSpans } from "./http-spans.js";
 import { startRunTrace } from "./run-spans.js";
 import type { Tracing } from "./tracing.js";
@@ -24,7 +24,7 @@ export function startOtel(url: string, logger: Logger): Tracing {
   let failures = 0;
   setGlobalErrorHandler((err) => {
     failures++;
-    const fields = { endpoint: url, error: err instanceof Error ? err.message : String(err) };
+    const fields = { endpoint: url, error: errorText(err) };
     if (failures === 1) logger.error("could not export spans (later failures: debug)", fields);
     else logger.debug("could not export spans", { ...fields, failures });
   });
@@ -45,7 +45,7 @@ export function startOtel(url: string, logger: Logger): Tracing {
       const flushed = provider
         .shutdown()
         .catch((err) =>
-          logger.warn("could not send the last spans", { endpoint: url, error: String(err) }),
+          logger.warn("could not send the last spans", { endpoint: url, error: errorText(err) }),
         );
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([

@@ -1,4 +1,4 @@
-import type { Logger } from "../log.js";
+import { errorText, type Logger } from "../log.js";
 import type { RunManager } from "../runs/manager.js";
 import type { Database } from "../store/db.js";
 import { expireSession, idleSessions, sessionById } from "../store/expiry.js";
@@ -42,7 +42,7 @@ export class SessionSweeper {
     if (this.timer || this.stopped) return;
     const tick = () => {
       this.sweep().catch((err) =>
-        this.opts.logger.error("session sweep failed", { error: String(err) }),
+        this.opts.logger.error("session sweep failed", { error: errorText(err) }),
       );
     };
     this.timer = setInterval(tick, this.opts.intervalMs);
@@ -84,7 +84,7 @@ export class SessionSweeper {
         report.failed.push(id);
         logger.error("could not expire a session; the next sweep tries again", {
           session_id: id,
-          error: String(err),
+          error: errorText(err),
         });
       }
     }

@@ -7,8 +7,8 @@ import { getRun } from "../../src/store/runs.js";
 import { instances, worktrees } from "../../src/store/schema.js";
 import { saveSessionWorktree } from "../../src/store/worktrees.js";
 import { createHook, deliver, until as poll } from "../hooks/support.js";
+import { type Cleanups, undo } from "../support/cleanups.js";
 import {
-  type Cleanups,
   clusterDatabase,
   completions,
   heldCli,
@@ -27,7 +27,7 @@ import { makeRepo } from "../worktrees/repo.js";
 const cleanups: Cleanups = [];
 afterEach(async () => {
   // After each test, not the file: each test's servers hold Postgres connections.
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  await undo(cleanups);
 });
 
 async function database(url: string): Promise<DatabaseHandle> {

@@ -1,9 +1,9 @@
-import { afterAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { postRunCommand } from "../../src/store/commands.js";
 import { openDatabase } from "../../src/store/db.js";
 import { getRun } from "../../src/store/runs.js";
+import { type Cleanups, undo } from "../support/cleanups.js";
 import {
-  type Cleanups,
   clusterDatabase,
   follow,
   groupGone,
@@ -16,9 +16,11 @@ import { wire } from "../support/sse.js";
 // A run executed by instance A, followed, cancelled and its session deleted through instance B,
 // both real server processes on one Postgres (src/cluster/).
 
+// Each test's servers go at its end: kept to the file's end, their connections added up to
+// more than the test Postgres server takes.
 const cleanups: Cleanups = [];
-afterAll(async () => {
-  for (const cleanup of cleanups.reverse()) await cleanup();
+afterEach(async () => {
+  await undo(cleanups);
 });
 
 /** A and B on a new database, and a run of the held CLI going on A. */

@@ -13,16 +13,10 @@ import {
   until,
 } from "../hooks/support.js";
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
+import { type Cleanups, undo } from "../support/cleanups.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
-import {
-  type Cleanups,
-  clusterDatabase,
-  follow,
-  groupGone,
-  instance,
-  post,
-} from "../support/instances.js";
+import { clusterDatabase, follow, groupGone, instance, post } from "../support/instances.js";
 import { type MockAnthropic, startMockAnthropic } from "../support/mock-anthropic.js";
 import { type ReverseProxy, startProxy } from "../support/proxy.js";
 import type { ServerProcess } from "../support/server.js";
@@ -35,7 +29,7 @@ import { result, systemInit, textDelta } from "../support/stream-json-lines.js";
 
 const cleanups: Cleanups = [];
 afterAll(async () => {
-  for (const cleanup of cleanups.reverse()) await cleanup();
+  await undo(cleanups);
 });
 
 const statusOf = (frames: Frame[]) =>
@@ -244,7 +238,10 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("three instances behind nginx", 
       ),
     );
     for (const run of runs) {
-      expect(run).toMatchObject({ status: "succeeded", callback: { attempts: 1 } });
+      expect(run, JSON.stringify(run)).toMatchObject({
+        status: "succeeded",
+        callback: { attempts: 1 },
+      });
       const starts = (await fake.invocations()).filter((i) => i.args.includes(run.session_id));
       expect(starts).toHaveLength(1);
     }

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildHookWorkers } from "../../src/app.js";
 import type { CallbackOutbox } from "../../src/hooks/outbox.js";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
+import { type Cleanups, undo } from "../support/cleanups.js";
 import { BACKENDS, serverDatabases } from "../support/db.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
@@ -174,9 +175,9 @@ describe.each(BACKENDS)("callbacks on %s", (backend) => {
 // The outbox is in the database: a server that dies between attempts leaves the callback to the
 // next one, which goes on counting, and a delivered callback is never sent again.
 
-const cleanups: (() => Promise<void>)[] = [];
+const cleanups: Cleanups = [];
 afterAll(async () => {
-  for (const cleanup of cleanups.reverse()) await cleanup();
+  await undo(cleanups);
 });
 
 const databases = serverDatabases();

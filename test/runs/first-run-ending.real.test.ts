@@ -1,6 +1,7 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { httpApi } from "../support/app.js";
 import { makeClaudeEnv, transcriptHolds } from "../support/claude-env.js";
+import { type Cleanups, undo } from "../support/cleanups.js";
 import { REAL_CLI_BACKENDS, serverDatabases } from "../support/db.js";
 import { holdUntilReleased, startMockAnthropic } from "../support/mock-anthropic.js";
 import { startServer } from "../support/server.js";
@@ -11,11 +12,11 @@ import { startServer } from "../support/server.js";
 // work, and continue the conversation when the CLI kept it.
 
 const databases = serverDatabases();
-const cleanups: (() => Promise<void>)[] = [];
+const cleanups: Cleanups = [];
 // One hook, in order: the servers stop before their databases are dropped (after hooks run in
 // reverse, so two hooks dropped the database under a running server, whose shutdown then hung).
 afterAll(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  await undo(cleanups);
   await databases.cleanup();
 });
 

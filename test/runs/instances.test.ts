@@ -1,13 +1,7 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { groupAlive } from "../../src/process/groups.js";
-import {
-  type Cleanups,
-  clusterDatabase,
-  completions,
-  heldCli,
-  heldRun,
-  instance,
-} from "../support/instances.js";
+import { type Cleanups, undo } from "../support/cleanups.js";
+import { clusterDatabase, completions, heldCli, heldRun, instance } from "../support/instances.js";
 import { SseReader } from "../support/sse.js";
 import { result, systemInit } from "../support/stream-json-lines.js";
 
@@ -16,7 +10,7 @@ import { result, systemInit } from "../support/stream-json-lines.js";
 
 const cleanups: Cleanups = [];
 afterAll(async () => {
-  for (const cleanup of cleanups.reverse()) await cleanup();
+  await undo(cleanups);
 });
 
 describe.skipIf(!process.env.TEST_DATABASE_URL)("instances on one Postgres", () => {

@@ -1,6 +1,7 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { groupAlive } from "../../src/process/groups.js";
 import { type AgentCase, agentTargets } from "../support/agents.js";
+import { type Cleanups, undo } from "../support/cleanups.js";
 import { serverDatabases } from "../support/db.js";
 import { longRun } from "../support/fake-scenarios.js";
 import { startServer } from "../support/server.js";
@@ -9,9 +10,9 @@ import { SseReader } from "../support/sse.js";
 // A run belongs to the server process: when that process dies, the next one closes the run as
 // interrupted (with its completion in the log), kills what it left running, and frees the session.
 
-const cleanups: (() => Promise<void>)[] = [];
+const cleanups: Cleanups = [];
 afterAll(async () => {
-  for (const cleanup of cleanups) await cleanup();
+  await undo(cleanups);
 });
 
 const databases = serverDatabases();

@@ -120,7 +120,7 @@ describe.each(agentTargets(databases.targets))("when the server goes, $agent on 
         const next = await startServer(env);
         try {
           const run = await (await fetch(`${next.url}/v1/runs/${runId}`)).json();
-          expect(run).toMatchObject({
+          expect(run, JSON.stringify(run)).toMatchObject({
             status: "interrupted",
             completion: { status: "interrupted" },
           });

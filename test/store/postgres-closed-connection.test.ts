@@ -1,3 +1,4 @@
+import postgres from "postgres";
 import { describe, expect, it } from "vitest";
 import { runCommand } from "../support/process.js";
 
@@ -41,5 +42,32 @@ describe.skipIf(!url)("a Postgres connection the server closed", () => {
       "pool answers 1",
     ]);
     expect(res.code).toBe(0);
+  });
+
+  // The backend's FATAL error came while the query ran, was kept for a ReadyForQuery that never
+  // came, and the next backend's first ReadyForQuery read it: the first query after the reconnect
+  // failed with the old backend's 57P01 (porsager/postgres#1223). The patch forgets it on close.
+  it("answers the first query after a backend terminated mid-query from the new backend", async () => {
+    const sql = postgres(url ?? "", { max: 1, onnotice: () => {} });
+    const admin = postgres(url ?? "", { max: 1, onnotice: () => {} });
+    try {
+      const [backend] = await sql<{ pid: number }[]>`select pg_backend_pid() as pid`;
+      if (!backend) throw new Error("no backend pid");
+      const { pid } = backend;
+      const sleeping = sql`select pg_sleep(60)`.then(
+        () => "answered",
+        (err: { code?: string }) => err.code,
+      );
+      for (;;) {
+        const [row] = await admin`select state, query from pg_stat_activity where pid = ${pid}`;
+        if (row?.state === "active" && String(row.query).includes("pg_sleep")) break;
+      }
+      await admin`select pg_terminate_backend(${pid})`;
+      expect(await sleeping).toBe("CONNECTION_CLOSED");
+      expect(await sql`select 1 as n`).toEqual([{ n: 1 }]);
+    } finally {
+      await sql.end({ timeout: 1 });
+      await admin.end({ timeout: 1 });
+    }
   });
 });

@@ -4,6 +4,7 @@ import { expect } from "vitest";
 import { Doorbell } from "../../src/cluster/doorbell.js";
 import { groupAlive } from "../../src/process/groups.js";
 import type { DatabaseHandle } from "../../src/store/db.js";
+import type { Cleanups } from "./cleanups.js";
 import { createServerDatabase } from "./db.js";
 import { type FakeCli, fakeCli } from "./fake-cli.js";
 import { waitUntil } from "./process.js";
@@ -13,8 +14,6 @@ import { result, systemInit, textDelta } from "./stream-json-lines.js";
 
 // Several server processes on one Postgres (test/runs/instances.test.ts, test/cluster/): each
 // helper registers what it makes with `cleanups`, undone in reverse order after the file.
-
-export type Cleanups = (() => Promise<void>)[];
 
 /** A new database on the test Postgres server, migrated; its URL. */
 export async function clusterDatabase(cleanups: Cleanups): Promise<string> {

@@ -1,5 +1,5 @@
 import type { BridgeEvent } from "../../events.js";
-import type { Logger } from "../../log.js";
+import { errorText, type Logger } from "../../log.js";
 import type { RunAs } from "../../process/agent-user.js";
 import type { DriverConfig } from "../../process/driver.js";
 import { InvalidRunRequestError } from "../../process/errors.js";
@@ -99,7 +99,7 @@ async function* withOwnApiTime(
         batch[batch.length - 1] = { ...last, usage: { ...last.usage, duration_api_ms: own } };
       } catch (err) {
         // The run's outcome goes out all the same, with the CLI's figure.
-        logger.warn("could not read the session's earlier API time", { error: String(err) });
+        logger.warn("could not read the session's earlier API time", { error: errorText(err) });
       }
     }
     yield batch;

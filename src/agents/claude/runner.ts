@@ -1,5 +1,5 @@
 import type { BridgeEvent } from "../../events.js";
-import { silentLogger } from "../../log.js";
+import { errorText, silentLogger } from "../../log.js";
 import {
   type AgentCommand,
   type DriverConfig,
@@ -70,7 +70,7 @@ export function runClaude(
       try {
         mcpConfigFile = await files.write("mcp.json", req.mcpConfig);
       } catch (err) {
-        log.error("could not write the run's MCP configuration", { error: String(err) });
+        log.error("could not write the run's MCP configuration", { error: errorText(err) });
         yield* failedRun(new AgentSpawnError(LABEL, err as Error));
         return;
       }
@@ -121,7 +121,7 @@ async function* runClaudeOnce(
             if (!withdrawn.has(request.requestId)) reply(permissionResponseLine(request, answer));
           },
           (err) => {
-            logger.error("answering a permission request failed", { error: String(err) });
+            logger.error("answering a permission request failed", { error: errorText(err) });
             reply(permissionResponseLine(request, { behavior: "deny" }));
           },
         );

@@ -1,4 +1,5 @@
 import type { BridgeEvent } from "../../events.js";
+import { errorText } from "../../log.js";
 import type { RunAs } from "../../process/agent-user.js";
 import {
   type AgentCommand,
@@ -108,7 +109,7 @@ async function* runCodex(
       images.push(await files.write(name, Buffer.from(image.data, "base64")));
     }
   } catch (err) {
-    context.logger.error("could not write the run's images", { error: String(err) });
+    context.logger.error("could not write the run's images", { error: errorText(err) });
     yield [protocol.failure(new AgentSpawnError(LABEL, err as Error), 0)];
     return;
   }
@@ -134,7 +135,7 @@ async function* runCodex(
     try {
       cwd = await ensureSessionWorktree(request.cwd, request.sessionId);
     } catch (err) {
-      context.logger.error("could not make the session's worktree", { error: String(err) });
+      context.logger.error("could not make the session's worktree", { error: errorText(err) });
       yield [protocol.failure(new WorktreeUnavailableError(), 0)];
       return;
     }
@@ -144,7 +145,7 @@ async function* runCodex(
       await seedTenantCodexHome(operatorCodexHome(config.env), identity.env.CODEX_HOME);
     } catch (err) {
       context.logger.error("could not copy the codex configuration into the tenant's home", {
-        error: String(err),
+        error: errorText(err),
       });
       yield [protocol.failure(new AgentSpawnError(LABEL, err as Error), 0)];
       return;

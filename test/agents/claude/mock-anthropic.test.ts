@@ -12,6 +12,7 @@ import {
   runCli,
   type StreamLine,
 } from "../../support/claude-env.js";
+import { type Cleanups, undo } from "../../support/cleanups.js";
 import {
   type MessagesBody,
   type MockAnthropic,
@@ -26,9 +27,9 @@ import {
 const FIXTURES = resolve(import.meta.dirname, "../../fixtures/stream-json");
 const UPDATE = process.env.UPDATE_FIXTURES === "1";
 
-const cleanups: Array<() => Promise<void>> = [];
+const cleanups: Cleanups = [];
 afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
+  await undo(cleanups);
 });
 
 async function setup(): Promise<{ mock: MockAnthropic; ce: ClaudeEnv }> {

@@ -17,6 +17,7 @@ import {
   makeClaudeEnv,
   runCli,
 } from "../../support/claude-env.js";
+import { type Cleanups, undo } from "../../support/cleanups.js";
 import { startHttpsPage } from "../../support/https-page.js";
 import {
   holdUntilReleased,
@@ -29,9 +30,9 @@ import {
 // The runner (src/agents/claude/runner.ts) driving the real `claude` binary against the mock Messages
 // API: what a client would see, checked against what the model was sent and what the CLI said.
 
-const cleanups: Array<() => Promise<void>> = [];
+const cleanups: Cleanups = [];
 afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
+  await undo(cleanups);
 });
 
 async function setup(): Promise<{ mock: MockAnthropic; ce: ClaudeEnv; config: RunnerConfig }> {

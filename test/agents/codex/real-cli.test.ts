@@ -5,6 +5,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { buildCodexArgs, type CodexCommandInput } from "../../../src/agents/codex/command.js";
 import { CodexMapper, type CodexMapperOptions } from "../../../src/agents/codex/mapper.js";
 import type { BridgeEvent } from "../../../src/events.js";
+import { type Cleanups, undo } from "../../support/cleanups.js";
 import {
   CODEX_TEST_KEY,
   type CodexEnv,
@@ -31,9 +32,9 @@ import {
 const FIXTURES = resolve(import.meta.dirname, "../../fixtures/codex");
 const UPDATE = process.env.UPDATE_FIXTURES === "1";
 
-const cleanups: Array<() => Promise<void>> = [];
+const cleanups: Cleanups = [];
 afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
+  await undo(cleanups);
 });
 
 async function setup(): Promise<{ mock: MockOpenAI; ce: CodexEnv }> {

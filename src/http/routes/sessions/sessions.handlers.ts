@@ -3,6 +3,7 @@ import type { SessionSettings } from "../../../agents/agent.js";
 import { enforcePolicy } from "../../../auth/policy.js";
 import { resolveWorkDir, WorkDirNotAllowedError } from "../../../auth/work-dir.js";
 import { defaultModel } from "../../../config.js";
+import { errorText } from "../../../log.js";
 import { activeRunIds } from "../../../store/runs.js";
 import * as store from "../../../store/sessions.js";
 import { getSessionWorktree, sessionWorktrees } from "../../../store/worktrees.js";
@@ -147,7 +148,7 @@ export const deleteSession: RouteHandler<typeof routes.deleteSession, AppEnv> = 
         // The session goes anyway: a repository that git cannot work on must not pin it.
         c.var.logger.warn("could not remove the worktree of a deleted session", {
           session_id: id,
-          error: String(err),
+          error: errorText(err),
         });
       }
     }
