@@ -203,10 +203,18 @@ async function shutdown(signal: string) {
     process.exit(1);
   }, boundMs).unref();
   // A step still going after a few seconds is named, so that a slow stop says what it waits on.
-  const step = async <T>(name: string, work: () => Promise<T>): Promise<T> => {
+  // One that fails is logged, and the steps after it still run: the process exits 1 at the end.
+  let failed = false;
+  const step = async (name: string, work: () => Promise<unknown>): Promise<void> => {
     const slow = setTimeout(() => logger.warn("shutdown is waiting", { on: name }), SLOW_STEP_MS);
     try {
-      return await work();
+      await work();
+    } catch (err) {
+      failed = true;
+      logger.error("a step of shutdown failed; going on with the next", {
+        on: name,
+        ...errorFields(err),
+      });
     } finally {
       clearTimeout(slow);
     }
@@ -242,7 +250,7 @@ async function shutdown(signal: string) {
   // Followers of other instances' runs were woken until here.
   deps.doorbell.stop();
   await step("the database", () => database.close());
-  process.exit(0);
+  process.exit(failed ? 1 : 0);
 }
 process.on("SIGTERM", () => void shutdown("SIGTERM"));
 process.on("SIGINT", () => void shutdown("SIGINT"));
