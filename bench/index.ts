@@ -8,6 +8,7 @@ import { useApiKey } from "./client.js";
 import {
   activeRuns,
   bigLine,
+  cliCommand,
   concurrency,
   type FollowSample,
   firstEvent,
@@ -84,7 +85,7 @@ const { values: args } = parseArgs({
   },
 });
 const only = new Set(
-  (args.only ?? "relay,first,concurrency,memory,bigline,replay,follow").split(","),
+  (args.only ?? "relay,first,concurrency,memory,bigline,replay,follow,cli").split(","),
 );
 const wanted = (name: string) => only.has(name);
 
@@ -219,6 +220,10 @@ async function benchBackend(backend: Backend, transcripts: Transcripts, tmp: str
       step(`memory: ${SIZES.sequentialRuns} sequential runs`);
       out.sequential = await sequentialRuns(server, SIZES.sequentialRuns);
     }
+    if (wanted("cli")) {
+      step("command line");
+      out.cli = await cliCommand(server, apiKey, SIZES.repeats);
+    }
     if (wanted("follow") && database) {
       step("follow: a second instance");
       const second = await startBenchServer({ ...env, BENCH_MEMORY_FILE: `${memoryFile}.2` });
@@ -340,6 +345,15 @@ const rows: Row[] = [
       },
     ];
   }),
+  {
+    measure: "`agent-bridge sessions ls`, start to exit (floor: `node -e 0`)",
+    target: "",
+    cell: (r) => {
+      const c = med(r.cli, (s: { commandMs: number }) => s.commandMs);
+      const f = med(r.cli, (s: { floorMs: number }) => s.floorMs);
+      return c === undefined || f === undefined ? undefined : { text: `${ms(c)} (${ms(f)})` };
+    },
+  },
   {
     measure: "server RSS at rest",
     target: "",

@@ -1,4 +1,6 @@
+import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import {
   collectedMemory,
   createSessions,
@@ -456,6 +458,40 @@ export async function follow(
     };
     const [local, remote] = await Promise.all([followOn(owner), followOn(other)]);
     samples.push({ local, remote });
+  }
+  return samples;
+}
+
+export interface CliSample {
+  commandMs: number;
+  floorMs: number;
+}
+
+/** Runs `command` to its exit; its wall time in ms. Throws unless it exits 0. */
+function timedRun(command: string, args: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  const start = now();
+  return new Promise((resolve, reject) => {
+    execFile(command, args, { env }, (err) => (err ? reject(err) : resolve(now() - start)));
+  });
+}
+
+/**
+ * `agent-bridge sessions ls` as a user runs it (the bin, through tsx) against the server, from
+ * start to exit; floor: starting Node with nothing to run.
+ */
+export async function cliCommand(
+  server: Server,
+  apiKey: string,
+  reps: number,
+): Promise<CliSample[]> {
+  const bin = fileURLToPath(new URL("../src/cli/bin.mjs", import.meta.url));
+  const env = { ...process.env, AGENT_BRIDGE_URL: server.url, AGENT_BRIDGE_KEY: apiKey };
+  const samples: CliSample[] = [];
+  for (let i = 0; i < reps; i++) {
+    samples.push({
+      commandMs: await timedRun(process.execPath, [bin, "sessions", "ls"], env),
+      floorMs: await timedRun(process.execPath, ["-e", "0"], env),
+    });
   }
   return samples;
 }

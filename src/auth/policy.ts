@@ -1,5 +1,6 @@
 import { realpath } from "node:fs/promises";
-import { PERMISSION_MODES, PermissionMode } from "../agents/settings.js";
+import { PERMISSION_MODES } from "../agents/permission-modes.js";
+import { PermissionMode } from "../agents/settings.js";
 import type { Config } from "../config.js";
 import type { Database } from "../store/db.js";
 import { getKey, type KeyPolicyColumns, monthOf, monthSpend } from "../store/keys.js";
