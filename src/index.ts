@@ -205,16 +205,18 @@ async function shutdown(signal: string) {
   // A step still going after a few seconds is named, so that a slow stop says what it waits on.
   // One that fails is logged, and the steps after it still run: the process exits 1 at the end.
   let failed = false;
-  const step = async (name: string, work: () => Promise<unknown>): Promise<void> => {
+  const step = async (name: string, work: () => Promise<unknown>): Promise<boolean> => {
     const slow = setTimeout(() => logger.warn("shutdown is waiting", { on: name }), SLOW_STEP_MS);
     try {
       await work();
+      return true;
     } catch (err) {
       failed = true;
       logger.error("a step of shutdown failed; going on with the next", {
         on: name,
         ...errorFields(err),
       });
+      return false;
     } finally {
       clearTimeout(slow);
     }
@@ -222,15 +224,19 @@ async function shutdown(signal: string) {
   await step("the session sweep", () => sweeper.stop());
   await step("the scheduler", () => scheduler.stop());
   // Runs first: each gets its completion, which also ends the SSE streams following it.
-  await step("the runs", () => deps.runs.shutdown(config.runs.shutdownGraceMs));
-  // Its runs are closed: the instance's end, so that no other waits out its lease.
-  await step("the instance's lease", () =>
-    deps.lease
-      .stop()
-      .catch((err) =>
-        logger.warn("could not record this instance's end", { error: errorText(err) }),
-      ),
-  );
+  const runsClosed = await step("the runs", () => deps.runs.shutdown(config.runs.shutdownGraceMs));
+  // Its runs are closed: the instance's end, so that no other waits out its lease. Not when they
+  // may not be: an ended instance is never reaped, and its lease expiring is what lets another
+  // instance (or the next start) close what it left.
+  if (runsClosed) {
+    await step("the instance's lease", () =>
+      deps.lease
+        .stop()
+        .catch((err) =>
+          logger.warn("could not record this instance's end", { error: errorText(err) }),
+        ),
+    );
+  }
   // Callbacks not sent yet stay in the outbox for the next start.
   await step("the callback outbox", () => outbox.stop());
   // The runs' last capture lines and spans: all written, the spans sent for a few seconds at most.

@@ -12,12 +12,11 @@ import { startServer } from "../support/server.js";
 // work, and continue the conversation when the CLI kept it.
 
 const databases = serverDatabases();
-const cleanups: Cleanups = [];
-// One hook, in order: the servers stop before their databases are dropped (after hooks run in
-// reverse, so two hooks dropped the database under a running server, whose shutdown then hung).
+// The databases are dropped last, after the servers have stopped (two after hooks, which run in
+// reverse, dropped the database under a running server, whose shutdown then hung).
+const cleanups: Cleanups = [() => databases.cleanup()];
 afterAll(async () => {
   await undo(cleanups);
-  await databases.cleanup();
 });
 
 describe.each(databases.targets.filter(([backend]) => REAL_CLI_BACKENDS.includes(backend)))(

@@ -70,6 +70,7 @@ describe.runIf(ownPostgresAvailable)("a database outage during a run", () => {
       // The old backoff kept the last connections at least 10 s; the new one at most 1 s.
       expect(performance.now() - asked).toBeLessThan(5000);
     } finally {
+      pg.ensureStarted();
       await handle.close();
     }
   });

@@ -61,6 +61,7 @@ describe.skipIf(!url)("a Postgres connection the server closed", () => {
       for (;;) {
         const [row] = await admin`select state, query from pg_stat_activity where pid = ${pid}`;
         if (row?.state === "active" && String(row.query).includes("pg_sleep")) break;
+        await new Promise((resolve) => setTimeout(resolve, 10));
       }
       await admin`select pg_terminate_backend(${pid})`;
       expect(await sleeping).toBe("CONNECTION_CLOSED");
