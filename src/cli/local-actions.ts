@@ -103,8 +103,10 @@ export async function createKey(
 }
 
 export async function listKeysTable(out: Output) {
-  const rows = await withDatabase((d) => listKeys(d.db));
-  const config = loadConfig();
+  const { rows, config } = await withDatabase(async (d) => ({
+    rows: await listKeys(d.db),
+    config: d.config,
+  }));
   const lines = [
     [
       "ID",
