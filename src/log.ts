@@ -52,8 +52,13 @@ export function errorText(err: unknown): string {
       break;
     }
     const code = (e as { code?: unknown }).code;
-    const text = e.name === "Error" ? e.message : `${e.name}: ${e.message}`;
-    parts.push(typeof code === "string" && !text.includes(code) ? `${text} [${code}]` : text);
+    let text = e.name === "Error" ? e.message : e.message ? `${e.name}: ${e.message}` : e.name;
+    if (typeof code === "string" && !text.includes(code)) text = `${text} [${code}]`;
+    // A connection to a name with several addresses fails with one error per address, and an
+    // empty message of its own.
+    if (e instanceof AggregateError && e.errors.length > 0)
+      text = `${text} (${e.errors.slice(0, 4).map(errorText).join("; ")})`;
+    parts.push(text);
     e = e.cause;
   }
   return parts.join(": ");

@@ -1,7 +1,10 @@
+import type { LookupAddress } from "node:dns";
+import { connect, type LookupFunction } from "node:net";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { errorText } from "../src/log.js";
 import { runCommand } from "./support/process.js";
+import { freePort } from "./support/server.js";
 
 // A rejection nobody handled is logged with its stack, and the process goes on: one run's bug
 // must not end every other run and stream. Tried in a child process, since Node's default for
@@ -58,5 +61,21 @@ describe("an error in the log", () => {
       "Failed query: select 1\nparams: : PostgresError: terminating connection due to administrator command [57P01]",
     );
     expect(errorText("a string")).toBe("a string");
+  });
+
+  it("carries each address's error of a connection that failed on every address", async () => {
+    const port = await freePort();
+    // A name with two addresses, nothing listening on the port at either.
+    const lookup: LookupFunction = (_host, _options, callback) =>
+      (callback as (err: null, addresses: LookupAddress[]) => void)(null, [
+        { address: "127.0.0.1", family: 4 },
+        { address: "127.0.0.2", family: 4 },
+      ]);
+    const refused = await new Promise<unknown>((resolve) => {
+      connect({ host: "db.internal", port, autoSelectFamily: true, lookup }).once("error", resolve);
+    });
+    expect(errorText(refused)).toBe(
+      `AggregateError [ECONNREFUSED] (connect ECONNREFUSED 127.0.0.1:${port}; connect ECONNREFUSED 127.0.0.2:${port})`,
+    );
   });
 });

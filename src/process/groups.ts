@@ -27,8 +27,20 @@ export async function groupAlive(pgid: number): Promise<boolean> {
     return (err as NodeJS.ErrnoException).code !== "ESRCH";
   }
   if (process.platform !== "linux") return true;
+  // The leader's own state answers while it lives, as it mostly does while this is asked: the
+  // scan of every process on the machine is left for a group whose leader is gone.
+  const leader = processState(await readFile(`/proc/${pgid}/stat`, "utf8").catch(() => undefined));
+  if (leader?.pgrp === pgid && leader.live) return true;
   const members = await liveGroupMembers(pgid);
   return members === undefined || members.length > 0;
+}
+
+/** A /proc/<pid>/stat line's process group and whether the process is more than a zombie. */
+function processState(stat: string | undefined): { pgrp: number; live: boolean } | undefined {
+  if (stat === undefined) return undefined;
+  // Fields after the command name (which may itself contain ") "): state ppid pgrp …
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return { pgrp: Number(fields[2]), live: fields[0] !== "Z" && fields[0] !== "X" };
 }
 
 /** Pids of the group's live (non-zombie) processes, from /proc; undefined when unreadable. */
@@ -45,11 +57,8 @@ export async function liveGroupMembers(pgid: number): Promise<number[] | undefin
   );
   const live: number[] = [];
   stats.forEach((stat, i) => {
-    if (stat === undefined) return;
-    // Fields after the command name (which may itself contain ") "): state ppid pgrp …
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    const state = fields[0];
-    if (Number(fields[2]) === pgid && state !== "Z" && state !== "X") live.push(Number(pids[i]));
+    const state = processState(stat);
+    if (state?.pgrp === pgid && state.live) live.push(Number(pids[i]));
   });
   return live;
 }

@@ -49,6 +49,22 @@ describe("process group helpers", () => {
     expect(await groupAlive(pgid)).toBe(false);
   });
 
+  it("groupAlive counts the members of a group whose leader is gone, and only the live ones", async () => {
+    // The leader starts a member and exits; its child lives on in the group until killed.
+    const child = spawn("sh", ["-c", "sleep 300 & echo $!"], {
+      detached: true,
+      stdio: ["ignore", "pipe", "ignore"],
+    });
+    const pgid = child.pid ?? 0;
+    const [out] = await once(child.stdout, "data");
+    const member = Number(String(out).trim());
+    await once(child, "exit");
+    expect(await groupAlive(pgid)).toBe(true);
+    expect(await liveGroupMembers(pgid)).toEqual([member]);
+    process.kill(member, "SIGKILL");
+    await expect.poll(() => groupAlive(pgid)).toBe(false);
+  });
+
   it("terminateGroup returns at once for a group that no longer exists", async () => {
     const child = spawn("true", [], { detached: true, stdio: "ignore" });
     await new Promise((r) => child.once("exit", r));

@@ -21,12 +21,23 @@ declare module "vitest" {
 // the dir those copies go in, which goes at the end with any copy a test left behind; and the
 // server compiled once for the tests that start it as a process.
 export default async function setup(project: TestProject): Promise<() => void> {
-  await makeMigratedCluster();
-  await makeMigratedTemplate();
+  // Side by side: the embedded cluster is this process's CPU, the template the Postgres server's,
+  // the build esbuild's.
+  const [built, ...made] = await Promise.allSettled([
+    buildServer(),
+    makeMigratedCluster(),
+    makeMigratedTemplate(),
+  ]);
+  const failed = made.find((result) => result.status === "rejected");
+  if (built.status === "rejected") throw built.reason;
+  const build = built.value;
+  if (failed) {
+    rmSync(build, { recursive: true, force: true });
+    throw failed.reason;
+  }
+  project.provide("serverBuild", build);
   const dataDirs = mkdtempSync(join(tmpdir(), "agent-bridge-test-dbs-"));
   project.provide("testDataDirs", dataDirs);
-  const build = await buildServer();
-  project.provide("serverBuild", build);
   return () => {
     rmSync(dataDirs, { recursive: true, force: true });
     rmSync(build, { recursive: true, force: true });
