@@ -44,6 +44,14 @@ export const silentLogger: Logger = createLogger("error", {}, () => {});
  * which statement failed, and only its cause says why (the driver's own words and code).
  */
 export function errorText(err: unknown): string {
+  return causes(err, true);
+}
+
+/**
+ * `err` and up to 8 causes; with `inner`, an AggregateError's errors too (each without its own):
+ * bounded, even for an error made to hold itself.
+ */
+function causes(err: unknown, inner: boolean): string {
   const parts: string[] = [];
   let e: unknown = err;
   for (let depth = 0; e !== undefined && e !== null && depth < 8; depth++) {
@@ -56,8 +64,11 @@ export function errorText(err: unknown): string {
     if (typeof code === "string" && !text.includes(code)) text = `${text} [${code}]`;
     // A connection to a name with several addresses fails with one error per address, and an
     // empty message of its own.
-    if (e instanceof AggregateError && e.errors.length > 0)
-      text = `${text} (${e.errors.slice(0, 4).map(errorText).join("; ")})`;
+    if (inner && e instanceof AggregateError && e.errors.length > 0)
+      text = `${text} (${e.errors
+        .slice(0, 4)
+        .map((one) => causes(one, false))
+        .join("; ")})`;
     parts.push(text);
     e = e.cause;
   }

@@ -78,4 +78,14 @@ describe("an error in the log", () => {
       `AggregateError [ECONNREFUSED] (connect ECONNREFUSED 127.0.0.1:${port}; connect ECONNREFUSED 127.0.0.2:${port})`,
     );
   });
+
+  it("ends for an error that holds itself among its errors and as its cause", () => {
+    const loop = new AggregateError([], "again");
+    loop.errors.push(loop, loop, loop, loop, loop);
+    Object.assign(loop, { cause: loop });
+    // Eight causes; at each, the first four errors, each with eight causes of its own.
+    const inner = Array(8).fill("AggregateError: again").join(": ");
+    const outer = `AggregateError: again (${Array(4).fill(inner).join("; ")})`;
+    expect(errorText(loop)).toBe(Array(8).fill(outer).join(": "));
+  });
 });

@@ -56,13 +56,14 @@ describe("process group helpers", () => {
       stdio: ["ignore", "pipe", "ignore"],
     });
     const pgid = child.pid ?? 0;
+    const exited = once(child, "exit");
     const [out] = await once(child.stdout, "data");
     const member = Number(String(out).trim());
-    await once(child, "exit");
+    await exited;
     expect(await groupAlive(pgid)).toBe(true);
     expect(await liveGroupMembers(pgid)).toEqual([member]);
     process.kill(member, "SIGKILL");
-    await expect.poll(() => groupAlive(pgid)).toBe(false);
+    await expect.poll(() => groupAlive(pgid), { timeout: 10_000 }).toBe(false);
   });
 
   it("terminateGroup returns at once for a group that no longer exists", async () => {
