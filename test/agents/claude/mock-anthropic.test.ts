@@ -472,15 +472,6 @@ describe("mock Anthropic API + real claude CLI", () => {
     expect(since[0]?.costUSD).toBe(r1.total_cost_usd);
   });
 
-  it("prompts that look like flags reach the model as user text", async () => {
-    for (const prompt of ["--help", "--dangerously-skip-permissions"]) {
-      const { run, mock } = await scenario(null, [], ["--permission-mode", "default"], prompt);
-      expect(run.code).toBe(0);
-      expect(result(run)).toMatchObject({ is_error: false, result: "OK." });
-      expect(userTexts(mock.mainRequests()[0] as MessagesBody)).toContain(prompt);
-    }
-  });
-
   it("closing stdin early fails pending permission requests (tool_result: Stream closed)", async () => {
     const { run } = await scenario(
       "stdin-closed-early",
