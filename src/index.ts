@@ -72,7 +72,7 @@ async function start(config: Config, logger: Logger) {
     // Then followers and commands from other instances are heard (see src/cluster/doorbell.ts).
     await deps.doorbell.start();
     // Queued runs that no instance owns may wait already.
-    deps.runs.claimWork();
+    void deps.runs.claimWork();
     appReady(createApp(deps));
     const sweeper = buildSweeper(deps);
     sweeper.start();
@@ -189,6 +189,7 @@ async function shutdown(signal: string) {
   stopping = true;
   const { server, database, deps, sweeper, outbox, scheduler } = service;
   logger.info("shutting down", { signal, grace_ms: config.runs.shutdownGraceMs });
+  deps.runs.stopTaking();
   // A database that stops answering (a partition, a frozen server) fails no statement: shutdown
   // would wait on it for good. Past what each step below may take, the process goes anyway, and
   // what it could not record the next instance's recovery closes, as after a crash.

@@ -186,12 +186,22 @@ export class Admission<R extends Admittable> {
     if (entry && !entry.waiting) this.release(run.sessionId);
   }
 
+  /** Whether runs are admitted (until the server is told to stop). */
+  get open(): boolean {
+    return this.accepting;
+  }
+
+  /** Stops admitting runs; those admitted go on as they were. */
+  stopAccepting(): void {
+    this.accepting = false;
+  }
+
   /**
    * Stops admitting runs and hands back those that had not started, queued and waiting, out of
    * the queue and the lines, for the caller to end (or hand over) and `remove`.
    */
   close(): { queued: R[]; waiting: R[] } {
-    this.accepting = false;
+    this.stopAccepting();
     const waiting = [...this.lines.values()].flat();
     for (const run of waiting) this.removeWaiting(run);
     return { queued: this.queue.splice(0), waiting };

@@ -141,7 +141,7 @@ export class RunManager {
           void this.execution.run(run).then(() => {
             this.admission.finished(run);
             // Its slot is free: a run queued in the database may take it.
-            this.claimWork();
+            void this.claimWork();
           }),
         claim: (run) => this.claimSession(run),
         left: (run) => run.markFinished(),
@@ -174,10 +174,20 @@ export class RunManager {
 
   /**
    * Claims queued runs that no instance owns while this one has free slots (src/cluster/claims.ts);
-   * nothing on the embedded database, where every run is this process's.
+   * nothing on the embedded database, where every run is this process's. Resolves when this look
+   * is done (it never rejects: a failed claim is logged, and the next ring looks again).
    */
-  claimWork(): void {
-    if (this.opts.doorbell.shared) void this.claimer.check();
+  claimWork(): Promise<void> {
+    return this.opts.doorbell.shared ? this.claimer.check() : Promise.resolve();
+  }
+
+  /**
+   * The server was told to stop: from now on no message is admitted and no queued run is claimed,
+   * while the steps of its stop before `shutdown` go on (a run claimed then would have started on
+   * an instance about to go, and held its stop for the run's length).
+   */
+  stopTaking(): void {
+    this.admission.stopAccepting();
   }
 
   /** True while a run of the session is waiting, queued or running in this process. */
@@ -613,18 +623,23 @@ export class RunManager {
     try {
       const claimed = await store.claimQueuedRun(db, instanceId(), host);
       if (!claimed) return false;
-      let run: ActiveRun;
       // Through an outage, as a run's writes are: a claimed run left neither started nor given
       // back would stay this instance's, queued, for good.
       const retrying = <T>(task: () => Promise<T>) =>
         withDbRetries(task, this.opts.dbOutageBoundMs);
+      const giveBack = () =>
+        retrying(() => store.releaseRun(db, claimed.run.id, instanceId(), claimed.run.handover));
+      // Told to stop while it was claiming: the run is another instance's to take.
+      if (!this.admission.open) {
+        await giveBack();
+        return false;
+      }
+      let run: ActiveRun;
       try {
         run = await retrying(() => this.activeRunOf(claimed));
       } catch (err) {
         // Not startable here now: back to the queue, for this or another instance.
-        await retrying(() =>
-          store.releaseRun(db, claimed.run.id, instanceId(), claimed.run.handover),
-        );
+        await giveBack();
         throw err;
       }
       this.admission.add(run, false);

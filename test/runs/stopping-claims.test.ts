@@ -1,0 +1,50 @@
+import { eq } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runs } from "../../src/store/schema.js";
+import { createTestApp, type TestApp } from "../support/app.js";
+import { insertSessionRun } from "../support/db.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
+import { result, systemInit } from "../support/stream-json-lines.js";
+
+// An instance told to stop takes no more work from the shared queue. Between the signal and the
+// end of its runs its stop has other steps (the sweep, the scheduler); a queued run it claimed
+// then started on an instance about to go, and held that stop for the run's whole length.
+
+describe.skipIf(!process.env.TEST_DATABASE_URL)("an instance told to stop, on postgres", () => {
+  let fake: FakeCli;
+  let t: TestApp;
+  beforeAll(async () => {
+    fake = await fakeCli({ steps: [{ emit: systemInit() }, { emit: result({ result: "ran" }) }] });
+    t = await createTestApp("postgres", fake.bridgeEnv);
+  });
+  afterAll(async () => {
+    await t.close();
+    await fake.cleanup();
+  });
+
+  const ownerOf = async (id: string) =>
+    (
+      await t.database.db.select({ instanceId: runs.instanceId }).from(runs).where(eq(runs.id, id))
+    )[0]?.instanceId;
+
+  // Run first: the ones after it stop the instance for good.
+  it("claims a queued run that no instance owns while it takes work", async () => {
+    const { id } = await insertSessionRun(t.database.db);
+    await t.deps.runs.claimWork();
+    expect(await ownerOf(id)).toBe(t.deps.lease.id);
+  });
+
+  it("gives back the run it was claiming when it was told to stop", async () => {
+    const { id } = await insertSessionRun(t.database.db);
+    const claiming = t.deps.runs.claimWork();
+    t.deps.runs.stopTaking();
+    await claiming;
+    expect(await ownerOf(id)).toBeNull();
+  });
+
+  it("claims no queued run once it was told to stop", async () => {
+    const { id } = await insertSessionRun(t.database.db);
+    await t.deps.runs.claimWork();
+    expect(await ownerOf(id)).toBeNull();
+  });
+});
