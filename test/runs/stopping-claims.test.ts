@@ -12,39 +12,54 @@ import { result, systemInit } from "../support/stream-json-lines.js";
 
 describe.skipIf(!process.env.TEST_DATABASE_URL)("an instance told to stop, on postgres", () => {
   let fake: FakeCli;
-  let t: TestApp;
+  const apps: TestApp[] = [];
   beforeAll(async () => {
     fake = await fakeCli({ steps: [{ emit: systemInit() }, { emit: result({ result: "ran" }) }] });
-    t = await createTestApp("postgres", fake.bridgeEnv);
   });
   afterAll(async () => {
-    await t.close();
+    for (const t of apps) await t.close();
     await fake.cleanup();
   });
 
-  const ownerOf = async (id: string) =>
+  /** The app on a new database of its own; a queued run no instance owns is inserted per test. */
+  async function instance(): Promise<TestApp> {
+    const t = await createTestApp("postgres", fake.bridgeEnv);
+    apps.push(t);
+    return t;
+  }
+
+  const ownerOf = async (t: TestApp, id: string) =>
     (
       await t.database.db.select({ instanceId: runs.instanceId }).from(runs).where(eq(runs.id, id))
     )[0]?.instanceId;
 
-  // Run first: the ones after it stop the instance for good.
   it("claims a queued run that no instance owns while it takes work", async () => {
+    const t = await instance();
     const { id } = await insertSessionRun(t.database.db);
     await t.deps.runs.claimWork();
-    expect(await ownerOf(id)).toBe(t.deps.lease.id);
+    expect(await ownerOf(t, id)).toBe(t.deps.lease.id);
   });
 
-  it("gives back the run it was claiming when it was told to stop", async () => {
-    const { id } = await insertSessionRun(t.database.db);
-    const claiming = t.deps.runs.claimWork();
-    t.deps.runs.stopTaking();
-    await claiming;
-    expect(await ownerOf(id)).toBeNull();
-  });
+  // On an instance that never ran a run, so that no run's end starts a claim of its own.
+  describe("once told to stop", () => {
+    let t: TestApp;
+    beforeAll(async () => {
+      t = await instance();
+    });
 
-  it("claims no queued run once it was told to stop", async () => {
-    const { id } = await insertSessionRun(t.database.db);
-    await t.deps.runs.claimWork();
-    expect(await ownerOf(id)).toBeNull();
+    it("gives back the run it was claiming when it was told to stop", async () => {
+      const { id } = await insertSessionRun(t.database.db);
+      // Its claim's statement is in flight when the stop comes.
+      const claiming = t.deps.runs.claimWork();
+      t.deps.runs.stopTaking();
+      await claiming;
+      expect(await ownerOf(t, id)).toBeNull();
+    });
+
+    it("claims no queued run once it was told to stop", async () => {
+      const { id } = await insertSessionRun(t.database.db);
+      await t.deps.runs.claimWork();
+      expect(await ownerOf(t, id)).toBeNull();
+    });
   });
 });

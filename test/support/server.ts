@@ -60,9 +60,8 @@ function spawnEntry(
     env: {
       PATH: process.env.PATH,
       HOME: process.env.HOME,
-      // Node 22+ keeps the code it compiled here and reuses it at the next start: 40 ms less CPU
-      // of a start's 300 on Postgres (Node 24), for the hundred-odd servers of a run. Node 20
-      // ignores it.
+      // Node 22+ reuses the code an earlier start compiled, for the hundred-odd servers of a run
+      // (README "Development"); Node 20 ignores it.
       NODE_COMPILE_CACHE: join(inject("serverBuild"), "compile-cache"),
       ...env,
     },
