@@ -26,9 +26,9 @@ export default defineConfig({
     // cost more CPU than most files' tests. Each file still makes its own databases, servers and
     // temporary files, and no test changes module state (mocks, globals) it does not restore.
     isolate: false,
-    // Most tests wait on processes, timers and servers rather than compute, so four files at a
+    // Most tests wait on processes, timers and servers rather than compute, so five files at a
     // time use a 2-core machine best (README "Development" has the measurements).
-    maxWorkers: 4,
+    maxWorkers: 5,
     // Every test by name, so the output shows each database test ran on each back-end.
     reporters: ["verbose"],
   },

@@ -3,17 +3,18 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
-import { inject } from "vitest";
 import { type Database, type DatabaseHandle, openDatabase } from "../../src/store/db.js";
 import { insertRun } from "../../src/store/runs.js";
 import type { RunRow } from "../../src/store/schema.js";
 import { createSession } from "../../src/store/sessions.js";
+import { lendPglite } from "./pglite-pool.js";
 import { migrationsDigest, seedDataDir } from "./pglite-template.js";
 
 // Every database test runs on embedded PGlite, and also on the real Postgres server when
-// TEST_DATABASE_URL is set (CI sets it). Each opened database is new and private to its caller.
-// On PGlite it is a data dir copied from a migrated cluster made once (./pglite-template.ts):
-// opening that takes a tenth of the time an in-memory database takes to start. On Postgres it is
+// TEST_DATABASE_URL is set (CI sets it). Each opened database is empty, migrated and private to
+// its caller. On PGlite it is one this process keeps open and empties between callers
+// (./pglite-pool.ts), first opened from a data dir copied from a migrated cluster made once
+// (./pglite-template.ts): that takes a tenth of the time an in-memory database takes to start. On Postgres it is
 // made from a migrated template database, made once too: running every migration cost each new
 // database 150 ms, of which the server's CPU was most.
 
@@ -42,16 +43,8 @@ export interface TestDatabase extends DatabaseHandle {
 
 export async function openTestDatabase(backend: Backend): Promise<TestDatabase> {
   if (backend === "pglite") {
-    const dir = mkdtempSync(join(inject("testDataDirs"), "db-"));
-    await seedDataDir(dir);
-    const handle = await openDatabase({ kind: "pglite", dataDir: dir });
-    return {
-      ...handle,
-      destroy: async () => {
-        await handle.close();
-        rmSync(dir, { recursive: true, force: true });
-      },
-    };
+    const handle = await lendPglite();
+    return { ...handle, destroy: handle.close };
   }
   const { url, drop } = await createServerDatabase({ migrated: true });
   const handle = await openDatabase({ kind: "postgres", url, poolSize: 4 });

@@ -24,6 +24,10 @@ export function runCommand(
     });
     child.on("error", reject);
     child.on("close", (code) => resolve({ code, stdout, stderr }));
+    // A command may exit without reading its input (pgrep never does): its exit is the answer.
+    child.stdin.on("error", (err: NodeJS.ErrnoException) => {
+      if (err.code !== "EPIPE") reject(err);
+    });
     child.stdin.end(options.input ?? "");
   });
 }

@@ -1,0 +1,66 @@
+import { sql } from "drizzle-orm";
+import { describe, expect, it } from "vitest";
+import type { Database } from "../../src/store/db.js";
+import { insertSessionRun } from "./db.js";
+import { lendPglite } from "./pglite-pool.js";
+
+// The tests' embedded databases are lent and emptied, not made anew: what a test sees must still
+// be what a new database would be.
+
+async function count(db: Database, table: "sessions" | "runs"): Promise<number> {
+  const { rows } = (await db.execute(
+    sql`select count(*)::int as n from ${sql.identifier(table)}`,
+  )) as unknown as {
+    rows: { n: number }[];
+  };
+  return rows[0]?.n ?? -1;
+}
+
+/** What drizzle rejects with when its PGlite is closed. */
+const closedDatabase = { cause: { message: "PGlite is closed" } };
+
+describe("the embedded test databases", () => {
+  it("a database given back reaches the next caller empty", async () => {
+    const first = await lendPglite();
+    await insertSessionRun(first.db);
+    expect(await count(first.db, "runs")).toBe(1);
+    await first.close();
+    const next = await lendPglite();
+    try {
+      expect(await count(next.db, "sessions")).toBe(0);
+      expect(await count(next.db, "runs")).toBe(0);
+    } finally {
+      await next.close();
+    }
+  });
+
+  it("once closed, a caller's view fails as a closed database does, while the next caller's works", async () => {
+    const first = await lendPglite();
+    await first.close();
+    const next = await lendPglite();
+    try {
+      await expect(first.ping()).rejects.toMatchObject(closedDatabase);
+      await expect(insertSessionRun(first.db)).rejects.toMatchObject(closedDatabase);
+      await next.ping();
+      expect(await count(next.db, "sessions")).toBe(0);
+    } finally {
+      await next.close();
+    }
+  });
+
+  it("a database whose schema a caller changed is not lent again", async () => {
+    const first = await lendPglite();
+    await first.db.execute(
+      sql`create function test_changed() returns int language sql as 'select 1'`,
+    );
+    await first.close();
+    const next = await lendPglite();
+    try {
+      await expect(next.db.execute(sql`select test_changed()`)).rejects.toMatchObject({
+        cause: { message: "function test_changed() does not exist" },
+      });
+    } finally {
+      await next.close();
+    }
+  });
+});
