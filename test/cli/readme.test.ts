@@ -4,9 +4,9 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { crashBeforeResult, toolThenReply } from "../client/live.js";
-import { npmStart, type UserServer } from "../support/npm-start.js";
 import { runCommand } from "../support/process.js";
 import { codeBlocks, readmeSection } from "../support/readme.js";
+import { type UserServer, userServer } from "../support/user-server.js";
 import { BIN, ROOT } from "./run-cli.js";
 
 // The README's examples are the ones that run: the client example is a file the tests execute
@@ -57,8 +57,8 @@ describe("the README examples", () => {
 
   beforeAll(async () => {
     [server, fresh] = await Promise.all([
-      npmStart(toolThenReply(PARTS)),
-      npmStart(toolThenReply(PARTS)),
+      userServer(toolThenReply(PARTS)),
+      userServer(toolThenReply(PARTS)),
     ]);
     // `agent-bridge` on PATH, as `npm link` would put it.
     dir = await mkdtemp(join(tmpdir(), "agent-bridge-readme-"));

@@ -4,13 +4,13 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { streamedReply } from "../support/fake-scenarios.js";
-import { npmStart, type UserServer } from "../support/npm-start.js";
 import { type CommandResult, runCommand } from "../support/process.js";
+import { type UserServer, userServer } from "../support/user-server.js";
 import { createHook, newStandardSecret } from "./support.js";
 
 // The README's CI examples are run as they are shown: the GitHub Actions steps (their `run`
 // scripts, with the environment the step gives them) and the plain shell script, against a server
-// started as `npm start` starts it, with the key it printed, and a scripted stand-in for the CLI.
+// as a user has it (API keys on, the key it printed) and a scripted stand-in for the CLI.
 
 const ROOT = new URL("../../", import.meta.url);
 
@@ -44,7 +44,7 @@ describe("the README's CI examples", () => {
   const hookSecret = newStandardSecret();
 
   beforeAll(async () => {
-    server = await npmStart(streamedReply(["Looks ", "good."]));
+    server = await userServer(streamedReply(["Looks ", "good."]));
     key = server.key;
     dir = await mkdtemp(join(tmpdir(), "hooks-readme-"));
     await createHook(

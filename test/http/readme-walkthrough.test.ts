@@ -5,9 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { toolThenReply } from "../client/live.js";
 import type { FakeScenario } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
-import { npmStart, type UserServer } from "../support/npm-start.js";
 import { runCommand } from "../support/process.js";
 import { codeBlocks, readmeSection } from "../support/readme.js";
+import { type UserServer, userServer } from "../support/user-server.js";
 
 // The README's curl walk-through, run as a user runs it: top to bottom against a server started
 // as `npm start` starts it, with the key it printed, each command in bash with the variables set
@@ -105,7 +105,7 @@ describe("the README's curl walk-through", () => {
 
   beforeAll(async () => {
     // Each message sets the fake's answer before it is sent: this first one never plays.
-    server = await npmStart({ steps: [] });
+    server = await userServer({ steps: [] }, {}, "npm-start");
     // Every curl gives up after 20 s: a hang fails the test, not the suite's timeout.
     home = await mkdtemp(join(tmpdir(), "agent-bridge-curl-"));
     await writeFile(join(home, ".curlrc"), "max-time = 20\n");

@@ -15,7 +15,7 @@ const root = fileURLToPath(new URL("../..", import.meta.url));
 /**
  * How the entry point is run: "build" from the JavaScript the run's global setup compiled (a
  * second faster to start), "npm-start" as `npm start` runs it, through tsx's loader, for the
- * README's examples. One process either way: the `tsx` CLI would put a parent in front of the
+ * README's curl walk-through. One process either way: the `tsx` CLI would put a parent in front of the
  * server, and a SIGKILL to that parent would leave the server running.
  */
 export type Entry = "build" | "npm-start";

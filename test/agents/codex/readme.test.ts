@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CODEX_TEST_KEY, type CodexEnv, makeCodexEnv } from "../../support/codex-env.js";
 import { type MockOpenAI, startMockOpenAI } from "../../support/mock-openai.js";
-import { npmStart, type UserServer } from "../../support/npm-start.js";
 import { runCommand } from "../../support/process.js";
 import { codeBlocks, readmeSection } from "../../support/readme.js";
 import { SseReader } from "../../support/sse.js";
+import { type UserServer, userServer } from "../../support/user-server.js";
 
 // The README's Agents example, as a user runs it: the server started with the variables its
 // `npm start` line sets (the key it shows abbreviated is the test's), and its curl, with the
@@ -35,7 +35,7 @@ describe("the README's Agents example", () => {
     mock = await startMockOpenAI({ quiet: true });
     ce = await makeCodexEnv(mock.url);
     // Where this machine's codex finds its (mock) provider: ~/.codex for a user.
-    server = await npmStart({ steps: [] }, { ...env, CODEX_HOME: ce.codexHome });
+    server = await userServer({ steps: [] }, { ...env, CODEX_HOME: ce.codexHome });
   });
   afterAll(async () => {
     await server?.close();
