@@ -161,7 +161,14 @@ describe.each(REAL_CLI_BACKENDS)("the real claude CLI through HTTP on %s", (back
     const frames = await SseReader.of(await api.postMessage(session.id, "fail please")).events();
     const completions = frames.filter((f) => f.event === "completion");
     expect(completions).toHaveLength(1);
-    expect(completions[0]?.data).toMatchObject({ status: "failed", is_error: true });
+    expect(completions[0]?.data).toMatchObject({
+      status: "failed",
+      is_error: true,
+      result: null,
+      cost_usd: 0,
+    });
+    // The CLI's synthetic error message is not shown as model text.
+    expect(frames.filter((f) => f.event === "text_delta")).toEqual([]);
     expect((completions[0]?.data as { error?: string } | undefined)?.error).toContain(
       "prompt is malformed",
     );
@@ -187,7 +194,11 @@ describe.each(REAL_CLI_BACKENDS)("the real claude CLI through HTTP on %s", (back
     expect(cancelled).toMatchObject({ status: "cancelled", completion: { status: "cancelled" } });
     expect(processesOf(session.id)).toEqual([]);
     const rest = await reader.events();
-    expect(rest.at(-1)?.data).toMatchObject({ type: "completion", status: "cancelled" });
+    expect(rest.at(-1)?.data).toMatchObject({
+      type: "completion",
+      status: "cancelled",
+      is_error: true,
+    });
   });
 });
 

@@ -107,11 +107,19 @@ const QUESTIONS = [
 ];
 
 describe("runClaude with the real CLI", () => {
-  it("streams text as several text_deltas that add up to the model's text exactly", async () => {
+  it("streams text as several text_deltas that add up to the model's text exactly, and reports the usage the mock sent and the cost the CLI computed", async () => {
     const { mock, ce, config } = await setup();
     const text = "Héllo — this reply streams in pieces, with unicode ✓ and\nnew lines.";
-    mock.script({ blocks: [{ type: "text", text }] });
-    const { events, completion } = await collect(request(ce, "Say hello"), config);
+    const usage = {
+      input_tokens: 1200,
+      output_tokens: 45,
+      cache_read_input_tokens: 800,
+      cache_creation_input_tokens: 300,
+    };
+    const turn: MockTurn = { blocks: [{ type: "text", text }], usage };
+    mock.script(turn);
+    const req = request(ce, "Say hello");
+    const { events, completion } = await collect(req, config);
     const deltas = of(events, "text_delta");
     expect(deltas.length).toBeGreaterThan(2);
     expect(deltas.map((d) => d.text).join("")).toBe(text);
@@ -121,20 +129,6 @@ describe("runClaude with the real CLI", () => {
       result: text,
       error: null,
     });
-  });
-
-  it("reports the usage the mock sent and the cost the CLI computed", async () => {
-    const { mock, ce, config } = await setup();
-    const usage = {
-      input_tokens: 1200,
-      output_tokens: 45,
-      cache_read_input_tokens: 800,
-      cache_creation_input_tokens: 300,
-    };
-    const turn: MockTurn = { blocks: [{ type: "text", text: "Counted." }], usage };
-    mock.script(turn);
-    const req = request(ce, "Count");
-    const { completion } = await collect(req, config);
     expect(completion.usage).toMatchObject({
       input_tokens: 1200,
       output_tokens: 45,
@@ -155,7 +149,7 @@ describe("runClaude with the real CLI", () => {
         "--permission-mode",
         "bypassPermissions",
       ],
-      prompt: "Count",
+      prompt: "Say hello",
     });
     const result = direct.lines.find((l) => l.type === "result");
     expect(result?.total_cost_usd).toBeGreaterThan(0);
@@ -434,7 +428,10 @@ describe("runClaude with the real CLI", () => {
     expect(String(sent[0]?.content)).toContain("Permission to use Bash was denied");
   });
 
-  it("resumes a session: the model sees the first turn again", async () => {
+  // The CLI restores the session's cost on --resume: its result line's `total_cost_usd` is the
+  // whole session's (here twice one run's), while `usage` is this run's only. A completion's
+  // cost_usd must be this run's, or session totals count earlier runs again.
+  it("resumes a session: the model sees the first turn again, and the resumed run's cost_usd is that run's cost, not the session's running total", async () => {
     const { mock, ce, config } = await setup();
     mock.script({ blocks: [{ type: "text", text: "Noted: the secret word is PAPAYA." }] });
     const first = request(ce, "Remember PAPAYA");
@@ -455,18 +452,7 @@ describe("runClaude with the real CLI", () => {
     expect(userTexts(req)).toEqual(
       expect.arrayContaining(["Remember PAPAYA", "What was the word?"]),
     );
-  });
 
-  // The CLI restores the session's cost on --resume: its result line's `total_cost_usd` is the
-  // whole session's (here twice one run's), while `usage` is this run's only. A completion's
-  // cost_usd must be this run's, or session totals count earlier runs again.
-  it("a resumed run's cost_usd is that run's cost, not the session's running total", async () => {
-    const { mock, ce, config } = await setup();
-    mock.script({ blocks: [{ type: "text", text: "One." }] });
-    const first = request(ce, "One");
-    const one = await collect(first, config);
-    mock.script({ blocks: [{ type: "text", text: "Two." }] });
-    const two = await collect({ ...first, prompt: "Two", resume: true }, config);
     expect(one.completion.cost_usd).toBeGreaterThan(0);
     expect(two.completion.usage).toMatchObject({ input_tokens: 100, output_tokens: 20 });
     expect(two.completion.cost_usd).toBeCloseTo(one.completion.cost_usd ?? Number.NaN, 10);
@@ -483,27 +469,6 @@ describe("runClaude with the real CLI", () => {
       expect(userTexts(mock.mainRequests().at(-1))).toContain(prompt);
     }
     expect(mock.mainRequests()).toHaveLength(2);
-  });
-
-  it("an API 400 becomes exactly one failed completion with the error message", async () => {
-    const { mock, ce, config } = await setup();
-    mock.script({
-      error: {
-        status: 400,
-        type: "invalid_request_error",
-        message: "mock: this request is invalid",
-      },
-    });
-    const { events, completion } = await collect(request(ce, "Hello"), config);
-    expect(completion).toMatchObject({
-      status: "failed",
-      is_error: true,
-      result: null,
-      cost_usd: 0,
-    });
-    expect(completion.error).toContain("mock: this request is invalid");
-    // The synthetic error message is not shown as model text.
-    expect(of(events, "text_delta")).toHaveLength(0);
   });
 
   it("a CLI without credentials fails with agent_not_authenticated, naming the variable to set", async () => {
@@ -566,25 +531,6 @@ describe("runClaude with the real CLI", () => {
       status: "succeeded",
       result: "Which database: Postgres or SQLite?",
     });
-  });
-
-  it("cancelling mid-stream ends with one cancelled completion", async () => {
-    const { mock, ce, config } = await setup();
-    mock.script({
-      blocks: [{ type: "text", text: "This reply streams very slowly and will be cut short." }],
-      delayMs: 400,
-    });
-    const ac = new AbortController();
-    const events: BridgeEvent[] = [];
-    const started = Date.now();
-    for await (const batch of runClaude(request(ce, "Talk slowly"), config, ac.signal)) {
-      events.push(...batch);
-      if (batch.some((e) => e.type === "text_delta")) ac.abort();
-    }
-    expect(Date.now() - started).toBeLessThan(10_000);
-    const completions = of(events, "completion");
-    expect(completions).toHaveLength(1);
-    expect(completions[0]).toMatchObject({ status: "cancelled", is_error: true });
   });
 });
 
