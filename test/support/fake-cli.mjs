@@ -12,14 +12,6 @@ import { dirname, join } from "node:path";
 const scenarioPath = process.env.FAKE_CLI_SCENARIO ?? "";
 const scenario = JSON.parse(readFileSync(scenarioPath, "utf8"));
 
-// Like the real CLI, answers `--version` at once (the readiness probe asks it).
-if (process.argv[2] === "--version") {
-  process.stdout.write(
-    scenario.dialect === "codex" ? "codex-cli 0.0.0 (fake)\n" : "0.0.0 (fake Claude Code)\n",
-  );
-  process.exit(0);
-}
-
 const record = (entry) => {
   if (scenario.record) appendFileSync(scenario.record, `${JSON.stringify(entry)}\n`);
 };

@@ -119,9 +119,17 @@ export async function fakeCli(
     );
   await setScenario(scenario);
   await writeFile(recordPath, "");
+  // Like the real CLIs, it answers `--version` at once (the readiness probe asks it); the shell
+  // does, as a Node start would cost more CPU than most scenarios, and servers start by the hundred.
+  const version = dialect === "codex" ? "codex-cli 0.0.0 (fake)" : "0.0.0 (fake Claude Code)";
   await writeFile(
     bin,
-    `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(FAKE_CLI_SCRIPT)} "$@"\n`,
+    [
+      "#!/bin/sh",
+      `if [ "$#" = 1 ] && [ "$1" = --version ]; then echo '${version}'; exit 0; fi`,
+      `exec ${JSON.stringify(process.execPath)} ${JSON.stringify(FAKE_CLI_SCRIPT)} "$@"`,
+      "",
+    ].join("\n"),
   );
   await chmod(bin, 0o755);
   const invocations = async () => startsOf(await readFile(recordPath, "utf8"));
