@@ -10,6 +10,7 @@ import { createTestApp, listen, type TestApp } from "../support/app.js";
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
 import { REAL_CLI_BACKENDS } from "../support/db.js";
 import { chunk, type MockAnthropic, startMockAnthropic } from "../support/mock-anthropic.js";
+import { waitUntil } from "../support/process.js";
 import { git, gitOk, makeRepo, type TestRepo } from "./repo.js";
 
 // Worktree mode end to end: HTTP -> run manager -> the real `claude` CLI with `-w <session id>`
@@ -182,6 +183,10 @@ describe.each(REAL_CLI_BACKENDS)("worktree mode with the real claude CLI on %s",
       delayMs: 50,
     });
     const run = await (await post(busy.id, "go slowly", { Prefer: "respond-async" })).json();
+    // A run holds its session until its CLI is gone, which on a loaded machine can be after its
+    // answer: the sweep would find the other two busy.
+    for (const { id } of [clean, dirty])
+      await waitUntil(() => !t.deps.runs.isActive(id), `session ${id} idle`);
     await idleForDays([clean.id, dirty.id, busy.id]);
 
     const lines: string[] = [];
