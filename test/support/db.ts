@@ -14,9 +14,9 @@ import { migrationsDigest, seedDataDir } from "./pglite-template.js";
 // TEST_DATABASE_URL is set (CI sets it). Each opened database is empty, migrated and private to
 // its caller. On PGlite it is one this process keeps open and empties between callers
 // (./pglite-pool.ts), first opened from a data dir copied from a migrated cluster made once
-// (./pglite-template.ts): that takes a tenth of the time an in-memory database takes to start. On Postgres it is
-// made from a migrated template database, made once too: running every migration cost each new
-// database 150 ms, of which the server's CPU was most.
+// (./pglite-template.ts): that takes a tenth of the time an in-memory database takes to start.
+// On Postgres it is made from a migrated template database, made once too: running every
+// migration cost each new database 150 ms, of which the server's CPU was most.
 
 export type Backend = "pglite" | "postgres";
 
