@@ -7,7 +7,8 @@ import { openApiYaml } from "../src/http/openapi-yaml.js";
 // types from openapi.yaml (openapi-typescript).
 
 export const root = fileURLToPath(new URL("..", import.meta.url));
-const TYPES_PATH = "src/client/schema.ts";
+/** The client's types, from the project's root. */
+export const TYPES_PATH = "src/client/schema.ts";
 
 /** Each generated file's path (from the project's root) and what the code makes of it today. */
 export async function generatedFiles(): Promise<{ path: string; text: string }[]> {

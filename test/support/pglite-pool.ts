@@ -10,7 +10,7 @@ import { seedDataDir } from "./pglite-template.js";
 
 // The embedded test databases of this test process, kept open and emptied between callers:
 // copying a data dir, opening it, closing it and removing it cost about 0.2 s of CPU, and a run
-// opens about ninety; emptying one costs a few milliseconds (README "Development"). A caller gets
+// opens about ninety; emptying one costs a quarter of that (README "Development"). A caller gets
 // a view of its own: once it closes that view, every statement through it fails as a closed
 // PGlite's does, so that nothing a test left running reaches the next caller's data. A database
 // whose schema a test changed (a trigger, a function) is closed instead of kept.
@@ -19,6 +19,8 @@ interface Open {
   handle: DatabaseHandle;
   client: PGlite;
   dir: string;
+  /** Its tables, as migrated: what is emptied between callers. */
+  tables: string;
   /** The schema as migrated, to tell whether a caller changed it. */
   shape: string;
 }
@@ -50,7 +52,13 @@ async function openNew(): Promise<Open> {
   await seedDataDir(dir);
   const handle = await openDatabase({ kind: "pglite", dataDir: dir });
   const client = (handle.db as unknown as { $client: PGlite }).$client;
-  return { handle, client, dir, shape: await scalar(handle.db, shape) };
+  return {
+    handle,
+    client,
+    dir,
+    tables: await scalar(handle.db, tables),
+    shape: await scalar(handle.db, shape),
+  };
 }
 
 async function discard(open: Open): Promise<void> {
@@ -64,7 +72,7 @@ async function giveBack(open: Open): Promise<void> {
     const db = open.handle.db;
     // Session state too: settings, advisory locks, prepared statements.
     await db.execute(sql`discard all`);
-    await db.execute(sql.raw(`truncate ${await scalar(db, tables)} restart identity cascade`));
+    await db.execute(sql.raw(`truncate ${open.tables} restart identity cascade`));
     if ((await scalar(db, shape)) === open.shape && idle.length < MAX_IDLE) {
       idle.push(open);
       return;
