@@ -11,7 +11,7 @@ afterAll(() => databases.cleanup());
 
 describe("agent-bridge keys next to a running server", () => {
   it("refuses to open the embedded database the server holds, and says why", async () => {
-    const env = { ...(await databases.targets[0]?.[1]()) };
+    const env = await databases.embedded();
     const server = await startServer({ ...env, AGENT_BRIDGE_AUTH: "keys" });
     try {
       const res = await cliWithEnv(["keys", "list"], env);

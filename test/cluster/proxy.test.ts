@@ -1,6 +1,7 @@
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { serverDatabases } from "../support/db.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { LARGEST_PNG } from "../support/images.js";
 import { type ReverseProxy, startProxy } from "../support/proxy.js";
@@ -12,6 +13,7 @@ import { result, systemInit, textDelta } from "../support/stream-json-lines.js";
 // needs of a proxy (events passed on as they happen, reconnects) and the largest message body.
 
 describe("behind the README's nginx configuration", () => {
+  const databases = serverDatabases();
   let fake: FakeCli;
   let server: ServerProcess;
   let proxy: ReverseProxy;
@@ -20,13 +22,14 @@ describe("behind the README's nginx configuration", () => {
   beforeAll(async () => {
     fake = await fakeCli({ steps: [] });
     go = join(fake.dir, "go");
-    server = await startServer(fake.bridgeEnv);
+    server = await startServer({ ...fake.bridgeEnv, ...(await databases.embedded()) });
     proxy = await startProxy([server.url]);
   });
   afterAll(async () => {
     await proxy?.stop();
     await server?.stop();
     await fake?.cleanup();
+    await databases.cleanup();
   });
 
   const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>

@@ -154,10 +154,9 @@ describe.each(agentMatrix.filter((a) => a.db === "pglite"))(
           Array.from({ length: 60 }, (_, i) => `Part ${i}. `),
           { delayMs: 500 },
         );
-        const [, database] = databases.targets[0] ?? [];
         const server = await startServer(
           {
-            ...(await database?.()),
+            ...(await databases.embedded()),
             ...model.env,
             AGENT_BRIDGE_PERMISSION_MODE: "bypassPermissions",
           },

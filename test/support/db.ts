@@ -138,26 +138,24 @@ export async function createServerDatabase(
 
 /**
  * The back-ends as a server process is configured for them: each call of a target's function
- * makes a fresh embedded data dir or a fresh Postgres database and returns the env naming it.
+ * makes a fresh embedded data dir or a fresh Postgres database and returns the env naming it
+ * (`embedded` is the embedded one's, for tests that need one database of either kind).
  * `cleanup` removes everything made.
  */
 export function serverDatabases(): {
   targets: [Backend, () => Promise<Record<string, string>>][];
+  embedded(): Promise<Record<string, string>>;
   cleanup(): Promise<void>;
 } {
   const made: (() => Promise<void>)[] = [];
-  const targets: [Backend, () => Promise<Record<string, string>>][] = [
-    [
-      "pglite",
-      async () => {
-        const dir = mkdtempSync(join(tmpdir(), "agent-bridge-data-"));
-        made.push(async () => rmSync(dir, { recursive: true, force: true }));
-        // From an empty cluster's copy: initdb on every start cost these tests most of their time.
-        await seedDataDir(dir);
-        return { AGENT_BRIDGE_DATA_DIR: dir };
-      },
-    ],
-  ];
+  const embedded = async () => {
+    const dir = mkdtempSync(join(tmpdir(), "agent-bridge-data-"));
+    made.push(async () => rmSync(dir, { recursive: true, force: true }));
+    // From an empty cluster's copy: initdb on every start cost these tests most of their time.
+    await seedDataDir(dir);
+    return { AGENT_BRIDGE_DATA_DIR: dir };
+  };
+  const targets: [Backend, () => Promise<Record<string, string>>][] = [["pglite", embedded]];
   if (serverUrl) {
     targets.push([
       "postgres",
@@ -170,6 +168,7 @@ export function serverDatabases(): {
   }
   return {
     targets,
+    embedded,
     cleanup: async () => {
       for (const remove of made.splice(0)) await remove();
     },

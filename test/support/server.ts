@@ -95,6 +95,10 @@ export async function startServer(
   env: NodeJS.ProcessEnv,
   opts: StartOptions = {},
 ): Promise<ServerProcess> {
+  // Without either the server opens its default data dir, ./.agent-bridge, in the checkout.
+  if (!env.DATABASE_URL && !env.AGENT_BRIDGE_DATA_DIR) {
+    throw new Error("a test server needs a database of its own: DATABASE_URL or a data dir");
+  }
   const port = await freePort();
   // API keys off unless the test turns them on; a credential for the CLI, so that it is ready.
   const { child, output } = spawnEntry(
