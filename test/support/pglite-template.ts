@@ -75,6 +75,13 @@ export async function makeMigratedCluster(): Promise<void> {
   });
 }
 
+/** A copy of the cluster as initdb leaves it, with no migration run, in a new dir; its path. */
+export async function emptyDataDir(): Promise<string> {
+  const dir = mkdtempSync(path.join(tmpdir(), "agent-bridge-empty-"));
+  cpSync(await emptyCluster(), dir, { recursive: true });
+  return dir;
+}
+
 /** Puts a migrated, empty cluster where the server looks for one (`<dataDir>/pgdata`). */
 export async function seedDataDir(dataDir: string): Promise<void> {
   await makeMigratedCluster();

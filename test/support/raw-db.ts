@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from "node:fs";
+import { readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
@@ -7,6 +7,7 @@ import postgres from "postgres";
 import type { Database } from "../../src/store/db.js";
 import * as schema from "../../src/store/schema.js";
 import { type Backend, createServerDatabase } from "./db.js";
+import { emptyDataDir } from "./pglite-template.js";
 
 // A database migrated step by step, for the tests of what a migration does to the rows it finds.
 
@@ -19,11 +20,16 @@ export interface RawDatabase {
 
 export async function rawDatabase(backend: Backend): Promise<RawDatabase> {
   if (backend === "pglite") {
-    const client = new PGlite();
+    // A copy of initdb's cluster: an in-memory PGlite runs initdb, seconds of CPU.
+    const dir = await emptyDataDir();
+    const client = new PGlite(dir);
     return {
       exec: async (s) => void (await client.exec(s)),
       db: drizzlePglite({ client, schema }) as unknown as Database,
-      close: () => client.close(),
+      close: async () => {
+        await client.close();
+        rmSync(dir, { recursive: true, force: true });
+      },
     };
   }
   const { url, drop } = await createServerDatabase();
