@@ -75,11 +75,9 @@ export async function makeMigratedCluster(): Promise<void> {
   });
 }
 
-/** A copy of the cluster as initdb leaves it, with no migration run, in a new dir; its path. */
-export async function emptyDataDir(): Promise<string> {
-  const dir = mkdtempSync(path.join(tmpdir(), "agent-bridge-empty-"));
+/** Puts the cluster as initdb leaves it, with no migration run, in `dir`. */
+export async function copyEmptyCluster(dir: string): Promise<void> {
   cpSync(await emptyCluster(), dir, { recursive: true });
-  return dir;
 }
 
 /** Puts a migrated, empty cluster where the server looks for one (`<dataDir>/pgdata`). */

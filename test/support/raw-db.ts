@@ -1,13 +1,14 @@
-import { readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
 import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
 import postgres from "postgres";
+import { inject } from "vitest";
 import type { Database } from "../../src/store/db.js";
 import * as schema from "../../src/store/schema.js";
 import { type Backend, createServerDatabase } from "./db.js";
-import { emptyDataDir } from "./pglite-template.js";
+import { copyEmptyCluster } from "./pglite-template.js";
 
 // A database migrated step by step, for the tests of what a migration does to the rows it finds.
 
@@ -20,8 +21,10 @@ export interface RawDatabase {
 
 export async function rawDatabase(backend: Backend): Promise<RawDatabase> {
   if (backend === "pglite") {
-    // A copy of initdb's cluster: an in-memory PGlite runs initdb, seconds of CPU.
-    const dir = await emptyDataDir();
+    // A copy of initdb's cluster: an in-memory PGlite runs initdb, seconds of CPU. In the run's
+    // dir for test databases, which goes when the run ends, should a test never close it.
+    const dir = mkdtempSync(join(inject("testDataDirs"), "raw-"));
+    await copyEmptyCluster(dir);
     const client = new PGlite(dir);
     return {
       exec: async (s) => void (await client.exec(s)),
