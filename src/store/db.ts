@@ -177,8 +177,13 @@ const reconnectDelaySeconds = (failures: number) =>
 
 async function openPostgres(url: string, poolSize = 10): Promise<DatabaseHandle> {
   // `onnotice` silenced: migrations' "relation already exists, skipping" notices are noise.
+  // `fetch_types` off: postgres.js looks up the array types first on each new connection, and
+  // drops that query's promise, so a connection lost during it (a database outage, a restart)
+  // rejects where no caller can catch it (porsager/postgres#1192, #1223). No statement here takes
+  // or returns a driver array (events.ts sends array literals as text).
   const client = postgres(url, {
     max: poolSize,
+    fetch_types: false,
     onnotice: () => {},
     backoff: reconnectDelaySeconds,
   });

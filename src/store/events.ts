@@ -92,9 +92,10 @@ export async function appendEvents(
   const createdAt = new Date().toISOString();
   // One batch (a single busy run) goes as plain parameters: its text is sent as it is, where an
   // array parameter is escaped and parsed again (PGlite relay 101 000 -> 81 000 events/s).
-  // Several go as five array parameters: a multi-row `values` list costs the query builder work
+  // Several go as five arrays, each one text parameter: a multi-row `values` list costs the query builder work
   // per row and column (drizzle's `is`, 12 % of the server's CPU with 50 runs).
-  const column = <T>(pick: (row: (typeof rows)[number]) => T) => sql.param(rows.map(pick));
+  const column = (pick: (row: (typeof rows)[number]) => string | number) =>
+    arrayLiteral(rows.map(pick));
   const source =
     more.length === 0
       ? sql`(select ${first.runId}::uuid as run_id, ${first.firstSeq}::integer as first_seq,
@@ -116,6 +117,16 @@ export async function appendEvents(
       : insert,
   );
   return new Set(returnedRows<{ run_id: string }>(result).map((r) => r.run_id));
+}
+
+/**
+ * A Postgres array literal, sent as one text parameter and cast by the statement. The driver's own
+ * array parameters need the array types it looks up on each new connection (postgres.js's
+ * `fetch_types`), a lookup whose failure during an outage no caller can catch (db.ts).
+ */
+function arrayLiteral(values: (string | number)[]): string {
+  const quoted = values.map((v) => `"${String(v).replace(/["\\]/g, "\\$&")}"`);
+  return `{${quoted.join(",")}}`;
 }
 
 /**

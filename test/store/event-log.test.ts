@@ -69,6 +69,31 @@ describe.each(BACKENDS)("the stored run log on %s", (backend) => {
     }
   });
 
+  // Several runs' batches go in one statement, each column as one array literal (events.ts).
+  it("stores several runs' batches in one append, whatever their text holds", async () => {
+    const { db } = database;
+    const hostile = [
+      '"quoted" {braced, with commas}',
+      'back\\slash \\"',
+      "NULL",
+      "",
+      "é \u2028 😀",
+    ];
+    const runs = await Promise.all(hostile.map(() => insertSessionRun(db)));
+    const logs = hostile.map((text, i) => [
+      sequenced({ type: "text_delta", text }, 1, 1),
+      sequenced({ type: "text_delta", text: `${i}` }, 2, 2),
+    ]);
+    const stored = await appendEvents(
+      db,
+      runs.map((run, i) => ({ runId: run.id, events: logs[i] ?? [], lastPublicSeq: 2 })),
+    );
+    expect(stored).toEqual(new Set(runs.map((run) => run.id)));
+    for (const [i, run] of runs.entries()) {
+      expect(await read(db, run.id, "full", 0)).toEqual(logs[i]);
+    }
+  });
+
   it("finds the completion, the last positions and the joined text", async () => {
     const { db } = database;
     const run = await insertSessionRun(db);
