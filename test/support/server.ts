@@ -50,11 +50,14 @@ export async function freePort(): Promise<number> {
   return address.port;
 }
 
-/** The entry point as a child process, its stdout and stderr collected together (and apart). */
+/**
+ * The entry point as a child process, its stdout and stderr collected together (and apart), and
+ * a wait for a pattern in that output.
+ */
 function spawnEntry(
   env: NodeJS.ProcessEnv,
   { ownGroup = false, entry = "build" }: StartOptions = {},
-): { child: ChildProcess; output: () => string; stderr: () => string } {
+) {
   const child = spawn(process.execPath, entryArgs(entry), {
     cwd: root,
     env: {
@@ -70,15 +73,56 @@ function spawnEntry(
   });
   let output = "";
   let stderr = "";
-  const collect = (d: Buffer) => {
-    output += d;
+  let closed = false;
+  // Each waiter looks again at every chunk, and once more when the pipes close.
+  const waiters = new Set<() => void>();
+  const changed = () => {
+    for (const waiter of waiters) waiter();
   };
-  child.stdout?.on("data", collect);
-  child.stderr?.on("data", collect);
-  child.stderr?.on("data", (d: Buffer) => {
-    stderr += d;
+  child.stdout?.on("data", (d: Buffer) => {
+    output += d;
+    changed();
   });
-  return { child, output: () => output, stderr: () => stderr };
+  child.stderr?.on("data", (d: Buffer) => {
+    output += d;
+    stderr += d;
+    changed();
+  });
+  // "close", not "exit": the pipes may still hold the last line when the process has exited.
+  child.on("close", () => {
+    closed = true;
+    changed();
+  });
+  const waitForOutput = (pattern: RegExp, timeoutMs = 5000) =>
+    new Promise<RegExpExecArray>((resolve, reject) => {
+      let timer: NodeJS.Timeout | undefined;
+      const settle = (outcome: () => void) => {
+        waiters.delete(look);
+        clearTimeout(timer);
+        outcome();
+      };
+      const look = () => {
+        const match = pattern.exec(output);
+        if (match) settle(() => resolve(match));
+        else if (closed)
+          settle(() =>
+            reject(
+              new Error(
+                `exited (${child.exitCode ?? child.signalCode}) without printing ${pattern}:\n${output}`,
+              ),
+            ),
+          );
+      };
+      if (Number.isFinite(timeoutMs)) {
+        timer = setTimeout(
+          () => settle(() => reject(new Error(`no ${pattern} in the output:\n${output}`))),
+          timeoutMs,
+        );
+      }
+      waiters.add(look);
+      look();
+    });
+  return { child, output: () => output, stderr: () => stderr, waitForOutput };
 }
 
 export interface StartOptions {
@@ -101,7 +145,7 @@ export async function startServer(
   }
   const port = await freePort();
   // API keys off unless the test turns them on; a credential for the CLI, so that it is ready.
-  const { child, output } = spawnEntry(
+  const { child, output, waitForOutput } = spawnEntry(
     {
       AGENT_BRIDGE_AUTH: "none",
       // Test files run side by side, several instances each: within the server's connections.
@@ -137,33 +181,21 @@ export async function startServer(
       `server did not exit within ${stopBoundMs / 1000} s of ${signal}:\n${output().slice(-8000)}`,
     );
   };
-  const deadline = Date.now() + 60_000;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null)
-      throw new Error(`server exited with ${child.exitCode}:\n${output()}`);
-    try {
-      if ((await fetch(`${url}/readyz`)).status === 200) {
-        return { url, child, output, waitForOutput: waitFor(output), stop, exited };
-      }
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 100));
+  // Ready once it says where it listens (after the database, the back-ends and the port), and
+  // `/readyz` agrees.
+  const listening = await waitForOutput(/agent-bridge listening on /, 60_000).catch(
+    (err: Error) => err,
+  );
+  if (listening instanceof Error) {
+    await stop("SIGKILL");
+    throw new Error(`server not ready: ${listening.message}`);
   }
-  await stop("SIGKILL");
-  throw new Error(`server not ready within 60 s:\n${output()}`);
-}
-
-function waitFor(output: () => string) {
-  return async (pattern: RegExp, timeoutMs = 5000): Promise<RegExpExecArray> => {
-    const until = Date.now() + timeoutMs;
-    for (;;) {
-      const match = pattern.exec(output());
-      if (match) return match;
-      if (Date.now() > until) throw new Error(`no ${pattern} in the output:\n${output()}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  };
+  const ready = await fetch(`${url}/readyz`);
+  if (ready.status !== 200) {
+    await stop("SIGKILL");
+    throw new Error(`server not ready: /readyz ${ready.status} ${await ready.text()}\n${output()}`);
+  }
+  return { url, child, output, waitForOutput, stop, exited };
 }
 
 /** Runs the entry point to its exit, for start-up failures. */
