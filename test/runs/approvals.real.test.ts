@@ -38,8 +38,12 @@ describe.each(REAL_CLI_BACKENDS)("approvals with the real claude CLI on %s", (ba
       AGENT_BRIDGE_AUTH: "keys",
       AGENT_BRIDGE_WORK_DIR: ce.cwd,
       AGENT_BRIDGE_PERMISSION_MODE: "default",
-      // Shorter than the approval timeout of the test that waits it out: it must not fire.
-      AGENT_BRIDGE_IDLE_TIMEOUT_SECONDS: "3",
+      // Shorter than the approval timeout of the test that waits it out: it must not fire. Not
+      // shorter: it runs from the CLI's start, and 3 s is near what a CLI started cold on a loaded
+      // machine takes to its first line. The one full run this file failed (a new machine's
+      // first), its first runs ended within 3-5 s without their request, and the runs after met
+      // the turns those had left in the mock's script.
+      AGENT_BRIDGE_IDLE_TIMEOUT_SECONDS: "6",
     });
     server = await listen(t.app);
     alice = (await issueKey(t.database.db, { name: "alice", admin: false })).key;
@@ -241,8 +245,8 @@ describe.each(REAL_CLI_BACKENDS)("approvals with the real claude CLI on %s", (ba
 
   it("a request left alone is denied at its timeout and the run goes on; the idle watchdog does not fire", async () => {
     mock.script(...writeTurns("late.txt", "x", "Nobody answered."));
-    // Longer than the idle timeout (3 s): the wait is not the CLI's silence.
-    const session = await newSession({ approvals: "api", approval_timeout_seconds: 5 });
+    // Longer than the idle timeout (6 s): the wait is not the CLI's silence.
+    const session = await newSession({ approvals: "api", approval_timeout_seconds: 8 });
     const { runId, sse } = await send(session.id, "write late.txt");
     const request = data((await sse.until("permission_request")).at(-1));
     const run = (await (await call(`/v1/runs/${runId}`)).json()) as { status: string };
