@@ -95,6 +95,12 @@ export class RunManager {
   private readonly recorder: CompletionRecorder;
   private readonly writer: LogWriter;
   private readonly claimer: Claimer;
+  /**
+   * Runs this instance claimed and could neither start nor give back (the database away past the
+   * outage bound), with the handover each had: given back before the next claim and at shutdown,
+   * else they would stay this instance's, queued, for good.
+   */
+  private readonly unreturned = new Map<string, unknown>();
   /** Followers reading a run from the stored log, told when this instance claims it. */
   private readonly followersOf = new Map<string, Set<AbortController>>();
   private readonly completionListeners = new Set<(runId: string) => void>();
@@ -489,6 +495,9 @@ export class RunManager {
     await all();
     // A completion the database would not take yet gets one more try; recovery does the rest.
     await this.recorder.flush();
+    // Before the instance records its end: still owned by an instance that ended, a run would
+    // never be claimed nor reaped. Failing, the instance leaves its lease to expire instead.
+    await this.giveBackUnreturned();
   }
 
   private async admit(
@@ -617,6 +626,7 @@ export class RunManager {
    * here, and starts it; false when there is no slot or no such run.
    */
   private async claimQueued(): Promise<boolean> {
+    await this.giveBackUnreturned();
     if (!this.admission.hasFreeSlot()) return false;
     const { db, instanceId, host } = this.opts;
     const freePlace = this.admission.holdPlace();
@@ -627,8 +637,12 @@ export class RunManager {
       // back would stay this instance's, queued, for good.
       const retrying = <T>(task: () => Promise<T>) =>
         withDbRetries(task, this.opts.dbOutageBoundMs);
+      const { id, handover } = claimed.run;
       const giveBack = () =>
-        retrying(() => store.releaseRun(db, claimed.run.id, instanceId(), claimed.run.handover));
+        retrying(() => store.releaseRun(db, id, instanceId(), handover)).catch((err) => {
+          this.unreturned.set(id, handover);
+          throw err;
+        });
       // Told to stop while it was claiming: the run is another instance's to take.
       if (!this.admission.open) {
         await giveBack();
@@ -647,6 +661,16 @@ export class RunManager {
       return true;
     } finally {
       freePlace();
+    }
+  }
+
+  /** Gives back the claims that could not be given back when they failed to start. */
+  private async giveBackUnreturned(): Promise<void> {
+    const { db, instanceId } = this.opts;
+    for (const [id, handover] of this.unreturned) {
+      // False when the run is no longer queued here (cancelled, its session deleted): done too.
+      await store.releaseRun(db, id, instanceId(), handover);
+      this.unreturned.delete(id);
     }
   }
 

@@ -1,10 +1,9 @@
-import { once } from "node:events";
-import { type AddressInfo, connect, createServer, type Socket } from "node:net";
 import { sql } from "drizzle-orm";
 import postgres from "postgres";
 import { describe, expect, it } from "vitest";
 import { openDatabase } from "../../src/store/db.js";
 import { createServerDatabase } from "../support/db.js";
+import { startPgProxy } from "../support/pg-proxy.js";
 import { runCommand } from "../support/process.js";
 
 // postgres.js 3.4.9 writes a query's small messages on the next tick; when the server closed the
@@ -78,62 +77,6 @@ describe.skipIf(!url)("a Postgres connection the server closed", () => {
   });
 });
 
-/**
- * A TCP proxy to the Postgres server at `url`. It keeps the first statement each connection sends
- * after its start-up, and closes a connection at that statement while `cutNext` is set (once), as
- * a server restarting at that moment does.
- */
-async function statementProxy(url: string) {
-  const target = new URL(url);
-  const sockets = new Set<Socket>();
-  const firstStatements: string[] = [];
-  const state = { cutNext: false };
-  const server = createServer((client) => {
-    const upstream = connect(Number(target.port), target.hostname);
-    sockets.add(client).add(upstream);
-    let messages = 0;
-    client.on("data", (chunk) => {
-      // The start-up message comes first; then 'P' (parse) or 'Q' (query) begins a statement.
-      if (messages++ === 1 && (chunk[0] === 0x50 || chunk[0] === 0x51)) {
-        firstStatements.push(chunk.toString("latin1"));
-        if (state.cutNext) {
-          state.cutNext = false;
-          client.destroy();
-          upstream.destroy();
-          return;
-        }
-      }
-      upstream.write(chunk);
-    });
-    upstream.on("data", (chunk) => client.write(chunk));
-    for (const [a, b] of [
-      [client, upstream],
-      [upstream, client],
-    ] as const) {
-      a.on("error", () => b.destroy());
-      a.on("close", () => b.destroy());
-    }
-  });
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const proxied = new URL(url);
-  proxied.port = String((server.address() as AddressInfo).port);
-  return {
-    url: proxied.toString(),
-    state,
-    firstStatements,
-    /** Closes every connection through the proxy, as a database restart does. */
-    dropAll: () => {
-      for (const socket of sockets) socket.destroy();
-      sockets.clear();
-    },
-    close: () => {
-      server.close();
-      for (const socket of sockets) socket.destroy();
-    },
-  };
-}
-
 describe.skipIf(!url)("the server's Postgres pool across a restart", () => {
   // postgres.js looks up the array types as the first statement of each new connection, and drops
   // that query's promise: a connection lost during it rejected where no caller could catch it
@@ -141,14 +84,16 @@ describe.skipIf(!url)("the server's Postgres pool across a restart", () => {
   // error. The pool runs without the lookup: each statement it sends is one a caller awaits.
   it("a new connection's first statement is its caller's; across a restart queries fail as closed, then answer, with nothing unhandled", async () => {
     const { url: direct, drop } = await createServerDatabase({ migrated: true });
-    const proxy = await statementProxy(direct);
+    const proxy = await startPgProxy(direct);
     const unhandled: unknown[] = [];
     const onUnhandled = (reason: unknown) => unhandled.push(reason);
     process.on("unhandledRejection", onUnhandled);
     const handle = await openDatabase({ kind: "postgres", url: proxy.url, poolSize: 2 });
     try {
-      proxy.state.cutNext = true;
-      proxy.dropAll();
+      // A restart: every connection lost, and the next one at its first statement.
+      proxy.cutNextAtFirstStatement();
+      proxy.down();
+      proxy.up();
       // Each of the pool's two connections may fail one query as closed, and the next connection
       // is cut at its first statement: the fourth try at the latest answers.
       const failures: unknown[] = [];

@@ -1,0 +1,105 @@
+import { once } from "node:events";
+import { type AddressInfo, connect, createServer, type Socket } from "node:net";
+
+// A TCP proxy in front of a Postgres server, for the moments a real outage cannot be timed to:
+// a connection lost right after its start-up, the database gone right after a given statement
+// was answered. It reads only what it needs of the protocol: a client message's first byte
+// ('P' parse, 'Q' query) and text, and the server's ReadyForQuery ('Z') that ends an answer.
+
+export interface PgProxy {
+  /** `url` with the proxy's port: connect through this. */
+  url: string;
+  /** The first statement each connection sent after its start-up, as raw protocol text. */
+  firstStatements: string[];
+  /** The next connection to start is closed at its first statement, as by a restart then. */
+  cutNextAtFirstStatement(): void;
+  /** Once a statement matching `pattern` has been answered, the database goes down. */
+  downAfterAnswer(pattern: RegExp): void;
+  /** Every connection closed, and new ones refused, until `up()`. */
+  down(): void;
+  up(): void;
+  close(): void;
+}
+
+const PARSE = 0x50;
+const QUERY = 0x51;
+const READY_FOR_QUERY = 0x5a;
+
+export async function startPgProxy(url: string): Promise<PgProxy> {
+  const target = new URL(url);
+  const sockets = new Set<Socket>();
+  const firstStatements: string[] = [];
+  let cutNext = false;
+  let downAfter: RegExp | undefined;
+  let answering = false;
+  const server = createServer((client) => {
+    const upstream = connect(Number(target.port), target.hostname);
+    sockets.add(client).add(upstream);
+    const cutThis = cutNext;
+    cutNext = false;
+    let messages = 0;
+    client.on("data", (chunk) => {
+      const statement = chunk[0] === PARSE || chunk[0] === QUERY;
+      if (messages++ === 1 && statement) {
+        firstStatements.push(chunk.toString("latin1"));
+        if (cutThis) {
+          client.destroy();
+          upstream.destroy();
+          return;
+        }
+      }
+      if (statement && downAfter?.test(chunk.toString("latin1"))) {
+        downAfter = undefined;
+        answering = true;
+      }
+      upstream.write(chunk);
+    });
+    upstream.on("data", (chunk) => {
+      // The answer ends with ReadyForQuery: 'Z', length 5, the transaction status.
+      if (answering && chunk.length >= 6 && chunk[chunk.length - 6] === READY_FOR_QUERY) {
+        answering = false;
+        // Down once the answer has reached the client.
+        client.write(chunk, down);
+        return;
+      }
+      client.write(chunk);
+    });
+    for (const [a, b] of [
+      [client, upstream],
+      [upstream, client],
+    ] as const) {
+      a.on("error", () => b.destroy());
+      a.on("close", () => b.destroy());
+    }
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const port = (server.address() as AddressInfo).port;
+  const proxied = new URL(url);
+  proxied.port = String(port);
+  // Down as a stopped server is: connections refused, not accepted and closed (postgres.js
+  // connects again at once, without failing what waits, when a new connection closes).
+  const down = () => {
+    if (server.listening) server.close();
+    for (const socket of sockets) socket.destroy();
+    sockets.clear();
+  };
+  return {
+    url: proxied.toString(),
+    firstStatements,
+    cutNextAtFirstStatement: () => {
+      cutNext = true;
+    },
+    downAfterAnswer: (pattern) => {
+      downAfter = pattern;
+    },
+    down,
+    up: () => {
+      if (!server.listening) server.listen(port, "127.0.0.1");
+    },
+    close: () => {
+      server.close();
+      down();
+    },
+  };
+}
