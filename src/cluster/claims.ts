@@ -41,4 +41,9 @@ export class Claimer {
     });
     return this.claiming;
   }
+
+  /** Resolves once no claim is in progress. */
+  async idle(): Promise<void> {
+    await this.claiming;
+  }
 }

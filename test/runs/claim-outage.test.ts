@@ -1,17 +1,21 @@
 import { eq } from "drizzle-orm";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { toHandover } from "../../src/runs/handover.js";
+import { NO_RUN_OPTIONS } from "../../src/runs/message.js";
 import { type DatabaseHandle, openDatabase } from "../../src/store/db.js";
 import { runs } from "../../src/store/schema.js";
 import { createTestAppOn, type TestApp } from "../support/app.js";
 import { createServerDatabase, insertSessionRun } from "../support/db.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { type PgProxy, startPgProxy } from "../support/pg-proxy.js";
+import { waitUntil } from "../support/process.js";
 import { result, systemInit } from "../support/stream-json-lines.js";
 
 // An instance claims a queued run from the shared queue, and the database goes away before the
-// run starts, for longer than the outage bound: the run can be neither started nor given back.
-// It was left this instance's, queued, for good, and once the instance stopped (its end
-// recorded) no other instance would claim or reap it. It is given back when the database is back.
+// run starts, for longer than the outage bound: the run can be neither started nor given back
+// (or the claim is made and its answer lost). It was left this instance's, queued, for good, and
+// once the instance stopped (its end recorded) no other instance would claim or reap it. It is
+// given back when the database is back.
 
 describe.skipIf(!process.env.TEST_DATABASE_URL)("a claimed run the database took away", () => {
   let fake: FakeCli;
@@ -56,12 +60,25 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a claimed run the database took
         .where(eq(runs.id, id))
     )[0];
 
-  /** A queued run nobody owns, claimed by the app as the database goes down; the claim fails. */
-  async function claimDuringOutage(): Promise<string> {
+  const CLAIM = /for update skip locked/;
+
+  /**
+   * A queued run nobody owns, claimed by the app as the database goes down (once the claim is
+   * answered, or once it is sent); the claim fails.
+   */
+  async function claimDuringOutage(downAfter = proxy.downAfterAnswer): Promise<string> {
     const { id } = await insertSessionRun(direct.db);
-    proxy.downAfterAnswer(/for update skip locked/);
+    // As a message written for any instance has it: what the message set for the run.
+    await direct.db
+      .update(runs)
+      .set({ handover: toHandover({ options: NO_RUN_OPTIONS, resumeAt: null }) })
+      .where(eq(runs.id, id));
+    downAfter(CLAIM);
     await t.deps.runs.claimWork();
-    // Claimed, and neither started nor given back.
+    // Claimed, and neither started nor given back. (A claim whose answer was lost may still be
+    // on its way in the server when the instance has given up on it.)
+    const claimed = async () => (await row(id))?.instanceId === t.deps.lease.id;
+    await waitUntil(claimed, "the claim made in the database", 10_000);
     expect(await row(id)).toEqual({ status: "queued", instanceId: t.deps.lease.id });
     proxy.up();
     return id;
@@ -70,6 +87,14 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a claimed run the database took
   it("is given back at the next claim once the database is back, and runs", async () => {
     await instance();
     const id = await claimDuringOutage();
+    await t.deps.runs.claimWork();
+    const { status } = (await row(id)) ?? {};
+    expect(["running", "succeeded"]).toContain(status);
+  });
+
+  it("claimed without the instance hearing the answer, is given back at the next claim, and runs", async () => {
+    await instance();
+    const id = await claimDuringOutage(proxy.downAfterSending);
     await t.deps.runs.claimWork();
     const { status } = (await row(id)) ?? {};
     expect(["running", "succeeded"]).toContain(status);
