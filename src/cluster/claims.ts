@@ -41,9 +41,4 @@ export class Claimer {
     });
     return this.claiming;
   }
-
-  /** Resolves once no claim is in progress. */
-  async idle(): Promise<void> {
-    await this.claiming;
-  }
 }

@@ -96,14 +96,11 @@ export class RunManager {
   private readonly writer: LogWriter;
   private readonly claimer: Claimer;
   /**
-   * A claim of a queued run went wrong (the database away past the outage bound): the run may be
-   * this instance's in the database, queued, without being held here (neither started nor given
-   * back, or claimed without this instance hearing the answer). It would stay so for good, so such
-   * claims are given back before the next claim and at shutdown (`releaseStrayClaims`).
+   * Runs this instance claimed and could neither start nor give back (the database away past the
+   * outage bound), with the handover each had: given back before the next claim and at shutdown,
+   * else they would stay this instance's, queued, for good.
    */
-  private strayClaims = false;
-  /** Queued runs claimed to be cancelled, until they are ended: held, though not admitted. */
-  private readonly cancelling = new Set<string>();
+  private readonly unreturned = new Map<string, unknown>();
   /** Followers reading a run from the stored log, told when this instance claims it. */
   private readonly followersOf = new Map<string, Set<AbortController>>();
   private readonly completionListeners = new Set<(runId: string) => void>();
@@ -355,20 +352,11 @@ export class RunManager {
       const row = await store.getRun(db, runId);
       if (row && row.instanceId === null && row.handover !== null && row.status === "queued") {
         // Queued for any instance: this one claims it, to end it.
-        this.cancelling.add(runId);
-        try {
-          const claimed = await store.claimRun(db, runId, instanceId());
-          if (!claimed) return this.cancel(runId);
-          const unstarted = await this.activeRunOf(claimed);
-          await this.execution.endUnstarted(unstarted, "cancelled", "cancelled before it started");
-          return;
-        } catch (err) {
-          // Maybe claimed and not ended: given back with the other stray claims.
-          this.strayClaims = true;
-          throw err;
-        } finally {
-          this.cancelling.delete(runId);
-        }
+        const claimed = await store.claimRun(db, runId, instanceId());
+        if (!claimed) return this.cancel(runId);
+        const unstarted = await this.activeRunOf(claimed);
+        await this.execution.endUnstarted(unstarted, "cancelled", "cancelled before it started");
+        return;
       }
       const owner = row?.instanceId;
       if (row && owner && owner !== instanceId() && store.OPEN_STATUSES.includes(row.status)) {
@@ -508,10 +496,8 @@ export class RunManager {
     // A completion the database would not take yet gets one more try; recovery does the rest.
     await this.recorder.flush();
     // Before the instance records its end: still owned by an instance that ended, a run would
-    // never be claimed nor reaped. Failing, the instance leaves its lease to expire instead. After
-    // a claim in progress: the run it is starting is not held yet.
-    await this.claimer.idle();
-    await this.releaseStrayClaims();
+    // never be claimed nor reaped. Failing, the instance leaves its lease to expire instead.
+    await this.giveBackUnreturned();
   }
 
   private async admit(
@@ -640,28 +626,26 @@ export class RunManager {
    * here, and starts it; false when there is no slot or no such run.
    */
   private async claimQueued(): Promise<boolean> {
-    await this.releaseStrayClaims();
+    await this.giveBackUnreturned();
     if (!this.admission.hasFreeSlot()) return false;
     const { db, instanceId, host } = this.opts;
     const freePlace = this.admission.holdPlace();
     try {
-      // Until this claim has ended as it should: its answer, or what follows it, may be lost.
-      this.strayClaims = true;
       const claimed = await store.claimQueuedRun(db, instanceId(), host);
-      if (!claimed) {
-        this.strayClaims = false;
-        return false;
-      }
+      if (!claimed) return false;
       // Through an outage, as a run's writes are: a claimed run left neither started nor given
       // back would stay this instance's, queued, for good.
       const retrying = <T>(task: () => Promise<T>) =>
         withDbRetries(task, this.opts.dbOutageBoundMs);
+      const { id, handover } = claimed.run;
       const giveBack = () =>
-        retrying(() => store.releaseRun(db, claimed.run.id, instanceId(), claimed.run.handover));
+        retrying(() => store.releaseRun(db, id, instanceId(), handover)).catch((err) => {
+          this.unreturned.set(id, handover);
+          throw err;
+        });
       // Told to stop while it was claiming: the run is another instance's to take.
       if (!this.admission.open) {
         await giveBack();
-        this.strayClaims = false;
         return false;
       }
       let run: ActiveRun;
@@ -670,11 +654,9 @@ export class RunManager {
       } catch (err) {
         // Not startable here now: back to the queue, for this or another instance.
         await giveBack();
-        this.strayClaims = false;
         throw err;
       }
       this.admission.add(run, false);
-      this.strayClaims = false;
       for (const follower of this.followersOf.get(run.id) ?? []) follower.abort();
       return true;
     } finally {
@@ -682,15 +664,13 @@ export class RunManager {
     }
   }
 
-  /** After a claim that went wrong: gives back the claimed runs this instance does not hold. */
-  private async releaseStrayClaims(): Promise<void> {
-    if (!this.strayClaims) return;
-    const { db, instanceId, logger } = this.opts;
-    const held = [...this.admission.all().map((r) => r.id), ...this.cancelling];
-    const released = await store.releaseStrayClaims(db, instanceId(), held);
-    this.strayClaims = false;
-    if (released.length > 0) {
-      logger.warn("gave back queued runs claimed during a database outage", { run_ids: released });
+  /** Gives back the claims that could not be given back when they failed to start. */
+  private async giveBackUnreturned(): Promise<void> {
+    const { db, instanceId } = this.opts;
+    for (const [id, handover] of this.unreturned) {
+      // False when the run is no longer queued here (cancelled, its session deleted): done too.
+      await store.releaseRun(db, id, instanceId(), handover);
+      this.unreturned.delete(id);
     }
   }
 

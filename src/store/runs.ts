@@ -8,7 +8,6 @@ import {
   isNotNull,
   isNull,
   lt,
-  notInArray,
   or,
   sql,
 } from "drizzle-orm";
@@ -175,31 +174,6 @@ export async function releaseRun(
     .where(and(eq(runs.id, id), eq(runs.instanceId, instanceId), eq(runs.status, "queued")))
     .returning({ id: runs.id });
   return released.length > 0;
-}
-
-/**
- * Gives back, for any instance to claim, the queued runs `instanceId` claimed from the shared
- * queue (those with a handover: a run admitted here has none) that it does not hold (`held`):
- * claims whose run it could neither start nor give back, or whose answer it never got.
- */
-export async function releaseStrayClaims(
-  db: Database,
-  instanceId: string,
-  held: string[],
-): Promise<string[]> {
-  const released = await db
-    .update(runs)
-    .set({ instanceId: null })
-    .where(
-      and(
-        eq(runs.instanceId, instanceId),
-        eq(runs.status, "queued"),
-        isNotNull(runs.handover),
-        notInArray(runs.id, held),
-      ),
-    )
-    .returning({ id: runs.id });
-  return released.map((r) => r.id);
 }
 
 /** Runs of the key's sessions that are waiting, queued or running, on any instance. */

@@ -15,8 +15,6 @@ export interface PgProxy {
   cutNextAtFirstStatement(): void;
   /** Once a statement matching `pattern` has been answered, the database goes down. */
   downAfterAnswer(pattern: RegExp): void;
-  /** Once a statement matching `pattern` has reached the server, it goes down: no answer. */
-  downAfterSending(pattern: RegExp): void;
   /** Every connection closed, and new ones refused, until `up()`. */
   down(): void;
   up(): void;
@@ -26,16 +24,6 @@ export interface PgProxy {
 const PARSE = 0x50;
 const QUERY = 0x51;
 const READY_FOR_QUERY = 0x5a;
-const EXECUTE = 0x45;
-
-/** The type bytes of the messages a client's chunk holds (each: type, int32 length, body). */
-function messageTypes(chunk: Buffer): number[] {
-  const types: number[] = [];
-  for (let at = 0; at + 5 <= chunk.length; at += 1 + chunk.readInt32BE(at + 1)) {
-    types.push(chunk[at] as number);
-  }
-  return types;
-}
 
 export async function startPgProxy(url: string): Promise<PgProxy> {
   const target = new URL(url);
@@ -43,15 +31,14 @@ export async function startPgProxy(url: string): Promise<PgProxy> {
   const firstStatements: string[] = [];
   let cutNext = false;
   let downAfter: RegExp | undefined;
-  let downOnSend: RegExp | undefined;
-  let answering = false;
   const server = createServer((client) => {
     const upstream = connect(Number(target.port), target.hostname);
     sockets.add(client).add(upstream);
     const cutThis = cutNext;
     cutNext = false;
     let messages = 0;
-    let executing = false;
+    // This connection sent the statement the database goes down after.
+    let answering = false;
     client.on("data", (chunk) => {
       const statement = chunk[0] === PARSE || chunk[0] === QUERY;
       if (messages++ === 1 && statement) {
@@ -65,16 +52,6 @@ export async function startPgProxy(url: string): Promise<PgProxy> {
       if (statement && downAfter?.test(chunk.toString("latin1"))) {
         downAfter = undefined;
         answering = true;
-      }
-      if (statement && downOnSend?.test(chunk.toString("latin1"))) {
-        downOnSend = undefined;
-        executing = true;
-      }
-      // postgres.js parses and describes a statement first, and binds and executes it after.
-      if (executing && messageTypes(chunk).includes(EXECUTE)) {
-        executing = false;
-        upstream.write(chunk, down);
-        return;
       }
       upstream.write(chunk);
     });
@@ -116,9 +93,6 @@ export async function startPgProxy(url: string): Promise<PgProxy> {
     },
     downAfterAnswer: (pattern) => {
       downAfter = pattern;
-    },
-    downAfterSending: (pattern) => {
-      downOnSend = pattern;
     },
     down,
     up: () => {
