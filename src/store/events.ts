@@ -92,8 +92,8 @@ export async function appendEvents(
   const createdAt = new Date().toISOString();
   // One batch (a single busy run) goes as plain parameters: its text is sent as it is, where an
   // array parameter is escaped and parsed again (PGlite relay 101 000 -> 81 000 events/s).
-  // Several go as five arrays, each one text parameter: a multi-row `values` list costs the query builder work
-  // per row and column (drizzle's `is`, 12 % of the server's CPU with 50 runs).
+  // Several go as five arrays, each one text parameter: a multi-row `values` list costs the
+  // query builder work per row and column (drizzle's `is`, 12 % of the server's CPU with 50 runs).
   const column = (pick: (row: (typeof rows)[number]) => string | number) =>
     arrayLiteral(rows.map(pick));
   const source =

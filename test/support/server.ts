@@ -190,10 +190,11 @@ export async function startServer(
     await stop("SIGKILL");
     throw new Error(`server not ready: ${listening.message}`);
   }
-  const ready = await fetch(`${url}/readyz`);
-  if (ready.status !== 200) {
+  const ready = await fetch(`${url}/readyz`).catch((err: Error) => err);
+  if (ready instanceof Error || ready.status !== 200) {
+    const said = ready instanceof Error ? ready.message : `${ready.status} ${await ready.text()}`;
     await stop("SIGKILL");
-    throw new Error(`server not ready: /readyz ${ready.status} ${await ready.text()}\n${output()}`);
+    throw new Error(`server not ready: /readyz ${said}\n${output()}`);
   }
   return { url, child, output, waitForOutput, stop, exited };
 }
