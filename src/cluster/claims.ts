@@ -41,4 +41,9 @@ export class Claimer {
     });
     return this.claiming;
   }
+
+  /** Resolves once no claim is in progress. */
+  idle(): Promise<void> {
+    return this.claiming ?? Promise.resolve();
+  }
 }

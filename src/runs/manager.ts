@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { type Context, context } from "@opentelemetry/api";
 import type { AgentRegistry } from "../agents/registry.js";
 import type { RunGate } from "../auth/policy.js";
@@ -96,11 +97,14 @@ export class RunManager {
   private readonly writer: LogWriter;
   private readonly claimer: Claimer;
   /**
-   * Runs this instance claimed and could neither start nor give back (the database away past the
-   * outage bound), with the handover each had: given back before the next claim and at shutdown,
-   * else they would stay this instance's, queued, for good.
+   * The tokens of this instance's claims that failed: one whose answer was lost may still have
+   * made a run this instance's, and one whose run could neither start nor be given back (the
+   * database away past the outage bound) did. Such runs, still queued here, are given back before
+   * the next claim (which a cancel of one asks for) and at shutdown; else they would stay this
+   * instance's, queued, for good. A claim's token is put here only once it failed, so that no
+   * claim in progress is given back under it.
    */
-  private readonly unreturned = new Map<string, unknown>();
+  private readonly failedClaims = new Set<string>();
   /** Followers reading a run from the stored log, told when this instance claims it. */
   private readonly followersOf = new Map<string, Set<AbortController>>();
   private readonly completionListeners = new Set<(runId: string) => void>();
@@ -345,16 +349,25 @@ export class RunManager {
     runId: string,
     kind: "cancel" | "interrupt",
     running: (run: ActiveRun) => Promise<void>,
+    again = true,
   ): Promise<void> {
     const run = this.admission.get(runId);
     if (!run) {
       const { db, doorbell, instanceId } = this.opts;
       const row = await store.getRun(db, runId);
+      if (again && row?.status === "queued" && row.instanceId === instanceId() && doorbell.shared) {
+        // Claimed here and not started: by a claim in progress, which starts it or gives it
+        // back, or by one that failed, whose run the claimer gives back first.
+        await this.claimWork();
+        return this.stop(runId, kind, running, false);
+      }
       if (row && row.instanceId === null && row.handover !== null && row.status === "queued") {
         // Queued for any instance: this one claims it, to end it.
-        const claimed = await store.claimRun(db, runId, instanceId());
-        if (!claimed) return this.cancel(runId);
-        const unstarted = await this.activeRunOf(claimed);
+        const unstarted = await this.claiming(async (claim) => {
+          const claimed = await store.claimRun(db, runId, claim);
+          return claimed && (await this.activeRunOf(claimed));
+        });
+        if (!unstarted) return this.cancel(runId);
         await this.execution.endUnstarted(unstarted, "cancelled", "cancelled before it started");
         return;
       }
@@ -440,10 +453,14 @@ export class RunManager {
    * gone. Asked at each lease renewal.
    */
   async closeStranded(): Promise<void> {
-    const { db, instanceId, logger } = this.opts;
+    const { db, logger } = this.opts;
     if (!this.opts.doorbell.shared) return;
-    for (const row of await store.claimStrandedRuns(db, instanceId())) {
-      const run = await this.activeRunOf({ run: row, resume: false });
+    const stranded = await this.claiming(async (claim) => {
+      const rows = await store.claimStrandedRuns(db, claim);
+      return Promise.all(rows.map((row) => this.activeRunOf({ run: row, resume: false })));
+    });
+    for (const run of stranded) {
+      const { row } = run;
       await this.execution.endUnstarted(
         run,
         "interrupted",
@@ -495,9 +512,11 @@ export class RunManager {
     await all();
     // A completion the database would not take yet gets one more try; recovery does the rest.
     await this.recorder.flush();
+    // A claim in progress gives its run back itself (the admission is closed), or fails.
+    await this.claimer.idle();
     // Before the instance records its end: still owned by an instance that ended, a run would
     // never be claimed nor reaped. Failing, the instance leaves its lease to expire instead.
-    await this.giveBackUnreturned();
+    await withDbRetries(() => this.giveBackFailedClaims(), this.opts.dbOutageBoundMs);
   }
 
   private async admit(
@@ -626,51 +645,67 @@ export class RunManager {
    * here, and starts it; false when there is no slot or no such run.
    */
   private async claimQueued(): Promise<boolean> {
-    await this.giveBackUnreturned();
+    await this.giveBackFailedClaims();
     if (!this.admission.hasFreeSlot()) return false;
-    const { db, instanceId, host } = this.opts;
+    const { db, host } = this.opts;
     const freePlace = this.admission.holdPlace();
     try {
-      const claimed = await store.claimQueuedRun(db, instanceId(), host);
-      if (!claimed) return false;
-      // Through an outage, as a run's writes are: a claimed run left neither started nor given
-      // back would stay this instance's, queued, for good.
-      const retrying = <T>(task: () => Promise<T>) =>
-        withDbRetries(task, this.opts.dbOutageBoundMs);
-      const { id, handover } = claimed.run;
-      const giveBack = () =>
-        retrying(() => store.releaseRun(db, id, instanceId(), handover)).catch((err) => {
-          this.unreturned.set(id, handover);
+      return await this.claiming(async (claim) => {
+        const claimed = await store.claimQueuedRun(db, claim, host);
+        if (!claimed) return false;
+        // Through an outage, as a run's writes are: a claimed run left neither started nor given
+        // back would stay this instance's, queued, until the next claim gives it back.
+        const retrying = <T>(task: () => Promise<T>) =>
+          withDbRetries(task, this.opts.dbOutageBoundMs);
+        const giveBack = () => retrying(() => this.giveBack([claim.token]));
+        let run: ActiveRun;
+        try {
+          run = await retrying(() => this.activeRunOf(claimed));
+        } catch (err) {
+          // Not startable here now: back to the queue, for this or another instance.
+          await giveBack();
           throw err;
-        });
-      // Told to stop while it was claiming: the run is another instance's to take.
-      if (!this.admission.open) {
-        await giveBack();
-        return false;
-      }
-      let run: ActiveRun;
-      try {
-        run = await retrying(() => this.activeRunOf(claimed));
-      } catch (err) {
-        // Not startable here now: back to the queue, for this or another instance.
-        await giveBack();
-        throw err;
-      }
-      this.admission.add(run, false);
-      for (const follower of this.followersOf.get(run.id) ?? []) follower.abort();
-      return true;
+        }
+        // Told to stop while it was claiming: the run is another instance's to take.
+        if (!this.admission.open) {
+          await giveBack();
+          return false;
+        }
+        this.admission.add(run, false);
+        for (const follower of this.followersOf.get(run.id) ?? []) follower.abort();
+        return true;
+      });
     } finally {
       freePlace();
     }
   }
 
-  /** Gives back the claims that could not be given back when they failed to start. */
-  private async giveBackUnreturned(): Promise<void> {
-    const { db, instanceId } = this.opts;
-    for (const [id, handover] of this.unreturned) {
-      // False when the run is no longer queued here (cancelled, its session deleted): done too.
-      await store.releaseRun(db, id, instanceId(), handover);
-      this.unreturned.delete(id);
+  /** Runs `task` with a new claim; if it fails, the claim's token is kept to give back. */
+  private async claiming<T>(task: (claim: store.Claim) => Promise<T>): Promise<T> {
+    const claim = { instanceId: this.opts.instanceId(), token: randomUUID() };
+    try {
+      return await task(claim);
+    } catch (err) {
+      this.failedClaims.add(claim.token);
+      throw err;
+    }
+  }
+
+  private async giveBackFailedClaims(): Promise<void> {
+    if (this.failedClaims.size === 0) return;
+    const tokens = [...this.failedClaims];
+    await this.giveBack(tokens);
+    for (const token of tokens) this.failedClaims.delete(token);
+  }
+
+  /** Gives back the runs of these claims still queued here, and rings for other instances. */
+  private async giveBack(tokens: string[]): Promise<void> {
+    const { db, doorbell, instanceId, logger } = this.opts;
+    const released = await store.releaseClaims(db, instanceId(), tokens);
+    for (const { id } of released) logger.info("gave a claimed run back", { run_id: id });
+    if (!doorbell.rings) return;
+    for (const host of new Set(released.map((r) => r.pinnedHost))) {
+      await store.ringForWork(db, host);
     }
   }
 

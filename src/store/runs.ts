@@ -92,13 +92,22 @@ export async function ringForWork(db: Database, host: string | null): Promise<vo
 const claimedColumns = { run: getTableColumns(runs), resume: cliSessionStarted(runs.sessionId) };
 
 /**
- * Makes `instanceId` the owner of the oldest queued run nobody owns that this host may run,
+ * Who claims a run, and by which claim: `token`, new for each claim, is kept on the run, so that
+ * a claim whose answer was lost can be given back (`releaseClaims`).
+ */
+export interface Claim {
+  instanceId: string;
+  token: string;
+}
+
+/**
+ * Makes the claimer the owner of the oldest queued run nobody owns that this host may run,
  * skipping runs another instance is claiming at the same moment; undefined when there is none.
  * `resume`: whether the run resumes the CLI's session.
  */
 export async function claimQueuedRun(
   db: Database,
-  instanceId: string,
+  claim: Claim,
   host: string,
 ): Promise<{ run: RunRow; resume: boolean } | undefined> {
   const oldest = db
@@ -118,34 +127,34 @@ export async function claimQueuedRun(
   // once per row of runs, and one claim took every unowned queued run (seen in the chaos test).
   const rows = await db
     .update(runs)
-    .set({ instanceId })
+    .set({ instanceId: claim.instanceId, claimToken: claim.token })
     .where(and(eq(runs.id, sql`(${oldest})`), isNull(runs.instanceId), eq(runs.status, "queued")))
     .returning(claimedColumns);
   return rows[0];
 }
 
-/** Makes `instanceId` the owner of this run, if it is still queued and nobody's (to cancel it). */
+/** Makes the claimer the owner of this run, if it is still queued and nobody's (to cancel it). */
 export async function claimRun(
   db: Database,
   id: string,
-  instanceId: string,
+  claim: Claim,
 ): Promise<{ run: RunRow; resume: boolean } | undefined> {
   const [row] = await db
     .update(runs)
-    .set({ instanceId })
+    .set({ instanceId: claim.instanceId, claimToken: claim.token })
     .where(and(eq(runs.id, id), isNull(runs.instanceId), eq(runs.status, "queued")))
     .returning(claimedColumns);
   return row;
 }
 
 /**
- * Makes `instanceId` the owner of the queued runs nobody owns that are pinned to a host where no
+ * Makes the claimer the owner of the queued runs nobody owns that are pinned to a host where no
  * instance's lease holds (their worktree's host is gone): nobody else could ever claim them.
  */
-export async function claimStrandedRuns(db: Database, instanceId: string): Promise<RunRow[]> {
+export async function claimStrandedRuns(db: Database, claim: Claim): Promise<RunRow[]> {
   return db
     .update(runs)
-    .set({ instanceId })
+    .set({ instanceId: claim.instanceId, claimToken: claim.token })
     .where(
       and(
         eq(runs.status, "queued"),
@@ -170,10 +179,33 @@ export async function releaseRun(
 ): Promise<boolean> {
   const released = await db
     .update(runs)
-    .set({ instanceId: null, handover })
+    .set({ instanceId: null, handover, claimToken: null })
     .where(and(eq(runs.id, id), eq(runs.instanceId, instanceId), eq(runs.status, "queued")))
     .returning({ id: runs.id });
   return released.length > 0;
+}
+
+/**
+ * Gives back, for any instance to claim, the runs that `instanceId`'s claims `tokens` made its
+ * own and that are still queued there (never started, ended nor given back), with the handover
+ * they had; those given back.
+ */
+export async function releaseClaims(
+  db: Database,
+  instanceId: string,
+  tokens: string[],
+): Promise<{ id: string; pinnedHost: string | null }[]> {
+  return db
+    .update(runs)
+    .set({ instanceId: null, claimToken: null })
+    .where(
+      and(
+        inArray(runs.claimToken, tokens),
+        eq(runs.instanceId, instanceId),
+        eq(runs.status, "queued"),
+      ),
+    )
+    .returning({ id: runs.id, pinnedHost: runs.pinnedHost });
 }
 
 /** Runs of the key's sessions that are waiting, queued or running, on any instance. */

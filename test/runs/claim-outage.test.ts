@@ -1,3 +1,4 @@
+import { join } from "node:path";
 import { eq } from "drizzle-orm";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { toHandover } from "../../src/runs/handover.js";
@@ -13,16 +14,19 @@ import { result, systemInit } from "../support/stream-json-lines.js";
 
 // An instance claims a queued run from the shared queue, and the database goes away before the
 // run starts, for longer than the outage bound: the run can be neither started nor given back.
-// It was left this instance's, queued, for good, and once the instance stopped (its end
-// recorded) no other instance would claim or reap it. It is given back when the database is back.
+// Or the database goes away as it answers the claim: the run is the instance's, and the instance
+// does not know it. Either way the run was left this instance's, queued, for good, and once the
+// instance stopped (its end recorded) no other instance would claim or reap it. It is given back,
+// by its claim's token, when the database is back.
 
 describe.skipIf(!process.env.TEST_DATABASE_URL)("a claimed run the database took away", () => {
   let fake: FakeCli;
   let direct: DatabaseHandle;
   let proxy: PgProxy;
   let t: TestApp;
+  const RAN = { steps: [{ emit: systemInit() }, { emit: result({ result: "ran" }) }] };
   beforeAll(async () => {
-    fake = await fakeCli({ steps: [{ emit: systemInit() }, { emit: result({ result: "ran" }) }] });
+    fake = await fakeCli(RAN);
   });
   afterAll(() => fake.cleanup());
 
@@ -49,6 +53,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a claimed run the database took
   afterEach(async () => {
     proxy.up();
     await t.close();
+    await fake.setScenario(RAN);
   });
 
   const row = async (id: string) =>
@@ -60,16 +65,28 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a claimed run the database took
     )[0];
 
   const CLAIM = /for update skip locked/;
+  /** A cancel's claim of a run queued for any instance (src/store/runs.ts, `claimRun`). */
+  const CANCEL_CLAIM = /where \("runs"\."id" = \$3 and "runs"\."instance_id" is null/;
 
-  /** A queued run nobody owns, claimed by the app as the database goes down; the claim fails. */
-  async function claimDuringOutage(): Promise<string> {
+  /** A queued run nobody owns, as a message written for any instance leaves it. */
+  async function queuedForAny(): Promise<string> {
     const { id } = await insertSessionRun(direct.db);
-    // As a message written for any instance has it: what the message set for the run.
+    // What the message set for the run.
     await direct.db
       .update(runs)
       .set({ handover: toHandover({ options: NO_RUN_OPTIONS, resumeAt: null }) })
       .where(eq(runs.id, id));
-    proxy.downAfterAnswer(CLAIM);
+    return id;
+  }
+
+  /**
+   * A queued run nobody owns, claimed by the app as the database goes down, the claim's answer
+   * `delivered` (the run then neither starts nor goes back) or `lost`.
+   */
+  async function claimDuringOutage(answer: "delivered" | "lost"): Promise<string> {
+    const id = await queuedForAny();
+    if (answer === "delivered") void proxy.downAfterAnswer(CLAIM);
+    else void proxy.downLosingAnswer(CLAIM);
     await t.deps.runs.claimWork();
     // Claimed, and neither started nor given back.
     expect(await row(id)).toEqual({ status: "queued", instanceId: t.deps.lease.id });
@@ -77,19 +94,51 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a claimed run the database took
     return id;
   }
 
-  it("is given back at the next claim once the database is back, and runs", async () => {
-    await instance();
-    const id = await claimDuringOutage();
-    await t.deps.runs.claimWork();
-    // Started: its row says so once the run has marked it (not awaited by the claim).
-    const started = async () => ["running", "succeeded"].includes((await row(id))?.status ?? "");
-    await waitUntil(started, "the run given back, claimed again and started", 10_000);
+  describe.each(["delivered", "lost"] as const)("the claim's answer %s", (answer) => {
+    it("is given back at the next claim once the database is back, and runs", async () => {
+      await instance();
+      const id = await claimDuringOutage(answer);
+      await t.deps.runs.claimWork();
+      // Started: its row says so once the run has marked it (not awaited by the claim).
+      const started = async () => ["running", "succeeded"].includes((await row(id))?.status ?? "");
+      await waitUntil(started, "the run given back, claimed again and started", 10_000);
+    });
+
+    it("is given back when the instance stops, before it records its end", async () => {
+      await instance();
+      const id = await claimDuringOutage(answer);
+      await t.deps.runs.shutdown(0);
+      expect(await row(id)).toEqual({ status: "queued", instanceId: null });
+    });
   });
 
-  it("is given back when the instance stops, before it records its end", async () => {
+  it("a claim still failing as the instance stops is given back once it has failed", async () => {
     await instance();
-    const id = await claimDuringOutage();
-    await t.deps.runs.shutdown(0);
+    const id = await queuedForAny();
+    const down = proxy.downAfterAnswer(CLAIM);
+    const claiming = t.deps.runs.claimWork();
+    // Claimed, and the run not started yet.
+    await down;
+    const stopping = t.deps.runs.shutdown(0);
+    await claiming;
+    expect(await row(id)).toEqual({ status: "queued", instanceId: t.deps.lease.id });
+    proxy.up();
+    await stopping;
     expect(await row(id)).toEqual({ status: "queued", instanceId: null });
+  });
+
+  it("a cancel whose claim's answer was lost: the run, given back, is cancelled by the next", async () => {
+    await instance();
+    // A run that holds until it is cancelled, so that the cancel finds it running.
+    await fake.setScenario({
+      steps: [{ emit: systemInit() }, { waitFile: join(fake.dir, "never") }],
+    });
+    const id = await queuedForAny();
+    void proxy.downLosingAnswer(CANCEL_CLAIM);
+    await expect(t.deps.runs.cancel(id)).rejects.toThrow();
+    expect(await row(id)).toEqual({ status: "queued", instanceId: t.deps.lease.id });
+    proxy.up();
+    await t.deps.runs.cancel(id);
+    expect(await row(id)).toEqual({ status: "cancelled", instanceId: t.deps.lease.id });
   });
 });

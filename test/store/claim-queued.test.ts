@@ -1,11 +1,12 @@
 import { randomUUID } from "node:crypto";
 import { and, eq, isNull } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { claimQueuedRun } from "../../src/store/runs.js";
+import { claimQueuedRun, claimRun, releaseClaims } from "../../src/store/runs.js";
 import { runs } from "../../src/store/schema.js";
 import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
 
-// Claiming a queued run that no instance owns takes exactly one, the oldest, however many wait.
+// Claiming a queued run that no instance owns takes exactly one, the oldest, however many wait;
+// a claim whose answer the instance did not hear is given back by its token.
 
 describe.each(BACKENDS)("claiming queued runs on %s", (backend) => {
   let database: TestDatabase;
@@ -21,7 +22,11 @@ describe.each(BACKENDS)("claiming queued runs on %s", (backend) => {
     const ids = [];
     for (let i = 0; i < 5; i++) ids.push(await unownedRun());
     const me = randomUUID();
-    const claimed = await claimQueuedRun(database.db, me, "host");
+    const claimed = await claimQueuedRun(
+      database.db,
+      { instanceId: me, token: randomUUID() },
+      "host",
+    );
     expect(claimed?.run.id).toBe(ids[0]);
     const mine = await database.db.select().from(runs).where(eq(runs.instanceId, me));
     expect(mine.map((r) => r.id)).toEqual([ids[0]]);
@@ -30,5 +35,32 @@ describe.each(BACKENDS)("claiming queued runs on %s", (backend) => {
       .from(runs)
       .where(and(eq(runs.status, "queued"), isNull(runs.instanceId)));
     expect(left).toHaveLength(4);
+  });
+
+  const owner = async (id: string) =>
+    (
+      await database.db
+        .select({ instanceId: runs.instanceId, token: runs.claimToken, status: runs.status })
+        .from(runs)
+        .where(eq(runs.id, id))
+    )[0];
+
+  it("gives back by token the runs of those claims alone, still queued and the instance's", async () => {
+    const me = randomUUID();
+    const [first, second, started] = [randomUUID(), randomUUID(), randomUUID()];
+    const [a, b, c] = [await unownedRun(), await unownedRun(), await unownedRun()];
+    await claimRun(database.db, a, { instanceId: me, token: first });
+    await claimRun(database.db, b, { instanceId: me, token: second });
+    await claimRun(database.db, c, { instanceId: me, token: started });
+    await database.db.update(runs).set({ status: "running" }).where(eq(runs.id, c));
+
+    const released = await releaseClaims(database.db, me, [first, started, randomUUID()]);
+    expect(released).toEqual([{ id: a, pinnedHost: null }]);
+    expect(await owner(a)).toEqual({ instanceId: null, token: null, status: "queued" });
+    expect(await owner(b)).toEqual({ instanceId: me, token: second, status: "queued" });
+    expect(await owner(c)).toEqual({ instanceId: me, token: started, status: "running" });
+    // Another instance's claim under the same token is not this instance's to give back.
+    expect(await releaseClaims(database.db, randomUUID(), [second])).toEqual([]);
+    expect(await owner(b)).toMatchObject({ instanceId: me });
   });
 });

@@ -3,7 +3,7 @@ import { type AddressInfo, connect, createServer, type Socket } from "node:net";
 
 // A TCP proxy in front of a Postgres server, for the moments a real outage cannot be timed to:
 // a connection lost right after its start-up, the database gone right after a given statement
-// was answered. It reads only what it needs of the protocol: a client message's first byte
+// was answered, or after it ran but before its answer reached the client. It reads only what it needs of the protocol: a client message's first byte
 // ('P' parse, 'Q' query) and text, and the server's ReadyForQuery ('Z') that ends an answer.
 
 export interface PgProxy {
@@ -13,8 +13,16 @@ export interface PgProxy {
   firstStatements: string[];
   /** The next connection to start is closed at its first statement, as by a restart then. */
   cutNextAtFirstStatement(): void;
-  /** Once a statement matching `pattern` has been answered, the database goes down. */
-  downAfterAnswer(pattern: RegExp): void;
+  /**
+   * Once a statement matching `pattern` has been answered, the database goes down; resolves
+   * then.
+   */
+  downAfterAnswer(pattern: RegExp): Promise<void>;
+  /**
+   * A statement matching `pattern` runs (and commits, outside a transaction), and the database
+   * goes down before its answer reaches the client; resolves then.
+   */
+  downLosingAnswer(pattern: RegExp): Promise<void>;
   /** Every connection closed, and new ones refused, until `up()`. */
   down(): void;
   up(): void;
@@ -24,21 +32,25 @@ export interface PgProxy {
 const PARSE = 0x50;
 const QUERY = 0x51;
 const READY_FOR_QUERY = 0x5a;
+const DATA_ROW = 0x44;
+const COMMAND_COMPLETE = 0x43;
 
 export async function startPgProxy(url: string): Promise<PgProxy> {
   const target = new URL(url);
   const sockets = new Set<Socket>();
   const firstStatements: string[] = [];
   let cutNext = false;
-  let downAfter: RegExp | undefined;
+  let downAfter:
+    | { pattern: RegExp; answer: "delivered" | "lost"; wentDown: () => void }
+    | undefined;
   const server = createServer((client) => {
     const upstream = connect(Number(target.port), target.hostname);
     sockets.add(client).add(upstream);
     const cutThis = cutNext;
     cutNext = false;
     let messages = 0;
-    // This connection sent the statement the database goes down after.
-    let answering = false;
+    // This connection sent the statement the database goes down after: what of its answer arrives.
+    let answering: { answer: "delivered" | "lost"; wentDown: () => void } | undefined;
     client.on("data", (chunk) => {
       const statement = chunk[0] === PARSE || chunk[0] === QUERY;
       if (messages++ === 1 && statement) {
@@ -49,18 +61,50 @@ export async function startPgProxy(url: string): Promise<PgProxy> {
           return;
         }
       }
-      if (statement && downAfter?.test(chunk.toString("latin1"))) {
+      if (statement && downAfter?.pattern.test(chunk.toString("latin1"))) {
+        answering = downAfter;
         downAfter = undefined;
-        answering = true;
       }
       upstream.write(chunk);
     });
+    // The answer, message by message: what precedes the statement's result (its description,
+    // which the client waits for before it sends the statement's execution) goes through; from
+    // its first row or its completion on, nothing does, and once the database is ready for the
+    // next statement (the statement committed) it goes down.
+    let answer = Buffer.alloc(0);
+    let losing = false;
+    const loseResult = (chunk: Buffer) => {
+      answer = Buffer.concat([answer, chunk]);
+      const through: Buffer[] = [];
+      while (answer.length >= 5 && answer.length >= 1 + answer.readInt32BE(1)) {
+        const size = 1 + answer.readInt32BE(1);
+        const [type] = answer;
+        if (type === READY_FOR_QUERY) {
+          down();
+          answering?.wentDown();
+          return;
+        }
+        if (type === DATA_ROW || type === COMMAND_COMPLETE) losing = true;
+        if (!losing) through.push(answer.subarray(0, size));
+        answer = answer.subarray(size);
+      }
+      if (through.length > 0) client.write(Buffer.concat(through));
+    };
     upstream.on("data", (chunk) => {
       // The answer ends with ReadyForQuery: 'Z', length 5, the transaction status.
-      if (answering && chunk.length >= 6 && chunk[chunk.length - 6] === READY_FOR_QUERY) {
-        answering = false;
+      const end = chunk.length >= 6 && chunk[chunk.length - 6] === READY_FOR_QUERY;
+      if (answering?.answer === "lost") {
+        loseResult(chunk);
+        return;
+      }
+      if (answering?.answer === "delivered" && end) {
+        const { wentDown } = answering;
+        answering = undefined;
         // Down once the answer has reached the client.
-        client.write(chunk, down);
+        client.write(chunk, () => {
+          down();
+          wentDown();
+        });
         return;
       }
       client.write(chunk);
@@ -91,9 +135,14 @@ export async function startPgProxy(url: string): Promise<PgProxy> {
     cutNextAtFirstStatement: () => {
       cutNext = true;
     },
-    downAfterAnswer: (pattern) => {
-      downAfter = pattern;
-    },
+    downAfterAnswer: (pattern) =>
+      new Promise((wentDown) => {
+        downAfter = { pattern, answer: "delivered", wentDown };
+      }),
+    downLosingAnswer: (pattern) =>
+      new Promise((wentDown) => {
+        downAfter = { pattern, answer: "lost", wentDown };
+      }),
     down,
     up: () => {
       if (!server.listening) server.listen(port, "127.0.0.1");
