@@ -41,9 +41,4 @@ export class Claimer {
     });
     return this.claiming;
   }
-
-  /** Resolves once no claim is in progress. */
-  idle(): Promise<void> {
-    return this.claiming ?? Promise.resolve();
-  }
 }

@@ -32,6 +32,7 @@ import {
   SessionBusyError,
   SessionExpiredError,
   SessionGoneError,
+  ShuttingDownError,
   WorktreeHostGoneError,
 } from "./errors.js";
 import { Execution } from "./execution.js";
@@ -100,11 +101,15 @@ export class RunManager {
    * The tokens of this instance's claims that failed: one whose answer was lost may still have
    * made a run this instance's, and one whose run could neither start nor be given back (the
    * database away past the outage bound) did. Such runs, still queued here, are given back before
-   * the next claim (which a cancel of one asks for) and at shutdown; else they would stay this
-   * instance's, queued, for good. A claim's token is put here only once it failed, so that no
+   * the next claim and at shutdown (a cancel of one takes it from its claim); else they would stay
+   * this instance's, queued, for good. A claim's token is put here only once it failed, so that no
    * claim in progress is given back under it.
    */
   private readonly failedClaims = new Set<string>();
+  /** Claims in progress (to run, to cancel, of stranded runs), settled: shutdown waits for them. */
+  private readonly claimsInProgress = new Set<Promise<void>>();
+  /** Set by shutdown before its last give-back: a claim after it would never be given back. */
+  private claimsClosed = false;
   /** Followers reading a run from the stored log, told when this instance claims it. */
   private readonly followersOf = new Map<string, Set<AbortController>>();
   private readonly completionListeners = new Set<(runId: string) => void>();
@@ -355,21 +360,28 @@ export class RunManager {
     if (!run) {
       const { db, doorbell, instanceId } = this.opts;
       const row = await store.getRun(db, runId);
-      if (again && row?.status === "queued" && row.instanceId === instanceId() && doorbell.shared) {
-        // Claimed here and not started: by a claim in progress, which starts it or gives it
-        // back, or by one that failed, whose run the claimer gives back first.
-        await this.claimWork();
-        return this.stop(runId, kind, running, false);
-      }
-      if (row && row.instanceId === null && row.handover !== null && row.status === "queued") {
-        // Queued for any instance: this one claims it, to end it.
+      const mine = row?.status === "queued" && row.instanceId === instanceId();
+      const failed = mine && row.claimToken && this.failedClaims.has(row.claimToken);
+      const failedToken = failed ? row.claimToken : null;
+      if (
+        row?.status === "queued" &&
+        ((row.instanceId === null && row.handover !== null) || failed)
+      ) {
+        // Queued for any instance, or this one's by a claim that failed: claimed (taken from
+        // that claim, before the claimer gives it back) to end it, never started.
         const unstarted = await this.claiming(async (claim) => {
-          const claimed = await store.claimRun(db, runId, claim);
+          const claimed = await store.claimRun(db, runId, claim, failedToken);
           return claimed && (await this.activeRunOf(claimed));
         });
         if (!unstarted) return this.cancel(runId);
+        if (failedToken) this.failedClaims.delete(failedToken);
         await this.execution.endUnstarted(unstarted, "cancelled", "cancelled before it started");
         return;
+      }
+      if (again && mine && doorbell.shared) {
+        // Claimed here by a claim in progress, which starts the run or gives it back.
+        await this.claimsSettled();
+        return this.stop(runId, kind, running, false);
       }
       const owner = row?.instanceId;
       if (row && owner && owner !== instanceId() && store.OPEN_STATUSES.includes(row.status)) {
@@ -454,7 +466,7 @@ export class RunManager {
    */
   async closeStranded(): Promise<void> {
     const { db, logger } = this.opts;
-    if (!this.opts.doorbell.shared) return;
+    if (!this.opts.doorbell.shared || this.claimsClosed) return;
     const stranded = await this.claiming(async (claim) => {
       const rows = await store.claimStrandedRuns(db, claim);
       return Promise.all(rows.map((row) => this.activeRunOf({ run: row, resume: false })));
@@ -512,8 +524,10 @@ export class RunManager {
     await all();
     // A completion the database would not take yet gets one more try; recovery does the rest.
     await this.recorder.flush();
-    // A claim in progress gives its run back itself (the admission is closed), or fails.
-    await this.claimer.idle();
+    // No claim starts from here on; one in progress gives its run back (the admission is
+    // closed), ends it (a cancel's), or fails, and is then given back below.
+    this.claimsClosed = true;
+    await this.claimsSettled();
     // Before the instance records its end: still owned by an instance that ended, a run would
     // never be claimed nor reaped. Failing, the instance leaves its lease to expire instead.
     await withDbRetries(() => this.giveBackFailedClaims(), this.opts.dbOutageBoundMs);
@@ -681,14 +695,25 @@ export class RunManager {
   }
 
   /** Runs `task` with a new claim; if it fails, the claim's token is kept to give back. */
-  private async claiming<T>(task: (claim: store.Claim) => Promise<T>): Promise<T> {
+  private claiming<T>(task: (claim: store.Claim) => Promise<T>): Promise<T> {
+    if (this.claimsClosed) return Promise.reject(new ShuttingDownError());
     const claim = { instanceId: this.opts.instanceId(), token: randomUUID() };
-    try {
-      return await task(claim);
-    } catch (err) {
+    const work = task(claim).catch((err) => {
       this.failedClaims.add(claim.token);
       throw err;
-    }
+    });
+    const settled = work.then(
+      () => {},
+      () => {},
+    );
+    this.claimsInProgress.add(settled);
+    void settled.then(() => this.claimsInProgress.delete(settled));
+    return work;
+  }
+
+  /** Resolves once the claims in progress now are over. */
+  private async claimsSettled(): Promise<void> {
+    await Promise.all(this.claimsInProgress);
   }
 
   private async giveBackFailedClaims(): Promise<void> {

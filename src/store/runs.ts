@@ -133,16 +133,29 @@ export async function claimQueuedRun(
   return rows[0];
 }
 
-/** Makes the claimer the owner of this run, if it is still queued and nobody's (to cancel it). */
+/**
+ * Makes the claimer the owner of this run (to cancel it), if it is still queued and nobody's, or
+ * still the claimer's instance's by its claim `failed` (whose answer was lost, say).
+ */
 export async function claimRun(
   db: Database,
   id: string,
   claim: Claim,
+  failed: string | null = null,
 ): Promise<{ run: RunRow; resume: boolean } | undefined> {
+  const unowned = isNull(runs.instanceId);
   const [row] = await db
     .update(runs)
     .set({ instanceId: claim.instanceId, claimToken: claim.token })
-    .where(and(eq(runs.id, id), isNull(runs.instanceId), eq(runs.status, "queued")))
+    .where(
+      and(
+        eq(runs.id, id),
+        eq(runs.status, "queued"),
+        failed === null
+          ? unowned
+          : or(unowned, and(eq(runs.instanceId, claim.instanceId), eq(runs.claimToken, failed))),
+      ),
+    )
     .returning(claimedColumns);
   return row;
 }

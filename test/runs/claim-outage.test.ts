@@ -1,6 +1,6 @@
-import { join } from "node:path";
 import { eq } from "drizzle-orm";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { ShuttingDownError } from "../../src/runs/errors.js";
 import { toHandover } from "../../src/runs/handover.js";
 import { NO_RUN_OPTIONS } from "../../src/runs/message.js";
 import { type DatabaseHandle, openDatabase } from "../../src/store/db.js";
@@ -66,7 +66,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a claimed run the database took
 
   const CLAIM = /for update skip locked/;
   /** A cancel's claim of a run queued for any instance (src/store/runs.ts, `claimRun`). */
-  const CANCEL_CLAIM = /where \("runs"\."id" = \$3 and "runs"\."instance_id" is null/;
+  const CANCEL_CLAIM = /where \("runs"\."id" = \$3 and "runs"\."status" = \$4/;
 
   /** A queued run nobody owns, as a message written for any instance leaves it. */
   async function queuedForAny(): Promise<string> {
@@ -121,18 +121,22 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a claimed run the database took
     await down;
     const stopping = t.deps.runs.shutdown(0);
     await claiming;
-    expect(await row(id)).toEqual({ status: "queued", instanceId: t.deps.lease.id });
     proxy.up();
     await stopping;
     expect(await row(id)).toEqual({ status: "queued", instanceId: null });
   });
 
-  it("a cancel whose claim's answer was lost: the run, given back, is cancelled by the next", async () => {
+  it("no claim follows shutdown's last give-back: a cancel then leaves the run to the others", async () => {
     await instance();
-    // A run that holds until it is cancelled, so that the cancel finds it running.
-    await fake.setScenario({
-      steps: [{ emit: systemInit() }, { waitFile: join(fake.dir, "never") }],
-    });
+    const id = await queuedForAny();
+    await t.deps.runs.shutdown(0);
+    await expect(t.deps.runs.cancel(id)).rejects.toThrow(ShuttingDownError);
+    expect(await row(id)).toEqual({ status: "queued", instanceId: null });
+  });
+
+  it("a cancel whose claim's answer was lost: the next cancel ends the run, never started", async () => {
+    await instance();
+    const started = (await fake.invocations()).length;
     const id = await queuedForAny();
     void proxy.downLosingAnswer(CANCEL_CLAIM);
     await expect(t.deps.runs.cancel(id)).rejects.toThrow();
@@ -140,5 +144,6 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a claimed run the database took
     proxy.up();
     await t.deps.runs.cancel(id);
     expect(await row(id)).toEqual({ status: "cancelled", instanceId: t.deps.lease.id });
+    expect(await fake.invocations()).toHaveLength(started);
   });
 });
