@@ -193,11 +193,11 @@ async function shutdown(signal: string) {
   // A database that stops answering (a partition, a frozen server) fails no statement: shutdown
   // would wait on it for good. Past what each step below may take, the process goes anyway, and
   // what it could not record the next instance's recovery closes, as after a crash. The runs'
-  // step may wait out the database twice: for their completions, then to give back the claims
-  // that failed.
+  // step may wait out the database three times: a claim in progress for its run's rows, then to
+  // give that run back, then for the claims that failed.
   const boundMs =
     config.runs.shutdownGraceMs +
-    2 * config.runs.dbOutageBoundMs +
+    3 * config.runs.dbOutageBoundMs +
     config.hooks.callback.timeoutMs +
     (config.tracing ? TRACES_FLUSH_MS : 0) +
     2 * CLOSE_MS;

@@ -15,6 +15,13 @@ export class QueueFullError extends Error {
   }
 }
 
+/** Shutdown could not store every completion: the runs are left to the instance's recovery. */
+export class CompletionsUnstoredError extends Error {
+  constructor(readonly count: number) {
+    super(`${count} run completions could not be stored; their runs are left to recovery`);
+  }
+}
+
 export class ShuttingDownError extends Error {
   constructor() {
     super("the server is shutting down and takes no new runs");

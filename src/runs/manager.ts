@@ -27,6 +27,7 @@ import { ActiveRun } from "./active-run.js";
 import { Admission } from "./admission.js";
 import { Approvals, type ClientReply } from "./approvals.js";
 import {
+  CompletionsUnstoredError,
   RunFinishedError,
   RunNotLatestError,
   SessionBusyError,
@@ -368,14 +369,17 @@ export class RunManager {
         ((row.instanceId === null && row.handover !== null) || failed)
       ) {
         // Queued for any instance, or this one's by a claim that failed: claimed (taken from
-        // that claim, before the claimer gives it back) to end it, never started.
-        const unstarted = await this.claiming(async (claim) => {
+        // that claim, before the claimer gives it back) to end it, never started. Ended within
+        // the claim, which shutdown waits for (ending never rejects: a completion the database
+        // would not take waits in the recorder).
+        const ended = await this.claiming(async (claim) => {
           const claimed = await store.claimRun(db, runId, claim, failedToken);
-          return claimed && (await this.activeRunOf(claimed));
+          if (!claimed) return false;
+          const unstarted = await this.activeRunOf(claimed);
+          await this.execution.endUnstarted(unstarted, "cancelled", "cancelled before it started");
+          return true;
         });
-        if (!unstarted) return this.cancel(runId);
-        if (failedToken) this.failedClaims.delete(failedToken);
-        await this.execution.endUnstarted(unstarted, "cancelled", "cancelled before it started");
+        if (!ended) return this.cancel(runId);
         return;
       }
       if (again && mine && doorbell.shared) {
@@ -467,22 +471,25 @@ export class RunManager {
   async closeStranded(): Promise<void> {
     const { db, logger } = this.opts;
     if (!this.opts.doorbell.shared || this.claimsClosed) return;
-    const stranded = await this.claiming(async (claim) => {
+    // Ended within the claim, as a cancel's claimed run is.
+    await this.claiming(async (claim) => {
       const rows = await store.claimStrandedRuns(db, claim);
-      return Promise.all(rows.map((row) => this.activeRunOf({ run: row, resume: false })));
-    });
-    for (const run of stranded) {
-      const { row } = run;
-      await this.execution.endUnstarted(
-        run,
-        "interrupted",
-        `no instance of host ${row.pinnedHost}, which holds the session's worktree, is alive to run it`,
+      const stranded = await Promise.all(
+        rows.map((row) => this.activeRunOf({ run: row, resume: false })),
       );
-      logger.warn("closed a queued run whose worktree's host is gone", {
-        run_id: row.id,
-        host: row.pinnedHost,
-      });
-    }
+      for (const run of stranded) {
+        const { row } = run;
+        await this.execution.endUnstarted(
+          run,
+          "interrupted",
+          `no instance of host ${row.pinnedHost}, which holds the session's worktree, is alive to run it`,
+        );
+        logger.warn("closed a queued run whose worktree's host is gone", {
+          run_id: row.id,
+          host: row.pinnedHost,
+        });
+      }
+    });
   }
 
   /**
@@ -522,15 +529,17 @@ export class RunManager {
       run.abort.abort();
     }
     await all();
-    // A completion the database would not take yet gets one more try; recovery does the rest.
-    await this.recorder.flush();
     // No claim starts from here on; one in progress gives its run back (the admission is
     // closed), ends it (a cancel's), or fails, and is then given back below.
     this.claimsClosed = true;
     await this.claimsSettled();
+    // A completion the database would not take yet gets one more try.
+    await this.recorder.flush();
     // Before the instance records its end: still owned by an instance that ended, a run would
-    // never be claimed nor reaped. Failing, the instance leaves its lease to expire instead.
+    // never be claimed nor reaped. Failing, the instance leaves its lease to expire instead, and
+    // another instance (or the next start) closes what it left.
     await withDbRetries(() => this.giveBackFailedClaims(), this.opts.dbOutageBoundMs);
+    if (this.recorder.waiting > 0) throw new CompletionsUnstoredError(this.recorder.waiting);
   }
 
   private async admit(

@@ -136,6 +136,11 @@ export class CompletionRecorder {
 
   constructor(private readonly opts: RecorderOptions) {}
 
+  /** Completions the database has not taken yet, still tried again. */
+  get waiting(): number {
+    return this.unrecorded.size;
+  }
+
   /**
    * Records the run's end, with the part of each of `hooks` (those the run joined); resolves with
    * the completion to publish. Never rejects.

@@ -1,6 +1,6 @@
 import { eq } from "drizzle-orm";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { ShuttingDownError } from "../../src/runs/errors.js";
+import { CompletionsUnstoredError, ShuttingDownError } from "../../src/runs/errors.js";
 import { toHandover } from "../../src/runs/handover.js";
 import { NO_RUN_OPTIONS } from "../../src/runs/message.js";
 import { type DatabaseHandle, openDatabase } from "../../src/store/db.js";
@@ -65,16 +65,23 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a claimed run the database took
     )[0];
 
   const CLAIM = /for update skip locked/;
+  /** The claim of the runs pinned to a host that is gone (`claimStrandedRuns`). */
+  const STRANDED_CLAIM = /"pinned_host" is not null/;
+  /** The read of a claimed run's session (`getSession`, src/store/sessions.ts). */
+  const SESSION_READ = /from "sessions" where \(?"sessions"\."id" = \$1/;
   /** A cancel's claim of a run queued for any instance (src/store/runs.ts, `claimRun`). */
   const CANCEL_CLAIM = /where \("runs"\."id" = \$3 and "runs"\."status" = \$4/;
 
-  /** A queued run nobody owns, as a message written for any instance leaves it. */
-  async function queuedForAny(): Promise<string> {
+  /**
+   * A queued run nobody owns, as a message written for any instance leaves it (pinned to `host`,
+   * where the session's worktree is).
+   */
+  async function queuedForAny(host: string | null = null): Promise<string> {
     const { id } = await insertSessionRun(direct.db);
     // What the message set for the run.
     await direct.db
       .update(runs)
-      .set({ handover: toHandover({ options: NO_RUN_OPTIONS, resumeAt: null }) })
+      .set({ handover: toHandover({ options: NO_RUN_OPTIONS, resumeAt: null }), pinnedHost: host })
       .where(eq(runs.id, id));
     return id;
   }
@@ -121,6 +128,8 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a claimed run the database took
     await down;
     const stopping = t.deps.runs.shutdown(0);
     await claiming;
+    // The claim has failed, its run still this instance's; shutdown gives it back once it can.
+    expect(await row(id)).toEqual({ status: "queued", instanceId: t.deps.lease.id });
     proxy.up();
     await stopping;
     expect(await row(id)).toEqual({ status: "queued", instanceId: null });
@@ -145,5 +154,31 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a claimed run the database took
     await t.deps.runs.cancel(id);
     expect(await row(id)).toEqual({ status: "cancelled", instanceId: t.deps.lease.id });
     expect(await fake.invocations()).toHaveLength(started);
+  });
+
+  it("a cancel that takes one of a failed claim's runs leaves the claim's others to give back", async () => {
+    await instance();
+    // Two runs pinned to a host no instance lives on: one claim takes both, to close them.
+    const [a, b] = [await queuedForAny("gone-host"), await queuedForAny("gone-host")];
+    void proxy.downLosingAnswer(STRANDED_CLAIM);
+    await expect(t.deps.runs.closeStranded()).rejects.toThrow();
+    proxy.up();
+    for (const id of [a, b]) {
+      expect(await row(id)).toEqual({ status: "queued", instanceId: t.deps.lease.id });
+    }
+    await t.deps.runs.cancel(a);
+    expect(await row(a)).toMatchObject({ status: "cancelled" });
+    await t.deps.runs.claimWork();
+    expect(await row(b)).toEqual({ status: "queued", instanceId: null });
+  });
+
+  it("a completion the database would not take fails the shutdown: the instance's end is not recorded", async () => {
+    await instance();
+    const id = await queuedForAny();
+    // The cancel claims the run and reads its session; then the database goes.
+    void proxy.downAfterAnswer(SESSION_READ);
+    await t.deps.runs.cancel(id);
+    await expect(t.deps.runs.shutdown(0)).rejects.toThrow(CompletionsUnstoredError);
+    expect(await row(id)).toEqual({ status: "queued", instanceId: t.deps.lease.id });
   });
 });
