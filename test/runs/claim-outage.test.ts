@@ -9,7 +9,6 @@ import { createTestAppOn, type TestApp } from "../support/app.js";
 import { createServerDatabase, insertSessionRun } from "../support/db.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { type PgProxy, startPgProxy } from "../support/pg-proxy.js";
-import { waitUntil } from "../support/process.js";
 import { result, systemInit } from "../support/stream-json-lines.js";
 
 // An instance claims a queued run from the shared queue, and the database goes away before the
@@ -105,10 +104,12 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a claimed run the database took
     it("is given back at the next claim once the database is back, and runs", async () => {
       await instance();
       const id = await claimDuringOutage(answer);
+      const stored = new Promise<void>((resolve) =>
+        t.deps.runs.onCompletion((runId) => runId === id && resolve()),
+      );
       await t.deps.runs.claimWork();
-      // Started: its row says so once the run has marked it (not awaited by the claim).
-      const started = async () => ["running", "succeeded"].includes((await row(id))?.status ?? "");
-      await waitUntil(started, "the run given back, claimed again and started", 10_000);
+      await stored;
+      expect(await row(id)).toEqual({ status: "succeeded", instanceId: t.deps.lease.id });
     });
 
     it("is given back when the instance stops, before it records its end", async () => {
