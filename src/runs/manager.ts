@@ -1,8 +1,8 @@
-import { randomUUID } from "node:crypto";
 import { type Context, context } from "@opentelemetry/api";
 import type { AgentRegistry } from "../agents/registry.js";
 import type { RunGate } from "../auth/policy.js";
 import { ANONYMOUS_ADMIN } from "../auth/principal.js";
+import { ClaimLedger } from "../cluster/claim-ledger.js";
 import { Claimer } from "../cluster/claims.js";
 import { stopElsewhere } from "../cluster/commands.js";
 import type { Doorbell } from "../cluster/doorbell.js";
@@ -33,7 +33,6 @@ import {
   SessionBusyError,
   SessionExpiredError,
   SessionGoneError,
-  ShuttingDownError,
   WorktreeHostGoneError,
 } from "./errors.js";
 import { Execution } from "./execution.js";
@@ -98,19 +97,8 @@ export class RunManager {
   private readonly recorder: CompletionRecorder;
   private readonly writer: LogWriter;
   private readonly claimer: Claimer;
-  /**
-   * The tokens of this instance's claims that failed: one whose answer was lost may still have
-   * made a run this instance's, and one whose run could neither start nor be given back (the
-   * database away past the outage bound) did. Such runs, still queued here, are given back before
-   * the next claim and at shutdown (a cancel of one takes it from its claim); else they would stay
-   * this instance's, queued, for good. A claim's token is put here only once it failed, so that no
-   * claim in progress is given back under it.
-   */
-  private readonly failedClaims = new Set<string>();
-  /** Claims in progress (to run, to cancel, of stranded runs), settled: shutdown waits for them. */
-  private readonly claimsInProgress = new Set<Promise<void>>();
-  /** Set by shutdown before its last give-back: a claim after it would never be given back. */
-  private claimsClosed = false;
+  /** This instance's claims of runs queued in the database, and giving back the failed ones. */
+  private readonly claims: ClaimLedger;
   /** Followers reading a run from the stored log, told when this instance claims it. */
   private readonly followersOf = new Map<string, Set<AbortController>>();
   private readonly completionListeners = new Set<(runId: string) => void>();
@@ -168,6 +156,12 @@ export class RunManager {
           }),
       },
     );
+    this.claims = new ClaimLedger({
+      db: opts.db,
+      logger: opts.logger,
+      instanceId: opts.instanceId,
+      rings: opts.doorbell.rings,
+    });
     this.claimer = new Claimer({ logger: opts.logger, claimOne: () => this.claimQueued() });
     opts.metrics.watchRuns(() => ({ ...this.admission.counts(), subscribers: this.subscribers }));
   }
@@ -362,7 +356,7 @@ export class RunManager {
       const { db, doorbell, instanceId } = this.opts;
       const row = await store.getRun(db, runId);
       const mine = row?.status === "queued" && row.instanceId === instanceId();
-      const failed = mine && row.claimToken && this.failedClaims.has(row.claimToken);
+      const failed = mine && this.claims.hasFailed(row.claimToken);
       const failedToken = failed ? row.claimToken : null;
       if (
         row?.status === "queued" &&
@@ -372,7 +366,7 @@ export class RunManager {
         // that claim, before the claimer gives it back) to end it, never started. Ended within
         // the claim, which shutdown waits for (ending never rejects: a completion the database
         // would not take waits in the recorder).
-        const ended = await this.claiming(async (claim) => {
+        const ended = await this.claims.claim(async (claim) => {
           const claimed = await store.claimRun(db, runId, claim, failedToken);
           if (!claimed) return false;
           const unstarted = await this.activeRunOf(claimed);
@@ -384,7 +378,7 @@ export class RunManager {
       }
       if (again && mine && doorbell.shared) {
         // Claimed here by a claim in progress, which starts the run or gives it back.
-        await this.claimsSettled();
+        await this.claims.settled();
         return this.stop(runId, kind, running, false);
       }
       const owner = row?.instanceId;
@@ -470,9 +464,9 @@ export class RunManager {
    */
   async closeStranded(): Promise<void> {
     const { db, logger } = this.opts;
-    if (!this.opts.doorbell.shared || this.claimsClosed) return;
+    if (!this.opts.doorbell.shared || this.claims.closed) return;
     // Ended within the claim, as a cancel's claimed run is.
-    await this.claiming(async (claim) => {
+    await this.claims.claim(async (claim) => {
       const rows = await store.claimStrandedRuns(db, claim);
       const stranded = await Promise.all(
         rows.map((row) => this.activeRunOf({ run: row, resume: false })),
@@ -531,14 +525,13 @@ export class RunManager {
     await all();
     // No claim starts from here on; one in progress gives its run back (the admission is
     // closed), ends it (a cancel's), or fails, and is then given back below.
-    this.claimsClosed = true;
-    await this.claimsSettled();
+    await this.claims.close();
     // A completion the database would not take yet gets one more try.
     await this.recorder.flush();
     // Before the instance records its end: still owned by an instance that ended, a run would
     // never be claimed nor reaped. Failing, the instance leaves its lease to expire instead, and
     // another instance (or the next start) closes what it left.
-    await withDbRetries(() => this.giveBackFailedClaims(), this.opts.dbOutageBoundMs);
+    await withDbRetries(() => this.claims.giveBackFailed(), this.opts.dbOutageBoundMs);
     if (this.recorder.waiting > 0) throw new CompletionsUnstoredError(this.recorder.waiting);
   }
 
@@ -668,19 +661,19 @@ export class RunManager {
    * here, and starts it; false when there is no slot or no such run.
    */
   private async claimQueued(): Promise<boolean> {
-    await this.giveBackFailedClaims();
+    await this.claims.giveBackFailed();
     if (!this.admission.hasFreeSlot()) return false;
     const { db, host } = this.opts;
     const freePlace = this.admission.holdPlace();
     try {
-      return await this.claiming(async (claim) => {
+      return await this.claims.claim(async (claim) => {
         const claimed = await store.claimQueuedRun(db, claim, host);
         if (!claimed) return false;
         // Through an outage, as a run's writes are: a claimed run left neither started nor given
         // back would stay this instance's, queued, until the next claim gives it back.
         const retrying = <T>(task: () => Promise<T>) =>
           withDbRetries(task, this.opts.dbOutageBoundMs);
-        const giveBack = () => retrying(() => this.giveBack([claim.token]));
+        const giveBack = () => retrying(() => this.claims.giveBack([claim.token]));
         let run: ActiveRun;
         try {
           run = await retrying(() => this.activeRunOf(claimed));
@@ -700,46 +693,6 @@ export class RunManager {
       });
     } finally {
       freePlace();
-    }
-  }
-
-  /** Runs `task` with a new claim; if it fails, the claim's token is kept to give back. */
-  private claiming<T>(task: (claim: store.Claim) => Promise<T>): Promise<T> {
-    if (this.claimsClosed) return Promise.reject(new ShuttingDownError());
-    const claim = { instanceId: this.opts.instanceId(), token: randomUUID() };
-    const work = task(claim).catch((err) => {
-      this.failedClaims.add(claim.token);
-      throw err;
-    });
-    const settled = work.then(
-      () => {},
-      () => {},
-    );
-    this.claimsInProgress.add(settled);
-    void settled.then(() => this.claimsInProgress.delete(settled));
-    return work;
-  }
-
-  /** Resolves once the claims in progress now are over. */
-  private async claimsSettled(): Promise<void> {
-    await Promise.all(this.claimsInProgress);
-  }
-
-  private async giveBackFailedClaims(): Promise<void> {
-    if (this.failedClaims.size === 0) return;
-    const tokens = [...this.failedClaims];
-    await this.giveBack(tokens);
-    for (const token of tokens) this.failedClaims.delete(token);
-  }
-
-  /** Gives back the runs of these claims still queued here, and rings for other instances. */
-  private async giveBack(tokens: string[]): Promise<void> {
-    const { db, doorbell, instanceId, logger } = this.opts;
-    const released = await store.releaseClaims(db, instanceId(), tokens);
-    for (const { id } of released) logger.info("gave a claimed run back", { run_id: id });
-    if (!doorbell.rings) return;
-    for (const host of new Set(released.map((r) => r.pinnedHost))) {
-      await store.ringForWork(db, host);
     }
   }
 
