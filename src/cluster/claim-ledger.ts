@@ -12,8 +12,16 @@ import { type Claim, releaseClaims, ringForWork } from "../store/runs.js";
 // the ledger keeps the failed claim's token and gives them back by it. A token is kept only once
 // its claim has failed, so that no claim in progress is given back under it.
 
+/**
+ * How long a failed claim's token is kept while its give-back finds no run: a statement whose
+ * connection was lost may still be running in its backend (Postgres notices a client that is
+ * gone only when it next writes to it) and commit later.
+ */
+const KEEP_UNFOUND_MS = 10 * 60_000;
+
 export class ClaimLedger {
-  private readonly failed = new Set<string>();
+  /** The failed claims' tokens, and when each failed. */
+  private readonly failed = new Map<string, number>();
   /** The claims in progress, settled (never rejecting): `closed` waits for them. */
   private readonly inProgress = new Set<Promise<void>>();
   private closing = false;
@@ -33,7 +41,7 @@ export class ClaimLedger {
     if (this.closing) return Promise.reject(new ShuttingDownError());
     const claim = { instanceId: this.opts.instanceId(), token: randomUUID() };
     const work = task(claim).catch((err) => {
-      this.failed.add(claim.token);
+      this.failed.set(claim.token, Date.now());
       throw err;
     });
     const settled = work.then(
@@ -68,17 +76,26 @@ export class ClaimLedger {
   /** Gives back the runs of the failed claims still queued here. */
   async giveBackFailed(): Promise<void> {
     if (this.failed.size === 0) return;
-    const tokens = [...this.failed];
-    await this.giveBack(tokens);
-    for (const token of tokens) this.failed.delete(token);
+    const tokens = [...this.failed.keys()];
+    const found = await this.giveBack(tokens);
+    const now = Date.now();
+    for (const token of tokens) {
+      const failedAt = this.failed.get(token) ?? now;
+      if (found.has(token) || now - failedAt > KEEP_UNFOUND_MS) this.failed.delete(token);
+    }
   }
 
-  /** Gives back the runs of these claims still queued here, and rings for other instances. */
-  async giveBack(tokens: string[]): Promise<void> {
+  /**
+   * Gives back the runs of these claims still queued here, and rings for other instances; the
+   * tokens of the claims that had runs to give back.
+   */
+  async giveBack(tokens: string[]): Promise<Set<string | null>> {
     const { db, instanceId, logger } = this.opts;
     const released = await releaseClaims(db, instanceId(), tokens);
     for (const { id } of released) logger.info("gave a claimed run back", { run_id: id });
-    if (!this.opts.rings) return;
-    for (const host of new Set(released.map((r) => r.pinnedHost))) await ringForWork(db, host);
+    if (this.opts.rings) {
+      for (const host of new Set(released.map((r) => r.pinnedHost))) await ringForWork(db, host);
+    }
+    return new Set(released.map((r) => r.claimToken));
   }
 }

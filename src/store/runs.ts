@@ -192,7 +192,7 @@ export async function releaseRun(
 ): Promise<boolean> {
   const released = await db
     .update(runs)
-    .set({ instanceId: null, handover, claimToken: null })
+    .set({ instanceId: null, handover })
     .where(and(eq(runs.id, id), eq(runs.instanceId, instanceId), eq(runs.status, "queued")))
     .returning({ id: runs.id });
   return released.length > 0;
@@ -201,16 +201,16 @@ export async function releaseRun(
 /**
  * Gives back, for any instance to claim, the runs that `instanceId`'s claims `tokens` made its
  * own and that are still queued there (never started, ended nor given back), with the handover
- * they had; those given back.
+ * they had; those given back, with the claim that had them.
  */
 export async function releaseClaims(
   db: Database,
   instanceId: string,
   tokens: string[],
-): Promise<{ id: string; pinnedHost: string | null }[]> {
+): Promise<{ id: string; pinnedHost: string | null; claimToken: string | null }[]> {
   return db
     .update(runs)
-    .set({ instanceId: null, claimToken: null })
+    .set({ instanceId: null })
     .where(
       and(
         inArray(runs.claimToken, tokens),
@@ -218,7 +218,7 @@ export async function releaseClaims(
         eq(runs.status, "queued"),
       ),
     )
-    .returning({ id: runs.id, pinnedHost: runs.pinnedHost });
+    .returning({ id: runs.id, pinnedHost: runs.pinnedHost, claimToken: runs.claimToken });
 }
 
 /** Runs of the key's sessions that are waiting, queued or running, on any instance. */

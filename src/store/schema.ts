@@ -208,8 +208,8 @@ export const runs = pgTable(
     /** Only an instance on this host may claim the run: its session's worktree is on its disk. */
     pinnedHost: text("pinned_host"),
     /**
-     * The claim that made instance_id the owner of a run queued for any instance: an instance
-     * that did not hear its claim's answer finds (and gives back) the run by it.
+     * The claim that last made an instance the owner of a run queued for any instance: an
+     * instance that did not hear its claim's answer finds (and gives back) the run by it.
      */
     claimToken: uuid("claim_token"),
   },

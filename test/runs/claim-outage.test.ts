@@ -1,4 +1,4 @@
-import { eq } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { CompletionsUnstoredError, ShuttingDownError } from "../../src/runs/errors.js";
 import { toHandover } from "../../src/runs/handover.js";
@@ -9,6 +9,7 @@ import { createTestAppOn, type TestApp } from "../support/app.js";
 import { createServerDatabase, insertSessionRun } from "../support/db.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { type PgProxy, startPgProxy } from "../support/pg-proxy.js";
+import { waitUntil } from "../support/process.js";
 import { result, systemInit } from "../support/stream-json-lines.js";
 
 // An instance claims a queued run from the shared queue, and the database goes away before the
@@ -181,5 +182,51 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a claimed run the database took
     await t.deps.runs.cancel(id);
     await expect(t.deps.runs.shutdown(0)).rejects.toThrow(CompletionsUnstoredError);
     expect(await row(id)).toEqual({ status: "queued", instanceId: t.deps.lease.id });
+  });
+
+  it("a claim its instance gave up on, committed after the next give-back, is given back at a later one", async () => {
+    await instance();
+    const id = await queuedForAny();
+    // The claim's update waits for a lock the test holds, as a statement held up in its
+    // backend does; the instance's connection is lost meanwhile, and the backend goes on.
+    await direct.db.execute(sql`
+      create function hold_claim() returns trigger language plpgsql as $$
+      begin perform pg_advisory_xact_lock(4242); return new; end $$`);
+    await direct.db.execute(sql`
+      create trigger hold_claim before update on runs for each row
+      when (old.instance_id is null and new.instance_id is not null) execute function hold_claim()`);
+    let release = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const holding = direct.db.transaction(async (tx) => {
+      await tx.execute(sql`select pg_advisory_xact_lock(4242)`);
+      await held;
+    });
+    const claiming = t.deps.runs.claimWork();
+    const waiting = async () => {
+      const [locks] = (await direct.db.execute(
+        sql`select count(*)::int as n from pg_locks, pg_database d
+          where locktype = 'advisory' and objid = 4242 and not granted
+          and database = d.oid and d.datname = current_database()`,
+      )) as unknown as { n: number }[];
+      return locks?.n === 1;
+    };
+    await waitUntil(waiting, "the claim waiting in its backend");
+    proxy.cutClientOf(CLAIM);
+    await claiming;
+    // The next claim's give-back finds nothing of that claim: its update has not committed yet.
+    await t.deps.runs.claimWork();
+    expect(await row(id)).toEqual({ status: "queued", instanceId: null });
+    release();
+    await holding;
+    const committed = async () => (await row(id))?.instanceId === t.deps.lease.id;
+    await waitUntil(committed, "the claim committed in its backend");
+    const stored = new Promise<void>((resolve) =>
+      t.deps.runs.onCompletion((runId) => runId === id && resolve()),
+    );
+    await t.deps.runs.claimWork();
+    await stored;
+    expect(await row(id)).toEqual({ status: "succeeded", instanceId: t.deps.lease.id });
   });
 });

@@ -55,8 +55,8 @@ describe.each(BACKENDS)("claiming queued runs on %s", (backend) => {
     await database.db.update(runs).set({ status: "running" }).where(eq(runs.id, c));
 
     const released = await releaseClaims(database.db, me, [first, started, randomUUID()]);
-    expect(released).toEqual([{ id: a, pinnedHost: null }]);
-    expect(await owner(a)).toEqual({ instanceId: null, token: null, status: "queued" });
+    expect(released).toEqual([{ id: a, pinnedHost: null, claimToken: first }]);
+    expect(await owner(a)).toEqual({ instanceId: null, token: first, status: "queued" });
     expect(await owner(b)).toEqual({ instanceId: me, token: second, status: "queued" });
     expect(await owner(c)).toEqual({ instanceId: me, token: started, status: "running" });
     // Another instance's claim under the same token is not this instance's to give back.

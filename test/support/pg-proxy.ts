@@ -23,6 +23,12 @@ export interface PgProxy {
    * goes down before its answer reaches the client; resolves then.
    */
   downLosingAnswer(pattern: RegExp): Promise<void>;
+  /**
+   * The client's side of the connection whose last statement matched `pattern` closed; the
+   * database's side stays open, so that the statement goes on to its end and commits, as when
+   * the network between them fails and the client gives up first.
+   */
+  cutClientOf(pattern: RegExp): void;
   /** Every connection closed, and new ones refused, until `up()`. */
   down(): void;
   up(): void;
@@ -38,6 +44,10 @@ const COMMAND_COMPLETE = 0x43;
 export async function startPgProxy(url: string): Promise<PgProxy> {
   const target = new URL(url);
   const sockets = new Set<Socket>();
+  /** Each client connection's last statement, as raw protocol text. */
+  const lastStatement = new Map<Socket, string>();
+  /** The clients cut by `cutClientOf`, whose database side stays open. */
+  const cut = new WeakSet<Socket>();
   const firstStatements: string[] = [];
   let cutNext = false;
   let downAfter:
@@ -53,6 +63,7 @@ export async function startPgProxy(url: string): Promise<PgProxy> {
     let answering: { answer: "delivered" | "lost"; wentDown: () => void } | undefined;
     client.on("data", (chunk) => {
       const statement = chunk[0] === PARSE || chunk[0] === QUERY;
+      if (statement) lastStatement.set(client, chunk.toString("latin1"));
       if (messages++ === 1 && statement) {
         firstStatements.push(chunk.toString("latin1"));
         if (cutThis) {
@@ -91,6 +102,7 @@ export async function startPgProxy(url: string): Promise<PgProxy> {
       if (through.length > 0) client.write(Buffer.concat(through));
     };
     upstream.on("data", (chunk) => {
+      if (client.destroyed) return;
       // The answer ends with ReadyForQuery: 'Z', length 5, the transaction status.
       const end = chunk.length >= 6 && chunk[chunk.length - 6] === READY_FOR_QUERY;
       if (answering?.answer === "lost") {
@@ -109,12 +121,12 @@ export async function startPgProxy(url: string): Promise<PgProxy> {
       }
       client.write(chunk);
     });
-    for (const [a, b] of [
-      [client, upstream],
-      [upstream, client],
-    ] as const) {
-      a.on("error", () => b.destroy());
-      a.on("close", () => b.destroy());
+    client.on("close", () => lastStatement.delete(client));
+    for (const event of ["error", "close"]) {
+      client.on(event, () => {
+        if (!cut.has(client)) upstream.destroy();
+      });
+      upstream.on(event, () => client.destroy());
     }
   });
   server.listen(0, "127.0.0.1");
@@ -143,6 +155,13 @@ export async function startPgProxy(url: string): Promise<PgProxy> {
       new Promise((wentDown) => {
         downAfter = { pattern, answer: "lost", wentDown };
       }),
+    cutClientOf: (pattern) => {
+      for (const [client, statement] of lastStatement) {
+        if (client.destroyed || !pattern.test(statement)) continue;
+        cut.add(client);
+        client.destroy();
+      }
+    },
     down,
     up: () => {
       if (!server.listening) server.listen(port, "127.0.0.1");
