@@ -22,7 +22,7 @@ const KEEP_UNFOUND_MS = 10 * 60_000;
 export class ClaimLedger {
   /** The failed claims' tokens, and when each failed. */
   private readonly failed = new Map<string, number>();
-  /** The claims in progress, settled (never rejecting): `closed` waits for them. */
+  /** The claims in progress, settled (never rejecting): `close` waits for them. */
   private readonly inProgress = new Set<Promise<void>>();
   private closing = false;
 

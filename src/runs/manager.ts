@@ -356,11 +356,10 @@ export class RunManager {
       const { db, doorbell, instanceId } = this.opts;
       const row = await store.getRun(db, runId);
       const mine = row?.status === "queued" && row.instanceId === instanceId();
-      const failed = mine && this.claims.hasFailed(row.claimToken);
-      const failedToken = failed ? row.claimToken : null;
+      const failedToken = mine && this.claims.hasFailed(row.claimToken) ? row.claimToken : null;
       if (
         row?.status === "queued" &&
-        ((row.instanceId === null && row.handover !== null) || failed)
+        ((row.instanceId === null && row.handover !== null) || failedToken !== null)
       ) {
         // Queued for any instance, or this one's by a claim that failed: claimed (taken from
         // that claim, before the claimer gives it back) to end it, never started. Ended within

@@ -203,23 +203,27 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a claimed run the database took
       await tx.execute(sql`select pg_advisory_xact_lock(4242)`);
       await held;
     });
-    const claiming = t.deps.runs.claimWork();
-    const waiting = async () => {
-      const [locks] = (await direct.db.execute(
-        sql`select count(*)::int as n from pg_locks, pg_database d
-          where locktype = 'advisory' and objid = 4242 and not granted
-          and database = d.oid and d.datname = current_database()`,
-      )) as unknown as { n: number }[];
-      return locks?.n === 1;
-    };
-    await waitUntil(waiting, "the claim waiting in its backend");
-    proxy.cutClientOf(CLAIM);
-    await claiming;
-    // The next claim's give-back finds nothing of that claim: its update has not committed yet.
-    await t.deps.runs.claimWork();
-    expect(await row(id)).toEqual({ status: "queued", instanceId: null });
-    release();
-    await holding;
+    try {
+      const claiming = t.deps.runs.claimWork();
+      const waiting = async () => {
+        const [locks] = (await direct.db.execute(
+          sql`select count(*)::int as n from pg_locks, pg_database d
+            where locktype = 'advisory' and objid = 4242 and not granted
+            and database = d.oid and d.datname = current_database()`,
+        )) as unknown as { n: number }[];
+        return locks?.n === 1;
+      };
+      await waitUntil(waiting, "the claim waiting in its backend");
+      proxy.cutClientOf(CLAIM);
+      await claiming;
+      // The next claim's give-back finds nothing of that claim: its update has not committed.
+      await t.deps.runs.claimWork();
+      expect(await row(id)).toEqual({ status: "queued", instanceId: null });
+    } finally {
+      // Failing too: the lock's transaction would otherwise hold the test's database.
+      release();
+      await holding;
+    }
     const committed = async () => (await row(id))?.instanceId === t.deps.lease.id;
     await waitUntil(committed, "the claim committed in its backend");
     const stored = new Promise<void>((resolve) =>

@@ -3,8 +3,10 @@ import { type AddressInfo, connect, createServer, type Socket } from "node:net";
 
 // A TCP proxy in front of a Postgres server, for the moments a real outage cannot be timed to:
 // a connection lost right after its start-up, the database gone right after a given statement
-// was answered, or after it ran but before its answer reached the client. It reads only what it needs of the protocol: a client message's first byte
-// ('P' parse, 'Q' query) and text, and the server's ReadyForQuery ('Z') that ends an answer.
+// was answered or after it ran but before its answer reached the client, a client that gives up
+// on a statement its backend still runs. It reads only what it needs of the protocol: a client
+// message's first byte ('P' parse, 'Q' query) and text, and of the server's answer its messages'
+// types and lengths (rows, completion, the ReadyForQuery 'Z' that ends it).
 
 export interface PgProxy {
   /** `url` with the proxy's port: connect through this. */
