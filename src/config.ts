@@ -608,6 +608,11 @@ function tracesUrl(e: z.infer<typeof EnvSchema>): Config["tracing"] {
 /** The database the configuration names: a Postgres server, else the embedded one. */
 export function databaseTarget(config: Config): DatabaseTarget {
   return config.databaseUrl
-    ? { kind: "postgres", url: config.databaseUrl, poolSize: config.databasePoolSize }
+    ? {
+        kind: "postgres",
+        url: config.databaseUrl,
+        poolSize: config.databasePoolSize,
+        outageBoundMs: config.runs.dbOutageBoundMs,
+      }
     : { kind: "pglite", dataDir: config.dataDir };
 }

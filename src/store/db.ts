@@ -20,8 +20,12 @@ export type Database = PgDatabase<PgQueryResultHKT, typeof schema>;
 export type DatabaseTarget =
   /** Embedded PGlite; `dataDir` unset keeps it in memory (tests). */
   | { kind: "pglite"; dataDir?: string }
-  /** `poolSize`: connections besides the LISTEN one (10 unless set). */
-  | { kind: "postgres"; url: string; poolSize?: number };
+  /**
+   * `poolSize`: connections besides the LISTEN one (10 unless set). `outageBoundMs`: how long
+   * writes ride out an outage (retry.ts); a connection attempt gets a third of it (see
+   * connectTimeoutSeconds).
+   */
+  | { kind: "postgres"; url: string; poolSize?: number; outageBoundMs?: number };
 
 /** postgres.js `sql.listen`: `onListen` is called on each (re)connect of its connection. */
 export type Listen = (
@@ -99,7 +103,7 @@ export function returnedRows<T>(result: unknown): T[] {
 export function openDatabase(target: DatabaseTarget): Promise<DatabaseHandle> {
   return target.kind === "pglite"
     ? openPglite(target.dataDir)
-    : openPostgres(target.url, target.poolSize);
+    : openPostgres(target.url, target.poolSize, target.outageBoundMs);
 }
 
 async function openPglite(dir: string | undefined): Promise<DatabaseHandle> {
@@ -175,7 +179,21 @@ async function initializeDataDir(dataDir: string): Promise<void> {
 const reconnectDelaySeconds = (failures: number) =>
   Math.min(0.05 * 2 ** failures, 1) * (0.5 + Math.random() / 2);
 
-async function openPostgres(url: string, poolSize = 10): Promise<DatabaseHandle> {
+/**
+ * How long a connection attempt may wait for the server's first ReadyForQuery: a third of the
+ * outage bound, between 1 and 10 s. postgres.js's default, 30 s, equals the default bound: a
+ * server that accepted the connection and then hung (mid-restart, starved) spent the whole
+ * bound on one attempt, and a write failed after an outage of a few seconds. Now at least
+ * three attempts fit in the bound.
+ */
+export const connectTimeoutSeconds = (outageBoundMs: number) =>
+  Math.min(Math.max(outageBoundMs / 3000, 1), 10);
+
+async function openPostgres(
+  url: string,
+  poolSize = 10,
+  outageBoundMs = 30_000,
+): Promise<DatabaseHandle> {
   // `onnotice` silenced: migrations' "relation already exists, skipping" notices are noise.
   // `fetch_types` off: postgres.js looks up the array types first on each new connection, and
   // drops that query's promise, so a connection lost during it (a database outage, a restart)
@@ -186,6 +204,7 @@ async function openPostgres(url: string, poolSize = 10): Promise<DatabaseHandle>
     fetch_types: false,
     onnotice: () => {},
     backoff: reconnectDelaySeconds,
+    connect_timeout: connectTimeoutSeconds(outageBoundMs),
   });
   try {
     // Asked first, so that a server that cannot be reached is told apart from a failed migration.

@@ -1,7 +1,8 @@
 import { sql } from "drizzle-orm";
 import postgres from "postgres";
 import { describe, expect, it } from "vitest";
-import { openDatabase } from "../../src/store/db.js";
+import { connectTimeoutSeconds, openDatabase } from "../../src/store/db.js";
+import { DatabaseOutageError, withDbRetries } from "../../src/store/retry.js";
 import { createServerDatabase } from "../support/db.js";
 import { startPgProxy } from "../support/pg-proxy.js";
 import { runCommand } from "../support/process.js";
@@ -117,5 +118,43 @@ describe.skipIf(!url)("the server's Postgres pool across a restart", () => {
       proxy.close();
       await drop();
     }
+  });
+
+  // The chaos test's second server once failed three runs "unreachable (CONNECT_TIMEOUT) for more
+  // than 30 s" after a 3 s outage: a connection attempt the server accepted and did not answer
+  // waited postgres.js's default 30 s, the whole outage bound, and the write gave up after it.
+  it("gives a connection the server accepted and never answered a third of the outage bound, then tries a new one", async () => {
+    const { url: direct, drop } = await createServerDatabase({ migrated: true });
+    const proxy = await startPgProxy(direct);
+    const outageBoundMs = 3000;
+    const handle = await openDatabase({
+      kind: "postgres",
+      url: proxy.url,
+      poolSize: 2,
+      outageBoundMs,
+    });
+    try {
+      proxy.down();
+      proxy.up();
+      proxy.holdNextConnection();
+      const answer = await withDbRetries(
+        () => handle.db.execute(sql`select 3 as n`),
+        outageBoundMs,
+      ).catch((err: unknown) => err);
+      expect(answer).not.toBeInstanceOf(DatabaseOutageError);
+      expect(answer).toMatchObject([{ n: 3 }]);
+      expect(proxy.held).toBe(1);
+    } finally {
+      await handle.close();
+      proxy.close();
+      await drop();
+    }
+  });
+
+  it("bounds a connection attempt by a third of the outage bound, between 1 and 10 s", () => {
+    expect(connectTimeoutSeconds(30_000)).toBe(10);
+    expect(connectTimeoutSeconds(60_000)).toBe(10);
+    expect(connectTimeoutSeconds(6_000)).toBe(2);
+    expect(connectTimeoutSeconds(1_000)).toBe(1);
   });
 });

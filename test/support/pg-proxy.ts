@@ -16,6 +16,12 @@ export interface PgProxy {
   /** The next connection to start is closed at its first statement, as by a restart then. */
   cutNextAtFirstStatement(): void;
   /**
+   * The next connection is accepted and never answered, as by a server that hangs before its
+   * start-up is done; it closes when its client gives up. Counts the connections held so.
+   */
+  holdNextConnection(): void;
+  held: number;
+  /**
    * Once a statement matching `pattern` has been answered, the database goes down; resolves
    * then.
    */
@@ -55,7 +61,15 @@ export async function startPgProxy(url: string): Promise<PgProxy> {
   let downAfter:
     | { pattern: RegExp; answer: "delivered" | "lost"; wentDown: () => void }
     | undefined;
+  let holdNext = false;
   const server = createServer((client) => {
+    if (holdNext) {
+      holdNext = false;
+      proxy.held++;
+      sockets.add(client);
+      client.on("error", () => {});
+      return;
+    }
     const upstream = connect(Number(target.port), target.hostname);
     sockets.add(client).add(upstream);
     const cutThis = cutNext;
@@ -143,12 +157,16 @@ export async function startPgProxy(url: string): Promise<PgProxy> {
     for (const socket of sockets) socket.destroy();
     sockets.clear();
   };
-  return {
+  const proxy: PgProxy = {
     url: proxied.toString(),
     firstStatements,
     cutNextAtFirstStatement: () => {
       cutNext = true;
     },
+    holdNextConnection: () => {
+      holdNext = true;
+    },
+    held: 0,
     downAfterAnswer: (pattern) =>
       new Promise((wentDown) => {
         downAfter = { pattern, answer: "delivered", wentDown };
@@ -173,4 +191,5 @@ export async function startPgProxy(url: string): Promise<PgProxy> {
       down();
     },
   };
+  return proxy;
 }
