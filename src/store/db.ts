@@ -27,6 +27,15 @@ export type DatabaseTarget =
    */
   | { kind: "postgres"; url: string; poolSize?: number; outageBoundMs?: number };
 
+/**
+ * Runs `read` in one snapshot: its statements all see the database as of one moment. Apart, each
+ * statement sees what committed before it: a run's row read as running, then its callback read
+ * as delivered once the run had finished in between.
+ */
+export function inOneSnapshot<T>(db: Database, read: (tx: Database) => Promise<T>): Promise<T> {
+  return db.transaction(read, { isolationLevel: "repeatable read", accessMode: "read only" });
+}
+
 /** postgres.js `sql.listen`: `onListen` is called on each (re)connect of its connection. */
 export type Listen = (
   channel: string,

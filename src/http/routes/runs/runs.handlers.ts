@@ -4,7 +4,7 @@ import type { Principal } from "../../../auth/principal.js";
 import { issueStreamToken } from "../../../auth/stream-tokens.js";
 import type { CompletionEvent } from "../../../events.js";
 import { type Message, type RunOptions, runSettings } from "../../../runs/message.js";
-import type { Database } from "../../../store/db.js";
+import { type Database, inOneSnapshot } from "../../../store/db.js";
 import { getCompletionEvent, type LogView } from "../../../store/events.js";
 import { getCallback } from "../../../store/hooks.js";
 import { hasPendingRequest } from "../../../store/permissions.js";
@@ -24,7 +24,8 @@ const runNotFound = (id: string) => new ApiError(404, "run_not_found", `No run w
 
 /**
  * A run as the API shows it: its row with its completion, its callback's state and, while it
- * runs, whether a permission request of its waits for an answer.
+ * runs, whether a permission request of its waits for an answer. Read in the snapshot `db` its
+ * row was read in (inOneSnapshot), so that the parts agree.
  */
 async function showRun(db: Database, row: RunRow) {
   return toRun(
@@ -35,10 +36,12 @@ async function showRun(db: Database, row: RunRow) {
   );
 }
 
-async function loadRun(db: Database, id: string, principal: Principal) {
-  const row = await runStore.getVisibleRun(db, id, principal);
-  if (!row) throw runNotFound(id);
-  return showRun(db, row);
+function loadRun(db: Database, id: string, principal: Principal) {
+  return inOneSnapshot(db, async (tx) => {
+    const row = await runStore.getVisibleRun(tx, id, principal);
+    if (!row) throw runNotFound(id);
+    return showRun(tx, row);
+  });
 }
 
 /** One page of the runs the caller may see, newest first; of one session when it is given. */
@@ -49,16 +52,18 @@ async function runPage(
 ) {
   const { limit, cursor, sessionId } = query;
   const after = cursor === undefined ? undefined : decodeCursor(cursor);
-  // One row more than asked tells whether another page exists.
-  const rows = await runStore.listRuns(db, principal, {
-    limit: limit + 1,
-    after,
-    ...(sessionId === undefined ? {} : { sessionId }),
+  return inOneSnapshot(db, async (tx) => {
+    // One row more than asked tells whether another page exists.
+    const rows = await runStore.listRuns(tx, principal, {
+      limit: limit + 1,
+      after,
+      ...(sessionId === undefined ? {} : { sessionId }),
+    });
+    const { page, next_cursor } = pageOf(rows, limit, (row) => row);
+    const data = [];
+    for (const row of page) data.push(await showRun(tx, row));
+    return { data, next_cursor };
   });
-  const { page, next_cursor } = pageOf(rows, limit, (row) => row);
-  const data = [];
-  for (const row of page) data.push(await showRun(db, row));
-  return { data, next_cursor };
 }
 
 export const listRuns: RouteHandler<typeof routes.listRuns, AppEnv> = async (c) => {
