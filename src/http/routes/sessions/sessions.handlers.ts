@@ -4,6 +4,7 @@ import { enforcePolicy } from "../../../auth/policy.js";
 import { resolveWorkDir, WorkDirNotAllowedError } from "../../../auth/work-dir.js";
 import { defaultModel } from "../../../config.js";
 import { errorText } from "../../../log.js";
+import { inOneSnapshot } from "../../../store/db.js";
 import { activeRunIds } from "../../../store/runs.js";
 import * as store from "../../../store/sessions.js";
 import { getSessionWorktree, sessionWorktrees } from "../../../store/worktrees.js";
@@ -95,19 +96,23 @@ export const listSessions: RouteHandler<typeof routes.listSessions, AppEnv> = as
   const { limit, cursor } = c.req.valid("query");
   const after = cursor === undefined ? undefined : decodeCursor(cursor);
   const { db, config } = c.var;
-  // One row more than asked tells whether another page exists.
-  const rows = await store.listSessions(db, c.var.principal, { limit: limit + 1, after });
-  const { page, next_cursor } = pageOf(rows, limit, (row) => row);
-  const [worktrees, active] = await Promise.all([
-    sessionWorktrees(
-      db,
-      page.filter((row) => row.worktree).map((row) => row.id),
-    ),
-    activeRunIds(
-      db,
-      page.map((row) => row.id),
-    ),
-  ]);
+  // One snapshot: a session's row and its active run as of one moment.
+  const { page, next_cursor, worktrees, active } = await inOneSnapshot(db, async (tx) => {
+    // One row more than asked tells whether another page exists.
+    const rows = await store.listSessions(tx, c.var.principal, { limit: limit + 1, after });
+    const { page, next_cursor } = pageOf(rows, limit, (row) => row);
+    const [worktrees, active] = await Promise.all([
+      sessionWorktrees(
+        tx,
+        page.filter((row) => row.worktree).map((row) => row.id),
+      ),
+      activeRunIds(
+        tx,
+        page.map((row) => row.id),
+      ),
+    ]);
+    return { page, next_cursor, worktrees, active };
+  });
   const data = page.map((row) =>
     toSession(row, config, { worktree: worktrees.get(row.id), activeRunId: active.get(row.id) }),
   );
@@ -116,12 +121,15 @@ export const listSessions: RouteHandler<typeof routes.listSessions, AppEnv> = as
 
 export const getSession: RouteHandler<typeof routes.getSession, AppEnv> = async (c) => {
   const { id } = c.req.valid("param");
-  const row = await store.getSession(c.var.db, id, c.var.principal);
-  if (!row) throw notFound(id);
-  const [worktree, active] = await Promise.all([
-    row.worktree ? getSessionWorktree(c.var.db, id) : undefined,
-    activeRunIds(c.var.db, [id]),
-  ]);
+  const { row, worktree, active } = await inOneSnapshot(c.var.db, async (tx) => {
+    const row = await store.getSession(tx, id, c.var.principal);
+    if (!row) throw notFound(id);
+    const [worktree, active] = await Promise.all([
+      row.worktree ? getSessionWorktree(tx, id) : undefined,
+      activeRunIds(tx, [id]),
+    ]);
+    return { row, worktree, active };
+  });
   return c.json(toSession(row, c.var.config, { worktree, activeRunId: active.get(id) }), 200);
 };
 
