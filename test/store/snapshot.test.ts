@@ -9,12 +9,12 @@ import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from 
 // three-instance webhook test met it); read in one snapshot, the statements agree. Only a server
 // has other connections to commit in between: PGlite runs one statement at a time.
 
-describe.each(BACKENDS.filter((b) => b === "postgres"))("one snapshot on %s", (backend) => {
+describe.skipIf(!BACKENDS.includes("postgres"))("one snapshot on postgres", () => {
   let database: TestDatabase;
   beforeAll(async () => {
-    database = await openTestDatabase(backend);
+    database = await openTestDatabase("postgres");
   });
-  afterAll(() => database.destroy());
+  afterAll(() => database?.destroy());
 
   const status = async (db: typeof database.db, id: string) =>
     (await db.select({ status: runs.status }).from(runs).where(eq(runs.id, id)))[0]?.status;
