@@ -76,6 +76,45 @@ describe.skipIf(!url)("a Postgres connection the server closed", () => {
       await admin.end({ timeout: 1 });
     }
   });
+
+  // A transaction's backend terminated: its statement failed, and its rollback was sent between
+  // the socket's error and its close. The rollback stayed queued as sent, the reconnected
+  // connection waited for its answer for good, and every later query of the pool with it: the
+  // pool hung in the second or third round here. Now the rollback fails as closed too.
+  it("answers every query after transactions whose backend was terminated mid-transaction, each with its own answer", async () => {
+    const sql = postgres(url ?? "", { max: 2, fetch_types: false, onnotice: () => {} });
+    const admin = postgres(url ?? "", { max: 1, onnotice: () => {} });
+    try {
+      for (let round = 0; round < 10; round++) {
+        const ended = sql
+          .begin(async (tx) => {
+            const [backend] = await tx<{ pid: number }[]>`select pg_backend_pid() as pid`;
+            await admin`select pg_terminate_backend(${backend?.pid ?? 0})`;
+            await tx`select 1`;
+          })
+          .then(
+            () => "committed",
+            (err: { code?: string }) => err.code,
+          );
+        // Queued on the pool while the transaction's connection goes.
+        const queued = Array.from({ length: 6 }, (_, i) =>
+          sql<{ n: number }[]>`select ${round * 10 + i}::int as n`.then(
+            ([row]) => (row?.n === round * 10 + i ? "own answer" : `another's: ${row?.n}`),
+            (err: { code?: string }) => err.code,
+          ),
+        );
+        expect(await ended).toBe("CONNECTION_CLOSED");
+        for (const outcome of await Promise.all(queued)) {
+          expect(["own answer", "CONNECTION_CLOSED"]).toContain(outcome);
+        }
+        const [after] = await sql<{ n: number }[]>`select ${round}::int as n`;
+        expect(after?.n).toBe(round);
+      }
+    } finally {
+      await sql.end({ timeout: 1 });
+      await admin.end({ timeout: 1 });
+    }
+  });
 });
 
 describe.skipIf(!url)("the server's Postgres pool across a restart", () => {
