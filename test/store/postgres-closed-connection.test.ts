@@ -1,3 +1,4 @@
+import { connect, type Socket } from "node:net";
 import { sql } from "drizzle-orm";
 import postgres from "postgres";
 import { describe, expect, it } from "vitest";
@@ -113,6 +114,68 @@ describe.skipIf(!url)("a Postgres connection the server closed", () => {
     } finally {
       await sql.end({ timeout: 1 });
       await admin.end({ timeout: 1 });
+    }
+  });
+
+  // A query waiting for the pool's one connection, whose transaction's backend is terminated: the
+  // transaction's rollback, sent on the closed connection, failed the waiting query with it.
+  it("answers a query that waited for the connection of a transaction whose backend was terminated", async () => {
+    const sql = postgres(url ?? "", { max: 1, fetch_types: false, onnotice: () => {} });
+    const admin = postgres(url ?? "", { max: 1, onnotice: () => {} });
+    try {
+      let began: (pid: number) => void = () => {};
+      const pid = new Promise<number>((resolve) => {
+        began = resolve;
+      });
+      const ended = sql
+        .begin(async (tx) => {
+          const [backend] = await tx<{ pid: number }[]>`select pg_backend_pid() as pid`;
+          began(backend?.pid ?? 0);
+          await tx`select pg_sleep(30)`;
+        })
+        .catch((err: { code?: string }) => err.code);
+      const backendPid = await pid;
+      const waiting = sql<{ x: string }[]>`select 'waiting' as x`;
+      await admin`select pg_terminate_backend(${backendPid})`;
+      expect(await ended).toBe("CONNECTION_CLOSED");
+      expect(await waiting).toEqual([{ x: "waiting" }]);
+      expect(await sql`select 'next' as x`).toEqual([{ x: "next" }]);
+    } finally {
+      await sql.end({ timeout: 1 });
+      await admin.end({ timeout: 1 });
+    }
+  });
+
+  // A query written in the same turn of the event loop as its socket closed: the close cleared
+  // the pending flush but left it marked as pending, so no later write was flushed, and every
+  // reconnect's start-up message stayed unsent until the connect timed out, for good.
+  it("connects again after a query was written as its socket closed", async () => {
+    const sockets: Socket[] = [];
+    // `socket` (postgres.js's own option, missing from its types) hands the test each socket.
+    const options = {
+      max: 1,
+      fetch_types: false,
+      onnotice: () => {},
+      connect_timeout: 2,
+      socket: () => {
+        const socket = connect(Number(new URL(url ?? "").port || 5432), "127.0.0.1");
+        sockets.push(socket);
+        return socket;
+      },
+    };
+    const sql = postgres(url ?? "", options);
+    try {
+      expect(await sql`select 1 as n`).toEqual([{ n: 1 }]);
+      const written = await new Promise<Promise<unknown>>((resolve) =>
+        setImmediate(() => {
+          sockets.at(-1)?.destroy();
+          resolve(sql`select 'during' as x`.catch((err: { code?: string }) => err.code));
+        }),
+      );
+      expect(await written).toBe("CONNECTION_CLOSED");
+      expect(await sql`select 'after' as x`).toEqual([{ x: "after" }]);
+    } finally {
+      await sql.end({ timeout: 1 });
     }
   });
 });
