@@ -1,4 +1,5 @@
-import { connect, type Socket } from "node:net";
+import { once } from "node:events";
+import { type AddressInfo, connect, createServer, type Socket } from "node:net";
 import { sql } from "drizzle-orm";
 import postgres from "postgres";
 import { describe, expect, it } from "vitest";
@@ -176,6 +177,36 @@ describe.skipIf(!url)("a Postgres connection the server closed", () => {
       expect(await sql`select 'after' as x`).toEqual([{ x: "after" }]);
     } finally {
       await sql.end({ timeout: 1 });
+    }
+  });
+});
+
+// A proxy whose database is down (or a load balancer with no backend) accepts each connection and
+// closes it without a word. postgres.js connected again at once for the query, for good: a
+// thousand connects a second, and the query never failed, so no outage bound could end it.
+describe("a server that accepts connections and closes them at once", () => {
+  it("fails the query as closed after one connect, instead of connecting again for good", async () => {
+    let connections = 0;
+    const closer = createServer((socket) => {
+      connections++;
+      socket.end();
+    }).listen(0, "127.0.0.1");
+    await once(closer, "listening");
+    const { port } = closer.address() as AddressInfo;
+    const sql = postgres(`postgres://postgres@127.0.0.1:${port}/test`, {
+      max: 1,
+      fetch_types: false,
+    });
+    try {
+      const outcome = await sql`select 1`.then(
+        () => "answered",
+        (err: { code?: string }) => err.code,
+      );
+      expect(outcome).toBe("CONNECTION_CLOSED");
+      expect(connections).toBe(1);
+    } finally {
+      await sql.end({ timeout: 1 });
+      closer.close();
     }
   });
 });

@@ -150,8 +150,8 @@ export async function startPgProxy(url: string): Promise<PgProxy> {
   const port = (server.address() as AddressInfo).port;
   const proxied = new URL(url);
   proxied.port = String(port);
-  // Down as a stopped server is: connections refused, not accepted and closed (postgres.js
-  // connects again at once, without failing what waits, when a new connection closes).
+  // Down as a stopped server is: connections refused, not accepted and closed (a server that
+  // accepts and closes is another case: test/store/postgres-closed-connection.test.ts).
   const down = () => {
     if (server.listening) server.close();
     for (const socket of sockets) socket.destroy();
