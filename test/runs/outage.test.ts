@@ -176,6 +176,10 @@ describe.runIf(ownPostgresAvailable)("a database outage during a run", () => {
         const problem = await refused.json();
         expect(problem).toMatchObject({ code: "database_unavailable" });
         expect(problem.detail).not.toMatch(/insert|select|sessions/i);
+        // A run's view, read in one snapshot (a transaction), is refused the same way.
+        const view = await fetch(`${server.url}/v1/runs/${runId}`);
+        expect(view.status).toBe(503);
+        expect(await view.json()).toMatchObject({ code: "database_unavailable" });
         // The CLI writes the rest of its answer while the database is down.
         await fake.waitForMark("result");
         // The outage itself lasts 8 s: longer than the log's retries used to hold out.
