@@ -97,10 +97,11 @@ describe.runIf(ownPostgresAvailable)("a database outage during a run", () => {
       server.child.kill("SIGTERM");
       // No wait of its own: the test's timeout bounds it (the server's bound is 11.1 s here).
       expect(await server.exited).toBe(1);
-      // What it waited on, said while it waited: the first step of its stop that needs the
-      // database (the session sweep, when its first sweep was asking as the database froze).
+      // What it waited on, said while it waited: a step of its stop that needs the database (the
+      // session sweep, when its first sweep was asking as the database froze; the runs, when the
+      // sweep's statement went to a new connection, which times out, and a claim's did not).
       expect(server.output()).toMatch(
-        /"msg":"shutdown is waiting","on":"(the session sweep|the instance's lease)"/,
+        /"msg":"shutdown is waiting","on":"(the session sweep|the instance's lease|the runs)"/,
       );
       expect(server.output()).toMatch(
         /"msg":"shutdown did not finish in time; exiting without it"/,
