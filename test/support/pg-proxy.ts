@@ -5,8 +5,9 @@ import { type AddressInfo, connect, createServer, type Socket } from "node:net";
 // a connection lost right after its start-up, the database gone right after a given statement
 // was answered or after it ran but before its answer reached the client, a client that gives up
 // on a statement its backend still runs. It reads only what it needs of the protocol: a client
-// message's first byte ('P' parse, 'Q' query) and text, and of the server's answer its messages'
-// types and lengths (rows, completion, the ReadyForQuery 'Z' that ends it).
+// message's first byte ('P' parse, 'Q' query, 'B' bind) and text (a bind's is that of the
+// statement it runs again), and of the server's answer its messages' types and lengths (rows,
+// completion, the ReadyForQuery 'Z' that ends it).
 
 export interface PgProxy {
   /** `url` with the proxy's port: connect through this. */
@@ -44,6 +45,7 @@ export interface PgProxy {
 }
 
 const PARSE = 0x50;
+const BIND = 0x42;
 const QUERY = 0x51;
 const READY_FOR_QUERY = 0x5a;
 const DATA_ROW = 0x44;
@@ -71,6 +73,8 @@ export async function startPgProxy(url: string): Promise<PgProxy> {
       return;
     }
     const upstream = connect(Number(target.port), target.hostname);
+    /** This connection's prepared statements by name, as raw protocol text. */
+    const prepared = new Map<string, string>();
     sockets.add(client).add(upstream);
     const cutThis = cutNext;
     cutNext = false;
@@ -79,7 +83,14 @@ export async function startPgProxy(url: string): Promise<PgProxy> {
     let answering: { answer: "delivered" | "lost"; wentDown: () => void } | undefined;
     client.on("data", (chunk) => {
       const statement = chunk[0] === PARSE || chunk[0] === QUERY;
-      if (statement) lastStatement.set(client, chunk.toString("latin1"));
+      // A statement prepared before on this connection runs again by a Bind of its name alone.
+      const text = statement
+        ? chunk.toString("latin1")
+        : chunk[0] === BIND
+          ? prepared.get(cString(chunk, 5 + cString(chunk, 5).length + 1))
+          : undefined;
+      if (chunk[0] === PARSE && text !== undefined) prepared.set(cString(chunk, 5), text);
+      if (text !== undefined) lastStatement.set(client, text);
       if (messages++ === 1 && statement) {
         firstStatements.push(chunk.toString("latin1"));
         if (cutThis) {
@@ -88,7 +99,7 @@ export async function startPgProxy(url: string): Promise<PgProxy> {
           return;
         }
       }
-      if (statement && downAfter?.pattern.test(chunk.toString("latin1"))) {
+      if (text !== undefined && downAfter?.pattern.test(text)) {
         answering = downAfter;
         downAfter = undefined;
       }
@@ -192,4 +203,10 @@ export async function startPgProxy(url: string): Promise<PgProxy> {
     },
   };
   return proxy;
+}
+
+/** The NUL-terminated string at `offset` of a protocol message. */
+function cString(message: Buffer, offset: number): string {
+  const end = message.indexOf(0, offset);
+  return message.toString("latin1", offset, end < 0 ? message.length : end);
 }
