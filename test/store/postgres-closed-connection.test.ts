@@ -147,6 +147,65 @@ describe.skipIf(!url)("a Postgres connection the server closed", () => {
     }
   });
 
+  // A transaction, or a reserved connection, holds its connection past its backend's end; once the
+  // pool connected that connection again for another query, the transaction's next statements ran
+  // on the new backend, each in a transaction of its own (committed), and a reserved connection's
+  // without the session's locks. Now they fail as closed, as they do before the reconnect.
+  it("refuses a transaction's statements once its backend is gone, after the pool has connected its connection again", async () => {
+    const { url: direct, drop } = await createServerDatabase();
+    const sql = postgres(direct, { max: 1, fetch_types: false, onnotice: () => {} });
+    const admin = postgres(direct, { max: 1, onnotice: () => {} });
+    try {
+      await admin`create table written (n int)`;
+      let reconnected: () => void = () => {};
+      const poolAnswered = new Promise<void>((resolve) => {
+        reconnected = resolve;
+      });
+      let insert: Promise<string> | undefined;
+      const ended = sql
+        .begin(async (tx) => {
+          const [backend] = await tx<{ pid: number }[]>`select pg_backend_pid() as pid`;
+          await admin`select pg_terminate_backend(${backend?.pid ?? 0})`;
+          await poolAnswered;
+          insert = tx`insert into written values (1)`.then(
+            () => "inserted",
+            (err: { code?: string }) => err.code ?? String(err),
+          );
+          await insert;
+        })
+        .then(
+          () => "committed",
+          (err: { code?: string }) => err.code,
+        );
+      expect(await ended).toBe("CONNECTION_CLOSED");
+      // The pool's one connection, connected again.
+      expect(await sql`select 'pool' as x`).toEqual([{ x: "pool" }]);
+      reconnected();
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      expect(await insert).toBe("CONNECTION_CLOSED");
+      expect(await admin`select count(*)::int as n from written`).toEqual([{ n: 0 }]);
+
+      const reserved = await sql.reserve();
+      const [backend] = await reserved<{ pid: number }[]>`select pg_backend_pid() as pid`;
+      await admin`select pg_terminate_backend(${backend?.pid ?? 0})`;
+      // The pool connects again for its next query while the reserved handle is still held.
+      const pool = await sql`select 'pool' as x`.catch(() => sql`select 'pool' as x`);
+      expect(pool).toEqual([{ x: "pool" }]);
+      const outcome = await reserved`insert into written values (2)`.then(
+        () => "inserted",
+        (err: { code?: string }) => err.code,
+      );
+      reserved.release();
+      expect(outcome).toBe("CONNECTION_CLOSED");
+      expect(await admin`select count(*)::int as n from written`).toEqual([{ n: 0 }]);
+      expect(await sql`select 'after' as x`).toEqual([{ x: "after" }]);
+    } finally {
+      await sql.end({ timeout: 1 });
+      await admin.end({ timeout: 1 });
+      await drop();
+    }
+  });
+
   // A query written in the same turn of the event loop as its socket closed: the close cleared
   // the pending flush but left it marked as pending, so no later write was flushed, and every
   // reconnect's start-up message stayed unsent until the connect timed out, for good.
