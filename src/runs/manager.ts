@@ -297,6 +297,14 @@ export class RunManager {
   }
 
   /**
+   * Tries at once to store the run's completion, when this instance holds it unstored (the
+   * database was down at the run's end), so that a client reading the run finds it finished.
+   */
+  storeWaitingCompletion(runId: string): Promise<void> {
+    return this.recorder.storeNow(runId);
+  }
+
+  /**
    * Stops a queued or running run; it ends `cancelled` with its completion event. A running run's
    * CLI is asked to end its turn first, so that what it spent is counted, and its process group is
    * killed when it has not within CANCEL_GRACE_MS. A run another instance executes is cancelled
@@ -354,6 +362,8 @@ export class RunManager {
     const run = this.admission.get(runId);
     if (!run) {
       const { db, doorbell, instanceId } = this.opts;
+      // Ended here, its completion not stored yet: stored first, so that it is answered finished.
+      await this.recorder.storeNow(runId);
       const row = await store.getRun(db, runId);
       const mine = row?.status === "queued" && row.instanceId === instanceId();
       const failedToken = mine && this.claims.hasFailed(row.claimToken) ? row.claimToken : null;

@@ -131,6 +131,8 @@ const MAX_RETRY_MS = 10_000;
 
 export class CompletionRecorder {
   private readonly unrecorded = new Map<string, Unrecorded>();
+  /** The attempt in progress to store a run's waiting completion: one at a time per run. */
+  private readonly storing = new Map<string, Promise<void>>();
   private timer: NodeJS.Timeout | undefined;
   private retryMs = FIRST_RETRY_MS;
 
@@ -221,24 +223,42 @@ export class CompletionRecorder {
 
   /** Stores each waiting completion exactly as it was published. Never rejects. */
   private async retryUnrecorded() {
-    for (const [runId, { row, entry, completion, hooks }] of this.unrecorded) {
-      try {
-        await this.persist(row, completion, hooks, () => entry);
-        this.unrecorded.delete(runId);
-        this.opts.logger.info("recorded a run's end after the database came back", {
-          run_id: runId,
-        });
-        this.opts.onSettled(runId, true);
-      } catch (err) {
-        if (transientDbError(err)) continue;
-        // Refused for good (or the run is gone): recovery at the next start closes it.
-        this.unrecorded.delete(runId);
-        this.opts.logger.error("gave up recording a run's end", {
-          run_id: runId,
-          error: describeDbError(err),
-        });
-        this.opts.onSettled(runId, false);
-      }
+    for (const runId of [...this.unrecorded.keys()]) await this.storeNow(runId);
+  }
+
+  /**
+   * Tries at once to store the run's completion, if it waits here: a client asking about the run
+   * (its view, a second cancel) after the database came back need not wait for the next retry to
+   * read it finished. Never rejects; what still fails stays waiting.
+   */
+  storeNow(runId: string): Promise<void> {
+    const waiting = this.unrecorded.get(runId);
+    if (!waiting) return Promise.resolve();
+    let attempt = this.storing.get(runId);
+    if (!attempt) {
+      attempt = this.storeWaiting(runId, waiting).finally(() => this.storing.delete(runId));
+      this.storing.set(runId, attempt);
+    }
+    return attempt;
+  }
+
+  private async storeWaiting(runId: string, { row, entry, completion, hooks }: Unrecorded) {
+    try {
+      await this.persist(row, completion, hooks, () => entry);
+      this.unrecorded.delete(runId);
+      this.opts.logger.info("recorded a run's end after the database came back", {
+        run_id: runId,
+      });
+      this.opts.onSettled(runId, true);
+    } catch (err) {
+      if (transientDbError(err)) return;
+      // Refused for good (or the run is gone): recovery at the next start closes it.
+      this.unrecorded.delete(runId);
+      this.opts.logger.error("gave up recording a run's end", {
+        run_id: runId,
+        error: describeDbError(err),
+      });
+      this.opts.onSettled(runId, false);
     }
   }
 

@@ -5,7 +5,11 @@ import { silentLogger } from "../../src/log.js";
 import { CompletionRecorder } from "../../src/runs/recording.js";
 import { getCompletionEvent } from "../../src/store/events.js";
 import { getRun } from "../../src/store/runs.js";
+import { createTestApp, httpApi, listen, type TestApp } from "../support/app.js";
 import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
+import { longRun } from "../support/fake-scenarios.js";
+import { SseReader } from "../support/sse.js";
 
 // Recording a run's end when the database refuses its outcome: the run is recorded as failed,
 // keeping its spend, with the database's code and none of its text; never a rejection.
@@ -55,5 +59,84 @@ describe.each(BACKENDS)("the completion recorder on %s", (backend) => {
     expect(await getCompletionEvent(db, row.id)).toEqual(published);
     expect((await getRun(db, row.id))?.status).toBe("failed");
     expect(settled).toEqual([]);
+  });
+
+  it("stores a completion that waits once, however many ask for it at the same time", async () => {
+    const { db } = database;
+    const row = await insertSessionRun(db);
+    await db.execute(sql`create function test_not_now() returns trigger
+      language plpgsql as $$ begin
+        raise exception 'test: not now' using errcode = '40001';
+      end $$`);
+    await db.execute(sql`create trigger test_not_now before update on runs
+      for each row when (new.status = 'cancelled') execute function test_not_now()`);
+    const settled: [string, boolean][] = [];
+    const recorder = new CompletionRecorder({
+      db,
+      logger: silentLogger,
+      outageBoundMs: 100,
+      onSettled: (runId, stored) => settled.push([runId, stored]),
+    });
+    const cancelled = bareCompletion("cancelled", "cancelled by a test");
+    const { state } = await recorder.record(row, { seq: 1, publicSeq: 1 }, cancelled, []);
+    expect(state).toBe("pending");
+    expect(recorder.waiting).toBe(1);
+    await db.execute(sql`drop trigger test_not_now on runs`);
+
+    await Promise.all([recorder.storeNow(row.id), recorder.storeNow(row.id), recorder.flush()]);
+    expect(settled).toEqual([[row.id, true]]);
+    expect(recorder.waiting).toBe(0);
+    expect((await getRun(db, row.id))?.status).toBe("cancelled");
+  });
+});
+
+// A run that ended while the database refused its completion (here a trigger answers the write
+// with a serialization failure, a transient error, as an outage does): the run is over on this
+// instance, and once the database takes writes again a client reading the run, or cancelling it
+// again, finds it finished as it ended, without waiting for the recorder's next retry.
+describe.each(BACKENDS)("a run whose completion waits to be stored, on %s", (backend) => {
+  let fake: FakeCli;
+  let t: TestApp;
+  let server: { url: string; close(): Promise<void> };
+  beforeAll(async () => {
+    fake = await fakeCli(longRun(30));
+    t = await createTestApp(backend, { ...fake.bridgeEnv, AGENT_BRIDGE_DB_OUTAGE_SECONDS: "1" });
+    server = await listen(t.app);
+    await t.database.db.execute(sql`create function test_refuse_cancel() returns trigger
+      language plpgsql as $$ begin
+        raise exception 'test: not now' using errcode = '40001';
+      end $$`);
+    await t.database.db.execute(sql`create trigger test_refuse_cancel before update on runs
+      for each row when (new.status = 'cancelled') execute function test_refuse_cancel()`);
+  });
+  afterAll(async () => {
+    await server.close();
+    await t.close();
+    await fake.cleanup();
+  });
+
+  it("is answered cancelled by a second cancel and by its view once the database takes it", async () => {
+    const api = httpApi(server.url);
+    const session = await api.newSession();
+    const run = await (
+      await api.postMessage(session.id, "work", { Prefer: "respond-async" })
+    ).json();
+    await SseReader.of(await fetch(`${server.url}/v1/runs/${run.id}/events`)).events(2);
+    const cancel = () => fetch(`${server.url}/v1/runs/${run.id}/cancel`, { method: "POST" });
+
+    expect((await cancel()).status).toBe(200);
+    expect(await api.json(`/v1/runs/${run.id}`)).toMatchObject({ status: "running" });
+    await t.database.db.execute(sql`drop trigger test_refuse_cancel on runs`);
+
+    const again = await cancel();
+    expect(again.status).toBe(409);
+    expect(await again.json()).toMatchObject({
+      code: "run_finished",
+      detail: `run ${run.id} has already finished (cancelled)`,
+    });
+    expect(await api.json(`/v1/runs/${run.id}`)).toMatchObject({
+      status: "cancelled",
+      error: expect.any(String),
+    });
   });
 });

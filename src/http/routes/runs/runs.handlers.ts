@@ -208,6 +208,7 @@ export const retryRun: RouteHandler<typeof routes.retryRun, AppEnv> = async (c) 
 
 export const getRun: RouteHandler<typeof routes.getRun, AppEnv> = async (c) => {
   const { id } = c.req.valid("param");
+  await c.var.runs.storeWaitingCompletion(id);
   return c.json(await loadRun(c.var.db, id, c.var.principal), 200);
 };
 
