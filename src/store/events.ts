@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, gt, sql } from "drizzle-orm";
+import { and, asc, desc, eq, gt, inArray, max, sql } from "drizzle-orm";
 import type { BridgeEvent, BridgeEventType, CompletionEvent } from "../events.js";
 import { type Database, returnedRows } from "./db.js";
 import { runEventBatches, runs } from "./schema.js";
@@ -167,6 +167,36 @@ export async function getCompletionEvent(
     .limit(1);
   const last = row ? parseBatch(row.events).at(-1) : undefined;
   return last?.type === "completion" ? (JSON.parse(last.json) as CompletionEvent) : undefined;
+}
+
+/** The completion event of each of the runs that has one: a page of runs in two statements. */
+export async function completionEvents(
+  db: Database,
+  runIds: string[],
+): Promise<Map<string, CompletionEvent>> {
+  const found = new Map<string, CompletionEvent>();
+  if (runIds.length === 0) return found;
+  const last = db
+    .select({
+      runId: runEventBatches.runId,
+      newestSeq: max(runEventBatches.lastSeq).as("newest_seq"),
+    })
+    .from(runEventBatches)
+    .where(inArray(runEventBatches.runId, runIds))
+    .groupBy(runEventBatches.runId)
+    .as("last");
+  const rows = await db
+    .select({ runId: runEventBatches.runId, events: runEventBatches.events })
+    .from(runEventBatches)
+    .innerJoin(
+      last,
+      and(eq(runEventBatches.runId, last.runId), eq(runEventBatches.lastSeq, last.newestSeq)),
+    );
+  for (const { runId, events } of rows) {
+    const entry = parseBatch(events).at(-1);
+    if (entry?.type === "completion") found.set(runId, JSON.parse(entry.json) as CompletionEvent);
+  }
+  return found;
 }
 
 /** The highest `seq` and public position the run's log holds (0 when empty). */

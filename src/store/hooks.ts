@@ -331,9 +331,14 @@ export async function markCallbackDue(db: Database, runId: string) {
     );
 }
 
-export async function getCallback(db: Database, runId: string): Promise<CallbackRow | undefined> {
-  const [row] = await db.select().from(callbacks).where(eq(callbacks.runId, runId));
-  return row;
+/** The callback of each of the runs that has one. */
+export async function callbacksOf(
+  db: Database,
+  runIds: string[],
+): Promise<Map<string, CallbackRow>> {
+  if (runIds.length === 0) return new Map();
+  const rows = await db.select().from(callbacks).where(inArray(callbacks.runId, runIds));
+  return new Map(rows.map((row) => [row.runId, row]));
 }
 
 export async function dueCallbacks(db: Database, now: Date, limit: number): Promise<string[]> {

@@ -1,4 +1,4 @@
-import { and, asc, eq, sql } from "drizzle-orm";
+import { and, asc, eq, inArray, sql } from "drizzle-orm";
 import type { Database } from "./db.js";
 import { type PermissionRequestRow, permissionRequests, sessions } from "./schema.js";
 
@@ -43,14 +43,17 @@ export function listPermissionRequests(
     .orderBy(asc(permissionRequests.createdAt), asc(permissionRequests.requestId));
 }
 
-/** Whether a request of the run waits for an answer. */
-export async function hasPendingRequest(db: Database, runId: string): Promise<boolean> {
-  const [row] = await db
-    .select({ runId: permissionRequests.runId })
+/** Which of the runs have a request waiting for an answer. */
+export async function runsWithPendingRequests(
+  db: Database,
+  runIds: string[],
+): Promise<Set<string>> {
+  if (runIds.length === 0) return new Set();
+  const rows = await db
+    .selectDistinct({ runId: permissionRequests.runId })
     .from(permissionRequests)
-    .where(and(eq(permissionRequests.runId, runId), eq(permissionRequests.state, "pending")))
-    .limit(1);
-  return row !== undefined;
+    .where(and(inArray(permissionRequests.runId, runIds), eq(permissionRequests.state, "pending")));
+  return new Set(rows.map((row) => row.runId));
 }
 
 /** Resolves a pending request; the row as resolved, or undefined when it was no longer pending. */

@@ -93,6 +93,9 @@ describe.each(BACKENDS)("listing runs on %s", (backend) => {
     } while (cursor);
     expect(seen).toEqual(ids);
     await cancel(alice, ids[0] as string);
+    // A page reads its runs' parts together; each run is listed as its own view shows it.
+    const ended = await json(alice, `/v1/sessions/${session.id}/runs`);
+    for (const run of ended.data) expect(run).toEqual(await json(alice, `/v1/runs/${run.id}`));
   });
 
   it("shows a key only its own sessions' runs: 404 for another's session, absent from /v1/runs", async () => {

@@ -9,7 +9,7 @@ import {
   type RunTransactionHook,
   recordRun,
 } from "../../src/runs/recording.js";
-import { getCallback } from "../../src/store/hooks.js";
+import { callbacksOf } from "../../src/store/hooks.js";
 import type { NewRun } from "../../src/store/runs.js";
 import { runs } from "../../src/store/schema.js";
 import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
@@ -64,7 +64,7 @@ describe.each(BACKENDS)("run transaction hooks on %s", (backend) => {
     expect(callbackHook.joins({ ...message, callback: null })).toBe(false);
 
     const run = await recordRun(db, await newRun(), message, [callbackHook], null);
-    expect(await getCallback(db, run.id)).toMatchObject({
+    expect((await callbacksOf(db, [run.id])).get(run.id)).toMatchObject({
       url: message.callback?.url,
       state: "pending",
       nextAttemptAt: null,
@@ -92,12 +92,12 @@ describe.each(BACKENDS)("run transaction hooks on %s", (backend) => {
 
     const joined = await recordRun(db, await newRun(), message, [callbackHook], null);
     expect((await recorder.record(joined, at, completion, [callbackHook])).state).toBe("stored");
-    expect((await getCallback(db, joined.id))?.nextAttemptAt).toBeInstanceOf(Date);
+    expect((await callbacksOf(db, [joined.id])).get(joined.id)?.nextAttemptAt).toBeInstanceOf(Date);
 
     // Its callback row exists, but the run was recorded without the hook.
     const other = await recordRun(db, await newRun(), message, [callbackHook], null);
     expect((await recorder.record(other, at, completion, [])).state).toBe("stored");
-    expect((await getCallback(db, other.id))?.nextAttemptAt).toBeNull();
+    expect((await callbacksOf(db, [other.id])).get(other.id)?.nextAttemptAt).toBeNull();
 
     // A hook that refuses takes the whole completion with it: nothing of the run's end is stored.
     const refused = await recordRun(db, await newRun(), message, [callbackHook], null);
@@ -107,6 +107,6 @@ describe.each(BACKENDS)("run transaction hooks on %s", (backend) => {
     expect(settled).toEqual([[refused.id, false]]);
     const [row] = await db.select().from(runs).where(eq(runs.id, refused.id));
     expect(row?.status).toBe("waiting");
-    expect((await getCallback(db, refused.id))?.nextAttemptAt).toBeNull();
+    expect((await callbacksOf(db, [refused.id])).get(refused.id)?.nextAttemptAt).toBeNull();
   });
 });

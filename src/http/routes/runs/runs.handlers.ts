@@ -5,9 +5,9 @@ import { issueStreamToken } from "../../../auth/stream-tokens.js";
 import type { CompletionEvent } from "../../../events.js";
 import { type Message, type RunOptions, runSettings } from "../../../runs/message.js";
 import { type Database, inOneSnapshot } from "../../../store/db.js";
-import { getCompletionEvent, type LogView } from "../../../store/events.js";
-import { getCallback } from "../../../store/hooks.js";
-import { hasPendingRequest } from "../../../store/permissions.js";
+import { completionEvents, type LogView } from "../../../store/events.js";
+import { callbacksOf } from "../../../store/hooks.js";
+import { runsWithPendingRequests } from "../../../store/permissions.js";
 import * as runStore from "../../../store/runs.js";
 import type { RunRow, SessionRow } from "../../../store/schema.js";
 import { getSession, sessionSettings } from "../../../store/sessions.js";
@@ -23,24 +23,34 @@ import { type PostMessageBody, toRun } from "./runs.schemas.js";
 const runNotFound = (id: string) => new ApiError(404, "run_not_found", `No run with id ${id}`);
 
 /**
- * A run as the API shows it: its row with its completion, its callback's state and, while it
- * runs, whether a permission request of its waits for an answer. Read in the snapshot `db` its
- * row was read in (inOneSnapshot), so that the parts agree.
+ * Runs as the API shows them: each row with its completion, its callback's state and, while it
+ * runs, whether a permission request of its waits for an answer; a statement per part for all
+ * of them. Read in the snapshot `db` the rows were read in (inOneSnapshot), so that the parts agree.
  */
-async function showRun(db: Database, row: RunRow) {
-  return toRun(
-    row,
-    (await getCompletionEvent(db, row.id)) ?? null,
-    (await getCallback(db, row.id)) ?? null,
-    row.status === "running" && (await hasPendingRequest(db, row.id)),
+async function showRuns(db: Database, rows: RunRow[]) {
+  const ids = rows.map((row) => row.id);
+  const completions = await completionEvents(db, ids);
+  const callbacks = await callbacksOf(db, ids);
+  const awaiting = await runsWithPendingRequests(
+    db,
+    rows.filter((row) => row.status === "running").map((row) => row.id),
+  );
+  return rows.map((row) =>
+    toRun(
+      row,
+      completions.get(row.id) ?? null,
+      callbacks.get(row.id) ?? null,
+      awaiting.has(row.id),
+    ),
   );
 }
 
 function loadRun(db: Database, id: string, principal: Principal) {
   return inOneSnapshot(db, async (tx) => {
     const row = await runStore.getVisibleRun(tx, id, principal);
-    if (!row) throw runNotFound(id);
-    return showRun(tx, row);
+    const [run] = row ? await showRuns(tx, [row]) : [];
+    if (!run) throw runNotFound(id);
+    return run;
   });
 }
 
@@ -60,9 +70,7 @@ async function runPage(
       ...(sessionId === undefined ? {} : { sessionId }),
     });
     const { page, next_cursor } = pageOf(rows, limit, (row) => row);
-    const data = [];
-    for (const row of page) data.push(await showRun(tx, row));
-    return { data, next_cursor };
+    return { data: await showRuns(tx, page), next_cursor };
   });
 }
 
