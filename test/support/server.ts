@@ -143,7 +143,6 @@ export async function startServer(
   if (!env.DATABASE_URL && !env.AGENT_BRIDGE_DATA_DIR) {
     throw new Error("a test server needs a database of its own: DATABASE_URL or a data dir");
   }
-  const port = await freePort();
   // API keys off unless the test turns them on; a credential for the CLI, so that it is ready.
   const { child, output, waitForOutput } = spawnEntry(
     {
@@ -154,12 +153,13 @@ export async function startServer(
       AGENT_BRIDGE_CALLBACK_ALLOW: LOOPBACK_CALLBACKS,
       ANTHROPIC_API_KEY: TEST_CLI_KEY,
       ...env,
-      PORT: String(port),
+      // The port the server binds, said in its "listening" line: a port picked here and then
+      // released could be taken by another process before the server bound it.
+      PORT: "0",
       HOST: "127.0.0.1",
     },
     opts,
   );
-  const url = `http://127.0.0.1:${port}`;
   const exited = once(child, "exit").then(() => child.exitCode);
   const stopBoundMs = (Number(env.AGENT_BRIDGE_SHUTDOWN_GRACE_SECONDS ?? 30) + 30) * 1000;
   const stop = async (signal: NodeJS.Signals = "SIGTERM") => {
@@ -183,13 +183,14 @@ export async function startServer(
   };
   // Ready once it says where it listens (after the database, the back-ends and the port), and
   // `/readyz` agrees.
-  const listening = await waitForOutput(/agent-bridge listening on /, 60_000).catch(
+  const listening = await waitForOutput(/agent-bridge listening on (http:\S+) /, 60_000).catch(
     (err: Error) => err,
   );
   if (listening instanceof Error) {
     await stop("SIGKILL");
     throw new Error(`server not ready: ${listening.message}`);
   }
+  const url = listening[1] as string;
   const ready = await fetch(`${url}/readyz`).catch((err: Error) => err);
   if (ready instanceof Error || ready.status !== 200) {
     const said = ready instanceof Error ? ready.message : `${ready.status} ${await ready.text()}`;
