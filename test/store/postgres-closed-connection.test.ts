@@ -206,6 +206,50 @@ describe.skipIf(!url)("a Postgres connection the server closed", () => {
     }
   });
 
+  // Without the array-type lookup (the server's pool runs so), a reserve that opened the pool's
+  // connection was never given it: the migrations' lock waited for good on a fresh pool.
+  it("reserves a connection on a fresh pool that looks up no types", async () => {
+    const sql = postgres(url ?? "", { max: 1, fetch_types: false, onnotice: () => {} });
+    try {
+      const reserved = await sql.reserve();
+      expect(await reserved`select 1 as n`).toEqual([{ n: 1 }]);
+      reserved.release();
+      expect(await sql`select 2 as n`).toEqual([{ n: 2 }]);
+    } finally {
+      await sql.end({ timeout: 1 });
+    }
+  });
+
+  // Released after its backend died, a reserved connection went back to the pool as open: every
+  // later query the pool gave it failed as closed, for good (with one connection, every query).
+  it("takes back a reserved connection released after its backend died, and connects it again", async () => {
+    let closed: () => void = () => {};
+    const closedOnce = new Promise<void>((resolve) => {
+      closed = resolve;
+    });
+    const sql = postgres(url ?? "", {
+      max: 1,
+      fetch_types: false,
+      onnotice: () => {},
+      onclose: () => closed(),
+    });
+    const admin = postgres(url ?? "", { max: 1, onnotice: () => {} });
+    try {
+      const reserved = await sql.reserve();
+      const [backend] = await reserved<{ pid: number }[]>`select pg_backend_pid() as pid`;
+      await admin`select pg_terminate_backend(${backend?.pid ?? 0})`;
+      await closedOnce;
+      reserved.release();
+      for (let i = 0; i < 3; i++) {
+        const [row] = await sql<{ pid: number }[]>`select pg_backend_pid() as pid`;
+        expect(row?.pid).not.toBe(backend?.pid);
+      }
+    } finally {
+      await sql.end({ timeout: 1 });
+      await admin.end({ timeout: 1 });
+    }
+  });
+
   // A query written in the same turn of the event loop as its socket closed: the close cleared
   // the pending flush but left it marked as pending, so no later write was flushed, and every
   // reconnect's start-up message stayed unsent until the connect timed out, for good.
