@@ -1,8 +1,8 @@
 import { execFileSync } from "node:child_process";
 import { chownSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
 import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
-import { freePort } from "./server.js";
 
 // A Postgres server of the test's own, for tests that stop the database under a running bridge:
 // the machine's shared server is never stopped. initdb refuses to run as root, so as root the
@@ -42,6 +42,28 @@ export const ownPostgresAvailable = (() => {
   }
 })();
 
+// Its port stays its own while it is stopped, for it starts again there: a port the kernel hands
+// out for other sockets (32768-60999 here) could be taken by one meanwhile, and the restart fail.
+// So below that range, each of vitest's workers in its own hundred, each server of a worker the
+// next port of it: no test server, connection or other worker's own server takes it.
+const OWN_PORTS = 20_000 + Number(process.env.VITEST_POOL_ID ?? 0) * 100;
+let nextPort = 0;
+
+async function ownPort(): Promise<number> {
+  for (let tries = 0; tries < 100; tries++) {
+    const port = OWN_PORTS + (nextPort++ % 100);
+    const probe = createServer().listen(port, "127.0.0.1");
+    const bound = await new Promise<boolean>((resolve) => {
+      probe.once("listening", () => resolve(true)).once("error", () => resolve(false));
+    });
+    if (bound) {
+      await new Promise((resolve) => probe.close(resolve));
+      return port;
+    }
+  }
+  throw new Error(`no free port from ${OWN_PORTS} to ${OWN_PORTS + 99}`);
+}
+
 export async function startOwnPostgres(): Promise<OwnPostgres> {
   const dir = mkdtempSync(join(tmpdir(), "own-pg-"));
   const data = join(dir, "data");
@@ -54,7 +76,7 @@ export async function startOwnPostgres(): Promise<OwnPostgres> {
       { stdio: ["ignore", "pipe", "pipe"], cwd: dir },
     );
   run("initdb", ["-D", data, "-A", "trust", "-U", "postgres", "--no-sync"]);
-  const port = await freePort();
+  const port = await ownPort();
   const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off`;
   const start = () =>
     run("pg_ctl", ["-D", data, "-o", options, "-l", join(dir, "log"), "-w", "-t", "60", "start"]);
