@@ -6,7 +6,7 @@ import { issueKey } from "../../src/auth/keys.js";
 import { agentMatrix } from "../support/agents.js";
 import { createTestApp, requestAs, type TestApp } from "../support/app.js";
 import type { FakeCli } from "../support/fake-cli.js";
-import { waitUntil } from "../support/process.js";
+import { SseReader } from "../support/sse.js";
 
 // What the real CLI cannot be made to do on demand: hold a run until the test lets it finish, so
 // that another run of the same key waits in the queue meanwhile. The budget is asked again when a
@@ -65,15 +65,12 @@ describe.each(agentMatrix)(
       // Admitted while nothing is spent yet; queued behind the spender (one slot).
       const queued = await startRun();
       expect((await (await as(`/v1/runs/${queued}`)).json()).status).toBe("queued");
+      const ending = SseReader.of(await as(`/v1/runs/${queued}/events`)).until("completion");
       writeFileSync(join(dir, "go"), "");
 
-      const finished = async (id: string) => {
-        const run = await (await as(`/v1/runs/${id}`)).json();
-        return ["queued", "running"].includes(run.status) ? undefined : run;
-      };
-      await waitUntil(async () => Boolean(await finished(queued)), "the queued run's end");
-      expect((await finished(spender))?.status).toBe("succeeded");
-      const run = await finished(queued);
+      await ending;
+      expect((await (await as(`/v1/runs/${spender}`)).json()).status).toBe("succeeded");
+      const run = await (await as(`/v1/runs/${queued}`)).json();
       expect(run.status).toBe("failed");
       expect(run.completion).toMatchObject({
         status: "failed",
