@@ -298,9 +298,10 @@ export class RunManager {
 
   /**
    * Tries at once to store the run's completion, when this instance holds it unstored (the
-   * database was down at the run's end), so that a client reading the run finds it finished.
+   * database was down at the run's end), so that a client reading the run finds it finished;
+   * resolves with whether it held one.
    */
-  storeWaitingCompletion(runId: string): Promise<void> {
+  storeWaitingCompletion(runId: string): Promise<boolean> {
     return this.recorder.storeNow(runId);
   }
 

@@ -229,17 +229,19 @@ export class CompletionRecorder {
   /**
    * Tries at once to store the run's completion, if it waits here: a client asking about the run
    * (its view, a second cancel) after the database came back need not wait for the next retry to
-   * read it finished. Never rejects; what still fails stays waiting.
+   * read it finished. Resolves with whether one waited. Never rejects; what still fails stays
+   * waiting.
    */
-  storeNow(runId: string): Promise<void> {
+  async storeNow(runId: string): Promise<boolean> {
     const waiting = this.unrecorded.get(runId);
-    if (!waiting) return Promise.resolve();
+    if (!waiting) return false;
     let attempt = this.storing.get(runId);
     if (!attempt) {
       attempt = this.storeWaiting(runId, waiting).finally(() => this.storing.delete(runId));
       this.storing.set(runId, attempt);
     }
-    return attempt;
+    await attempt;
+    return true;
   }
 
   private async storeWaiting(runId: string, { row, entry, completion, hooks }: Unrecorded) {

@@ -220,6 +220,49 @@ describe.skipIf(!url)("a Postgres connection the server closed", () => {
     }
   });
 
+  // A reserve waiting for the pool's one connection, whose backend then ended: the pool connected
+  // again for the reserve, then forgot it, and it waited for good.
+  it("gives a reserve waiting for a busy connection the connection made again after its backend died", async () => {
+    const sql = postgres(url ?? "", { max: 1, fetch_types: false, onnotice: () => {} });
+    const admin = postgres(url ?? "", { max: 1, onnotice: () => {} });
+    try {
+      const [backend] = await sql<{ pid: number }[]>`select pg_backend_pid() as pid`;
+      const busy = sql`select pg_sleep(30)`.then(
+        () => "answered",
+        (err: { code?: string }) => err.code,
+      );
+      for (;;) {
+        const [row] =
+          await admin`select state from pg_stat_activity where pid = ${backend?.pid ?? 0}`;
+        if (row?.state === "active") break;
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      const reserving = sql.reserve();
+      await admin`select pg_terminate_backend(${backend?.pid ?? 0})`;
+      expect(await busy).toBe("CONNECTION_CLOSED");
+      const reserved = await reserving;
+      const [row] = await reserved<{ pid: number }[]>`select pg_backend_pid() as pid`;
+      expect(row?.pid).not.toBe(backend?.pid);
+      reserved.release();
+      expect(await sql`select 'after' as x`).toEqual([{ x: "after" }]);
+    } finally {
+      await sql.end({ timeout: 1 });
+      await admin.end({ timeout: 1 });
+    }
+  });
+
+  // Ended while a reserve opened its connection: the reserve was handed it all the same, and the
+  // connection, released, stayed open; the end waited for it for good.
+  it("refuses a reserve whose connection opens after the pool was told to end, and ends", async () => {
+    const sql = postgres(url ?? "", { max: 1, fetch_types: false, onnotice: () => {} });
+    const reserving = sql.reserve().then(
+      () => "reserved",
+      (err: { code?: string }) => err.code,
+    );
+    await sql.end();
+    expect(await reserving).toBe("CONNECTION_ENDED");
+  });
+
   // Released after its backend died, a reserved connection went back to the pool as open: every
   // later query the pool gave it failed as closed, for good (with one connection, every query).
   it("takes back a reserved connection released after its backend died, and connects it again", async () => {

@@ -216,8 +216,11 @@ export const retryRun: RouteHandler<typeof routes.retryRun, AppEnv> = async (c) 
 
 export const getRun: RouteHandler<typeof routes.getRun, AppEnv> = async (c) => {
   const { id } = c.req.valid("param");
-  await c.var.runs.storeWaitingCompletion(id);
-  return c.json(await loadRun(c.var.db, id, c.var.principal), 200);
+  const { db, runs, principal } = c.var;
+  const run = await loadRun(db, id, principal);
+  // Read again once a completion this instance held unstored has been tried.
+  if (await runs.storeWaitingCompletion(id)) return c.json(await loadRun(db, id, principal), 200);
+  return c.json(run, 200);
 };
 
 export const getRunEvents: RouteHandler<typeof routes.getRunEvents, AppEnv> = async (c) => {
