@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, gt, inArray, max, sql } from "drizzle-orm";
+import { and, asc, desc, eq, gt, inArray, sql } from "drizzle-orm";
 import type { BridgeEvent, BridgeEventType, CompletionEvent } from "../events.js";
 import { type Database, returnedRows } from "./db.js";
 import { runEventBatches, runs } from "./schema.js";
@@ -159,42 +159,34 @@ export async function getCompletionEvent(
   db: Database,
   runId: string,
 ): Promise<CompletionEvent | undefined> {
-  const [row] = await db
-    .select({ events: runEventBatches.events })
-    .from(runEventBatches)
-    .where(eq(runEventBatches.runId, runId))
-    .orderBy(desc(runEventBatches.lastSeq))
-    .limit(1);
-  const last = row ? parseBatch(row.events).at(-1) : undefined;
-  return last?.type === "completion" ? (JSON.parse(last.json) as CompletionEvent) : undefined;
+  return (await completionEvents(db, [runId])).get(runId);
 }
 
-/** The completion event of each of the runs that has one: a page of runs in two statements. */
+/**
+ * The completion event of each of the runs that has one, in one statement: each run's last
+ * batch, found from the end of its index as for one run.
+ */
 export async function completionEvents(
   db: Database,
   runIds: string[],
 ): Promise<Map<string, CompletionEvent>> {
   const found = new Map<string, CompletionEvent>();
   if (runIds.length === 0) return found;
-  const last = db
-    .select({
-      runId: runEventBatches.runId,
-      newestSeq: max(runEventBatches.lastSeq).as("newest_seq"),
-    })
+  const lastBatch = db
+    .select({ events: runEventBatches.events })
     .from(runEventBatches)
-    .where(inArray(runEventBatches.runId, runIds))
-    .groupBy(runEventBatches.runId)
-    .as("last");
+    .where(eq(runEventBatches.runId, runs.id))
+    .orderBy(desc(runEventBatches.lastSeq))
+    .limit(1)
+    .as("last_batch");
   const rows = await db
-    .select({ runId: runEventBatches.runId, events: runEventBatches.events })
-    .from(runEventBatches)
-    .innerJoin(
-      last,
-      and(eq(runEventBatches.runId, last.runId), eq(runEventBatches.lastSeq, last.newestSeq)),
-    );
+    .select({ runId: runs.id, events: lastBatch.events })
+    .from(runs)
+    .crossJoinLateral(lastBatch)
+    .where(inArray(runs.id, runIds));
   for (const { runId, events } of rows) {
-    const entry = parseBatch(events).at(-1);
-    if (entry?.type === "completion") found.set(runId, JSON.parse(entry.json) as CompletionEvent);
+    const last = parseBatch(events).at(-1);
+    if (last?.type === "completion") found.set(runId, JSON.parse(last.json) as CompletionEvent);
   }
   return found;
 }
