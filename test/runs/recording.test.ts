@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bareCompletion } from "../../src/events.js";
 import { silentLogger } from "../../src/log.js";
 import { CompletionRecorder } from "../../src/runs/recording.js";
+import type { Database } from "../../src/store/db.js";
 import { getCompletionEvent } from "../../src/store/events.js";
 import { getRun } from "../../src/store/runs.js";
 import { createTestApp, httpApi, listen, type TestApp } from "../support/app.js";
@@ -14,18 +15,32 @@ import { SseReader } from "../support/sse.js";
 // Recording a run's end when the database refuses its outcome: the run is recorded as failed,
 // keeping its spend, with the database's code and none of its text; never a rejection.
 
+/**
+ * A real refusal: the database refuses to end a run `status` with `errcode` (22021 is refused for
+ * good; 40001, a serialization failure, is transient, as an outage is) until the returned
+ * function lifts it.
+ */
+async function refuseRunsEnding(db: Database, status: string, errcode: string) {
+  const name = `test_refuse_${status}`;
+  await db.execute(
+    sql.raw(`create function ${name}() returns trigger language plpgsql as $$ begin
+      raise exception 'test: refused' using errcode = '${errcode}';
+    end $$`),
+  );
+  await db.execute(
+    sql.raw(`create trigger ${name} before update on runs
+      for each row when (new.status = '${status}') execute function ${name}()`),
+  );
+  return async () => {
+    await db.execute(sql.raw(`drop trigger ${name} on runs`));
+  };
+}
+
 describe.each(BACKENDS)("the completion recorder on %s", (backend) => {
   let database: TestDatabase;
   beforeAll(async () => {
     database = await openTestDatabase(backend);
-    // A real refusal: the database rejects any run row that would end `succeeded`.
-    await database.db.execute(sql`create function test_refuse_success() returns trigger
-      language plpgsql as $$ begin
-        if new.status = 'succeeded' then raise exception 'test: refused' using errcode = '22021'; end if;
-        return new;
-      end $$`);
-    await database.db.execute(sql`create trigger test_refuse_success before update on runs
-      for each row execute function test_refuse_success()`);
+    await refuseRunsEnding(database.db, "succeeded", "22021");
   });
   afterAll(() => database.destroy());
 
@@ -64,12 +79,7 @@ describe.each(BACKENDS)("the completion recorder on %s", (backend) => {
   it("stores a completion that waits once, however many ask for it at the same time", async () => {
     const { db } = database;
     const row = await insertSessionRun(db);
-    await db.execute(sql`create function test_not_now() returns trigger
-      language plpgsql as $$ begin
-        raise exception 'test: not now' using errcode = '40001';
-      end $$`);
-    await db.execute(sql`create trigger test_not_now before update on runs
-      for each row when (new.status = 'cancelled') execute function test_not_now()`);
+    const lift = await refuseRunsEnding(db, "cancelled", "40001");
     const settled: [string, boolean][] = [];
     const recorder = new CompletionRecorder({
       db,
@@ -81,7 +91,7 @@ describe.each(BACKENDS)("the completion recorder on %s", (backend) => {
     const { state } = await recorder.record(row, { seq: 1, publicSeq: 1 }, cancelled, []);
     expect(state).toBe("pending");
     expect(recorder.waiting).toBe(1);
-    await db.execute(sql`drop trigger test_not_now on runs`);
+    await lift();
 
     await Promise.all([recorder.storeNow(row.id), recorder.storeNow(row.id), recorder.flush()]);
     expect(settled).toEqual([[row.id, true]]);
@@ -98,16 +108,12 @@ describe.each(BACKENDS)("a run whose completion waits to be stored, on %s", (bac
   let fake: FakeCli;
   let t: TestApp;
   let server: { url: string; close(): Promise<void> };
+  let lift: () => Promise<void>;
   beforeAll(async () => {
     fake = await fakeCli(longRun(30));
     t = await createTestApp(backend, { ...fake.bridgeEnv, AGENT_BRIDGE_DB_OUTAGE_SECONDS: "1" });
     server = await listen(t.app);
-    await t.database.db.execute(sql`create function test_refuse_cancel() returns trigger
-      language plpgsql as $$ begin
-        raise exception 'test: not now' using errcode = '40001';
-      end $$`);
-    await t.database.db.execute(sql`create trigger test_refuse_cancel before update on runs
-      for each row when (new.status = 'cancelled') execute function test_refuse_cancel()`);
+    lift = await refuseRunsEnding(t.database.db, "cancelled", "40001");
   });
   afterAll(async () => {
     await server.close();
@@ -126,7 +132,7 @@ describe.each(BACKENDS)("a run whose completion waits to be stored, on %s", (bac
 
     expect((await cancel()).status).toBe(200);
     expect(await api.json(`/v1/runs/${run.id}`)).toMatchObject({ status: "running" });
-    await t.database.db.execute(sql`drop trigger test_refuse_cancel on runs`);
+    await lift();
 
     const again = await cancel();
     expect(again.status).toBe(409);
