@@ -36,6 +36,18 @@ const SCRIPT = [
   "await sql.end({ timeout: 1 });",
 ].join("\n");
 
+/**
+ * Resolves once the backend `pid` runs its `pg_sleep`: the server tells no one, so its activity
+ * view is asked every 10 ms.
+ */
+async function untilSleeping(admin: postgres.Sql, pid: number): Promise<void> {
+  for (;;) {
+    const [row] = await admin`select state, query from pg_stat_activity where pid = ${pid}`;
+    if (row?.state === "active" && String(row.query).includes("pg_sleep")) return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
 describe.skipIf(!url)("a Postgres connection the server closed", () => {
   it("fails the queries sent on it with CONNECTION_CLOSED, and the process lives on", async () => {
     const res = await runCommand("node", ["--input-type=module", "-e", SCRIPT], {
@@ -65,11 +77,7 @@ describe.skipIf(!url)("a Postgres connection the server closed", () => {
         () => "answered",
         (err: { code?: string }) => err.code,
       );
-      for (;;) {
-        const [row] = await admin`select state, query from pg_stat_activity where pid = ${pid}`;
-        if (row?.state === "active" && String(row.query).includes("pg_sleep")) break;
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
+      await untilSleeping(admin, pid);
       await admin`select pg_terminate_backend(${pid})`;
       expect(await sleeping).toBe("CONNECTION_CLOSED");
       expect(await sql`select 1 as n`).toEqual([{ n: 1 }]);
@@ -231,12 +239,7 @@ describe.skipIf(!url)("a Postgres connection the server closed", () => {
         () => "answered",
         (err: { code?: string }) => err.code,
       );
-      for (;;) {
-        const [row] =
-          await admin`select state from pg_stat_activity where pid = ${backend?.pid ?? 0}`;
-        if (row?.state === "active") break;
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
+      await untilSleeping(admin, backend?.pid ?? 0);
       const reserving = sql.reserve();
       await admin`select pg_terminate_backend(${backend?.pid ?? 0})`;
       expect(await busy).toBe("CONNECTION_CLOSED");
