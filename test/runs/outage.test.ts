@@ -97,11 +97,12 @@ describe.runIf(ownPostgresAvailable)("a database outage during a run", () => {
       server.child.kill("SIGTERM");
       // No wait of its own: the test's timeout bounds it (the server's bound is 11.1 s here).
       expect(await server.exited).toBe(1);
-      // What it waited on, said while it waited: a step of its stop that needs the database (the
-      // session sweep, when its first sweep was asking as the database froze; the runs, when the
-      // sweep's statement went to a new connection, which times out, and a claim's did not).
+      // What it waited on, said while it waited: a step of its stop that needs the database,
+      // whichever had a statement on an open connection as the database froze (a statement sent
+      // on a new connection times out instead): the session sweep, the scheduler's tick, a
+      // claim of the runs', the lease.
       expect(server.output()).toMatch(
-        /"msg":"shutdown is waiting","on":"(the session sweep|the instance's lease|the runs)"/,
+        /"msg":"shutdown is waiting","on":"(the session sweep|the scheduler|the runs|the instance's lease)"/,
       );
       expect(server.output()).toMatch(
         /"msg":"shutdown did not finish in time; exiting without it"/,
