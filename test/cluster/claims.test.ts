@@ -196,9 +196,12 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("runs placed across instances", 
   });
 
   it("a worktree session's run queued for its host ends interrupted when that host's last instance stops", async () => {
+    // B looks for runs stranded on a host at each renewal, every second. A's stop marks its end;
+    // a lease as short as that would lapse while A is slow to renew on a loaded machine, and B
+    // would close the run as stranded before A stopped.
     const { db, a, b, held } = await worktreeOnA({
       AGENT_BRIDGE_MAX_CONCURRENT_RUNS: "1",
-      AGENT_BRIDGE_LEASE_SECONDS: "2",
+      AGENT_BRIDGE_LEASE_SECONDS: "20",
       AGENT_BRIDGE_LEASE_RENEW_SECONDS: "1",
     });
     // A's one slot busy (a session without a worktree yet), so B's message waits for host-a.

@@ -199,31 +199,26 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a claimed run the database took
     const held = new Promise<void>((resolve) => {
       release = resolve;
     });
+    let locked = () => {};
+    const lockHeld = new Promise<void>((resolve) => {
+      locked = resolve;
+    });
     const holding = direct.db.transaction(async (tx) => {
       await tx.execute(sql`select pg_advisory_xact_lock(4242)`);
+      locked();
       await held;
     });
     try {
-      // A claim that failed before its update (its connection slower to come than the 1 s bound,
-      // on a loaded machine) is made again, as the next lease tick would.
-      let claimEnded = false;
-      const claim = () =>
-        t.deps.runs.claimWork().finally(() => {
-          claimEnded = true;
-        });
-      let claiming = claim();
+      // Held before the claim: a claim that came first would take the lock, commit and run.
+      await Promise.race([lockHeld, holding]);
+      const claiming = t.deps.runs.claimWork();
       const waiting = async () => {
         const [locks] = (await direct.db.execute(
           sql`select count(*)::int as n from pg_locks, pg_database d
             where locktype = 'advisory' and objid = 4242 and not granted
             and database = d.oid and d.datname = current_database()`,
         )) as unknown as { n: number }[];
-        if (locks?.n === 1) return true;
-        if (claimEnded) {
-          claimEnded = false;
-          claiming = claim();
-        }
-        return false;
+        return locks?.n === 1;
       };
       await waitUntil(waiting, "the claim waiting in its backend");
       proxy.cutClientOf(CLAIM);
