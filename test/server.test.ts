@@ -6,7 +6,7 @@ import { PgTable } from "drizzle-orm/pg-core";
 import postgres from "postgres";
 import { afterAll, describe, expect, it } from "vitest";
 import * as schema from "../src/store/schema.js";
-import { createServerDatabase } from "./support/db.js";
+import { createServerDatabase } from "./support/postgres-databases.js";
 import { runServerToExit, startServer } from "./support/server.js";
 
 const dirs: string[] = [];

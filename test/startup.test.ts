@@ -5,8 +5,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import postgres from "postgres";
 import { afterAll, describe, expect, it } from "vitest";
-import { createServerDatabase } from "./support/db.js";
 import { seedDataDir } from "./support/pglite-template.js";
+import { createServerDatabase } from "./support/postgres-databases.js";
 import { freePort, runServerToExit } from "./support/server.js";
 
 // A start-up that cannot succeed says why in one line on stderr, `agent-bridge: <what is wrong

@@ -4,9 +4,10 @@ import { followElsewhere } from "../../src/cluster/remote-follower.js";
 import type { BridgeEvent } from "../../src/events.js";
 import { openDatabase } from "../../src/store/db.js";
 import { appendEvents, sequenced } from "../../src/store/events.js";
-import { createDatabaseOn, insertSessionRun } from "../support/db.js";
+import { insertSessionRun } from "../support/db.js";
 import { listeningDoorbell } from "../support/instances.js";
 import { ownPostgresAvailable, startOwnPostgres } from "../support/pg-server.js";
+import { createDatabaseOn } from "../support/postgres-databases.js";
 
 // The doorbell's LISTEN connection through a stop of the Postgres server (its own, started here).
 

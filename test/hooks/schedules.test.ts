@@ -2,9 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildHookWorkers } from "../../src/app.js";
 import type { Scheduler } from "../../src/hooks/scheduler.js";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
-import { BACKENDS, createServerDatabase } from "../support/db.js";
+import { BACKENDS } from "../support/db.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
+import { createServerDatabase } from "../support/postgres-databases.js";
 import { type ServerProcess, startServer } from "../support/server.js";
 import { createHook, getRun, type RunJson, until } from "./support.js";
 

@@ -6,10 +6,10 @@ import { type Database, openDatabase } from "../../src/store/db.js";
 import { listEventBatches } from "../../src/store/events.js";
 import { runs } from "../../src/store/schema.js";
 import { type AgentCase, agentMatrix } from "../support/agents.js";
-import { createDatabaseOn } from "../support/db.js";
 import type { FakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
 import { type OwnPostgres, ownPostgresAvailable, startOwnPostgres } from "../support/pg-server.js";
+import { createDatabaseOn } from "../support/postgres-databases.js";
 import { type ServerProcess, startServer } from "../support/server.js";
 
 /** Every run not closed yet, whichever instance owns it. */

@@ -6,9 +6,10 @@ import { NO_RUN_OPTIONS } from "../../src/runs/message.js";
 import { type DatabaseHandle, openDatabase } from "../../src/store/db.js";
 import { runs } from "../../src/store/schema.js";
 import { createTestAppOn, type TestApp } from "../support/app.js";
-import { createServerDatabase, insertSessionRun } from "../support/db.js";
+import { insertSessionRun } from "../support/db.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { type PgProxy, startPgProxy } from "../support/pg-proxy.js";
+import { createServerDatabase } from "../support/postgres-databases.js";
 import { waitUntil } from "../support/process.js";
 import { result, systemInit } from "../support/stream-json-lines.js";
 

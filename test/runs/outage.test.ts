@@ -8,9 +8,9 @@ import { openDatabase } from "../../src/store/db.js";
 import { listEventBatches } from "../../src/store/events.js";
 import { type AgentCase, agentMatrix } from "../support/agents.js";
 import { createTestAppOn, httpApi, listen, type TestApp } from "../support/app.js";
-import { createDatabaseOn } from "../support/db.js";
 import type { FakeScenario } from "../support/fake-cli.js";
 import { type OwnPostgres, ownPostgresAvailable, startOwnPostgres } from "../support/pg-server.js";
+import { createDatabaseOn } from "../support/postgres-databases.js";
 import { type ServerProcess, startServer } from "../support/server.js";
 import { SseReader } from "../support/sse.js";
 

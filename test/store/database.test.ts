@@ -1,12 +1,8 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openDatabase } from "../../src/store/db.js";
-import {
-  BACKENDS,
-  createServerDatabase,
-  openTestDatabase,
-  type TestDatabase,
-} from "../support/db.js";
+import { BACKENDS, openTestDatabase, type TestDatabase } from "../support/db.js";
+import { createServerDatabase } from "../support/postgres-databases.js";
 
 // Node corks an HTTP response's writes until the next tick: a statement that ran ahead of the
 // ticks queued before it held back SSE frames already sent (PGlite runs in this thread).

@@ -5,8 +5,8 @@ import postgres from "postgres";
 import { describe, expect, it } from "vitest";
 import { connectTimeoutSeconds, openDatabase } from "../../src/store/db.js";
 import { DatabaseOutageError, withDbRetries } from "../../src/store/retry.js";
-import { createServerDatabase } from "../support/db.js";
 import { startPgProxy } from "../support/pg-proxy.js";
+import { createServerDatabase } from "../support/postgres-databases.js";
 import { runCommand } from "../support/process.js";
 
 // postgres.js 3.4.9 writes a query's small messages on the next tick; when the server closed the

@@ -1,10 +1,11 @@
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { TestProject } from "vitest/node";
 import { buildServer } from "./build.js";
-import { makeMigratedTemplate } from "./db.js";
 import { makeMigratedCluster } from "./pglite-template.js";
+import { dropRunDatabases, makeMigratedTemplate } from "./postgres-databases.js";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -12,15 +13,18 @@ declare module "vitest" {
     testDataDirs: string;
     /** The server compiled to JavaScript (./build.ts); removed when the run ends. */
     serverBuild: string;
+    /** Names this run's Postgres test databases (./postgres-databases.ts), dropped when it ends. */
+    testRun: string;
   }
 }
 
 // Once per test run, before any test process starts: the migrated cluster every embedded test
 // database is copied from, and the migrated template database of the Postgres server's (made here
 // so that concurrent test processes do not each make them), and
-// the dir those copies go in, which goes at the end with any copy a test left behind; and the
-// server compiled once for the tests that start it as a process.
-export default async function setup(project: TestProject): Promise<() => void> {
+// the dir those copies go in, which goes at the end with any copy a test left behind, as this
+// run's Postgres test databases do; and the server compiled once for the tests that start it as a
+// process.
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   // Side by side: the embedded cluster is this process's CPU, the template the Postgres server's,
   // the build esbuild's.
   const [built, ...made] = await Promise.allSettled([
@@ -38,8 +42,11 @@ export default async function setup(project: TestProject): Promise<() => void> {
   project.provide("serverBuild", build);
   const dataDirs = mkdtempSync(join(tmpdir(), "agent-bridge-test-dbs-"));
   project.provide("testDataDirs", dataDirs);
-  return () => {
+  const run = randomBytes(4).toString("hex");
+  project.provide("testRun", run);
+  return async () => {
     rmSync(dataDirs, { recursive: true, force: true });
     rmSync(build, { recursive: true, force: true });
+    await dropRunDatabases(run);
   };
 }

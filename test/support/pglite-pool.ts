@@ -6,11 +6,12 @@ import { drizzle } from "drizzle-orm/pglite";
 import { inject } from "vitest";
 import { type Database, type DatabaseHandle, openDatabase } from "../../src/store/db.js";
 import * as schema from "../../src/store/schema.js";
+import { emptyingStatement, SHAPE_QUERY, TABLES_QUERY, type TableRefs } from "./emptying.js";
 import { seedDataDir } from "./pglite-template.js";
 
 // The embedded test databases of this test process, kept open and emptied between callers:
 // copying a data dir, opening it, closing it and removing it cost about 0.2 s of CPU, and a run
-// opens about ninety; emptying one costs a quarter of that (README "Development"). A caller gets
+// opens about ninety; emptying one (./emptying.ts) costs a fraction of that (README "Development"). A caller gets
 // a view of its own: once it closes that view, every statement through it fails as a closed
 // PGlite's does, so that nothing a test left running reaches the next caller's data. A database
 // whose schema a test changed (a trigger, a function) is closed instead of kept.
@@ -19,8 +20,8 @@ interface Open {
   handle: DatabaseHandle;
   client: PGlite;
   dir: string;
-  /** Its tables, as migrated: what is emptied between callers. */
-  tables: string;
+  /** The statement that empties it between callers. */
+  emptying: string;
   /** The schema as migrated, to tell whether a caller changed it. */
   shape: string;
 }
@@ -29,22 +30,12 @@ interface Open {
 const idle: Open[] = [];
 const MAX_IDLE = 3;
 
-const tables = sql`select string_agg(format('%I.%I', schemaname, tablename), ', ')
-  from pg_tables where schemaname = 'public'`;
+async function rows<T>(db: Database, query: string): Promise<T[]> {
+  return ((await db.execute(sql.raw(query))) as unknown as { rows: T[] }).rows;
+}
 
-/** What a test could add or change of the schema, counted. */
-const shape = sql`select concat_ws(',',
-  (select count(*) from pg_trigger where not tgisinternal),
-  (select count(*) from pg_proc p join pg_namespace n on n.oid = p.pronamespace where n.nspname = 'public'),
-  (select count(*) from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname not in ('pg_catalog', 'information_schema', 'pg_toast')),
-  (select count(*) from pg_attribute a join pg_class c on c.oid = a.attrelid join pg_namespace n on n.oid = c.relnamespace
-     where n.nspname = 'public' and a.attnum > 0 and not a.attisdropped),
-  (select count(*) from pg_roles),
-  (select count(*) from drizzle.__drizzle_migrations)) as shape`;
-
-async function scalar(db: Database, query: ReturnType<typeof sql>): Promise<string> {
-  const { rows } = (await db.execute(query)) as unknown as { rows: Record<string, string>[] };
-  return String(Object.values(rows[0] ?? {})[0]);
+async function shapeOf(db: Database): Promise<string> {
+  return (await rows<{ shape: string }>(db, SHAPE_QUERY))[0]?.shape ?? "";
 }
 
 async function openNew(): Promise<Open> {
@@ -56,8 +47,8 @@ async function openNew(): Promise<Open> {
     handle,
     client,
     dir,
-    tables: await scalar(handle.db, tables),
-    shape: await scalar(handle.db, shape),
+    emptying: emptyingStatement(await rows<TableRefs>(handle.db, TABLES_QUERY)),
+    shape: await shapeOf(handle.db),
   };
 }
 
@@ -72,8 +63,8 @@ async function giveBack(open: Open): Promise<void> {
     const db = open.handle.db;
     // Session state too: settings, advisory locks, prepared statements.
     await db.execute(sql`discard all`);
-    await db.execute(sql.raw(`truncate ${open.tables} restart identity cascade`));
-    if ((await scalar(db, shape)) === open.shape && idle.length < MAX_IDLE) {
+    await db.execute(sql.raw(open.emptying));
+    if ((await shapeOf(db)) === open.shape && idle.length < MAX_IDLE) {
       idle.push(open);
       return;
     }

@@ -7,8 +7,9 @@ import postgres from "postgres";
 import { inject } from "vitest";
 import type { Database } from "../../src/store/db.js";
 import * as schema from "../../src/store/schema.js";
-import { type Backend, createServerDatabase } from "./db.js";
+import type { Backend } from "./db.js";
 import { copyEmptyCluster } from "./pglite-template.js";
+import { createServerDatabase } from "./postgres-databases.js";
 
 // A database migrated step by step, for the tests of what a migration does to the rows it finds.
 
