@@ -16,6 +16,7 @@ describe.each(BACKENDS)("a session moving between instances on %s", (backend) =>
   let a: ClaudeEnv;
   let b: ClaudeEnv;
   let first: TestApp;
+  let second: TestApp;
   const closers: (() => Promise<void>)[] = [];
   let apis: ReturnType<typeof httpApi>[];
 
@@ -25,7 +26,7 @@ describe.each(BACKENDS)("a session moving between instances on %s", (backend) =>
     // One work dir for both, as instances behind one proxy are configured alike.
     const settings = { AGENT_BRIDGE_WORK_DIR: a.cwd, AGENT_BRIDGE_PERMISSION_MODE: "default" };
     first = await createTestApp(backend, { ...a.env, ...settings });
-    const second = createTestAppOn(first.database, { ...b.env, ...settings });
+    second = createTestAppOn(first.database, { ...b.env, ...settings });
     apis = [];
     for (const t of [first, second]) {
       const server = await listen(t.app);
@@ -35,6 +36,9 @@ describe.each(BACKENDS)("a session moving between instances on %s", (backend) =>
   });
   afterAll(async () => {
     for (const close of closers) await close();
+    // B shares A's database, which A's close drops: B's runs are ended (their CLIs gone, which
+    // may still be writing in B's HOME) before.
+    await second.deps.runs.shutdown(0);
     await first.close();
     await mock.close();
     await a.cleanup();
@@ -85,6 +89,7 @@ describe("a codex session moving between instances", () => {
   let a: CodexEnv;
   let b: CodexEnv;
   let first: TestApp;
+  let second: TestApp;
   const closers: (() => Promise<void>)[] = [];
   const urls: string[] = [];
 
@@ -97,7 +102,7 @@ describe("a codex session moving between instances", () => {
       AGENT_BRIDGE_PERMISSION_MODE: "acceptEdits",
     };
     first = await createTestApp("pglite", { ...a.env, ...settings });
-    const second = createTestAppOn(first.database, { ...b.env, ...settings });
+    second = createTestAppOn(first.database, { ...b.env, ...settings });
     for (const t of [first, second]) {
       const server = await listen(t.app);
       closers.push(server.close);
@@ -106,6 +111,9 @@ describe("a codex session moving between instances", () => {
   });
   afterAll(async () => {
     for (const close of closers) await close();
+    // B shares A's database, which A's close drops: B's runs are ended (their CLIs gone, which
+    // may still be writing in B's HOME) before.
+    await second.deps.runs.shutdown(0);
     await first.close();
     await mock.close();
     await a.cleanup();
