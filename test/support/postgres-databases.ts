@@ -132,7 +132,9 @@ async function closeAndRename(server: string, name: string, next: string): Promi
 /** Takes back a lent database: kept for the next caller, emptied, or dropped. */
 async function giveBack(server: string, name: string): Promise<void> {
   const next = newName();
-  if (!(await closeAndRename(server, name, next))) return dropDatabase(server, name);
+  if (!(await closeAndRename(server, name, next).catch(() => false))) {
+    return dropDatabase(server, name);
+  }
   const kept = await inDatabase(server, next, async (db) => {
     await db.unsafe(emptyingStatement(await db.unsafe<TableRefs[]>(TABLES_QUERY)));
     return (await shapeOf(db)) === (await migratedShape);
