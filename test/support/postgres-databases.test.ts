@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { openDatabase } from "../../src/store/db.js";
 import { addKeySpend, insertKey } from "../../src/store/keys.js";
 import { insertSessionRun } from "./db.js";
-import { createServerDatabase } from "./postgres-databases.js";
+import { createServerDatabase, onServer } from "./postgres-databases.js";
 
 // The tests' migrated Postgres databases are lent again, emptied, not copied anew: what a test
 // sees must still be what a new database would be, and what the last caller left running must
@@ -11,19 +11,9 @@ import { createServerDatabase } from "./postgres-databases.js";
 
 type Lent = Awaited<ReturnType<typeof createServerDatabase>>;
 
-/** Runs `work` on a connection of its own to `url`, closed after. */
-async function on<T>(url: string, work: (db: postgres.Sql) => Promise<T>): Promise<T> {
-  const db = postgres(url, { max: 1, onnotice: () => {} });
-  try {
-    return await work(db);
-  } finally {
-    await db.end();
-  }
-}
-
 /** The database's oid, which a rename keeps, and the rows of every public table. */
 async function identityAndRows(url: string): Promise<{ oid: number; rows: number }> {
-  return on(url, async (db) => {
+  return onServer(url, async (db) => {
     const [identity] = await db<{ oid: number }[]>`select oid::int
       from pg_database where datname = current_database()`;
     const tables = await db<{ name: string }[]>`select format('%I', tablename) as name
@@ -86,13 +76,13 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("the Postgres test databases", (
 
   it("a database whose schema a caller changed is dropped, not lent again", async () => {
     const first = await createServerDatabase({ migrated: true });
-    await on(
+    await onServer(
       first.url,
       (db) => db`create function test_changed() returns int language sql as 'select 1'`,
     );
     await first.drop();
     await lent(async (next) => {
-      await expect(on(next.url, (db) => db`select test_changed()`)).rejects.toMatchObject({
+      await expect(onServer(next.url, (db) => db`select test_changed()`)).rejects.toMatchObject({
         code: "42883",
       });
     });

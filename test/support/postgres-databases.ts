@@ -16,8 +16,11 @@ import { migrationsDigest } from "./pglite-template.js";
 
 const serverUrl = process.env.TEST_DATABASE_URL;
 
-/** Runs `work` over one connection to the Postgres server at `url`, closed after. */
-async function onServer<T>(url: string, work: (admin: postgres.Sql) => Promise<T>): Promise<T> {
+/** Runs `work` over one connection to `url` (a server, or a database on it), closed after. */
+export async function onServer<T>(
+  url: string,
+  work: (admin: postgres.Sql) => Promise<T>,
+): Promise<T> {
   const admin = postgres(url, { max: 1, onnotice: () => {} });
   try {
     return await work(admin);
