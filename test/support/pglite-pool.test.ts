@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import type { Database } from "../../src/store/db.js";
+import { insertKey } from "../../src/store/keys.js";
 import { insertSessionRun } from "./db.js";
 import { lendPglite } from "./pglite-pool.js";
 
@@ -16,19 +17,23 @@ async function count(db: Database, table: "sessions" | "runs"): Promise<number> 
   return rows[0]?.n ?? -1;
 }
 
+const KEY = { name: "k", admin: false, hash: "h", prefix: "p" };
+
 /** What drizzle rejects with when its PGlite is closed. */
 const closedDatabase = { cause: { message: "PGlite is closed" } };
 
 describe("the embedded test databases", () => {
-  it("a database given back reaches the next caller empty", async () => {
+  it("a database given back reaches the next caller empty, its keys numbered from the start again", async () => {
     const first = await lendPglite();
-    await insertSessionRun(first.db);
+    const firstKey = await insertKey(first.db, KEY);
+    await insertSessionRun(first.db, "hi", firstKey.id);
     expect(await count(first.db, "runs")).toBe(1);
     await first.close();
     const next = await lendPglite();
     try {
       expect(await count(next.db, "sessions")).toBe(0);
       expect(await count(next.db, "runs")).toBe(0);
+      expect((await insertKey(next.db, KEY)).tenantNumber).toBe(firstKey.tenantNumber);
     } finally {
       await next.close();
     }

@@ -6,7 +6,7 @@ import { drizzle } from "drizzle-orm/pglite";
 import { inject } from "vitest";
 import { type Database, type DatabaseHandle, openDatabase } from "../../src/store/db.js";
 import * as schema from "../../src/store/schema.js";
-import { emptyingStatement, SHAPE_QUERY, TABLES_QUERY, type TableRefs } from "./emptying.js";
+import { emptyingStatement, RELATIONS_QUERY, type Relation, SHAPE_QUERY } from "./emptying.js";
 import { seedDataDir } from "./pglite-template.js";
 
 // The embedded test databases of this test process, kept open and emptied between callers:
@@ -47,7 +47,7 @@ async function openNew(): Promise<Open> {
     handle,
     client,
     dir,
-    emptying: emptyingStatement(await rows<TableRefs>(handle.db, TABLES_QUERY)),
+    emptying: emptyingStatement(await rows<Relation>(handle.db, RELATIONS_QUERY)),
     shape: await shapeOf(handle.db),
   };
 }

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import postgres from "postgres";
 import { inject } from "vitest";
 import { openDatabase } from "../../src/store/db.js";
-import { emptyingStatement, SHAPE_QUERY, TABLES_QUERY, type TableRefs } from "./emptying.js";
+import { emptyingStatement, RELATIONS_QUERY, type Relation, SHAPE_QUERY } from "./emptying.js";
 import { migrationsDigest } from "./pglite-template.js";
 
 // The test databases on the Postgres server of TEST_DATABASE_URL. A migrated one is a copy of a
@@ -77,24 +77,46 @@ export async function makeMigratedTemplate(): Promise<void> {
   });
 }
 
-/** The start of the names of this run's test databases: the run's end drops any left. */
-function runPrefix(run: string): string {
-  return `agent_bridge_test_${run}_`;
+/** A new test run's id: when it started (Unix seconds, hex), and a random part. */
+export function newRunId(): string {
+  return `${Math.floor(Date.now() / 1000).toString(16)}_${randomBytes(3).toString("hex")}`;
 }
 
-/** Drops the test databases of the run `run` that are still there (lent ones kept for reuse). */
-export async function dropRunDatabases(run: string): Promise<void> {
+const TEST_DATABASE = /^agent_bridge_test_([0-9a-f]+)_[0-9a-f]+_[0-9a-f]+$/;
+/** Longer than any run lasts: a run that started this long ago was killed before its end. */
+const ABANDONED_AFTER_S = 3 * 3600;
+
+/** Drops each test database matching `doomed`; tries every one, then fails if any failed. */
+async function dropTestDatabases(doomed: (name: string) => boolean): Promise<void> {
   const url = serverUrl;
   if (!url) return;
   await onServer(url, async (admin) => {
-    const left = await admin`select datname from pg_database
-      where starts_with(datname, ${runPrefix(run)})`;
-    for (const { datname } of left) await admin.unsafe(`drop database ${datname} with (force)`);
+    const names = (await admin<{ datname: string }[]>`select datname from pg_database`)
+      .map((row) => row.datname)
+      .filter((name) => TEST_DATABASE.test(name) && doomed(name));
+    const failed: unknown[] = [];
+    for (const name of names) {
+      await admin.unsafe(`drop database ${name} with (force)`).catch((err) => failed.push(err));
+    }
+    if (failed.length > 0) throw new AggregateError(failed, "could not drop every test database");
   });
 }
 
+/** Drops the test databases of the run `run` that are still there (lent ones kept for reuse). */
+export function dropRunDatabases(run: string): Promise<void> {
+  return dropTestDatabases((name) => name.startsWith(`agent_bridge_test_${run}_`));
+}
+
+/** Drops what runs that were killed before their end left on the server. */
+export function dropAbandonedDatabases(): Promise<void> {
+  const now = Date.now() / 1000;
+  return dropTestDatabases(
+    (name) => now - Number.parseInt(TEST_DATABASE.exec(name)?.[1] ?? "", 16) > ABANDONED_AFTER_S,
+  );
+}
+
 function newName(): string {
-  return `${runPrefix(inject("testRun"))}${randomBytes(6).toString("hex")}`;
+  return `agent_bridge_test_${inject("testRun")}_${randomBytes(6).toString("hex")}`;
 }
 
 /** Migrated databases of this test process, emptied, waiting for a caller; more are dropped. */
@@ -136,10 +158,12 @@ async function closeAndRename(server: string, name: string, next: string): Promi
 async function giveBack(server: string, name: string): Promise<void> {
   const next = newName();
   if (!(await closeAndRename(server, name, next).catch(() => false))) {
-    return dropDatabase(server, name);
+    // Under either name, whichever step failed.
+    await dropDatabase(server, name);
+    return dropDatabase(server, next);
   }
   const kept = await inDatabase(server, next, async (db) => {
-    await db.unsafe(emptyingStatement(await db.unsafe<TableRefs[]>(TABLES_QUERY)));
+    await db.unsafe(emptyingStatement(await db.unsafe<Relation[]>(RELATIONS_QUERY)));
     return (await shapeOf(db)) === (await migratedShape);
   }).catch(() => false);
   if (kept && idle.length < MAX_IDLE) idle.push(next);
@@ -151,7 +175,11 @@ async function lendMigrated(server: string): Promise<string> {
   if (lent) return lent;
   const name = newName();
   await createDatabaseOn(server, name, migratedTemplate);
-  migratedShape ??= inDatabase(server, name, shapeOf);
+  migratedShape ??= inDatabase(server, name, shapeOf).catch((err) => {
+    // The next copy reads it again.
+    migratedShape = undefined;
+    throw err;
+  });
   await migratedShape;
   return name;
 }
