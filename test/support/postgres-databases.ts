@@ -122,8 +122,11 @@ function newName(): string {
 /** Migrated databases of this test process, emptied, waiting for a caller; more are dropped. */
 const idle: string[] = [];
 const MAX_IDLE = 3;
-/** A migrated database's schema (./emptying.ts), read from this process's first copy. */
-let migratedShape: Promise<string> | undefined;
+/**
+ * A migrated database's schema and the statement that empties one (./emptying.ts), read from this
+ * process's first copy: every copy is of the same template.
+ */
+let migrated: Promise<{ shape: string; emptying: string }> | undefined;
 
 /** Runs `work` on a connection of its own to the database `name`. */
 function inDatabase<T>(server: string, name: string, work: (db: postgres.Sql) => Promise<T>) {
@@ -162,10 +165,14 @@ async function giveBack(server: string, name: string): Promise<void> {
     await dropDatabase(server, name);
     return dropDatabase(server, next);
   }
-  const kept = await inDatabase(server, next, async (db) => {
-    await db.unsafe(emptyingStatement(await db.unsafe<Relation[]>(RELATIONS_QUERY)));
-    return (await shapeOf(db)) === (await migratedShape);
-  }).catch(() => false);
+  // Not known only if this process's last read of it failed: the database is dropped then.
+  const known = await migrated?.catch(() => undefined);
+  const kept =
+    known !== undefined &&
+    (await inDatabase(server, next, async (db) => {
+      await db.unsafe(known.emptying);
+      return (await shapeOf(db)) === known.shape;
+    }).catch(() => false));
   if (kept && idle.length < MAX_IDLE) idle.push(next);
   else await dropDatabase(server, next);
 }
@@ -175,12 +182,15 @@ async function lendMigrated(server: string): Promise<string> {
   if (lent) return lent;
   const name = newName();
   await createDatabaseOn(server, name, migratedTemplate);
-  migratedShape ??= inDatabase(server, name, shapeOf).catch((err) => {
-    // The next copy reads it again.
-    migratedShape = undefined;
+  migrated ??= inDatabase(server, name, async (db) => ({
+    shape: await shapeOf(db),
+    emptying: emptyingStatement(await db.unsafe<Relation[]>(RELATIONS_QUERY)),
+  })).catch((err) => {
+    // The next copy reads them again.
+    migrated = undefined;
     throw err;
   });
-  await migratedShape;
+  await migrated;
   return name;
 }
 
