@@ -4,7 +4,7 @@ import { isIP } from "node:net";
 import { hostname } from "node:os";
 import path from "node:path";
 import { z } from "zod";
-import { AGENT_NAMES, type AgentName } from "./agents/agent.js";
+import { AGENT_NAMES, type AgentName, type SessionSettings } from "./agents/agent.js";
 import { childEnvironment } from "./agents/child-env.js";
 import { type McpCatalog, parseMcpConfig } from "./agents/mcp-servers.js";
 import { PERMISSION_MODES } from "./agents/permission-modes.js";
@@ -320,6 +320,26 @@ export function defaultModel(config: Config, agent: string): string | undefined 
   return (AGENT_NAMES as readonly string[]).includes(agent)
     ? config[agent as AgentName].model
     : undefined;
+}
+
+/** A session's settings: those given (undefined or null: not given), the server's defaults for the rest. */
+export function settingsWithDefaults(
+  config: Config,
+  agent: string,
+  given: { [K in keyof SessionSettings]?: SessionSettings[K] | null | undefined },
+): SessionSettings {
+  const { agents } = config;
+  return {
+    permissionMode: given.permissionMode ?? agents.permissionMode,
+    effort: given.effort ?? agents.effort,
+    model: given.model ?? defaultModel(config, agent) ?? null,
+    systemPrompt: given.systemPrompt ?? null,
+    worktree: given.worktree ?? agents.worktreeEnabled,
+    mcpServers: given.mcpServers ?? [],
+    maxTurns: given.maxTurns ?? null,
+    maxBudgetUsd: given.maxBudgetUsd ?? null,
+    approvals: given.approvals ?? "deny",
+  };
 }
 
 export class ConfigError extends Error {

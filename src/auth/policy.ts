@@ -1,14 +1,17 @@
 import { realpath } from "node:fs/promises";
+import type { SessionSettings } from "../agents/agent.js";
 import { PERMISSION_MODES } from "../agents/permission-modes.js";
-import { PermissionMode } from "../agents/settings.js";
+import type { PermissionMode } from "../agents/settings.js";
 import type { Config } from "../config.js";
 import type { Database } from "../store/db.js";
 import { getKey, type KeyPolicyColumns, monthOf, monthSpend } from "../store/keys.js";
 import type { ApiKeyRow, SessionRow } from "../store/schema.js";
 import { isWithin, resolveWorkDir, WorkDirNotAllowedError } from "./work-dir.js";
 
-// What a key's sessions may ask for, and what it may spend: one module that session creation,
-// run admission (messages and hook fires alike) and hook definitions all ask.
+// What a key's runs may ask for, and what it may spend: one question (`checkRun`) that session
+// creation, hook definitions and every run's admission and start (messages with their own
+// settings, retries, webhook deliveries and schedules alike) all ask, of the settings as the run
+// would get them.
 
 /** Modes that switch every permission check off: a non-admin key gets them only when granted. */
 const BYPASS_MODES: readonly PermissionMode[] = [
@@ -25,12 +28,11 @@ export interface KeyPolicy {
   worktrees: boolean;
 }
 
-/** What a session asks for, as it would run (defaults filled in). */
-export interface SessionAsk {
-  permissionMode: PermissionMode;
+/** What a run asks for, as it would run: every setting (defaults and a message's own filled in). */
+export interface RunAsk {
+  settings: SessionSettings;
   /** The work dir, or null for the server's. */
   workDir: string | null;
-  worktree: boolean;
 }
 
 export interface Budget {
@@ -110,20 +112,44 @@ export async function loadPolicy(
   return key ? policyOf(key, config) : unrestricted(config);
 }
 
-/** Throws PolicyDeniedError naming the first thing the session asks for that the policy refuses. */
-export async function checkSession(
-  policy: KeyPolicy,
-  ask: SessionAsk,
-  config: Config,
-): Promise<void> {
-  if (!policy.permissionModes.includes(ask.permissionMode)) {
-    throw new PolicyDeniedError(
-      "permission_modes",
-      `${ask.permissionMode} is not among its permission_modes (${policy.permissionModes.join(", ")})`,
-    );
-  }
-  if (ask.worktree && !policy.worktrees) {
-    throw new PolicyDeniedError("worktrees", "its worktrees is false");
+type Refusal = [field: keyof typeof FIELD_NAMES, detail: string];
+
+/**
+ * What the policy says of each setting: a refusal, or null. The type lists every field of
+ * SessionSettings, so a setting added later does not compile until its rule here is written, and
+ * no setting (a session's, a hook's or one message's own) can reach a run unasked.
+ */
+const SETTING_RULES: {
+  [K in keyof SessionSettings]: (policy: KeyPolicy, value: SessionSettings[K]) => Refusal | null;
+} = {
+  permissionMode: (policy, mode) =>
+    policy.permissionModes.includes(mode)
+      ? null
+      : [
+          "permission_modes",
+          `${mode} is not among its permission_modes (${policy.permissionModes.join(", ")})`,
+        ],
+  worktree: (policy, worktree) =>
+    worktree && !policy.worktrees ? ["worktrees", "its worktrees is false"] : null,
+  // The rest grant nothing the mode does not: which model and how hard it thinks, text added to
+  // its prompt, MCP servers only from the admin's own list, caps that only lower what a run may
+  // do (the key's budget caps its spend whatever a run asks), and who answers its permission
+  // requests (the bridge denying, or the key's own client).
+  effort: () => null,
+  model: () => null,
+  systemPrompt: () => null,
+  mcpServers: () => null,
+  maxTurns: () => null,
+  maxBudgetUsd: () => null,
+  approvals: () => null,
+};
+
+/** Throws PolicyDeniedError naming the first thing the run asks for that the policy refuses. */
+export async function checkRun(policy: KeyPolicy, ask: RunAsk, config: Config): Promise<void> {
+  for (const field of Object.keys(SETTING_RULES) as (keyof SessionSettings)[]) {
+    const rule = SETTING_RULES[field] as (p: KeyPolicy, v: unknown) => Refusal | null;
+    const refusal = rule(policy, ask.settings[field]);
+    if (refusal) throw new PolicyDeniedError(...refusal);
   }
   const given = ask.workDir ?? config.workDir;
   const workDir = await realpath(given).catch(() => given);
@@ -140,9 +166,9 @@ export async function enforcePolicy(
   db: Database,
   config: Config,
   keyId: string | null,
-  ask: SessionAsk,
+  ask: RunAsk,
 ): Promise<void> {
-  await checkSession(await loadPolicy(db, keyId, config), ask, config);
+  await checkRun(await loadPolicy(db, keyId, config), ask, config);
 }
 
 /** The key's budget this month, or null when it has no cap. */
@@ -170,30 +196,25 @@ export interface RunAllowance {
 
 /** Asked before a run is admitted and again when it starts (the run manager's one question). */
 export interface RunGate {
-  /** Throws PolicyDeniedError or BudgetExhaustedError when the session's key may not run it now. */
-  allow(session: SessionRow): Promise<RunAllowance>;
+  /**
+   * Throws PolicyDeniedError or BudgetExhaustedError when the session's key may not run it now,
+   * with these settings (the session's, with the message's own in their place).
+   */
+  allow(session: SessionRow, settings: SessionSettings): Promise<RunAllowance>;
 }
 
 /** The gate of the keys' policies and budgets; sessions without a key pass freely. */
 export function policyGate(db: Database, config: Config): RunGate {
   return {
-    async allow(session) {
+    async allow(session, settings) {
       if (!session.ownerKeyId) return { maxBudgetUsd: null };
       const policy = await loadPolicy(db, session.ownerKeyId, config);
       // Asked at every run, so that a policy narrowed since the session was made holds too.
-      await checkSession(policy, sessionAsk(session), config);
+      await checkRun(policy, { settings, workDir: session.workDir }, config);
       const budget = await budgetOf(db, session.ownerKeyId, policy);
       if (budget && budget.leftUsd <= 0) throw new BudgetExhaustedError(budget);
       return { maxBudgetUsd: budget ? budget.leftUsd : null };
     },
-  };
-}
-
-function sessionAsk(session: SessionRow): SessionAsk {
-  return {
-    permissionMode: PermissionMode.parse(session.permissionMode),
-    workDir: session.workDir,
-    worktree: session.worktree,
   };
 }
 

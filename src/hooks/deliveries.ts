@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from "node:crypto";
 import { AgentUnavailableError } from "../agents/registry.js";
 import { BudgetExhaustedError, PolicyDeniedError } from "../auth/policy.js";
-import { type Config, defaultModel } from "../config.js";
+import type { Config } from "../config.js";
 import { errorFields, errorText, type Logger } from "../log.js";
 import {
   KeyRunLimitError,
@@ -16,6 +16,7 @@ import { uniqueViolation } from "../store/errors.js";
 import * as store from "../store/hooks.js";
 import type { HookDeliveryRow, HookRow, RunRow, SessionRow } from "../store/schema.js";
 import { createSession, deleteSession, getSession } from "../store/sessions.js";
+import { hookAgent, hookSettings } from "./hook-settings.js";
 import { asText, PromptTooLargeError, render, type TemplateContext } from "./template.js";
 
 // What a verified delivery or a schedule's tick does: record it once, fill the hook's templates,
@@ -351,20 +352,12 @@ const getSessionRow = (db: Database, id: string) =>
   getSession(db, id, { keyId: null, name: "hooks", admin: true });
 
 function newSession(deps: HookDeps, hook: HookRow, key: string): Promise<SessionRow> {
-  const { agents } = deps.config;
-  const agent = hook.agent ?? agents.default;
   return createSession(deps.db, {
     ownerKeyId: hook.ownerKeyId,
     workDir: hook.workDir,
     title: key ? `${hook.name}: ${asText(key).slice(0, 150)}` : `${hook.name}`,
-    agent,
-    permissionMode: hook.permissionMode ?? agents.permissionMode,
-    model: hook.model ?? defaultModel(deps.config, agent) ?? null,
-    effort: hook.effort ?? agents.effort,
-    systemPrompt: null,
-    worktree: hook.worktree ?? agents.worktreeEnabled,
-    mcpServers: hook.mcpServers,
-    approvals: hook.approvals,
+    agent: hookAgent(deps.config, hook),
+    ...hookSettings(deps.config, hook),
     metadata: { hook: hook.name, ...(key ? { session_key: key.slice(0, 512) } : {}) },
   });
 }

@@ -92,7 +92,10 @@ export class Execution {
     const approvals = this.opts.approvals.forRun(run, mode);
     try {
       // Asked again: the key's other runs may have spent its budget while this one was queued.
-      const allowance = await this.opts.gate.allow(session);
+      const allowance = await this.opts.gate.allow(
+        session,
+        runSettings(sessionSettings(session), run.options),
+      );
       if (session.worktree) await this.prepareWorktree(session);
       const agent = this.opts.agents.get(session.agent);
       const identity = await this.opts.homes?.identityFor(session.ownerKeyId);

@@ -19,7 +19,7 @@ import { countLiveInstances } from "../store/instances.js";
 import { withDbRetries } from "../store/retry.js";
 import * as store from "../store/runs.js";
 import type { RunRow, SessionRow } from "../store/schema.js";
-import { getSession } from "../store/sessions.js";
+import { getSession, sessionSettings } from "../store/sessions.js";
 import { getSessionWorktree } from "../store/worktrees.js";
 import type { DebugCapture } from "../telemetry/capture.js";
 import type { Tracing } from "../telemetry/tracing.js";
@@ -39,7 +39,7 @@ import { Execution } from "./execution.js";
 import { fromHandover, toHandover } from "./handover.js";
 import { findIdempotentRun, messageHash } from "./idempotency.js";
 import { LogWriter } from "./log-writer.js";
-import { type Message, NO_RUN_OPTIONS } from "./message.js";
+import { type Message, NO_RUN_OPTIONS, runSettings } from "./message.js";
 import { CompletionRecorder, type RunTransactionHook, recordRun } from "./recording.js";
 import { reapRuns } from "./recovery.js";
 import { RunLog } from "./run-log.js";
@@ -565,7 +565,8 @@ export class RunManager {
     const mayWait = Boolean(message.waitForSession);
     let wait = this.admission.mustWait(session.id, state.activeRunId, mayWait);
     agents.get(session.agent);
-    await gate.allow(session);
+    const options = message.options ?? NO_RUN_OPTIONS;
+    await gate.allow(session, runSettings(sessionSettings(session), options));
     const pinnedHost = await this.pinnedHost(session);
     // Here when it can start here at once (or must wait in this instance's line for its session);
     // else queued in the database for any instance (of its host, when pinned) to claim.
@@ -583,7 +584,6 @@ export class RunManager {
           retryAfterSeconds: () => this.admission.retryAfterSeconds(),
         }
       : null;
-    const options = message.options ?? NO_RUN_OPTIONS;
     const insert = (status: "queued" | "waiting") => {
       // A run that waits for its session waits in this instance's line.
       const unowned = !here && status === "queued";

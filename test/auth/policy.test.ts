@@ -7,6 +7,7 @@ import { createTestApp, requestAs, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { longRun } from "../support/fake-scenarios.js";
+import { SseReader } from "../support/sse.js";
 
 // Per-key policy: what a key's sessions and hooks may ask for, set by an admin, refused with a
 // 403 `policy_denied` that names the field and what is allowed, with nothing created or started.
@@ -198,6 +199,51 @@ describe.each(BACKENDS)("key policies on %s", (backend) => {
     expect(started).toEqual([]);
   });
 
+  it("a message's own permission_mode is asked of the key's policy: 403 naming it, no run started", async () => {
+    const { key } = await newKey();
+    const session = await (
+      await send(key, "POST", "/v1/sessions", { permission_mode: "default" })
+    ).json();
+    for (const mode of ["bypassPermissions", "dangerously-skip-permissions"]) {
+      const res = await send(key, "POST", `/v1/sessions/${session.id}/messages`, {
+        text: "hi",
+        permission_mode: mode,
+      });
+      expect(res.status).toBe(403);
+      expect(res.headers.get("content-type")).toBe("application/problem+json");
+      const problem = await res.json();
+      expect(problem.code).toBe("policy_denied");
+      expect(problem.detail).toContain(`${mode} is not among its permission_modes`);
+    }
+    const after = await (await send(key, "GET", `/v1/sessions/${session.id}`)).json();
+    expect(after.usage.runs).toBe(0);
+    expect(after.active_run_id).toBeNull();
+    expect(await fake.startsFor(session.id)).toEqual([]);
+  });
+
+  it("a message's own permission_mode that the key was granted runs in that mode", async () => {
+    const { key, id } = await newKey();
+    await send(admin, "PATCH", `/v1/keys/${id}`, {
+      permission_modes: ["default", "bypassPermissions"],
+    });
+    const session = await (
+      await send(key, "POST", "/v1/sessions", { permission_mode: "default" })
+    ).json();
+    const res = await requestAs(t.app, key, `/v1/sessions/${session.id}/messages`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Prefer: "respond-async" },
+      body: JSON.stringify({ text: "hi", permission_mode: "bypassPermissions" }),
+    });
+    expect(res.status).toBe(202);
+    const run = await res.json();
+    const events = SseReader.of(await send(key, "GET", `/v1/runs/${run.id}/events`));
+    await events.until("text_delta");
+    const [start] = await fake.startsFor(session.id);
+    expect(start?.args.join(" ")).toContain("--permission-mode bypassPermissions");
+    expect((await send(key, "POST", `/v1/runs/${run.id}/cancel`)).status).toBe(200);
+    await events.until("completion");
+  });
+
   it("hooks: made only within their creator's policy, and each delivery runs with it", async () => {
     const ops = await newKey({ admin: true, permission_modes: ["acceptEdits"] });
     const name = `policy-${crypto.randomUUID()}`;
@@ -246,5 +292,78 @@ describe.each(BACKENDS)("key policies on %s", (backend) => {
       permission_mode: "default",
     });
     expect(update.status).toBe(403);
+  });
+});
+
+describe.each(BACKENDS)("a queued run's own settings on %s", (backend) => {
+  let t: TestApp;
+  let fake: FakeCli;
+  let admin: string;
+
+  beforeAll(async () => {
+    fake = await fakeCli(longRun(30));
+    t = await createTestApp(backend, {
+      ...fake.bridgeEnv,
+      AGENT_BRIDGE_AUTH: "keys",
+      AGENT_BRIDGE_MAX_CONCURRENT_RUNS: "1",
+    });
+    admin = (await issueKey(t.database.db, { name: "admin", admin: true })).key;
+  });
+  afterAll(async () => {
+    await t.close();
+    await fake.cleanup();
+  });
+
+  const send = (key: string, method: string, path: string, body?: unknown, prefer?: string) =>
+    requestAs(t.app, key, path, {
+      method,
+      headers: { "Content-Type": "application/json", ...(prefer ? { Prefer: prefer } : {}) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+
+  it("are asked of the key's policy again when the run starts: narrowed meanwhile, it fails policy_denied unstarted", async () => {
+    const created = await send(admin, "POST", "/v1/keys", {
+      name: `k-${crypto.randomUUID()}`,
+      permission_modes: ["default", "bypassPermissions"],
+    });
+    const { key, id } = await created.json();
+    const newSession = async () =>
+      (await send(key, "POST", "/v1/sessions", { permission_mode: "default" })).json();
+    const [first, second] = [await newSession(), await newSession()];
+    const holding = await send(
+      key,
+      "POST",
+      `/v1/sessions/${first.id}/messages`,
+      { text: "hold" },
+      "respond-async",
+    );
+    const held = await holding.json();
+    const holder = SseReader.of(await send(key, "GET", `/v1/runs/${held.id}/events`));
+    await holder.until("text_delta");
+    // The one slot is taken: this run waits in the queue with its own mode.
+    const queued = await send(
+      key,
+      "POST",
+      `/v1/sessions/${second.id}/messages`,
+      { text: "bypass", permission_mode: "bypassPermissions" },
+      "respond-async",
+    );
+    expect(queued.status).toBe(202);
+    const run = await queued.json();
+    expect(run.status).toBe("queued");
+    expect(
+      (await send(admin, "PATCH", `/v1/keys/${id}`, { permission_modes: ["default"] })).status,
+    ).toBe(200);
+    expect((await send(key, "POST", `/v1/runs/${held.id}/cancel`)).status).toBe(200);
+    const events = SseReader.of(await send(key, "GET", `/v1/runs/${run.id}/events`));
+    const completion = (await events.until("completion")).at(-1)?.data;
+    expect(completion).toMatchObject({
+      status: "failed",
+      error_code: "policy_denied",
+      error: expect.stringContaining(
+        "bypassPermissions is not among its permission_modes (default)",
+      ),
+    });
+    expect(await fake.startsFor(second.id)).toEqual([]);
   });
 });

@@ -2,10 +2,9 @@ import { createHash } from "node:crypto";
 import type { RouteHandler } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import type { AgentRegistry } from "../../../agents/registry.js";
-import { PermissionMode } from "../../../agents/settings.js";
 import { enforcePolicy } from "../../../auth/policy.js";
 import { resolveWorkDir, WorkDirNotAllowedError } from "../../../auth/work-dir.js";
-import { type Config, defaultModel } from "../../../config.js";
+import { type Config, settingsWithDefaults } from "../../../config.js";
 import { CallbackTargets } from "../../../hooks/callback-targets.js";
 import {
   deliveryIdOf,
@@ -14,6 +13,7 @@ import {
   MAX_EVENT_CHARS,
   receiveDelivery,
 } from "../../../hooks/deliveries.js";
+import { hookSettings } from "../../../hooks/hook-settings.js";
 import { parseSchedule } from "../../../hooks/scheduler.js";
 import {
   MAX_VALUE_CHARS,
@@ -133,17 +133,17 @@ async function definition(
   const mcpServers = body.mcp_servers ?? [];
   errors.push(
     ...mcpServerIssues(config.agents.mcpServers, mcpServers),
-    ...settingIssues(agent, {
-      permissionMode: body.permission_mode ?? config.agents.permissionMode,
-      effort: body.effort ?? config.agents.effort,
-      model: body.model ?? defaultModel(config, agent.name) ?? null,
-      systemPrompt: null,
-      worktree: body.worktree ?? config.agents.worktreeEnabled,
-      mcpServers,
-      maxTurns: null,
-      maxBudgetUsd: null,
-      approvals: body.approvals ?? "deny",
-    }),
+    ...settingIssues(
+      agent,
+      settingsWithDefaults(config, agent.name, {
+        permissionMode: body.permission_mode,
+        effort: body.effort,
+        model: body.model,
+        worktree: body.worktree,
+        mcpServers,
+        approvals: body.approvals,
+      }),
+    ),
   );
   if (errors.length > 0) throw invalidRequest(errors);
   return {
@@ -172,13 +172,12 @@ async function definition(
 function enforceHookPolicy(
   c: Context<AppEnv>,
   ownerKeyId: string | null,
-  fields: Pick<store.HookInput, "permissionMode" | "workDir" | "worktree">,
+  fields: Omit<store.HookInput, "name" | "ownerKeyId">,
 ) {
-  const { agents } = c.var.config;
-  return enforcePolicy(c.var.db, c.var.config, ownerKeyId, {
-    permissionMode: PermissionMode.parse(fields.permissionMode ?? agents.permissionMode),
+  const { config } = c.var;
+  return enforcePolicy(c.var.db, config, ownerKeyId, {
+    settings: hookSettings(config, fields),
     workDir: fields.workDir,
-    worktree: fields.worktree ?? agents.worktreeEnabled,
   });
 }
 

@@ -1,8 +1,7 @@
 import type { RouteHandler } from "@hono/zod-openapi";
-import type { SessionSettings } from "../../../agents/agent.js";
 import { enforcePolicy } from "../../../auth/policy.js";
 import { resolveWorkDir, WorkDirNotAllowedError } from "../../../auth/work-dir.js";
-import { defaultModel } from "../../../config.js";
+import { settingsWithDefaults } from "../../../config.js";
 import { errorText } from "../../../log.js";
 import { inOneSnapshot } from "../../../store/db.js";
 import { activeRunIds } from "../../../store/runs.js";
@@ -58,27 +57,23 @@ export const createSession: RouteHandler<typeof routes.createSession, AppEnv> = 
     }
   }
   const agent = requestedAgent(c.var.agents, body.agent ?? config.agents.default);
-  const settings: SessionSettings = {
-    permissionMode: body.permission_mode ?? config.agents.permissionMode,
-    effort: body.effort ?? config.agents.effort,
-    model: body.model ?? defaultModel(config, agent.name) ?? null,
-    systemPrompt: body.system_prompt ?? null,
-    worktree: body.worktree ?? config.agents.worktreeEnabled,
-    mcpServers: body.mcp_servers ?? [],
-    maxTurns: body.max_turns ?? null,
-    maxBudgetUsd: body.max_budget_usd ?? null,
-    approvals: body.approvals ?? "deny",
-  };
+  const settings = settingsWithDefaults(config, agent.name, {
+    permissionMode: body.permission_mode,
+    effort: body.effort,
+    model: body.model,
+    systemPrompt: body.system_prompt,
+    worktree: body.worktree,
+    mcpServers: body.mcp_servers,
+    maxTurns: body.max_turns,
+    maxBudgetUsd: body.max_budget_usd,
+    approvals: body.approvals,
+  });
   const refused = [
     ...mcpServerIssues(config.agents.mcpServers, settings.mcpServers),
     ...settingIssues(agent, settings),
   ];
   if (refused.length > 0) throw invalidRequest(refused);
-  await enforcePolicy(c.var.db, c.var.config, c.var.principal.keyId, {
-    permissionMode: settings.permissionMode,
-    workDir,
-    worktree: settings.worktree,
-  });
+  await enforcePolicy(c.var.db, config, c.var.principal.keyId, { settings, workDir });
   if (settings.worktree) await requireWorktreePrerequisites(workDir ?? config.workDir);
   const row = await store.createSession(c.var.db, {
     ownerKeyId: c.var.principal.keyId,
