@@ -550,6 +550,26 @@ export class RunManager {
     message: Message,
     traceParent: Context,
   ): Promise<{ run: RunRow; created: boolean }> {
+    try {
+      return await this.admitNew(session, message, traceParent);
+    } catch (err) {
+      const key = message.idempotencyKey;
+      // Another try of the same request, on this instance or another, made its run between this
+      // one's look for it and its own insert (the session busy, or the key taken): answer that run.
+      const raced =
+        err instanceof SessionBusyError || uniqueViolation(err) === "runs_session_idempotency_key";
+      if (!key || !raced) throw err;
+      const earlier = await findIdempotentRun(this.opts.db, session.id, key, messageHash(message));
+      if (!earlier) throw err;
+      return { run: earlier, created: false };
+    }
+  }
+
+  private async admitNew(
+    session: SessionRow,
+    message: Message,
+    traceParent: Context,
+  ): Promise<{ run: RunRow; created: boolean }> {
     const { db, agents, gate, transactionHooks } = this.opts;
     this.admission.checkOpen(session.id);
     // Read again rather than trusting `session`: the sweep may have expired it since.
@@ -630,12 +650,6 @@ export class RunManager {
       if (constraint === "runs_one_active_per_session") {
         const activeRun = await store.getActiveRun(db, session.id);
         throw new SessionBusyError(activeRun?.id ?? "unknown");
-      }
-      if (constraint === "runs_session_idempotency_key" && message.idempotencyKey) {
-        // Another request with the same key won the race; answer as it was answered.
-        const key = message.idempotencyKey;
-        const earlier = await findIdempotentRun(db, session.id, key, requestHash);
-        if (earlier) return { run: earlier, created: false };
       }
       throw err;
     } finally {
