@@ -144,13 +144,21 @@ export class Execution {
     await this.complete(run, ended(bareCompletion(status, reason), status, reason));
   }
 
-  /** The log of a finished run whose completion is not stored yet: subscribers still read it. */
+  /**
+   * The log of a finished run whose completion is not stored yet: subscribers read its events,
+   * then wait for the stored completion.
+   */
   unrecordedLog(runId: string): RunLog | undefined {
     return this.unrecorded.get(runId);
   }
 
-  /** A completion the recorder kept trying to store is settled: stored, or given up on. */
+  /**
+   * A completion the recorder kept trying to store is settled: stored, or given up on (another
+   * instance closed the run, or the database refused it for good): the run's subscribers read
+   * the completion that is stored, if any, from the log.
+   */
   settled(runId: string, stored: boolean): void {
+    this.unrecorded.get(runId)?.handOver();
     this.unrecorded.delete(runId);
     if (stored) this.opts.onStored(runId);
   }
@@ -327,14 +335,24 @@ export class Execution {
     return session.workDir ?? this.opts.workDir;
   }
 
-  /** Records the run's end and publishes its completion; never rejects. */
+  /**
+   * Records the run's end and publishes its completion once it is the stored one; never rejects.
+   * One this instance could not store is not published: the run's subscribers read the stored log
+   * once the recorder has stored it or learnt that another instance closed the run first (its
+   * lease lapsed in the outage), so that no client sees an outcome other than the stored one.
+   */
   private async complete(run: ActiveRun, completion: CompletionEvent) {
     const at = run.log.completionPosition();
     const { entry, state } = await this.opts.recorder.record(run.row, at, completion, run.hooks);
-    run.log.close(entry);
     this.opts.metrics.runFinished(completion);
-    if (state === "stored") this.opts.onStored(run.row.id);
-    else if (state === "pending") this.unrecorded.set(run.row.id, run.log);
+    if (state === "stored") {
+      run.log.close(entry);
+      this.opts.onStored(run.row.id);
+      return;
+    }
+    run.log.endUnstored(entry);
+    if (state === "pending") this.unrecorded.set(run.row.id, run.log);
+    else run.log.handOver();
   }
 }
 

@@ -157,19 +157,33 @@ export class RunLog {
 
   /** Publishes the last event, persisted by the caller, and closes the log. */
   close(last: SequencedEvent): void {
-    if (this.observers.length > 0) {
-      // As stored: the completion with what the recorder added (the session's usage).
-      const event = JSON.parse(last.json) as BridgeEvent;
-      for (const observer of this.observers) observer(event);
-    }
+    this.showObservers(last);
     this.publish([last]);
     this.closed = true;
     this.notify();
   }
 
   /**
-   * The run went back to the database's queue before it started, for another instance to run:
-   * subscribers stop here (handedOver says why) and follow it from the stored log.
+   * The run ended with `last`, which this instance could not store (yet): observers see it, but
+   * no subscriber does. They wait until handOver sends them to the stored log, so that the
+   * completion a client gets is the stored one, whoever stored it (this instance once the
+   * database is back, or another that closed the run meanwhile).
+   */
+  endUnstored(last: SequencedEvent): void {
+    this.showObservers(last);
+  }
+
+  private showObservers(last: SequencedEvent) {
+    if (this.observers.length === 0) return;
+    // As stored: the completion with what the recorder added (the session's usage).
+    const event = JSON.parse(last.json) as BridgeEvent;
+    for (const observer of this.observers) observer(event);
+  }
+
+  /**
+   * Subscribers stop here (handedOver says why) and follow the run from the stored log: it went
+   * back to the database's queue before it started, for another instance to run, or its
+   * completion is the one stored, not this instance's (see endUnstored).
    */
   handOver(): void {
     this.handedOver = true;

@@ -1,8 +1,16 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { groupAlive } from "../../src/process/groups.js";
 import { type Cleanups, undo } from "../support/cleanups.js";
-import { clusterDatabase, completions, heldCli, heldRun, instance } from "../support/instances.js";
-import { SseReader } from "../support/sse.js";
+import {
+  clusterDatabase,
+  completions,
+  follow,
+  heldCli,
+  heldRun,
+  instance,
+} from "../support/instances.js";
+import { startPgProxy } from "../support/pg-proxy.js";
+import { SseReader, wire } from "../support/sse.js";
 import { result, systemInit } from "../support/stream-json-lines.js";
 
 // Several server processes on one Postgres: each is an instance with a lease, and none touches
@@ -86,5 +94,40 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("instances on one Postgres", () 
       body: JSON.stringify({ text: "again" }),
     });
     expect(await next.json()).toMatchObject({ run: { status: "succeeded" } });
+  });
+
+  it("a run whose owner lost the database past its lease and its outage bound has one completion, the stored one, for its owner's clients too", async () => {
+    const url = await clusterDatabase(cleanups);
+    const proxy = await startPgProxy(url);
+    cleanups.push(async () => proxy.close());
+    const { fake, release } = await heldCli(cleanups);
+    const env = {
+      ...fake.bridgeEnv,
+      AGENT_BRIDGE_LEASE_SECONDS: "2",
+      AGENT_BRIDGE_LEASE_RENEW_SECONDS: "1",
+      AGENT_BRIDGE_DB_OUTAGE_SECONDS: "2",
+    };
+    // C reaches the database through the proxy, B directly.
+    const c = await instance(cleanups, { ...env, DATABASE_URL: proxy.url });
+    const b = await instance(cleanups, { ...env, DATABASE_URL: url });
+    const { run } = await heldRun(c.url, fake);
+    const onC = await follow(c.url, run.id);
+    const onB = await follow(b.url, run.id);
+    await onC.until("text_delta");
+
+    // C loses the database; its CLI ends the run meanwhile. Past C's lease B closes the run as
+    // stranded; past its bound C knows an outcome (failed) that it cannot store.
+    proxy.down();
+    await release();
+    await b.waitForOutput(/closed the runs of an instance that is gone/, 30_000);
+    await c.waitForOutput(/could not record a run's end/, 30_000);
+    proxy.up();
+
+    const seenOnC = (await onC.events()).filter((f) => f.event === "completion");
+    const seenOnB = (await onB.events()).filter((f) => f.event === "completion");
+    const replay = await completions(c.url, run.id);
+    expect(replay.map((f) => f.data)).toEqual([expect.objectContaining({ status: "interrupted" })]);
+    expect(wire(seenOnC)).toEqual(wire(replay));
+    expect(wire(seenOnB)).toEqual(wire(replay));
   });
 });
