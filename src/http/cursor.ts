@@ -5,7 +5,18 @@ import { ApiError } from "./errors.js";
 // Cursors are opaque to clients: base64url of the last row's sort key. A cursor that does not
 // decode is the client's mistake (400), never a silent first page.
 
-const Key = z.object({ t: z.iso.datetime(), id: z.uuid() });
+// The times both Postgres and JS hold. zod's ISO form has four-digit years, and of those JS takes
+// year 0 (1 BC) while Postgres, which has no year 0, refuses it.
+const EARLIEST = Date.parse("0001-01-01T00:00:00Z");
+const LATEST = Date.parse("9999-12-31T23:59:59.999Z");
+
+const Key = z.object({
+  t: z.iso
+    .datetime()
+    .transform((t) => new Date(t))
+    .refine((t) => t.getTime() >= EARLIEST && t.getTime() <= LATEST),
+  id: z.uuid(),
+});
 
 export function encodeCursor(key: PageKey): string {
   return Buffer.from(JSON.stringify({ t: key.createdAt.toISOString(), id: key.id })).toString(
@@ -16,7 +27,7 @@ export function encodeCursor(key: PageKey): string {
 export function decodeCursor(cursor: string): PageKey {
   try {
     const key = Key.parse(JSON.parse(Buffer.from(cursor, "base64url").toString("utf8")));
-    return { createdAt: new Date(key.t), id: key.id };
+    return { createdAt: key.t, id: key.id };
   } catch {
     throw new ApiError(
       400,

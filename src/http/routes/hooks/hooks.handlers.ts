@@ -38,7 +38,7 @@ import { mcpServerIssues, requestedAgent, settingIssues } from "../../agent-sett
 import type { AppEnv } from "../../context.js";
 import { decodeCursor, pageOf } from "../../cursor.js";
 import { ApiError, invalidRequest, type ValidationIssue } from "../../errors.js";
-import { refuseNul } from "../../nul.js";
+import { refuseUnfitInput } from "../../input.js";
 import type * as routes from "./hooks.routes.js";
 import {
   type CreateHookBody,
@@ -284,7 +284,9 @@ export const deliverHook: RouteHandler<typeof routes.deliverHook, AppEnv> = asyn
     throw new ApiError(401, "invalid_signature", `the delivery does not verify: ${verdict.reason}`);
   }
   const payload = parsePayload(body, header("content-type"));
-  refuseNul("json", payload);
+  // The whole payload, not only what the templates take out: a signed sender is held to the rules
+  // of any body, and a refused delivery is refused before anything of it is recorded.
+  refuseUnfitInput("json", payload);
   const deliveryId = deliveryIdOf(verdict.deliveryId);
   if (deliveryId.length > MAX_DELIVERY_ID_CHARS) {
     throw new ApiError(
