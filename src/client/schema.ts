@@ -706,7 +706,7 @@ export interface components {
        */
       callback_url?: string;
       /**
-       * @description A cron pattern (5 fields, or 6 with seconds first); the hook then also fires by itself at each tick.
+       * @description A cron pattern (5 fields, or 6 with seconds first) that fires: one matching no date, such as `0 0 30 2 *`, is refused. The hook then also fires by itself at each tick.
        * @example 0 6 * * 1-5
        */
       schedule?: string;
@@ -1497,7 +1497,7 @@ export interface components {
        */
       callback_url?: string;
       /**
-       * @description A cron pattern (5 fields, or 6 with seconds first); the hook then also fires by itself at each tick.
+       * @description A cron pattern (5 fields, or 6 with seconds first) that fires: one matching no date, such as `0 0 30 2 *`, is refused. The hook then also fires by itself at each tick.
        * @example 0 6 * * 1-5
        */
       schedule?: string;

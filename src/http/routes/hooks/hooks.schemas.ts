@@ -73,7 +73,7 @@ const hookFields = {
     }),
   schedule: z.string().min(1).max(200).optional().openapi({
     description:
-      "A cron pattern (5 fields, or 6 with seconds first); the hook then also fires by itself at each tick.",
+      "A cron pattern (5 fields, or 6 with seconds first) that fires: one matching no date, such as `0 0 30 2 *`, is refused. The hook then also fires by itself at each tick.",
     example: "0 6 * * 1-5",
   }),
   timezone: z.string().min(1).max(100).optional().openapi({
