@@ -702,11 +702,11 @@ export interface components {
       events?: string[];
       /**
        * Format: uri
-       * @description Where the outcome of each run is POSTed when it completes, signed the Standard Webhooks way with `callback_secret`. Not an address inside (loopback, private, shared, link-local, unspecified, multicast, broadcast) unless `AGENT_BRIDGE_CALLBACK_ALLOW` lists it, checked here and, for a name, at each attempt after resolving it; no `user:pass@`.
+       * @description Where the outcome of each run is POSTed when it completes, signed the Standard Webhooks way with `callback_secret`. Only a global unicast address (an IPv6 address carrying an IPv4 one, as IPv4-mapped, NAT64, 6to4, Teredo or IPv4-compatible, is judged as that one) unless `AGENT_BRIDGE_CALLBACK_ALLOW` lists it, checked here and, for a name, at each attempt after resolving it; not `localhost` or a name under it; no `user:pass@`.
        */
       callback_url?: string;
       /**
-       * @description A cron pattern (5 fields, or 6 with seconds first); the hook then also fires by itself at each tick.
+       * @description A cron pattern (5 fields, or 6 with seconds first) that fires: one matching no date, such as `0 0 30 2 *`, is refused. The hook then also fires by itself at each tick.
        * @example 0 6 * * 1-5
        */
       schedule?: string;
@@ -1493,11 +1493,11 @@ export interface components {
       events?: string[];
       /**
        * Format: uri
-       * @description Where the outcome of each run is POSTed when it completes, signed the Standard Webhooks way with `callback_secret`. Not an address inside (loopback, private, shared, link-local, unspecified, multicast, broadcast) unless `AGENT_BRIDGE_CALLBACK_ALLOW` lists it, checked here and, for a name, at each attempt after resolving it; no `user:pass@`.
+       * @description Where the outcome of each run is POSTed when it completes, signed the Standard Webhooks way with `callback_secret`. Only a global unicast address (an IPv6 address carrying an IPv4 one, as IPv4-mapped, NAT64, 6to4, Teredo or IPv4-compatible, is judged as that one) unless `AGENT_BRIDGE_CALLBACK_ALLOW` lists it, checked here and, for a name, at each attempt after resolving it; not `localhost` or a name under it; no `user:pass@`.
        */
       callback_url?: string;
       /**
-       * @description A cron pattern (5 fields, or 6 with seconds first); the hook then also fires by itself at each tick.
+       * @description A cron pattern (5 fields, or 6 with seconds first) that fires: one matching no date, such as `0 0 30 2 *`, is refused. The hook then also fires by itself at each tick.
        * @example 0 6 * * 1-5
        */
       schedule?: string;

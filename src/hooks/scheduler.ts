@@ -12,9 +12,12 @@ import { fireSchedule, type HookDeps } from "./deliveries.js";
 /** More ticks than this due at once (a stalled process) are not all fired: only the latest. */
 const MAX_TICKS_PER_PASS = 10;
 
-/** Parses a schedule; throws on a bad pattern or time zone. */
+/**
+ * Parses a schedule of 5 fields, or 6 with seconds first (croner also takes a 7th, the year,
+ * which the README does not offer); throws on another pattern or an unknown time zone.
+ */
 export function parseSchedule(pattern: string, timezone: string): Cron {
-  return new Cron(pattern, { timezone });
+  return new Cron(pattern, { timezone, mode: "5-or-6-parts" });
 }
 
 /** The next tick after `after`, or null when the pattern never fires again. */

@@ -1,6 +1,8 @@
+import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildHookWorkers } from "../../src/app.js";
 import type { Scheduler } from "../../src/hooks/scheduler.js";
+import { hooks } from "../../src/store/schema.js";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
@@ -109,6 +111,94 @@ describe.each(BACKENDS)("schedules on %s", (backend) => {
     expect((await pattern.json()).errors[0].path).toBe("schedule");
     const zone = await bad({ timezone: "Mars/Olympus" });
     expect(zone.status).toBe(400);
+  });
+
+  const notCron: [string, string][] = [
+    ["seven fields", "* * * * * * *"],
+    ["seven fields, a year last", "0 0 12 * * * 2030"],
+    ["four fields", "* * * *"],
+    ["a date that never comes (30 February)", "0 0 30 2 *"],
+    ["a date that never comes (31 April), with seconds", "0 0 0 31 4 *"],
+  ];
+
+  /** Sends `body` and expects a 400 naming `schedule`, with `why` in its message. */
+  async function refusedSchedule(path: string, method: string, body: object, why: RegExp) {
+    const res = await t.app.request(path, {
+      method,
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    expect(res.status).toBe(400);
+    expect(res.headers.get("content-type")).toBe("application/problem+json");
+    const problem = await res.json();
+    expect(problem.code).toBe("validation_failed");
+    expect(problem.errors).toEqual([
+      { location: "body", path: "schedule", message: expect.stringMatching(why) },
+    ]);
+  }
+
+  const whyRefused = (pattern: string) =>
+    pattern.split(" ").length === 5 || pattern.split(" ").length === 6
+      ? /never fires/
+      : /5 fields, or 6 with seconds first/;
+
+  it.each(notCron)(
+    "refuses at creation a schedule that is not 5 or 6 fields or never fires (%s), storing nothing",
+    async (_what, schedule) => {
+      const name = `not-cron-${crypto.randomUUID()}`;
+      await refusedSchedule(
+        "/v1/hooks",
+        "POST",
+        { name, ...everySecond, schedule },
+        whyRefused(schedule),
+      );
+      expect((await t.app.request(`/v1/hooks/${name}`)).status).toBe(404);
+    },
+  );
+
+  it.each(notCron)(
+    "refuses at update a schedule that is not 5 or 6 fields or never fires (%s), changing nothing",
+    async (_what, schedule) => {
+      const name = `not-cron-${crypto.randomUUID()}`;
+      const { schedule: _, timezone: __, ...unscheduled } = everySecond;
+      const made = await t.app.request("/v1/hooks", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ name, ...unscheduled, schedule: "0 6 * * 1-5" }),
+      });
+      expect(made.status).toBe(201);
+      const before = await made.json();
+      await refusedSchedule(
+        `/v1/hooks/${name}`,
+        "PUT",
+        { ...unscheduled, schedule },
+        whyRefused(schedule),
+      );
+      const after = await (await t.app.request(`/v1/hooks/${name}`)).json();
+      expect(after).toEqual(before);
+      await t.app.request(`/v1/hooks/${name}`, { method: "DELETE" });
+    },
+  );
+
+  it("never fires a seven-field schedule stored before such schedules were refused", async () => {
+    const name = `seven-${crypto.randomUUID()}`;
+    const { schedule: _, timezone: __, ...unscheduled } = everySecond;
+    const made = await t.app.request("/v1/hooks", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ name, ...unscheduled, schedule: "0 0 1 1 *" }),
+    });
+    expect(made.status).toBe(201);
+    await t.database.db
+      .update(hooks)
+      .set({ schedule: "* * * * * * *" })
+      .where(eq(hooks.name, name));
+    const hook = await (await t.app.request(`/v1/hooks/${name}`)).json();
+    expect(hook).toMatchObject({ schedule: "* * * * * * *", next_fire_at: null });
+    // Five seconds of an every-second pattern, had it been read as one.
+    await scheduler.tick(new Date(Date.now() + 5_000));
+    expect(await deliveries(server.url, name)).toEqual([]);
+    await t.app.request(`/v1/hooks/${name}`, { method: "DELETE" });
   });
 });
 

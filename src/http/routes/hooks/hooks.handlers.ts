@@ -105,10 +105,15 @@ async function definition(
   }
   if (body.schedule) {
     try {
-      parseSchedule(body.schedule, body.timezone ?? "UTC");
+      const cron = parseSchedule(body.schedule, body.timezone ?? "UTC");
       if (body.timezone) new Intl.DateTimeFormat("en", { timeZone: body.timezone });
+      // A date no year has (30 February) passes the parser and would be stored never to fire.
+      if (!cron.nextRun()) issue("schedule", "never fires: no date matches it");
     } catch (err) {
-      issue("schedule", `not a cron pattern in a known time zone: ${(err as Error).message}`);
+      issue(
+        "schedule",
+        `expected a cron pattern of 5 fields, or 6 with seconds first, in a known time zone: ${(err as Error).message}`,
+      );
     }
   }
   let workDir: string | null = null;
