@@ -157,6 +157,14 @@ export const PermissionResolvedEvent = z
         "`client`: an answer over the API; `timeout`: nobody answered within `approval_timeout_seconds`; `policy`: the session's `approvals: deny`; `cancel`: the run ended first.",
     }),
     message: z.string().optional(),
+    updated_input: z.record(z.string(), z.unknown()).optional().openapi({
+      description:
+        "With `decision: allow`: the input the tool was allowed to run with, when the answer changed the `input` of its `permission_request` (`updated_input`, or a question's `answers`); absent when it runs as asked.",
+    }),
+    key_id: z.string().optional().openapi({
+      description:
+        "With `by: client`: the id of the API key that answered (see `GET /v1/keys`); absent when the server runs without keys.",
+    }),
   })
   .openapi("PermissionResolvedEvent");
 

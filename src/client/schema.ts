@@ -974,8 +974,14 @@ export interface components {
       state: "pending" | "allowed" | "denied" | "expired" | "cancelled";
       /** @enum {string|null} */
       by: "client" | "timeout" | "cancel" | null;
+      /** @description With `by: client`: the id of the API key that answered (see `GET /v1/keys`); null otherwise, and when the server runs without keys. */
+      key_id: string | null;
       /** @enum {string|null} */
       scope: "once" | "session" | null;
+      /** @description When `allowed`: the input the tool was allowed to run with, when the answer changed `input` (`updated_input`, or a question's `answers`); absent when it runs as asked. */
+      updated_input?: {
+        [key: string]: unknown;
+      };
       /** Format: date-time */
       created_at: string;
       /** Format: date-time */
@@ -1029,6 +1035,12 @@ export interface components {
        */
       by: "client" | "timeout" | "policy" | "cancel";
       message?: string;
+      /** @description With `decision: allow`: the input the tool was allowed to run with, when the answer changed the `input` of its `permission_request` (`updated_input`, or a question's `answers`); absent when it runs as asked. */
+      updated_input?: {
+        [key: string]: unknown;
+      };
+      /** @description With `by: client`: the id of the API key that answered (see `GET /v1/keys`); absent when the server runs without keys. */
+      key_id?: string;
     };
     PostMessage: {
       /** @description The prompt. Sent to the CLI on stdin, so it is never read as a command-line option. */

@@ -25,6 +25,11 @@ import { type SpawnedProcess, spawnProcess } from "./spawner.js";
 // stops at the protocol's completion (not at EOF, which a grandchild holding stdout could delay
 // forever).
 //
+// At a timeout or a stall a CLI that can be asked (the protocol's `interrupt`) is asked to end its
+// turn first, as a client's interrupt does, so that its result reports what the run spent; the
+// run still ends timed out (stalled), with that spend. One that has not answered within
+// `killGraceMs` is stopped as one that cannot be asked is at once.
+//
 // The completion's batch is yielded as soon as the outcome is known (the CLI's own, a timeout, a
 // stall, a cancel, the process's end), and stopping the group starts just before it: stdin closes
 // (after its outcome a CLI exits by itself), then SIGTERM, `killGraceMs`, SIGKILL. The generator's
@@ -73,6 +78,11 @@ export interface LineProtocol {
   handsOverFirst?(line: Record<string, unknown>): boolean;
   /** Once the input is written: `write` lets the protocol speak first (an interrupt). */
   started?(write: (text: string) => void): void;
+  /**
+   * Asks the CLI to end its turn, which it reports as its outcome line; absent when it cannot be
+   * asked (it is stopped instead).
+   */
+  interrupt?(write: (text: string) => void): void;
 }
 
 export interface DriverConfig {
@@ -84,7 +94,10 @@ export interface DriverConfig {
   maxLineBytes: number;
   /** How much of stderr is kept for error messages. */
   stderrTailBytes: number;
-  /** Time between SIGTERM and SIGKILL (and allowed for a clean exit after the outcome). */
+  /**
+   * Time between SIGTERM and SIGKILL, allowed for a clean exit after the outcome, and for the
+   * outcome after an interrupt at a timeout or a stall.
+   */
   killGraceMs: number;
   logger?: Logger;
   /** Called once the child runs, with its process group id (to clean up after a crash). */
@@ -111,7 +124,8 @@ type Item =
   | { kind: "timeout" }
   | { kind: "idle" }
   | { kind: "abort" }
-  | { kind: "drain_timeout" };
+  | { kind: "drain_timeout" }
+  | { kind: "interrupt_timeout" };
 
 /** An unbounded FIFO with one waiting reader. */
 class Inbox<T> {
@@ -191,6 +205,20 @@ function withRunResource(env: Record<string, string>, runId: string): Record<str
   const own = `agent_bridge.run_id=${runId}`;
   const set = env.OTEL_RESOURCE_ATTRIBUTES;
   return { ...env, OTEL_RESOURCE_ATTRIBUTES: set ? `${set},${own}` : own };
+}
+
+/**
+ * The outcome the CLI reported after it was asked to end its turn, as the run's: ended by `err`
+ * (a timeout, a stall), with what the CLI reported it spent.
+ */
+function endedBy(completion: CompletionEvent, err: RunnerError): CompletionEvent {
+  return {
+    ...completion,
+    status: err.status,
+    is_error: true,
+    error: err.message,
+    error_code: err.code,
+  };
 }
 
 /** Runs `command` and yields its protocol's events, ending with exactly one completion. */
@@ -390,13 +418,23 @@ export async function* driveAgentProcess(
           timers.push(setTimeout(() => inbox.push({ kind: "drain_timeout" }), config.killGraceMs));
           continue;
         case "drain_timeout":
+        case "interrupt_timeout":
           break loop;
         case "timeout":
-          ending = new AgentTimeoutError(label, config.timeoutMs);
-          break loop;
-        case "idle":
-          ending = new AgentStalledError(label, config.idleTimeoutMs);
-          break loop;
+        case "idle": {
+          // Already asked to end its turn (at the other limit): its answer is awaited.
+          if (ending) continue;
+          ending =
+            item.kind === "timeout"
+              ? new AgentTimeoutError(label, config.timeoutMs)
+              : new AgentStalledError(label, config.idleTimeoutMs);
+          if (!protocol.interrupt) break loop;
+          protocol.interrupt(writeStdin);
+          timers.push(
+            setTimeout(() => inbox.push({ kind: "interrupt_timeout" }), config.killGraceMs),
+          );
+          continue;
+        }
         case "abort":
           ending = new RunCancelledError();
           break loop;
@@ -412,7 +450,10 @@ export async function* driveAgentProcess(
           ? new AgentNoResultError(label, tail)
           : new AgentExitError(label, exit.code, exit.signal, tail);
     }
-    final = completion ?? fail(ending ?? new AgentNoResultError(label, ""));
+    final =
+      completion && ending
+        ? endedBy(completion, ending)
+        : (completion ?? fail(ending ?? new AgentNoResultError(label, "")));
     outcomeAtMs = elapsed();
     // Awaited (and its failure raised) when the generator returns, below.
     stop(completion !== undefined).catch(() => {});

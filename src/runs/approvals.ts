@@ -8,6 +8,7 @@ import type { Database } from "../store/db.js";
 import {
   allowToolsForSession,
   cancelPendingRequests,
+  changedInput,
   getPermissionRequest,
   insertPermissionRequest,
   resolvePermissionRequest,
@@ -101,13 +102,15 @@ export class Approvals {
   }
 
   /**
-   * Records a client's answer to a request of `run` and, when this process runs it, gives it to
-   * the CLI; `delivered` false: the run's instance is to be told (`answered` there).
+   * Records a client's answer to a request of `run`, with the API key that gave it (`keyId`, null
+   * without keys), and, when this process runs it, gives it to the CLI; `delivered` false: the
+   * run's instance is to be told (`answered` there).
    */
   async answer(
     run: RunRow,
     requestId: string,
     reply: ClientReply,
+    keyId: string | null,
   ): Promise<{ row: PermissionRequestRow; delivered: boolean }> {
     const { db } = this.opts;
     const row = await getPermissionRequest(db, run.id, requestId);
@@ -117,6 +120,7 @@ export class Approvals {
     const resolved = await resolvePermissionRequest(db, run.id, requestId, {
       state: answer.behavior === "allow" ? "allowed" : "denied",
       by: "client",
+      answeredByKeyId: keyId,
       answer,
       ...(scope ? { scope } : {}),
     });
@@ -125,14 +129,7 @@ export class Approvals {
       throw new PermissionRequestResolvedError(requestId, now?.state ?? "cancelled");
     }
     const waiter = this.waiting.get(key(run.id, requestId));
-    if (waiter) {
-      await this.deliver(waiter, answer, {
-        decision: answer.behavior,
-        by: "client",
-        ...(scope ? { scope } : {}),
-        ...(answer.behavior === "deny" && answer.message ? { message: answer.message } : {}),
-      });
-    }
+    if (waiter) await this.deliver(waiter, answer, clientResolution(resolved, answer));
     // After the CLI has its answer: the session's later runs are what these rules are for.
     if (rules.length > 0) await allowToolsForSession(db, run.sessionId, rules);
     return { row: resolved, delivered: waiter !== undefined };
@@ -274,14 +271,7 @@ export class Approvals {
       return false;
     }
     const given = recorded.answer as PermissionAnswer;
-    await this.deliver(waiter, given, {
-      decision: given.behavior,
-      by: "client",
-      ...(recorded.scope === "session" || recorded.scope === "once"
-        ? { scope: recorded.scope }
-        : {}),
-      ...(given.behavior === "deny" && given.message ? { message: given.message } : {}),
-    });
+    await this.deliver(waiter, given, clientResolution(recorded, given));
     return true;
   }
 
@@ -356,6 +346,26 @@ function requestEvent(request: PermissionRequest, expiresAt: Date | null): Bridg
     suggestions: request.suggestions,
     ...request.details,
     expires_at: expiresAt?.toISOString() ?? null,
+  };
+}
+
+/**
+ * How a client's recorded answer shows in `permission_resolved`: what was decided and by which
+ * key, and the input the tool runs with when the answer changed it (the audit trail's record of
+ * what ran).
+ */
+function clientResolution(
+  row: PermissionRequestRow,
+  answer: PermissionAnswer,
+): Omit<Resolved, "type" | "request_id"> {
+  const updated = changedInput(row);
+  return {
+    decision: answer.behavior,
+    by: "client",
+    ...(row.scope === "session" || row.scope === "once" ? { scope: row.scope } : {}),
+    ...(answer.behavior === "deny" && answer.message ? { message: answer.message } : {}),
+    ...(updated ? { updated_input: updated } : {}),
+    ...(row.answeredByKeyId ? { key_id: row.answeredByKeyId } : {}),
   };
 }
 

@@ -441,12 +441,13 @@ export class RunManager {
   }
 
   /**
-   * Records a client's answer to a permission request of the run and gives it to the CLI: here,
-   * or, for a run another instance executes, there (a command, as for a cancel).
+   * Records a client's answer to a permission request of the run, with the API key that gave it,
+   * and gives it to the CLI: here, or, for a run another instance executes, there (a command, as
+   * for a cancel).
    */
-  async answerPermission(run: RunRow, requestId: string, reply: ClientReply) {
+  async answerPermission(run: RunRow, requestId: string, reply: ClientReply, keyId: string | null) {
     const { db, doorbell, instanceId } = this.opts;
-    const { row, delivered } = await this.approvals.answer(run, requestId, reply);
+    const { row, delivered } = await this.approvals.answer(run, requestId, reply, keyId);
     const owner = run.instanceId;
     if (!delivered && owner && owner !== instanceId()) {
       await postRunCommand(db, { runId: run.id, kind: "answer", requestId, owner }, doorbell.rings);

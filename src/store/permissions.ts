@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from "node:util";
 import { and, asc, eq, inArray, sql } from "drizzle-orm";
 import type { Database } from "./db.js";
 import { type PermissionRequestRow, permissionRequests, sessions } from "./schema.js";
@@ -10,7 +11,7 @@ export type PermissionState = (typeof PERMISSION_STATES)[number];
 
 export type NewPermissionRequest = Omit<
   PermissionRequestRow,
-  "state" | "by" | "answer" | "scope" | "answeredAt"
+  "state" | "by" | "answeredByKeyId" | "answer" | "scope" | "answeredAt"
 >;
 
 export async function insertPermissionRequest(
@@ -64,6 +65,8 @@ export async function resolvePermissionRequest(
   resolution: {
     state: Exclude<PermissionState, "pending">;
     by: string;
+    /** The API key that answered (`by: client`), when the server has keys. */
+    answeredByKeyId?: string | null;
     answer?: Record<string, unknown>;
     scope?: string;
   },
@@ -80,6 +83,18 @@ export async function resolvePermissionRequest(
     )
     .returning();
   return row;
+}
+
+/**
+ * The input the tool was allowed to run with, when the answer changed it (a client's updated input,
+ * a question's answers); undefined when it runs as asked, or not at all.
+ */
+export function changedInput(row: PermissionRequestRow): Record<string, unknown> | undefined {
+  const given = row.answer?.updatedInput;
+  if (row.answer?.behavior !== "allow" || typeof given !== "object" || given === null) {
+    return undefined;
+  }
+  return isDeepStrictEqual(given, row.input) ? undefined : (given as Record<string, unknown>);
 }
 
 /** Cancels every request of the run still pending (the run ended); their ids. */

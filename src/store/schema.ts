@@ -435,6 +435,8 @@ export const permissionRequests = pgTable(
     state: text("state").notNull(),
     /** Who resolved it: client, timeout, cancel. */
     by: text("by"),
+    /** The API key whose answer it was (`by: client`); null without keys. */
+    answeredByKeyId: uuid("answered_by_key_id").references(() => apiKeys.id),
     /** The answer as the CLI gets it (PermissionAnswer), once given. */
     answer: jsonb("answer").$type<Record<string, unknown>>(),
     scope: text("scope"),

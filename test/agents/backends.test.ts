@@ -27,6 +27,8 @@ interface BackendCase {
   build(bin: string, env: Record<string, string>, driver: DriverLimits): AgentBackend;
   /** What the completion of a reply with the fake's default usage carries besides the text. */
   succeeded: Partial<CompletionEvent>;
+  /** Its CLI can be asked to end its turn (`AgentBackend.interruptible`). */
+  interruptible: boolean;
 }
 
 // What the fake CLI prints for each back-end is its dialect (test/support/fake-dialects.ts): the
@@ -47,6 +49,7 @@ const BACKENDS: BackendCase[] = [
       },
       agent_session_id: SESSION_ID,
     },
+    interruptible: true,
   },
   {
     name: "codex",
@@ -64,6 +67,7 @@ const BACKENDS: BackendCase[] = [
       // The thread the fake started.
       agent_session_id: expect.stringMatching(/^[0-9a-f-]{36}$/),
     },
+    interruptible: false,
   },
 ];
 
@@ -405,6 +409,81 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
       expect(survivors(pgid)).toEqual([]);
     });
 
+    /** The control requests the fake read on its stdin. */
+    const controlRequests = (record: { stdin: string[] }) =>
+      record.stdin
+        .map((line) => JSON.parse(line) as Json)
+        .filter((line) => line.type === "control_request")
+        .map((line) => line.request);
+
+    // The fake ignores SIGTERM (and says so in its record), so only its own exit can end it
+    // without a SIGTERM recorded; it has streamed a message's tokens before the limit.
+    it.runIf(backend.interruptible).each([
+      {
+        limit: "wall-clock timeout",
+        driver: { timeoutMs: 300, idleTimeoutMs: 0 },
+        ended: {
+          status: "timed_out",
+          error_code: "timed_out",
+          error: `${name} CLI timed out after 0.3s`,
+        },
+      },
+      {
+        limit: "stall",
+        driver: { idleTimeoutMs: 250 },
+        ended: {
+          status: "failed",
+          error_code: "agent_stalled",
+          error: `${name} CLI stalled: no output for 0.3s`,
+        },
+      },
+    ])(
+      "$limit: the CLI is asked to end its turn, and the run ends so with the cost and usage its result reported; the CLI exits by itself",
+      async ({ driver, ended }) => {
+        const { completion, record, pgid } = await run(
+          { steps: [{ ignoreSigterm: true }, ...started()], end: "hang", interruptedCostUsd: 0.25 },
+          { driver },
+        );
+        expect(completion).toMatchObject({
+          ...ended,
+          is_error: true,
+          cost_usd: 0.25,
+          // The interrupted result reports no tokens; the message's count then.
+          usage: { input_tokens: 100 },
+        });
+        expect(controlRequests(record)).toEqual([{ subtype: "interrupt" }]);
+        expect(record.signals).toEqual([]);
+        expect(survivors(pgid)).toEqual([]);
+      },
+    );
+
+    it.runIf(backend.interruptible)(
+      "wall-clock timeout: a CLI that ignores the interrupt is killed once killGraceMs has passed, timed_out without a cost",
+      async () => {
+        const log = capturedLog();
+        const timeoutMs = 300;
+        const killGraceMs = 300;
+        const { completion, record, pgid } = await run(
+          { steps: [{ ignoreSigterm: true }, ...started()], end: "hang", ignoreInterrupt: true },
+          { driver: { timeoutMs, idleTimeoutMs: 0, killGraceMs }, logger: log.logger },
+        );
+        // Killed, it reported no cost: the tokens its message streamed count, the cost is unknown.
+        expect(completion).toMatchObject({
+          status: "timed_out",
+          error_code: "timed_out",
+          cost_usd: null,
+          usage: { input_tokens: 100 },
+        });
+        expect(controlRequests(record)).toEqual([{ subtype: "interrupt" }]);
+        expect(record.signals).toContain("SIGTERM");
+        expect(survivors(pgid)).toEqual([]);
+        const finished = log.entries().find((l) => l.msg === `${name} run finished`);
+        expect(finished).toMatchObject({ status: "timed_out", exit_signal: "SIGKILL" });
+        // The outcome came once the grace for the CLI's answer had passed.
+        expect(finished?.duration_ms).toBeGreaterThanOrEqual(timeoutMs + killGraceMs);
+      },
+    );
+
     it("output keeps the idle timer from firing", async () => {
       // 3 s of ticks every 250 ms, against a 2 s idle limit (the fake's start-up counts too).
       const ticks = Array.from({ length: 12 }, () => [{ sleep: 250 }, { stderr: "tick\n" }]).flat();
@@ -481,9 +560,9 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
       return { completion, aliveAtCompletion, record: await f.record() };
     }
 
-    it("an idle timeout: the stall is reported at the idle mark, SIGKILL comes after it", async () => {
+    it("an idle timeout: the stall is reported once the CLI was asked to end its turn (and ignored it), SIGKILL comes after it", async () => {
       const { completion, aliveAtCompletion, record } = await runWatchingTheGroup(
-        { steps: ready, end: "hang" },
+        { steps: ready, end: "hang", ignoreInterrupt: true },
         { idleTimeoutMs: 2000, killGraceMs: 3000 },
       );
       expect(completion).toMatchObject({ status: "failed", error_code: "agent_stalled" });

@@ -431,7 +431,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)(
       }
     });
 
-    it("a permission request of a run on A, followed on B, is answered on C: the CLI on A gets the answer at once", async () => {
+    it("a permission request of a run on A, followed on B, is answered on C: the CLI on A gets the answer at once, with the input C changed", async () => {
       const [onA, onB, onC] = servers as [ServerProcess, ServerProcess, ServerProcess];
       const file = join(workDirOfAll, "answered-elsewhere.txt");
       mock.script(
@@ -453,17 +453,21 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)(
         request_id: string;
       };
       // The default approval timeout is 10 minutes: only the answer itself can end this wait.
+      const changed = { file_path: file, content: "yes, from C" };
       const answered = await post(onC.url, `/v1/runs/${run.id}/permissions/${asked.request_id}`, {
         decision: "allow",
+        updated_input: changed,
       });
       expect(answered.status).toBe(200);
       const rest = await onBStream.until("completion");
+      // A read the answer from the database: its record of it shows what ran.
       expect(rest.find((f) => f.event === "permission_resolved")?.data).toMatchObject({
         decision: "allow",
         by: "client",
+        updated_input: changed,
       });
       expect(rest.at(-1)?.data).toMatchObject({ status: "succeeded" });
-      expect(await readFile(file, "utf8")).toBe("yes");
+      expect(await readFile(file, "utf8")).toBe("yes, from C");
     });
   },
 );

@@ -28,6 +28,7 @@ describe.each(REAL_CLI_BACKENDS)("approvals with the real claude CLI on %s", (ba
   let t: TestApp;
   let server: { url: string; close(): Promise<void> };
   let alice: string;
+  let aliceId: string;
   let bob: string;
 
   beforeAll(async () => {
@@ -46,7 +47,9 @@ describe.each(REAL_CLI_BACKENDS)("approvals with the real claude CLI on %s", (ba
       AGENT_BRIDGE_IDLE_TIMEOUT_SECONDS: "6",
     });
     server = await listen(t.app);
-    alice = (await issueKey(t.database.db, { name: "alice", admin: false })).key;
+    const issued = await issueKey(t.database.db, { name: "alice", admin: false });
+    alice = issued.key;
+    aliceId = issued.row.id;
     bob = (await issueKey(t.database.db, { name: "bob", admin: false })).key;
   });
   afterAll(async () => {
@@ -133,6 +136,7 @@ describe.each(REAL_CLI_BACKENDS)("approvals with the real claude CLI on %s", (ba
       decision: "allow",
       scope: "once",
       by: "client",
+      key_id: aliceId,
     });
     expect(data(rest.at(-1))).toMatchObject({ status: "succeeded", result: "Written." });
     expect(readFileSync(join(ce.cwd, "allowed.txt"), "utf8")).toBe("hello");
@@ -141,6 +145,54 @@ describe.each(REAL_CLI_BACKENDS)("approvals with the real claude CLI on %s", (ba
     expect(again.status).toBe(409);
     expect((await again.json()).code).toBe("permission_request_resolved");
     expect((await answer(runId, "no-such-request", { decision: "deny" })).status).toBe(404);
+  });
+
+  it("an allow with updated_input runs the changed command, and permission_resolved and the list show the input that ran and the key that answered", async () => {
+    const file = join(ce.cwd, "audit.txt");
+    const asked = { command: `echo original | tee ${file}` };
+    const changed = { command: `echo changed | tee ${file}` };
+    mock.script(
+      { blocks: [{ type: "tool_use", name: "Bash", input: asked }] },
+      { blocks: [{ type: "text", text: "Ran it." }] },
+    );
+    const session = await newSession({ approvals: "api" });
+    const { runId, sse } = await send(session.id, "run the command");
+    const request = data((await sse.until("permission_request")).at(-1));
+    expect(request).toMatchObject({ tool_name: "Bash", input: asked });
+    const before = mock.mainRequests().length;
+    const res = await answer(runId, String(request.request_id), {
+      decision: "allow",
+      updated_input: changed,
+    });
+    expect(res.status).toBe(200);
+    const recorded = {
+      request_id: request.request_id,
+      input: asked,
+      state: "allowed",
+      by: "client",
+      key_id: aliceId,
+      updated_input: changed,
+    };
+    expect(await res.json()).toMatchObject(recorded);
+
+    const rest = await sse.until("completion");
+    expect(data(rest.find((f) => f.event === "permission_resolved"))).toEqual({
+      type: "permission_resolved",
+      request_id: request.request_id,
+      decision: "allow",
+      scope: "once",
+      by: "client",
+      updated_input: changed,
+      key_id: aliceId,
+    });
+    expect(data(rest.at(-1))).toMatchObject({ status: "succeeded", result: "Ran it." });
+    // What ran is the changed command: its output is the tool result the model got.
+    const ran = toolResultText(mock.mainRequests()[before]);
+    expect(ran).toContain("changed");
+    expect(ran).not.toContain("original");
+    expect(readFileSync(file, "utf8")).toBe("changed\n");
+    const listed = await (await call(`/v1/runs/${runId}/permissions`)).json();
+    expect(listed.data).toEqual([expect.objectContaining(recorded)]);
   });
 
   it("approvals api: denied with a message, no file, and the model reads the message", async () => {
@@ -235,7 +287,14 @@ describe.each(REAL_CLI_BACKENDS)("approvals with the real claude CLI on %s", (ba
       answers: { "Which approach?": "B" },
     });
     expect(res.status).toBe(200);
-    expect(data((await sse.until("completion")).at(-1))).toMatchObject({
+    const rest = await sse.until("completion");
+    // The answers are the input the tool ran with: the record keeps them.
+    expect(data(rest.find((f) => f.event === "permission_resolved"))).toMatchObject({
+      decision: "allow",
+      by: "client",
+      updated_input: { ...(request.input as object), answers: { "Which approach?": "B" } },
+    });
+    expect(data(rest.at(-1))).toMatchObject({
       status: "succeeded",
       result: "Patching, then.",
     });

@@ -2,9 +2,10 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { issueKey } from "../../src/auth/keys.js";
 import { insertPermissionRequest, listPermissionRequests } from "../../src/store/permissions.js";
 import { insertRun, markRunning } from "../../src/store/runs.js";
-import { createTestApp, type TestApp } from "../support/app.js";
+import { createTestApp, requestAs, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { type Frame, SseReader } from "../support/sse.js";
@@ -12,7 +13,8 @@ import { controlRequest, result, systemInit } from "../support/stream-json-lines
 
 // Permission requests where the real CLI cannot be made to do it on demand: withdraw a request it
 // asked for (`control_cancel_request`: the scripted fake CLI asks, waits for the test's go,
-// withdraws), or be left by a server that died.
+// withdraws), or be left by a server that died; and what the audit trail of answers keeps, on
+// each database.
 
 describe.each(BACKENDS)("permission requests withdrawn or left behind on %s", (backend) => {
   let dir: string;
@@ -126,5 +128,121 @@ describe.each(BACKENDS)("permission requests withdrawn or left behind on %s", (b
       expect.objectContaining({ requestId: "req_left", state: "cancelled", by: "cancel" }),
     ]);
     expect((await (await t.app.request(`/v1/runs/${run.id}`)).json()).status).toBe("interrupted");
+  });
+});
+
+describe.each(BACKENDS)("the audit trail of answers on %s", (backend) => {
+  let fake: FakeCli;
+  let t: TestApp;
+
+  beforeAll(async () => {
+    // Two requests in turn, each waiting for its answer on stdin.
+    fake = await fakeCli({
+      steps: [
+        { emit: systemInit() },
+        { emit: controlRequest("req_changed", "Bash", { command: "make deploy" }, "toolu_1") },
+        { waitStdin: "control_response" },
+        { emit: controlRequest("req_same", "Bash", { command: "make test" }, "toolu_2") },
+        { waitStdin: "control_response" },
+        { emit: result({ result: "Done." }) },
+      ],
+    });
+    t = await createTestApp(backend, { ...fake.bridgeEnv, AGENT_BRIDGE_AUTH: "keys" });
+  });
+  afterAll(async () => {
+    await t.close();
+    await fake.cleanup();
+  });
+
+  it("an allow that changed the input shows the input that ran and the key that answered, in permission_resolved and the list; one that did not change it shows no updated_input", async () => {
+    const { key, row: keyRow } = await issueKey(t.database.db, { name: "ops", admin: false });
+    const json = (body: unknown) => ({
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    const session = await (
+      await requestAs(t.app, key, "/v1/sessions", json({ approvals: "api" }))
+    ).json();
+    const res = await requestAs(
+      t.app,
+      key,
+      `/v1/sessions/${session.id}/messages`,
+      json({ text: "deploy" }),
+    );
+    const runId = res.headers.get("x-run-id");
+    const sse = SseReader.of(res);
+    const frames: Frame[] = [];
+    const until = async (event: string, n: number) => {
+      while (frames.filter((f) => f.event === event).length < n) {
+        frames.push(...(await sse.events(1)));
+      }
+    };
+    const answer = (requestId: string, body: unknown) =>
+      requestAs(t.app, key, `/v1/runs/${runId}/permissions/${requestId}`, json(body));
+
+    await until("permission_request", 1);
+    const changed = { command: "make deploy-staging" };
+    const first = await answer("req_changed", { decision: "allow", updated_input: changed });
+    expect(first.status).toBe(200);
+    expect(await first.json()).toMatchObject({
+      request_id: "req_changed",
+      input: { command: "make deploy" },
+      state: "allowed",
+      by: "client",
+      key_id: keyRow.id,
+      updated_input: changed,
+    });
+    await until("permission_request", 2);
+    // The input as asked, sent back as it was: nothing changed, so nothing to show.
+    const same = await answer("req_same", {
+      decision: "allow",
+      updated_input: { command: "make test" },
+    });
+    expect(same.status).toBe(200);
+    expect(await same.json()).not.toHaveProperty("updated_input");
+    frames.push(...(await sse.events()));
+
+    expect(frames.filter((f) => f.event === "permission_resolved").map((f) => f.data)).toEqual([
+      {
+        type: "permission_resolved",
+        request_id: "req_changed",
+        decision: "allow",
+        scope: "once",
+        by: "client",
+        updated_input: changed,
+        key_id: keyRow.id,
+      },
+      {
+        type: "permission_resolved",
+        request_id: "req_same",
+        decision: "allow",
+        scope: "once",
+        by: "client",
+        key_id: keyRow.id,
+      },
+    ]);
+    expect(frames.at(-1)?.data).toMatchObject({ type: "completion", status: "succeeded" });
+    // The CLI got the changed input.
+    const answers = (await fake.record()).stdin
+      .map((line) => JSON.parse(line))
+      .filter((line) => line.type === "control_response")
+      .map((line) => line.response.response);
+    expect(answers).toEqual([
+      { behavior: "allow", updatedInput: changed },
+      { behavior: "allow", updatedInput: { command: "make test" } },
+    ]);
+    const listed = await (await requestAs(t.app, key, `/v1/runs/${runId}/permissions`)).json();
+    expect(listed.data).toHaveLength(2);
+    const [changedRow, sameRow] = listed.data;
+    expect(changedRow).toMatchObject({
+      request_id: "req_changed",
+      input: { command: "make deploy" },
+      state: "allowed",
+      updated_input: changed,
+      key_id: keyRow.id,
+    });
+    expect(sameRow).toMatchObject({ request_id: "req_same", state: "allowed", key_id: keyRow.id });
+    expect(sameRow).not.toHaveProperty("updated_input");
   });
 });

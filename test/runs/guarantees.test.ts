@@ -138,10 +138,12 @@ describe.each(agentMatrix)("racing requests, $agent on $db", (agent) => {
 
 describe.each(agentMatrix)("a CLI that ignores SIGTERM, $agent on $db", (agent) => {
   it("the completion goes out when the outcome is known; the run's slot is free once its CLI is gone", async () => {
-    // Says one thing, stops answering SIGTERM, and never writes again: stalled after 1 s.
+    // Says one thing, stops answering SIGTERM, and never writes again, not even when asked to end
+    // its turn: stalled after 1 s, and its outcome known once that ask has had its grace.
     const stubborn = await agent.fake({
       steps: [{ init: true }, { ignoreSigterm: true }, { reply: { parts: ["thinking"] } }],
       end: "hang",
+      ignoreInterrupt: true,
     });
     const app = await createTestApp(agent.db, {
       ...stubborn.bridgeEnv,

@@ -88,7 +88,7 @@ async function endTurnInterrupted(requestId) {
       duration_api_ms: 0,
       num_turns: 1,
       session_id,
-      total_cost_usd: 0,
+      total_cost_usd: scenario.interruptedCostUsd ?? 0,
       usage: {
         input_tokens: 0,
         output_tokens: 0,

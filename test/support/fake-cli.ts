@@ -61,6 +61,8 @@ export interface FakeScenario {
    * claude dialect) it ends its turn at one as the real CLI does: an interrupted result, then exit.
    */
   ignoreInterrupt?: boolean;
+  /** What its interrupted result says the turn cost (`total_cost_usd`); 0 unless set. */
+  interruptedCostUsd?: number;
 }
 
 export interface FakeRecord {

@@ -102,6 +102,10 @@ async function* runClaudeOnce(
   const approve = config.approve ?? (async () => ({ behavior: "deny" as const }));
   // Requests the CLI withdrew: their answers, when they come, are not written.
   const withdrawn = new Set<string>();
+  // A client's interrupt and a timeout's may both be asked: each its own request.
+  let interrupts = 0;
+  const interrupt = (write: (text: string) => void) =>
+    write(interruptRequestLine(`interrupt-${++interrupts}-${req.claudeSessionId}`));
   const protocol: LineProtocol = {
     onLine(line, reply) {
       if (line.type === "control_request") {
@@ -147,10 +151,11 @@ async function* runClaudeOnce(
     ...(config.awaiting ? { awaiting: config.awaiting } : {}),
     started(write) {
       const { interruption } = config;
-      const interrupt = () => write(interruptRequestLine(`interrupt-${req.claudeSessionId}`));
-      if (interruption?.aborted) interrupt();
-      else interruption?.addEventListener("abort", interrupt, { once: true });
+      const ask = () => interrupt(write);
+      if (interruption?.aborted) ask();
+      else interruption?.addEventListener("abort", ask, { once: true });
     },
+    interrupt,
   };
   // Cancelled before its CLI started: it is not started to be interrupted.
   if (config.interruption?.aborted) {

@@ -33,6 +33,6 @@ export const answerPermission: RouteHandler<typeof routes.answerPermission, AppE
           message: body.message,
           interrupt: body.interrupt,
         };
-  const row = await runs.answerPermission(run, request_id, reply);
+  const row = await runs.answerPermission(run, request_id, reply, principal.keyId);
   return c.json(toPermissionRequest(row), 200);
 };

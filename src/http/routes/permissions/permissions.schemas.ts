@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { PERMISSION_STATES } from "../../../store/permissions.js";
+import { changedInput, PERMISSION_STATES } from "../../../store/permissions.js";
 import type { PermissionRequestRow } from "../../../store/schema.js";
 
 export const RequestId = z
@@ -48,7 +48,15 @@ export const PermissionRequestInfo = z
         "`pending` until answered (`allowed`, `denied`), timed out (`expired`) or withdrawn by the agent or closed by the run's end (`cancelled`).",
     }),
     by: z.enum(["client", "timeout", "cancel"]).nullable(),
+    key_id: z.string().nullable().openapi({
+      description:
+        "With `by: client`: the id of the API key that answered (see `GET /v1/keys`); null otherwise, and when the server runs without keys.",
+    }),
     scope: z.enum(["once", "session"]).nullable(),
+    updated_input: z.record(z.string(), z.unknown()).optional().openapi({
+      description:
+        "When `allowed`: the input the tool was allowed to run with, when the answer changed `input` (`updated_input`, or a question's `answers`); absent when it runs as asked.",
+    }),
     created_at: z.string().openapi({ format: "date-time" }),
     expires_at: z.string().openapi({ format: "date-time" }),
     answered_at: z.string().nullable().openapi({ format: "date-time" }),
@@ -62,6 +70,7 @@ export const PermissionRequestList = z
 export function toPermissionRequest(
   row: PermissionRequestRow,
 ): z.infer<typeof PermissionRequestInfo> {
+  const updated = changedInput(row);
   return {
     request_id: row.requestId,
     tool_name: row.toolName,
@@ -70,7 +79,9 @@ export function toPermissionRequest(
     suggestions: row.suggestions,
     state: z.enum(PERMISSION_STATES).parse(row.state),
     by: row.by === null ? null : z.enum(["client", "timeout", "cancel"]).parse(row.by),
+    key_id: row.answeredByKeyId,
     scope: row.scope === null ? null : z.enum(["once", "session"]).parse(row.scope),
+    ...(updated ? { updated_input: updated } : {}),
     created_at: row.createdAt.toISOString(),
     expires_at: row.expiresAt.toISOString(),
     answered_at: row.answeredAt?.toISOString() ?? null,

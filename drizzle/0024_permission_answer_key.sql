@@ -1,0 +1,2 @@
+ALTER TABLE "permission_requests" ADD COLUMN "answered_by_key_id" uuid;--> statement-breakpoint
+ALTER TABLE "permission_requests" ADD CONSTRAINT "permission_requests_answered_by_key_id_api_keys_id_fk" FOREIGN KEY ("answered_by_key_id") REFERENCES "public"."api_keys"("id") ON DELETE no action ON UPDATE no action;
