@@ -91,7 +91,11 @@ async function start(config: Config, logger: Logger) {
 /** Binds the port, or fails with what to do about it. */
 function listen(config: Config, fetch: Parameters<typeof createAdaptorServer>[0]["fetch"]) {
   const { host, port } = config;
-  const server = createAdaptorServer({ fetch });
+  // The host of a request that names none: HTTP/1.0 needs no Host header, and a load balancer's
+  // health check (HAProxy's `option httpchk GET /healthz`) sends none; without a default the
+  // adapter answers it a bare 400 before the app sees it. Nothing in the app reads the host.
+  // (HTTP/1.1 without Host stays Node's 400, as RFC 9112 requires.)
+  const server = createAdaptorServer({ fetch, hostname: "localhost" });
   return new Promise<ServerType>((resolve, reject) => {
     const failed = (err: NodeJS.ErrnoException) => {
       const where = `${host}:${port}`;
