@@ -91,7 +91,11 @@ async function start(config: Config, logger: Logger) {
 /** Binds the port, or fails with what to do about it. */
 function listen(config: Config, fetch: Parameters<typeof createAdaptorServer>[0]["fetch"]) {
   const { host, port } = config;
-  const server = createAdaptorServer({ fetch });
+  // The host of a request that names none: HTTP/1.0 needs no Host header, and a load balancer's
+  // health check (HAProxy's `option httpchk GET /healthz`) sends none; without a default the
+  // adapter answers it a bare 400 before the app sees it. Nothing in the app reads the host.
+  // (HTTP/1.1 without Host stays Node's 400, as RFC 9112 requires.)
+  const server = createAdaptorServer({ fetch, hostname: "localhost" });
   return new Promise<ServerType>((resolve, reject) => {
     const failed = (err: NodeJS.ErrnoException) => {
       const where = `${host}:${port}`;
@@ -201,20 +205,27 @@ async function shutdown(signal: string) {
     config.hooks.callback.timeoutMs +
     (config.tracing ? TRACES_FLUSH_MS : 0) +
     2 * CLOSE_MS;
+  // What the stop leaves undone, said in one line as it exits (1): the steps it could not finish,
+  // and the runs whose completion is not stored, which the next instance's recovery closes.
+  const abandoned: string[] = [];
+  let current: string | undefined;
+  const leave = (msg: string, fields: Record<string, unknown> = {}) =>
+    logger.error(msg, { ...fields, abandoned, runs_left_to_recovery: deps.runs.unsettled() });
   setTimeout(() => {
-    logger.error("shutdown did not finish in time; exiting without it", { bound_ms: boundMs });
+    if (current) abandoned.push(`${current} and every step after it`);
+    leave("shutdown did not finish in time; exiting without it", { bound_ms: boundMs });
     process.exit(1);
   }, boundMs).unref();
   // A step still going after a few seconds is named, so that a slow stop says what it waits on.
-  // One that fails is logged, and the steps after it still run: the process exits 1 at the end.
-  let failed = false;
+  // One that fails is logged, and the steps after it still run.
   const step = async (name: string, work: () => Promise<unknown>): Promise<boolean> => {
+    current = name;
     const slow = setTimeout(() => logger.warn("shutdown is waiting", { on: name }), SLOW_STEP_MS);
     try {
       await work();
       return true;
     } catch (err) {
-      failed = true;
+      abandoned.push(name);
       logger.error("a step of shutdown failed; going on with the next", {
         on: name,
         ...errorFields(err),
@@ -222,6 +233,7 @@ async function shutdown(signal: string) {
       return false;
     } finally {
       clearTimeout(slow);
+      current = undefined;
     }
   };
   await step("the session sweep", () => sweeper.stop());
@@ -239,6 +251,8 @@ async function shutdown(signal: string) {
           logger.warn("could not record this instance's end", { error: errorText(err) }),
         ),
     );
+  } else {
+    abandoned.push("the instance's end (its lease is left to expire)");
   }
   // Callbacks not sent yet stay in the outbox for the next start.
   await step("the callback outbox", () => outbox.stop());
@@ -259,7 +273,8 @@ async function shutdown(signal: string) {
   // Followers of other instances' runs were woken until here.
   deps.doorbell.stop();
   await step("the database", () => database.close());
-  process.exit(failed ? 1 : 0);
+  if (abandoned.length > 0) leave("shutdown left work undone; exiting 1");
+  process.exit(abandoned.length > 0 ? 1 : 0);
 }
 process.on("SIGTERM", () => void shutdown("SIGTERM"));
 process.on("SIGINT", () => void shutdown("SIGINT"));

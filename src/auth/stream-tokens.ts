@@ -54,13 +54,15 @@ export async function verifyStreamToken(
   token: string,
   now = Date.now(),
 ): Promise<string | null> {
-  const match = /^(\d{1,12})\.([0-9a-f-]{1,36})\.([A-Za-z0-9_-]{43})$/.exec(token);
+  // Only the one spelling issueStreamToken writes: no leading zero in the expiry.
+  const match = /^(0|[1-9]\d{0,11})\.([0-9a-f-]{1,36})\.([A-Za-z0-9_-]{43})$/.exec(token);
   if (!match) throw new InvalidStreamTokenError("malformed stream token");
   const [, expiresText = "", key = "", signature = ""] = match;
   const expires = Number(expiresText);
-  const expected = sign(await secretOf(db), runId, key, expires);
-  const given = Buffer.from(signature, "base64url");
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+  // Compared as text, not as the bytes it decodes to: the last of 43 base64url characters carries
+  // 4 bits and 2 that decoding ignores, so four spellings decode to the same signature.
+  const expected = Buffer.from(sign(await secretOf(db), runId, key, expires).toString("base64url"));
+  if (!timingSafeEqual(Buffer.from(signature), expected)) {
     throw new InvalidStreamTokenError("this stream token is not for this run");
   }
   if (expires * 1000 <= now) throw new InvalidStreamTokenError("stream token expired");

@@ -17,8 +17,10 @@ export class QueueFullError extends Error {
 
 /** Shutdown could not store every completion: the runs are left to the instance's recovery. */
 export class CompletionsUnstoredError extends Error {
-  constructor(readonly count: number) {
-    super(`${count} run completions could not be stored; their runs are left to recovery`);
+  constructor(readonly runIds: readonly string[]) {
+    super(
+      `the completions of ${runIds.length} runs could not be stored; their runs are left to recovery`,
+    );
   }
 }
 

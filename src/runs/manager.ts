@@ -543,7 +543,20 @@ export class RunManager {
     // never be claimed nor reaped. Failing, the instance leaves its lease to expire instead, and
     // another instance (or the next start) closes what it left.
     await withDbRetries(() => this.claims.giveBackFailed(), this.opts.dbOutageBoundMs);
-    if (this.recorder.waiting > 0) throw new CompletionsUnstoredError(this.recorder.waiting);
+    // Given up on too: an instance that recorded its end would never have them reaped.
+    const unstored = this.recorder.unstored();
+    if (unstored.length > 0) throw new CompletionsUnstoredError(unstored);
+  }
+
+  /**
+   * The runs this instance holds whose completion is not stored: waiting, queued or running here,
+   * or ended with a completion the database has not taken. What a shutdown that cannot finish
+   * leaves to recovery.
+   */
+  unsettled(): string[] {
+    return [
+      ...new Set([...this.admission.all().map((r) => r.row.id), ...this.recorder.unstored()]),
+    ];
   }
 
   private async admit(

@@ -133,14 +133,16 @@ export class CompletionRecorder {
   private readonly unrecorded = new Map<string, Unrecorded>();
   /** The attempt in progress to store a run's waiting completion: one at a time per run. */
   private readonly storing = new Map<string, Promise<void>>();
+  /** Runs whose completion the database refused for good: left to recovery. */
+  private readonly givenUp = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
   private retryMs = FIRST_RETRY_MS;
 
   constructor(private readonly opts: RecorderOptions) {}
 
-  /** Completions the database has not taken yet, still tried again. */
-  get waiting(): number {
-    return this.unrecorded.size;
+  /** The runs whose completion the database has not taken: still tried again, or given up on. */
+  unstored(): string[] {
+    return [...this.unrecorded.keys(), ...this.givenUp];
   }
 
   /**
@@ -256,6 +258,8 @@ export class CompletionRecorder {
       if (transientDbError(err)) return;
       // Refused for good (or the run is gone): recovery at the next start closes it.
       this.unrecorded.delete(runId);
+      const closed = err instanceof RunAlreadyClosedError || foreignKeyViolation(err);
+      if (!closed) this.givenUp.add(runId);
       this.opts.logger.error("gave up recording a run's end", {
         run_id: runId,
         error: describeDbError(err),

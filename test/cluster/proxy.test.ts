@@ -4,15 +4,19 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serverDatabases } from "../support/db.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { LARGEST_PNG } from "../support/images.js";
-import { type ReverseProxy, startProxy } from "../support/proxy.js";
+import { type ReverseProxy, startHaproxy, startProxy } from "../support/proxy.js";
 import { type ServerProcess, startServer } from "../support/server.js";
 import { SseReader } from "../support/sse.js";
 import { result, systemInit, textDelta } from "../support/stream-json-lines.js";
 
-// The README's nginx configuration ("Scaling out") in front of a real instance: what a stream
-// needs of a proxy (events passed on as they happen, reconnects) and the largest message body.
+// The README's proxy configurations ("Scaling out") in front of a real instance: what a stream
+// needs of a proxy (events passed on as they happen, reconnects), the largest message body, and
+// HAProxy's health check.
 
-describe("behind the README's nginx configuration", () => {
+describe.each([
+  ["nginx", startProxy],
+  ["HAProxy", startHaproxy],
+] as const)("behind the README's %s configuration", (proxyName, start) => {
   const databases = serverDatabases();
   let fake: FakeCli;
   let server: ServerProcess;
@@ -23,7 +27,7 @@ describe("behind the README's nginx configuration", () => {
     fake = await fakeCli({ steps: [] });
     go = join(fake.dir, "go");
     server = await startServer({ ...fake.bridgeEnv, ...(await databases.embedded()) });
-    proxy = await startProxy([server.url]);
+    proxy = await start([server.url]);
   });
   afterAll(async () => {
     await proxy?.stop();
@@ -39,6 +43,14 @@ describe("behind the README's nginx configuration", () => {
       body: JSON.stringify(body),
     });
   const newSession = async () => (await (await post("/v1/sessions", {})).json()) as { id: string };
+
+  // Its `option httpchk GET /healthz` is HTTP/1.0 without a Host header, which the instance
+  // answered 400 before: every instance was marked down.
+  it.runIf(proxyName === "HAProxy")("its health check finds the instance up", async () => {
+    expect(await proxy.serverStates?.()).toEqual([
+      { server: "a", status: "UP", check: "L7OK", code: 200 },
+    ]);
+  });
 
   it("passes each event on as it happens: the first text arrives while the CLI still works", async () => {
     await fake.setScenario({

@@ -135,6 +135,27 @@ describe.each(BACKENDS)("stream tokens on %s", (backend) => {
     expect(await refused(events("nonsense"))).toBe("malformed stream token");
   });
 
+  it("is refused when spelled otherwise than it was made, even where it decodes to the same signature", async () => {
+    const runId = await finishedRun(alice);
+    const events = (token: string) => `/v1/runs/${runId}/events?token=${token}`;
+    const { token } = await tokenFor(alice, runId);
+    const [expires, key, signature = ""] = token.split(".");
+    // The last of 43 characters holds the last 4 bits of the signature's 32 bytes; the 2 low bits
+    // of its value are padding, 0 as written. Setting one gives another spelling of the same bytes.
+    const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    const last = alphabet.indexOf(signature.at(-1) ?? "");
+    expect(last % 4).toBe(0);
+    const respelled = `${signature.slice(0, -1)}${alphabet[last + 1]}`;
+    expect(Buffer.from(respelled, "base64url")).toEqual(Buffer.from(signature, "base64url"));
+    expect(await refused(events(`${expires}.${key}.${respelled}`))).toBe(
+      "this stream token is not for this run",
+    );
+    // The expiry with a leading zero is the same number.
+    expect(await refused(events(`0${expires}.${key}.${signature}`))).toBe("malformed stream token");
+    // As made, it is good.
+    expect((await as(undefined, events(token))).status).toBe(200);
+  });
+
   it("is made only for a run the key may see, and ends with the key that made it", async () => {
     const runId = await finishedRun(alice);
     const res = await as(bob, `/v1/runs/${runId}/stream-token`, { method: "POST" });

@@ -8,9 +8,9 @@ import { openDatabase } from "../../src/store/db.js";
 import { listEventBatches } from "../../src/store/events.js";
 import { type AgentCase, agentMatrix } from "../support/agents.js";
 import { createTestAppOn, httpApi, listen, type TestApp } from "../support/app.js";
-import type { FakeScenario } from "../support/fake-cli.js";
+import { type FakeScenario, fakeCli } from "../support/fake-cli.js";
 import { type OwnPostgres, ownPostgresAvailable, startOwnPostgres } from "../support/pg-server.js";
-import { createDatabaseOn } from "../support/postgres-databases.js";
+import { createDatabaseOn, onServer } from "../support/postgres-databases.js";
 import { waitUntil } from "../support/process.js";
 import { type ServerProcess, startServer } from "../support/server.js";
 import { SseReader } from "../support/sse.js";
@@ -96,7 +96,8 @@ describe.runIf(ownPostgresAvailable)("a database outage during a run", () => {
       });
       thaw = pg.freeze();
       server.child.kill("SIGTERM");
-      // No wait of its own: the test's timeout bounds it (the server's bound is 11.1 s here).
+      // No wait of its own: the test's timeout bounds it (the server's bound is 13.1 s here: the
+      // grace, 0, three outage bounds, 3 s, the callback timeout, 0.1 s, and 10 s).
       expect(await server.exited).toBe(1);
       // What it waited on, said while it waited: a step of its stop that needs the database,
       // whichever had a statement on an open connection as the database froze (a statement sent
@@ -105,11 +106,82 @@ describe.runIf(ownPostgresAvailable)("a database outage during a run", () => {
       expect(server.output()).toMatch(
         /"msg":"shutdown is waiting","on":"(the session sweep|the scheduler|the runs|the instance's lease)"/,
       );
+      // And what it gave up: the step it waited on and those after it.
       expect(server.output()).toMatch(
-        /"msg":"shutdown did not finish in time; exiting without it"/,
+        /"msg":"shutdown did not finish in time; exiting without it","bound_ms":13100,"abandoned":\[[^\]]* and every step after it"\],"runs_left_to_recovery":\[\]/,
       );
     });
   });
+
+  // Its database gone while a stop waits on a run: dropped (as a test's cleanup once dropped it
+  // under a running server), or its server stopped. The run's completion cannot be stored, so the
+  // instance must not record its end either (an ended instance's runs are never reaped): the
+  // stop exits 1 within the grace and the outage bound, saying what it left to recovery.
+  describe.each(["dropped", "stopped"])(
+    "a server whose database is %s during its shutdown",
+    (how) => {
+      it("exits 1 within its bound, naming what it left to recovery", {
+        timeout: 120_000,
+      }, async () => {
+        const name = `gone_${randomBytes(4).toString("hex")}`;
+        const url = await createDatabaseOn(pg.url, name);
+        const goDir = mkdtempSync(join(tmpdir(), "gone-"));
+        const fake = await fakeCli({
+          steps: [
+            { init: true },
+            { reply: { parts: ["working"] } },
+            { waitFile: join(goDir, "never") },
+          ],
+        });
+        const server = await startServer({
+          ...fake.bridgeEnv,
+          DATABASE_URL: url,
+          AGENT_BRIDGE_SHUTDOWN_GRACE_SECONDS: "1",
+          AGENT_BRIDGE_DB_OUTAGE_SECONDS: "2",
+        });
+        try {
+          const session = (await (
+            await fetch(`${server.url}/v1/sessions`, { method: "POST" })
+          ).json()) as { id: string };
+          const res = await fetch(`${server.url}/v1/sessions/${session.id}/messages`, {
+            method: "POST",
+            headers: { "Content-Type": "application/json" },
+            body: JSON.stringify({ text: "work" }),
+          });
+          const runId = res.headers.get("x-run-id") ?? "";
+          // The run is under way.
+          expect((await SseReader.of(res).events(2)).map((f) => f.event)).toEqual([
+            "run_started",
+            "text_delta",
+          ]);
+          server.child.kill("SIGTERM");
+          await server.waitForOutput(/"msg":"shutting down"/);
+          if (how === "dropped") {
+            await onServer(pg.url, (admin) => admin.unsafe(`drop database ${name} with (force)`));
+          } else pg.stop();
+
+          // No wait of its own: the test's timeout bounds it.
+          expect(await server.exited).toBe(1);
+          const said = server.output();
+          // It finished by itself, without the last resort of its bound.
+          expect(said).not.toMatch(/shutdown did not finish in time/);
+          const undone = said
+            .split("\n")
+            .find((line) => line.includes('"msg":"shutdown left work undone; exiting 1"'));
+          expect(undone, said).toBeDefined();
+          expect(JSON.parse(undone ?? "{}")).toMatchObject({
+            abandoned: ["the runs", "the instance's end (its lease is left to expire)"],
+            runs_left_to_recovery: [runId],
+          });
+        } finally {
+          await server.stop("SIGKILL");
+          pg.ensureStarted();
+          await fake.cleanup();
+          rmSync(goDir, { recursive: true, force: true });
+        }
+      });
+    },
+  );
 
   // On the test's own Postgres server: claude and codex alike.
   describe.each(agentMatrix.filter((a) => a.db === "pglite"))("$agent", (agent: AgentCase) => {

@@ -90,13 +90,42 @@ describe.each(BACKENDS)("the completion recorder on %s", (backend) => {
     const cancelled = bareCompletion("cancelled", "cancelled by a test");
     const { state } = await recorder.record(row, { seq: 1, publicSeq: 1 }, cancelled, []);
     expect(state).toBe("pending");
-    expect(recorder.waiting).toBe(1);
+    expect(recorder.unstored()).toEqual([row.id]);
     await lift();
 
     await Promise.all([recorder.storeNow(row.id), recorder.storeNow(row.id), recorder.flush()]);
     expect(settled).toEqual([[row.id, true]]);
-    expect(recorder.waiting).toBe(0);
+    expect(recorder.unstored()).toEqual([]);
     expect((await getRun(db, row.id))?.status).toBe("cancelled");
+  });
+
+  // An instance that recorded its end with such a run open would never have it reaped.
+  it("counts a completion it gave up on as unstored, for shutdown to leave its run to recovery", async () => {
+    const { db } = database;
+    const row = await insertSessionRun(db);
+    // The outcome refused, and then the failure recorded in its place: it waits, and once tried
+    // again at shutdown it is refused for good.
+    const lifts = [
+      await refuseRunsEnding(db, "interrupted", "22021"),
+      await refuseRunsEnding(db, "failed", "22021"),
+    ];
+    try {
+      const settled: [string, boolean][] = [];
+      const recorder = new CompletionRecorder({
+        db,
+        logger: silentLogger,
+        outageBoundMs: 100,
+        onSettled: (runId, stored) => settled.push([runId, stored]),
+      });
+      const interrupted = bareCompletion("interrupted", "the server shut down");
+      const { state } = await recorder.record(row, { seq: 1, publicSeq: 1 }, interrupted, []);
+      expect(state).toBe("pending");
+      await recorder.flush();
+      expect(settled).toEqual([[row.id, false]]);
+      expect(recorder.unstored()).toEqual([row.id]);
+    } finally {
+      for (const lift of lifts) await lift();
+    }
   });
 });
 
