@@ -51,4 +51,8 @@ export class ActiveRun implements Admittable {
   get sessionId(): string {
     return this.session.id;
   }
+
+  get keyId(): string | null {
+    return this.session.ownerKeyId;
+  }
 }

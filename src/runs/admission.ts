@@ -4,11 +4,19 @@ import { QueueFullError, SessionBusyError, SessionGoneError, ShuttingDownError }
 // session's line of runs waiting for it, and the order in which one session's messages are
 // admitted. Memory only: the store's part (reading a session, writing its run, claiming it for a
 // waiting run, the per-key limit that every instance counts) is the caller's.
+//
+// A freed slot goes to the key with the fewest runs running (ties: the key whose run has waited
+// longest), to its run queued first, so that one key's backlog never holds every slot while
+// another key's run waits. A session has at most one run queued or running (the rest wait in its
+// line), so this never reorders one session's runs. The queue claimed from the database orders by
+// the same rule over every instance (claimQueuedRun, src/store/runs.ts).
 
 /** What admission needs to know of a run. */
 export interface Admittable {
   readonly id: string;
   readonly sessionId: string;
+  /** The API key whose session it is; null without keys (such runs share one key's turn). */
+  readonly keyId: string | null;
 }
 
 export interface AdmissionLimits {
@@ -54,6 +62,8 @@ export class Admission<R extends Admittable> {
   private readonly lines = new Map<string, R[]>();
   private linePoll: NodeJS.Timeout | undefined;
   private running = 0;
+  /** Runs running per key (null: runs without one). */
+  private readonly runningPerKey = new Map<string | null, number>();
   /** Places held by runs being written (see holdPlace). */
   private placing = 0;
   private readonly orders = new Map<string, Promise<void>>();
@@ -156,9 +166,12 @@ export class Admission<R extends Admittable> {
   /** The run's slot is free: it leaves, the next queued run starts, and its session's line moves. */
   finished(run: R): void {
     this.running--;
+    const left = (this.runningPerKey.get(run.keyId) ?? 1) - 1;
+    if (left > 0) this.runningPerKey.set(run.keyId, left);
+    else this.runningPerKey.delete(run.keyId);
     this.admitted.delete(run.id);
     this.handlers.left(run);
-    const next = this.queue.shift();
+    const next = this.takeNext();
     if (next) this.start(next);
     this.release(run.sessionId);
   }
@@ -247,7 +260,22 @@ export class Admission<R extends Admittable> {
 
   private start(run: R) {
     this.running++;
+    this.runningPerKey.set(run.keyId, (this.runningPerKey.get(run.keyId) ?? 0) + 1);
     this.handlers.start(run);
+  }
+
+  /** Takes the queued run whose turn it is: the first queued of the key running the fewest. */
+  private takeNext(): R | undefined {
+    let next = -1;
+    let fewest = Number.POSITIVE_INFINITY;
+    this.queue.forEach((run, at) => {
+      const running = this.runningPerKey.get(run.keyId) ?? 0;
+      if (running < fewest) {
+        fewest = running;
+        next = at;
+      }
+    });
+    return next < 0 ? undefined : this.queue.splice(next, 1)[0];
   }
 
   private waitingCount(): number {

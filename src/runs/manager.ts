@@ -695,8 +695,9 @@ export class RunManager {
   }
 
   /**
-   * Claims the oldest queued run no instance owns that this host may run, when a slot is free
-   * here, and starts it; false when there is no slot or no such run.
+   * Claims the queued run no instance owns whose turn it is, of those this host may run
+   * (claimQueuedRun), when a slot is free here, and starts it; false when there is no slot or no
+   * such run.
    */
   private async claimQueued(): Promise<boolean> {
     await this.claims.giveBackFailed();
@@ -784,8 +785,10 @@ export class RunManager {
   }
 
   /**
-   * A waiting run's turn: it becomes the session's queued run in the store, if no other is. A run
-   * pinned to another host is handed over to it then (`gone` from here).
+   * A waiting run's turn: it becomes the session's queued run in the store, if no other is. On
+   * Postgres it joins the database's queue (`gone` from here) when it cannot start here at once:
+   * pinned to another host, or no slot free here (queued in this instance's memory, it would go
+   * before the database's queue, out of its turn).
    */
   private async claimSession(run: ActiveRun): Promise<"claimed" | "blocked" | "gone"> {
     let promoted: Awaited<ReturnType<typeof store.promoteWaitingRun>>;
@@ -802,7 +805,11 @@ export class RunManager {
     run.resume = promoted.resume;
     // Its session's worktree is on another host's disk: that host's instances run it.
     const { pinnedHost } = promoted.run;
-    if (pinnedHost !== null && pinnedHost !== this.opts.host && (await this.handOver(run))) {
+    const elsewhere = pinnedHost !== null && pinnedHost !== this.opts.host;
+    const queued = this.opts.doorbell.shared && !this.admission.hasFreeSlot();
+    if ((elsewhere || queued) && (await this.handOver(run))) {
+      // A claim in progress here may have looked before it was queued: it looks again after.
+      if (!elsewhere) void this.claimWork();
       return "gone";
     }
     return "claimed";

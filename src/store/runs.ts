@@ -101,18 +101,38 @@ export interface Claim {
 }
 
 /**
- * Makes the claimer the owner of the oldest queued run nobody owns that this host may run,
- * skipping runs another instance is claiming at the same moment; undefined when there is none.
- * `resume`: whether the run resumes the CLI's session.
+ * Makes the claimer the owner of the queued run nobody owns, of those this host may run, whose turn
+ * it is: of the key with the fewest runs running on all instances (runs without a key count as one
+ * key), the oldest; ties between keys go to the oldest run. Runs another instance is claiming at
+ * the same moment are skipped. Undefined when there is none. `resume`: whether the run resumes the
+ * CLI's session.
  */
 export async function claimQueuedRun(
   db: Database,
   claim: Claim,
   host: string,
 ): Promise<{ run: RunRow; resume: boolean } | undefined> {
-  const oldest = db
+  // Running, or queued and an instance's already (claimed, or admitted where it starts at once):
+  // each holds a slot, or is about to. `in (…)` written out: the open runs' partial index.
+  const running = db.$with("running_per_key").as(
+    db
+      .select({ keyId: sessions.ownerKeyId, n: count().as("n") })
+      .from(runs)
+      .innerJoin(sessions, eq(sessions.id, runs.sessionId))
+      .where(
+        and(
+          sql`${runs.status} in ('queued', 'running')`,
+          or(eq(runs.status, "running"), isNotNull(runs.instanceId)),
+        ),
+      )
+      .groupBy(sessions.ownerKeyId),
+  );
+  const next = db
+    .with(running)
     .select({ id: runs.id })
     .from(runs)
+    .innerJoin(sessions, eq(sessions.id, runs.sessionId))
+    .leftJoin(running, sql`${running.keyId} is not distinct from ${sessions.ownerKeyId}`)
     .where(
       and(
         eq(runs.status, "queued"),
@@ -120,15 +140,15 @@ export async function claimQueuedRun(
         or(isNull(runs.pinnedHost), eq(runs.pinnedHost, host)),
       ),
     )
-    .orderBy(runs.createdAt, runs.id)
+    .orderBy(sql`coalesce(${running.n}, 0)`, runs.createdAt, runs.id)
     .limit(1)
-    .for("update", { skipLocked: true });
+    .for("update", { of: runs, skipLocked: true });
   // `=` a scalar subquery, evaluated once: with `in (…)` the planner may run the LIMIT 1 subquery
   // once per row of runs, and one claim took every unowned queued run (seen in the chaos test).
   const rows = await db
     .update(runs)
     .set({ instanceId: claim.instanceId, claimToken: claim.token })
-    .where(and(eq(runs.id, sql`(${oldest})`), isNull(runs.instanceId), eq(runs.status, "queued")))
+    .where(and(eq(runs.id, sql`(${next})`), isNull(runs.instanceId), eq(runs.status, "queued")))
     .returning(claimedColumns);
   return rows[0];
 }

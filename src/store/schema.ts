@@ -230,7 +230,7 @@ export const runs = pgTable(
     index("runs_instance_unfinished_idx")
       .on(t.instanceId)
       .where(sql`${t.status} in ('queued', 'running', 'waiting')`),
-    // Instances with a free slot claim the oldest unowned queued run.
+    // Instances with a free slot claim from the unowned queued runs.
     index("runs_unowned_queued_idx")
       .on(t.createdAt, t.id)
       .where(sql`${t.status} = 'queued' and ${t.instanceId} is null`),

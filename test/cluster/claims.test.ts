@@ -2,11 +2,13 @@ import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { eq } from "drizzle-orm";
 import { afterEach, describe, expect, it } from "vitest";
+import { issueKey } from "../../src/auth/keys.js";
 import { type DatabaseHandle, openDatabase } from "../../src/store/db.js";
 import { getRun } from "../../src/store/runs.js";
 import { instances, worktrees } from "../../src/store/schema.js";
 import { saveSessionWorktree } from "../../src/store/worktrees.js";
-import { createHook, deliver, until as poll } from "../hooks/support.js";
+import { createHook, deliver } from "../hooks/support.js";
+import { fetchAs } from "../support/app.js";
 import { type Cleanups, undo } from "../support/cleanups.js";
 import {
   clusterDatabase,
@@ -21,8 +23,8 @@ import { makeRepo } from "../worktrees/repo.js";
 
 // Where a run executes when several instances share one Postgres (src/cluster/claims.ts): a run
 // the receiving instance cannot start is queued in the database, unowned, and claimed by one that
-// can; a worktree session's runs run on the host that holds its worktree; a stopping instance
-// hands its queued runs over. Real server processes, the held fake CLI.
+// can, the key running the fewest runs first; a worktree session's runs run on the host that holds
+// its worktree; a stopping instance hands its queued runs over. Real server processes, the held fake CLI.
 
 const cleanups: Cleanups = [];
 afterEach(async () => {
@@ -176,6 +178,59 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("runs placed across instances", 
     expect(owner).not.toBe(ownerA);
   });
 
+  it("a freed slot goes to key B's run queued in the database, not to key A's older backlog, while A runs one on the other instance", async () => {
+    const url = await clusterDatabase(cleanups);
+    const held = await heldCli(cleanups);
+    const env = {
+      DATABASE_URL: url,
+      ...held.fake.bridgeEnv,
+      AGENT_BRIDGE_AUTH: "keys",
+      AGENT_BRIDGE_MAX_CONCURRENT_RUNS: "1",
+    };
+    const [x, y] = [await instance(cleanups, env), await instance(cleanups, env)];
+    const { db } = await database(url);
+    const newKey = async (name: string) => (await issueKey(db, { name, admin: false })).key;
+    const [keyA, keyB] = [await newKey("a"), await newKey("b")];
+    /** A message of `key` to `at`, in a new session of its own: its run's id. */
+    const message = async (at: string, key: string) => {
+      const session = await (
+        await fetchAs(at, key, "/v1/sessions", { method: "POST", body: "{}" })
+      ).json();
+      const res = await fetchAs(at, key, `/v1/sessions/${session.id}/messages`, {
+        method: "POST",
+        headers: { Prefer: "respond-async" },
+        body: JSON.stringify({ text: "work" }),
+      });
+      expect(res.status).toBe(202);
+      return ((await res.json()) as { id: string }).id;
+    };
+    /** Resolves with the run's id once it has started (its `run_started` event, read on X). */
+    const started = async (key: string, runId: string) => {
+      const events = SseReader.of(await fetchAs(x.url, key, `/v1/runs/${runId}/events`));
+      cleanups.push(() => events.cancel());
+      await events.until("run_started");
+      return runId;
+    };
+    // Key A runs one on each instance (one slot each) and queues two more; then key B's message.
+    const firstA = await message(x.url, keyA);
+    await message(y.url, keyA);
+    const backlog = [await message(x.url, keyA), await message(y.url, keyA)];
+    const ofB = await message(x.url, keyB);
+    for (const id of [...backlog, ofB]) {
+      expect(await getRun(db, id)).toMatchObject({ status: "queued", instanceId: null });
+    }
+    const next = Promise.race([...backlog.map((id) => started(keyA, id)), started(keyB, ofB)]);
+
+    // X's slot frees: key B runs none, key A one (on Y), so B's run is claimed first, by X.
+    const cancel = await fetchAs(x.url, keyA, `/v1/runs/${firstA}/cancel`, { method: "POST" });
+    expect(cancel.status).toBe(200);
+    expect(await next).toBe(ofB);
+    expect((await getRun(db, ofB))?.instanceId).toBe((await getRun(db, firstA))?.instanceId);
+    for (const id of backlog) {
+      expect(await getRun(db, id)).toMatchObject({ status: "queued", instanceId: null });
+    }
+  });
+
   it("a worktree session's message posted to B runs on A, its worktree's host; 409 once that host has no live instance", async () => {
     const { db, a, b, held, session } = await worktreeOnA();
     await held.release();
@@ -219,7 +274,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("runs placed across instances", 
     expect(ends.map((f) => f.data)).toEqual([expect.objectContaining({ status: "interrupted" })]);
   });
 
-  it("SIGTERM to A with a run queued in its memory: A hands it back to the database, and B runs it", async () => {
+  it("a webhook delivery that waited on A for its session, its turn come while A has no free slot, joins the database's queue, and B runs it", async () => {
     const url = await clusterDatabase(cleanups);
     // A CLI each, held apart: B's run can end while A's holds A's one slot.
     const [heldA, heldB] = [await heldCli(cleanups), await heldCli(cleanups)];
@@ -236,11 +291,10 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("runs placed across instances", 
     await heldRun(a.url, heldA.fake);
     const queued = await send(a.url);
     const ownerA = (await getRun(db, queued))?.instanceId;
-    // B's run ends: A's line gives the session to its delivery, queued in A's memory (no slot).
+    expect(await getRun(db, queued)).toMatchObject({ status: "waiting", instanceId: ownerA });
+    // B's run ends: A's line gives the session to its delivery, which A has no slot for. Queued in
+    // A's memory, it would wait there for A's slot, ahead of the database's queue; it goes there.
     await heldB.release();
-    await poll(async () => (await getRun(db, queued))?.status === "queued", 20_000, "its turn");
-    expect((await getRun(db, queued))?.instanceId).toBe(ownerA);
-    const exited = a.stop("SIGTERM");
     const ends = await completions(b.url, queued);
     expect(ends.map((f) => f.data)).toEqual([expect.objectContaining({ status: "succeeded" })]);
     const owner = (await getRun(db, queued))?.instanceId;
@@ -248,7 +302,6 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("runs placed across instances", 
     expect(owner).not.toBe(ownerA);
     expect(a.output()).toMatch(/handed a queued run over/);
     await heldA.release();
-    expect(await exited).toBe(0);
   });
 
   it("a webhook delivery for a worktree session, waiting on B for its session, is run on A, the worktree's host, when its turn comes", async () => {

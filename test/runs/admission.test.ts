@@ -13,8 +13,8 @@ import {
 
 type Run = Admittable;
 
-function run(id: string, sessionId = `session-${id}`): Run {
-  return { id, sessionId };
+function run(id: string, sessionId = `session-${id}`, keyId: string | null = null): Run {
+  return { id, sessionId, keyId };
 }
 
 function admissionWith(limits: Partial<AdmissionLimits> = {}) {
@@ -82,6 +82,27 @@ describe("admission", () => {
     admission.finished(b);
     expect(started).toEqual([a, b, c]);
     expect(admission.counts()).toEqual({ running: 1, queued: 0, waiting: 0 });
+  });
+
+  it("hands a freed slot to the key running the fewest runs, its run queued first; ties go to the run queued first", () => {
+    const { admission, started } = admissionWith({ maxConcurrent: 2 });
+    const [a1, a2, a3, a4] = ["a1", "a2", "a3", "a4"].map((id) => run(id, `s-${id}`, "A"));
+    // Runs without a key share one key's turn.
+    const [keyless, b1] = [run("n1"), run("b1", "s-b1", "B")];
+    for (const r of [a1, a2, a3, a4, keyless, b1]) if (r) admission.add(r, false);
+    expect(started).toEqual([a1, a2]);
+    const next = (ended: Run | undefined) => {
+      if (ended) admission.finished(ended);
+      return started.at(-1);
+    };
+    // A runs one; the keyless runs and B none: of those, the run queued first.
+    expect(next(a1)).toBe(keyless);
+    // A still runs one: B's run goes before A's older ones.
+    expect(next(keyless)).toBe(b1);
+    // B runs one, A none.
+    expect(next(a2)).toBe(a3);
+    expect(next(b1)).toBe(a4);
+    expect(admission.counts()).toEqual({ running: 2, queued: 0, waiting: 0 });
   });
 
   it("gives a busy session to the runs waiting for it one at a time, oldest first", async () => {

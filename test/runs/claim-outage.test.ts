@@ -65,7 +65,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a claimed run the database took
         .where(eq(runs.id, id))
     )[0];
 
-  const CLAIM = /for update skip locked/;
+  const CLAIM = /for update of "runs" skip locked/;
   /** The claim of the runs pinned to a host that is gone (`claimStrandedRuns`). */
   const STRANDED_CLAIM = /"pinned_host" is not null/;
   /** The read of a claimed run's session (`getSession`, src/store/sessions.ts). */

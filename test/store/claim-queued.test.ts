@@ -1,12 +1,14 @@
 import { randomUUID } from "node:crypto";
 import { and, eq, isNull } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { issueKey } from "../../src/auth/keys.js";
 import { claimQueuedRun, claimRun, releaseClaims } from "../../src/store/runs.js";
 import { runs } from "../../src/store/schema.js";
 import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
 
-// Claiming a queued run that no instance owns takes exactly one, the oldest, however many wait;
-// a claim whose answer the instance did not hear is given back by its token.
+// Claiming a queued run that no instance owns takes exactly one, however many wait: the oldest of
+// the key running the fewest runs on all instances; a claim whose answer the instance did not
+// hear is given back by its token.
 
 describe.each(BACKENDS)("claiming queued runs on %s", (backend) => {
   let database: TestDatabase;
@@ -62,5 +64,60 @@ describe.each(BACKENDS)("claiming queued runs on %s", (backend) => {
     // Another instance's claim under the same token is not this instance's to give back.
     expect(await releaseClaims(database.db, randomUUID(), [second])).toEqual([]);
     expect(await owner(b)).toMatchObject({ instanceId: me });
+  });
+});
+
+describe.each(BACKENDS)("the turn of each key in the shared queue on %s", (backend) => {
+  let database: TestDatabase;
+  beforeAll(async () => {
+    // Its own: the runs queued by the tests above would take part.
+    database = await openTestDatabase(backend);
+  });
+  afterAll(() => database.destroy());
+
+  it("goes to the key with the fewest runs running or claimed on any instance, keyless runs as one key, then to its oldest run", async () => {
+    const { db } = database;
+    const newKey = async () => (await issueKey(db, { name: "k", admin: false })).row.id;
+    const [keyA, keyB] = [await newKey(), await newKey()];
+    const [x, y] = [randomUUID(), randomUUID()];
+    const start = Date.now() - 60_000;
+    let made = 0;
+    /** A run of a new session of `key` (null: none), queued with no owner, made after the last. */
+    const queued = async (key: string | null) => {
+      const { id } = await insertSessionRun(db, "hi", key);
+      await db
+        .update(runs)
+        .set({ createdAt: new Date(start + made++ * 1000) })
+        .where(eq(runs.id, id));
+      return id;
+    };
+    // A: one running on X, one claimed by Y; keyless: one running on Y.
+    const [runningA, claimedA, runningKeyless] = [
+      await queued(keyA),
+      await queued(keyA),
+      await queued(null),
+    ];
+    await db.update(runs).set({ status: "running", instanceId: x }).where(eq(runs.id, runningA));
+    await claimRun(db, claimedA, { instanceId: y, token: randomUUID() });
+    await db
+      .update(runs)
+      .set({ status: "running", instanceId: y })
+      .where(eq(runs.id, runningKeyless));
+    // Queued oldest first: two of A's, one keyless, then B's.
+    const [a1, a2, keyless, b1] = [
+      await queued(keyA),
+      await queued(keyA),
+      await queued(null),
+      await queued(keyB),
+    ];
+
+    const claims = [];
+    for (let i = 0; i < 5; i++) {
+      claims.push(
+        (await claimQueuedRun(db, { instanceId: x, token: randomUUID() }, "host"))?.run.id,
+      );
+    }
+    // B runs none; then the keyless one (one running) before A's (two), queued earlier; then A's.
+    expect(claims).toEqual([b1, keyless, a1, a2, undefined]);
   });
 });
