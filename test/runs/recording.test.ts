@@ -36,6 +36,18 @@ async function refuseRunsEnding(db: Database, status: string, errcode: string) {
   };
 }
 
+/** A recorder on `db` with a short outage bound; `settled` collects what it settles. */
+function recorderOn(db: Database, outageBoundMs: number) {
+  const settled: [string, boolean][] = [];
+  const recorder = new CompletionRecorder({
+    db,
+    logger: silentLogger,
+    outageBoundMs,
+    onSettled: (runId, stored) => settled.push([runId, stored]),
+  });
+  return { recorder, settled };
+}
+
 describe.each(BACKENDS)("the completion recorder on %s", (backend) => {
   let database: TestDatabase;
   beforeAll(async () => {
@@ -47,13 +59,7 @@ describe.each(BACKENDS)("the completion recorder on %s", (backend) => {
   it("records an outcome the database refuses as a failure with the spend, and stores that", async () => {
     const { db } = database;
     const row = await insertSessionRun(db);
-    const settled: string[] = [];
-    const recorder = new CompletionRecorder({
-      db,
-      logger: silentLogger,
-      outageBoundMs: 1000,
-      onSettled: (runId) => settled.push(runId),
-    });
+    const { recorder, settled } = recorderOn(db, 1000);
     const succeeded = {
       ...bareCompletion("succeeded", ""),
       is_error: false,
@@ -80,13 +86,7 @@ describe.each(BACKENDS)("the completion recorder on %s", (backend) => {
     const { db } = database;
     const row = await insertSessionRun(db);
     const lift = await refuseRunsEnding(db, "cancelled", "40001");
-    const settled: [string, boolean][] = [];
-    const recorder = new CompletionRecorder({
-      db,
-      logger: silentLogger,
-      outageBoundMs: 100,
-      onSettled: (runId, stored) => settled.push([runId, stored]),
-    });
+    const { recorder, settled } = recorderOn(db, 100);
     const cancelled = bareCompletion("cancelled", "cancelled by a test");
     const { state } = await recorder.record(row, { seq: 1, publicSeq: 1 }, cancelled, []);
     expect(state).toBe("pending");
@@ -110,13 +110,7 @@ describe.each(BACKENDS)("the completion recorder on %s", (backend) => {
       await refuseRunsEnding(db, "failed", "22021"),
     ];
     try {
-      const settled: [string, boolean][] = [];
-      const recorder = new CompletionRecorder({
-        db,
-        logger: silentLogger,
-        outageBoundMs: 100,
-        onSettled: (runId, stored) => settled.push([runId, stored]),
-      });
+      const { recorder, settled } = recorderOn(db, 100);
       const interrupted = bareCompletion("interrupted", "the server shut down");
       const { state } = await recorder.record(row, { seq: 1, publicSeq: 1 }, interrupted, []);
       expect(state).toBe("pending");
