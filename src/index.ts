@@ -188,11 +188,28 @@ if (service.firstKey) {
 process.stdout.write(`${lines.join("\n")}\n`);
 
 let stopping = false;
+/** Aborted by a second signal: the runs' grace ends at once. */
+const hurry = new AbortController();
 async function shutdown(signal: string) {
-  if (stopping) return;
+  if (stopping) {
+    if (hurry.signal.aborted) return;
+    logger.info("stopping the runs now", { signal });
+    process.stdout.write("Stopping the runs now; they end interrupted.\n");
+    hurry.abort();
+    return;
+  }
   stopping = true;
   const { server, database, deps, sweeper, outbox, scheduler } = service;
   logger.info("shutting down", { signal, grace_ms: config.runs.shutdownGraceMs });
+  // Beside the JSON log, for a person at a terminal: a stop that waits on runs looks like a hang.
+  const running = deps.runs.running;
+  if (running > 0) {
+    const seconds = Math.round(config.runs.shutdownGraceMs / 1000);
+    const runs = running === 1 ? "1 run is" : `${running} runs are`;
+    process.stdout.write(
+      `Stopping: ${runs} still going and may take up to ${seconds} s to finish (AGENT_BRIDGE_SHUTDOWN_GRACE_SECONDS). Press Ctrl-C again to stop ${running === 1 ? "it" : "them"} now.\n`,
+    );
+  }
   deps.runs.stopTaking();
   // A database that stops answering (a partition, a frozen server) fails no statement: shutdown
   // would wait on it for good. Past what each step below may take, the process goes anyway, and
@@ -239,7 +256,7 @@ async function shutdown(signal: string) {
   await step("the session sweep", () => sweeper.stop());
   await step("the scheduler", () => scheduler.stop());
   // Runs first: each gets its completion, which also ends the SSE streams following it.
-  const runsClosed = await step("the runs", () => deps.runs.shutdown(config.runs.shutdownGraceMs));
+  const runsClosed = await step("the runs", () => deps.runs.shutdown(config.runs.shutdownGraceMs, hurry.signal));
   // Its runs are closed: the instance's end, so that no other waits out its lease. Not when they
   // may not be: an ended instance is never reaped, and its lease expiring is what lets another
   // instance (or the next start) close what it left.

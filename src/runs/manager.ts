@@ -512,10 +512,10 @@ export class RunManager {
   /**
    * Stops taking and claiming runs, hands its queued runs back for other instances to claim (on
    * the embedded database, and those waiting for their session, they end `interrupted`), lets
-   * running ones finish for up to `graceMs`, then stops them; every run it keeps gets its
-   * completion before this resolves.
+   * running ones finish for up to `graceMs` (or until `hurry` is aborted), then stops them; every
+   * run it keeps gets its completion before this resolves.
    */
-  async shutdown(graceMs: number): Promise<void> {
+  async shutdown(graceMs: number, hurry?: AbortSignal): Promise<void> {
     const unstarted = "the server shut down before the run started";
     const { queued, waiting } = this.admission.close();
     for (const run of queued) {
@@ -525,7 +525,11 @@ export class RunManager {
     for (const run of waiting) await this.endUnstarted(run, "interrupted", unstarted);
     const all = () => Promise.all(this.admission.all().map((r) => r.finished));
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([all(), new Promise((r) => (timer = setTimeout(r, graceMs)))]);
+    const graceOver = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, graceMs);
+      hurry?.addEventListener("abort", () => resolve(), { once: true });
+    });
+    await Promise.race([all(), graceOver]);
     clearTimeout(timer);
     for (const run of this.admission.all()) {
       // One whose outcome is known is finishing: it ends as it did.
@@ -546,6 +550,11 @@ export class RunManager {
     // Given up on too: an instance that recorded its end would never have them reaped.
     const unstored = this.recorder.unstored();
     if (unstored.length > 0) throw new CompletionsUnstoredError(unstored);
+  }
+
+  /** How many runs run here now (what a shutdown lets finish). */
+  get running(): number {
+    return this.admission.counts().running;
   }
 
   /**
