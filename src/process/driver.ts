@@ -166,6 +166,9 @@ class Inbox<T> {
   }
 }
 
+/** How often the run's wall clock looks whether the CLI waits for a reply of ours. */
+const WALL_CLOCK_TICK_MS = 1000;
+
 /** Lines queued for the consumer before stdout is paused (and read again below LOW_WATER). */
 const HIGH_WATER = 1024;
 const LOW_WATER = 64;
@@ -310,8 +313,21 @@ export async function* driveAgentProcess(
   // The CLI may be gone before or while we write (EPIPE): the exit path reports that.
   child.stdin.on("error", (err) => log.debug(`${label.name} stdin error`, { error: err.message }));
 
+  let wallClock: NodeJS.Timeout | undefined;
   if (config.timeoutMs > 0) {
-    timers.push(setTimeout(() => inbox.push({ kind: "timeout" }), config.timeoutMs));
+    // The run's wall clock stops while the CLI waits for our reply to a permission request: that
+    // wait has a bound of its own (the approval timeout), which must be the one to end it.
+    // Looked at every second, so a wait counts to within a second.
+    let spent = 0;
+    let since = performance.now();
+    const checkWall = () => {
+      const now = performance.now();
+      if (!protocol.awaiting?.()) spent += now - since;
+      since = now;
+      if (spent >= config.timeoutMs) inbox.push({ kind: "timeout" });
+      else wallClock = setTimeout(checkWall, Math.min(config.timeoutMs - spent, WALL_CLOCK_TICK_MS));
+    };
+    wallClock = setTimeout(checkWall, Math.min(config.timeoutMs, WALL_CLOCK_TICK_MS));
   }
   if (config.idleTimeoutMs > 0) {
     const checkIdle = () => {
@@ -344,6 +360,7 @@ export async function* driveAgentProcess(
   /** Ends the child and releases everything; `graceful` lets the CLI exit on its own first. */
   const stop = (graceful: boolean) => {
     stopped ??= (async () => {
+      clearTimeout(wallClock);
       for (const t of timers) clearTimeout(t);
       signal?.removeEventListener("abort", onAbort);
       child.stdin.end();

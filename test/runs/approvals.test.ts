@@ -246,3 +246,47 @@ describe.each(BACKENDS)("the audit trail of answers on %s", (backend) => {
     expect(sameRow).not.toHaveProperty("updated_input");
   });
 });
+
+describe.each(BACKENDS)("a request left unanswered past the run's timeout on %s", (backend) => {
+  let fake: FakeCli;
+  let t: TestApp;
+
+  beforeAll(async () => {
+    fake = await fakeCli({
+      steps: [
+        { emit: systemInit() },
+        { emit: controlRequest("req_late", "Bash", { command: "make deploy" }, "toolu_late") },
+        { waitStdin: "control_response" },
+        { emit: result({ result: "Nobody answered." }) },
+      ],
+    });
+    // The run's own time is far below its timeout; the wait for an answer is longer than it.
+    t = await createTestApp(backend, { ...fake.bridgeEnv, AGENT_BRIDGE_RUN_TIMEOUT_SECONDS: "4" });
+  });
+  afterAll(async () => {
+    await t.close();
+    await fake.cleanup();
+  });
+
+  it("is denied by its approval timeout, not cut by the run's: the wall clock stops while it waits", async () => {
+    const session = await (
+      await t.app.request("/v1/sessions", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ approvals: "api", approval_timeout_seconds: 5 }),
+      })
+    ).json();
+    const res = await t.app.request(`/v1/sessions/${session.id}/messages`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ text: "deploy" }),
+    });
+    const frames = await SseReader.of(res).events();
+    expect(frames.find((f) => f.event === "permission_resolved")?.data).toMatchObject({
+      request_id: "req_late",
+      decision: "deny",
+      by: "timeout",
+    });
+    expect(frames.at(-1)?.data).toMatchObject({ status: "succeeded", result: "Nobody answered." });
+  });
+});
