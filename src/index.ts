@@ -256,7 +256,9 @@ async function shutdown(signal: string) {
   await step("the session sweep", () => sweeper.stop());
   await step("the scheduler", () => scheduler.stop());
   // Runs first: each gets its completion, which also ends the SSE streams following it.
-  const runsClosed = await step("the runs", () => deps.runs.shutdown(config.runs.shutdownGraceMs, hurry.signal));
+  const runsClosed = await step("the runs", () =>
+    deps.runs.shutdown(config.runs.shutdownGraceMs, hurry.signal),
+  );
   // Its runs are closed: the instance's end, so that no other waits out its lease. Not when they
   // may not be: an ended instance is never reaped, and its lease expiring is what lets another
   // instance (or the next start) close what it left.

@@ -325,7 +325,8 @@ export async function* driveAgentProcess(
       if (!protocol.awaiting?.()) spent += now - since;
       since = now;
       if (spent >= config.timeoutMs) inbox.push({ kind: "timeout" });
-      else wallClock = setTimeout(checkWall, Math.min(config.timeoutMs - spent, WALL_CLOCK_TICK_MS));
+      else
+        wallClock = setTimeout(checkWall, Math.min(config.timeoutMs - spent, WALL_CLOCK_TICK_MS));
     };
     wallClock = setTimeout(checkWall, Math.min(config.timeoutMs, WALL_CLOCK_TICK_MS));
   }
