@@ -183,7 +183,9 @@ export function buildProgram(out: Output): Command {
     });
   runs
     .command("events")
-    .description("print a run's events as JSON lines")
+    .description(
+      "print the events a run has stored so far as JSON lines, and exit (also while the run goes on)",
+    )
     .argument("<id>", "run id")
     .option("--follow", "show the run live like `send` until it ends; exit with its status")
     .option("--after <n>", "start after this event id", positiveInt, 0)
@@ -194,13 +196,15 @@ export function buildProgram(out: Output): Command {
     .action(async (id: string, options, command: Command) => {
       const client = clientOf(command);
       const controller = new AbortController();
-      const events = client.follow(id, {
+      const view = {
         after: options.after,
         signal: controller.signal,
         ...(options.full ? { events: "full" as const } : {}),
-      });
-      if (options.follow) return render(out, events, client, controller);
-      await printEventLines(out, client, id, events, controller);
+      };
+      if (options.follow) return render(out, client.follow(id, view), client, controller);
+      for await (const event of client.storedEvents(id, view)) {
+        out.stdout.write(`${JSON.stringify(event)}\n`);
+      }
     });
   runs
     .command("retry")
@@ -469,39 +473,6 @@ function askCancelOrDetach(out: Output): Promise<"cancel" | "detach"> {
       resolve(key.startsWith("c") ? "cancel" : "detach");
     });
   });
-}
-
-/**
- * Without --follow: the events so far. A finished run's log ends at its completion; for a run
- * still going, the replay is what arrives before the stream falls quiet.
- */
-async function printEventLines(
-  out: Output,
-  client: AgentBridgeClient,
-  runId: string,
-  events: AsyncGenerator<StreamedEvent>,
-  controller: AbortController,
-): Promise<void> {
-  const run = await client.getRun(runId);
-  const active = run.status === "queued" || run.status === "running";
-  const QUIET_MS = 500;
-  let quiet: NodeJS.Timeout | undefined;
-  const rearm = () => {
-    if (!active) return;
-    clearTimeout(quiet);
-    quiet = setTimeout(() => controller.abort(), QUIET_MS);
-  };
-  rearm();
-  try {
-    for await (const event of events) {
-      out.stdout.write(`${JSON.stringify(event)}\n`);
-      rearm();
-    }
-  } catch (err) {
-    if (!controller.signal.aborted) throw err;
-  } finally {
-    clearTimeout(quiet);
-  }
 }
 
 /** What the user sees for an error: one line, no stack trace. */

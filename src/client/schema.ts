@@ -253,7 +253,7 @@ export interface paths {
     };
     /**
      * Replay a run's events, then follow it live
-     * @description Replays the run's log after `Last-Event-ID` (or `?after=N`), then streams new events until the `completion`. A finished run replays and closes.
+     * @description Replays the run's log after `Last-Event-ID` (or `?after=N`), then streams new events until the `completion`. A finished run replays and closes; with `?follow=false` any run does, after the events stored so far.
      */
     get: operations["getRunEvents"];
     put?: never;
@@ -2732,6 +2732,8 @@ export interface operations {
         after?: number;
         /** @description `full` adds reasoning, subagent_text_delta, tool_call, tool_result, tool_update, session_status, available_commands, context_window and rate_limit events; ids then count every event. */
         events?: "default" | "full";
+        /** @description `false`: the events stored so far, then the stream closes, also while the run goes on (it ends without a `completion` then; a client has seen no event the log does not hold). `true`: it follows the run live until its `completion`. */
+        follow?: "true" | "false";
       };
       header?: {
         /** @description Resume after this event: its `id:`, a whole number from 0 to 2147483647. */
@@ -2744,7 +2746,7 @@ export interface operations {
     };
     requestBody?: never;
     responses: {
-      /** @description The run's events as SSE, ending with its `completion`, or with an `event: error` frame (a StreamError) when the server cannot continue the stream: reconnect with `Last-Event-ID`. */
+      /** @description The run's events as SSE, ending with its `completion` (with `?follow=false`, at the end of what is stored), or with an `event: error` frame (a StreamError) when the server cannot continue the stream: reconnect with `Last-Event-ID`. */
       200: {
         headers: {
           [name: string]: unknown;

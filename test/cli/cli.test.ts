@@ -98,6 +98,36 @@ describe("the agent-bridge command", () => {
     expect(events.at(-1)).toMatchObject({ type: "completion", status: "succeeded" });
   });
 
+  it("runs events without --follow prints what a streaming run has stored so far and exits while the run goes on", async () => {
+    // A delta every 50 ms for 100 s: the stream never falls quiet before the test is over.
+    const streaming = await liveServer("pglite", {
+      steps: [
+        { init: true },
+        { reply: { parts: Array.from({ length: 2000 }, () => "."), delayMs: 50 } },
+        { succeed: {} },
+      ],
+    });
+    try {
+      const client = createClient({ baseUrl: streaming.url });
+      const run = await client.sendAsync((await client.createSession()).id, "stream");
+      for await (const event of client.follow(run.id)) if (event.type === "text_delta") break;
+
+      const res = await runCli(["runs", "events", run.id], env(streaming));
+      expect(res).toMatchObject({ code: EXIT.ok, stderr: "" });
+      const events = res.stdout
+        .trimEnd()
+        .split("\n")
+        .map((line) => JSON.parse(line));
+      expect(events[0]).toMatchObject({ type: "run_started", run_id: run.id });
+      expect(events.map((e) => e.id)).toEqual(events.map((_, i) => i + 1));
+      expect(events.map((e) => e.type)).toContain("text_delta");
+      expect(events.map((e) => e.type)).not.toContain("completion");
+      expect((await client.getRun(run.id)).status).toBe("running");
+    } finally {
+      await streaming.close();
+    }
+  });
+
   it("runs retry runs a session's latest run again, shown as send shows it; --async prints the new run's id", async () => {
     const first = JSON.parse((await on(ok)("send", "say hello", "--json")).stdout);
     const retried = await on(ok)("runs", "retry", first.run.id);

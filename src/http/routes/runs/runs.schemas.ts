@@ -157,6 +157,14 @@ export const EventsQuery = z.strictObject({
       "Replay from the event after this id (the `Last-Event-ID` header wins when both are given).",
   }),
   events: EventsView,
+  follow: z
+    .enum(["true", "false"], { error: "expected true or false" })
+    .default("true")
+    .openapi({
+      param: { name: "follow", in: "query" },
+      description:
+        "`false`: the events stored so far, then the stream closes, also while the run goes on (it ends without a `completion` then; a client has seen no event the log does not hold). `true`: it follows the run live until its `completion`.",
+    }),
 });
 
 export const EventsHeaders = z.object({
