@@ -1,5 +1,6 @@
 import { createReadStream } from "node:fs";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
+import { PERMISSION_MODES } from "../agents/permission-modes.js";
 import {
   type AgentBridgeClient,
   ApiProblem,
@@ -89,6 +90,12 @@ export function buildProgram(out: Output): Command {
         "who answers the run's permission requests: ask (you, here: y/n/a, or an option of a question), api (another client), deny",
       ).choices(["ask", "api", "deny"]),
     )
+    .addOption(
+      new Option(
+        "--permission-mode <mode>",
+        "what the agent may do without asking, for this run (default: the session's; a new session's is the server's AGENT_BRIDGE_PERMISSION_MODE, acceptEdits, which writes files unasked)",
+      ).choices(PERMISSION_MODES),
+    )
     .option("--json", "wait for the run and print it as JSON (run, completion, text)")
     .option("--async", "print the run id at once and leave the run going (with --json: the run)")
     .action(async (prompt: string, options, command: Command) => {
@@ -106,6 +113,7 @@ export function buildProgram(out: Output): Command {
       const messageOptions = {
         ...(options.systemPrompt ? { systemPrompt: options.systemPrompt } : {}),
         ...(options.approvals ? { approvals: ask ? ("api" as const) : options.approvals } : {}),
+        ...(options.permissionMode ? { permissionMode: options.permissionMode } : {}),
       };
       // The answers come from the terminal: stdin, unless it carried the prompt.
       const approver = ask
@@ -137,11 +145,18 @@ export function buildProgram(out: Output): Command {
     .description("create a session and print its id")
     .option("--title <title>", "a label for people")
     .option("--agent <name>", "its agent: claude or codex (default: the server's)")
+    .addOption(
+      new Option(
+        "--permission-mode <mode>",
+        "what its agent may do without asking (default: the server's AGENT_BRIDGE_PERMISSION_MODE, acceptEdits)",
+      ).choices(PERMISSION_MODES),
+    )
     .option("--json", "print the session as JSON")
     .action(async (options, command: Command) => {
       const session = await clientOf(command).createSession({
         ...(options.title ? { title: options.title } : {}),
         ...(options.agent ? { agent: options.agent } : {}),
+        ...(options.permissionMode ? { permission_mode: options.permissionMode } : {}),
       });
       if (options.json) printJson(out, session);
       else out.stdout.write(`${session.id}\n`);

@@ -76,6 +76,8 @@ export interface MessageOptions {
   systemPrompt?: string;
   /** Who answers the run's permission requests, in place of the session's `approvals`. */
   approvals?: "deny" | "api";
+  /** How the run's agent may use tools, in place of the session's `permission_mode`. */
+  permissionMode?: Schemas["PermissionMode"];
   /** The same key within 24 h returns the first request's run instead of starting another. */
   idempotencyKey?: string;
   signal?: AbortSignal;
@@ -178,6 +180,7 @@ export function createClient(clientOptions: ClientOptions): AgentBridgeClient {
       text,
       ...(options.systemPrompt !== undefined ? { system_prompt: options.systemPrompt } : {}),
       ...(options.approvals !== undefined ? { approvals: options.approvals } : {}),
+      ...(options.permissionMode !== undefined ? { permission_mode: options.permissionMode } : {}),
     },
     ...(options.signal ? { signal: options.signal } : {}),
   });

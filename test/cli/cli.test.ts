@@ -298,6 +298,28 @@ describe("the agent-bridge command", () => {
     expect(sent.code).not.toBe(EXIT.ok);
   });
 
+  it("--permission-mode sets a new session's mode (sessions new) and a run's (send); a mode that is none is bad usage", async () => {
+    const created = await on(ok)("sessions", "new", "--permission-mode", "plan", "--json");
+    const session = JSON.parse(created.stdout);
+    expect(session).toMatchObject({ permission_mode: "plan" });
+
+    const sent = await on(ok)(
+      "send",
+      "hi",
+      "--session",
+      session.id,
+      "--permission-mode",
+      "default",
+    );
+    expect(sent.code).toBe(EXIT.ok);
+    const { args } = await ok.fake.record();
+    expect(args.join(" ")).toContain("--permission-mode default");
+
+    const bad = await on(ok)("sessions", "new", "--permission-mode", "ask");
+    expect(bad.code).toBe(EXIT.usage);
+    expect(bad.stderr).toMatch(/--permission-mode <mode>' argument 'ask' is invalid/);
+  });
+
   it("runs ls lists runs newest first, of one session with --session", async () => {
     const client = createClient({ baseUrl: ok.url });
     const session = await client.createSession({ title: "runs ls" });
