@@ -491,8 +491,15 @@ function askCancelOrDetach(out: Output): Promise<"cancel" | "detach"> {
 }
 
 /** What the user sees for an error: one line, no stack trace. */
-function describeError(err: unknown, url: string): string {
-  if (err instanceof ApiProblem) return `${err.detail} (${err.code})`;
+function describeError(err: unknown, { url, key }: GlobalOptions): string {
+  if (err instanceof ApiProblem) {
+    const said = `${err.detail} (${err.code})`;
+    if (err.status !== 401) return said;
+    // The server cannot know where this command takes its key from.
+    return key
+      ? `${said}; check the key given with --key or AGENT_BRIDGE_KEY`
+      : `${said}; set AGENT_BRIDGE_KEY or pass --key: the key the server printed at its first start, or one from \`agent-bridge keys create\``;
+  }
   if (err instanceof Error) {
     const cause = err.cause as { code?: string; message?: string } | undefined;
     if (err.message === "fetch failed")
@@ -511,7 +518,7 @@ export async function main(argv: string[], out: Output = processOutput): Promise
   } catch (err) {
     if (err instanceof Exit) return err.code;
     if (err instanceof CommanderError) return err.exitCode === 0 ? EXIT.ok : EXIT.usage;
-    out.stderr.write(`agent-bridge: ${describeError(err, program.opts<GlobalOptions>().url)}\n`);
+    out.stderr.write(`agent-bridge: ${describeError(err, program.opts<GlobalOptions>())}\n`);
     return EXIT.error;
   }
 }

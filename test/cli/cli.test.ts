@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EXIT } from "../../src/cli/exit-codes.js";
 import { createClient } from "../../src/client/index.js";
 import { crashBeforeResult, type LiveServer, liveServer, toolThenReply } from "../client/live.js";
+import { createTestApp, listen } from "../support/app.js";
 import { longRun } from "../support/fake-scenarios.js";
 import { runCommand } from "../support/process.js";
 import { freePort } from "../support/server.js";
@@ -353,6 +354,29 @@ describe("the agent-bridge command", () => {
     const busy = await on(ok)("runs", "cancel", "not-a-uuid");
     expect(busy.code).toBe(EXIT.error);
     expect(busy.stderr).toMatch(/^agent-bridge: .*\(validation_failed\)\n$/);
+  });
+
+  it("without a key, says to set AGENT_BRIDGE_KEY or pass --key; with a wrong one, where it came from", async () => {
+    const keyed = await createTestApp("pglite", { AGENT_BRIDGE_AUTH: "keys" });
+    const server = await listen(keyed.app);
+    try {
+      const missing = await runCli(["sessions", "ls"], { AGENT_BRIDGE_URL: server.url });
+      expect(missing).toEqual({
+        code: EXIT.error,
+        stdout: "",
+        stderr:
+          "agent-bridge: missing Authorization: Bearer <API key> (unauthorized); set AGENT_BRIDGE_KEY or pass --key: the key the server printed at its first start, or one from `agent-bridge keys create`\n",
+      });
+      const wrong = await runCli(["sessions", "ls", "--key", `ab_${"x".repeat(43)}`], {
+        AGENT_BRIDGE_URL: server.url,
+      });
+      expect(wrong.stderr).toBe(
+        "agent-bridge: unknown or revoked API key (unauthorized); check the key given with --key or AGENT_BRIDGE_KEY\n",
+      );
+    } finally {
+      await server.close();
+      await keyed.close();
+    }
   });
 
   it("takes the server from --url over AGENT_BRIDGE_URL, and says when it cannot reach it", async () => {
