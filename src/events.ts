@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { COST_PRECISION } from "./money.js";
 import { NormalizedToolCall, ToolKind, ToolOutcome } from "./tool-calls.js";
 
 // BridgeEvents: the generic events a run produces, shared by the runner (which yields them),
@@ -47,7 +48,7 @@ export const SessionUsage = z
     output_tokens: z.number().int(),
     cache_read_tokens: z.number().int(),
     cache_creation_tokens: z.number().int(),
-    cost_usd: z.number(),
+    cost_usd: z.number().openapi({ description: `The runs' known costs. ${COST_PRECISION}` }),
     num_turns: z.number().int(),
     runs: z.number().int(),
   })
@@ -307,10 +308,12 @@ export const CompletionEvent = z
     result: z.string().nullable(),
     error: z.string().nullable(),
     error_code: CompletionErrorCode.optional(),
-    cost_usd: z.number().nullable().openapi({
-      description:
-        "What the run cost in USD, as the agent reported it (Claude Code), or from the configured price of its model (Codex: AGENT_BRIDGE_CODEX_PRICES); null when neither is known, never a guess (a Claude Code run that spent tokens but ended without its result, e.g. cancelled: the CLI reports cost only in its result).",
-    }),
+    cost_usd: z
+      .number()
+      .nullable()
+      .openapi({
+        description: `What the run cost in USD, as the agent reported it (Claude Code), or from the configured price of its model (Codex: AGENT_BRIDGE_CODEX_PRICES); null when neither is known, never a guess (a Claude Code run that spent tokens but ended without its result, e.g. cancelled: the CLI reports cost only in its result). ${COST_PRECISION}`,
+      }),
     duration_ms: z.number().int(),
     usage: Usage,
     // Filled by the run manager once the run's usage is added to its session.

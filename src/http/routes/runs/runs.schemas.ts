@@ -7,6 +7,7 @@ import {
 } from "../../../agents/images.js";
 import { Approvals, Effort, ModelName, PermissionMode } from "../../../agents/settings.js";
 import { BridgeEvent, CompletionEvent, RunStatus, Usage } from "../../../events.js";
+import { COST_PRECISION } from "../../../money.js";
 import type { CallbackRow, RunRow } from "../../../store/schema.js";
 import { StreamError } from "../../sse.js";
 import {
@@ -219,7 +220,9 @@ export const Run = z
     cost_usd: z
       .number()
       .nullable()
-      .openapi({ description: "null when neither the agent nor a configured price says." }),
+      .openapi({
+        description: `null when neither the agent nor a configured price says. ${COST_PRECISION}`,
+      }),
     duration_ms: z.number().int().nullable(),
     agent: z.string().openapi({ description: "Its session's agent back-end.", example: "claude" }),
     agent_session_id: z.string().nullable().openapi({
