@@ -717,6 +717,13 @@ export interface components {
        */
       timezone?: string;
     };
+    /**
+     * @example {
+     *       "title": "try it",
+     *       "permission_mode": "plan",
+     *       "effort": "high"
+     *     }
+     */
     CreateSession: {
       /** @description A label for people. */
       title?: string;
