@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { COST_PRECISION } from "./money.js";
 import { NormalizedToolCall, ToolKind, ToolOutcome } from "./tool-calls.js";
 
 // BridgeEvents: the generic events a run produces, shared by the runner (which yields them),
@@ -47,7 +48,7 @@ export const SessionUsage = z
     output_tokens: z.number().int(),
     cache_read_tokens: z.number().int(),
     cache_creation_tokens: z.number().int(),
-    cost_usd: z.number(),
+    cost_usd: z.number().openapi({ description: `The runs' known costs. ${COST_PRECISION}` }),
     num_turns: z.number().int(),
     runs: z.number().int(),
   })
@@ -295,6 +296,7 @@ export const COMPLETION_ERROR_CODES = [
   "invalid_run_request",
   "timed_out",
   "cancelled",
+  "interrupted",
   "budget_exhausted",
   "max_budget",
   "max_turns",
@@ -302,7 +304,7 @@ export const COMPLETION_ERROR_CODES = [
 ] as const;
 export const CompletionErrorCode = z.enum(COMPLETION_ERROR_CODES).openapi("CompletionErrorCode", {
   description:
-    "Why the run did not succeed, when the bridge can tell: `agent_not_authenticated` (the CLI has no valid credentials: set ANTHROPIC_API_KEY or another login in the server's environment), `agent_error` (the CLI or its API reported an error), `agent_not_found`, `agent_start_failed`, `agent_exited` (ended without a result), `agent_stalled`, `work_dir_not_found`, `invalid_run_request`, `timed_out`, `cancelled`, `budget_exhausted` (the run stopped at, or did not start past, its key's monthly `max_budget_usd`), `max_budget` (the run stopped at its own `max_budget_usd`, the session's or its message's), `max_turns` (the run stopped at its `max_turns`), `policy_denied` (its key's policy no longer allows the session's options). Absent on success and when the bridge itself failed.",
+    "Why the run did not succeed, when the bridge can tell: `agent_not_authenticated` (the CLI has no valid credentials: set ANTHROPIC_API_KEY or another login in the server's environment), `agent_error` (the CLI or its API reported an error), `agent_not_found`, `agent_start_failed`, `agent_exited` (ended without a result), `agent_stalled`, `work_dir_not_found`, `invalid_run_request`, `timed_out`, `cancelled`, `interrupted` (the bridge stopped the run: its server shut down or died, or its instance lost its lease; nothing about the run itself was wrong, so sending it again may succeed), `budget_exhausted` (the run stopped at, or did not start past, its key's monthly `max_budget_usd`), `max_budget` (the run stopped at its own `max_budget_usd`, the session's or its message's), `max_turns` (the run stopped at its `max_turns`), `policy_denied` (its key's policy no longer allows the session's options). Absent on success and when the bridge itself failed.",
 });
 export type CompletionErrorCode = z.infer<typeof CompletionErrorCode>;
 
@@ -314,10 +316,12 @@ export const CompletionEvent = z
     result: z.string().nullable(),
     error: z.string().nullable(),
     error_code: CompletionErrorCode.optional(),
-    cost_usd: z.number().nullable().openapi({
-      description:
-        "What the run cost in USD, as the agent reported it (Claude Code), or from the configured price of its model (Codex: AGENT_BRIDGE_CODEX_PRICES); null when neither is known, never a guess (a Claude Code run that spent tokens but ended without its result, e.g. cancelled: the CLI reports cost only in its result).",
-    }),
+    cost_usd: z
+      .number()
+      .nullable()
+      .openapi({
+        description: `What the run cost in USD, as the agent reported it (Claude Code), or from the configured price of its model (Codex: AGENT_BRIDGE_CODEX_PRICES); null when neither is known, never a guess (a Claude Code run that spent tokens but ended without its result, e.g. cancelled: the CLI reports cost only in its result). ${COST_PRECISION}`,
+      }),
     duration_ms: z.number().int(),
     usage: Usage,
     // Filled by the run manager once the run's usage is added to its session.

@@ -1,5 +1,6 @@
 import { createReadStream } from "node:fs";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
+import { PERMISSION_MODES } from "../agents/permission-modes.js";
 import {
   type AgentBridgeClient,
   ApiProblem,
@@ -89,6 +90,12 @@ export function buildProgram(out: Output): Command {
         "who answers the run's permission requests: ask (you, here: y/n/a, or an option of a question), api (another client), deny",
       ).choices(["ask", "api", "deny"]),
     )
+    .addOption(
+      new Option(
+        "--permission-mode <mode>",
+        "what the agent may do without asking, for this run (default: the session's; a new session's is the server's AGENT_BRIDGE_PERMISSION_MODE, acceptEdits, which writes files unasked)",
+      ).choices(PERMISSION_MODES),
+    )
     .option("--json", "wait for the run and print it as JSON (run, completion, text)")
     .option("--async", "print the run id at once and leave the run going (with --json: the run)")
     .action(async (prompt: string, options, command: Command) => {
@@ -106,6 +113,7 @@ export function buildProgram(out: Output): Command {
       const messageOptions = {
         ...(options.systemPrompt ? { systemPrompt: options.systemPrompt } : {}),
         ...(options.approvals ? { approvals: ask ? ("api" as const) : options.approvals } : {}),
+        ...(options.permissionMode ? { permissionMode: options.permissionMode } : {}),
       };
       // The answers come from the terminal: stdin, unless it carried the prompt.
       const approver = ask
@@ -137,11 +145,18 @@ export function buildProgram(out: Output): Command {
     .description("create a session and print its id")
     .option("--title <title>", "a label for people")
     .option("--agent <name>", "its agent: claude or codex (default: the server's)")
+    .addOption(
+      new Option(
+        "--permission-mode <mode>",
+        "what its agent may do without asking (default: the server's AGENT_BRIDGE_PERMISSION_MODE, acceptEdits)",
+      ).choices(PERMISSION_MODES),
+    )
     .option("--json", "print the session as JSON")
     .action(async (options, command: Command) => {
       const session = await clientOf(command).createSession({
         ...(options.title ? { title: options.title } : {}),
         ...(options.agent ? { agent: options.agent } : {}),
+        ...(options.permissionMode ? { permission_mode: options.permissionMode } : {}),
       });
       if (options.json) printJson(out, session);
       else out.stdout.write(`${session.id}\n`);
@@ -183,7 +198,9 @@ export function buildProgram(out: Output): Command {
     });
   runs
     .command("events")
-    .description("print a run's events as JSON lines")
+    .description(
+      "print the events a run has stored so far as JSON lines, and exit (also while the run goes on)",
+    )
     .argument("<id>", "run id")
     .option("--follow", "show the run live like `send` until it ends; exit with its status")
     .option("--after <n>", "start after this event id", positiveInt, 0)
@@ -194,13 +211,15 @@ export function buildProgram(out: Output): Command {
     .action(async (id: string, options, command: Command) => {
       const client = clientOf(command);
       const controller = new AbortController();
-      const events = client.follow(id, {
+      const view = {
         after: options.after,
         signal: controller.signal,
         ...(options.full ? { events: "full" as const } : {}),
-      });
-      if (options.follow) return render(out, events, client, controller);
-      await printEventLines(out, client, id, events, controller);
+      };
+      if (options.follow) return render(out, client.follow(id, view), client, controller);
+      for await (const event of client.storedEvents(id, view)) {
+        out.stdout.write(`${JSON.stringify(event)}\n`);
+      }
     });
   runs
     .command("retry")
@@ -471,42 +490,16 @@ function askCancelOrDetach(out: Output): Promise<"cancel" | "detach"> {
   });
 }
 
-/**
- * Without --follow: the events so far. A finished run's log ends at its completion; for a run
- * still going, the replay is what arrives before the stream falls quiet.
- */
-async function printEventLines(
-  out: Output,
-  client: AgentBridgeClient,
-  runId: string,
-  events: AsyncGenerator<StreamedEvent>,
-  controller: AbortController,
-): Promise<void> {
-  const run = await client.getRun(runId);
-  const active = run.status === "queued" || run.status === "running";
-  const QUIET_MS = 500;
-  let quiet: NodeJS.Timeout | undefined;
-  const rearm = () => {
-    if (!active) return;
-    clearTimeout(quiet);
-    quiet = setTimeout(() => controller.abort(), QUIET_MS);
-  };
-  rearm();
-  try {
-    for await (const event of events) {
-      out.stdout.write(`${JSON.stringify(event)}\n`);
-      rearm();
-    }
-  } catch (err) {
-    if (!controller.signal.aborted) throw err;
-  } finally {
-    clearTimeout(quiet);
-  }
-}
-
 /** What the user sees for an error: one line, no stack trace. */
-function describeError(err: unknown, url: string): string {
-  if (err instanceof ApiProblem) return `${err.detail} (${err.code})`;
+function describeError(err: unknown, { url, key }: GlobalOptions): string {
+  if (err instanceof ApiProblem) {
+    const said = `${err.detail} (${err.code})`;
+    if (err.status !== 401) return said;
+    // The server cannot know where this command takes its key from.
+    return key
+      ? `${said}; check the key given with --key or AGENT_BRIDGE_KEY`
+      : `${said}; set AGENT_BRIDGE_KEY or pass --key: the key the server printed at its first start, or one from \`agent-bridge keys create\``;
+  }
   if (err instanceof Error) {
     const cause = err.cause as { code?: string; message?: string } | undefined;
     if (err.message === "fetch failed")
@@ -525,7 +518,7 @@ export async function main(argv: string[], out: Output = processOutput): Promise
   } catch (err) {
     if (err instanceof Exit) return err.code;
     if (err instanceof CommanderError) return err.exitCode === 0 ? EXIT.ok : EXIT.usage;
-    out.stderr.write(`agent-bridge: ${describeError(err, program.opts<GlobalOptions>().url)}\n`);
+    out.stderr.write(`agent-bridge: ${describeError(err, program.opts<GlobalOptions>())}\n`);
     return EXIT.error;
   }
 }

@@ -68,9 +68,9 @@ export async function* readRunEvents(
 }
 
 /** The events of one SSE response body, in order; comments (keep-alives) are skipped. */
-async function* parseEvents(
+export async function* parseEvents(
   body: ReadableStream<Uint8Array>,
-  onRetry: (ms: number) => void,
+  onRetry: (ms: number) => void = () => {},
 ): AsyncGenerator<StreamedEvent, void, undefined> {
   const messages: EventSourceMessage[] = [];
   const parser = createParser({ onEvent: (message) => messages.push(message), onRetry });

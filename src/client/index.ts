@@ -1,6 +1,7 @@
 import createFetchClient, { type Client } from "openapi-fetch";
 import {
   type OpenEvents,
+  parseEvents,
   type ReconnectOptions,
   readRunEvents,
   type StreamedEvent,
@@ -75,6 +76,8 @@ export interface MessageOptions {
   systemPrompt?: string;
   /** Who answers the run's permission requests, in place of the session's `approvals`. */
   approvals?: "deny" | "api";
+  /** How the run's agent may use tools, in place of the session's `permission_mode`. */
+  permissionMode?: Schemas["PermissionMode"];
   /** The same key within 24 h returns the first request's run instead of starting another. */
   idempotencyKey?: string;
   signal?: AbortSignal;
@@ -126,6 +129,12 @@ export type AgentBridgeClient = Client<paths, Media> & {
   stream(sessionId: string, text: string, options?: StreamOptions): AsyncGenerator<StreamedEvent>;
   /** Yields the events of an existing run (replay, then live), ending after the `completion`. */
   follow(runId: string, options?: FollowOptions): AsyncGenerator<StreamedEvent>;
+  /**
+   * Yields the events the run's log holds now and ends, also while the run goes on (then without
+   * a `completion`): `GET /v1/runs/{id}/events?follow=false`. No reconnect: a dropped connection
+   * throws.
+   */
+  storedEvents(runId: string, options?: FollowOptions): AsyncGenerator<StreamedEvent>;
 };
 
 /** Resolves to the answer's data, or throws ApiProblem for an error answer. */
@@ -145,12 +154,12 @@ export function createClient(clientOptions: ClientOptions): AgentBridgeClient {
     headers: key ? { Authorization: `Bearer ${key}` } : {},
   });
 
-  const runEvents = (runId: string, view: EventsView): OpenEvents => {
+  const runEvents = (runId: string, view: EventsView, follow = true): OpenEvents => {
     return async (after, signal) => {
       const { data, error, response } = await api.GET("/v1/runs/{id}/events", {
         params: {
           path: { id: runId },
-          query: { events: view },
+          query: { events: view, ...(follow ? {} : { follow: "false" as const }) },
           header: after > 0 ? { "last-event-id": String(after) } : {},
         },
         headers: { Accept: "text/event-stream" },
@@ -171,6 +180,7 @@ export function createClient(clientOptions: ClientOptions): AgentBridgeClient {
       text,
       ...(options.systemPrompt !== undefined ? { system_prompt: options.systemPrompt } : {}),
       ...(options.approvals !== undefined ? { approvals: options.approvals } : {}),
+      ...(options.permissionMode !== undefined ? { permission_mode: options.permissionMode } : {}),
     },
     ...(options.signal ? { signal: options.signal } : {}),
   });
@@ -264,6 +274,11 @@ export function createClient(clientOptions: ClientOptions): AgentBridgeClient {
         ...(options.signal ? { signal: options.signal } : {}),
         ...(reconnect ? { reconnect } : {}),
       });
+    },
+
+    async *storedEvents(runId, options = {}) {
+      const open = runEvents(runId, options.events ?? "default", false);
+      yield* parseEvents(await open(options.after ?? 0, options.signal));
     },
   };
 }

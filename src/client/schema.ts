@@ -253,7 +253,7 @@ export interface paths {
     };
     /**
      * Replay a run's events, then follow it live
-     * @description Replays the run's log after `Last-Event-ID` (or `?after=N`), then streams new events until the `completion`. A finished run replays and closes.
+     * @description Replays the run's log after `Last-Event-ID` (or `?after=N`), then streams new events until the `completion`. A finished run replays and closes; with `?follow=false` any run does, after the events stored so far.
      */
     get: operations["getRunEvents"];
     put?: never;
@@ -584,7 +584,7 @@ export interface components {
       delivered_at: string | null;
     };
     /**
-     * @description Why the run did not succeed, when the bridge can tell: `agent_not_authenticated` (the CLI has no valid credentials: set ANTHROPIC_API_KEY or another login in the server's environment), `agent_error` (the CLI or its API reported an error), `agent_not_found`, `agent_start_failed`, `agent_exited` (ended without a result), `agent_stalled`, `work_dir_not_found`, `invalid_run_request`, `timed_out`, `cancelled`, `budget_exhausted` (the run stopped at, or did not start past, its key's monthly `max_budget_usd`), `max_budget` (the run stopped at its own `max_budget_usd`, the session's or its message's), `max_turns` (the run stopped at its `max_turns`), `policy_denied` (its key's policy no longer allows the session's options). Absent on success and when the bridge itself failed.
+     * @description Why the run did not succeed, when the bridge can tell: `agent_not_authenticated` (the CLI has no valid credentials: set ANTHROPIC_API_KEY or another login in the server's environment), `agent_error` (the CLI or its API reported an error), `agent_not_found`, `agent_start_failed`, `agent_exited` (ended without a result), `agent_stalled`, `work_dir_not_found`, `invalid_run_request`, `timed_out`, `cancelled`, `interrupted` (the bridge stopped the run: its server shut down or died, or its instance lost its lease; nothing about the run itself was wrong, so sending it again may succeed), `budget_exhausted` (the run stopped at, or did not start past, its key's monthly `max_budget_usd`), `max_budget` (the run stopped at its own `max_budget_usd`, the session's or its message's), `max_turns` (the run stopped at its `max_turns`), `policy_denied` (its key's policy no longer allows the session's options). Absent on success and when the bridge itself failed.
      * @enum {string}
      */
     CompletionErrorCode:
@@ -598,6 +598,7 @@ export interface components {
       | "invalid_run_request"
       | "timed_out"
       | "cancelled"
+      | "interrupted"
       | "budget_exhausted"
       | "max_budget"
       | "max_turns"
@@ -613,7 +614,7 @@ export interface components {
       result: string | null;
       error: string | null;
       error_code?: components["schemas"]["CompletionErrorCode"];
-      /** @description What the run cost in USD, as the agent reported it (Claude Code), or from the configured price of its model (Codex: AGENT_BRIDGE_CODEX_PRICES); null when neither is known, never a guess (a Claude Code run that spent tokens but ended without its result, e.g. cancelled: the CLI reports cost only in its result). */
+      /** @description What the run cost in USD, as the agent reported it (Claude Code), or from the configured price of its model (Codex: AGENT_BRIDGE_CODEX_PRICES); null when neither is known, never a guess (a Claude Code run that spent tokens but ended without its result, e.g. cancelled: the CLI reports cost only in its result). USD to 10 decimal places: a run's cost is kept rounded to that, and every total is the exact sum of its runs' costs (added as decimals, with no floating-point drift). */
       cost_usd: number | null;
       duration_ms: number;
       usage: components["schemas"]["Usage"];
@@ -716,6 +717,13 @@ export interface components {
        */
       timezone?: string;
     };
+    /**
+     * @example {
+     *       "title": "try it",
+     *       "permission_mode": "plan",
+     *       "effort": "high"
+     *     }
+     */
     CreateSession: {
       /** @description A label for people. */
       title?: string;
@@ -1166,7 +1174,7 @@ export interface components {
       result: string | null;
       error: string | null;
       usage: components["schemas"]["Usage"];
-      /** @description null when neither the agent nor a configured price says. */
+      /** @description null when neither the agent nor a configured price says. USD to 10 decimal places: a run's cost is kept rounded to that, and every total is the exact sum of its runs' costs (added as decimals, with no floating-point drift). */
       cost_usd: number | null;
       duration_ms: number | null;
       /**
@@ -1319,6 +1327,7 @@ export interface components {
       output_tokens: number;
       cache_read_tokens: number;
       cache_creation_tokens: number;
+      /** @description The runs' known costs. USD to 10 decimal places: a run's cost is kept rounded to that, and every total is the exact sum of its runs' costs (added as decimals, with no floating-point drift). */
       cost_usd: number;
       num_turns: number;
       runs: number;
@@ -1533,7 +1542,7 @@ export interface components {
     UsageBudget: {
       /** @description The key's `max_budget_usd`. */
       max_usd: number;
-      /** @description What the key's runs that ended this month cost (those of deleted sessions too). */
+      /** @description What the key's runs that ended this month cost (those of deleted sessions too). USD to 10 decimal places: a run's cost is kept rounded to that, and every total is the exact sum of its runs' costs (added as decimals, with no floating-point drift). */
       spent_usd: number;
       /** @description `max_usd - spent_usd`, at least 0. */
       left_usd: number;
@@ -2743,6 +2752,8 @@ export interface operations {
         after?: number;
         /** @description `full` adds reasoning, subagent_text_delta, tool_call, tool_result, tool_update, session_status, available_commands, context_window and rate_limit events; ids then count every event. */
         events?: "default" | "full";
+        /** @description `false`: the events stored so far, then the stream closes, also while the run goes on (it ends without a `completion` then; a client has seen no event the log does not hold). `true`: it follows the run live until its `completion`. */
+        follow?: "true" | "false";
       };
       header?: {
         /** @description Resume after this event: its `id:`, a whole number from 0 to 2147483647. */
@@ -2755,7 +2766,7 @@ export interface operations {
     };
     requestBody?: never;
     responses: {
-      /** @description The run's events as SSE, ending with its `completion`, or with an `event: error` frame (a StreamError) when the server cannot continue the stream: reconnect with `Last-Event-ID`. */
+      /** @description The run's events as SSE, ending with its `completion` (with `?follow=false`, at the end of what is stored), or with an `event: error` frame (a StreamError) when the server cannot continue the stream: reconnect with `Last-Event-ID`. */
       200: {
         headers: {
           [name: string]: unknown;

@@ -11,7 +11,7 @@ import {
   AgentStalledError,
   AgentTimeoutError,
   RunCancelledError,
-  type RunnerError,
+  RunnerError,
   WorkDirNotFoundError,
 } from "./errors.js";
 import { NdjsonReader } from "./framer.js";
@@ -180,6 +180,14 @@ async function within(promise: Promise<unknown>, ms: number): Promise<void> {
   clearTimeout(timer);
 }
 
+/**
+ * Why the run's signal stopped it: the RunnerError it was aborted with (the bridge interrupting
+ * it), else a client's cancel.
+ */
+function abortError(signal: AbortSignal | undefined): RunnerError {
+  return signal?.reason instanceof RunnerError ? signal.reason : new RunCancelledError();
+}
+
 function toError(err: unknown): Error {
   return err instanceof Error ? err : new Error(String(err));
 }
@@ -238,7 +246,7 @@ export async function* driveAgentProcess(
   const fail = (err: RunnerError) => protocol.failure(err, elapsed());
 
   if (signal?.aborted) {
-    yield [fail(new RunCancelledError())];
+    yield [fail(abortError(signal))];
     return;
   }
   let child: SpawnedProcess;
@@ -454,7 +462,7 @@ export async function* driveAgentProcess(
           continue;
         }
         case "abort":
-          ending = new RunCancelledError();
+          ending = abortError(signal);
           break loop;
       }
     }

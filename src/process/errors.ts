@@ -135,3 +135,13 @@ export class RunCancelledError extends RunnerError {
     super("run cancelled");
   }
 }
+
+/**
+ * The bridge stopped the run for a reason of its own, not a client's (its server shut down, its
+ * instance lost its lease): the reason its run's abort signal carries.
+ */
+export class RunInterruptedError extends RunnerError {
+  readonly status = "interrupted";
+  override readonly name = "RunInterruptedError";
+  readonly code = "interrupted";
+}

@@ -1,5 +1,6 @@
 import type { Context } from "@opentelemetry/api";
 import type { CompletionEvent } from "../events.js";
+import { RunInterruptedError } from "../process/errors.js";
 import type { RunRow, SessionRow } from "../store/schema.js";
 import type { Admittable } from "./admission.js";
 import type { RunOptions } from "./message.js";
@@ -42,6 +43,15 @@ export class ActiveRun implements Admittable {
       markFinished = resolve;
     });
     this.markFinished = markFinished;
+  }
+
+  /**
+   * Stops the run for the bridge's own reason (a shutdown, a lost lease): it ends `interrupted`,
+   * and its CLI's end is logged so (the abort carries the reason to the process driver).
+   */
+  interrupt(reason: string): void {
+    this.interruptedBy = reason;
+    this.abort.abort(new RunInterruptedError(reason));
   }
 
   get id(): string {

@@ -420,7 +420,7 @@ function ended(
   status: "cancelled" | "interrupted",
   error: string,
 ): CompletionEvent {
-  // A cancel's code even when the CLI ended the turn itself (an interrupt), its spend kept.
-  const code = status === "cancelled" ? { error_code: "cancelled" as const } : {};
-  return { ...completion, status, is_error: true, error, ...code };
+  // The status's own code, whatever the CLI's end said (a cancel it answered by ending its
+  // turn; a shutdown's kill, which it saw as a cancel), its spend kept.
+  return { ...completion, status, is_error: true, error, error_code: status };
 }

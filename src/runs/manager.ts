@@ -504,8 +504,7 @@ export class RunManager {
   abandonAll(): void {
     for (const run of this.admission.all()) {
       if (run.outcome) continue;
-      run.interruptedBy = "this instance lost its lease; another instance closed the run";
-      run.abort.abort();
+      run.interrupt("this instance lost its lease; another instance closed the run");
     }
   }
 
@@ -534,8 +533,7 @@ export class RunManager {
     for (const run of this.admission.all()) {
       // One whose outcome is known is finishing: it ends as it did.
       if (run.outcome) continue;
-      run.interruptedBy = "the server shut down before the run finished";
-      run.abort.abort();
+      run.interrupt("the server shut down before the run finished");
     }
     await all();
     // No claim starts from here on; one in progress gives its run back (the admission is

@@ -1,5 +1,6 @@
 import type { CompletionEvent, SessionUsage } from "../events.js";
 import type { Logger } from "../log.js";
+import { exactCost } from "../money.js";
 import type { Database } from "../store/db.js";
 import { describeDbError, foreignKeyViolation, transientDbError } from "../store/errors.js";
 import { appendEvents, type SequencedEvent, sequenced } from "../store/events.js";
@@ -156,6 +157,10 @@ export class CompletionRecorder {
     hooks: readonly RunTransactionHook[],
   ): Promise<Recorded> {
     const { logger, outageBoundMs } = this.opts;
+    // The cost as the run's row keeps it, so that the completion and the row say the same.
+    if (completion.cost_usd !== null) {
+      completion = { ...completion, cost_usd: exactCost(completion.cost_usd) };
+    }
     const store = (outcome: CompletionEvent) =>
       withDbRetries(
         () => this.persist(row, outcome, hooks, (totals) => numbered(outcome, at, totals)),

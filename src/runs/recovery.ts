@@ -42,7 +42,10 @@ export async function reapRuns(
     const { state } = await recorder.record(
       row,
       { seq: last.seq + 1, publicSeq: last.publicSeq + 1 },
-      bareCompletion("interrupted", "the server stopped before the run finished"),
+      {
+        ...bareCompletion("interrupted", "the server stopped before the run finished"),
+        error_code: "interrupted",
+      },
       hooks,
     );
     if (state === "stored") closed++;

@@ -549,8 +549,8 @@ export async function finishRun(db: Database, run: RunRow, outcome: RunOutcome) 
       outputTokens: sql`${sessions.outputTokens} + ${usage.output_tokens}`,
       cacheReadTokens: sql`${sessions.cacheReadTokens} + ${usage.cache_read_tokens}`,
       cacheCreationTokens: sql`${sessions.cacheCreationTokens} + ${usage.cache_creation_tokens}`,
-      // A session's cost is the sum of its runs' known costs.
-      costUsd: sql`${sessions.costUsd} + ${outcome.costUsd ?? 0}`,
+      // A session's cost is the sum of its runs' known costs, added as decimals (exactly).
+      costUsd: sql`${sessions.costUsd} + ${String(outcome.costUsd ?? 0)}::numeric`,
       numTurns: sql`${sessions.numTurns} + ${usage.num_turns}`,
       runs: sql`${sessions.runs} + 1`,
       // A run that ended before its CLI said which session it was keeps the one known.

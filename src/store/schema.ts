@@ -7,6 +7,7 @@ import {
   index,
   integer,
   jsonb,
+  numeric,
   pgTable,
   primaryKey,
   text,
@@ -14,6 +15,7 @@ import {
   uniqueIndex,
   uuid,
 } from "drizzle-orm/pg-core";
+import { COST_DECIMALS } from "../money.js";
 
 // Timestamps are written from JS (millisecond precision) rather than defaultNow(), so that a
 // value read back compares equal to the one used in a paging cursor.
@@ -24,6 +26,13 @@ const bytea = customType<{ data: Buffer; driverData: Uint8Array }>({
   fromDriver: (value) => Buffer.from(value),
 });
 const tokens = (name: string) => bigint(name, { mode: "number" }).notNull().default(0);
+/**
+ * An amount of USD: a decimal to COST_DECIMALS places, so that the sums SQL makes of it (a
+ * session's, a key's month, /v1/usage) are exact, where doubles drifted (0.1 + 0.2). Read as a JS
+ * number, which holds such an amount exactly up to about $100 000.
+ */
+const usd = (name: string) =>
+  numeric(name, { precision: 10 + COST_DECIMALS, scale: COST_DECIMALS, mode: "number" });
 
 /** Token and cost totals; a session adds up its runs' usage here. */
 const usageColumns = () => ({
@@ -31,7 +40,7 @@ const usageColumns = () => ({
   outputTokens: tokens("output_tokens"),
   cacheReadTokens: tokens("cache_read_tokens"),
   cacheCreationTokens: tokens("cache_creation_tokens"),
-  costUsd: doublePrecision("cost_usd").notNull().default(0),
+  costUsd: usd("cost_usd").notNull().default(0),
   numTurns: integer("num_turns").notNull().default(0),
 });
 
@@ -76,7 +85,7 @@ export const keySpend = pgTable(
       .notNull()
       .references(() => apiKeys.id, { onDelete: "cascade" }),
     periodStart: ts("period_start").notNull(),
-    costUsd: doublePrecision("cost_usd").notNull().default(0),
+    costUsd: usd("cost_usd").notNull().default(0),
   },
   (t) => [primaryKey({ columns: [t.keyId, t.periodStart] })],
 );
@@ -185,7 +194,7 @@ export const runs = pgTable(
     exitCode: integer("exit_code"),
     ...usageColumns(),
     /** Null: the agent reported no cost and no price is configured for its model. */
-    costUsd: doublePrecision("cost_usd").default(0),
+    costUsd: usd("cost_usd").default(0),
     durationMs: integer("duration_ms"),
     durationApiMs: integer("duration_api_ms"),
     agent: text("agent").notNull().default("claude"),

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EXIT } from "../../src/cli/exit-codes.js";
 import { createClient } from "../../src/client/index.js";
 import { crashBeforeResult, type LiveServer, liveServer, toolThenReply } from "../client/live.js";
+import { createTestApp, listen } from "../support/app.js";
 import { longRun } from "../support/fake-scenarios.js";
 import { runCommand } from "../support/process.js";
 import { freePort } from "../support/server.js";
@@ -96,6 +97,36 @@ describe("the agent-bridge command", () => {
     expect(events.map((e) => e.id)).toEqual(events.map((_, i) => i + 1));
     expect(events[0]).toMatchObject({ type: "run_started", run_id: runId });
     expect(events.at(-1)).toMatchObject({ type: "completion", status: "succeeded" });
+  });
+
+  it("runs events without --follow prints what a streaming run has stored so far and exits while the run goes on", async () => {
+    // A delta every 50 ms for 100 s: the stream never falls quiet before the test is over.
+    const streaming = await liveServer("pglite", {
+      steps: [
+        { init: true },
+        { reply: { parts: Array.from({ length: 2000 }, () => "."), delayMs: 50 } },
+        { succeed: {} },
+      ],
+    });
+    try {
+      const client = createClient({ baseUrl: streaming.url });
+      const run = await client.sendAsync((await client.createSession()).id, "stream");
+      for await (const event of client.follow(run.id)) if (event.type === "text_delta") break;
+
+      const res = await runCli(["runs", "events", run.id], env(streaming));
+      expect(res).toMatchObject({ code: EXIT.ok, stderr: "" });
+      const events = res.stdout
+        .trimEnd()
+        .split("\n")
+        .map((line) => JSON.parse(line));
+      expect(events[0]).toMatchObject({ type: "run_started", run_id: run.id });
+      expect(events.map((e) => e.id)).toEqual(events.map((_, i) => i + 1));
+      expect(events.map((e) => e.type)).toContain("text_delta");
+      expect(events.map((e) => e.type)).not.toContain("completion");
+      expect((await client.getRun(run.id)).status).toBe("running");
+    } finally {
+      await streaming.close();
+    }
   });
 
   it("runs retry runs a session's latest run again, shown as send shows it; --async prints the new run's id", async () => {
@@ -268,6 +299,28 @@ describe("the agent-bridge command", () => {
     expect(sent.code).not.toBe(EXIT.ok);
   });
 
+  it("--permission-mode sets a new session's mode (sessions new) and a run's (send); a mode that is none is bad usage", async () => {
+    const created = await on(ok)("sessions", "new", "--permission-mode", "plan", "--json");
+    const session = JSON.parse(created.stdout);
+    expect(session).toMatchObject({ permission_mode: "plan" });
+
+    const sent = await on(ok)(
+      "send",
+      "hi",
+      "--session",
+      session.id,
+      "--permission-mode",
+      "default",
+    );
+    expect(sent.code).toBe(EXIT.ok);
+    const { args } = await ok.fake.record();
+    expect(args.join(" ")).toContain("--permission-mode default");
+
+    const bad = await on(ok)("sessions", "new", "--permission-mode", "ask");
+    expect(bad.code).toBe(EXIT.usage);
+    expect(bad.stderr).toMatch(/--permission-mode <mode>' argument 'ask' is invalid/);
+  });
+
   it("runs ls lists runs newest first, of one session with --session", async () => {
     const client = createClient({ baseUrl: ok.url });
     const session = await client.createSession({ title: "runs ls" });
@@ -301,6 +354,29 @@ describe("the agent-bridge command", () => {
     const busy = await on(ok)("runs", "cancel", "not-a-uuid");
     expect(busy.code).toBe(EXIT.error);
     expect(busy.stderr).toMatch(/^agent-bridge: .*\(validation_failed\)\n$/);
+  });
+
+  it("without a key, says to set AGENT_BRIDGE_KEY or pass --key; with a wrong one, where it came from", async () => {
+    const keyed = await createTestApp("pglite", { AGENT_BRIDGE_AUTH: "keys" });
+    const server = await listen(keyed.app);
+    try {
+      const missing = await runCli(["sessions", "ls"], { AGENT_BRIDGE_URL: server.url });
+      expect(missing).toEqual({
+        code: EXIT.error,
+        stdout: "",
+        stderr:
+          "agent-bridge: missing Authorization: Bearer <API key> (unauthorized); set AGENT_BRIDGE_KEY or pass --key: the key the server printed at its first start, or one from `agent-bridge keys create`\n",
+      });
+      const wrong = await runCli(["sessions", "ls", "--key", `ab_${"x".repeat(43)}`], {
+        AGENT_BRIDGE_URL: server.url,
+      });
+      expect(wrong.stderr).toBe(
+        "agent-bridge: unknown or revoked API key (unauthorized); check the key given with --key or AGENT_BRIDGE_KEY\n",
+      );
+    } finally {
+      await server.close();
+      await keyed.close();
+    }
   });
 
   it("takes the server from --url over AGENT_BRIDGE_URL, and says when it cannot reach it", async () => {

@@ -75,17 +75,37 @@ describe("the README examples", () => {
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  it("the client example is test/client/readme-example.ts, and it runs", async () => {
-    const file = join(ROOT, "test/client/readme-example.ts");
-    const [block] = codeBlocks(await readmeSection("Client"), "ts");
-    expect(block).toBe(await readFile(file, "utf8"));
+  it("the client example is test/client/readme-example.ts, and it runs in a new `npm init -y` project set up as the README says", async () => {
+    const section = await readmeSection("Client");
+    const [example] = codeBlocks(section, "ts");
+    expect(example).toBe(await readFile(join(ROOT, "test/client/readme-example.ts"), "utf8"));
+    const [setup] = codeBlocks(section, "sh");
+    if (!setup?.includes("/path/to/agent-bridge")) throw new Error("README shows no set-up");
 
-    const res = await runCommand(join(ROOT, "node_modules/.bin/tsx"), [file], { cwd: ROOT, env });
-    expect(res).toEqual({
-      code: 0,
-      stdout: "Hello, world!\nsucceeded, $0.0123\n",
-      stderr: "Using Bash…\n",
-    });
+    const project = await mkdtemp(join(tmpdir(), "agent-bridge-client-"));
+    try {
+      await writeFile(join(project, "example.ts"), example ?? "");
+      // tsx comes from the npm registry (or npm's cache); this checkout is linked, as a user's is.
+      const res = await runCommand(
+        "bash",
+        ["-e", "-c", setup.replaceAll("/path/to/agent-bridge", ROOT)],
+        {
+          cwd: project,
+          env: {
+            ...env,
+            npm_config_audit: "false",
+            npm_config_fund: "false",
+            npm_config_update_notifier: "false",
+          },
+        },
+      );
+      expect(res.code, res.stderr).toBe(0);
+      // After what npm printed: the example's own output.
+      expect(res.stdout).toMatch(/\nHello, world!\nsucceeded, \$0\.0123\n$/);
+      expect(res.stderr).toMatch(/(^|\n)Using Bash…\n$/);
+    } finally {
+      await rm(project, { recursive: true, force: true });
+    }
   });
 
   it("the terminal session prints what the README shows", async () => {

@@ -37,6 +37,30 @@ describe("the published contract", () => {
     }
   });
 
+  it("POST /v1/sessions has an example request, the sample /docs shows, and a default server accepts every example of it", async () => {
+    const doc = await (await t.app.request("/openapi.json")).json();
+    const media = doc.paths["/v1/sessions"].post.requestBody.content["application/json"];
+    expect(media.schema).toEqual({ $ref: "#/components/schemas/CreateSession" });
+    const schema = doc.components.schemas.CreateSession;
+    const examples: unknown[] = [
+      ...(media.example === undefined ? [] : [media.example]),
+      ...Object.values<{ value: unknown }>(media.examples ?? {}).map((e) => e.value),
+      ...(schema.example === undefined ? [] : [schema.example]),
+      ...(schema.examples ?? []),
+    ];
+    // A body-level example is what the reference puts in its sample request; without one it
+    // makes one up from the fields' examples and types.
+    expect(schema.example).toBeDefined();
+    for (const body of examples) {
+      const res = await t.app.request("/v1/sessions", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      expect(res.status, `${JSON.stringify(body)}: ${await res.clone().text()}`).toBe(201);
+    }
+  });
+
   it("lints clean under Redocly's recommended rules (redocly.yaml), as `npm run check` runs it", async () => {
     const root = new URL("../..", import.meta.url).pathname;
     const lint = await runCommand(

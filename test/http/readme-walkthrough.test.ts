@@ -115,6 +115,24 @@ describe("the README's curl walk-through", () => {
     if (home) await rm(home, { recursive: true, force: true });
   });
 
+  it("the problem the README shows is the server's answer to the request it names", async () => {
+    const section = await readmeSection("Using the API");
+    const body = /`POST \/v1\/sessions`\s+with `(\{[^`]*\})`/.exec(section)?.[1];
+    const [block] = codeBlocks(section, "json");
+    if (!body || !block) throw new Error("README shows no request and problem under Using the API");
+    const res = await fetch(`${server.url}/v1/sessions`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${server.key}`, "Content-Type": "application/json" },
+      body,
+    });
+    expect(res.status).toBe(400);
+    expect(res.headers.get("content-type")).toBe("application/problem+json");
+    const problem = await res.json();
+    const shown = JSON.parse(block);
+    expect(shown.request_id).toBe("…");
+    expect(problem).toEqual({ ...shown, request_id: res.headers.get("x-request-id") });
+  });
+
   it("runs top to bottom and prints what the README shows", async () => {
     const [block] = codeBlocks(await readmeSection("Using the API"), "sh");
     if (!block) throw new Error("README has no sh block under Using the API");

@@ -112,6 +112,47 @@ describe.each(BACKENDS)("where a replay starts, on %s", (backend) => {
   });
 });
 
+describe.each(BACKENDS)("?follow=false, on %s", (backend) => {
+  let t: TestApp;
+  let server: { url: string; close(): Promise<void> };
+  let runId: string;
+
+  beforeAll(async () => {
+    t = await createTestApp(backend);
+    server = await listen(t.app);
+    // A run going on: its log holds no completion yet.
+    runId = await storedRun(t.database.db, [[text("two")], [text("three")]]);
+  });
+  afterAll(async () => {
+    await server.close();
+    await t.close();
+  });
+
+  const events = (query: string) => fetch(`${server.url}/v1/runs/${runId}/events${query}`);
+
+  it("replays what a run going on has stored so far, then closes without a completion", async () => {
+    const res = await events("?follow=false");
+    expect(res.status).toBe(200);
+    const frames = await SseReader.of(res).events();
+    expect(frames.map((f) => [f.id, f.event])).toEqual([
+      ["1", "run_started"],
+      ["2", "text_delta"],
+      ["3", "text_delta"],
+    ]);
+    const rest = await SseReader.of(await events("?follow=false&after=2")).events();
+    expect(rest.map((f) => [f.id, f.data])).toEqual([["3", text("three")]]);
+  });
+
+  it("?follow=maybe: 400 naming the parameter", async () => {
+    const res = await events("?follow=maybe");
+    expect(res.status).toBe(400);
+    expect(await res.json()).toMatchObject({
+      code: "validation_failed",
+      errors: [{ location: "query", path: "follow", message: "expected true or false" }],
+    });
+  });
+});
+
 describe.each(BACKENDS)("a stream that fails mid-way, on %s", (backend) => {
   it("ends with an error frame telling the client to reconnect: no completion, no SQL, the cause logged", async () => {
     const logged: string[] = [];

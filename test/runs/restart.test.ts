@@ -41,7 +41,7 @@ async function startLongRun(url: string) {
 
 describe.each(agentTargets(databases.targets))("restarts, $agent on $db", (agent) => {
   const { database } = agent;
-  it("a server killed with SIGKILL mid-run comes back with the run interrupted and the session free to resume", async () => {
+  it("a server killed with SIGKILL mid-run comes back with the run interrupted (error_code interrupted) and the session free to resume", async () => {
     const { fake, env } = await longRunServer(agent, database);
     const first = await startServer(env);
     const { session, res } = await startLongRun(first.url);
@@ -56,7 +56,10 @@ describe.each(agentTargets(databases.targets))("restarts, $agent on $db", (agent
     try {
       expect(pid && (await groupAlive(pid))).toBe(false);
       const run = await (await fetch(`${second.url}/v1/runs/${runId}`)).json();
-      expect(run).toMatchObject({ status: "interrupted", completion: { status: "interrupted" } });
+      expect(run).toMatchObject({
+        status: "interrupted",
+        completion: { status: "interrupted", error_code: "interrupted" },
+      });
       const replay = await SseReader.of(
         await fetch(`${second.url}/v1/runs/${runId}/events`, { headers: { "Last-Event-ID": "2" } }),
       ).events();

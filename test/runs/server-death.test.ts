@@ -90,7 +90,7 @@ describe.each(agentTargets(databases.targets))("when the server goes, $agent on 
   );
 
   it.each(["SIGINT", "SIGTERM"] as const)(
-    "%s to its whole process group: running runs get the grace, end interrupted with one completion, and no process is left",
+    "%s to its whole process group: running runs get the grace, end interrupted (error_code interrupted, and so in the server's log) with one completion, and no process is left",
     async (signal) => {
       const fake = await longRunFake(agent);
       const env = {
@@ -110,9 +110,17 @@ describe.each(agentTargets(databases.targets))("when the server goes, $agent on 
         expect(rest.map((f) => f.event)).toEqual(["completion"]);
         expect(rest[0]?.data).toMatchObject({
           status: "interrupted",
+          error_code: "interrupted",
           error: "the server shut down before the run finished",
         });
         expect(await server.exited).toBe(0);
+        // The operator's log says the same as the run: interrupted, not cancelled.
+        const finished = server
+          .output()
+          .split("\n")
+          .filter((line) => line.includes(`"msg":"${agent.agent} run finished"`));
+        expect(finished).toEqual([expect.stringContaining('"status":"interrupted"')]);
+        expect(finished[0]).toContain('"error_code":"interrupted"');
         expect(await groupAlive(cli)).toBe(false);
         await waitUntil(() => groupEmpty(pgid), "the server's process group is empty");
 

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
-import { runs } from "../../src/store/schema.js";
+import { runs, sessions } from "../../src/store/schema.js";
 import { BACKENDS } from "../support/db.js";
 import { migrate, rawDatabase } from "../support/raw-db.js";
 
@@ -27,6 +27,26 @@ describe.each(BACKENDS)("migrations on %s", (backend) => {
         (await raw.db.select({ agent: runs.agent }).from(runs).where(eq(runs.id, id)))[0]?.agent;
       expect(await agentOf(codexRun)).toBe("codex");
       expect(await agentOf(claudeRun)).toBe("claude");
+    } finally {
+      await raw.close();
+    }
+  });
+
+  it("0025 keeps costs as exact decimals: a total that doubles added up with noise loses it", async () => {
+    const raw = await rawDatabase(backend);
+    try {
+      await migrate(raw, (f) => f < "0025");
+      const session = randomUUID();
+      await raw.exec(
+        `insert into sessions (id, agent, permission_mode, effort, worktree, created_at, updated_at, last_activity_at, cost_usd)
+           values ('${session}', 'claude', 'acceptEdits', 'high', false, now(), now(), now(), 0.03959239999999999)`,
+      );
+      await migrate(raw, (f) => f >= "0025");
+      const [row] = await raw.db
+        .select({ cost: sessions.costUsd })
+        .from(sessions)
+        .where(eq(sessions.id, session));
+      expect(row?.cost).toBe(0.0395924);
     } finally {
       await raw.close();
     }

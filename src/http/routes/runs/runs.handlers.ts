@@ -4,6 +4,7 @@ import type { Principal } from "../../../auth/principal.js";
 import { issueStreamToken } from "../../../auth/stream-tokens.js";
 import type { CompletionEvent } from "../../../events.js";
 import { type Message, type RunOptions, runSettings } from "../../../runs/message.js";
+import { readStoredLog } from "../../../runs/stored-log.js";
 import { type Database, inOneSnapshot } from "../../../store/db.js";
 import { completionEvents, type LogView } from "../../../store/events.js";
 import { callbacksOf } from "../../../store/hooks.js";
@@ -231,7 +232,12 @@ export const getRunEvents: RouteHandler<typeof routes.getRunEvents, AppEnv> = as
   if (!(await runStore.getVisibleRun(db, id, principal))) throw runNotFound(id);
   const view = query.events === "full" ? "full" : "public";
   const after = lastEventId ?? query.after ?? 0;
-  return sseResponse((signal) => runs.events(id, view, after, signal), {
+  // A live run publishes an event only once it is stored: the stored log is all it has shown.
+  const open =
+    query.follow === "false"
+      ? () => readStoredLog(db, id, view, after)
+      : (signal: AbortSignal) => runs.events(id, view, after, signal);
+  return sseResponse(open, {
     view,
     keepAliveMs: config.runs.keepAliveMs,
     logger: logger.child({ run_id: id }),

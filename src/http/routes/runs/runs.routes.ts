@@ -111,12 +111,12 @@ export const getRunEvents = createRoute({
   tags,
   summary: "Replay a run's events, then follow it live",
   description:
-    "Replays the run's log after `Last-Event-ID` (or `?after=N`), then streams new events until the `completion`. A finished run replays and closes.",
+    "Replays the run's log after `Last-Event-ID` (or `?after=N`), then streams new events until the `completion`. A finished run replays and closes; with `?follow=false` any run does, after the events stored so far.",
   request: { params: z.object({ id: RunId }), query: EventsQuery, headers: EventsHeaders },
   responses: {
     200: {
       description:
-        "The run's events as SSE, ending with its `completion`, or with an `event: error` frame (a StreamError) when the server cannot continue the stream: reconnect with `Last-Event-ID`.",
+        "The run's events as SSE, ending with its `completion` (with `?follow=false`, at the end of what is stored), or with an `event: error` frame (a StreamError) when the server cannot continue the stream: reconnect with `Last-Event-ID`.",
       content: { "text/event-stream": { schema: EventStream } },
     },
     ...problemResponses(400, 401, 404, 429),

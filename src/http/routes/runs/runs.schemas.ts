@@ -7,6 +7,7 @@ import {
 } from "../../../agents/images.js";
 import { Approvals, Effort, ModelName, PermissionMode } from "../../../agents/settings.js";
 import { BridgeEvent, CompletionEvent, RunStatus, Usage } from "../../../events.js";
+import { COST_PRECISION } from "../../../money.js";
 import type { CallbackRow, RunRow } from "../../../store/schema.js";
 import { StreamError } from "../../sse.js";
 import {
@@ -157,6 +158,14 @@ export const EventsQuery = z.strictObject({
       "Replay from the event after this id (the `Last-Event-ID` header wins when both are given).",
   }),
   events: EventsView,
+  follow: z
+    .enum(["true", "false"], { error: "expected true or false" })
+    .default("true")
+    .openapi({
+      param: { name: "follow", in: "query" },
+      description:
+        "`false`: the events stored so far, then the stream closes, also while the run goes on (it ends without a `completion` then; a client has seen no event the log does not hold). `true`: it follows the run live until its `completion`.",
+    }),
 });
 
 export const EventsHeaders = z.object({
@@ -211,7 +220,9 @@ export const Run = z
     cost_usd: z
       .number()
       .nullable()
-      .openapi({ description: "null when neither the agent nor a configured price says." }),
+      .openapi({
+        description: `null when neither the agent nor a configured price says. ${COST_PRECISION}`,
+      }),
     duration_ms: z.number().int().nullable(),
     agent: z.string().openapi({ description: "Its session's agent back-end.", example: "claude" }),
     agent_session_id: z.string().nullable().openapi({

@@ -103,7 +103,12 @@ export const CreateSessionBody = z
       .optional()
       .openapi({ description: "Up to 32 string pairs, stored and returned as given." }),
   })
-  .openapi("CreateSession");
+  .openapi("CreateSession", {
+    // A request a server with the default configuration accepts: without it, /docs builds its
+    // sample from the fields (`"worktree": true`, `"mcp_servers": ["github"]`, …), which a
+    // default server refuses.
+    example: { title: "try it", permission_mode: "plan", effort: "high" },
+  });
 
 export const WorktreeInfo = z
   .object({

@@ -1,13 +1,13 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { SessionUsage } from "../../../events.js";
+import { COST_PRECISION } from "../../../money.js";
 import { problemResponses } from "../../errors.js";
 
 export const UsageBudget = z
   .object({
     max_usd: z.number().openapi({ description: "The key's `max_budget_usd`." }),
     spent_usd: z.number().openapi({
-      description:
-        "What the key's runs that ended this month cost (those of deleted sessions too).",
+      description: `What the key's runs that ended this month cost (those of deleted sessions too). ${COST_PRECISION}`,
     }),
     left_usd: z.number().openapi({ description: "`max_usd - spent_usd`, at least 0." }),
     period_start: z

@@ -1,0 +1,73 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { issueKey } from "../../src/auth/keys.js";
+import { monthOf, monthSpend } from "../../src/store/keys.js";
+import { createTestApp, requestAs, type TestApp } from "../support/app.js";
+import { BACKENDS } from "../support/db.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
+import { streamedReply } from "../support/fake-scenarios.js";
+
+// Costs are money: a run's, its session's, a key's month and /v1/usage are added up in the
+// database as decimals, exactly, where doubles made 0.1 + 0.2 = 0.30000000000000004 and
+// /v1/usage showed 0.03959239999999999. A key's budget is held against the exact spend.
+
+describe.each(BACKENDS)("costs added up exactly, on %s", (backend) => {
+  let t: TestApp;
+  let fake: FakeCli;
+  let key: string;
+  let keyId: string;
+
+  beforeAll(async () => {
+    fake = await fakeCli(streamedReply(["ok"]));
+    t = await createTestApp(backend, { ...fake.bridgeEnv, AGENT_BRIDGE_AUTH: "keys" });
+    const issued = await issueKey(t.database.db, {
+      name: "exact",
+      admin: false,
+      maxBudgetUsd: 0.7,
+    });
+    key = issued.key;
+    keyId = issued.row.id;
+  });
+  afterAll(async () => {
+    await t.close();
+    await fake.cleanup();
+  });
+
+  const as = (path: string, init: RequestInit = {}) => requestAs(t.app, key, path, init);
+  const newSession = async (): Promise<string> =>
+    (await (await as("/v1/sessions", { method: "POST" })).json()).id;
+  /** A message whose run the CLI says cost `costUsd`; the answer. */
+  const spend = async (sessionId: string, costUsd: number) => {
+    await fake.setScenario(streamedReply(["ok"], { costUsd }));
+    return as(`/v1/sessions/${sessionId}/messages`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Accept: "application/json" },
+      body: JSON.stringify({ text: "spend" }),
+    });
+  };
+
+  it("a session's, a key's month and /v1/usage are the exact sums of the runs' costs, and the budget holds at the exact spend", async () => {
+    const a = await newSession();
+    const b = await newSession();
+    for (const [session, cost] of [
+      [a, 0.1],
+      [a, 0.2],
+      [b, 0.1],
+    ] as const) {
+      expect((await spend(session, cost)).status).toBe(200);
+    }
+    // A cost as a CLI adds it up in floating point: kept to 10 decimal places, its noise gone.
+    const noisy = await (await spend(b, 0.1 + 0.2)).json();
+    expect(noisy.completion.cost_usd).toBe(0.3);
+    expect(noisy.run.cost_usd).toBe(0.3);
+
+    expect((await (await as(`/v1/sessions/${a}`)).json()).usage.cost_usd).toBe(0.3);
+    expect((await (await as(`/v1/sessions/${b}`)).json()).usage.cost_usd).toBe(0.4);
+    expect((await (await as("/v1/usage")).json()).cost_usd).toBe(0.7);
+    expect(await monthSpend(t.database.db, keyId, monthOf(new Date()))).toBe(0.7);
+
+    // $0.7 of $0.7 spent: the next message is refused, naming the exact spend.
+    const refused = await spend(a, 0.1);
+    expect(refused.status).toBe(402);
+    expect((await refused.json()).detail).toContain("is spent ($0.7)");
+  });
+});
