@@ -99,17 +99,20 @@ export class Metrics {
     });
   }
 
-  /** A run's completion is stored, with the run's end. */
+  /**
+   * A run ended, as it was recorded. What its CLI reported may be anything (a counter throws on a
+   * negative step, which took the run's end with it): only what can be counted is.
+   */
   runFinished(completion: CompletionEvent): void {
     this.runsFinished.inc({ status: completion.status });
     this.eventsStored.inc();
-    this.runSeconds.observe(completion.duration_ms / 1000);
-    this.costUsd.inc(completion.cost_usd ?? 0);
+    this.runSeconds.observe(countable(completion.duration_ms) / 1000);
+    this.costUsd.inc(countable(completion.cost_usd));
     const { usage } = completion;
-    this.tokens.inc({ kind: "input" }, usage.input_tokens);
-    this.tokens.inc({ kind: "output" }, usage.output_tokens);
-    this.tokens.inc({ kind: "cache_read" }, usage.cache_read_tokens);
-    this.tokens.inc({ kind: "cache_creation" }, usage.cache_creation_tokens);
+    this.tokens.inc({ kind: "input" }, countable(usage.input_tokens));
+    this.tokens.inc({ kind: "output" }, countable(usage.output_tokens));
+    this.tokens.inc({ kind: "cache_read" }, countable(usage.cache_read_tokens));
+    this.tokens.inc({ kind: "cache_creation" }, countable(usage.cache_creation_tokens));
   }
 
   logWritten(events: number, seconds: number): void {
@@ -122,3 +125,6 @@ export class Metrics {
     this.httpSeconds.observe({ method, route }, seconds);
   }
 }
+
+/** A count a counter can take: a finite number, not below zero. */
+const countable = (n: number | null): number => (n !== null && Number.isFinite(n) && n > 0 ? n : 0);

@@ -9,7 +9,17 @@ export const COST_DECIMALS = 10;
 export const COST_PRECISION =
   "USD to 10 decimal places: a run's cost is kept rounded to that, and every total is the exact sum of its runs' costs (added as decimals, with no floating-point drift).";
 
-/** The cost as the bridge keeps it: `usd` to COST_DECIMALS places (0.1 + 0.2 is 0.3). */
-export function exactCost(usd: number): number {
+/**
+ * A reported cost at or above this is no run's (the columns hold less than 10^10 USD, and a sum
+ * of such costs must fit too): it is taken as unknown, as a negative one is.
+ */
+const MAX_RUN_COST_USD = 1e6;
+
+/**
+ * The cost as the bridge keeps it: `usd` to COST_DECIMALS places (0.1 + 0.2 is 0.3); null (not
+ * known) for what no run can cost, which a CLI that lies or breaks may report.
+ */
+export function exactCost(usd: number | null): number | null {
+  if (usd === null || !Number.isFinite(usd) || usd < 0 || usd >= MAX_RUN_COST_USD) return null;
   return Number(usd.toFixed(COST_DECIMALS));
 }

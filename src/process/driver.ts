@@ -324,16 +324,20 @@ export async function* driveAgentProcess(
   let wallClock: NodeJS.Timeout | undefined;
   if (config.timeoutMs > 0) {
     // The run's wall clock stops while the CLI waits for our reply to a permission request: that
-    // wait has a bound of its own (the approval timeout), which must be the one to end it.
-    // Looked at every second, so a wait counts to within a second.
+    // wait has a bound of its own (the approval timeout), which must be the one to end it. Waits
+    // stop it for as long again at most, so that a run holds its slot for twice the timeout at
+    // most, however long its requests may wait. Looked at every second, so a wait counts to
+    // within a second.
+    const startedAt = performance.now();
     let spent = 0;
-    let since = performance.now();
+    let since = startedAt;
     const checkWall = () => {
       const now = performance.now();
       if (!protocol.awaiting?.()) spent += now - since;
       since = now;
-      if (spent >= config.timeoutMs) inbox.push({ kind: "timeout" });
-      else
+      if (spent >= config.timeoutMs || now - startedAt >= 2 * config.timeoutMs) {
+        inbox.push({ kind: "timeout" });
+      } else
         wallClock = setTimeout(checkWall, Math.min(config.timeoutMs - spent, WALL_CLOCK_TICK_MS));
     };
     wallClock = setTimeout(checkWall, Math.min(config.timeoutMs, WALL_CLOCK_TICK_MS));

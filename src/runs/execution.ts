@@ -57,14 +57,14 @@ export interface ExecutionOptions {
  * a refusal when its turn came, a failure in the bridge) becomes exactly one completion.
  */
 export class Execution {
-  /** Logs of finished runs whose completion is published but not stored yet. */
+  /** Logs of finished runs whose completion is not stored yet: their subscribers wait for it. */
   private readonly unrecorded = new Map<string, RunLog>();
 
   constructor(private readonly opts: ExecutionOptions) {}
 
   /**
-   * Runs the agent and relays its events to the log until its outcome is known, publishes the
-   * completion at once, and only then waits for the agent's process group to be gone (an agent
+   * Runs the agent and relays its events to the log until its outcome is known, records and
+   * publishes the completion, and only then waits for the agent's process group to be gone (an agent
    * that ignores SIGTERM costs its slot the kill's grace period, not the client its answer).
    * Never rejects: a run's end is recorded (or kept for later) inside it.
    */
@@ -344,7 +344,7 @@ export class Execution {
   private async complete(run: ActiveRun, completion: CompletionEvent) {
     const at = run.log.completionPosition();
     const { entry, state } = await this.opts.recorder.record(run.row, at, completion, run.hooks);
-    this.opts.metrics.runFinished(completion);
+    this.opts.metrics.runFinished(JSON.parse(entry.json) as CompletionEvent);
     if (state === "stored") {
       run.log.close(entry);
       this.opts.onStored(run.row.id);

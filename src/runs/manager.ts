@@ -526,7 +526,9 @@ export class RunManager {
     let timer: NodeJS.Timeout | undefined;
     const graceOver = new Promise<void>((resolve) => {
       timer = setTimeout(resolve, graceMs);
-      hurry?.addEventListener("abort", () => resolve(), { once: true });
+      // Told to hurry already (while the queued runs were handed back), or later.
+      if (hurry?.aborted) resolve();
+      else hurry?.addEventListener("abort", () => resolve(), { once: true });
     });
     await Promise.race([all(), graceOver]);
     clearTimeout(timer);

@@ -1,4 +1,4 @@
-import type { CompletionEvent, SessionUsage } from "../events.js";
+import { bareCompletion, type CompletionEvent, type SessionUsage } from "../events.js";
 import type { Logger } from "../log.js";
 import { exactCost } from "../money.js";
 import type { Database } from "../store/db.js";
@@ -25,8 +25,8 @@ import type { CompletionPosition } from "./run-log.js";
 // Recording a run's end: its outcome on the run row, its usage added to its session, and its
 // completion as the log's last event, in one transaction. Every run gets a completion whatever
 // the database does: the recorder retries through an outage (up to the bound), records a failure
-// in place of an outcome the database refuses, and when even that cannot be stored, hands back
-// the completion to publish anyway and keeps trying in the background until it is stored.
+// in place of an outcome the database refuses, and when even that cannot be stored, keeps trying
+// in the background until it is stored (the run's subscribers wait for the stored one).
 // What else must happen with a run's rows, or not at all, joins their transactions as a hook.
 
 /**
@@ -111,7 +111,7 @@ export interface RecorderOptions {
 }
 
 export interface Recorded {
-  /** The completion event, to publish to the run's subscribers. */
+  /** The completion event: stored (the one the run's subscribers get), or held to store later. */
   entry: SequencedEvent;
   /**
    * `stored`; `pending` while the recorder keeps trying to store it; `lost` when there is nothing
@@ -148,7 +148,7 @@ export class CompletionRecorder {
 
   /**
    * Records the run's end, with the part of each of `hooks` (those the run joined); resolves with
-   * the completion to publish. Never rejects.
+   * its completion and whether it is stored. Never rejects.
    */
   async record(
     row: RunRow,
@@ -158,9 +158,7 @@ export class CompletionRecorder {
   ): Promise<Recorded> {
     const { logger, outageBoundMs } = this.opts;
     // The cost as the run's row keeps it, so that the completion and the row say the same.
-    if (completion.cost_usd !== null) {
-      completion = { ...completion, cost_usd: exactCost(completion.cost_usd) };
-    }
+    completion = { ...completion, cost_usd: exactCost(completion.cost_usd) };
     const store = (outcome: CompletionEvent) =>
       withDbRetries(
         () => this.persist(row, outcome, hooks, (totals) => numbered(outcome, at, totals)),
@@ -190,11 +188,15 @@ export class CompletionRecorder {
         run_id: row.id,
         error: describeDbError(error),
       });
-      outcome = refusedOutcome(completion, error);
-      try {
-        return { entry: await store(outcome), state: "stored" };
-      } catch (err) {
-        error = err;
+      // Then without its spend and usage too, should those be what it refuses.
+      for (const fallback of [refusedOutcome(completion, error), bareFailure(error)]) {
+        outcome = fallback;
+        try {
+          return { entry: await store(outcome), state: "stored" };
+        } catch (err) {
+          error = err;
+        }
+        if (error instanceof DatabaseOutageError) break;
       }
     }
     logger.error("could not record a run's end; trying again in the background", {
@@ -316,6 +318,11 @@ function numbered(
     at.seq,
     at.publicSeq,
   );
+}
+
+/** The last resort when the database refuses even that: a failure with nothing of the run's. */
+function bareFailure(err: unknown): CompletionEvent {
+  return bareCompletion("failed", `the run's outcome could not be stored: ${describeDbError(err)}`);
 }
 
 /** What is recorded when the database refuses a run's outcome: a failure, keeping the spend. */

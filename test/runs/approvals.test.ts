@@ -289,4 +289,25 @@ describe.each(BACKENDS)("a request left unanswered past the run's timeout on %s"
     });
     expect(frames.at(-1)?.data).toMatchObject({ status: "succeeded", result: "Nobody answered." });
   });
+
+  it("stops the wall clock for as long again at most: a run whose request may wait a day ends timed_out at twice its timeout", async () => {
+    const session = await (
+      await t.app.request("/v1/sessions", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ approvals: "api", approval_timeout_seconds: 86_400 }),
+      })
+    ).json();
+    const res = await t.app.request(`/v1/sessions/${session.id}/messages`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ text: "deploy" }),
+    });
+    const frames = await SseReader.of(res).events();
+    expect(frames.find((f) => f.event === "permission_resolved")?.data).toMatchObject({
+      request_id: "req_late",
+      by: "cancel",
+    });
+    expect(frames.at(-1)?.data).toMatchObject({ status: "timed_out" });
+  });
 });

@@ -71,3 +71,47 @@ describe.each(BACKENDS)("costs added up exactly, on %s", (backend) => {
     expect((await refused.json()).detail).toContain("is spent ($0.7)");
   });
 });
+
+describe.each(BACKENDS)("a cost no run can have, on %s", (backend) => {
+  let t: TestApp;
+  let fake: FakeCli;
+
+  beforeAll(async () => {
+    fake = await fakeCli(streamedReply(["ok"]));
+    t = await createTestApp(backend, fake.bridgeEnv);
+  });
+  afterAll(async () => {
+    await t.close();
+    await fake.cleanup();
+  });
+
+  const post = (path: string, body?: unknown) =>
+    t.app.request(path, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Accept: "application/json" },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+
+  // 2e10 is more than the cost columns hold: the run's end, and its failure, were refused, and the
+  // session stayed busy with a run that never ended; a negative cost would lower a key's spend.
+  it.each([2e10, -5])(
+    "is kept as unknown (%s): the run ends as it did, and its session takes the next message",
+    async (costUsd) => {
+      const created = await post("/v1/sessions", {});
+      expect(created.status).toBe(201);
+      const session = await created.json();
+      await fake.setScenario(streamedReply(["ok"], { costUsd }));
+      const res = await post(`/v1/sessions/${session.id}/messages`, { text: "go" });
+      const answer = await res.json();
+      expect(res.status, JSON.stringify(answer)).toBe(200);
+      expect(answer.completion).toMatchObject({ status: "succeeded", cost_usd: null });
+      expect(answer.run).toMatchObject({ status: "succeeded", cost_usd: null });
+      // The next message runs, and the session's cost is that run's alone.
+      await fake.setScenario(streamedReply(["again"], { costUsd: 0.25 }));
+      const next = await post(`/v1/sessions/${session.id}/messages`, { text: "again" });
+      expect(next.status).toBe(200);
+      const after = await (await t.app.request(`/v1/sessions/${session.id}`)).json();
+      expect(after.usage.cost_usd).toBe(0.25);
+    },
+  );
+});
