@@ -64,7 +64,9 @@ export function codexBackend(config: CodexBackendConfig): AgentBackend {
       return { bin: config.bin, version, credentials };
     },
     run: (request, context, signal) =>
-      withRunFiles(request.identity, (files) => runCodex(request, config, context, signal, files)),
+      withRunFiles(config.env, request.identity, (files) =>
+        runCodex(request, config, context, signal, files),
+      ),
   };
 }
 
