@@ -53,7 +53,13 @@ export function buildDeps(
     : undefined;
   const metrics = new Metrics();
   const homes = config.agentUser
-    ? new TenantHomes(database.db, resolveAgentUser(config.agentUser.spec), config.agentUser)
+    ? new TenantHomes(
+        database.db,
+        resolveAgentUser(config.agentUser.spec),
+        config.agentUser,
+        claude.childEnv,
+        logger,
+      )
     : undefined;
   runGitAs(
     homes && {

@@ -1,6 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import type { BridgeEvent, UsageBefore, UserQuestion } from "../events.js";
 import type { Logger } from "../log.js";
+import type { AgentFiles } from "../process/agent-files.js";
 import type { AgentIdentity } from "../process/tenant-homes.js";
 import type { ImageAttachment } from "./images.js";
 import { Approvals, Effort, PermissionMode } from "./settings.js";
@@ -156,6 +157,8 @@ export interface AgentReadiness {
 export interface TranscriptLocation {
   /** The directory the CLI keeps its state in, for this run's environment. */
   root: string;
+  /** File work there, done as the CLI's user: the agent can change every path in it. */
+  files: AgentFiles;
   /** The session's transcript, as a path relative to `root`, when it exists. */
   find(agentSessionId: string): Promise<string | undefined>;
 }

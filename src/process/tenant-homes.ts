@@ -1,7 +1,9 @@
 import { chmod, chown, mkdir, stat } from "node:fs/promises";
 import path from "node:path";
+import type { Logger } from "../log.js";
 import type { Database } from "../store/db.js";
 import { getKey } from "../store/keys.js";
+import { agentFiles } from "./agent-files.js";
 import { type AgentUser, AgentUserError, type RunAs } from "./agent-user.js";
 
 // Each tenant (API key) gets a HOME of its own for its agents: the CLI's transcripts, settings
@@ -15,6 +17,10 @@ import { type AgentUser, AgentUserError, type RunAs } from "./agent-user.js";
 // Every state dir a CLI keeps goes in the tenant's HOME: Claude's ~/.claude by itself, and
 // codex's CODEX_HOME (its threads) is pointed there too, never at the operator's shared one,
 // where one tenant's agent (the same OS user as every other's) could read another's threads.
+//
+// The server makes the HOME itself, in the homes' directory, which is the server's alone: nothing
+// there can be swapped under it. Inside, the agent can change everything, so the directories the
+// server makes there (TMPDIR, CODEX_HOME) are made as the agent (agent-files.ts says why).
 
 /** A tenant's agent: who it runs as and the environment that places it in its HOME. */
 export interface AgentIdentity {
@@ -35,6 +41,9 @@ export class TenantHomes {
     private readonly db: Database,
     readonly user: AgentUser,
     where: { homesDir: string; tenantGidBase: number },
+    /** The agents' environment: its PATH finds the tools the agent's file work runs. */
+    private readonly env: Record<string, string>,
+    private readonly logger: Logger,
   ) {
     this.homesDir = where.homesDir;
     this.gidBase = where.tenantGidBase;
@@ -47,10 +56,17 @@ export class TenantHomes {
     const home = path.join(this.homesDir, ownerKeyId ?? "no-key");
     const tmp = path.join(home, "tmp");
     const codexHome = path.join(home, ".codex");
+    const runAs = { uid: this.user.uid, gid };
     await this.prepare();
-    for (const dir of [home, tmp, codexHome]) await this.ownedByTenant(dir, gid);
+    await this.ownedByTenant(home, gid);
+    const replaced = await agentFiles(this.env, runAs).makeDirs([tmp, codexHome]);
+    for (const dir of replaced) {
+      this.logger.warn("replaced what the agent left in place of a directory of its HOME", {
+        path: dir,
+      });
+    }
     return {
-      runAs: { uid: this.user.uid, gid },
+      runAs,
       env: {
         HOME: home,
         TMPDIR: tmp,
@@ -95,9 +111,9 @@ export class TenantHomes {
   }
 
   /** Made if missing, and (again) given to the tenant's group: 2770, so new files keep the group. */
-  private async ownedByTenant(dir: string, gid: number) {
-    await mkdir(dir, { recursive: true });
-    await chown(dir, process.getuid?.() ?? 0, gid);
-    await chmod(dir, 0o2770);
+  private async ownedByTenant(home: string, gid: number) {
+    await mkdir(home, { recursive: true });
+    await chown(home, process.getuid?.() ?? 0, gid);
+    await chmod(home, 0o2770);
   }
 }

@@ -274,7 +274,7 @@ export class Execution {
   ) {
     try {
       const location = agent.transcripts(identity);
-      await restoreTranscript(this.opts.db, run.session.id, location, identity);
+      await restoreTranscript(this.opts.db, run.session.id, location, this.opts.logger);
     } catch (err) {
       this.opts.logger.error("could not restore the session's transcript", {
         session_id: run.session.id,

@@ -1,10 +1,10 @@
 import { createHash } from "node:crypto";
-import { chmod, chown, mkdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { promisify } from "node:util";
 import { gunzip, gzip } from "node:zlib";
 import type { TranscriptLocation } from "../agents/agent.js";
-import type { AgentIdentity } from "../process/tenant-homes.js";
+import { errorText, type Logger } from "../log.js";
+import { AgentFileError } from "../process/agent-files.js";
 import type { Database } from "../store/db.js";
 import { getTranscript, putTranscript, transcriptDigest } from "../store/transcripts.js";
 
@@ -12,31 +12,40 @@ import { getTranscript, putTranscript, transcriptDigest } from "../store/transcr
 // before a resume on an instance whose copy is missing or older. The CLIs only ever append to a
 // transcript, so a copy on disk that extends the stored one is newer (its run's store failed) and
 // is kept; any other difference means another instance ran the session since, and the stored
-// copy wins.
+// copy wins. The file is the agent's, in a directory it can write to: it is read and written
+// through the location's `files`, as the agent (src/process/agent-files.ts says why).
+
+/**
+ * The longest transcript read: the agent can make its own as long as it likes (or a FIFO it
+ * feeds without end), and the server holds it in memory to store it.
+ */
+export const TRANSCRIPT_MAX_BYTES = 64 * 1024 * 1024;
 
 const gzipped = promisify(gzip);
 const gunzipped = promisify(gunzip);
 
 const sha256 = (bytes: Buffer) => createHash("sha256").update(bytes).digest("hex");
 
-async function contents(file: string): Promise<Buffer | undefined> {
-  return readFile(file).catch((err: NodeJS.ErrnoException) => {
-    if (err.code === "ENOENT") return undefined;
-    throw err;
-  });
-}
-
 /** Before a resume: the session's stored transcript on this instance's disk, unless it is there. */
 export async function restoreTranscript(
   db: Database,
   sessionId: string,
   location: TranscriptLocation,
-  identity: AgentIdentity | undefined,
+  logger: Logger,
 ): Promise<void> {
   const digest = await transcriptDigest(db, sessionId);
   if (!digest) return;
   const file = path.join(location.root, digest.path);
-  const local = await contents(file);
+  // What stands in the transcript's place and cannot be read as one (a link, a FIFO, a file over
+  // the bound) is no copy of it: the stored copy replaces it.
+  const local = await location.files.read(file, TRANSCRIPT_MAX_BYTES).catch((err: unknown) => {
+    if (!(err instanceof AgentFileError)) throw err;
+    logger.warn("replacing what is in the place of the session's transcript", {
+      session_id: sessionId,
+      error: errorText(err),
+    });
+    return undefined;
+  });
   if (local && sha256(local) === digest.sha256) return;
   const row = await getTranscript(db, sessionId);
   if (!row) return;
@@ -44,7 +53,7 @@ export async function restoreTranscript(
   if (local && local.length > stored.length && local.subarray(0, stored.length).equals(stored)) {
     return;
   }
-  await writeAsAgent(location.root, digest.path, stored, identity);
+  await location.files.write(file, stored);
 }
 
 /** After a run: the session's transcript stored, when it changed. */
@@ -56,7 +65,7 @@ export async function saveTranscript(
 ): Promise<void> {
   const relative = await location.find(agentSessionId);
   if (!relative) return;
-  const bytes = await contents(path.join(location.root, relative));
+  const bytes = await location.files.read(path.join(location.root, relative), TRANSCRIPT_MAX_BYTES);
   if (!bytes) return;
   const digest = sha256(bytes);
   const stored = await transcriptDigest(db, sessionId);
@@ -67,26 +76,4 @@ export async function saveTranscript(
     sha256: digest,
     gzipped: await gzipped(bytes),
   });
-}
-
-/**
- * Writes the file under `root`, making the directories it needs; run as the agent user, they and
- * the file are that tenant's agent's (which appends to the transcript), as the CLI's own are.
- */
-async function writeAsAgent(
-  root: string,
-  relative: string,
-  bytes: Buffer,
-  identity: AgentIdentity | undefined,
-): Promise<void> {
-  const file = path.join(root, relative);
-  let dir = "";
-  for (const part of [root, ...path.dirname(relative).split(path.sep)]) {
-    dir = path.join(dir, part);
-    const made = await mkdir(dir, { recursive: true, mode: 0o700 });
-    if (made && identity) await chown(dir, identity.runAs.uid, identity.runAs.gid);
-  }
-  await writeFile(file, bytes, { mode: 0o600 });
-  await chmod(file, 0o600);
-  if (identity) await chown(file, identity.runAs.uid, identity.runAs.gid);
 }

@@ -1,41 +1,77 @@
-import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { execFileSync } from "node:child_process";
+import {
+  chown,
+  link,
+  lstat,
+  mkdir,
+  mkdtemp,
+  readFile,
+  rm,
+  stat,
+  writeFile,
+} from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { gunzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TranscriptLocation } from "../../src/agents/agent.js";
-import { restoreTranscript, saveTranscript } from "../../src/runs/transcripts.js";
+import { claudeTranscripts } from "../../src/agents/claude/transcripts.js";
+import { silentLogger } from "../../src/log.js";
+import { AgentFileError, agentFiles } from "../../src/process/agent-files.js";
+import type { RunAs } from "../../src/process/agent-user.js";
+import {
+  restoreTranscript,
+  saveTranscript,
+  TRANSCRIPT_MAX_BYTES,
+} from "../../src/runs/transcripts.js";
 import { getTranscript } from "../../src/store/transcripts.js";
+import { ensureAgentUser, isRoot } from "../support/agent-user.js";
 import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
 
-// The transcript store's rules, with a location of the test's making: what is stored after a
-// run, and which copy wins before a resume.
+// The transcript store's rules, on a CLI state dir of the test's making: what is stored after a
+// run, and which copy wins before a resume; and, with the agent as another user, that what the
+// agent puts in the transcript's place is never read or written by the server.
 
 const RELATIVE = join("projects", "-work", "cli-session.jsonl");
+const PATH = process.env.PATH ?? "/usr/bin:/bin";
 
 describe.each(BACKENDS)("session transcripts on %s", (backend) => {
   let database: TestDatabase;
   let dir: string;
+  /** The agent's user, with AGENT_BRIDGE_AGENT_USER (as root). */
+  let runAs: RunAs;
+  /** A HOME of the agent's: its own to change. */
+  let home: string;
+  /** Root's own file, readable by root alone, on the HOME's file system. */
+  let secret: string;
   beforeAll(async () => {
     database = await openTestDatabase(backend);
     dir = await mkdtemp(join(tmpdir(), "transcripts-"));
+    if (!isRoot) return;
+    const agent = ensureAgentUser();
+    runAs = { uid: agent.uid, gid: agent.gid };
+    home = await mkdtemp(join(tmpdir(), "agent-home-"));
+    await chown(home, agent.uid, agent.gid);
+    secret = join(dir, "secret.txt");
+    await writeFile(secret, "ROOT-SECRET\n", { mode: 0o600 });
   });
   afterAll(async () => {
     await database.destroy();
     await rm(dir, { recursive: true, force: true });
+    if (home) await rm(home, { recursive: true, force: true });
   });
 
-  /** A CLI state dir of its own: an instance's disk. */
-  async function disk(name: string): Promise<TranscriptLocation & { file: string }> {
-    const root = join(dir, name);
-    const file = join(root, RELATIVE);
-    return {
-      root,
-      file,
-      find: async (id) => {
-        const exists = await stat(file).catch(() => undefined);
-        return exists && id === "cli-session" ? RELATIVE : undefined;
-      },
-    };
+  /**
+   * A CLI state dir of its own (an instance's disk), found and touched as `runAs` (the server's
+   * user when undefined), in `parent`.
+   */
+  function disk(name: string, runAs?: RunAs, parent = dir): TranscriptLocation & { file: string } {
+    const root = join(parent, name);
+    const location = claudeTranscripts(
+      { CLAUDE_CONFIG_DIR: root, PATH },
+      agentFiles({ PATH }, runAs),
+    );
+    return { ...location, file: join(root, RELATIVE) };
   }
   const write = async (file: string, text: string) => {
     await mkdir(dirname(file), { recursive: true });
@@ -45,7 +81,7 @@ describe.each(BACKENDS)("session transcripts on %s", (backend) => {
 
   it("stores a run's transcript, and only again once it changed", async () => {
     const session = await newSession();
-    const a = await disk(`a-${session}`);
+    const a = disk(`a-${session}`);
     await saveTranscript(database.db, session, "cli-session", a);
     expect(await getTranscript(database.db, session)).toBeUndefined();
     await write(a.file, '{"turn":1}\n');
@@ -58,44 +94,131 @@ describe.each(BACKENDS)("session transcripts on %s", (backend) => {
 
   it("writes the stored copy where it is missing or behind, and keeps a copy that extends it", async () => {
     const session = await newSession();
-    const [a, b] = [await disk(`a-${session}`), await disk(`b-${session}`)];
+    const [a, b] = [disk(`a-${session}`), disk(`b-${session}`)];
     await write(a.file, '{"turn":1}\n');
     await saveTranscript(database.db, session, "cli-session", a);
 
     // Missing: written, with the directories it needs.
-    await restoreTranscript(database.db, session, b, undefined);
+    await restoreTranscript(database.db, session, b, silentLogger);
     expect(await readFile(b.file, "utf8")).toBe('{"turn":1}\n');
     expect((await stat(b.file)).mode & 0o777).toBe(0o600);
 
     // B runs the session on: A's copy is behind, and is brought up to date.
     await write(b.file, '{"turn":1}\n{"turn":2}\n');
     await saveTranscript(database.db, session, "cli-session", b);
-    await restoreTranscript(database.db, session, a, undefined);
+    await restoreTranscript(database.db, session, a, silentLogger);
     expect(await readFile(a.file, "utf8")).toBe('{"turn":1}\n{"turn":2}\n');
 
     // A ran a turn whose transcript could not be stored: its longer copy is kept.
     await write(a.file, '{"turn":1}\n{"turn":2}\n{"turn":3}\n');
-    await restoreTranscript(database.db, session, a, undefined);
+    await restoreTranscript(database.db, session, a, silentLogger);
     expect(await readFile(a.file, "utf8")).toBe('{"turn":1}\n{"turn":2}\n{"turn":3}\n');
 
     // A copy that went another way: the stored one wins.
     await write(b.file, '{"turn":1}\n{"other":2}\n');
-    await restoreTranscript(database.db, session, b, undefined);
+    await restoreTranscript(database.db, session, b, silentLogger);
     expect(await readFile(b.file, "utf8")).toBe('{"turn":1}\n{"turn":2}\n');
   });
 
-  it.skipIf(process.getuid?.() !== 0)(
-    "writes it as the tenant's agent's, directories it made included, for an agent run as another user",
-    async () => {
+  describe.skipIf(!isRoot)("with the agent as another user", () => {
+    const asAgent = (command: string) =>
+      execFileSync("setpriv", [
+        `--reuid=${runAs.uid}`,
+        `--regid=${runAs.gid}`,
+        "--clear-groups",
+        "sh",
+        "-ec",
+        command,
+      ]);
+    const secretState = async () => {
+      const { uid, gid, mode, nlink } = await stat(secret);
+      return { uid, gid, mode, nlink, content: await readFile(secret, "utf8") };
+    };
+    const storedText = async (session: string) => {
+      const row = await getTranscript(database.db, session);
+      return row ? gunzipSync(row.gzipped).toString("utf8") : undefined;
+    };
+
+    it("writes it as the agent, directories it made included", async () => {
       const session = await newSession();
-      const [a, b] = [await disk(`a-${session}`), await disk(`b-${session}`)];
+      const [a, b] = [disk(`a-${session}`), disk(`b-${session}`, runAs, home)];
       await write(a.file, '{"turn":1}\n');
       await saveTranscript(database.db, session, "cli-session", a);
-      const agent = { runAs: { uid: 4321, gid: 4322 }, env: {} };
-      await restoreTranscript(database.db, session, b, agent);
+      await restoreTranscript(database.db, session, b, silentLogger);
+      expect(await readFile(b.file, "utf8")).toBe('{"turn":1}\n');
       for (const path of [b.file, dirname(b.file), dirname(dirname(b.file)), b.root]) {
-        expect(await stat(path)).toMatchObject({ uid: 4321, gid: 4322 });
+        expect(await stat(path)).toMatchObject({ uid: runAs.uid, gid: runAs.gid });
       }
-    },
-  );
+    });
+
+    it("stores nothing of what the agent put in the transcript's place, and says what it refused", async () => {
+      const plants = {
+        "a symbolic link to a root file": (file: string) => asAgent(`ln -s ${secret} ${file}`),
+        // The kernel's protected_hardlinks keeps the agent itself from making this one.
+        "a hard link to a root file": (file: string) => link(secret, file),
+        "a FIFO": (file: string) => asAgent(`mkfifo ${file}`),
+        "a file over the bound": (file: string) =>
+          asAgent(`truncate -s ${TRANSCRIPT_MAX_BYTES + 1} ${file}`),
+      };
+      const before = await secretState();
+      const refusals: Record<string, string> = {};
+      for (const [what, plant] of Object.entries(plants)) {
+        const session = await newSession();
+        const location = disk(session, runAs, home);
+        asAgent(`mkdir -p ${dirname(location.file)}`);
+        await plant(location.file);
+        const refused = await saveTranscript(database.db, session, "cli-session", location).then(
+          () => undefined,
+          (err: unknown) => err,
+        );
+        expect(refused, what).toBeInstanceOf(AgentFileError);
+        refusals[what] = (refused as Error).message.replace(`${location.file}: `, "");
+        expect(await getTranscript(database.db, session), what).toBeUndefined();
+      }
+      expect(refusals).toEqual({
+        "a symbolic link to a root file": "is a symbolic link",
+        "a hard link to a root file": expect.stringMatching(/Permission denied$/),
+        "a FIFO": "is not a regular file",
+        "a file over the bound": `is larger than ${TRANSCRIPT_MAX_BYTES} bytes`,
+      });
+      expect(await secretState()).toEqual({ ...before, nlink: 2 });
+    });
+
+    it("writes the stored copy back in place of a link, a hard link or a FIFO, and nowhere else", async () => {
+      const before = await secretState();
+      for (const plant of [
+        (file: string) => asAgent(`ln -s ${secret} ${file}`),
+        (file: string) => link(secret, file),
+        (file: string) => asAgent(`mkfifo ${file}`),
+      ]) {
+        const session = await newSession();
+        const a = disk(`a-${session}`);
+        await write(a.file, '{"turn":1}\n');
+        await saveTranscript(database.db, session, "cli-session", a);
+        const b = disk(session, runAs, home);
+        asAgent(`mkdir -p ${dirname(b.file)}`);
+        await plant(b.file);
+        await restoreTranscript(database.db, session, b, silentLogger);
+        expect(await readFile(b.file, "utf8")).toBe('{"turn":1}\n');
+        expect(await lstat(b.file)).toMatchObject({ uid: runAs.uid, nlink: 1 });
+        expect(await storedText(session)).toBe('{"turn":1}\n');
+      }
+      expect(await secretState()).toEqual(before);
+    });
+
+    it("neither stores nor restores through a FIFO in the project directory's place", async () => {
+      const session = await newSession();
+      const a = disk(`a-${session}`);
+      await write(a.file, '{"turn":1}\n');
+      await saveTranscript(database.db, session, "cli-session", a);
+      const b = disk(session, runAs, home);
+      asAgent(`mkdir -p ${dirname(dirname(b.file))}`);
+      asAgent(`mkfifo ${dirname(b.file)}`);
+      await saveTranscript(database.db, session, "cli-session", b);
+      await expect(restoreTranscript(database.db, session, b, silentLogger)).rejects.toThrow(
+        AgentFileError,
+      );
+      expect(await storedText(session)).toBe('{"turn":1}\n');
+    });
+  });
 });

@@ -1,5 +1,6 @@
 import type { BridgeEvent } from "../../events.js";
 import { errorText, type Logger } from "../../log.js";
+import { agentFiles } from "../../process/agent-files.js";
 import type { RunAs } from "../../process/agent-user.js";
 import type { DriverConfig } from "../../process/driver.js";
 import { InvalidRunRequestError } from "../../process/errors.js";
@@ -35,7 +36,11 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
     settings: SessionSettings,
     resumesAtMessage: true,
     interruptible: true,
-    transcripts: (identity) => claudeTranscripts({ ...config.env, ...identity?.env }),
+    transcripts: (identity) =>
+      claudeTranscripts(
+        { ...config.env, ...identity?.env },
+        agentFiles(config.env, identity?.runAs),
+      ),
     async ready() {
       const [version, credentials] = await Promise.all([probe(), findCredentials(config.env)]);
       return { bin: config.bin, version, credentials };

@@ -64,7 +64,7 @@ export function runClaude(
   signal?: AbortSignal,
 ): AsyncGenerator<BridgeEvent[]> {
   const log = config.logger ?? silentLogger;
-  return withRunFiles(req.identity, async function* (files) {
+  return withRunFiles(config.env, req.identity, async function* (files) {
     let mcpConfigFile: string | undefined;
     if (req.mcpConfig !== undefined) {
       try {

@@ -1,6 +1,6 @@
-import { readdir, stat } from "node:fs/promises";
 import { homedir } from "node:os";
 import path from "node:path";
+import { type AgentFiles, globLiteral } from "../../process/agent-files.js";
 import type { TranscriptLocation } from "../agent.js";
 
 // Claude Code keeps a session's transcript as `projects/<the work dir, made a name>/<session
@@ -8,21 +8,22 @@ import type { TranscriptLocation } from "../agent.js";
 // looked up, not derived: the CLI's rule for it is its own, and the same work dir gives the same
 // name on every instance, so the path relative to the config dir is what travels.
 
-export function claudeTranscripts(env: Record<string, string>): TranscriptLocation {
+export function claudeTranscripts(
+  env: Record<string, string>,
+  files: AgentFiles,
+): TranscriptLocation {
   const root = env.CLAUDE_CONFIG_DIR ?? path.join(env.HOME ?? homedir(), ".claude");
   return {
     root,
+    files,
     async find(sessionId) {
-      const projects = await readdir(path.join(root, "projects")).catch(() => []);
-      for (const project of projects) {
-        const file = path.join("projects", project, `${sessionId}.jsonl`);
-        if (await isFile(path.join(root, file))) return file;
-      }
-      return undefined;
+      const found = await files.find(
+        path.join(root, "projects"),
+        2,
+        globLiteral(`${sessionId}.jsonl`),
+      );
+      const first = found.sort()[0];
+      return first && path.join("projects", first);
     },
   };
-}
-
-async function isFile(file: string): Promise<boolean> {
-  return (await stat(file).catch(() => undefined))?.isFile() ?? false;
 }

@@ -1,5 +1,6 @@
 import type { BridgeEvent } from "../../events.js";
 import { errorText } from "../../log.js";
+import { agentFiles } from "../../process/agent-files.js";
 import type { RunAs } from "../../process/agent-user.js";
 import {
   type AgentCommand,
@@ -53,13 +54,19 @@ export function codexBackend(config: CodexBackendConfig): AgentBackend {
     resumesAtMessage: false,
     // `codex exec` reads no control messages: a cancel stops its process group.
     interruptible: false,
-    transcripts: (identity) => codexTranscripts({ ...config.env, ...identity?.env }),
+    transcripts: (identity) =>
+      codexTranscripts(
+        { ...config.env, ...identity?.env },
+        agentFiles(config.env, identity?.runAs),
+      ),
     async ready() {
       const [version, credentials] = await Promise.all([probe(), findCodexCredentials(config.env)]);
       return { bin: config.bin, version, credentials };
     },
     run: (request, context, signal) =>
-      withRunFiles(request.identity, (files) => runCodex(request, config, context, signal, files)),
+      withRunFiles(config.env, request.identity, (files) =>
+        runCodex(request, config, context, signal, files),
+      ),
   };
 }
 
@@ -142,7 +149,11 @@ async function* runCodex(
   }
   if (identity?.env.CODEX_HOME) {
     try {
-      await seedTenantCodexHome(operatorCodexHome(config.env), identity.env.CODEX_HOME);
+      await seedTenantCodexHome(
+        operatorCodexHome(config.env),
+        identity.env.CODEX_HOME,
+        agentFiles(config.env, identity.runAs),
+      );
     } catch (err) {
       context.logger.error("could not copy the codex configuration into the tenant's home", {
         error: errorText(err),

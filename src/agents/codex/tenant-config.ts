@@ -1,11 +1,13 @@
-import { chmod, readFile, writeFile } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
+import type { AgentFiles } from "../../process/agent-files.js";
 
 // A tenant's codex runs with a CODEX_HOME of its own (src/process/tenant-homes.ts), which holds
 // none of what the operator set up in theirs: the model provider and settings (config.toml) and
-// a `codex login` (auth.json). Each run copies them in when they differ, so the tenant's codex
-// behaves as the operator's would, and changes reach the next run.
+// a `codex login` (auth.json). Each run copies them in, so the tenant's codex behaves as the
+// operator's would, and changes reach the next run. The copies are written as the agent, whose
+// directory that is (src/process/agent-files.ts says why): the agent reads them anyway.
 
 const OPERATOR_FILES = ["config.toml", "auth.json"] as const;
 
@@ -14,27 +16,18 @@ export function operatorCodexHome(env: Record<string, string>): string {
   return env.CODEX_HOME ?? join(env.HOME ?? homedir(), ".codex");
 }
 
-async function contents(file: string): Promise<Buffer | undefined> {
-  return readFile(file).catch((err: NodeJS.ErrnoException) => {
-    if (err.code === "ENOENT") return undefined;
-    throw err;
-  });
-}
-
-/** Copies the operator's config.toml and auth.json into `tenantHome` where they differ. */
-export async function seedTenantCodexHome(operatorHome: string, tenantHome: string): Promise<void> {
+/** Copies the operator's config.toml and auth.json, those there are, into `tenantHome`. */
+export async function seedTenantCodexHome(
+  operatorHome: string,
+  tenantHome: string,
+  files: AgentFiles,
+): Promise<void> {
   if (operatorHome === tenantHome) return;
   for (const name of OPERATOR_FILES) {
-    const [ours, theirs] = await Promise.all([
-      contents(join(operatorHome, name)),
-      contents(join(tenantHome, name)),
-    ]);
-    if (ours === undefined || (theirs !== undefined && ours.equals(theirs))) continue;
-    const copy = join(tenantHome, name);
-    // Written, not copied: a new file takes the group of the tenant's directory (set-group-id),
-    // where a copy may take the original's (Node 24's copyFile does), which the tenant lacks.
-    await writeFile(copy, ours);
-    // The server owns the copy; the tenant's agents read it through the HOME's group.
-    await chmod(copy, 0o640);
+    const ours = await readFile(join(operatorHome, name)).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === "ENOENT") return undefined;
+      throw err;
+    });
+    if (ours !== undefined) await files.write(join(tenantHome, name), ours);
   }
 }

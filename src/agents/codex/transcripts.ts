@@ -1,30 +1,27 @@
-import { readdir } from "node:fs/promises";
 import path from "node:path";
+import { type AgentFiles, globLiteral } from "../../process/agent-files.js";
 import type { TranscriptLocation } from "../agent.js";
 import { operatorCodexHome } from "./tenant-config.js";
 
 // Codex keeps a thread as `sessions/<yyyy>/<mm>/<dd>/rollout-<time>-<thread id>.jsonl` under its
-// CODEX_HOME, dated by the thread's first turn. Looked for newest day first: a session's runs are
-// mostly recent.
+// CODEX_HOME, dated by the thread's first turn; should there be several, the newest is taken.
 
-export function codexTranscripts(env: Record<string, string>): TranscriptLocation {
+export function codexTranscripts(
+  env: Record<string, string>,
+  files: AgentFiles,
+): TranscriptLocation {
   const root = operatorCodexHome(env);
   return {
     root,
+    files,
     async find(threadId) {
-      const suffix = `-${threadId}.jsonl`;
-      const newestFirst = async (dir: string) =>
-        (await readdir(path.join(root, dir)).catch(() => [] as string[])).sort().reverse();
-      for (const year of await newestFirst("sessions")) {
-        for (const month of await newestFirst(path.join("sessions", year))) {
-          for (const day of await newestFirst(path.join("sessions", year, month))) {
-            const dir = path.join("sessions", year, month, day);
-            const file = (await newestFirst(dir)).find((name) => name.endsWith(suffix));
-            if (file) return path.join(dir, file);
-          }
-        }
-      }
-      return undefined;
+      const found = await files.find(
+        path.join(root, "sessions"),
+        4,
+        `*-${globLiteral(threadId)}.jsonl`,
+      );
+      const newest = found.sort().at(-1);
+      return newest && path.join("sessions", newest);
     },
   };
 }

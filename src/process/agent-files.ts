@@ -1,0 +1,196 @@
+import { dirname } from "node:path";
+import type { Readable } from "node:stream";
+import { finished } from "node:stream/promises";
+import type { RunAs } from "./agent-user.js";
+import { signalGroup } from "./groups.js";
+import { spawnProcess } from "./spawner.js";
+
+// The server's file work where an agent can write (a tenant's HOME: the CLI's transcripts, its
+// TMPDIR, its CODEX_HOME) is done by a short shell process running as that agent, never by the
+// server itself. The agent can swap any path there, or any directory on the way to it, for a
+// symbolic link, a hard link or a FIFO at any moment; the server, as root, following one would
+// read a file of root's into a stored transcript, write over one and hand it to the agent, chown
+// one of root's directories, or block for ever. Checking a path and then opening it would need
+// openat() to be sound (Node has none: the agent can swap a directory between the check and the
+// open), and the HOME cannot be root's with only some directories the agent's (the CLIs write
+// their files in it). Run as the agent, a planted link leads only where the agent could go
+// itself: it can only hurt its own tenant.
+//
+// What is left is keeping the server from waiting on the agent, or holding what it made: a read
+// is bounded in bytes, each process in time (its group killed), a file that is a link or not a
+// regular file is refused before it is opened (so a planted FIFO blocks nothing; one swapped in
+// just after the check blocks that process until its time is up), and a write goes to a fresh
+// file renamed into place, which replaces whatever was there without opening it.
+//
+// The tools are POSIX sh, mkdir, mktemp, cat, mv, rm and find, as on every Unix, also run as the
+// server's own user when the agents are (AGENT_BRIDGE_AGENT_USER unset): one way to do the work.
+
+/** How long one file process may take before it is killed: far more than its work needs. */
+const TIME_LIMIT_MS = 30_000;
+/** What is kept of a file process's stderr, for the error that names why it failed. */
+const STDERR_BYTES = 2048;
+/** The bound on what a listing or a made path prints. */
+const LISTING_BYTES = 1024 * 1024;
+
+/** The file process refused (a link, a FIFO, a file over the bound), or failed at, its work. */
+export class AgentFileError extends Error {}
+
+/** File work under a directory the agent can write to, done as the agent. */
+export interface AgentFiles {
+  /** The regular file at `file`, at most `maxBytes` long; undefined when nothing is there. */
+  read(file: string, maxBytes: number): Promise<Buffer | undefined>;
+  /** Paths relative to `dir` of what is named `pattern` (a glob) `depth` levels below, but directories. */
+  find(dir: string, depth: number, pattern: string): Promise<string[]>;
+  /** Puts `content` at `file` (mode 0600), making its directory (0700) if missing. */
+  write(file: string, content: string | Buffer): Promise<void>;
+  /**
+   * Makes the directories (mode 2770: new files keep their group) where missing; one that a link
+   * or a file stands in for is replaced. Resolves with the paths it replaced.
+   */
+  makeDirs(dirs: string[]): Promise<string[]>;
+  /** A new directory (0700) in `parent`, its name `prefix` and random characters. */
+  makeTempDir(parent: string, prefix: string): Promise<string>;
+  /** Removes `path`, and everything under it. */
+  remove(path: string): Promise<void>;
+}
+
+// Each script takes its paths as arguments ($1…), never in its text. Exit 3: nothing there;
+// exit 4: refused, the reason on stderr.
+const SCRIPTS = {
+  read: `
+    if [ -h "$1" ]; then echo "is a symbolic link" >&2; exit 4; fi
+    if [ ! -e "$1" ]; then exit 3; fi
+    if [ ! -f "$1" ]; then echo "is not a regular file" >&2; exit 4; fi
+    exec cat -- "$1"`,
+  // Depth-bound, and never through a link (find's default, -P). What is not a directory is
+  // listed, links and FIFOs too, for the read to refuse by name.
+  find: `
+    cd -- "$1" 2>/dev/null || exit 0
+    find . -mindepth "$2" -maxdepth "$2" -name "$3" ! -type d -print0 2>/dev/null
+    exit 0`,
+  // mv onto a directory would move the file into it.
+  write: `
+    umask 077
+    mkdir -p -- "$1" || exit
+    if [ -d "$2" ]; then echo "is a directory" >&2; exit 4; fi
+    tmp=$(mktemp "$1/.agent-bridge-XXXXXX") || exit
+    if cat > "$tmp" && mv -f -- "$tmp" "$2"; then exit 0; fi
+    rm -f -- "$tmp"; exit 1`,
+  makeDirs: `
+    for dir; do
+      if [ -h "$dir" ] || { [ -e "$dir" ] && [ ! -d "$dir" ]; }; then
+        rm -f -- "$dir" || exit
+        echo "$dir"
+      fi
+      mkdir -p -m 2770 -- "$dir" || exit
+    done`,
+  makeTempDir: `umask 077; exec mktemp -d "$1/$2XXXXXX"`,
+  remove: `exec rm -rf -- "$1"`,
+};
+
+interface Outcome {
+  code: number;
+  stdout: Buffer;
+}
+
+/**
+ * File work as `runAs` (undefined: as the server's own user), with the tools found on `env.PATH`.
+ */
+export function agentFiles(env: Record<string, string>, runAs?: RunAs): AgentFiles {
+  const processEnv: Record<string, string> = {
+    LC_ALL: "C",
+    ...(env.PATH ? { PATH: env.PATH } : {}),
+  };
+
+  /**
+   * Runs `script` on `path`: its outcome when it exits 0 or with one of `also`, else an
+   * AgentFileError naming the path and why.
+   */
+  async function run(
+    path: string,
+    script: keyof typeof SCRIPTS,
+    args: string[],
+    options: { input?: string | Buffer; maxOutput?: number; also?: number[] } = {},
+  ): Promise<Outcome> {
+    const maxOutput = options.maxOutput ?? LISTING_BYTES;
+    const child = await spawnProcess("sh", ["-c", SCRIPTS[script], "sh", ...args], {
+      cwd: "/",
+      env: processEnv,
+      ...(runAs ? { runAs } : {}),
+    });
+    let refusal: string | undefined;
+    const stop = (why: string) => {
+      refusal ??= why;
+      signalGroup(child.pid, "SIGKILL");
+    };
+    const timer = setTimeout(
+      () => stop(`took longer than ${TIME_LIMIT_MS / 1000} s`),
+      TIME_LIMIT_MS,
+    );
+    // The script may exit without reading its input.
+    child.stdin.on("error", () => {});
+    child.stdin.end(options.input ?? "");
+    const chunks: Buffer[] = [];
+    let size = 0;
+    child.stdout.on("data", (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= maxOutput) return void chunks.push(chunk);
+      stop(`is larger than ${maxOutput} bytes`);
+      child.stdout.destroy();
+    });
+    let stderr = "";
+    child.stderr.setEncoding("utf8");
+    child.stderr.on("data", (text: string) => {
+      stderr = (stderr + text).slice(-STDERR_BYTES);
+    });
+    // Either pipe may have ended before this got it (with nothing in it): finished() knows.
+    const drained = (stream: Readable) =>
+      finished(stream).catch((err: Error) => stop(`could not be read: ${err.message}`));
+    const [{ code }] = await Promise.all([
+      child.exited,
+      drained(child.stdout),
+      drained(child.stderr),
+    ]).finally(() => clearTimeout(timer));
+    if (refusal) throw new AgentFileError(`${path}: ${refusal}`);
+    if (code !== null && [0, ...(options.also ?? [])].includes(code)) {
+      return { code, stdout: Buffer.concat(chunks) };
+    }
+    throw new AgentFileError(`${path}: ${stderr.trim() || `${script} exited with ${code}`}`);
+  }
+
+  const lines = (bytes: Buffer, separator: string) =>
+    bytes
+      .toString("utf8")
+      .split(separator)
+      .filter((line) => line !== "");
+
+  return {
+    async read(file, maxBytes) {
+      const done = await run(file, "read", [file], { maxOutput: maxBytes, also: [3] });
+      return done.code === 3 ? undefined : done.stdout;
+    },
+    async find(dir, depth, pattern) {
+      const { stdout } = await run(dir, "find", [dir, String(depth), pattern]);
+      return lines(stdout, "\0").map((found) => found.replace(/^\.\//, ""));
+    },
+    async write(file, content) {
+      await run(file, "write", [dirname(file), file], { input: content });
+    },
+    async makeDirs(dirs) {
+      const { stdout } = await run(dirs.join(", "), "makeDirs", dirs);
+      return lines(stdout, "\n");
+    },
+    async makeTempDir(parent, prefix) {
+      const { stdout } = await run(parent, "makeTempDir", [parent, prefix]);
+      return stdout.toString("utf8").trim();
+    },
+    async remove(path) {
+      await run(path, "remove", [path]);
+    },
+  };
+}
+
+/** `text` as a find -name pattern that matches it alone. */
+export function globLiteral(text: string): string {
+  return text.replace(/[\\*?[]/g, "\\$&");
+}

@@ -1,0 +1,88 @@
+import { execFileSync } from "node:child_process";
+import { chown, link, lstat, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { seedTenantCodexHome } from "../../../src/agents/codex/tenant-config.js";
+import { agentFiles } from "../../../src/process/agent-files.js";
+import type { RunAs } from "../../../src/process/agent-user.js";
+import { ensureAgentUser, isRoot } from "../../support/agent-user.js";
+
+// Before each codex run the operator's config.toml and auth.json are copied into the tenant's
+// CODEX_HOME, which is the agent's to change: the copies are written as the agent, in place of
+// whatever it left there, and never through it. Needs root, as the agent user does.
+
+describe.skipIf(!isRoot)("the operator's codex configuration in a tenant's CODEX_HOME", () => {
+  let runAs: RunAs;
+  let operatorHome: string;
+  let tenantHome: string;
+  let rootOnly: string;
+  beforeAll(async () => {
+    const agent = ensureAgentUser();
+    runAs = { uid: agent.uid, gid: agent.gid };
+    operatorHome = await mkdtemp(join(tmpdir(), "operator-codex-"));
+    await writeFile(join(operatorHome, "config.toml"), 'model = "gpt-test"\n');
+    await writeFile(join(operatorHome, "auth.json"), '{"OPENAI_API_KEY":"sk-test"}\n');
+    tenantHome = await mkdtemp(join(tmpdir(), "tenant-codex-"));
+    await chown(tenantHome, agent.uid, agent.gid);
+    rootOnly = await mkdtemp(join(tmpdir(), "root-only-"));
+  });
+  afterAll(async () => {
+    for (const dir of [operatorHome, tenantHome, rootOnly]) {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  const asAgent = (command: string) =>
+    execFileSync("setpriv", [
+      `--reuid=${runAs.uid}`,
+      `--regid=${runAs.gid}`,
+      "--clear-groups",
+      "sh",
+      "-ec",
+      command,
+    ]);
+  const rootFile = async (name: string) => {
+    const path = join(rootOnly, name);
+    await writeFile(path, "ROOT-SECRET\n", { mode: 0o600 });
+    return path;
+  };
+  const state = async (path: string) => {
+    const { uid, gid, mode, nlink } = await stat(path);
+    return { uid, gid, mode, nlink, content: await readFile(path, "utf8") };
+  };
+  const seed = () =>
+    seedTenantCodexHome(
+      operatorHome,
+      tenantHome,
+      agentFiles({ PATH: process.env.PATH ?? "" }, runAs),
+    );
+
+  /** Each copy is a file of the agent's own, with the operator's content. */
+  const expectCopies = async () => {
+    for (const name of ["config.toml", "auth.json"]) {
+      expect(await readFile(join(tenantHome, name), "utf8")).toBe(
+        await readFile(join(operatorHome, name), "utf8"),
+      );
+      expect(await lstat(join(tenantHome, name))).toMatchObject({ uid: runAs.uid, nlink: 1 });
+      expect((await lstat(join(tenantHome, name))).isFile()).toBe(true);
+    }
+  };
+
+  it("replaces a link and a hard link to root's files, which stay as they were", async () => {
+    const [linked, hardLinked] = [await rootFile("linked"), await rootFile("hard-linked")];
+    const before = [await state(linked), await state(hardLinked)];
+    asAgent(`ln -sf ${linked} ${join(tenantHome, "config.toml")}`);
+    await link(hardLinked, join(tenantHome, "auth.json"));
+
+    await seed();
+    expect([await state(linked), await state(hardLinked)]).toEqual(before);
+    await expectCopies();
+  });
+
+  it("replaces FIFOs without waiting on them", async () => {
+    asAgent(`cd ${tenantHome}; rm -f config.toml auth.json; mkfifo config.toml auth.json`);
+    await seed();
+    await expectCopies();
+  });
+});
