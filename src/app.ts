@@ -13,6 +13,8 @@ import { CommandInbox } from "./cluster/commands.js";
 import { Doorbell } from "./cluster/doorbell.js";
 import { InstanceLease } from "./cluster/lease.js";
 import type { Config } from "./config.js";
+import { anthropicApi } from "./gateway/anthropic.js";
+import { ModelGateway } from "./gateway/server.js";
 import { callbackBody } from "./hooks/callback-body.js";
 import { callbackHook } from "./hooks/callback-hook.js";
 import { CallbackOutbox } from "./hooks/outbox.js";
@@ -75,6 +77,13 @@ export function buildDeps(
     stderrTailBytes: DRIVER_DEFAULTS.stderrTailBytes,
     killGraceMs: DRIVER_DEFAULTS.killGraceMs,
   };
+  // Serves the model APIs whose upstream the operator configured; listens once started.
+  const gateway = new ModelGateway({
+    apis: claude.upstream ? [anthropicApi(claude.upstream)] : [],
+    db: database.db,
+    logger: logger.child({ component: "gateway" }),
+    dbOutageBoundMs: config.runs.dbOutageBoundMs,
+  });
   const backends: Record<AgentName, () => AgentBackend> = {
     claude: () =>
       claudeBackend({
@@ -83,6 +92,14 @@ export function buildDeps(
         driver,
         ...(homes ? { runAs: homes.user } : {}),
         mcpServers: config.agents.mcpServers,
+        ...(claude.upstream
+          ? {
+              gateway: {
+                variable: claude.upstream.variable,
+                open: (runId) => gateway.open("anthropic", runId),
+              },
+            }
+          : {}),
       }),
     codex: () =>
       codexBackend({
@@ -164,6 +181,7 @@ export function buildDeps(
     metrics,
     streams: new StreamLimiter(config.streamsPerKey),
     agents,
+    gateway,
     ...(homes ? { homes } : {}),
     tracing,
     ...(capture ? { capture } : {}),

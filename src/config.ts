@@ -6,6 +6,11 @@ import path from "node:path";
 import { z } from "zod";
 import { AGENT_NAMES, type AgentName, type SessionSettings } from "./agents/agent.js";
 import { childEnvironment } from "./agents/child-env.js";
+import {
+  type AnthropicUpstream,
+  anthropicUpstream,
+  withoutUpstream,
+} from "./agents/claude/credentials.js";
 import { type McpCatalog, parseMcpConfig } from "./agents/mcp-servers.js";
 import { PERMISSION_MODES } from "./agents/permission-modes.js";
 import { EFFORTS } from "./agents/settings.js";
@@ -159,6 +164,8 @@ const EnvSchema = z.object({
   AGENT_BRIDGE_MCP_CONFIG: z.string().min(1).optional(),
   AGENT_BRIDGE_CLAUDE_MODEL: z.string().min(1).optional(),
   AGENT_BRIDGE_CLAUDE_ENV_ALLOW: list.default([]),
+  // The Claude CLI's own: where its API is (the gateway's upstream, src/gateway/).
+  ANTHROPIC_BASE_URL: httpUrl.optional(),
   AGENT_BRIDGE_CODEX_MODEL: z
     .string()
     .regex(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$/, "expected a model slug such as gpt-5.5")
@@ -296,8 +303,17 @@ export interface Config {
     bin: string;
     /** The model of a claude session that names none; unset: the CLI's own default. */
     model: string | undefined;
-    /** The environment the CLI runs with: an allow-list of this process's, never its secrets. */
+    /**
+     * The environment the CLI runs with: an allow-list of this process's, never its secrets, and,
+     * with an upstream, none of the operator's credentials.
+     */
     childEnv: Record<string, string>;
+    /**
+     * Set when the operator gave the CLI's credential in the environment: the API the model
+     * gateway forwards the CLI's calls to, with that credential. Unset (a login in the CLI's HOME,
+     * a cloud provider): the CLI calls its API itself.
+     */
+    upstream: AnthropicUpstream | undefined;
   };
   /** Set: every agent runs as this OS user (by name or uid), in a HOME of its tenant's. */
   agentUser:
@@ -527,6 +543,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   const workDir = path.resolve(e.AGENT_BRIDGE_WORK_DIR);
   const dataDir = path.resolve(e.AGENT_BRIDGE_DATA_DIR);
+  const claudeEnv = childEnvironment(present, e.AGENT_BRIDGE_CLAUDE_ENV_ALLOW);
+  const claudeUpstream = anthropicUpstream(present);
   return {
     port: e.PORT,
     host: e.HOST,
@@ -599,7 +617,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     claude: {
       bin: e.AGENT_BRIDGE_CLAUDE_BIN ?? defaultClaudeBin(),
       model: e.AGENT_BRIDGE_CLAUDE_MODEL,
-      childEnv: childEnvironment(present, e.AGENT_BRIDGE_CLAUDE_ENV_ALLOW),
+      childEnv: claudeUpstream ? withoutUpstream(claudeEnv) : claudeEnv,
+      upstream: claudeUpstream,
     },
     agentUser: e.AGENT_BRIDGE_AGENT_USER
       ? {

@@ -64,6 +64,8 @@ async function start(config: Config, logger: Logger) {
     const firstKey = await prepareKeys(database.db, config, logger);
     const deps = buildDeps(config, database, logger, await startTracing(config, logger));
     await deps.homes?.prepare();
+    // The runs' CLIs call their model APIs here (src/gateway/): a loopback port of its own.
+    logger.info("model gateway listening", { url: await deps.gateway.listen() });
     // After buildDeps: git runs as the agents' user when they have one.
     if (config.agents.worktreeEnabled) await checkWorktreePrerequisites(config.workDir);
     // Registers this instance, and closes what instances that are gone left (touching nothing of
@@ -273,6 +275,8 @@ async function shutdown(signal: string) {
   } else {
     abandoned.push("the instance's end (its lease is left to expire)");
   }
+  // After the runs, whose CLIs called through it; the last calls' records are written.
+  await step("the model gateway", () => deps.gateway.close());
   // Callbacks not sent yet stay in the outbox for the next start.
   await step("the callback outbox", () => outbox.stop());
   // The runs' last capture lines and spans: all written, the spans sent for a few seconds at most.

@@ -83,8 +83,9 @@ describe("config", () => {
       AGENT_BRIDGE_CLAUDE_WORKTREE_ENABLED: "maybe",
       AGENT_BRIDGE_CLAUDE_TIMEOUT_SECONDS: "0",
       DATABASE_URL: "mysql://x",
+      ANTHROPIC_BASE_URL: "api.anthropic.com",
     });
-    expect(lines).toHaveLength(5);
+    expect(lines).toHaveLength(6);
     const line = (name: string) => lines.find((l) => l.startsWith(`${name}:`));
     expect(line("PORT")).toContain("whole number");
     expect(line("AGENT_BRIDGE_CLAUDE_PERMISSION_MODE")).toContain(
@@ -94,6 +95,7 @@ describe("config", () => {
     expect(line("AGENT_BRIDGE_CLAUDE_WORKTREE_ENABLED")).toContain("true or false");
     expect(line("AGENT_BRIDGE_CLAUDE_TIMEOUT_SECONDS")).toContain(">= 1");
     expect(line("DATABASE_URL")).toContain("postgres://");
+    expect(line("ANTHROPIC_BASE_URL")).toContain("http:// or https://");
   });
 
   it("traces to the OTLP endpoint's /v1/traces, or to the traces endpoint as given; off without either", () => {
@@ -125,22 +127,31 @@ describe("config", () => {
     });
   });
 
-  it("keeps the bridge's own settings and secrets out of the CLI's environment", () => {
+  it("keeps the bridge's own settings and secrets, and the model API's credential and address, out of the CLI's environment: the gateway's upstream has those", () => {
     const config = loadConfig({
       PATH: "/usr/bin",
       HOME: "/home/x",
       ANTHROPIC_API_KEY: "sk-test",
+      ANTHROPIC_BASE_URL: "http://llm.internal:8080/anthropic",
       DATABASE_URL: "postgres://secret@db/x",
       AGENT_BRIDGE_API_KEY: `ab_${"k".repeat(43)}`,
       AWS_SECRET_ACCESS_KEY: "nope",
     });
-    expect(config.claude.childEnv).toMatchObject({
-      PATH: "/usr/bin",
-      HOME: "/home/x",
-      ANTHROPIC_API_KEY: "sk-test",
+    expect(config.claude.childEnv).toEqual({ PATH: "/usr/bin", HOME: "/home/x" });
+    expect(config.claude.upstream).toEqual({
+      baseUrl: "http://llm.internal:8080/anthropic",
+      credential: { "x-api-key": "sk-test" },
+      variable: "ANTHROPIC_API_KEY",
     });
-    expect(config.claude.childEnv.DATABASE_URL).toBeUndefined();
-    expect(config.claude.childEnv.AGENT_BRIDGE_API_KEY).toBeUndefined();
+  });
+
+  it("has no upstream when the CLI has no credential in the environment (a login in its HOME): the CLI keeps its API's address and calls it itself", () => {
+    const config = loadConfig({ HOME: "/home/x", ANTHROPIC_BASE_URL: "https://llm.example" });
+    expect(config.claude.upstream).toBeUndefined();
+    expect(config.claude.childEnv).toEqual({
+      HOME: "/home/x",
+      ANTHROPIC_BASE_URL: "https://llm.example",
+    });
   });
 
   describe("secrets from files (<NAME>_FILE, as Docker secrets are mounted)", () => {
@@ -161,8 +172,9 @@ describe("config", () => {
       });
       expect(config.databaseUrl).toBe("postgres://bridge:pw@db/x");
       expect(config.auth.apiKey).toBe(key);
-      // The CLI gets the value it needs, not the file's name.
-      expect(config.claude.childEnv.ANTHROPIC_API_KEY).toBe("sk-from-file");
+      // The gateway's upstream gets the value; the CLI neither it nor the file's name.
+      expect(config.claude.upstream?.credential).toEqual({ "x-api-key": "sk-from-file" });
+      expect(config.claude.childEnv.ANTHROPIC_API_KEY).toBeUndefined();
       expect(config.claude.childEnv.ANTHROPIC_API_KEY_FILE).toBeUndefined();
     });
 

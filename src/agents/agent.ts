@@ -117,8 +117,11 @@ export interface RunContext {
   logger: Logger;
   /** Called once the CLI runs, with its process group id (to clean up after a crash). */
   onSpawn: (pgid: number) => void;
-  /** The bridge's run id, which the CLI's own telemetry gets as a resource attribute. */
-  runId?: string;
+  /**
+   * The bridge's run id: the CLI's own telemetry gets it as a resource attribute, and the model
+   * gateway meters the run's calls against it.
+   */
+  runId: string;
   /** Sees each line the CLI writes on stdout, as framed (AGENT_BRIDGE_DEBUG_CAPTURE). */
   onRawLine?: (line: string) => void;
   /** Answers a permission request: at once by policy, or once someone (or the timeout) does. */

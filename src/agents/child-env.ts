@@ -94,3 +94,26 @@ export function childEnvironment(
   }
   return env;
 }
+
+const PROXY_VARIABLES = [
+  "HTTP_PROXY",
+  "HTTPS_PROXY",
+  "ALL_PROXY",
+  "http_proxy",
+  "https_proxy",
+  "all_proxy",
+];
+
+/**
+ * `env` with `host` among the hosts reached without a proxy, when it sets one: the CLI's proxy is
+ * for the internet, and the CLI would send its calls to the bridge's gateway on loopback through
+ * it too (CLI 2.1.328 does).
+ */
+export function bypassProxyFor(env: Record<string, string>, host: string): Record<string, string> {
+  if (!PROXY_VARIABLES.some((name) => env[name])) return env;
+  const out = { ...env };
+  for (const name of ["NO_PROXY", "no_proxy"]) {
+    out[name] = [out[name], host].filter(Boolean).join(",");
+  }
+  return out;
+}

@@ -3,6 +3,7 @@ import type { Principal } from "../auth/principal.js";
 import type { Doorbell } from "../cluster/doorbell.js";
 import type { InstanceLease } from "../cluster/lease.js";
 import type { Config } from "../config.js";
+import type { ModelGateway } from "../gateway/server.js";
 import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
 import type { TenantHomes } from "../process/tenant-homes.js";
@@ -29,6 +30,8 @@ export interface AppDeps {
   streams: StreamLimiter;
   /** Set when the agents run as another OS user (AGENT_BRIDGE_AGENT_USER). */
   homes?: TenantHomes;
+  /** The model APIs as this instance serves them to its runs' CLIs (src/gateway/). */
+  gateway: ModelGateway;
   /** Spans of requests and runs (OTEL_EXPORTER_OTLP_ENDPOINT); off by default. */
   tracing: Tracing;
   /** Set: runs' raw CLI output and events go to files (AGENT_BRIDGE_DEBUG_CAPTURE). */

@@ -456,6 +456,39 @@ export const permissionRequests = pgTable(
   (t) => [primaryKey({ columns: [t.runId, t.requestId] })],
 );
 
+// Each call a run's CLI made to a model API through the gateway (src/gateway/), with the usage
+// the API reported in it, written as the call ends: what a run spent by the API's own account,
+// whatever its CLI says at its end.
+export const modelCalls = pgTable(
+  "model_calls",
+  {
+    id: uuid("id").primaryKey(),
+    runId: uuid("run_id")
+      .notNull()
+      .references(() => runs.id, { onDelete: "cascade" }),
+    /** The API's path that was called (`/v1/messages`). */
+    endpoint: text("endpoint").notNull(),
+    /** The model that answered, else the one asked for; null when neither could be read. */
+    model: text("model"),
+    inputTokens: tokens("input_tokens"),
+    outputTokens: tokens("output_tokens"),
+    cacheReadTokens: tokens("cache_read_tokens"),
+    cacheCreationTokens: tokens("cache_creation_tokens"),
+    /**
+     * The HTTP status the caller got: the upstream's, or the gateway's 502 when the upstream could
+     * not be reached; 499 when the caller went away before the answer began.
+     */
+    status: integer("status").notNull(),
+    /** Null: answered in full. Else why not: the API's error type, or how the call broke off. */
+    error: text("error"),
+    /** The upstream's `request-id`, to quote to its support. */
+    requestId: text("request_id"),
+    startedAt: ts("started_at").notNull(),
+    durationMs: integer("duration_ms").notNull(),
+  },
+  (t) => [index("model_calls_run_id_idx").on(t.runId)],
+);
+
 export type ApiKeyRow = typeof apiKeys.$inferSelect;
 export type SessionRow = typeof sessions.$inferSelect;
 export type RunRow = typeof runs.$inferSelect;
@@ -464,3 +497,4 @@ export type HookRow = typeof hooks.$inferSelect;
 export type HookDeliveryRow = typeof hookDeliveries.$inferSelect;
 export type CallbackRow = typeof callbacks.$inferSelect;
 export type PermissionRequestRow = typeof permissionRequests.$inferSelect;
+export type ModelCallRow = typeof modelCalls.$inferSelect;

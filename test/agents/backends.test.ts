@@ -1,4 +1,5 @@
 import { execFileSync } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -166,6 +167,7 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
     };
     const pgids: number[] = [];
     const context = {
+      runId: randomUUID(),
       logger: opts.logger ?? silentLogger,
       onSpawn: (id: number) => pgids.push(id),
       approve: async () => ({ behavior: "deny" as const }),

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { childEnvironment } from "../../src/agents/child-env.js";
+import { bypassProxyFor, childEnvironment } from "../../src/agents/child-env.js";
 
 const source = {
   PATH: "/usr/bin:/bin",
@@ -127,5 +127,21 @@ describe("childEnvironment", () => {
 
   it("does not read process.env: the result depends only on its arguments", () => {
     expect(childEnvironment({}, ["PATH"])).toEqual({});
+  });
+});
+
+describe("bypassProxyFor", () => {
+  it("adds the host to NO_PROXY and no_proxy when a proxy is set, since the CLI would send even loopback calls through it", () => {
+    expect(
+      bypassProxyFor({ HTTPS_PROXY: "http://proxy:3128", NO_PROXY: "corp" }, "127.0.0.1"),
+    ).toEqual({
+      HTTPS_PROXY: "http://proxy:3128",
+      NO_PROXY: "corp,127.0.0.1",
+      no_proxy: "127.0.0.1",
+    });
+  });
+
+  it("leaves an environment without a proxy as it is", () => {
+    expect(bypassProxyFor({ PATH: "/bin" }, "127.0.0.1")).toEqual({ PATH: "/bin" });
   });
 });

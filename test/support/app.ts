@@ -57,6 +57,7 @@ export function createTestAppOn(
     deps,
     close: async () => {
       await deps.runs.shutdown(0);
+      await deps.gateway.close();
       // Unregisters the SDK, should the test have left it on: later files share this process.
       await deps.tracing.shutdown(1000);
       // Likewise who runs git (the agents' user, when the app had one).

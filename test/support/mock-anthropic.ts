@@ -37,9 +37,18 @@ export type MockTurn =
       delayMs?: number;
       /** Called when the request arrives; the answer waits until what it returns settles. */
       hold?: () => Promise<unknown>;
+      /**
+       * Streamed answers: called once the first text delta is sent; the rest of the stream waits
+       * until what it returns settles.
+       */
+      holdMidStream?: () => Promise<unknown>;
+      /** Streamed answers: the connection is cut right after the first text delta. */
+      cutMidStream?: boolean;
     }
   | {
       error: { status: number; type: string; message: string };
+      /** Extra response headers (e.g. retry-after, x-should-retry). */
+      headers?: Record<string, string>;
       /**
        * The CLI retries a failed request several times (a 400 six times, dropping beta headers
        * one by one). By default the error sticks: every retry of the same conversation (same
@@ -252,11 +261,18 @@ async function streamTurn(
     },
   });
   await send("ping", {});
+  let textSent = 0;
   for (const [index, b] of turn.blocks.entries()) {
     if (b.type === "text") {
       await send("content_block_start", { index, content_block: { type: "text", text: "" } });
       for (const t of chunk(b.text)) {
         await send("content_block_delta", { index, delta: { type: "text_delta", text: t } });
+        if (textSent++ > 0) continue;
+        if (turn.cutMidStream) {
+          res.destroy();
+          return;
+        }
+        await turn.holdMidStream?.();
       }
     } else if (b.type === "thinking") {
       await send("content_block_start", {
@@ -367,10 +383,12 @@ export async function startMockAnthropic(options: MockOptions = {}): Promise<Moc
       options.onRequest?.(rec);
       turn ??= { blocks: [{ type: "text", text: main ? defaultText : "Mock side answer" }] };
       if ("error" in turn) {
-        sendJson(res, turn.error.status, {
-          type: "error",
-          error: { type: turn.error.type, message: turn.error.message },
-        });
+        sendJson(
+          res,
+          turn.error.status,
+          { type: "error", error: { type: turn.error.type, message: turn.error.message } },
+          turn.headers,
+        );
         return;
       }
       if (turn.hold) {
@@ -385,6 +403,25 @@ export async function startMockAnthropic(options: MockOptions = {}): Promise<Moc
         const stop = turn.blocks.some((b) => b.type === "tool_use") ? "tool_use" : "end_turn";
         sendJson(res, 200, messageJson(model, turn.blocks, usage, turn.stopReason ?? stop));
       }
+      return;
+    }
+
+    if (req.method === "GET" && path === "/v1/models") {
+      rec.answeredWith = "models";
+      options.onRequest?.(rec);
+      sendJson(res, 200, {
+        data: [
+          {
+            type: "model",
+            id: "claude-mock",
+            display_name: "Mock",
+            created_at: "2026-01-01T00:00:00Z",
+          },
+        ],
+        has_more: false,
+        first_id: "claude-mock",
+        last_id: "claude-mock",
+      });
       return;
     }
 

@@ -1,5 +1,6 @@
 import { readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
+import type { Upstream } from "../../gateway/upstream.js";
 
 // Whether the CLI has something to authenticate with, found the way CLI 2.1.328 looks for it and
 // without calling the API: its environment first, then a cloud provider switch, then the files
@@ -7,7 +8,7 @@ import { join } from "node:path";
 // still valid only the API can say; a run that is refused says so with `agent_not_authenticated`.
 
 /** Variables that carry a credential themselves. */
-const CREDENTIAL_VARIABLES = [
+export const CREDENTIAL_VARIABLES = [
   "ANTHROPIC_API_KEY",
   "ANTHROPIC_AUTH_TOKEN",
   "CLAUDE_CODE_OAUTH_TOKEN",
@@ -81,4 +82,59 @@ export async function findCredentials(
   }
   if (platform === "darwin") return "macOS Keychain (assumed)";
   throw new MissingCredentialsError();
+}
+
+/** Where the CLI's API is when the operator names none. */
+const DEFAULT_BASE_URL = "https://api.anthropic.com";
+
+/** The API the CLI would call with the operator's variables, as the gateway's upstream. */
+export interface AnthropicUpstream extends Upstream {
+  /**
+   * The variable the operator's credential came from (what /readyz names), and the one the CLI is
+   * given its run's token in: so that it authenticates as it would have (an OAuth token brings
+   * beta headers and defaults of its own).
+   */
+  variable: (typeof CREDENTIAL_VARIABLES)[number];
+}
+
+/**
+ * The upstream of the CLI's calls when the operator gave a credential in the environment (its
+ * `_FILE` form read already), with the headers CLI 2.1.328 would send: `ANTHROPIC_API_KEY` as
+ * `x-api-key` and `ANTHROPIC_AUTH_TOKEN` as a bearer token, both when both are set; only without
+ * either, `CLAUDE_CODE_OAUTH_TOKEN` as a bearer token. Undefined when there is none, or when a
+ * cloud provider is switched on (the CLI then calls the provider with the provider's
+ * credentials): the CLI then talks to its API itself, as it is logged in.
+ */
+export function anthropicUpstream(env: Record<string, string>): AnthropicUpstream | undefined {
+  if (PROVIDER_SWITCHES.some((name) => isOn(env[name]))) return undefined;
+  const baseUrl = env.ANTHROPIC_BASE_URL ?? DEFAULT_BASE_URL;
+  const { ANTHROPIC_API_KEY: apiKey, ANTHROPIC_AUTH_TOKEN: authToken } = env;
+  const given = (value: string | undefined): value is string => nonEmpty(value);
+  if (given(apiKey) || given(authToken)) {
+    return {
+      baseUrl,
+      credential: {
+        ...(given(apiKey) ? { "x-api-key": apiKey } : {}),
+        ...(given(authToken) ? { authorization: `Bearer ${authToken}` } : {}),
+      },
+      variable: given(apiKey) ? "ANTHROPIC_API_KEY" : "ANTHROPIC_AUTH_TOKEN",
+    };
+  }
+  const oauthToken = env.CLAUDE_CODE_OAUTH_TOKEN;
+  if (!given(oauthToken)) return undefined;
+  return {
+    baseUrl,
+    credential: { authorization: `Bearer ${oauthToken}` },
+    variable: "CLAUDE_CODE_OAUTH_TOKEN",
+  };
+}
+
+/**
+ * The CLI's environment when its calls go through the gateway: none of the operator's credentials
+ * and no API address of its own (each run adds the gateway's, and its token).
+ */
+export function withoutUpstream(env: Record<string, string>): Record<string, string> {
+  const out = { ...env };
+  for (const name of [...CREDENTIAL_VARIABLES, "ANTHROPIC_BASE_URL"]) delete out[name];
+  return out;
 }

@@ -52,7 +52,7 @@ export interface RunnerConfig
   env: Record<string, string>;
 }
 
-const LABEL = { name: "claude", binVariable: "AGENT_BRIDGE_CLAUDE_BIN" };
+export const LABEL = { name: "claude", binVariable: "AGENT_BRIDGE_CLAUDE_BIN" };
 
 /**
  * One run; started again once with the other session flag when the CLI asks for it (resume.ts).

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
+  anthropicUpstream,
   findCredentials,
   MissingCredentialsError,
 } from "../../../src/agents/claude/credentials.js";
@@ -63,5 +64,51 @@ describe("findCredentials", () => {
 
   it("assumes the Keychain login on macOS, where it cannot be seen", async () => {
     expect(await findCredentials({ HOME: home }, "darwin")).toBe("macOS Keychain (assumed)");
+  });
+});
+
+// What the gateway sends upstream in the CLI's stead: the headers CLI 2.1.328 sends with the same
+// variables (observed against the mock Messages API), and the variable the CLI gets its run's token
+// in, which makes it authenticate as it would have.
+describe("anthropicUpstream", () => {
+  const API = "https://api.anthropic.com";
+
+  it.each([
+    [{ ANTHROPIC_API_KEY: "k" }, { "x-api-key": "k" }, "ANTHROPIC_API_KEY"],
+    [{ ANTHROPIC_AUTH_TOKEN: "t" }, { authorization: "Bearer t" }, "ANTHROPIC_AUTH_TOKEN"],
+    [{ CLAUDE_CODE_OAUTH_TOKEN: "o" }, { authorization: "Bearer o" }, "CLAUDE_CODE_OAUTH_TOKEN"],
+    // Both go when both are set; an OAuth token is not used beside either.
+    [
+      { ANTHROPIC_API_KEY: "k", ANTHROPIC_AUTH_TOKEN: "t", CLAUDE_CODE_OAUTH_TOKEN: "o" },
+      { "x-api-key": "k", authorization: "Bearer t" },
+      "ANTHROPIC_API_KEY",
+    ],
+    [
+      { ANTHROPIC_API_KEY: "k", CLAUDE_CODE_OAUTH_TOKEN: "o" },
+      { "x-api-key": "k" },
+      "ANTHROPIC_API_KEY",
+    ],
+    [
+      { ANTHROPIC_AUTH_TOKEN: "t", CLAUDE_CODE_OAUTH_TOKEN: "o" },
+      { authorization: "Bearer t" },
+      "ANTHROPIC_AUTH_TOKEN",
+    ],
+  ])("%j: sends %j, and the CLI's token goes in %s", (env, credential, variable) => {
+    expect(anthropicUpstream(env)).toEqual({ baseUrl: API, credential, variable });
+  });
+
+  it("forwards to the operator's ANTHROPIC_BASE_URL when set", () => {
+    expect(
+      anthropicUpstream({ ANTHROPIC_API_KEY: "k", ANTHROPIC_BASE_URL: "http://llm:8080/x" })
+        ?.baseUrl,
+    ).toBe("http://llm:8080/x");
+  });
+
+  it("has none without a credential in the environment, or with a cloud provider switched on", () => {
+    expect(anthropicUpstream({ ANTHROPIC_BASE_URL: "http://llm:8080" })).toBeUndefined();
+    expect(anthropicUpstream({ ANTHROPIC_API_KEY: " " })).toBeUndefined();
+    expect(
+      anthropicUpstream({ ANTHROPIC_API_KEY: "k", CLAUDE_CODE_USE_BEDROCK: "1" }),
+    ).toBeUndefined();
   });
 });

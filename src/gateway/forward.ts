@@ -1,0 +1,190 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { Transform } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import type { NewModelCall } from "../store/model-calls.js";
+import type { CallUsage, ModelApi, Route } from "./api.js";
+import { downstreamResponseHeaders, upstreamRequestHeaders } from "./headers.js";
+import type { RunGrant } from "./tokens.js";
+import type { UpstreamClient } from "./upstream.js";
+
+// One call through the gateway: the caller's request, read whole (a Messages request is one JSON
+// body, which the CLI sends whole), goes upstream with the operator's credential; the answer comes
+// back as it comes, byte for byte: status, end-to-end headers, and a body piped through with
+// back-pressure (the upstream is read no faster than the caller reads), its usage read on the
+// way. Whatever the upstream does, the caller sees: an error status and body as it sent them, a
+// stream cut where it cut it. A caller that goes away takes the upstream call with it.
+
+/** Largest request forwarded: the Messages API's own limit. */
+export const MAX_REQUEST_BYTES = 32 * 1024 * 1024;
+
+export interface ForwardedCall {
+  api: ModelApi;
+  route: Route;
+  /** The API's path and query. */
+  path: string;
+  /** The run whose token the caller presented; absent on an open route. */
+  grant: RunGrant | undefined;
+}
+
+class RequestTooLarge extends Error {}
+
+async function readBody(req: IncomingMessage): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let bytes = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    bytes += chunk.length;
+    if (bytes > MAX_REQUEST_BYTES) throw new RequestTooLarge();
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}
+
+/** The model a Messages (or Responses) request asks for, for a call whose answer names none. */
+function requestedModel(body: Buffer): string | null {
+  try {
+    const model = (JSON.parse(body.toString("utf8")) as { model?: unknown }).model;
+    return typeof model === "string" ? model : null;
+  } catch {
+    return null;
+  }
+}
+
+/** An answer of the gateway's own, in the API's shape (once nothing else has been answered). */
+export function answer(res: ServerResponse, api: ModelApi, status: number, message: string): void {
+  if (res.headersSent || res.destroyed) return;
+  const body = JSON.stringify(api.errorBody(status, message));
+  res.writeHead(status, { "content-type": "application/json" }).end(body);
+}
+
+const NO_USAGE: CallUsage = {
+  model: null,
+  inputTokens: 0,
+  outputTokens: 0,
+  cacheReadTokens: 0,
+  cacheCreationTokens: 0,
+  errorType: null,
+  complete: false,
+};
+
+/** How a call went: what the caller got, what the answer reported, and why it fell short. */
+interface Outcome {
+  /** The status the caller got; 499 when it went away before the answer began. */
+  status: number;
+  usage: CallUsage;
+  /** Null: answered in full. */
+  error: string | null;
+  requestId: string | null;
+}
+
+/** Why an answer that came was not complete; null when it was. */
+function answerError(status: number, usage: CallUsage, broke: "caller" | "upstream" | undefined) {
+  if (broke === "caller") return "the caller went away";
+  if (broke === "upstream") return "the upstream's answer broke off";
+  if (usage.errorType) return usage.errorType;
+  if (status >= 400) return `http_${status}`;
+  return usage.complete ? null : "the answer ended before it was complete";
+}
+
+/**
+ * Forwards the call; resolves once it is over, with its record when the route is metered and a
+ * run's token was presented (the run, the usage the answer reported, how it ended).
+ */
+export async function forward(
+  req: IncomingMessage,
+  res: ServerResponse,
+  call: ForwardedCall,
+  client: UpstreamClient,
+): Promise<NewModelCall | undefined> {
+  const startedAt = new Date();
+  const started = performance.now();
+  let body: Buffer;
+  try {
+    body = await readBody(req);
+  } catch (err) {
+    if (err instanceof RequestTooLarge) {
+      answer(res, call.api, 413, `a request may have at most ${MAX_REQUEST_BYTES} bytes`);
+    }
+    // Otherwise the caller went away while sending it: nothing was spent.
+    return undefined;
+  }
+  const meter = call.route.metered && call.grant !== undefined;
+  const outcome = await exchange(req, res, call, client, body, meter);
+  if (!meter || !call.grant) return undefined;
+  const { usage } = outcome;
+  return {
+    runId: call.grant.runId,
+    endpoint: call.path.split("?")[0] ?? call.path,
+    model: usage.model ?? requestedModel(body),
+    inputTokens: usage.inputTokens,
+    outputTokens: usage.outputTokens,
+    cacheReadTokens: usage.cacheReadTokens,
+    cacheCreationTokens: usage.cacheCreationTokens,
+    status: outcome.status,
+    error: outcome.error,
+    requestId: outcome.requestId,
+    startedAt,
+    durationMs: Math.round(performance.now() - started),
+  };
+}
+
+/** The call upstream and its answer back to the caller, metered when `meter`. */
+async function exchange(
+  req: IncomingMessage,
+  res: ServerResponse,
+  { api, route, path }: ForwardedCall,
+  client: UpstreamClient,
+  body: Buffer,
+  meter: boolean,
+): Promise<Outcome> {
+  const { request, response } = client.send(api.upstream, {
+    method: req.method ?? "GET",
+    path,
+    headers: upstreamRequestHeaders(req.headers, route.open ? {} : api.upstream.credential),
+    body,
+  });
+  let upstream: IncomingMessage | undefined;
+  let broke: "caller" | "upstream" | undefined;
+  // Whichever end went first: the caller's socket closing before the answer was done (which takes
+  // the upstream call with it), or the upstream's answer failing (which then closes the caller's).
+  res.once("close", () => {
+    if (res.writableFinished) return;
+    broke ??= upstream?.destroyed ? "upstream" : "caller";
+    request.destroy();
+  });
+  try {
+    upstream = await response;
+  } catch (err) {
+    if (broke === "caller") {
+      return { status: 499, usage: NO_USAGE, error: "the caller went away", requestId: null };
+    }
+    const code = (err as NodeJS.ErrnoException).code ?? "no answer";
+    const error = `the upstream API could not be reached (${code})`;
+    answer(res, api, 502, error);
+    return { status: 502, usage: NO_USAGE, error, requestId: null };
+  }
+  const status = upstream.statusCode ?? 502;
+  res.writeHead(status, downstreamResponseHeaders(upstream.rawHeaders));
+  const usageMeter = meter ? api.meter(upstream.headers["content-type"]) : undefined;
+  try {
+    await pipeline(
+      upstream,
+      new Transform({
+        transform(chunk: Buffer, _encoding, done) {
+          usageMeter?.push(chunk);
+          done(null, chunk);
+        },
+      }),
+      res,
+    );
+  } catch {
+    broke ??= "upstream";
+  }
+  const usage = usageMeter?.usage() ?? NO_USAGE;
+  const requestId = upstream.headers["request-id"];
+  return {
+    status,
+    usage,
+    error: answerError(status, usage, broke),
+    requestId: typeof requestId === "string" ? requestId : null,
+  };
+}

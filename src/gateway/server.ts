@@ -1,0 +1,170 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { errorText, type Logger } from "../log.js";
+import type { Database } from "../store/db.js";
+import { insertModelCall, type NewModelCall } from "../store/model-calls.js";
+import { withDbRetries } from "../store/retry.js";
+import type { ModelApi } from "./api.js";
+import { answer, forward } from "./forward.js";
+import { RunTokens } from "./tokens.js";
+import { UpstreamClient } from "./upstream.js";
+
+// The model gateway: the model APIs as each instance serves them to the CLIs of the runs it
+// executes. A run's CLI is given the gateway's address and a token of its run's instead of the
+// operator's credential (./tokens.ts); the gateway checks the token, forwards the call with the
+// real credential (./forward.ts), and records what each call spent against its run
+// (src/store/model-calls.ts). It listens on a loopback port of its own, chosen at start-up, apart
+// from the public API: that one may sit behind a proxy and carries API keys, this one carries
+// only runs' tokens and is for processes on this machine (later, a sandbox's, through a
+// forwarded socket).
+
+/** Where a run's CLI reaches one API, and with what. */
+export interface RunAccess {
+  /** The API's base URL at the gateway (`http://127.0.0.1:PORT/anthropic`). */
+  baseUrl: string;
+  /** The run's token: good for this run's calls, at this gateway, until `close`. */
+  token: string;
+  /** The run is over: its token is worth nothing from now on. */
+  close(): void;
+}
+
+export interface ModelGatewayOptions {
+  /** The APIs served, each under its prefix. */
+  apis: ModelApi[];
+  db: Database;
+  logger: Logger;
+  /** How long the record of a call rides out an unreachable database before it is given up. */
+  dbOutageBoundMs: number;
+}
+
+const LOOPBACK = "127.0.0.1";
+/** How long a caller's idle connection is kept. */
+const KEEP_ALIVE_MS = 10 * 60 * 1000;
+
+export class ModelGateway {
+  private readonly tokens = new RunTokens();
+  private readonly client = new UpstreamClient();
+  private readonly server: Server;
+  private readonly apis: Map<string, ModelApi>;
+  private address: Promise<string> | undefined;
+  /** Records of calls being written. */
+  private readonly writing = new Set<Promise<void>>();
+
+  constructor(private readonly opts: ModelGatewayOptions) {
+    this.apis = new Map(opts.apis.map((api) => [api.prefix, api]));
+    this.server = createServer((req, res) => void this.handle(req, res));
+    // A CLI calls again after its tools have run, often minutes later, on the connection it kept:
+    // closed after Node's default 5 s, it could be closed just as the CLI sends on it.
+    this.server.keepAliveTimeout = KEEP_ALIVE_MS;
+  }
+
+  /** Listens (the first call only) on a free loopback port; resolves with the gateway's URL. */
+  listen(): Promise<string> {
+    this.address ??= new Promise<string>((resolve, reject) => {
+      this.server.once("error", reject);
+      this.server.listen(0, LOOPBACK, () => {
+        this.server.off("error", reject);
+        // The public server keeps the process alive; this one alone must not.
+        this.server.unref();
+        resolve(`http://${LOOPBACK}:${(this.server.address() as AddressInfo).port}`);
+      });
+    });
+    return this.address;
+  }
+
+  /** Access to the API served under `prefix` for the run `runId`'s CLI, until it is closed. */
+  async open(prefix: string, runId: string): Promise<RunAccess> {
+    if (!this.apis.has(prefix)) throw new Error(`the gateway serves no API under /${prefix}`);
+    const url = await this.listen();
+    const { token, revoke } = this.tokens.issue({ runId });
+    return { baseUrl: `${url}/${prefix}`, token, close: revoke };
+  }
+
+  /** Resolves once the records of the calls over so far are written (or given up). */
+  async recorded(): Promise<void> {
+    await Promise.all([...this.writing]);
+  }
+
+  /** Stops listening and drops every connection, upstream ones too; waits for the records. */
+  async close(): Promise<void> {
+    if (this.server.listening) {
+      const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+      this.server.closeAllConnections();
+      await closed;
+    }
+    this.client.close();
+    await this.recorded();
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = req.url ?? "/";
+    const [, prefix = "", ...rest] = url.split("/");
+    const api = this.apis.get(prefix);
+    if (!api) {
+      res.writeHead(404, { "content-type": "text/plain" }).end("no model API here\n");
+      return;
+    }
+    const path = `/${rest.join("/")}`;
+    const method = req.method ?? "GET";
+    const route = api.route(method, path);
+    let grant: ReturnType<RunTokens["find"]>;
+    if (!route?.open) {
+      const token = api.tokenOf(req.headers);
+      grant = token === undefined ? undefined : this.tokens.find(token);
+      if (!grant) {
+        return this.refuse(
+          req,
+          res,
+          api,
+          401,
+          "invalid run token: good only for its own run, while it runs",
+        );
+      }
+      if (!route) {
+        return this.refuse(
+          req,
+          res,
+          api,
+          404,
+          `the gateway does not forward ${method} ${path.split("?")[0]}`,
+        );
+      }
+    }
+    try {
+      const call = await forward(req, res, { api, route, path, grant }, this.client);
+      if (call) this.record(call);
+    } catch (err) {
+      // Not foreseen: the caller gets a bare close, as from an API that fell over.
+      this.opts.logger.error("a call through the model gateway failed", {
+        run_id: grant?.runId,
+        error: errorText(err),
+      });
+      res.destroy();
+    }
+  }
+
+  /** Answers with the API's own error; the request's body is read and dropped, not forwarded. */
+  private refuse(
+    req: IncomingMessage,
+    res: ServerResponse,
+    api: ModelApi,
+    status: number,
+    message: string,
+  ): void {
+    req.resume();
+    answer(res, api, status, message);
+  }
+
+  private record(call: NewModelCall): void {
+    const { db, logger, dbOutageBoundMs } = this.opts;
+    const writing = withDbRetries(() => insertModelCall(db, call), dbOutageBoundMs).catch((err) =>
+      logger.error("could not record a model call", {
+        run_id: call.runId,
+        model: call.model,
+        error: errorText(err),
+      }),
+    );
+    this.writing.add(writing);
+    void writing.finally(() => this.writing.delete(writing));
+  }
+}

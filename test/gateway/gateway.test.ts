@@ -1,0 +1,174 @@
+import { request } from "node:http";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { anthropicApi } from "../../src/gateway/anthropic.js";
+import { ModelGateway } from "../../src/gateway/server.js";
+import { silentLogger } from "../../src/log.js";
+import { listModelCalls, meteredUsage } from "../../src/store/model-calls.js";
+import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
+import { type MockAnthropic, startMockAnthropic } from "../support/mock-anthropic.js";
+
+// The gateway as any client of the API meets it, without a CLI: what it forwards and how, what it
+// refuses, and what it records, against the mock Messages API as the operator's upstream.
+
+const OPERATOR_KEY = "sk-ant-operator";
+
+interface Answer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+}
+
+/** One request with exactly these headers (fetch would not send a Connection header). */
+function call(
+  url: string,
+  method: string,
+  headers: Record<string, string>,
+  body?: unknown,
+): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method, headers }, (res) => {
+      let text = "";
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => {
+        text += chunk;
+      });
+      res.on("end", () =>
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text }),
+      );
+    });
+    req.on("error", reject);
+    req.end(body === undefined ? undefined : JSON.stringify(body));
+  });
+}
+
+describe.each(BACKENDS)("the model gateway on %s", (backend) => {
+  let mock: MockAnthropic;
+  let database: TestDatabase;
+  let gateway: ModelGateway;
+
+  beforeAll(async () => {
+    mock = await startMockAnthropic({ quiet: true });
+    database = await openTestDatabase(backend);
+    gateway = new ModelGateway({
+      apis: [anthropicApi({ baseUrl: mock.url, credential: { "x-api-key": OPERATOR_KEY } })],
+      db: database.db,
+      logger: silentLogger,
+      dbOutageBoundMs: 5000,
+    });
+  });
+  afterAll(async () => {
+    await gateway.close();
+    await database.destroy();
+    await mock.close();
+  });
+
+  /** A run in the database and the gateway's access for it. */
+  const access = async () => {
+    const run = await insertSessionRun(database.db);
+    return { run, ...(await gateway.open("anthropic", run.id)) };
+  };
+
+  it("forwards a Messages call with the operator's key in place of the run's token, end-to-end headers both ways and no hop-by-hop ones, and meters a whole answer's usage", async () => {
+    const { run, baseUrl, token } = await access();
+    mock.script({
+      blocks: [{ type: "text", text: "Whole." }],
+      usage: { input_tokens: 7, output_tokens: 3, cache_read_input_tokens: 5 },
+    });
+    const before = mock.requests.length;
+    const answer = await call(
+      `${baseUrl}/v1/messages?beta=true`,
+      "POST",
+      {
+        authorization: `Bearer ${token}`,
+        "anthropic-version": "2023-06-01",
+        "anthropic-beta": "claude-code-20250219",
+        "content-type": "application/json",
+        connection: "keep-alive, x-this-hop",
+        "x-this-hop": "1",
+      },
+      {
+        model: "claude-mock",
+        max_tokens: 100,
+        tools: [{ name: "Bash" }],
+        messages: [{ role: "user", content: "whole, please" }],
+      },
+    );
+    expect(answer.status).toBe(200);
+    expect(JSON.parse(answer.body)).toMatchObject({
+      type: "message",
+      content: [{ text: "Whole." }],
+    });
+    expect(answer.headers["request-id"]).toMatch(/^req_mock/);
+
+    const [upstream, ...others] = mock.requests.slice(before);
+    expect(others).toEqual([]);
+    expect(upstream?.headers).toMatchObject({
+      "x-api-key": OPERATOR_KEY,
+      "anthropic-version": "2023-06-01",
+      "anthropic-beta": "claude-code-20250219",
+    });
+    expect(upstream?.headers.authorization).toBeUndefined();
+    expect(upstream?.headers["x-this-hop"]).toBeUndefined();
+
+    await gateway.recorded();
+    expect(await listModelCalls(database.db, run.id)).toMatchObject([
+      {
+        endpoint: "/v1/messages",
+        model: "claude-mock",
+        inputTokens: 7,
+        outputTokens: 3,
+        cacheReadTokens: 5,
+        cacheCreationTokens: 0,
+        status: 200,
+        error: null,
+        requestId: answer.headers["request-id"],
+      },
+    ]);
+    expect(await meteredUsage(database.db, run.id)).toMatchObject({ calls: 1, inputTokens: 7 });
+  });
+
+  it("forwards the token count and the model list unmetered, and the CLI's connectivity check without any credential", async () => {
+    const { run, baseUrl, token } = await access();
+    const headers = { "x-api-key": token, "content-type": "application/json" };
+    const counted = await call(`${baseUrl}/v1/messages/count_tokens`, "POST", headers, {
+      model: "claude-mock",
+      messages: [{ role: "user", content: "count me" }],
+    });
+    expect(counted.status).toBe(200);
+    expect(JSON.parse(counted.body)).toEqual({ input_tokens: expect.any(Number) });
+    const models = await call(`${baseUrl}/v1/models`, "GET", headers);
+    expect(JSON.parse(models.body)).toMatchObject({ data: [{ id: "claude-mock" }] });
+
+    const before = mock.requests.length;
+    expect((await call(`${baseUrl}/api/hello`, "HEAD", {})).status).toBe(200);
+    expect(mock.requests.slice(before)).toMatchObject([{ method: "HEAD", path: "/api/hello" }]);
+    expect(mock.requests.at(-1)?.headers["x-api-key"]).toBeUndefined();
+
+    await gateway.recorded();
+    expect(await listModelCalls(database.db, run.id)).toEqual([]);
+  });
+
+  it("answers in the API's own shape: 401 without a live token (none, made up, or its run's over), 404 for what it does not forward; none of it reaches the upstream", async () => {
+    const { baseUrl, token, close } = await access();
+    const before = mock.requests.length;
+    const ask = (path: string, key?: string) =>
+      call(`${baseUrl}${path}`, "POST", key ? { "x-api-key": key } : {}, { model: "claude-mock" });
+
+    const unknown = await ask("/v1/messages/batches", token);
+    expect(unknown.status).toBe(404);
+    expect(JSON.parse(unknown.body)).toEqual({
+      type: "error",
+      error: { type: "not_found_error", message: expect.stringContaining("/v1/messages/batches") },
+    });
+    close();
+    for (const key of [undefined, "sk-ant-made-up", token]) {
+      const refused = await ask("/v1/messages", key);
+      expect(refused.status).toBe(401);
+      expect(JSON.parse(refused.body)).toEqual({
+        type: "error",
+        error: { type: "authentication_error", message: expect.any(String) },
+      });
+    }
+    expect(mock.requests.length).toBe(before);
+  });
+});
