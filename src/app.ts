@@ -32,6 +32,7 @@ import { errorText, type Logger } from "./log.js";
 import { Metrics } from "./metrics.js";
 import { resolveAgentUser } from "./process/agent-user.js";
 import { DRIVER_DEFAULTS } from "./process/driver.js";
+import { startSandbox } from "./process/sandbox.js";
 import { TenantHomes } from "./process/tenant-homes.js";
 import { RunManager } from "./runs/manager.js";
 import type { DatabaseHandle } from "./store/db.js";
@@ -62,12 +63,14 @@ export function buildDeps(
       env: { ...claude.childEnv, HOME: config.agentUser?.homesDir ?? "/" },
     },
   );
+  const { sandbox, status: sandboxStatus } = startSandbox(config, logger);
   const driver = {
     timeoutMs: config.agents.timeoutSeconds * 1000,
     idleTimeoutMs: config.agents.idleTimeoutSeconds * 1000,
     maxLineBytes: config.agents.maxLineBytes,
     stderrTailBytes: DRIVER_DEFAULTS.stderrTailBytes,
     killGraceMs: DRIVER_DEFAULTS.killGraceMs,
+    ...(sandbox ? { sandbox } : {}),
   };
   const backends: Record<AgentName, () => AgentBackend> = {
     claude: () =>
@@ -158,6 +161,7 @@ export function buildDeps(
     metrics,
     streams: new StreamLimiter(config.streamsPerKey),
     agents,
+    sandbox: sandboxStatus,
     ...(homes ? { homes } : {}),
     tracing,
     ...(capture ? { capture } : {}),
@@ -255,6 +259,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     c.set("runs", deps.runs);
     c.set("metrics", deps.metrics);
     c.set("streams", deps.streams);
+    c.set("sandbox", deps.sandbox);
     await next();
   });
   app.use(accessLog);

@@ -20,7 +20,9 @@ import { type ServerProcess, startServer } from "../support/server.js";
 // A tenant's agent runs arbitrary shell commands. With AGENT_BRIDGE_AGENT_USER the server runs
 // every CLI as that user, with a group of its tenant's: the real CLI, in bypass mode, is asked to
 // read the server's environment, its database files and another tenant's HOME, and the operating
-// system refuses each. Needs root (CI runs as root), as the feature itself does.
+// system refuses each. Needs root (CI runs as root), as the feature itself does. The runs' sandbox
+// is off here, so that this shows the agent user's boundary alone: with it, the same reads find
+// nothing to refuse (test/process/sandbox.real.test.ts).
 
 /** The sections of a command's output that `probe` below marks with `== name`. */
 function sections(output: string): Record<string, string> {
@@ -112,6 +114,7 @@ describe.skipIf(!isRoot)("agents run as another OS user (AGENT_BRIDGE_AGENT_USER
           AGENT_BRIDGE_AUTH: "keys",
           AGENT_BRIDGE_API_KEY: adminKey,
           AGENT_BRIDGE_AGENT_USER: AGENT_USER,
+          AGENT_BRIDGE_SANDBOX: "off",
           AGENT_BRIDGE_WORK_DIR: ce.cwd,
           AGENT_BRIDGE_PERMISSION_MODE: "bypassPermissions",
           ...(codexReachable
