@@ -186,7 +186,13 @@ export function bwrapArgs(
     "/",
     "/",
   ];
-  for (const m of mounts) {
+  const made = new Set<string>();
+  for (const [i, m] of mounts.entries()) {
+    for (const dir of missingParents(mounts.slice(0, i), made, m)) {
+      args.push("--perms", "0755", "--dir", dir);
+      made.add(dir);
+    }
+    made.add(m.path);
     if (m.kind === "dev") args.push("--dev", m.path);
     else if (m.kind === "scratch")
       args.push("--perms", "01777", "--size", String(m.bytes), "--tmpfs", m.path);
@@ -210,6 +216,24 @@ export function bwrapArgs(
   for (const [name, value] of Object.entries(options.setenv)) args.push("--setenv", name, value);
   args.push("--chdir", options.cwd);
   return args;
+}
+
+/**
+ * The directories between `m` and the tmpfs it lands in that are not there yet (`made`: what the
+ * mounts before it made). bwrap makes them itself for a bind, but 0700, root's: the agent user
+ * could not pass them to its own work dir.
+ */
+function missingParents(before: Mount[], made: Set<string>, m: Mount): string[] {
+  const cover = covering(
+    before.filter((b) => b.path !== m.path),
+    m.path,
+  );
+  if (!cover || cover.kind === "bind" || cover.kind === "hide-file") return [];
+  const dirs: string[] = [];
+  for (let dir = path.dirname(m.path); dir !== cover.path; dir = path.dirname(dir)) {
+    if (!made.has(dir)) dirs.unshift(dir);
+  }
+  return dirs;
 }
 
 /** The whole command line: bwrap with SIGTERM ignored, the command inside with it restored. */

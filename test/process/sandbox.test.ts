@@ -130,6 +130,19 @@ describe("bwrap's arguments", () => {
     expect(args.join(" ")).toContain("--perms 01777 --size 1024 --tmpfs /tmp");
   });
 
+  it("make the directories leading to a bind inside a tmpfs passable (bwrap makes them 0700)", () => {
+    const inShm = sandboxMounts({
+      ...base,
+      cwd: "/dev/shm/repo/clone",
+      writable: ["/dev/shm/repo/home"],
+    });
+    const args = bwrapArgs(inShm, { cwd: "/dev/shm/repo/clone", switchesUser: false, setenv: {} });
+    // Once, before the first bind that needs it.
+    expect(args.join(" ")).toContain(
+      "--perms 0755 --dir /dev/shm/repo --bind /dev/shm/repo/clone /dev/shm/repo/clone --bind /dev/shm/repo/home",
+    );
+  });
+
   it("give only what switching to the agent user takes, for setpriv to drop", () => {
     const args = bwrapArgs(mounts, { cwd: "/srv/a/work", switchesUser: true, setenv: {} });
     expect(args.join(" ")).toContain(
