@@ -15,6 +15,7 @@ import {
   toolResultText,
 } from "../support/mock-anthropic.js";
 import { callOutput, type MockOpenAI, shellCall, startMockOpenAI } from "../support/mock-openai.js";
+import { sections } from "../support/probe.js";
 import { type ServerProcess, startServer } from "../support/server.js";
 
 // A tenant's agent runs arbitrary shell commands. With AGENT_BRIDGE_AGENT_USER the server runs
@@ -23,16 +24,6 @@ import { type ServerProcess, startServer } from "../support/server.js";
 // system refuses each. Needs root (CI runs as root), as the feature itself does. The runs' sandbox
 // is off here, so that this shows the agent user's boundary alone: with it, the same reads find
 // nothing to refuse (test/process/sandbox.real.test.ts).
-
-/** The sections of a command's output that `probe` below marks with `== name`. */
-function sections(output: string): Record<string, string> {
-  const found: Record<string, string> = {};
-  for (const part of output.split(/^== /m).slice(1)) {
-    const [name = "", ...rest] = part.split("\n");
-    found[name.trim()] = rest.join("\n");
-  }
-  return found;
-}
 
 /** The pid of the process whose HOME is `home` (read as root). */
 function processWithHome(home: string): number {
