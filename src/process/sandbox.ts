@@ -130,11 +130,15 @@ export function sandboxMounts(input: MountInput): Mount[] {
     ...input.hiddenDirs.filter((dir) => !bound.has(dir)),
     ...input.roots.filter((root) => root !== "/" && !within(root, input.cwd)),
   ];
-  for (const dir of new Set(hide)) mounts.push({ kind: "hide", path: dir });
   const hidden = (p: string) => {
     const cover = covering(mounts, p);
     return cover !== undefined && cover.kind !== "bind" && cover.kind !== "dev";
   };
+  // Outermost first; one a tmpfs hides already (the agents' homes in the data dir, anything in
+  // the host's /tmp) costs a mount for nothing.
+  for (const dir of [...new Set(hide)].sort((a, b) => depth(a) - depth(b))) {
+    if (!hidden(dir)) mounts.push({ kind: "hide", path: dir });
+  }
   // Shown again where a tmpfs hides them (the CLI installed under a hidden root, the run's files
   // in the server's temp dir); elsewhere they are visible already, or writable, as they are.
   for (const dir of new Set(input.readOnly)) {

@@ -57,6 +57,16 @@ describe("the sandbox's mounts", () => {
     ]);
   });
 
+  it("hide nothing twice: the homes in the data dir, or a data dir in the host's /dev/shm", () => {
+    const mounts = sandboxMounts({
+      ...base,
+      writable: ["/var/lib/bridge/homes/t"],
+      hiddenDirs: ["/var/lib/bridge/homes", "/var/lib/bridge", "/dev/shm/data"],
+    });
+    expect(paths(mounts).filter((p) => p.startsWith("hide"))).toEqual(["hide /var/lib/bridge"]);
+    expect(paths(mounts)).toContain("bind+w /var/lib/bridge/homes/t");
+  });
+
   it("leave a root inside the work dir visible (it is part of it), and never hide /", () => {
     const mounts = sandboxMounts({ ...base, roots: ["/srv/a/work/sub", "/srv/a/work", "/"] });
     expect(mounts.filter((m) => m.kind === "hide")).toEqual([]);
@@ -160,7 +170,8 @@ describe("a run's sandboxed command", () => {
   let bin: string;
 
   beforeAll(async () => {
-    dir = await realpath(await mkdtemp(join(tmpdir(), "agent-bridge-sandbox-")));
+    // Not in the host's /tmp or /dev/shm (the tests' temp dir), which the run's own hide already.
+    dir = await realpath(await mkdtemp(join("/var/tmp", "agent-bridge-sandbox-")));
     work = join(dir, "root", "work");
     home = join(dir, "home");
     serverHome = join(dir, "server-home");
