@@ -19,7 +19,11 @@ import {
   relay,
   replay,
   restRss,
+  type SandboxMemorySample,
+  type SandboxSample,
   type Server,
+  sandboxCost,
+  sandboxMemory,
   sequentialRuns,
   warmUp,
 } from "./scenarios.js";
@@ -29,9 +33,10 @@ import { type Transcripts, writeTranscripts } from "./transcripts.js";
 // `npm run bench`: the measurements of issue 9 against the real server process, on PGlite and,
 // when DATABASE_URL is set, on a fresh database of that Postgres server (dropped afterwards).
 // Prints a table and writes bench/results/<date>.json. Options:
-//   --only relay,first,concurrency,memory,bigline,replay,follow
+//   --only relay,first,concurrency,memory,bigline,replay,follow,cli,sandbox
 //                                                          a subset (replay needs relay; follow,
-//                                                          a second instance, needs Postgres)
+//                                                          a second instance, needs Postgres;
+//                                                          sandbox needs bubblewrap)
 //   --backend pglite|postgres                              one back-end only
 //   --profile                                              the server runs with --cpu-prof
 //                                                          (profiles in bench/results/profiles)
@@ -59,6 +64,10 @@ const SIZES = {
   followDeltas: 2_000,
   followRate: 500,
   followBurstDeltas: 20_000,
+  /** Runs on the servers with and without the sandbox, one after the other. */
+  sandboxRepeats: 21,
+  /** Runs held open at once for the sandboxes' memory. */
+  sandboxHeld: 20,
 } as const;
 
 const TARGETS = {
@@ -72,6 +81,8 @@ const TARGETS = {
   bigLineRatio: 2,
   bigLinePeakFactor: 4,
   replayMs: 1_000,
+  /** What the run's sandbox may add to its start (issue 38). */
+  sandboxAddedMs: 30,
 };
 
 const root = resolve(import.meta.dirname, "..");
@@ -85,7 +96,7 @@ const { values: args } = parseArgs({
   },
 });
 const only = new Set(
-  (args.only ?? "relay,first,concurrency,memory,bigline,replay,follow,cli").split(","),
+  (args.only ?? "relay,first,concurrency,memory,bigline,replay,follow,cli,sandbox").split(","),
 );
 const wanted = (name: string) => only.has(name);
 
@@ -146,6 +157,8 @@ async function benchBackend(backend: Backend, transcripts: Transcripts, tmp: str
     AGENT_BRIDGE_MAX_CONCURRENT_RUNS: "100",
     AGENT_BRIDGE_MAX_QUEUED_RUNS: "100",
     AGENT_BRIDGE_MAX_LINE_BYTES: String(2 * SIZES.bigLineBytes),
+    // The bridge's own figures, comparable across rounds; the sandbox's cost is a round of its own.
+    AGENT_BRIDGE_SANDBOX: "off",
   };
   const proc = await startBenchServer(env, [
     "--expose-gc",
@@ -223,6 +236,28 @@ async function benchBackend(backend: Backend, transcripts: Transcripts, tmp: str
     if (wanted("cli")) {
       step("command line");
       out.cli = await cliCommand(server, apiKey, SIZES.repeats);
+    }
+    if (wanted("sandbox")) {
+      step("sandbox: a second server, each run sandboxed");
+      // Its runs work in the bench's temp dir, where the transcripts are: the sandbox shows a run
+      // its work dir, and hides the rest of that dir (its data dir there too).
+      const sandboxed = await startBenchServer({
+        ...env,
+        AGENT_BRIDGE_SANDBOX: "on",
+        AGENT_BRIDGE_WORK_DIR: tmp,
+        AGENT_BRIDGE_DATA_DIR: `${dataDir}-sandboxed`,
+        BENCH_MEMORY_FILE: `${memoryFile}.sandboxed`,
+      });
+      try {
+        const other: Server = { ...server, url: sandboxed.url, pid: sandboxed.child.pid ?? 0 };
+        await warmUp(other);
+        step(`sandbox: run start to first text_delta, with and without`);
+        out.sandbox = await sandboxCost(server, other, SIZES.sandboxRepeats);
+        step(`sandbox: memory of ${SIZES.sandboxHeld} held runs' sandboxes`);
+        out.sandboxMemory = await sandboxMemory(other, SIZES.sandboxHeld, SIZES.repeats);
+      } finally {
+        await sandboxed.stop();
+      }
     }
     if (wanted("follow") && database) {
       step("follow: a second instance");
@@ -448,6 +483,35 @@ const rows: Row[] = [
     },
   },
   {
+    measure: "run start to first text_delta, sandboxed / not (added)",
+    target: `≤ +${TARGETS.sandboxAddedMs} ms`,
+    cell: (r) => {
+      const s = r.sandbox as SandboxSample[] | undefined;
+      const boxed = med(s, (x) => x.sandboxedMs);
+      const plain = med(s, (x) => x.plainMs);
+      // Of each pair, run one after the other: steadier than the difference of the medians on a
+      // machine whose load changes.
+      const added = med(s, (x) => x.sandboxedMs - x.plainMs);
+      if (boxed === undefined || plain === undefined || added === undefined) return undefined;
+      return {
+        text: `${num(boxed / plain, 2)}x (+${ms(added)}: ${ms(boxed)} / ${ms(plain)})`,
+        ok: added <= TARGETS.sandboxAddedMs,
+      };
+    },
+  },
+  {
+    measure: `a run's sandbox processes, RSS (PSS) (${SIZES.sandboxHeld} held open)`,
+    target: "",
+    cell: (r) => {
+      const s = r.sandboxMemory as SandboxMemorySample[] | undefined;
+      const rss = med(s, (x) => x.perRunRss);
+      const pss = med(s, (x) => x.perRunPss);
+      return rss === undefined || pss === undefined
+        ? undefined
+        : { text: `${kb(rss)} (${kb(pss)})` };
+    },
+  },
+  {
     measure: `replay from Last-Event-ID ${num(SIZES.replayFrom)} to the end`,
     target: `< ${ms(TARGETS.replayMs)}`,
     cell: (r) => {
@@ -499,7 +563,7 @@ const seconds = (Date.now() - startedAt.getTime()) / 1000;
 const text = table(results);
 const header = `${machine.cpus} × ${machine.cpu_model}, ${mb(machine.memory_bytes)}, Node ${machine.node}, ${machine.platform}; load average at start ${machine.load_average_at_start.map((x) => x.toFixed(2)).join(" ")}`;
 process.stdout.write(
-  `\n${header}\nmedians of ${SIZES.repeats} (first event: ${SIZES.firstEventRepeats}; paced concurrency and subscribers: ${SIZES.longRepeats}); ${num(seconds, 0)} s in all\n\n${text}\n`,
+  `\n${header}\nmedians of ${SIZES.repeats} (first event: ${SIZES.firstEventRepeats}; sandbox cost: ${SIZES.sandboxRepeats}; paced concurrency and subscribers: ${SIZES.longRepeats}); ${num(seconds, 0)} s in all\n\n${text}\n`,
 );
 const resultsDir = join(root, "bench", "results");
 mkdirSync(resultsDir, { recursive: true });

@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import {
   collectedMemory,
@@ -125,6 +125,94 @@ export async function firstEvent(server: Server, reps: number): Promise<FirstEve
       firstDeltaMs: (res.firstDeltaAt ?? Number.NaN) - t0,
       floorMs: floor.firstLineMs,
     });
+  }
+  return samples;
+}
+
+export interface SandboxSample {
+  /** From the run's `run_started` to its first `text_delta`, on a server without the sandbox. */
+  plainMs: number;
+  /** The same on a server whose runs each get a sandbox of their own. */
+  sandboxedMs: number;
+}
+
+/**
+ * What the run's sandbox adds to its start: run_started to the first text_delta, on a server
+ * without the sandbox and one with it, one run on each in turn (so both see the same load).
+ */
+export async function sandboxCost(
+  plain: Server,
+  sandboxed: Server,
+  reps: number,
+): Promise<SandboxSample[]> {
+  const startToDelta = async (server: Server, session: string) => {
+    let startedAt = Number.NaN;
+    const res = await post(server, session, `@${server.transcripts.small}`, {
+      onEvent: (event, at) => {
+        if (event.type === "run_started") startedAt = at;
+      },
+    });
+    expectComplete(res, 7, "sandbox cost");
+    return (res.firstDeltaAt ?? Number.NaN) - startedAt;
+  };
+  const [plainSessions, sandboxedSessions] = await Promise.all([
+    createSessions(plain.url, reps),
+    createSessions(sandboxed.url, reps),
+  ]);
+  const samples: SandboxSample[] = [];
+  for (let i = 0; i < reps; i++) {
+    samples.push({
+      plainMs: await startToDelta(plain, plainSessions[i] ?? ""),
+      sandboxedMs: await startToDelta(sandboxed, sandboxedSessions[i] ?? ""),
+    });
+  }
+  return samples;
+}
+
+export interface SandboxMemorySample {
+  /** RSS of a run's bubblewrap processes (the one started, and its namespace's init). */
+  perRunRss: number;
+  /** Their proportional share (PSS): what they add, their shared pages divided among them. */
+  perRunPss: number;
+  runs: number;
+}
+
+/** Sums the RSS and PSS of every bwrap process on the machine. */
+function bwrapMemory(): { rss: number; pss: number; processes: number } {
+  const total = { rss: 0, pss: 0, processes: 0 };
+  for (const pid of readdirSync("/proc").filter((e) => /^\d+$/.test(e))) {
+    try {
+      if (readFileSync(`/proc/${pid}/comm`, "utf8").trim() !== "bwrap") continue;
+      const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, "utf8");
+      const kb = (field: string) =>
+        Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(rollup)?.[1] ?? 0);
+      total.rss += kb("Rss") * 1024;
+      total.pss += kb("Pss") * 1024;
+      total.processes++;
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return total;
+}
+
+/** The memory of the sandboxes of `count` runs held open at once. */
+export async function sandboxMemory(
+  server: Server,
+  count: number,
+  reps: number,
+): Promise<SandboxMemorySample[]> {
+  const samples: SandboxMemorySample[] = [];
+  for (let r = 0; r < reps; r++) {
+    const ids: string[] = [];
+    const streams = await holdRuns(server, count, ids);
+    const held = bwrapMemory();
+    await Promise.all(ids.map((id) => requestJson(server.url, "POST", `/v1/runs/${id}/cancel`)));
+    for (const res of await Promise.all(streams)) {
+      expect(res.completionStatus === "cancelled", "held run not cancelled", res);
+    }
+    expect(held.processes === 2 * count, `${held.processes} bwrap processes for ${count} runs`);
+    samples.push({ perRunRss: held.rss / count, perRunPss: held.pss / count, runs: count });
   }
   return samples;
 }

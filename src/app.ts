@@ -34,6 +34,7 @@ import { errorText, type Logger } from "./log.js";
 import { Metrics } from "./metrics.js";
 import { resolveAgentUser } from "./process/agent-user.js";
 import { DRIVER_DEFAULTS } from "./process/driver.js";
+import { startSandbox } from "./process/sandbox.js";
 import { TenantHomes } from "./process/tenant-homes.js";
 import { RunManager } from "./runs/manager.js";
 import type { DatabaseHandle } from "./store/db.js";
@@ -70,12 +71,14 @@ export function buildDeps(
       env: { ...claude.childEnv, HOME: config.agentUser?.homesDir ?? "/" },
     },
   );
+  const { sandbox, status: sandboxStatus } = startSandbox(config, logger);
   const driver = {
     timeoutMs: config.agents.timeoutSeconds * 1000,
     idleTimeoutMs: config.agents.idleTimeoutSeconds * 1000,
     maxLineBytes: config.agents.maxLineBytes,
     stderrTailBytes: DRIVER_DEFAULTS.stderrTailBytes,
     killGraceMs: DRIVER_DEFAULTS.killGraceMs,
+    ...(sandbox ? { sandbox } : {}),
   };
   // Serves the model APIs whose upstream the operator configured; listens once started.
   const gateway = new ModelGateway({
@@ -182,6 +185,7 @@ export function buildDeps(
     streams: new StreamLimiter(config.streamsPerKey),
     agents,
     gateway,
+    sandbox: sandboxStatus,
     ...(homes ? { homes } : {}),
     tracing,
     ...(capture ? { capture } : {}),
@@ -279,6 +283,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     c.set("runs", deps.runs);
     c.set("metrics", deps.metrics);
     c.set("streams", deps.streams);
+    c.set("sandbox", deps.sandbox);
     await next();
   });
   app.use(accessLog);

@@ -17,6 +17,7 @@ import { EFFORTS } from "./agents/settings.js";
 import { isWellFormedKey } from "./auth/keys.js";
 import { MAX_VALUE_CHARS } from "./hooks/template.js";
 import type { LogLevel } from "./log.js";
+import { SANDBOX_MODES } from "./process/sandbox.js";
 import type { DatabaseTarget } from "./store/db.js";
 
 // The one reader of process.env. Everything the service can be told from outside is listed here,
@@ -176,6 +177,8 @@ const EnvSchema = z.object({
   AGENT_BRIDGE_AGENT_HOMES_DIR: z.string().min(1).optional(),
   AGENT_BRIDGE_TENANT_GID_BASE: int(1000, 4_000_000_000).default(2_000_000_000),
   AGENT_BRIDGE_DEBUG_CAPTURE: z.string().min(1).optional(),
+  AGENT_BRIDGE_SANDBOX: oneOf(SANDBOX_MODES).default("auto"),
+  AGENT_BRIDGE_SANDBOX_TMP_MB: int(1, 1_048_576).default(512),
   // OpenTelemetry's own variables: these decide whether traces are on; the exporter reads the
   // rest of its settings (OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, …) itself, as every SDK does.
   OTEL_EXPORTER_OTLP_ENDPOINT: httpUrl.optional(),
@@ -329,6 +332,19 @@ export interface Config {
   tracing: { url: string } | undefined;
   /** Set: each run's raw CLI output and events are written here as JSONL (debugging only). */
   debugCaptureDir: string | undefined;
+  /** Each run in a sandbox of its own (src/process/sandbox.ts). */
+  sandbox: {
+    mode: (typeof SANDBOX_MODES)[number];
+    /** Size of each run's private /tmp and /dev/shm. */
+    tmpBytes: number;
+    /** Where bubblewrap is looked for: the server's PATH. */
+    searchPath: string;
+    /**
+     * What is the server's and no run may see: its data dir, the agents' homes, the debug
+     * capture, the files its secrets and MCP servers were read from, its HOME.
+     */
+    hidden: string[];
+  };
 }
 
 /** A session's default model on `agent` (none for an agent this version does not know). */
@@ -407,9 +423,16 @@ function realPathOrSelf(p: string): string {
   }
 }
 
-/** `env` with each `<NAME>_FILE` of a secret setting replaced by `<NAME>` and the file's content. */
-function readSecretFiles(env: Record<string, string>): Record<string, string> {
+/**
+ * `env` with each `<NAME>_FILE` of a secret setting replaced by `<NAME>` and the file's content,
+ * and the files read.
+ */
+function readSecretFiles(env: Record<string, string>): {
+  env: Record<string, string>;
+  files: string[];
+} {
   const out = { ...env };
+  const files: string[] = [];
   const problems: string[] = [];
   for (const name of SECRET_SETTINGS) {
     const file = out[`${name}_FILE`];
@@ -430,9 +453,10 @@ function readSecretFiles(env: Record<string, string>): Record<string, string> {
     }
     if (value === "") problems.push(`${name}_FILE: ${JSON.stringify(file)} is empty`);
     else out[name] = value;
+    files.push(path.resolve(file));
   }
   if (problems.length > 0) throw new ConfigError(problems);
-  return out;
+  return { env: out, files };
 }
 
 /** The MCP servers of the admin's file; a file that cannot be read or used stops the start-up. */
@@ -492,17 +516,12 @@ function renameDeprecated(env: Record<string, string>): {
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   // An empty variable means "not set", as in most shells' `VAR= cmd` idiom.
-  const {
-    env: present,
-    deprecated,
-    setAs,
-  } = renameDeprecated(
-    readSecretFiles(
-      Object.fromEntries(
-        Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined && e[1] !== ""),
-      ),
+  const secrets = readSecretFiles(
+    Object.fromEntries(
+      Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined && e[1] !== ""),
     ),
   );
+  const { env: present, deprecated, setAs } = renameDeprecated(secrets.env);
   const parsed = EnvSchema.safeParse(present);
   if (!parsed.success) {
     throw new ConfigError(
@@ -545,6 +564,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const dataDir = path.resolve(e.AGENT_BRIDGE_DATA_DIR);
   const claudeEnv = childEnvironment(present, e.AGENT_BRIDGE_CLAUDE_ENV_ALLOW);
   const claudeUpstream = anthropicUpstream(present);
+  const homesDir = e.AGENT_BRIDGE_AGENT_USER
+    ? path.resolve(e.AGENT_BRIDGE_AGENT_HOMES_DIR ?? path.join(dataDir, "homes"))
+    : undefined;
+  const debugCaptureDir =
+    e.AGENT_BRIDGE_DEBUG_CAPTURE && path.resolve(e.AGENT_BRIDGE_DEBUG_CAPTURE);
   return {
     port: e.PORT,
     host: e.HOST,
@@ -620,15 +644,29 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       childEnv: claudeUpstream ? withoutUpstream(claudeEnv) : claudeEnv,
       upstream: claudeUpstream,
     },
-    agentUser: e.AGENT_BRIDGE_AGENT_USER
-      ? {
-          spec: e.AGENT_BRIDGE_AGENT_USER,
-          homesDir: path.resolve(e.AGENT_BRIDGE_AGENT_HOMES_DIR ?? path.join(dataDir, "homes")),
-          tenantGidBase: e.AGENT_BRIDGE_TENANT_GID_BASE,
-        }
-      : undefined,
+    agentUser:
+      e.AGENT_BRIDGE_AGENT_USER && homesDir
+        ? {
+            spec: e.AGENT_BRIDGE_AGENT_USER,
+            homesDir,
+            tenantGidBase: e.AGENT_BRIDGE_TENANT_GID_BASE,
+          }
+        : undefined,
     tracing: tracesUrl(e),
-    debugCaptureDir: e.AGENT_BRIDGE_DEBUG_CAPTURE && path.resolve(e.AGENT_BRIDGE_DEBUG_CAPTURE),
+    debugCaptureDir,
+    sandbox: {
+      mode: e.AGENT_BRIDGE_SANDBOX,
+      tmpBytes: e.AGENT_BRIDGE_SANDBOX_TMP_MB * 1024 * 1024,
+      searchPath: present.PATH ?? "/usr/local/bin:/usr/bin:/bin",
+      hidden: [
+        dataDir,
+        ...(homesDir ? [homesDir] : []),
+        ...(debugCaptureDir ? [debugCaptureDir] : []),
+        ...(e.AGENT_BRIDGE_MCP_CONFIG ? [path.resolve(e.AGENT_BRIDGE_MCP_CONFIG)] : []),
+        ...secrets.files,
+        ...(present.HOME ? [path.resolve(present.HOME)] : []),
+      ],
+    },
   };
 }
 

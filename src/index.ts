@@ -6,6 +6,7 @@ import { type Config, ConfigError, databaseTarget, loadConfig } from "./config.j
 import type { AppEnv } from "./http/context.js";
 import { createLogger, errorFields, errorText, type Logger } from "./log.js";
 import { AgentUserError } from "./process/agent-user.js";
+import { SandboxError } from "./process/sandbox.js";
 import { installProcessGuards } from "./process-guards.js";
 import { DataDirLockedError } from "./store/data-dir-lock.js";
 import { type DatabaseHandle, DatabaseOpenError, openDatabase } from "./store/db.js";
@@ -132,7 +133,8 @@ function startupProblem(err: unknown, logger?: Logger): string {
     err instanceof StartupError ||
     err instanceof DatabaseOpenError ||
     err instanceof DataDirLockedError ||
-    err instanceof AgentUserError
+    err instanceof AgentUserError ||
+    err instanceof SandboxError
   )
     return err.message;
   if (err instanceof WorktreePrerequisiteError)

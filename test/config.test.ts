@@ -34,6 +34,7 @@ describe("config", () => {
       claude: { model: undefined },
       codex: { model: undefined, prices: {} },
       deprecated: [],
+      sandbox: { mode: "auto", tmpBytes: 512 * 1024 * 1024 },
     });
     expect(config.dataDir).toMatch(/\.agent-bridge$/);
     expect(config.workDir).toBe(process.cwd());
@@ -84,8 +85,9 @@ describe("config", () => {
       AGENT_BRIDGE_CLAUDE_TIMEOUT_SECONDS: "0",
       DATABASE_URL: "mysql://x",
       ANTHROPIC_BASE_URL: "api.anthropic.com",
+      AGENT_BRIDGE_SANDBOX: "maybe",
     });
-    expect(lines).toHaveLength(6);
+    expect(lines).toHaveLength(7);
     const line = (name: string) => lines.find((l) => l.startsWith(`${name}:`));
     expect(line("PORT")).toContain("whole number");
     expect(line("AGENT_BRIDGE_CLAUDE_PERMISSION_MODE")).toContain(
@@ -96,6 +98,7 @@ describe("config", () => {
     expect(line("AGENT_BRIDGE_CLAUDE_TIMEOUT_SECONDS")).toContain(">= 1");
     expect(line("DATABASE_URL")).toContain("postgres://");
     expect(line("ANTHROPIC_BASE_URL")).toContain("http:// or https://");
+    expect(line("AGENT_BRIDGE_SANDBOX")).toContain("expected one of: auto, on, off");
   });
 
   it("traces to the OTLP endpoint's /v1/traces, or to the traces endpoint as given; off without either", () => {
@@ -176,6 +179,24 @@ describe("config", () => {
       expect(config.claude.upstream?.credential).toEqual({ "x-api-key": "sk-from-file" });
       expect(config.claude.childEnv.ANTHROPIC_API_KEY).toBeUndefined();
       expect(config.claude.childEnv.ANTHROPIC_API_KEY_FILE).toBeUndefined();
+    });
+
+    it("hides from every run's sandbox the files its secrets were read from, and the server's own dirs", () => {
+      const keyFile = secretFile("key-hidden", key);
+      const config = loadConfig({
+        HOME: "/home/bridge",
+        AGENT_BRIDGE_API_KEY_FILE: keyFile,
+        AGENT_BRIDGE_DATA_DIR: "/var/lib/bridge",
+        AGENT_BRIDGE_AGENT_USER: "agent-bridge-agent",
+        AGENT_BRIDGE_DEBUG_CAPTURE: "/var/log/bridge-capture",
+      });
+      expect(config.sandbox.hidden).toEqual([
+        "/var/lib/bridge",
+        "/var/lib/bridge/homes",
+        "/var/log/bridge-capture",
+        keyFile,
+        "/home/bridge",
+      ]);
     });
 
     it("refuses a setting given both ways, a file it cannot read and an empty one", () => {

@@ -75,6 +75,21 @@ describe("a start-up that cannot succeed", () => {
     );
   });
 
+  it("names the sandbox it was asked for and cannot make, and what to install", async () => {
+    const data = dataDir();
+    await seedDataDir(data);
+    // A PATH without bubblewrap on it, as on a machine without the package.
+    const { stderr } = await startFails({
+      AGENT_BRIDGE_DATA_DIR: data,
+      AGENT_BRIDGE_SANDBOX: "on",
+      PATH: "/nonexistent",
+    });
+    // After the log's lines of the database it opened (and closed again).
+    expect(stderr.trimEnd().split("\n").at(-1)).toBe(
+      "agent-bridge: AGENT_BRIDGE_SANDBOX=on, but runs cannot be sandboxed: bubblewrap (bwrap) is not installed; install it (Debian: apt-get install bubblewrap), or set AGENT_BRIDGE_SANDBOX=auto to run without one where it is missing",
+    );
+  });
+
   it("names an embedded database that cannot be opened", async () => {
     const dir = dataDir();
     mkdirSync(path.join(dir, "pgdata"));

@@ -1142,6 +1142,7 @@ export interface components {
         claude?: components["schemas"]["AgentReadiness"];
         codex?: components["schemas"]["AgentReadiness"];
       };
+      sandbox: components["schemas"]["SandboxReadiness"];
     };
     ReasoningEvent: {
       /**
@@ -1227,6 +1228,25 @@ export interface components {
       | "cancelled"
       | "timed_out"
       | "interrupted";
+    /** @description Whether each run's CLI runs in a sandbox of its own (AGENT_BRIDGE_SANDBOX; README Security): its mechanism and version, or why not. */
+    SandboxReadiness:
+      | {
+          /** @enum {boolean} */
+          enabled: true;
+          /** @enum {string} */
+          mechanism: "bubblewrap";
+          /** @example 0.8.0 */
+          version: string;
+        }
+      | {
+          /** @enum {boolean} */
+          enabled: false;
+          /**
+           * @description Why runs are not sandboxed
+           * @example bubblewrap (bwrap) is not installed
+           */
+          reason: string;
+        };
     Service: {
       /** @enum {string} */
       name: "agent-bridge";

@@ -6,6 +6,7 @@ import type { Config } from "../config.js";
 import type { ModelGateway } from "../gateway/server.js";
 import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
+import type { SandboxStatus } from "../process/sandbox.js";
 import type { TenantHomes } from "../process/tenant-homes.js";
 import type { RunManager } from "../runs/manager.js";
 import type { Database, DatabaseHandle } from "../store/db.js";
@@ -28,6 +29,8 @@ export interface AppDeps {
   metrics: Metrics;
   /** Open event streams per key. */
   streams: StreamLimiter;
+  /** Whether each run gets a sandbox of its own (AGENT_BRIDGE_SANDBOX), for /readyz. */
+  sandbox: SandboxStatus;
   /** Set when the agents run as another OS user (AGENT_BRIDGE_AGENT_USER). */
   homes?: TenantHomes;
   /** The model APIs as this instance serves them to its runs' CLIs (src/gateway/). */

@@ -1,7 +1,7 @@
 import { stat } from "node:fs/promises";
 import type { BridgeEvent, CompletionEvent } from "../events.js";
 import { type Logger, silentLogger } from "../log.js";
-import type { RunAs } from "./agent-user.js";
+import { commandAs, type RunAs } from "./agent-user.js";
 import {
   AgentExitError,
   type AgentLabel,
@@ -16,6 +16,7 @@ import {
 } from "./errors.js";
 import { NdjsonReader } from "./framer.js";
 import { ByteTail, terminateGroup } from "./groups.js";
+import type { Sandbox, SandboxReach } from "./sandbox.js";
 import { type SpawnedProcess, spawnProcess } from "./spawner.js";
 
 // Drives one agent CLI process for one run, whatever the agent: starts it in its own process
@@ -48,6 +49,8 @@ export interface AgentCommand {
   env: Record<string, string>;
   /** Set: the CLI runs as another user (src/process/agent-user.ts). */
   runAs?: RunAs;
+  /** What the run's sandbox lets the CLI reach besides its work dir and HOME (when sandboxed). */
+  reach?: SandboxReach;
   /** Written to stdin once the process runs. */
   input: string;
   /**
@@ -106,6 +109,8 @@ export interface DriverConfig {
   runId?: string;
   /** Sees each stdout line as framed (the debug capture). */
   onRawLine?: (line: string) => void;
+  /** Set: each CLI runs in a sandbox of its own (src/process/sandbox.ts). */
+  sandbox?: Sandbox;
 }
 
 /** Defaults for callers building a DriverConfig. */
@@ -208,6 +213,26 @@ async function spawnFailure(err: NodeJS.ErrnoException, label: AgentLabel, cwd: 
   return new AgentSpawnError(label, err);
 }
 
+/** The command line that starts `command`: in its sandbox, as its user, or as it is. */
+async function launch(
+  command: AgentCommand,
+  env: Record<string, string>,
+  sandbox?: Sandbox,
+): Promise<[string, string[]]> {
+  const { bin, args, runAs } = command;
+  if (sandbox) {
+    return sandbox.command({
+      bin,
+      args,
+      cwd: command.cwd,
+      env,
+      ...(runAs ? { runAs } : {}),
+      ...(command.reach ? { reach: command.reach } : {}),
+    });
+  }
+  return runAs ? commandAs(runAs, bin, args) : [bin, args];
+}
+
 /**
  * The child's environment with the run's id added to the OpenTelemetry resource attributes the
  * operator set: the CLI's own telemetry (and any instrumented tool it runs) then names the run.
@@ -251,11 +276,9 @@ export async function* driveAgentProcess(
   }
   let child: SpawnedProcess;
   try {
-    child = await spawnProcess(command.bin, command.args, {
-      cwd: command.cwd,
-      env: config.runId ? withRunResource(command.env, config.runId) : command.env,
-      ...(command.runAs ? { runAs: command.runAs } : {}),
-    });
+    const env = config.runId ? withRunResource(command.env, config.runId) : command.env;
+    const [file, args] = await launch(command, env, config.sandbox);
+    child = await spawnProcess(file, args, { cwd: command.cwd, env });
   } catch (err) {
     const failure = await spawnFailure(err as NodeJS.ErrnoException, label, command.cwd);
     // The client's completion names no server path; the operator's log does.

@@ -1,7 +1,6 @@
 import { type ChildProcess, fork } from "node:child_process";
 import type { Socket } from "node:net";
 import { fileURLToPath } from "node:url";
-import { commandAs, type RunAs } from "./agent-user.js";
 
 // Starts CLI processes through a small helper process (spawner-child.mjs says why), forked on
 // first use and again after it is lost.
@@ -25,8 +24,6 @@ export interface SpawnOptions {
   cwd: string;
   /** The process's complete environment. */
   env: Record<string, string>;
-  /** Another user and group to run it as (see src/process/agent-user.ts). */
-  runAs?: RunAs;
 }
 
 type Stream = "stdin" | "stdout" | "stderr";
@@ -51,7 +48,6 @@ class Spawner {
   private readonly running = new Map<number, (status: ExitStatus) => void>();
 
   spawn(bin: string, args: string[], options: SpawnOptions): Promise<SpawnedProcess> {
-    if (options.runAs) [bin, args] = commandAs(options.runAs, bin, args);
     const helper = this.ensureHelper();
     const id = this.nextId++;
     return new Promise<SpawnedProcess>((resolve, reject) => {

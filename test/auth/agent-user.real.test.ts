@@ -15,22 +15,15 @@ import {
   toolResultText,
 } from "../support/mock-anthropic.js";
 import { callOutput, type MockOpenAI, shellCall, startMockOpenAI } from "../support/mock-openai.js";
+import { sections } from "../support/probe.js";
 import { type ServerProcess, startServer } from "../support/server.js";
 
 // A tenant's agent runs arbitrary shell commands. With AGENT_BRIDGE_AGENT_USER the server runs
 // every CLI as that user, with a group of its tenant's: the real CLI, in bypass mode, is asked to
 // read the server's environment, its database files and another tenant's HOME, and the operating
-// system refuses each. Needs root (CI runs as root), as the feature itself does.
-
-/** The sections of a command's output that `probe` below marks with `== name`. */
-function sections(output: string): Record<string, string> {
-  const found: Record<string, string> = {};
-  for (const part of output.split(/^== /m).slice(1)) {
-    const [name = "", ...rest] = part.split("\n");
-    found[name.trim()] = rest.join("\n");
-  }
-  return found;
-}
+// system refuses each. Needs root (CI runs as root), as the feature itself does. The runs' sandbox
+// is off here, so that this shows the agent user's boundary alone: with it, the same reads find
+// nothing to refuse (test/process/sandbox.real.test.ts).
 
 /** The pid of the process whose HOME is `home` (read as root). */
 function processWithHome(home: string): number {
@@ -112,6 +105,7 @@ describe.skipIf(!isRoot)("agents run as another OS user (AGENT_BRIDGE_AGENT_USER
           AGENT_BRIDGE_AUTH: "keys",
           AGENT_BRIDGE_API_KEY: adminKey,
           AGENT_BRIDGE_AGENT_USER: AGENT_USER,
+          AGENT_BRIDGE_SANDBOX: "off",
           AGENT_BRIDGE_WORK_DIR: ce.cwd,
           AGENT_BRIDGE_PERMISSION_MODE: "bypassPermissions",
           ...(codexReachable

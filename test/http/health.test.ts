@@ -79,6 +79,41 @@ describe("readiness failures", () => {
   });
 });
 
+describe("readiness and the runs' sandbox", () => {
+  const sandboxOf = async (env: Record<string, string>) => {
+    const t = await createTestApp("pglite", env);
+    try {
+      const res = await t.app.request("/readyz");
+      expect(res.status).toBe(200);
+      return (await res.json()).sandbox;
+    } finally {
+      await t.close();
+    }
+  };
+
+  it("names bubblewrap and its version when each run gets a sandbox", async () => {
+    expect(await sandboxOf({ AGENT_BRIDGE_SANDBOX: "on" })).toEqual({
+      enabled: true,
+      mechanism: "bubblewrap",
+      version: expect.stringMatching(/^\d+\.\d+/),
+    });
+  });
+
+  it("says why not, where bubblewrap is missing on a set-up of one user (auto)", async () => {
+    expect(await sandboxOf({ PATH: "/nonexistent" })).toEqual({
+      enabled: false,
+      reason: "bubblewrap (bwrap) is not installed",
+    });
+  });
+
+  it("says it is off when the operator set it off", async () => {
+    expect(await sandboxOf({ AGENT_BRIDGE_SANDBOX: "off" })).toEqual({
+      enabled: false,
+      reason: "AGENT_BRIDGE_SANDBOX=off",
+    });
+  });
+});
+
 describe("readiness and the CLI's credentials", () => {
   it("is 503 naming the variable to set when the CLI has no credentials; healthz stays up", async () => {
     const home = await mkdtemp(join(tmpdir(), "agent-bridge-home-"));

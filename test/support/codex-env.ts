@@ -2,6 +2,7 @@ import { spawn } from "node:child_process";
 import { mkdir, mkdtemp, realpath, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import type { Sandbox, SandboxReach } from "../../src/process/sandbox.js";
 
 // An isolated environment for one run of the real `codex` binary against a mock Responses API
 // (mock-openai.ts): a fresh CODEX_HOME whose config.toml points codex at the mock, a fresh HOME
@@ -110,14 +111,25 @@ export interface CodexRunOptions {
   onSpawn?: (pid: number) => void;
   /** Kill the process group after this long (default 30 s). */
   timeoutMs?: number;
+  /** Set: codex runs in this sandbox of the bridge's, reaching what `reach` says. */
+  sandbox?: { sandbox: Sandbox; reach: SandboxReach };
 }
 
 /**
- * Spawns the real codex in `ce` in a process group of its own, writes the prompt on stdin and
+ * Spawns the real codex in `ce` (in a sandbox of the bridge's, when given) in a process group of its own, writes the prompt on stdin and
  * closes it, and collects its output until it exits.
  */
-export function runCodex(ce: CodexEnv, opts: CodexRunOptions): Promise<CodexRun> {
-  const child = spawn(CODEX_BIN, opts.args, {
+export async function runCodex(ce: CodexEnv, opts: CodexRunOptions): Promise<CodexRun> {
+  const [bin, args] = opts.sandbox
+    ? await opts.sandbox.sandbox.command({
+        bin: CODEX_BIN,
+        args: opts.args,
+        cwd: ce.cwd,
+        env: ce.env,
+        reach: opts.sandbox.reach,
+      })
+    : [CODEX_BIN, opts.args];
+  const child = spawn(bin, args, {
     cwd: ce.cwd,
     env: ce.env,
     stdio: ["pipe", "pipe", "pipe"],

@@ -143,18 +143,22 @@ export async function fakeCli(
   await chmod(bin, 0o755);
   const invocations = async () => startsOf(await readFile(recordPath, "utf8"));
   const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", FAKE_CLI_SCENARIO: scenarioPath };
+  // Without the bridge's sandbox: the fake writes its records beside its scenario in the test's
+  // temp dir, which a run's sandbox hides (a /tmp and /dev/shm of its own), and tests look at its
+  // pids from the host. The sandbox is tested with the real CLIs (test/process/sandbox.real.test.ts).
+  const unsandboxed = { ...env, AGENT_BRIDGE_SANDBOX: "off" };
   return {
     bin,
     env,
     bridgeEnv:
       dialect === "claude"
         ? {
-            ...env,
+            ...unsandboxed,
             AGENT_BRIDGE_CLAUDE_BIN: bin,
             AGENT_BRIDGE_CLAUDE_ENV_ALLOW: "FAKE_CLI_SCENARIO",
           }
         : {
-            ...env,
+            ...unsandboxed,
             AGENT_BRIDGE_AGENT: "codex",
             AGENT_BRIDGE_CODEX_BIN: bin,
             AGENT_BRIDGE_CODEX_ENV_ALLOW: "FAKE_CLI_SCENARIO",

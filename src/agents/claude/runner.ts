@@ -1,3 +1,4 @@
+import { dirname } from "node:path";
 import type { BridgeEvent } from "../../events.js";
 import { errorText, silentLogger } from "../../log.js";
 import {
@@ -171,13 +172,19 @@ async function* runClaudeOnce(
     yield [protocol.failure(invalid, 0)];
     return;
   }
+  const env = req.identity ? { ...config.env, ...req.identity.env } : config.env;
   const command: AgentCommand = {
     label: LABEL,
     bin: config.bin,
     args,
     cwd: req.cwd,
-    env: req.identity ? { ...config.env, ...req.identity.env } : config.env,
+    env,
     ...(req.identity ? { runAs: req.identity.runAs } : {}),
+    // In a sandbox: the CLI's state where the operator moved it, and the run's MCP configuration.
+    reach: {
+      writable: env.CLAUDE_CONFIG_DIR ? [env.CLAUDE_CONFIG_DIR] : [],
+      readOnly: mcpConfigFile ? [dirname(mcpConfigFile)] : [],
+    },
     input: userMessageLine(req.prompt, req.attachments),
     closeInput: false,
   };

@@ -1,3 +1,4 @@
+import { dirname, join } from "node:path";
 import type { BridgeEvent } from "../../events.js";
 import { errorText } from "../../log.js";
 import { agentFiles } from "../../process/agent-files.js";
@@ -23,7 +24,7 @@ import { imageExtension } from "../images.js";
 import { buildCodexArgs } from "./command.js";
 import { findCodexCredentials } from "./credentials.js";
 import { CodexMapper, type CodexPrice, type CodexUsageTotals } from "./mapper.js";
-import { CodexSettings, SANDBOX_OF } from "./options.js";
+import { CodexSettings, codexSandboxing, SANDBOX_OF } from "./options.js";
 import { operatorCodexHome, seedTenantCodexHome } from "./tenant-config.js";
 import { codexTranscripts } from "./transcripts.js";
 
@@ -121,10 +122,14 @@ async function* runCodex(
     return;
   }
   const developerInstructions = joinSystemPrompts(request);
+  const sandboxing = codexSandboxing(
+    SANDBOX_OF[settings.permissionMode] ?? "read-only",
+    config.driver.sandbox !== undefined,
+  );
   let args: string[];
   try {
     args = buildCodexArgs({
-      sandbox: SANDBOX_OF[settings.permissionMode] ?? "read-only",
+      sandbox: sandboxing.codexSandbox,
       ...(settings.model ? { model: settings.model } : {}),
       reasoningEffort: settings.effort,
       ...(developerInstructions ? { developerInstructions } : {}),
@@ -162,14 +167,25 @@ async function* runCodex(
       return;
     }
   }
+  const env = identity ? { ...config.env, ...identity.env } : config.env;
   const command: AgentCommand = {
     label: LABEL,
     bin: config.bin,
     args,
     // codex works where it starts: `exec resume` has no --cd.
     cwd,
-    env: identity ? { ...config.env, ...identity.env } : config.env,
+    env,
     ...(identity ? { runAs: identity.runAs } : {}),
+    // In a sandbox: its state (threads, logs), what git writes in the repository of a worktree
+    // (objects, refs, the worktree's index), and the run's images.
+    reach: {
+      workDirReadOnly: sandboxing.workDirReadOnly,
+      writable: [
+        ...(env.CODEX_HOME ? [env.CODEX_HOME] : []),
+        ...(settings.worktree && !sandboxing.workDirReadOnly ? [join(request.cwd, ".git")] : []),
+      ],
+      readOnly: images.map((image) => dirname(image)),
+    },
     input: request.prompt,
     closeInput: true,
   };

@@ -26,6 +26,23 @@ export const SANDBOX_OF: Partial<Record<PermissionMode, CodexSandbox>> = {
   "dangerously-skip-permissions": "danger-full-access",
 };
 
+/**
+ * Where a mode's sandbox is enforced. With the bridge's own sandbox around every run
+ * (src/process/sandbox.ts) codex's is off, `danger-full-access`: codex would make its own with
+ * bubblewrap nested in the bridge's, which fails there (`execvp codex-linux-sandbox`, issue 38);
+ * the bridge's enforces the mode instead, `read-only` as a read-only work dir (what else a run
+ * may write, its HOME and private /tmp, is the same in every mode). Without the bridge's sandbox
+ * codex's own does it, as before.
+ */
+export function codexSandboxing(
+  mode: CodexSandbox,
+  bridgeSandboxed: boolean,
+): { codexSandbox: CodexSandbox; workDirReadOnly: boolean } {
+  return bridgeSandboxed
+    ? { codexSandbox: "danger-full-access", workDirReadOnly: mode === "read-only" }
+    : { codexSandbox: mode, workDirReadOnly: false };
+}
+
 /** A model slug: what codex's catalog and the API use; never something a parser could misread. */
 const MODEL_SLUG = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$/;
 

@@ -4,6 +4,7 @@ import { join, resolve } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { buildCodexArgs, type CodexCommandInput } from "../../../src/agents/codex/command.js";
 import { CodexMapper, type CodexMapperOptions } from "../../../src/agents/codex/mapper.js";
+import { codexSandboxing } from "../../../src/agents/codex/options.js";
 import type { BridgeEvent } from "../../../src/events.js";
 import { type Cleanups, undo } from "../../support/cleanups.js";
 import {
@@ -23,6 +24,7 @@ import {
   shellCall,
   startMockOpenAI,
 } from "../../support/mock-openai.js";
+import { testSandbox } from "../../support/sandbox.js";
 
 // The real `codex` binary (0.171.0) against the local mock Responses API, its JSONL read by the
 // CodexMapper. These tests prove the mock, the command line and the mapper work together and pin
@@ -58,7 +60,10 @@ interface MappedRun extends CodexRun {
   mapper: CodexMapper;
 }
 
-/** Runs codex with the bridge's command line and feeds its output to a fresh mapper. */
+/**
+ * Runs codex as the bridge does, its command line and its sandbox (codex's own off inside the
+ * bridge's, which enforces `command.sandbox`), and feeds its output to a fresh mapper.
+ */
 async function run(
   ce: CodexEnv,
   command: CodexCommandInput,
@@ -66,7 +71,13 @@ async function run(
   mapperOptions: CodexMapperOptions = {},
   extra: Partial<CodexRunOptions> = {},
 ): Promise<MappedRun> {
-  const result = await runCodex(ce, { args: buildCodexArgs(command), prompt, ...extra });
+  const { codexSandbox, workDirReadOnly } = codexSandboxing(command.sandbox, !!testSandbox);
+  const result = await runCodex(ce, {
+    args: buildCodexArgs({ ...command, sandbox: codexSandbox }),
+    prompt,
+    ...(testSandbox ? { sandbox: { sandbox: testSandbox, reach: { workDirReadOnly } } } : {}),
+    ...extra,
+  });
   const mapper = new CodexMapper(mapperOptions);
   const events = result.lines.flatMap((line) => mapper.push(line));
   return { ...result, events, mapper };
@@ -198,6 +209,19 @@ describe("codex 0.171.0 against the mock Responses API", () => {
     expect(ofType(r.events, "completion")[0]).toMatchObject({ status: "succeeded" });
   });
 
+  it("fails an apply_patch in read-only: the work dir stays unwritten", async () => {
+    const { mock, ce } = await setup();
+    mock.script(
+      { output: [addFilePatch("refused.txt", "not here", "call_patch_ro")] },
+      { output: [{ type: "message", text: "Could not write." }] },
+    );
+    const r = await run(ce, { sandbox: "read-only" }, "Write refused.txt");
+
+    expect(r.code).toBe(0);
+    expect(existsSync(join(ce.cwd, "refused.txt"))).toBe(false);
+    expect(ofType(r.events, "tool_result")[0]).toMatchObject({ is_error: true });
+  });
+
   it("ends a turn the API refused with a failed completion carrying the API's message, and exit code 1", async () => {
     const { mock, ce } = await setup();
     mock.script({ error: { status: 400, message: "mock failure: bad request" } });
@@ -303,7 +327,8 @@ describe("codex 0.171.0 against the mock Responses API", () => {
     held.release();
     save("sigterm", r);
 
-    expect(r.signal).toBe("SIGTERM");
+    // In the bridge's sandbox bwrap reports its command's death by a signal as 128 + its number.
+    expect(testSandbox ? r.code : r.signal).toBe(testSandbox ? 128 + 15 : "SIGTERM");
     expect(r.lines.map((l) => l.type)).toEqual(["thread.started", "turn.started"]);
     // The thread had started: nothing of its turn.
     expect(r.events.map((e) => e.type)).toEqual(["session_status"]);

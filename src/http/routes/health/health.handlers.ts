@@ -44,6 +44,7 @@ export const readyz: RouteHandler<typeof routes.readyz, AppEnv> = async (c) => {
       database: c.var.database.kind,
       default_agent: c.var.agents.defaultAgent,
       agents: ready,
+      sandbox: c.var.sandbox,
     },
     200,
   );

@@ -35,6 +35,25 @@ export const Readiness = z
           .openapi("AgentReadiness"),
       )
       .openapi({ description: "Each agent back-end this server runs (AGENT_BRIDGE_AGENTS)." }),
+    sandbox: z
+      .discriminatedUnion("enabled", [
+        z.object({
+          enabled: z.literal(true),
+          mechanism: z.literal("bubblewrap"),
+          version: z.string().openapi({ example: "0.8.0" }),
+        }),
+        z.object({
+          enabled: z.literal(false),
+          reason: z.string().openapi({
+            description: "Why runs are not sandboxed",
+            example: "bubblewrap (bwrap) is not installed",
+          }),
+        }),
+      ])
+      .openapi("SandboxReadiness", {
+        description:
+          "Whether each run's CLI runs in a sandbox of its own (AGENT_BRIDGE_SANDBOX; README Security): its mechanism and version, or why not.",
+      }),
   })
   .openapi("Readiness");
 

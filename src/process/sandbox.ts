@@ -1,0 +1,454 @@
+import { execFileSync } from "node:child_process";
+import { accessSync, constants } from "node:fs";
+import { realpath, stat } from "node:fs/promises";
+import path from "node:path";
+import type { Config } from "../config.js";
+import type { Logger } from "../log.js";
+import { commandAs, type RunAs } from "./agent-user.js";
+
+// Each run's CLI, and everything it starts, runs in a sandbox of its own made with bubblewrap
+// (`bwrap`, Debian's `bubblewrap`): its own mount namespace (the system read-only; writable only
+// the run's work dir, its HOME and the state dirs its back-end names; a private, size-capped /tmp
+// and /dev/shm; the server's data dir, secrets, homes and other work dirs hidden under empty
+// read-only tmpfs), and its own PID, IPC and UTS namespaces. `--die-with-parent` and the PID
+// namespace end everything in it with the run: once the CLI exits, bwrap exits, its namespace's
+// init dies with it and the kernel kills what is left, `setsid` or not. The network is still the
+// host's (issue 38's next steps: a network namespace, a uid per tenant, cgroup limits).
+//
+// Why not @anthropic-ai/sandbox-runtime, which wraps the same bubblewrap for Claude Code: it wraps
+// one shell command string for the Bash tool, and brings HTTP and SOCKS proxies with socat bridges,
+// a ripgrep scan of the work dir and seccomp helpers on every command; the bridge wraps a whole CLI
+// (an argv, no shell) with a mount plan of its own (the data dir, tenants' homes, other roots). What
+// is taken from it: `--die-with-parent`, `--unshare-pid` with `--proc /proc` after the binds,
+// `--dev /dev`, a read-only `/` with the writable dirs bound over it, and files hidden under
+// /dev/null. Not `--new-session`: the spawner already made bwrap a session leader without a
+// terminal (nothing to inject keystrokes into), and a new session would take the CLI out of the
+// process group that the driver signals.
+//
+// Signals: the driver stops a run with SIGTERM to its process group, then SIGKILL after a grace.
+// bwrap dies of SIGTERM, and with it (through --die-with-parent) everything in the sandbox at once,
+// so it is started with SIGTERM ignored (`env --ignore-signal`, inherited across exec) and the
+// command inside with it restored (`env --default-signal`): the CLI gets its grace, and SIGKILL
+// (or the CLI's exit) still ends the whole sandbox.
+
+/** `AGENT_BRIDGE_SANDBOX`: on when bubblewrap works (`auto`), required (`on`), or not at all. */
+export const SANDBOX_MODES = ["auto", "on", "off"] as const;
+export type SandboxMode = (typeof SANDBOX_MODES)[number];
+
+/** What `/readyz` shows of the sandbox. */
+export type SandboxStatus =
+  | { enabled: true; mechanism: "bubblewrap"; version: string }
+  | { enabled: false; reason: string };
+
+/** Why the server cannot start with the sandbox it was asked for; one line for the operator. */
+export class SandboxError extends Error {}
+
+/** The programs a sandbox is made with, found once at start-up. */
+export interface Bubblewrap {
+  bwrap: string;
+  env: string;
+  version: string;
+}
+
+/** What one run's sandbox lets its CLI reach besides the system, read-only. */
+export interface SandboxReach {
+  /** More directories it writes: its back-end's state dirs, a worktree's repository's `.git`. */
+  writable?: string[];
+  /** Directories it reads that may lie where the sandbox hides things: the run's own files. */
+  readOnly?: string[];
+  /** Its work dir is read-only too (codex's `read-only` sandbox mode, see agents/codex). */
+  workDirReadOnly?: boolean;
+}
+
+/** One run's command, as it would start without the sandbox. */
+export interface SandboxedCommand {
+  bin: string;
+  args: string[];
+  cwd: string;
+  env: Record<string, string>;
+  runAs?: RunAs;
+  reach?: SandboxReach;
+}
+
+/** The server's side of every sandbox: what stays hidden, and how big its scratch space is. */
+export interface SandboxPolicy {
+  /** The server's own paths (data dir, homes, secret files, its HOME): hidden from every run. */
+  hidden: string[];
+  /** The allowed roots: each hidden from a run, except the part that is its work dir. */
+  roots: string[];
+  /** Size of each of the run's /tmp and /dev/shm. */
+  tmpBytes: number;
+}
+
+/** One mount of the sandbox, in the order made (see `mountOrder`). */
+export type Mount =
+  | { kind: "dev"; path: string }
+  /** A private, size-capped tmpfs anyone may write (sticky): /tmp, /dev/shm. */
+  | { kind: "scratch"; path: string; bytes: number }
+  /** An empty tmpfs over a directory, made read-only once everything in it is mounted. */
+  | { kind: "hide"; path: string }
+  /** /dev/null over a file. */
+  | { kind: "hide-file"; path: string }
+  | { kind: "bind"; path: string; writable: boolean };
+
+/** Paths as the sandbox's plan takes them: real paths, of things that exist. */
+export interface MountInput {
+  cwd: string;
+  workDirWritable: boolean;
+  /** HOME and the other writable directories. */
+  writable: string[];
+  readOnly: string[];
+  hiddenDirs: string[];
+  hiddenFiles: string[];
+  /** Allowed roots (directories): hidden unless inside the work dir. */
+  roots: string[];
+  tmpBytes: number;
+}
+
+const within = (p: string, dir: string) => p === dir || p.startsWith(dir === "/" ? "/" : `${dir}/`);
+
+const depth = (p: string) => (p === "/" ? 0 : p.split("/").length - 1);
+
+/** The tmpfs and bind mounts over the read-only root, in the order bwrap must make them. */
+export function sandboxMounts(input: MountInput): Mount[] {
+  const writable = [...new Set(input.writable)];
+  const mounts: Mount[] = [
+    { kind: "dev", path: "/dev" },
+    { kind: "scratch", path: "/tmp", bytes: input.tmpBytes },
+    { kind: "scratch", path: "/dev/shm", bytes: input.tmpBytes },
+    { kind: "bind", path: input.cwd, writable: input.workDirWritable },
+    ...writable
+      .filter((dir) => dir !== input.cwd)
+      .map((dir): Mount => ({ kind: "bind", path: dir, writable: true })),
+  ];
+  const bound = new Set([input.cwd, ...writable]);
+  // The server's own paths are hidden wherever they are, even inside the work dir or HOME (a data
+  // dir in the work dir the server was started in); only the one that *is* the CLI's HOME is not.
+  // Another work dir is hidden unless it lies in this run's (then it is part of it); "/" as a root
+  // would hide the system itself, and allows everything anyway.
+  const hide = [
+    ...input.hiddenDirs.filter((dir) => !bound.has(dir)),
+    ...input.roots.filter((root) => root !== "/" && !within(root, input.cwd)),
+  ];
+  const hidden = (p: string) => {
+    const cover = covering(mounts, p);
+    return cover !== undefined && cover.kind !== "bind" && cover.kind !== "dev";
+  };
+  // Outermost first; one a tmpfs hides already (the agents' homes in the data dir, anything in
+  // the host's /tmp) costs a mount for nothing.
+  for (const dir of [...new Set(hide)].sort((a, b) => depth(a) - depth(b))) {
+    if (!hidden(dir)) mounts.push({ kind: "hide", path: dir });
+  }
+  // Shown again where a tmpfs hides them (the CLI installed under a hidden root, the run's files
+  // in the server's temp dir); elsewhere they are visible already, or writable, as they are.
+  for (const dir of new Set(input.readOnly)) {
+    if (!bound.has(dir) && hidden(dir)) mounts.push({ kind: "bind", path: dir, writable: false });
+  }
+  for (const file of new Set(input.hiddenFiles)) {
+    if (!hidden(file)) mounts.push({ kind: "hide-file", path: file });
+  }
+  return mountOrder(mounts);
+}
+
+/** The deepest planned mount at or above `p` (undefined: the read-only root). */
+function covering(mounts: Mount[], p: string): Mount | undefined {
+  let best: Mount | undefined;
+  for (const m of mounts) {
+    if (within(p, m.path) && (!best || depth(m.path) >= depth(best.path))) best = m;
+  }
+  return best;
+}
+
+/** Whether the CLI can write `p` in the sandbox: under a writable bind or a scratch tmpfs. */
+export function writableIn(mounts: Mount[], p: string): boolean {
+  const cover = covering(mounts, p);
+  return cover?.kind === "scratch" || (cover?.kind === "bind" && cover.writable);
+}
+
+/**
+ * Shallower first, so that a deeper mount lands on top of the one that holds it: a work dir bound
+ * into the tmpfs that hides its root, a data dir hidden inside the work dir. At one path, a tmpfs
+ * before what is bound onto it.
+ */
+function mountOrder(mounts: Mount[]): Mount[] {
+  const rank = (m: Mount) => (m.kind === "bind" || m.kind === "hide-file" ? 1 : 0);
+  return [...mounts].sort((a, b) => depth(a.path) - depth(b.path) || rank(a) - rank(b));
+}
+
+/** bwrap's arguments for `mounts`, before `--` and the command. */
+export function bwrapArgs(
+  mounts: Mount[],
+  options: { cwd: string; switchesUser: boolean; setenv: Record<string, string> },
+): string[] {
+  const args = [
+    "--die-with-parent",
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+    "--ro-bind",
+    "/",
+    "/",
+  ];
+  const made = new Set<string>();
+  for (const [i, m] of mounts.entries()) {
+    for (const dir of missingParents(mounts.slice(0, i), made, m)) {
+      args.push("--perms", "0755", "--dir", dir);
+      made.add(dir);
+    }
+    made.add(m.path);
+    if (m.kind === "dev") args.push("--dev", m.path);
+    else if (m.kind === "scratch")
+      args.push("--perms", "01777", "--size", String(m.bytes), "--tmpfs", m.path);
+    else if (m.kind === "hide") args.push("--tmpfs", m.path);
+    else if (m.kind === "hide-file") args.push("--ro-bind", "/dev/null", m.path);
+    else args.push(m.writable ? "--bind" : "--ro-bind", m.path, m.path);
+  }
+  // After the binds: a /proc of the sandbox's own PID namespace (the host's processes unseen).
+  args.push("--proc", "/proc");
+  // Last, once everything inside them is mounted: the hiding tmpfs and /dev are not writable
+  // either (not recursive: what is bound inside them stays as bound).
+  for (const m of mounts)
+    if (m.kind === "hide" || m.kind === "dev") args.push("--remount-ro", m.path);
+  // Run by root, bwrap leaves the command every capability (mount, umount: out of the sandbox)
+  // unless told; with no_new_privs, which bwrap sets, none comes back at an exec. Switching to
+  // the agent user needs these three, and setpriv drops them again (agent-user.ts).
+  args.push("--cap-drop", "ALL");
+  if (options.switchesUser) {
+    args.push("--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP");
+  }
+  for (const [name, value] of Object.entries(options.setenv)) args.push("--setenv", name, value);
+  args.push("--chdir", options.cwd);
+  return args;
+}
+
+/**
+ * The directories between `m` and the tmpfs it lands in that are not there yet (`made`: what the
+ * mounts before it made). bwrap makes them itself for a bind, but 0700, root's: the agent user
+ * could not pass them to its own work dir.
+ */
+function missingParents(before: Mount[], made: Set<string>, m: Mount): string[] {
+  const cover = covering(
+    before.filter((b) => b.path !== m.path),
+    m.path,
+  );
+  if (!cover || cover.kind === "bind" || cover.kind === "hide-file") return [];
+  const dirs: string[] = [];
+  for (let dir = path.dirname(m.path); dir !== cover.path; dir = path.dirname(dir)) {
+    if (!made.has(dir)) dirs.unshift(dir);
+  }
+  return dirs;
+}
+
+/** The whole command line: bwrap with SIGTERM ignored, the command inside with it restored. */
+function wrapped(
+  tool: Bubblewrap,
+  args: string[],
+  bin: string,
+  argv: string[],
+): [string, string[]] {
+  return [
+    tool.env,
+    [
+      "--ignore-signal=TERM",
+      tool.bwrap,
+      ...args,
+      "--",
+      tool.env,
+      "--default-signal=TERM",
+      bin,
+      ...argv,
+    ],
+  ];
+}
+
+/** Temp-dir variables a CLI writes to: pointed at the sandbox's /tmp when not writable there. */
+const TEMP_VARIABLES = ["TMPDIR", "CLAUDE_CODE_TMPDIR"];
+
+export class Sandbox {
+  constructor(
+    readonly tool: Bubblewrap,
+    private readonly policy: SandboxPolicy,
+  ) {}
+
+  /**
+   * The command that runs `command` in a sandbox of its own. Rejects with ENOENT when its binary
+   * or its work dir does not exist (the driver names which), as spawning it directly would.
+   */
+  async command(command: SandboxedCommand): Promise<[string, string[]]> {
+    const reach = command.reach ?? {};
+    const cwd = await realpath(command.cwd);
+    const bin = await realBinary(command.bin, command.env.PATH);
+    const dirs = async (paths: (string | undefined)[]) =>
+      (await Promise.all(paths.map((p) => existing(p, "dir")))).filter((p) => p !== undefined);
+    const [home, writable, readOnly, hiddenDirs, hiddenFiles, roots] = await Promise.all([
+      existing(command.env.HOME, "dir"),
+      dirs([command.env.HOME, ...(reach.writable ?? [])]),
+      dirs([installDir(bin), ...(reach.readOnly ?? [])]),
+      dirs(this.policy.hidden),
+      Promise.all(this.policy.hidden.map((p) => existing(p, "file"))),
+      dirs(this.policy.roots),
+    ]);
+    const mounts = sandboxMounts({
+      cwd,
+      workDirWritable: !reach.workDirReadOnly,
+      writable,
+      readOnly,
+      // The server's HOME stays visible when it is the CLI's own (no agent user).
+      hiddenDirs: hiddenDirs.filter((dir) => dir !== home),
+      hiddenFiles: hiddenFiles.filter((file) => file !== undefined),
+      roots,
+      tmpBytes: this.policy.tmpBytes,
+    });
+    const setenv: Record<string, string> = {};
+    for (const name of TEMP_VARIABLES) {
+      const dir = command.env[name];
+      if (dir && !writableIn(mounts, path.resolve(dir))) setenv[name] = "/tmp";
+    }
+    const [inner, innerArgs] = command.runAs
+      ? commandAs(command.runAs, bin, command.args)
+      : [bin, command.args];
+    const args = bwrapArgs(mounts, { cwd, switchesUser: command.runAs !== undefined, setenv });
+    return wrapped(this.tool, args, inner, innerArgs);
+  }
+}
+
+/** The real path of `p` when it exists as a `kind`; undefined otherwise. */
+async function existing(p: string | undefined, kind: "dir" | "file"): Promise<string | undefined> {
+  if (!p) return undefined;
+  try {
+    const real = await realpath(p);
+    const s = await stat(real);
+    return (kind === "dir" ? s.isDirectory() : s.isFile()) ? real : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** `bin`'s real path, looked up on `searchPath` when it is a bare name; ENOENT when missing. */
+async function realBinary(bin: string, searchPath: string | undefined): Promise<string> {
+  const candidates = bin.includes("/")
+    ? [bin]
+    : (searchPath ?? "")
+        .split(":")
+        .filter(Boolean)
+        .map((dir) => path.join(dir, bin));
+  for (const candidate of candidates) {
+    const real = await existing(candidate, "file");
+    if (real) return real;
+  }
+  throw Object.assign(new Error(`${bin}: not found`), { code: "ENOENT" });
+}
+
+/**
+ * Where the CLI is installed: the `node_modules` that holds it (codex's launcher runs its platform
+ * package, a sibling), else its own directory.
+ */
+function installDir(bin: string): string {
+  const parts = bin.split(path.sep);
+  const at = parts.lastIndexOf("node_modules");
+  return at > 0 ? parts.slice(0, at + 1).join(path.sep) : path.dirname(bin);
+}
+
+/** `name` on `searchPath`, executable; undefined when there is none. */
+function onPath(name: string, searchPath: string): string | undefined {
+  for (const dir of searchPath.split(":").filter(Boolean)) {
+    const candidate = path.join(dir, name);
+    try {
+      accessSync(candidate, constants.X_OK);
+      return candidate;
+    } catch {
+      // Not here.
+    }
+  }
+  return undefined;
+}
+
+const probes = new Map<string, Bubblewrap | string>();
+
+/**
+ * bubblewrap as found on `searchPath`, once it has made a sandbox like a run's and run `true` in
+ * it; else why not (one line). Asked once per process and search path.
+ */
+export function findBubblewrap(searchPath: string): Bubblewrap | string {
+  let found = probes.get(searchPath);
+  if (found === undefined) {
+    found = probe(searchPath);
+    probes.set(searchPath, found);
+  }
+  return found;
+}
+
+function probe(searchPath: string): Bubblewrap | string {
+  const bwrap = onPath("bwrap", searchPath);
+  if (!bwrap) return "bubblewrap (bwrap) is not installed";
+  const env = onPath("env", searchPath) ?? "/usr/bin/env";
+  let version: string;
+  try {
+    version = execFileSync(bwrap, ["--version"], { encoding: "utf8", timeout: 10_000 })
+      .trim()
+      .replace(/^bubblewrap\s+/, "");
+  } catch (err) {
+    return `${bwrap} --version failed (${firstLine(err)})`;
+  }
+  const tool = { bwrap, env, version };
+  const mounts = sandboxMounts({
+    cwd: "/",
+    workDirWritable: false,
+    writable: [],
+    readOnly: [],
+    hiddenDirs: [],
+    hiddenFiles: [],
+    roots: [],
+    tmpBytes: 1024 * 1024,
+  });
+  const [file, args] = wrapped(
+    tool,
+    bwrapArgs(mounts, { cwd: "/", switchesUser: false, setenv: {} }),
+    "true",
+    [],
+  );
+  try {
+    execFileSync(file, args, { stdio: ["ignore", "ignore", "pipe"], timeout: 10_000 });
+  } catch (err) {
+    return `bubblewrap cannot make a sandbox here (${firstLine(err)})`;
+  }
+  return tool;
+}
+
+function firstLine(err: unknown): string {
+  const stderr = (err as { stderr?: Buffer | string }).stderr?.toString().trim();
+  return (stderr || (err as Error).message).split("\n")[0] ?? "";
+}
+
+/**
+ * The sandbox this server runs its agents in, as AGENT_BRIDGE_SANDBOX asks: none when off, or when
+ * `auto` finds bubblewrap unusable on a set-up of one user. Throws SandboxError when it must not
+ * start without one: `on`, or `auto` with an agent user (agents of several tenants on one machine).
+ */
+export function startSandbox(
+  config: Config,
+  logger: Logger,
+): { sandbox?: Sandbox; status: SandboxStatus } {
+  const { mode, searchPath, tmpBytes, hidden } = config.sandbox;
+  if (mode === "off") return { status: { enabled: false, reason: "AGENT_BRIDGE_SANDBOX=off" } };
+  const found = findBubblewrap(searchPath);
+  if (typeof found === "string") {
+    if (mode === "on") {
+      throw new SandboxError(
+        `AGENT_BRIDGE_SANDBOX=on, but runs cannot be sandboxed: ${found}; install it (Debian: apt-get install bubblewrap), or set AGENT_BRIDGE_SANDBOX=auto to run without one where it is missing`,
+      );
+    }
+    if (config.agentUser) {
+      throw new SandboxError(
+        `AGENT_BRIDGE_AGENT_USER is set (agents of several tenants on this machine), but runs cannot be sandboxed: ${found}; install it (Debian: apt-get install bubblewrap), or set AGENT_BRIDGE_SANDBOX=off to run them without a sandbox`,
+      );
+    }
+    logger.warn("runs are not sandboxed", { reason: found });
+    return { status: { enabled: false, reason: found } };
+  }
+  return {
+    sandbox: new Sandbox(found, { hidden, roots: config.allowedRoots, tmpBytes }),
+    status: { enabled: true, mechanism: "bubblewrap", version: found.version },
+  };
+}
