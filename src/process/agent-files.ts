@@ -1,7 +1,7 @@
 import { dirname } from "node:path";
 import type { Readable } from "node:stream";
 import { finished } from "node:stream/promises";
-import type { RunAs } from "./agent-user.js";
+import { commandAs, type RunAs } from "./agent-user.js";
 import { signalGroup } from "./groups.js";
 import { spawnProcess } from "./spawner.js";
 
@@ -113,11 +113,9 @@ export function agentFiles(env: Record<string, string>, runAs?: RunAs): AgentFil
     options: { input?: string | Buffer; maxOutput?: number; also?: number[] } = {},
   ): Promise<Outcome> {
     const maxOutput = options.maxOutput ?? LISTING_BYTES;
-    const child = await spawnProcess("sh", ["-c", SCRIPTS[script], "sh", ...args], {
-      cwd: "/",
-      env: processEnv,
-      ...(runAs ? { runAs } : {}),
-    });
+    const command: [string, string[]] = ["sh", ["-c", SCRIPTS[script], "sh", ...args]];
+    const [bin, argv] = runAs ? commandAs(runAs, ...command) : command;
+    const child = await spawnProcess(bin, argv, { cwd: "/", env: processEnv });
     let refusal: string | undefined;
     const stop = (why: string) => {
       refusal ??= why;
