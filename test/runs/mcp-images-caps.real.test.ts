@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { copyFile, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -23,10 +23,15 @@ import { SseReader } from "../support/sse.js";
 
 const MCP_ECHO = resolve(import.meta.dirname, "../support/mcp-echo.mjs");
 
-/** A stdio server of mcp-echo.mjs whose one tool is named `tool`. */
-const echoServer = (tool: string) => ({
-  command: process.execPath,
-  args: [MCP_ECHO],
+/**
+ * A stdio server of mcp-echo.mjs (copied to `script`) whose one tool is named `tool`. The CLI
+ * starts it in the run's sandbox, where only the system and the run's own directories are: the
+ * script lies in the work dir, and `node` is found on PATH (this checkout and this test's Node
+ * may lie where the sandbox hides, as in a clone under /tmp).
+ */
+const echoServer = (script: string, tool: string) => ({
+  command: "node",
+  args: [script],
   env: { MCP_ECHO_TOOL: tool },
 });
 
@@ -48,17 +53,22 @@ describe("MCP servers, images and run caps with the real CLI", () => {
     mock = await startMockAnthropic({ quiet: true });
     ce = await makeClaudeEnv(mock.url);
     dir = await mkdtemp(join(tmpdir(), "mcp-admin-"));
+    const script = join(ce.cwd, "mcp-echo.mjs");
+    await copyFile(MCP_ECHO, script);
     const mcpConfig = join(dir, "mcp.json");
     await writeFile(
       mcpConfig,
       JSON.stringify({
-        mcpServers: { echo: echoServer("admin_echo"), other: echoServer("other_echo") },
+        mcpServers: {
+          echo: echoServer(script, "admin_echo"),
+          other: echoServer(script, "other_echo"),
+        },
       }),
     );
     // A server of the work dir's own, which the CLI would load if it were not told not to.
     await writeFile(
       join(ce.cwd, ".mcp.json"),
-      JSON.stringify({ mcpServers: { project: echoServer("project_echo") } }),
+      JSON.stringify({ mcpServers: { project: echoServer(script, "project_echo") } }),
     );
     t = await createTestApp("pglite", {
       ...ce.env,
