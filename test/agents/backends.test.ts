@@ -419,24 +419,25 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
         .map((line) => line.request);
 
     // The fake ignores SIGTERM (and says so in its record), so only its own exit can end it
-    // without a SIGTERM recorded; it has streamed a message's tokens before the limit.
+    // without a SIGTERM recorded; it has streamed a message's tokens before the limit (limits
+    // long enough for that on a loaded machine, where the fake took over 0.3 s to its first line).
     it.runIf(backend.interruptible).each([
       {
         limit: "wall-clock timeout",
-        driver: { timeoutMs: 300, idleTimeoutMs: 0 },
+        driver: { timeoutMs: 2000, idleTimeoutMs: 0 },
         ended: {
           status: "timed_out",
           error_code: "timed_out",
-          error: `${name} CLI timed out after 0.3s`,
+          error: `${name} CLI timed out after 2s`,
         },
       },
       {
         limit: "stall",
-        driver: { idleTimeoutMs: 250 },
+        driver: { idleTimeoutMs: 1500 },
         ended: {
           status: "failed",
           error_code: "agent_stalled",
-          error: `${name} CLI stalled: no output for 0.3s`,
+          error: `${name} CLI stalled: no output for 1.5s`,
         },
       },
     ])(
