@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestApp, httpApi, listen, type TestApp } from "../support/app.js";
-import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
+import type { httpApi } from "../support/app.js";
 import { REAL_CLI_BACKENDS } from "../support/db.js";
-import { type MockAnthropic, startMockAnthropic } from "../support/mock-anthropic.js";
+import type { MockAnthropic } from "../support/mock-anthropic.js";
+import { type RealClaudeApp, realClaudeApp } from "../support/real-claude.js";
 import { type Frame, SseReader } from "../support/sse.js";
 
 // What a client sees of a run of the real `claude` binary (against the mock Messages API): the
@@ -14,28 +14,15 @@ const data = <T = Record<string, unknown>>(frame: Frame | undefined) => frame?.d
 
 describe.each(REAL_CLI_BACKENDS)("events of the real claude CLI on %s", (backend) => {
   let mock: MockAnthropic;
-  let ce: ClaudeEnv;
-  let t: TestApp;
   let server: { url: string; close(): Promise<void> };
   let api: ReturnType<typeof httpApi>;
 
+  let app: RealClaudeApp;
   beforeAll(async () => {
-    mock = await startMockAnthropic({ quiet: true });
-    ce = await makeClaudeEnv(mock.url);
-    t = await createTestApp(backend, {
-      ...ce.env,
-      AGENT_BRIDGE_WORK_DIR: ce.cwd,
-      AGENT_BRIDGE_PERMISSION_MODE: "bypassPermissions",
-    });
-    server = await listen(t.app);
-    api = httpApi(server.url);
+    app = await realClaudeApp(backend);
+    ({ mock, server, api } = app);
   });
-  afterAll(async () => {
-    await server.close();
-    await t.close();
-    await mock.close();
-    await ce.cleanup();
-  });
+  afterAll(() => app.close());
 
   /** POSTs a message asking for the full view; its frames until the completion. */
   const fullRun = async (sessionId: string, text: string) => {

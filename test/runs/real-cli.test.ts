@@ -6,15 +6,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runs } from "../../src/store/schema.js";
 import { agentMatrix } from "../support/agents.js";
 import { createTestApp, httpApi, listen, type TestApp } from "../support/app.js";
-import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
+import type { ClaudeEnv } from "../support/claude-env.js";
 import { REAL_CLI_BACKENDS } from "../support/db.js";
-import {
-  chunk,
-  holdUntilReleased,
-  type MockAnthropic,
-  startMockAnthropic,
-} from "../support/mock-anthropic.js";
+import { chunk, holdUntilReleased, type MockAnthropic } from "../support/mock-anthropic.js";
 import { type Model, startModel } from "../support/models.js";
+import { type RealClaudeApp, realClaudeApp } from "../support/real-claude.js";
 import { SseReader } from "../support/sse.js";
 
 // The whole path with the real `claude` binary: HTTP -> run manager -> CLI -> a mock Messages
@@ -47,27 +43,15 @@ async function killOnceRunning(t: TestApp, runId: string): Promise<void> {
 describe.each(REAL_CLI_BACKENDS)("the real claude CLI through HTTP on %s", (backend) => {
   let mock: MockAnthropic;
   let ce: ClaudeEnv;
-  let t: TestApp;
   let server: { url: string; close(): Promise<void> };
   let api: ReturnType<typeof httpApi>;
 
+  let app: RealClaudeApp;
   beforeAll(async () => {
-    mock = await startMockAnthropic({ quiet: true });
-    ce = await makeClaudeEnv(mock.url);
-    t = await createTestApp(backend, {
-      ...ce.env,
-      AGENT_BRIDGE_WORK_DIR: ce.cwd,
-      AGENT_BRIDGE_PERMISSION_MODE: "bypassPermissions",
-    });
-    server = await listen(t.app);
-    api = httpApi(server.url);
+    app = await realClaudeApp(backend);
+    ({ mock, ce, server, api } = app);
   });
-  afterAll(async () => {
-    await server.close();
-    await t.close();
-    await mock.close();
-    await ce.cleanup();
-  });
+  afterAll(() => app.close());
 
   it("streams the model's text as deltas whose concatenation is exactly that text, then the usage", async () => {
     const text = "Streaming from the real CLI, through the bridge.";

@@ -1,13 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestApp, httpApi, listen, type TestApp } from "../support/app.js";
-import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
+import type { httpApi } from "../support/app.js";
 import { REAL_CLI_BACKENDS } from "../support/db.js";
-import {
-  chunk,
-  type MessagesBody,
-  type MockAnthropic,
-  startMockAnthropic,
-} from "../support/mock-anthropic.js";
+import { chunk, type MessagesBody, type MockAnthropic } from "../support/mock-anthropic.js";
+import { type RealClaudeApp, realClaudeApp } from "../support/real-claude.js";
 import { SseReader } from "../support/sse.js";
 
 // The real `claude` binary against the mock Messages API: a retry drops the failed turn from
@@ -19,28 +14,15 @@ const timesSent = (body: MessagesBody | undefined, text: string) =>
 
 describe.each(REAL_CLI_BACKENDS)("retries and usage with the real claude CLI on %s", (backend) => {
   let mock: MockAnthropic;
-  let ce: ClaudeEnv;
-  let t: TestApp;
   let server: { url: string; close(): Promise<void> };
   let api: ReturnType<typeof httpApi>;
 
+  let app: RealClaudeApp;
   beforeAll(async () => {
-    mock = await startMockAnthropic({ quiet: true });
-    ce = await makeClaudeEnv(mock.url);
-    t = await createTestApp(backend, {
-      ...ce.env,
-      AGENT_BRIDGE_WORK_DIR: ce.cwd,
-      AGENT_BRIDGE_PERMISSION_MODE: "bypassPermissions",
-    });
-    server = await listen(t.app);
-    api = httpApi(server.url);
+    app = await realClaudeApp(backend);
+    ({ mock, server, api } = app);
   });
-  afterAll(async () => {
-    await server.close();
-    await t.close();
-    await mock.close();
-    await ce.cleanup();
-  });
+  afterAll(() => app.close());
 
   const asJson = async (res: Response) => res.json();
   const send = async (sessionId: string, text: string) =>

@@ -1,12 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestApp, type TestApp } from "../support/app.js";
-import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
+import type { TestApp } from "../support/app.js";
 import { REAL_CLI_BACKENDS } from "../support/db.js";
-import {
-  holdUntilReleased,
-  type MockAnthropic,
-  startMockAnthropic,
-} from "../support/mock-anthropic.js";
+import { holdUntilReleased, type MockAnthropic } from "../support/mock-anthropic.js";
+import { type RealClaudeApp, realClaudeApp } from "../support/real-claude.js";
 
 // The real `claude` binary against the mock Messages API, cut by the run's wall-clock timeout: the
 // CLI is asked to end its turn, as a cancel asks it, so that the run ends `timed_out` with the cost
@@ -26,24 +22,16 @@ describe.each(REAL_CLI_BACKENDS)(
   "the wall-clock timeout with the real claude CLI on %s",
   (backend) => {
     let mock: MockAnthropic;
-    let ce: ClaudeEnv;
     let t: TestApp;
 
+    let app: RealClaudeApp;
     beforeAll(async () => {
-      mock = await startMockAnthropic({ quiet: true });
-      ce = await makeClaudeEnv(mock.url);
-      t = await createTestApp(backend, {
-        ...ce.env,
-        AGENT_BRIDGE_WORK_DIR: ce.cwd,
-        AGENT_BRIDGE_PERMISSION_MODE: "bypassPermissions",
+      app = await realClaudeApp(backend, {
         AGENT_BRIDGE_RUN_TIMEOUT_SECONDS: String(TIMEOUT_SECONDS),
       });
+      ({ mock, t } = app);
     });
-    afterAll(async () => {
-      await t.close();
-      await mock.close();
-      await ce.cleanup();
-    });
+    afterAll(() => app.close());
 
     const newSession = async () =>
       (await (await t.app.request("/v1/sessions", { method: "POST" })).json()) as { id: string };
