@@ -45,6 +45,20 @@ function transcriptPattern(text: string): RegExp {
   return new RegExp(`^${pattern}$`);
 }
 
+/**
+ * What npm needs of this machine's environment to reach its registry, as a user's shell has it:
+ * the CA and proxy settings. Under a Node other than the system's (Node 24 in CI) npm reads no
+ * system npmrc, whose `cafile` it otherwise finds, and hung on the registry without them.
+ */
+function registryEnv(): NodeJS.ProcessEnv {
+  const names = ["NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "SSL_CERT_DIR"];
+  for (const proxy of ["HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"])
+    names.push(proxy, proxy.toLowerCase());
+  return Object.fromEntries(
+    names.flatMap((name) => (process.env[name] ? [[name, process.env[name]]] : [])),
+  );
+}
+
 /** The README's stand-in for the key `npm start` printed. */
 const KEY_PLACEHOLDER = "ab_…";
 
@@ -93,6 +107,7 @@ describe("the README examples", () => {
           cwd: project,
           env: {
             ...env,
+            ...registryEnv(),
             npm_config_audit: "false",
             npm_config_fund: "false",
             npm_config_update_notifier: "false",
