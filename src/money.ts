@@ -7,7 +7,7 @@ export const COST_DECIMALS = 10;
 
 /** What the contract says of every cost field. */
 export const COST_PRECISION =
-  "USD to 10 decimal places: a run's cost is kept rounded to that, and every total is the exact sum of its runs' costs (added as decimals, with no floating-point drift).";
+  "USD to 10 decimal places: a run's cost is kept rounded to that, and every total is the exact sum of its runs' costs (added as decimals, with no floating-point drift), shown exactly up to $100 000 (a JSON number holds about 15 significant digits; beyond, the last decimal places round).";
 
 /**
  * A reported cost at or above this is no run's (the columns hold less than 10^10 USD, and a sum

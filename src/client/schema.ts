@@ -614,7 +614,7 @@ export interface components {
       result: string | null;
       error: string | null;
       error_code?: components["schemas"]["CompletionErrorCode"];
-      /** @description What the run cost in USD, as the agent reported it (Claude Code), or from the configured price of its model (Codex: AGENT_BRIDGE_CODEX_PRICES); null when neither is known, never a guess (a Claude Code run that spent tokens but ended without its result, e.g. cancelled: the CLI reports cost only in its result). USD to 10 decimal places: a run's cost is kept rounded to that, and every total is the exact sum of its runs' costs (added as decimals, with no floating-point drift). */
+      /** @description What the run cost in USD, as the agent reported it (Claude Code), or from the configured price of its model (Codex: AGENT_BRIDGE_CODEX_PRICES); null when neither is known, never a guess (a Claude Code run that spent tokens but ended without its result, e.g. cancelled: the CLI reports cost only in its result). USD to 10 decimal places: a run's cost is kept rounded to that, and every total is the exact sum of its runs' costs (added as decimals, with no floating-point drift), shown exactly up to $100 000 (a JSON number holds about 15 significant digits; beyond, the last decimal places round). */
       cost_usd: number | null;
       duration_ms: number;
       usage: components["schemas"]["Usage"];
@@ -1175,7 +1175,7 @@ export interface components {
       result: string | null;
       error: string | null;
       usage: components["schemas"]["Usage"];
-      /** @description null when neither the agent nor a configured price says. USD to 10 decimal places: a run's cost is kept rounded to that, and every total is the exact sum of its runs' costs (added as decimals, with no floating-point drift). */
+      /** @description null when neither the agent nor a configured price says. USD to 10 decimal places: a run's cost is kept rounded to that, and every total is the exact sum of its runs' costs (added as decimals, with no floating-point drift), shown exactly up to $100 000 (a JSON number holds about 15 significant digits; beyond, the last decimal places round). */
       cost_usd: number | null;
       duration_ms: number | null;
       /**
@@ -1347,7 +1347,7 @@ export interface components {
       output_tokens: number;
       cache_read_tokens: number;
       cache_creation_tokens: number;
-      /** @description The runs' known costs. USD to 10 decimal places: a run's cost is kept rounded to that, and every total is the exact sum of its runs' costs (added as decimals, with no floating-point drift). */
+      /** @description The runs' known costs. USD to 10 decimal places: a run's cost is kept rounded to that, and every total is the exact sum of its runs' costs (added as decimals, with no floating-point drift), shown exactly up to $100 000 (a JSON number holds about 15 significant digits; beyond, the last decimal places round). */
       cost_usd: number;
       num_turns: number;
       runs: number;
@@ -1562,7 +1562,7 @@ export interface components {
     UsageBudget: {
       /** @description The key's `max_budget_usd`. */
       max_usd: number;
-      /** @description What the key's runs that ended this month cost (those of deleted sessions too). USD to 10 decimal places: a run's cost is kept rounded to that, and every total is the exact sum of its runs' costs (added as decimals, with no floating-point drift). */
+      /** @description What the key's runs that ended this month cost (those of deleted sessions too). USD to 10 decimal places: a run's cost is kept rounded to that, and every total is the exact sum of its runs' costs (added as decimals, with no floating-point drift), shown exactly up to $100 000 (a JSON number holds about 15 significant digits; beyond, the last decimal places round). */
       spent_usd: number;
       /** @description `max_usd - spent_usd`, at least 0. */
       left_usd: number;
