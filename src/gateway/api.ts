@@ -30,6 +30,17 @@ export interface CallUsage {
   complete: boolean;
 }
 
+/** A call's usage before anything of its answer is read (or when nothing was). */
+export const noUsage = (): CallUsage => ({
+  model: null,
+  inputTokens: 0,
+  outputTokens: 0,
+  cacheReadTokens: 0,
+  cacheCreationTokens: 0,
+  errorType: null,
+  complete: false,
+});
+
 /** Reads a call's usage from its response's bytes as they pass, without holding them up. */
 export interface UsageMeter {
   push(chunk: Buffer): void;

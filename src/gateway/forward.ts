@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { NewModelCall } from "../store/model-calls.js";
-import type { CallUsage, ModelApi, Route } from "./api.js";
+import { type CallUsage, type ModelApi, noUsage, type Route } from "./api.js";
 import { downstreamResponseHeaders, upstreamRequestHeaders } from "./headers.js";
 import type { RunGrant } from "./tokens.js";
 import type { UpstreamClient } from "./upstream.js";
@@ -55,16 +55,6 @@ export function answer(res: ServerResponse, api: ModelApi, status: number, messa
   const body = JSON.stringify(api.errorBody(status, message));
   res.writeHead(status, { "content-type": "application/json" }).end(body);
 }
-
-const NO_USAGE: CallUsage = {
-  model: null,
-  inputTokens: 0,
-  outputTokens: 0,
-  cacheReadTokens: 0,
-  cacheCreationTokens: 0,
-  errorType: null,
-  complete: false,
-};
 
 /** How a call went: what the caller got, what the answer reported, and why it fell short. */
 interface Outcome {
@@ -155,12 +145,12 @@ async function exchange(
     upstream = await response;
   } catch (err) {
     if (broke === "caller") {
-      return { status: 499, usage: NO_USAGE, error: "the caller went away", requestId: null };
+      return { status: 499, usage: noUsage(), error: "the caller went away", requestId: null };
     }
     const code = (err as NodeJS.ErrnoException).code ?? "no answer";
     const error = `the upstream API could not be reached (${code})`;
     answer(res, api, 502, error);
-    return { status: 502, usage: NO_USAGE, error, requestId: null };
+    return { status: 502, usage: noUsage(), error, requestId: null };
   }
   const status = upstream.statusCode ?? 502;
   res.writeHead(status, downstreamResponseHeaders(upstream.rawHeaders));
@@ -179,7 +169,7 @@ async function exchange(
   } catch {
     broke ??= "upstream";
   }
-  const usage = usageMeter?.usage() ?? NO_USAGE;
+  const usage = usageMeter?.usage() ?? noUsage();
   const requestId = upstream.headers["request-id"];
   return {
     status,

@@ -1,5 +1,5 @@
 import { createParser, type EventSourceParser } from "eventsource-parser";
-import type { CallUsage, UsageMeter } from "./api.js";
+import { type CallUsage, noUsage, type UsageMeter } from "./api.js";
 
 // The usage of an Anthropic Messages API response, read as it passes. A stream reports it in two
 // events: `message_start` (the model, input and cache tokens, a first output count) and
@@ -35,15 +35,7 @@ const objectAt = (value: unknown, key: string): Json | undefined => {
 };
 
 export class MessagesUsageMeter implements UsageMeter {
-  private readonly state: CallUsage = {
-    model: null,
-    inputTokens: 0,
-    outputTokens: 0,
-    cacheReadTokens: 0,
-    cacheCreationTokens: 0,
-    errorType: null,
-    complete: false,
-  };
+  private readonly state: CallUsage = noUsage();
   private readonly stream: { parser: EventSourceParser; decoder: TextDecoder } | undefined;
   /** A whole body's bytes, until it has ended; undefined past MAX_READ_BYTES. */
   private body: Buffer[] | undefined = [];

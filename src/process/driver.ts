@@ -1,7 +1,7 @@
 import { stat } from "node:fs/promises";
 import type { BridgeEvent, CompletionEvent } from "../events.js";
 import { type Logger, silentLogger } from "../log.js";
-import { commandAs, type RunAs } from "./agent-user.js";
+import { commandAs } from "./agent-user.js";
 import {
   AgentExitError,
   type AgentLabel,
@@ -16,7 +16,7 @@ import {
 } from "./errors.js";
 import { NdjsonReader } from "./framer.js";
 import { ByteTail, terminateGroup } from "./groups.js";
-import type { Sandbox, SandboxReach } from "./sandbox.js";
+import type { Sandbox, SandboxedCommand } from "./sandbox.js";
 import { type SpawnedProcess, spawnProcess } from "./spawner.js";
 
 // Drives one agent CLI process for one run, whatever the agent: starts it in its own process
@@ -38,19 +38,9 @@ import { type SpawnedProcess, spawnProcess } from "./spawner.js";
 // only once the group is gone: a consumer that holds the run's slot until then never has two CLIs
 // in one slot.
 
-/** The command of one run. */
-export interface AgentCommand {
+/** The command of one run: what it starts (SandboxedCommand), and what it is told on stdin. */
+export interface AgentCommand extends SandboxedCommand {
   label: AgentLabel;
-  /** Path (or PATH name) of the binary. */
-  bin: string;
-  args: string[];
-  cwd: string;
-  /** The child's complete environment. */
-  env: Record<string, string>;
-  /** Set: the CLI runs as another user (src/process/agent-user.ts). */
-  runAs?: RunAs;
-  /** What the run's sandbox lets the CLI reach besides its work dir and HOME (when sandboxed). */
-  reach?: SandboxReach;
   /** Written to stdin once the process runs. */
   input: string;
   /**

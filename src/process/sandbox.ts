@@ -62,11 +62,15 @@ export interface SandboxReach {
 
 /** One run's command, as it would start without the sandbox. */
 export interface SandboxedCommand {
+  /** Path (or PATH name) of the binary. */
   bin: string;
   args: string[];
   cwd: string;
+  /** The child's complete environment. */
   env: Record<string, string>;
+  /** Set: the CLI runs as another user (src/process/agent-user.ts). */
   runAs?: RunAs;
+  /** What the run's sandbox lets the CLI reach besides its work dir and HOME (when sandboxed). */
   reach?: SandboxReach;
 }
 

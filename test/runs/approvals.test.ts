@@ -268,46 +268,37 @@ describe.each(BACKENDS)("a request left unanswered past the run's timeout on %s"
     await fake.cleanup();
   });
 
-  it("is denied by its approval timeout, not cut by the run's: the wall clock stops while it waits", async () => {
-    const session = await (
-      await t.app.request("/v1/sessions", {
+  /** A message in a session whose requests wait `approvalTimeoutSeconds`: its run's frames. */
+  async function runWaiting(approvalTimeoutSeconds: number) {
+    const post = (path: string, body: unknown) =>
+      t.app.request(path, {
         method: "POST",
         headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ approvals: "api", approval_timeout_seconds: 5 }),
+        body: JSON.stringify(body),
+      });
+    const session = await (
+      await post("/v1/sessions", {
+        approvals: "api",
+        approval_timeout_seconds: approvalTimeoutSeconds,
       })
     ).json();
-    const res = await t.app.request(`/v1/sessions/${session.id}/messages`, {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ text: "deploy" }),
-    });
+    const res = await post(`/v1/sessions/${session.id}/messages`, { text: "deploy" });
     const frames = await SseReader.of(res).events();
-    expect(frames.find((f) => f.event === "permission_resolved")?.data).toMatchObject({
-      request_id: "req_late",
-      decision: "deny",
-      by: "timeout",
-    });
-    expect(frames.at(-1)?.data).toMatchObject({ status: "succeeded", result: "Nobody answered." });
+    return {
+      resolved: frames.find((f) => f.event === "permission_resolved")?.data,
+      completion: frames.at(-1)?.data,
+    };
+  }
+
+  it("is denied by its approval timeout, not cut by the run's: the wall clock stops while it waits", async () => {
+    const { resolved, completion } = await runWaiting(5);
+    expect(resolved).toMatchObject({ request_id: "req_late", decision: "deny", by: "timeout" });
+    expect(completion).toMatchObject({ status: "succeeded", result: "Nobody answered." });
   });
 
   it("stops the wall clock for as long again at most: a run whose request may wait a day ends timed_out at twice its timeout", async () => {
-    const session = await (
-      await t.app.request("/v1/sessions", {
-        method: "POST",
-        headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ approvals: "api", approval_timeout_seconds: 86_400 }),
-      })
-    ).json();
-    const res = await t.app.request(`/v1/sessions/${session.id}/messages`, {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ text: "deploy" }),
-    });
-    const frames = await SseReader.of(res).events();
-    expect(frames.find((f) => f.event === "permission_resolved")?.data).toMatchObject({
-      request_id: "req_late",
-      by: "cancel",
-    });
-    expect(frames.at(-1)?.data).toMatchObject({ status: "timed_out" });
+    const { resolved, completion } = await runWaiting(86_400);
+    expect(resolved).toMatchObject({ request_id: "req_late", by: "cancel" });
+    expect(completion).toMatchObject({ status: "timed_out" });
   });
 });
