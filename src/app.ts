@@ -8,7 +8,7 @@ import type { AgentBackend, AgentName } from "./agents/agent.js";
 import { claudeBackend } from "./agents/claude/backend.js";
 import { codexBackend } from "./agents/codex/backend.js";
 import { AgentRegistry } from "./agents/registry.js";
-import { policyGate } from "./auth/policy.js";
+import { NO_KEY_EGRESS, policyGate } from "./auth/policy.js";
 import { CommandInbox } from "./cluster/commands.js";
 import { Doorbell } from "./cluster/doorbell.js";
 import { InstanceLease } from "./cluster/lease.js";
@@ -38,6 +38,7 @@ import { startSandbox } from "./process/sandbox.js";
 import { TenantHomes } from "./process/tenant-homes.js";
 import { RunManager } from "./runs/manager.js";
 import type { DatabaseHandle } from "./store/db.js";
+import { egressOfRun } from "./store/keys.js";
 import { DebugCapture } from "./telemetry/capture.js";
 import { type Tracing, tracingOff } from "./telemetry/tracing.js";
 import { runGitAs } from "./worktrees/git.js";
@@ -71,7 +72,15 @@ export function buildDeps(
       env: { ...claude.childEnv, HOME: config.agentUser?.homesDir ?? "/" },
     },
   );
-  const { sandbox, status: sandboxStatus } = startSandbox(config, logger);
+  // Serves the model APIs whose upstream the operator configured; listens once started.
+  const gateway = new ModelGateway({
+    apis: claude.upstream ? [anthropicApi(claude.upstream)] : [],
+    db: database.db,
+    logger: logger.child({ component: "gateway" }),
+    dbOutageBoundMs: config.runs.dbOutageBoundMs,
+    egressOf: async (runId) => (await egressOfRun(database.db, runId)) ?? NO_KEY_EGRESS,
+  });
+  const { sandbox, status: sandboxStatus } = startSandbox(config, logger, () => gateway.listen());
   const driver = {
     timeoutMs: config.agents.timeoutSeconds * 1000,
     idleTimeoutMs: config.agents.idleTimeoutSeconds * 1000,
@@ -80,13 +89,6 @@ export function buildDeps(
     killGraceMs: DRIVER_DEFAULTS.killGraceMs,
     ...(sandbox ? { sandbox } : {}),
   };
-  // Serves the model APIs whose upstream the operator configured; listens once started.
-  const gateway = new ModelGateway({
-    apis: claude.upstream ? [anthropicApi(claude.upstream)] : [],
-    db: database.db,
-    logger: logger.child({ component: "gateway" }),
-    dbOutageBoundMs: config.runs.dbOutageBoundMs,
-  });
   const backends: Record<AgentName, () => AgentBackend> = {
     claude: () =>
       claudeBackend({

@@ -66,7 +66,7 @@ async function start(config: Config, logger: Logger) {
     const deps = buildDeps(config, database, logger, await startTracing(config, logger));
     await deps.homes?.prepare();
     // The runs' CLIs call their model APIs here (src/gateway/): a loopback port of its own.
-    logger.info("model gateway listening", { url: await deps.gateway.listen() });
+    logger.info("model gateway listening", { url: (await deps.gateway.listen()).url });
     // After buildDeps: git runs as the agents' user when they have one.
     if (config.agents.worktreeEnabled) await checkWorktreePrerequisites(config.workDir);
     // Registers this instance, and closes what instances that are gone left (touching nothing of

@@ -3,6 +3,7 @@ import type { SessionSettings } from "../agents/agent.js";
 import { PERMISSION_MODES } from "../agents/permission-modes.js";
 import type { PermissionMode } from "../agents/settings.js";
 import type { Config } from "../config.js";
+import { EgressRuleError, parseEgressRule } from "../gateway/egress.js";
 import type { Database } from "../store/db.js";
 import { getKey, type KeyPolicyColumns, monthOf, monthSpend } from "../store/keys.js";
 import type { ApiKeyRow, SessionRow } from "../store/schema.js";
@@ -26,6 +27,8 @@ export interface KeyPolicy {
   /** Spend allowed per calendar month (UTC); null: no cap. */
   maxBudgetUsd: number | null;
   worktrees: boolean;
+  /** Where its sandboxed agents may connect (src/gateway/egress.ts): entries as written. */
+  egress: string[];
 }
 
 /** What a run asks for, as it would run: every setting (defaults and a message's own filled in). */
@@ -77,6 +80,9 @@ const FIELD_NAMES = {
   worktrees: "worktree mode",
 } as const;
 
+/** With auth off there is one user, the operator: its agents may reach any public address. */
+export const NO_KEY_EGRESS = ["*"] as const;
+
 const round = (usd: number) => Math.round(usd * 1e6) / 1e6;
 
 /** No key (auth off): everything the server allows. */
@@ -86,6 +92,7 @@ export function unrestricted(config: Config): KeyPolicy {
     workRoots: config.allowedRoots,
     maxBudgetUsd: null,
     worktrees: true,
+    egress: [...NO_KEY_EGRESS],
   };
 }
 
@@ -99,6 +106,7 @@ export function policyOf(key: ApiKeyRow, config: Config): KeyPolicy {
     workRoots: key.workRoots ?? config.allowedRoots,
     maxBudgetUsd: key.maxBudgetUsd,
     worktrees: key.worktrees,
+    egress: key.egress,
   };
 }
 
@@ -224,6 +232,7 @@ export interface PolicyInput {
   work_roots?: string[] | null;
   max_budget_usd?: number | null;
   worktrees?: boolean;
+  egress?: string[];
 }
 
 /** The columns to store for the input: work roots resolved to real paths inside the server's roots. */
@@ -232,6 +241,17 @@ export async function policyColumns(input: PolicyInput, config: Config): Promise
   if (input.permission_modes !== undefined) columns.permissionModes = input.permission_modes;
   if (input.max_budget_usd !== undefined) columns.maxBudgetUsd = input.max_budget_usd;
   if (input.worktrees !== undefined) columns.worktrees = input.worktrees;
+  if (input.egress !== undefined) {
+    columns.egress = input.egress.map((entry, i) => {
+      try {
+        parseEgressRule(entry);
+        return entry.trim();
+      } catch (err) {
+        if (!(err instanceof EgressRuleError)) throw err;
+        throw new PolicyInputError(`egress.${i}`, err.message);
+      }
+    });
+  }
   if (input.work_roots === null) columns.workRoots = null;
   else if (input.work_roots !== undefined) {
     const roots: string[] = [];

@@ -32,6 +32,7 @@ export interface PolicyOptions {
   workRoots?: string;
   maxBudgetUsd?: string;
   worktrees?: boolean;
+  egress?: string;
 }
 
 const listOption = (value: string) =>
@@ -69,6 +70,9 @@ function policyInput(options: PolicyOptions): PolicyInput {
     input.max_budget_usd = options.maxBudgetUsd === "none" ? null : usd;
   }
   if (options.worktrees !== undefined) input.worktrees = options.worktrees;
+  if (options.egress !== undefined) {
+    input.egress = options.egress === "none" ? [] : listOption(options.egress);
+  }
   return input;
 }
 
@@ -117,6 +121,7 @@ export async function listKeysTable(out: Output) {
       "WORK ROOTS",
       "BUDGET/MONTH",
       "WORKTREES",
+      "EGRESS",
       "CREATED",
       "LAST USED",
       "REVOKED",
@@ -133,6 +138,7 @@ export async function listKeysTable(out: Output) {
       policy.workRoots.join(","),
       policy.maxBudgetUsd === null ? "-" : `$${policy.maxBudgetUsd}`,
       policy.worktrees ? "yes" : "no",
+      policy.egress.join(",") || "-",
       k.createdAt.toISOString(),
       k.lastUsedAt?.toISOString() ?? "-",
       k.revokedAt?.toISOString() ?? "-",

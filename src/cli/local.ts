@@ -23,6 +23,10 @@ function withPolicyOptions(command: Command): Command {
       'comma-separated dirs (inside AGENT_BRIDGE_ALLOWED_ROOTS) its sessions may work in, or "default"',
     )
     .option("--max-budget-usd <usd>", 'spending cap per calendar month (UTC), or "none"')
+    .option(
+      "--egress <hosts>",
+      'comma-separated hosts its sandboxed agents may connect to (host, *.host, an address, or *; :port or 80 and 443), or "none"',
+    )
     .option("--worktrees", "its sessions may use worktree mode (the default)")
     .option("--no-worktrees", "its sessions may not use worktree mode");
 }

@@ -1,10 +1,18 @@
+import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import {
+  type AddressInfo,
+  createServer as createNetServer,
+  type Server as NetServer,
+} from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { errorText, type Logger } from "../log.js";
 import type { Database } from "../store/db.js";
 import { insertModelCall, type NewModelCall } from "../store/model-calls.js";
 import { withDbRetries } from "../store/retry.js";
 import type { ModelApi } from "./api.js";
+import { EgressProxy, parseEgressRule } from "./egress.js";
 import { answer, forward } from "./forward.js";
 import { RunTokens } from "./tokens.js";
 import { UpstreamClient } from "./upstream.js";
@@ -15,8 +23,19 @@ import { UpstreamClient } from "./upstream.js";
 // real credential (./forward.ts), and records what each call spent against its run
 // (src/store/model-calls.ts). It listens on a loopback port of its own, chosen at start-up, apart
 // from the public API: that one may sit behind a proxy and carries API keys, this one carries
-// only runs' tokens and is for processes on this machine (later, a sandbox's, through a
-// forwarded socket).
+// only runs' tokens and is for processes on this machine. A sandboxed run, which has no network
+// of its own, reaches it through a Unix socket bound into its sandbox and forwarded to the same
+// port number inside (src/process/sandbox.ts); there the gateway is also the run's only way out,
+// a proxy that lets through what its key's egress list allows (./egress.ts).
+
+/** Where the gateway listens. */
+export interface GatewayAddress {
+  /** `http://127.0.0.1:PORT` */
+  url: string;
+  port: number;
+  /** The Unix socket that serves the same, for sandboxes to bind in. */
+  socket: string;
+}
 
 /** Where a run's CLI reaches one API, and with what. */
 export interface RunAccess {
@@ -35,6 +54,8 @@ export interface ModelGatewayOptions {
   logger: Logger;
   /** How long the record of a call rides out an unreachable database before it is given up. */
   dbOutageBoundMs: number;
+  /** The egress list of a run's key, as stored now. */
+  egressOf(runId: string): Promise<readonly string[]>;
 }
 
 const LOOPBACK = "127.0.0.1";
@@ -45,8 +66,11 @@ export class ModelGateway {
   private readonly tokens = new RunTokens();
   private readonly client = new UpstreamClient();
   private readonly server: Server;
+  private readonly socketServer: NetServer;
+  private readonly egress: EgressProxy;
   private readonly apis: Map<string, ModelApi>;
-  private address: Promise<string> | undefined;
+  private address: Promise<GatewayAddress> | undefined;
+  private socketDir: string | undefined;
   /** Records of calls being written. */
   private readonly writing = new Set<Promise<void>>();
 
@@ -56,26 +80,43 @@ export class ModelGateway {
     // A CLI calls again after its tools have run, often minutes later, on the connection it kept:
     // closed after Node's default 5 s, it could be closed just as the CLI sends on it.
     this.server.keepAliveTimeout = KEEP_ALIVE_MS;
-  }
-
-  /** Listens (the first call only) on a free loopback port; resolves with the gateway's URL. */
-  listen(): Promise<string> {
-    this.address ??= new Promise<string>((resolve, reject) => {
-      this.server.once("error", reject);
-      this.server.listen(0, LOOPBACK, () => {
-        this.server.off("error", reject);
-        // The public server keeps the process alive; this one alone must not.
-        this.server.unref();
-        resolve(`http://${LOOPBACK}:${(this.server.address() as AddressInfo).port}`);
+    this.egress = new EgressProxy({
+      grantOf: (token) => this.tokens.find(token),
+      rulesOf: async (runId) => (await opts.egressOf(runId)).map(parseEgressRule),
+      logger: opts.logger,
+    });
+    this.server.on("connect", (req: IncomingMessage, socket, head: Buffer) => {
+      this.egress.tunnel(req, socket, head).catch((err) => {
+        opts.logger.error("a tunnel through the egress proxy failed", { error: errorText(err) });
+        socket.destroy();
       });
     });
+    // The socket's connections are the HTTP server's, as if they had come to its port.
+    this.socketServer = createNetServer((socket) => this.server.emit("connection", socket));
+  }
+
+  /**
+   * Listens (the first call only) on a free loopback port and on a Unix socket in a directory of
+   * its own; resolves with both.
+   */
+  listen(): Promise<GatewayAddress> {
+    this.address ??= (async () => {
+      const port = await listening(this.server, (server, done) => server.listen(0, LOOPBACK, done));
+      this.socketDir = await mkdtemp(path.join(tmpdir(), "agent-bridge-gateway-"));
+      const socket = path.join(this.socketDir, "gateway.sock");
+      await listening(this.socketServer, (server, done) => server.listen(socket, done));
+      // The agents connect as users of their own; only sandboxes see the socket (its directory
+      // is the server's alone, 0700).
+      await chmod(socket, 0o666);
+      return { url: `http://${LOOPBACK}:${port}`, port, socket };
+    })();
     return this.address;
   }
 
   /** Access to the API served under `prefix` for the run `runId`'s CLI, until it is closed. */
   async open(prefix: string, runId: string): Promise<RunAccess> {
     if (!this.apis.has(prefix)) throw new Error(`the gateway serves no API under /${prefix}`);
-    const url = await this.listen();
+    const { url } = await this.listen();
     const { token, revoke } = this.tokens.issue({ runId });
     return { baseUrl: `${url}/${prefix}`, token, close: revoke };
   }
@@ -87,17 +128,21 @@ export class ModelGateway {
 
   /** Stops listening and drops every connection, upstream ones too; waits for the records. */
   async close(): Promise<void> {
-    if (this.server.listening) {
-      const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
-      this.server.closeAllConnections();
-      await closed;
-    }
+    const closing = [this.server, this.socketServer]
+      .filter((server) => server.listening)
+      .map((server) => new Promise<void>((resolve) => server.close(() => resolve())));
+    this.server.closeAllConnections();
+    this.egress.close();
+    await Promise.all(closing);
+    if (this.socketDir) await rm(this.socketDir, { recursive: true, force: true });
     this.client.close();
     await this.recorded();
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = req.url ?? "/";
+    // An absolute URI: a request for the proxy, not for a model API.
+    if (!url.startsWith("/")) return this.egress.forward(req, res);
     const [, prefix = "", ...rest] = url.split("/");
     const api = this.apis.get(prefix);
     if (!api) {
@@ -167,4 +212,21 @@ export class ModelGateway {
     this.writing.add(writing);
     void writing.finally(() => this.writing.delete(writing));
   }
+}
+
+/** Starts `server` listening; resolves with its TCP port (0 for a Unix socket). */
+function listening<S extends Server | NetServer>(
+  server: S,
+  listen: (server: S, done: () => void) => void,
+): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    listen(server, () => {
+      server.off("error", reject);
+      // The public server keeps the process alive; the gateway alone must not.
+      server.unref();
+      const address = server.address();
+      resolve(typeof address === "object" && address ? (address as AddressInfo).port : 0);
+    });
+  });
 }

@@ -3,6 +3,7 @@ import { accessSync, constants } from "node:fs";
 import { realpath, stat } from "node:fs/promises";
 import path from "node:path";
 import type { Config } from "../config.js";
+import type { GatewayAddress } from "../gateway/server.js";
 import type { Logger } from "../log.js";
 import { commandAs, type RunAs } from "./agent-user.js";
 
@@ -12,8 +13,16 @@ import { commandAs, type RunAs } from "./agent-user.js";
 // and /dev/shm; the server's data dir, secrets, homes and other work dirs hidden under empty
 // read-only tmpfs), and its own PID, IPC and UTS namespaces. `--die-with-parent` and the PID
 // namespace end everything in it with the run: once the CLI exits, bwrap exits, its namespace's
-// init dies with it and the kernel kills what is left, `setsid` or not. The network is still the
-// host's (issue 38's next steps: a network namespace, a uid per tenant, cgroup limits).
+// init dies with it and the kernel kills what is left, `setsid` or not.
+//
+// The network: a run whose CLI calls its model API through the bridge's gateway has a network
+// namespace of its own, with loopback alone. The gateway's Unix socket is bound in, and socat,
+// started inside before the CLI, serves it on the gateway's own port number at 127.0.0.1, so the
+// CLI's base URL is the same inside as out. The agent's other connections go through the same
+// port, which is also an HTTP proxy that lets through what the run's key allows
+// (src/gateway/egress.ts): HTTP(S)_PROXY name it, with the run's token. The host's /run (its
+// services' sockets: the database's, the container engine's) is hidden too. A CLI that reaches its
+// API by itself (its own login, no gateway) keeps the host's network.
 //
 // Why not @anthropic-ai/sandbox-runtime, which wraps the same bubblewrap for Claude Code: it wraps
 // one shell command string for the Bash tool, and brings HTTP and SOCKS proxies with socat bridges,
@@ -47,6 +56,8 @@ export class SandboxError extends Error {}
 export interface Bubblewrap {
   bwrap: string;
   env: string;
+  /** Serves the gateway's socket on a port inside a sandbox's network namespace. */
+  socat: string;
   version: string;
 }
 
@@ -58,6 +69,11 @@ export interface SandboxReach {
   readOnly?: string[];
   /** Its work dir is read-only too (codex's `read-only` sandbox mode, see agents/codex). */
   workDirReadOnly?: boolean;
+  /**
+   * Set: the CLI calls its API through the gateway, with the run's token; the run then has a
+   * network of its own, where the gateway is all there is. Unset: the host's network.
+   */
+  gateway?: { token: string };
 }
 
 /** One run's command, as it would start without the sandbox. */
@@ -93,7 +109,8 @@ export type Mount =
   | { kind: "hide"; path: string }
   /** /dev/null over a file. */
   | { kind: "hide-file"; path: string }
-  | { kind: "bind"; path: string; writable: boolean };
+  /** `from` (default: the same path) at `path`. */
+  | { kind: "bind"; path: string; writable: boolean; from?: string };
 
 /** Paths as the sandbox's plan takes them: real paths, of things that exist. */
 export interface MountInput {
@@ -107,7 +124,12 @@ export interface MountInput {
   /** Allowed roots (directories): hidden unless inside the work dir. */
   roots: string[];
   tmpBytes: number;
+  /** Set: the network is the sandbox's own, and this socket of the gateway's is bound in. */
+  gatewaySocket?: string;
 }
+
+/** Where a sandbox finds the gateway's socket. */
+export const GATEWAY_SOCKET = "/run/agent-bridge/gateway.sock";
 
 const within = (p: string, dir: string) => p === dir || p.startsWith(dir === "/" ? "/" : `${dir}/`);
 
@@ -125,6 +147,12 @@ export function sandboxMounts(input: MountInput): Mount[] {
       .filter((dir) => dir !== input.cwd)
       .map((dir): Mount => ({ kind: "bind", path: dir, writable: true })),
   ];
+  if (input.gatewaySocket) {
+    mounts.push(
+      { kind: "hide", path: "/run" },
+      { kind: "bind", path: GATEWAY_SOCKET, from: input.gatewaySocket, writable: false },
+    );
+  }
   const bound = new Set([input.cwd, ...writable]);
   // The server's own paths are hidden wherever they are, even inside the work dir or HOME (a data
   // dir in the work dir the server was started in); only the one that *is* the CLI's HOME is not.
@@ -182,7 +210,12 @@ function mountOrder(mounts: Mount[]): Mount[] {
 /** bwrap's arguments for `mounts`, before `--` and the command. */
 export function bwrapArgs(
   mounts: Mount[],
-  options: { cwd: string; switchesUser: boolean; setenv: Record<string, string> },
+  options: {
+    cwd: string;
+    switchesUser: boolean;
+    setenv: Record<string, string>;
+    ownNetwork: boolean;
+  },
 ): string[] {
   const args = [
     "--die-with-parent",
@@ -190,6 +223,7 @@ export function bwrapArgs(
     "--unshare-ipc",
     "--unshare-uts",
     "--unshare-cgroup-try",
+    ...(options.ownNetwork ? ["--unshare-net"] : []),
     "--ro-bind",
     "/",
     "/",
@@ -206,7 +240,7 @@ export function bwrapArgs(
       args.push("--perms", "01777", "--size", String(m.bytes), "--tmpfs", m.path);
     else if (m.kind === "hide") args.push("--tmpfs", m.path);
     else if (m.kind === "hide-file") args.push("--ro-bind", "/dev/null", m.path);
-    else args.push(m.writable ? "--bind" : "--ro-bind", m.path, m.path);
+    else args.push(m.writable ? "--bind" : "--ro-bind", m.from ?? m.path, m.path);
   }
   // After the binds: a /proc of the sandbox's own PID namespace (the host's processes unseen).
   args.push("--proc", "/proc");
@@ -269,10 +303,38 @@ function wrapped(
 /** Temp-dir variables a CLI writes to: pointed at the sandbox's /tmp when not writable there. */
 const TEMP_VARIABLES = ["TMPDIR", "CLAUDE_CODE_TMPDIR"];
 
+/** The variables that name a proxy, as curl, git, npm, pip and Node's fetch read them. */
+const PROXY_VARIABLES = ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"];
+const NO_PROXY_VARIABLES = ["NO_PROXY", "no_proxy"];
+
+/**
+ * `bin` started once socat serves the gateway's socket on `port` inside the sandbox (a CLI that
+ * called before would find nothing there); socat dies with the sandbox.
+ */
+function behindGateway(
+  socat: string,
+  port: number,
+  bin: string,
+  args: string[],
+): [string, string[]] {
+  // A listening socket on 127.0.0.1:port, as the namespace's /proc/net/tcp lists it.
+  const listening = ` 0100007F:${port.toString(16).toUpperCase().padStart(4, "0")} 00000000:0000 0A `;
+  const script = [
+    `'${socat}' TCP-LISTEN:${port},bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:${GATEWAY_SOCKET} &`,
+    `until grep -q '${listening}' /proc/net/tcp; do`,
+    `  kill -0 $! 2>/dev/null || { echo "agent-bridge: no way to the model gateway in the sandbox" >&2; exit 126; }`,
+    "done",
+    'exec "$@"',
+  ].join("\n");
+  return ["/bin/sh", ["-c", script, "sh", bin, ...args]];
+}
+
 export class Sandbox {
   constructor(
     readonly tool: Bubblewrap,
     private readonly policy: SandboxPolicy,
+    /** Where the gateway listens, for the runs that call their API through it. */
+    private readonly gateway?: () => Promise<GatewayAddress>,
   ) {}
 
   /**
@@ -283,6 +345,7 @@ export class Sandbox {
     const reach = command.reach ?? {};
     const cwd = await realpath(command.cwd);
     const bin = await realBinary(command.bin, command.env.PATH);
+    const gateway = reach.gateway && this.gateway ? await this.gateway() : undefined;
     const dirs = async (paths: (string | undefined)[]) =>
       (await Promise.all(paths.map((p) => existing(p, "dir")))).filter((p) => p !== undefined);
     const [home, writable, readOnly, hiddenDirs, hiddenFiles, roots] = await Promise.all([
@@ -303,16 +366,27 @@ export class Sandbox {
       hiddenFiles: hiddenFiles.filter((file) => file !== undefined),
       roots,
       tmpBytes: this.policy.tmpBytes,
+      ...(gateway ? { gatewaySocket: gateway.socket } : {}),
     });
     const setenv: Record<string, string> = {};
     for (const name of TEMP_VARIABLES) {
       const dir = command.env[name];
       if (dir && !writableIn(mounts, path.resolve(dir))) setenv[name] = "/tmp";
     }
-    const [inner, innerArgs] = command.runAs
-      ? commandAs(command.runAs, bin, command.args)
-      : [bin, command.args];
-    const args = bwrapArgs(mounts, { cwd, switchesUser: command.runAs !== undefined, setenv });
+    let [inner, innerArgs] = [bin, command.args];
+    if (gateway && reach.gateway) {
+      const proxy = `http://run:${reach.gateway.token}@127.0.0.1:${gateway.port}`;
+      for (const name of PROXY_VARIABLES) setenv[name] = proxy;
+      for (const name of NO_PROXY_VARIABLES) setenv[name] = "127.0.0.1,localhost,::1";
+      [inner, innerArgs] = behindGateway(this.tool.socat, gateway.port, inner, innerArgs);
+    }
+    if (command.runAs) [inner, innerArgs] = commandAs(command.runAs, inner, innerArgs);
+    const args = bwrapArgs(mounts, {
+      cwd,
+      switchesUser: command.runAs !== undefined,
+      setenv,
+      ownNetwork: gateway !== undefined,
+    });
     return wrapped(this.tool, args, inner, innerArgs);
   }
 }
@@ -387,6 +461,8 @@ function probe(searchPath: string): Bubblewrap | string {
   const bwrap = onPath("bwrap", searchPath);
   if (!bwrap) return "bubblewrap (bwrap) is not installed";
   const env = onPath("env", searchPath) ?? "/usr/bin/env";
+  const socat = onPath("socat", searchPath);
+  if (!socat) return "socat is not installed (it serves the model gateway inside each sandbox)";
   let version: string;
   try {
     version = execFileSync(bwrap, ["--version"], { encoding: "utf8", timeout: 10_000 })
@@ -395,7 +471,7 @@ function probe(searchPath: string): Bubblewrap | string {
   } catch (err) {
     return `${bwrap} --version failed (${firstLine(err)})`;
   }
-  const tool = { bwrap, env, version };
+  const tool = { bwrap, env, socat, version };
   const mounts = sandboxMounts({
     cwd: "/",
     workDirWritable: false,
@@ -408,7 +484,7 @@ function probe(searchPath: string): Bubblewrap | string {
   });
   const [file, args] = wrapped(
     tool,
-    bwrapArgs(mounts, { cwd: "/", switchesUser: false, setenv: {} }),
+    bwrapArgs(mounts, { cwd: "/", switchesUser: false, setenv: {}, ownNetwork: true }),
     "true",
     [],
   );
@@ -433,6 +509,7 @@ function firstLine(err: unknown): string {
 export function startSandbox(
   config: Config,
   logger: Logger,
+  gateway: () => Promise<GatewayAddress>,
 ): { sandbox?: Sandbox; status: SandboxStatus } {
   const { mode, searchPath, tmpBytes, hidden } = config.sandbox;
   if (mode === "off") return { status: { enabled: false, reason: "AGENT_BRIDGE_SANDBOX=off" } };
@@ -440,19 +517,19 @@ export function startSandbox(
   if (typeof found === "string") {
     if (mode === "on") {
       throw new SandboxError(
-        `AGENT_BRIDGE_SANDBOX=on, but runs cannot be sandboxed: ${found}; install it (Debian: apt-get install bubblewrap), or set AGENT_BRIDGE_SANDBOX=auto to run without one where it is missing`,
+        `AGENT_BRIDGE_SANDBOX=on, but runs cannot be sandboxed: ${found}; install them (Debian: apt-get install bubblewrap socat), or set AGENT_BRIDGE_SANDBOX=auto to run without one where it is missing`,
       );
     }
     if (config.agentUser) {
       throw new SandboxError(
-        `AGENT_BRIDGE_AGENT_USER is set (agents of several tenants on this machine), but runs cannot be sandboxed: ${found}; install it (Debian: apt-get install bubblewrap), or set AGENT_BRIDGE_SANDBOX=off to run them without a sandbox`,
+        `AGENT_BRIDGE_AGENT_USER is set (agents of several tenants on this machine), but runs cannot be sandboxed: ${found}; install them (Debian: apt-get install bubblewrap socat), or set AGENT_BRIDGE_SANDBOX=off to run them without a sandbox`,
       );
     }
     logger.warn("runs are not sandboxed", { reason: found });
     return { status: { enabled: false, reason: found } };
   }
   return {
-    sandbox: new Sandbox(found, { hidden, roots: config.allowedRoots, tmpBytes }),
+    sandbox: new Sandbox(found, { hidden, roots: config.allowedRoots, tmpBytes }, gateway),
     status: { enabled: true, mechanism: "bubblewrap", version: found.version },
   };
 }

@@ -1,11 +1,11 @@
 import { randomUUID } from "node:crypto";
 import { and, asc, count, eq, isNull, lt, or, sql } from "drizzle-orm";
 import type { Database } from "./db.js";
-import { type ApiKeyRow, apiKeys, keySpend } from "./schema.js";
+import { type ApiKeyRow, apiKeys, keySpend, runs, sessions } from "./schema.js";
 
 /** The policy columns of a key (src/auth/policy.ts); an absent one keeps its default. */
 export type KeyPolicyColumns = Partial<
-  Pick<ApiKeyRow, "permissionModes" | "workRoots" | "maxBudgetUsd" | "worktrees">
+  Pick<ApiKeyRow, "permissionModes" | "workRoots" | "maxBudgetUsd" | "worktrees" | "egress">
 >;
 
 export async function insertKey(
@@ -47,6 +47,21 @@ export async function revokeKey(db: Database, id: string): Promise<ApiKeyRow | u
     .set({ revokedAt: now })
     .where(and(eq(apiKeys.id, id), isNull(apiKeys.revokedAt)));
   return getKey(db, id);
+}
+
+/**
+ * The egress list of the key whose session the run is of; null for a session without a key (auth
+ * off), and empty for a run that is not there.
+ */
+export async function egressOfRun(db: Database, runId: string): Promise<string[] | null> {
+  const [row] = await db
+    .select({ egress: apiKeys.egress })
+    .from(runs)
+    .innerJoin(sessions, eq(sessions.id, runs.sessionId))
+    .leftJoin(apiKeys, eq(apiKeys.id, sessions.ownerKeyId))
+    .where(eq(runs.id, runId));
+  if (!row) return [];
+  return row.egress;
 }
 
 /** Changes the key's policy; returns the key, or undefined when there is none. */

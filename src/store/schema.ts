@@ -72,6 +72,8 @@ export const apiKeys = pgTable("api_keys", {
   maxBudgetUsd: doublePrecision("max_budget_usd"),
   /** Whether the key's sessions may run in a git worktree. */
   worktrees: boolean("worktrees").notNull().default(true),
+  /** Where its sandboxed agents may connect, through the gateway's proxy (src/gateway/egress.ts). */
+  egress: jsonb("egress").$type<string[]>().notNull().default([]),
 });
 
 /**

@@ -54,6 +54,7 @@ describe.each(BACKENDS)("the model gateway on %s", (backend) => {
       db: database.db,
       logger: silentLogger,
       dbOutageBoundMs: 5000,
+      egressOf: async () => [],
     });
   });
   afterAll(async () => {

@@ -22,6 +22,9 @@ import { testSandbox } from "../support/sandbox.js";
 // the real bubblewrap, how a run's end reaches what runs in it. What an agent can reach from inside
 // is test/process/sandbox.real.test.ts, with the real CLIs.
 
+/** For sandboxes whose runs never reach the gateway. */
+const noGateway = () => Promise.reject(new Error("no gateway in this test"));
+
 const base = {
   cwd: "/srv/a/work",
   workDirWritable: true,
@@ -111,7 +114,12 @@ describe("bwrap's arguments", () => {
   const mounts = sandboxMounts({ ...base, writable: ["/home/t"], roots: ["/srv/a"] });
 
   it("unshare PID, IPC and UTS, die with their parent, and drop every capability", () => {
-    const args = bwrapArgs(mounts, { cwd: "/srv/a/work", switchesUser: false, setenv: {} });
+    const args = bwrapArgs(mounts, {
+      cwd: "/srv/a/work",
+      switchesUser: false,
+      setenv: {},
+      ownNetwork: false,
+    });
     expect(args.slice(0, 8)).toEqual([
       "--die-with-parent",
       "--unshare-pid",
@@ -128,7 +136,12 @@ describe("bwrap's arguments", () => {
   });
 
   it("mount /proc after every bind, then make the hiding tmpfs and /dev read-only", () => {
-    const args = bwrapArgs(mounts, { cwd: "/srv/a/work", switchesUser: false, setenv: {} });
+    const args = bwrapArgs(mounts, {
+      cwd: "/srv/a/work",
+      switchesUser: false,
+      setenv: {},
+      ownNetwork: false,
+    });
     const proc = args.indexOf("--proc");
     expect(proc).toBeGreaterThan(args.lastIndexOf("--bind"));
     expect(args.slice(proc + 2, proc + 6)).toEqual([
@@ -146,7 +159,12 @@ describe("bwrap's arguments", () => {
       cwd: "/dev/shm/repo/clone",
       writable: ["/dev/shm/repo/home"],
     });
-    const args = bwrapArgs(inShm, { cwd: "/dev/shm/repo/clone", switchesUser: false, setenv: {} });
+    const args = bwrapArgs(inShm, {
+      cwd: "/dev/shm/repo/clone",
+      switchesUser: false,
+      setenv: {},
+      ownNetwork: false,
+    });
     // Once, before the first bind that needs it.
     expect(args.join(" ")).toContain(
       "--perms 0755 --dir /dev/shm/repo --bind /dev/shm/repo/clone /dev/shm/repo/clone --bind /dev/shm/repo/home",
@@ -154,7 +172,12 @@ describe("bwrap's arguments", () => {
   });
 
   it("give only what switching to the agent user takes, for setpriv to drop", () => {
-    const args = bwrapArgs(mounts, { cwd: "/srv/a/work", switchesUser: true, setenv: {} });
+    const args = bwrapArgs(mounts, {
+      cwd: "/srv/a/work",
+      switchesUser: true,
+      setenv: {},
+      ownNetwork: false,
+    });
     expect(args.join(" ")).toContain(
       "--cap-drop ALL --cap-add CAP_SETUID --cap-add CAP_SETGID --cap-add CAP_SETPCAP",
     );
@@ -162,7 +185,12 @@ describe("bwrap's arguments", () => {
 });
 
 describe("a run's sandboxed command", () => {
-  const tool = { bwrap: "/usr/bin/bwrap", env: "/usr/bin/env", version: "0.8.0" };
+  const tool = {
+    bwrap: "/usr/bin/bwrap",
+    env: "/usr/bin/env",
+    socat: "/usr/bin/socat",
+    version: "0.8.0",
+  };
   let dir: string;
   let work: string;
   let home: string;
@@ -220,6 +248,41 @@ describe("a run's sandboxed command", () => {
     expect(inHome).not.toContain("--setenv");
   });
 
+  it("gives a run that calls through the gateway a network of its own, with the gateway's socket served on its port", async () => {
+    const gateway = { url: "http://127.0.0.1:4321", port: 4321, socket: "/tmp/gw-x/gateway.sock" };
+    const [, args] = await new Sandbox(
+      tool,
+      { hidden: [], roots: [], tmpBytes: 1024 },
+      async () => gateway,
+    ).command({
+      bin,
+      args: ["-p"],
+      cwd: work,
+      env: { HOME: home },
+      reach: { gateway: { token: "abrun_t" } },
+    });
+    const line = args.join(" ");
+    expect(args).toContain("--unshare-net");
+    // The host's services' sockets are hidden; the gateway's is bound in, read-only.
+    expect(line).toContain("--tmpfs /run");
+    expect(line).toContain("--ro-bind /tmp/gw-x/gateway.sock /run/agent-bridge/gateway.sock");
+    expect(line).toContain("--setenv HTTPS_PROXY http://run:abrun_t@127.0.0.1:4321");
+    expect(line).toContain("--setenv NO_PROXY 127.0.0.1,localhost,::1");
+    // The CLI starts behind socat, which listens on the gateway's port inside.
+    const inner = args.slice(args.indexOf("--") + 3);
+    expect(inner[0]).toBe("/bin/sh");
+    expect(inner[2]).toContain(
+      "TCP-LISTEN:4321,bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:/run/agent-bridge/gateway.sock",
+    );
+    expect(inner.slice(3)).toEqual(["sh", bin, "-p"]);
+  });
+
+  it("leaves a run that reaches its API itself on the host's network", async () => {
+    const [, args] = await command({ HOME: home });
+    expect(args).not.toContain("--unshare-net");
+    expect(args.join(" ")).not.toContain("PROXY");
+  });
+
   it("rejects with ENOENT for a CLI that is not there, on PATH or by path", async () => {
     await expect(command({ HOME: home }, join(dir, "missing"))).rejects.toMatchObject({
       code: "ENOENT",
@@ -237,28 +300,30 @@ describe("AGENT_BRIDGE_SANDBOX where bubblewrap is missing", () => {
   it("auto, with one user: runs go unsandboxed, logged and shown with the reason", () => {
     const lines: string[] = [];
     const logger = createLogger("warn", {}, (line) => lines.push(line));
-    expect(startSandbox(config({}), logger)).toEqual({
+    expect(startSandbox(config({}), logger, noGateway)).toEqual({
       status: { enabled: false, reason: "bubblewrap (bwrap) is not installed" },
     });
     expect(lines.join("\n")).toContain("runs are not sandboxed");
   });
 
   it("on: refuses to start, saying what to install", () => {
-    expect(() => startSandbox(config({ AGENT_BRIDGE_SANDBOX: "on" }), silentLogger)).toThrow(
+    expect(() =>
+      startSandbox(config({ AGENT_BRIDGE_SANDBOX: "on" }), silentLogger, noGateway),
+    ).toThrow(
       new SandboxError(
-        "AGENT_BRIDGE_SANDBOX=on, but runs cannot be sandboxed: bubblewrap (bwrap) is not installed; install it (Debian: apt-get install bubblewrap), or set AGENT_BRIDGE_SANDBOX=auto to run without one where it is missing",
+        "AGENT_BRIDGE_SANDBOX=on, but runs cannot be sandboxed: bubblewrap (bwrap) is not installed; install them (Debian: apt-get install bubblewrap socat), or set AGENT_BRIDGE_SANDBOX=auto to run without one where it is missing",
       ),
     );
   });
 
   it("auto, with agents of several tenants (AGENT_BRIDGE_AGENT_USER): refuses unless set off", () => {
     const tenants = { AGENT_BRIDGE_AGENT_USER: "agent-bridge-agent" };
-    expect(() => startSandbox(config(tenants), silentLogger)).toThrow(
+    expect(() => startSandbox(config(tenants), silentLogger, noGateway)).toThrow(
       /AGENT_BRIDGE_AGENT_USER is set \(agents of several tenants on this machine\), but runs cannot be sandboxed: bubblewrap \(bwrap\) is not installed; .* or set AGENT_BRIDGE_SANDBOX=off/,
     );
-    expect(startSandbox(config({ ...tenants, AGENT_BRIDGE_SANDBOX: "off" }), silentLogger)).toEqual(
-      { status: { enabled: false, reason: "AGENT_BRIDGE_SANDBOX=off" } },
-    );
+    expect(
+      startSandbox(config({ ...tenants, AGENT_BRIDGE_SANDBOX: "off" }), silentLogger, noGateway),
+    ).toEqual({ status: { enabled: false, reason: "AGENT_BRIDGE_SANDBOX=off" } });
   });
 });
 
@@ -267,6 +332,7 @@ describe("with the real bubblewrap", () => {
     const { sandbox, status } = startSandbox(
       loadConfig({ PATH: process.env.PATH, AGENT_BRIDGE_SANDBOX: "on" }),
       silentLogger,
+      noGateway,
     );
     expect(sandbox).toBeDefined();
     expect(status).toEqual({

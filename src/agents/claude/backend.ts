@@ -73,7 +73,7 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
       } catch (err) {
         return failedRun(new InvalidRunRequestError((err as Error).message));
       }
-      const run = (env: Record<string, string>) =>
+      const run = (env: Record<string, string>, gatewayToken?: string) =>
         runClaude(
           {
             prompt: request.prompt,
@@ -93,7 +93,13 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
             cwd: request.cwd,
             ...(identity ? { identity } : {}),
           },
-          { ...config.driver, bin: config.bin, env, ...context },
+          {
+            ...config.driver,
+            bin: config.bin,
+            env,
+            ...context,
+            ...(gatewayToken ? { gatewayToken } : {}),
+          },
           signal,
         );
       const events = config.gateway
@@ -114,7 +120,7 @@ async function* throughGateway(
   gateway: ClaudeGateway,
   env: Record<string, string>,
   context: RunContext,
-  run: (env: Record<string, string>) => AsyncGenerator<BridgeEvent[]>,
+  run: (env: Record<string, string>, token: string) => AsyncGenerator<BridgeEvent[]>,
 ): AsyncGenerator<BridgeEvent[]> {
   let access: RunAccess;
   try {
@@ -126,7 +132,8 @@ async function* throughGateway(
   }
   try {
     const own = { ...env, ANTHROPIC_BASE_URL: access.baseUrl, [gateway.variable]: access.token };
-    for await (const batch of run(bypassProxyFor(own, new URL(access.baseUrl).hostname))) {
+    const direct = bypassProxyFor(own, new URL(access.baseUrl).hostname);
+    for await (const batch of run(direct, access.token)) {
       if (batch.some((event) => event.type === "completion")) access.close();
       yield batch;
     }

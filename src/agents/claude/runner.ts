@@ -51,6 +51,8 @@ export interface RunnerConfig
   bin: string;
   /** The child's complete environment (see env.ts `childEnvironment`). */
   env: Record<string, string>;
+  /** Set: the CLI calls its API through the model gateway with this token (src/gateway/). */
+  gatewayToken?: string;
 }
 
 export const LABEL = { name: "claude", binVariable: "AGENT_BRIDGE_CLAUDE_BIN" };
@@ -184,6 +186,7 @@ async function* runClaudeOnce(
     reach: {
       writable: env.CLAUDE_CONFIG_DIR ? [env.CLAUDE_CONFIG_DIR] : [],
       readOnly: mcpConfigFile ? [dirname(mcpConfigFile)] : [],
+      ...(config.gatewayToken ? { gateway: { token: config.gatewayToken } } : {}),
     },
     input: userMessageLine(req.prompt, req.attachments),
     closeInput: false,

@@ -26,6 +26,15 @@ const policyFields = {
     .boolean()
     .optional()
     .openapi({ description: "Whether its sessions may run in a git worktree (default true)." }),
+  egress: z
+    .array(z.string().min(1).max(260))
+    .max(64)
+    .optional()
+    .openapi({
+      description:
+        "Where its agents may connect from their sandbox, through the bridge's proxy (the sandbox has no other way out but the model API): each entry `host`, `*.host` (the names under it), an IP address (`[v6]` in brackets), or `*` (any host), with `:port` or without (then 80 and 443). A name reaches only global unicast addresses; an address written here is reached as written, loopback or private too. Default `[]`: nothing.",
+      example: ["github.com", "*.npmjs.org", "registry.npmjs.org:443"],
+    }),
 };
 
 export const CreateKeyBody = z
@@ -66,6 +75,9 @@ export const ApiKey = z
       .nullable()
       .openapi({ description: "Monthly (UTC) spending cap in USD; null: none." }),
     worktrees: z.boolean().openapi({ description: "Whether its sessions may use worktree mode." }),
+    egress: z.array(z.string()).openapi({
+      description: "Where its sandboxed agents may connect, through the bridge's proxy.",
+    }),
   })
   .openapi("ApiKey");
 
@@ -91,5 +103,6 @@ export function toApiKey(row: ApiKeyRow, config: Config): z.infer<typeof ApiKey>
     work_roots: policy.workRoots,
     max_budget_usd: policy.maxBudgetUsd,
     worktrees: policy.worktrees,
+    egress: policy.egress,
   };
 }
