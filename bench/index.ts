@@ -241,8 +241,11 @@ async function benchBackend(backend: Backend, transcripts: Transcripts, tmp: str
       step("sandbox: a second server, each run sandboxed");
       // Its runs work in the bench's temp dir, where the transcripts are: the sandbox shows a run
       // its work dir, and hides the rest of that dir (its data dir there too).
+      // A credential in its environment: the CLI then calls through the gateway (this one never
+      // does), so each sandbox has its network of its own, with socat serving the gateway in it.
       const sandboxed = await startBenchServer({
         ...env,
+        ANTHROPIC_API_KEY: "bench-never-used",
         AGENT_BRIDGE_SANDBOX: "on",
         AGENT_BRIDGE_WORK_DIR: tmp,
         AGENT_BRIDGE_DATA_DIR: `${dataDir}-sandboxed`,

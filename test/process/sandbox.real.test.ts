@@ -12,6 +12,8 @@ import {
   statSync,
   writeFileSync,
 } from "node:fs";
+import { createServer as createHttpServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -240,7 +242,8 @@ describe.skipIf(!isRoot)("each run in a sandbox of its own (AGENT_BRIDGE_SANDBOX
         const name = `survivor-${randomUUID()}`;
         const run = await api.held(
           a.key,
-          `setsid nohup sh -c 'while true; do sleep 1; done' ${name} >/dev/null 2>&1 & echo started`,
+          // The command ends once the survivor runs (its fork may not have exec'd it yet before).
+          `setsid nohup sh -c 'touch /tmp/${name}; while true; do sleep 1; done' ${name} >/dev/null 2>&1 & until [ -e /tmp/${name} ]; do :; done; echo started`,
         );
         // By its own argument (it may still be setsid or nohup, which exec it under the same pid).
         const [survivor] = pidsWhere((argv) => argv.includes(name));
@@ -251,6 +254,45 @@ describe.skipIf(!isRoot)("each run in a sandbox of its own (AGENT_BRIDGE_SANDBOX
           expect(await stops(survivor as number)).toBe(true);
         } finally {
           if (alive(survivor as number)) process.kill(survivor as number, "SIGKILL");
+        }
+      });
+
+      it("reaches no port of the host, no address outside and no host socket; through the gateway's proxy, what its key's egress list names", async () => {
+        const web = createHttpServer((_req, res) => res.end("the host's web server"));
+        await new Promise<void>((resolve) => web.listen(0, "127.0.0.1", resolve));
+        const port = (web.address() as AddressInfo).port;
+        const url = `http://127.0.0.1:${port}/`;
+        const setEgress = async (egress: string[]) => {
+          const res = await fetch(`${server.url}/v1/keys/${a.id}`, {
+            method: "PATCH",
+            headers: { Authorization: `Bearer ${adminKey}`, "Content-Type": "application/json" },
+            body: JSON.stringify({ egress }),
+          });
+          expect(res.status).toBe(200);
+        };
+        // `--noproxy ''`: through the proxy even to 127.0.0.1, which NO_PROXY keeps for the API.
+        const lines = [
+          `echo '== direct'; curl -sS --noproxy '*' --max-time 10 ${url} 2>&1; echo " exit=$?"`,
+          `echo '== outside'; curl -sS --noproxy '*' --max-time 10 http://192.0.2.1/ 2>&1; echo " exit=$?"`,
+          `echo '== proxied'; curl -sS --noproxy '' ${url} 2>&1; echo " exit=$?"`,
+          "echo '== run'; ls -A /run",
+        ];
+        try {
+          const refused = await api.probe(a.key, lines);
+          expect(refused.direct).toMatch(/Couldn't connect to server[\s\S]* exit=7/);
+          expect(refused.outside).toMatch(/exit=7/);
+          expect(refused.proxied).toContain(
+            `127.0.0.1:${port} is not in the egress list of the run's API key`,
+          );
+          expect(refused.run?.trim()).toBe("agent-bridge");
+          await setEgress([`127.0.0.1:${port}`]);
+          const allowed = await api.probe(a.key, lines);
+          expect(allowed.proxied?.trim()).toBe("the host's web server exit=0");
+          // Only through the proxy: directly, the host is as far away as before.
+          expect(allowed.direct).toMatch(/exit=7/);
+        } finally {
+          await setEgress([]);
+          web.close();
         }
       });
 
