@@ -485,6 +485,13 @@ export async function* driveAgentProcess(
     }
 
     if (!completion && !ending) {
+      // Its stdout closed and its exit was not reported within the grace (a loaded machine may
+      // be that slow to report one): it is made to exit, so that its own code is what is told.
+      if (exit === undefined && stdoutClosed) {
+        await killGroup();
+        await waitForExit(1000);
+        exit = exitStatus;
+      }
       // The process ended without a result: collect the rest of stderr for the message.
       await within(stderrClosed, 200);
       const tail = stderrTail.text();
