@@ -20,7 +20,7 @@ import { callbackHook } from "./hooks/callback-hook.js";
 import { CallbackOutbox } from "./hooks/outbox.js";
 import { Scheduler } from "./hooks/scheduler.js";
 import { authenticate, requireAdmin } from "./http/auth.js";
-import type { AppDeps, AppEnv } from "./http/context.js";
+import type { AppDeps, AppEnv, SandboxReadiness } from "./http/context.js";
 import { docsRouter } from "./http/docs.js";
 import { ApiError, onError, onNotFound, problemResponse } from "./http/errors.js";
 import { accessLog, limitBody, requestMetrics, requireJsonBody } from "./http/middleware.js";
@@ -34,7 +34,8 @@ import { errorText, type Logger } from "./log.js";
 import { Metrics } from "./metrics.js";
 import { resolveAgentUser } from "./process/agent-user.js";
 import { DRIVER_DEFAULTS } from "./process/driver.js";
-import { startSandbox } from "./process/sandbox.js";
+import { type RunLimits, startRunLimits } from "./process/run-limits.js";
+import { type Sandbox, startSandbox } from "./process/sandbox.js";
 import { TenantHomes } from "./process/tenant-homes.js";
 import { RunManager } from "./runs/manager.js";
 import type { DatabaseHandle } from "./store/db.js";
@@ -71,7 +72,7 @@ export function buildDeps(
       env: { ...claude.childEnv, HOME: config.agentUser?.homesDir ?? "/" },
     },
   );
-  const { sandbox, status: sandboxStatus } = startSandbox(config, logger);
+  const { sandbox, limits, status: sandboxStatus } = startSandboxWithLimits(config, logger);
   const driver = {
     timeoutMs: config.agents.timeoutSeconds * 1000,
     idleTimeoutMs: config.agents.idleTimeoutSeconds * 1000,
@@ -79,6 +80,7 @@ export function buildDeps(
     stderrTailBytes: DRIVER_DEFAULTS.stderrTailBytes,
     killGraceMs: DRIVER_DEFAULTS.killGraceMs,
     ...(sandbox ? { sandbox } : {}),
+    ...(limits ? { limits } : {}),
   };
   // Serves the model APIs whose upstream the operator configured; listens once started.
   const gateway = new ModelGateway({
@@ -189,6 +191,24 @@ export function buildDeps(
     ...(homes ? { homes } : {}),
     tracing,
     ...(capture ? { capture } : {}),
+  };
+}
+
+/**
+ * The runs' sandbox, and their limits, which come with it: outside one, root's agent could move
+ * itself out of its cgroups.
+ */
+function startSandboxWithLimits(
+  config: Config,
+  logger: Logger,
+): { sandbox?: Sandbox; limits?: RunLimits; status: SandboxReadiness } {
+  const { sandbox, status } = startSandbox(config, logger);
+  if (!status.enabled) return { status };
+  const { limits, status: limitsStatus } = startRunLimits(config.sandbox.limits, logger);
+  return {
+    ...(sandbox ? { sandbox } : {}),
+    ...(limits ? { limits } : {}),
+    status: { ...status, limits: limitsStatus },
   };
 }
 
