@@ -88,6 +88,20 @@ export function ownCgroups(mountinfo: string, cgroup: string): OwnCgroups {
   return "no cgroup hierarchy with the memory or pids controller is mounted";
 }
 
+const errorCode = (err: unknown) => (err as NodeJS.ErrnoException).code ?? String(err);
+
+/** This process's own groups, as /proc says. */
+export function readOwnCgroups(): OwnCgroups {
+  try {
+    return ownCgroups(
+      readFileSync("/proc/self/mountinfo", "utf8"),
+      readFileSync("/proc/self/cgroup", "utf8"),
+    );
+  } catch (err) {
+    return `cannot read this process's cgroups (${errorCode(err)})`;
+  }
+}
+
 /** A flat-keyed cgroup file ("oom_kill 3\nunder_oom 0", "max 12") as name -> number. */
 export function parseFlatKeyed(text: string): Map<string, number> {
   const values = new Map<string, number>();
@@ -117,8 +131,6 @@ function running(pid: number): boolean {
     return (err as NodeJS.ErrnoException).code === "EPERM";
   }
 }
-
-const errorCode = (err: unknown) => (err as NodeJS.ErrnoException).code ?? String(err);
 
 /** One run's groups, from its start until `remove()`. */
 export class RunCgroup {
@@ -303,6 +315,7 @@ export class RunLimits {
 export function startRunLimits(
   limits: LimitsConfig,
   logger: Logger,
+  own: OwnCgroups = readOwnCgroups(),
 ): { limits?: RunLimits; status: LimitsStatus } {
   if (limits.memoryBytes === 0 && limits.maxProcesses === 0) {
     return {
@@ -316,15 +329,6 @@ export function startRunLimits(
     logger.warn("runs have no memory or process limit", { reason });
     return { status: { enabled: false as const, reason } };
   };
-  let own: OwnCgroups;
-  try {
-    own = ownCgroups(
-      readFileSync("/proc/self/mountinfo", "utf8"),
-      readFileSync("/proc/self/cgroup", "utf8"),
-    );
-  } catch (err) {
-    return unavailable(`cannot read this process's cgroups (${errorCode(err)})`);
-  }
   if (typeof own === "string") return unavailable(own);
   if ("unified" in own) {
     return unavailable("cgroup v2 (the unified hierarchy) is not supported yet; only cgroup v1");

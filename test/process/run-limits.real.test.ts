@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ownCgroups } from "../../src/process/run-limits.js";
+import { readOwnCgroups } from "../../src/process/run-limits.js";
 import { isRoot } from "../support/agent-user.js";
 import { REAL_CLI_BACKENDS } from "../support/db.js";
 import { holdUntilReleased, type MockTurn } from "../support/mock-anthropic.js";
@@ -19,16 +19,7 @@ import { type RealClaudeApp, realClaudeApp } from "../support/real-claude.js";
 const MAX_PROCESSES = 96;
 const MEMORY_MB = 768;
 
-const own = (() => {
-  try {
-    return ownCgroups(
-      readFileSync("/proc/self/mountinfo", "utf8"),
-      readFileSync("/proc/self/cgroup", "utf8"),
-    );
-  } catch {
-    return "no /proc";
-  }
-})();
+const own = readOwnCgroups();
 const parents = typeof own === "object" && !("unified" in own) ? own : undefined;
 
 /** The directories of a run's groups (the server is this process). */
@@ -91,7 +82,7 @@ describe.skipIf(!isRoot || !parents?.memory || !parents?.pids)(
         return res.json() as Promise<Answer>;
       };
 
-      it("reports the limits in /readyz, and runs each CLI inside its run's groups", async () => {
+      it("reports the limits in /readyz, and runs each CLI inside its run's groups, which it cannot leave", async () => {
         const ready = (await app.api.json("/readyz")) as { sandbox: Record<string, unknown> };
         expect(ready.sandbox).toMatchObject({
           enabled: true,
@@ -105,7 +96,14 @@ describe.skipIf(!isRoot || !parents?.memory || !parents?.pids)(
         const prompt = `where am I ${randomUUID()}`;
         app.mock.scriptFor(
           prompt,
-          bash("echo '== cgroup'; cat /proc/self/cgroup; echo '== end'"),
+          bash(
+            [
+              "echo '== cgroup'; cat /proc/self/cgroup",
+              // Root's agent (no agent user here) moving itself to the server's own group.
+              `echo '== escape'; echo $$ > ${parents?.pids}/cgroup.procs 2>&1`,
+              "echo '== end'",
+            ].join("\n"),
+          ),
           say("Done."),
         );
         const answer = await send(prompt);
@@ -114,6 +112,7 @@ describe.skipIf(!isRoot || !parents?.memory || !parents?.pids)(
         // In its own cgroup namespace the run's groups are its root; the server's are not.
         expect(found.cgroup).toMatch(/^\d+:memory:\/$/m);
         expect(found.cgroup).toMatch(/^\d+:pids:\/$/m);
+        expect(found.escape).toMatch(/Read-only file system/);
         expect(await gone(groupsOf(answer.run.id))).toBe(true);
       });
 
