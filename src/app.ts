@@ -14,13 +14,13 @@ import { Doorbell } from "./cluster/doorbell.js";
 import { InstanceLease } from "./cluster/lease.js";
 import type { Config } from "./config.js";
 import { anthropicApi } from "./gateway/anthropic.js";
-import { ModelGateway } from "./gateway/server.js";
+import { type GatewayAddress, ModelGateway } from "./gateway/server.js";
 import { callbackBody } from "./hooks/callback-body.js";
 import { callbackHook } from "./hooks/callback-hook.js";
 import { CallbackOutbox } from "./hooks/outbox.js";
 import { Scheduler } from "./hooks/scheduler.js";
 import { authenticate, requireAdmin } from "./http/auth.js";
-import type { AppDeps, AppEnv } from "./http/context.js";
+import type { AppDeps, AppEnv, SandboxReadiness } from "./http/context.js";
 import { docsRouter } from "./http/docs.js";
 import { ApiError, onError, onNotFound, problemResponse } from "./http/errors.js";
 import { accessLog, limitBody, requestMetrics, requireJsonBody } from "./http/middleware.js";
@@ -34,7 +34,8 @@ import { errorText, type Logger } from "./log.js";
 import { Metrics } from "./metrics.js";
 import { resolveAgentUser } from "./process/agent-user.js";
 import { DRIVER_DEFAULTS } from "./process/driver.js";
-import { startSandbox } from "./process/sandbox.js";
+import { type RunLimits, startRunLimits } from "./process/run-limits.js";
+import { type Sandbox, startSandbox } from "./process/sandbox.js";
 import { TenantHomes } from "./process/tenant-homes.js";
 import { RunManager } from "./runs/manager.js";
 import type { DatabaseHandle } from "./store/db.js";
@@ -80,7 +81,11 @@ export function buildDeps(
     dbOutageBoundMs: config.runs.dbOutageBoundMs,
     egressOf: async (runId) => (await egressOfRun(database.db, runId)) ?? NO_KEY_EGRESS,
   });
-  const { sandbox, status: sandboxStatus } = startSandbox(config, logger, () => gateway.listen());
+  const {
+    sandbox,
+    limits,
+    status: sandboxStatus,
+  } = startSandboxWithLimits(config, logger, () => gateway.listen());
   const driver = {
     timeoutMs: config.agents.timeoutSeconds * 1000,
     idleTimeoutMs: config.agents.idleTimeoutSeconds * 1000,
@@ -88,6 +93,7 @@ export function buildDeps(
     stderrTailBytes: DRIVER_DEFAULTS.stderrTailBytes,
     killGraceMs: DRIVER_DEFAULTS.killGraceMs,
     ...(sandbox ? { sandbox } : {}),
+    ...(limits ? { limits } : {}),
   };
   const backends: Record<AgentName, () => AgentBackend> = {
     claude: () =>
@@ -191,6 +197,25 @@ export function buildDeps(
     ...(homes ? { homes } : {}),
     tracing,
     ...(capture ? { capture } : {}),
+  };
+}
+
+/**
+ * The runs' sandbox, and their limits, which come with it: outside one, root's agent could move
+ * itself out of its cgroups.
+ */
+function startSandboxWithLimits(
+  config: Config,
+  logger: Logger,
+  gateway: () => Promise<GatewayAddress>,
+): { sandbox?: Sandbox; limits?: RunLimits; status: SandboxReadiness } {
+  const { sandbox, status } = startSandbox(config, logger, gateway);
+  if (!status.enabled) return { status };
+  const { limits, status: limitsStatus } = startRunLimits(config.sandbox.limits, logger);
+  return {
+    ...(sandbox ? { sandbox } : {}),
+    ...(limits ? { limits } : {}),
+    status: { ...status, limits: limitsStatus },
   };
 }
 

@@ -17,6 +17,7 @@ import { EFFORTS } from "./agents/settings.js";
 import { isWellFormedKey } from "./auth/keys.js";
 import { MAX_VALUE_CHARS } from "./hooks/template.js";
 import type { LogLevel } from "./log.js";
+import type { LimitsConfig } from "./process/run-limits.js";
 import { SANDBOX_MODES } from "./process/sandbox.js";
 import type { DatabaseTarget } from "./store/db.js";
 
@@ -179,6 +180,8 @@ const EnvSchema = z.object({
   AGENT_BRIDGE_DEBUG_CAPTURE: z.string().min(1).optional(),
   AGENT_BRIDGE_SANDBOX: oneOf(SANDBOX_MODES).default("auto"),
   AGENT_BRIDGE_SANDBOX_TMP_MB: int(1, 1_048_576).default(512),
+  AGENT_BRIDGE_RUN_MEMORY_MB: int(0, 1_048_576).default(4096),
+  AGENT_BRIDGE_RUN_MAX_PROCESSES: int(0, 4_194_304).default(1024),
   // OpenTelemetry's own variables: these decide whether traces are on; the exporter reads the
   // rest of its settings (OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, …) itself, as every SDK does.
   OTEL_EXPORTER_OTLP_ENDPOINT: httpUrl.optional(),
@@ -337,6 +340,8 @@ export interface Config {
     mode: (typeof SANDBOX_MODES)[number];
     /** Size of each run's private /tmp and /dev/shm. */
     tmpBytes: number;
+    /** Each sandboxed run's memory and process limits; 0: none (src/process/run-limits.ts). */
+    limits: LimitsConfig;
     /** Where bubblewrap is looked for: the server's PATH. */
     searchPath: string;
     /**
@@ -657,6 +662,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     sandbox: {
       mode: e.AGENT_BRIDGE_SANDBOX,
       tmpBytes: e.AGENT_BRIDGE_SANDBOX_TMP_MB * 1024 * 1024,
+      limits: {
+        memoryBytes: e.AGENT_BRIDGE_RUN_MEMORY_MB * 1024 * 1024,
+        maxProcesses: e.AGENT_BRIDGE_RUN_MAX_PROCESSES,
+      },
       searchPath: present.PATH ?? "/usr/local/bin:/usr/bin:/bin",
       hidden: [
         dataDir,

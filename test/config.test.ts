@@ -34,7 +34,11 @@ describe("config", () => {
       claude: { model: undefined },
       codex: { model: undefined, prices: {} },
       deprecated: [],
-      sandbox: { mode: "auto", tmpBytes: 512 * 1024 * 1024 },
+      sandbox: {
+        mode: "auto",
+        tmpBytes: 512 * 1024 * 1024,
+        limits: { memoryBytes: 4096 * 1024 * 1024, maxProcesses: 1024 },
+      },
     });
     expect(config.dataDir).toMatch(/\.agent-bridge$/);
     expect(config.workDir).toBe(process.cwd());
@@ -86,8 +90,10 @@ describe("config", () => {
       DATABASE_URL: "mysql://x",
       ANTHROPIC_BASE_URL: "api.anthropic.com",
       AGENT_BRIDGE_SANDBOX: "maybe",
+      AGENT_BRIDGE_RUN_MEMORY_MB: "-1",
+      AGENT_BRIDGE_RUN_MAX_PROCESSES: "many",
     });
-    expect(lines).toHaveLength(7);
+    expect(lines).toHaveLength(9);
     const line = (name: string) => lines.find((l) => l.startsWith(`${name}:`));
     expect(line("PORT")).toContain("whole number");
     expect(line("AGENT_BRIDGE_CLAUDE_PERMISSION_MODE")).toContain(
@@ -99,6 +105,8 @@ describe("config", () => {
     expect(line("DATABASE_URL")).toContain("postgres://");
     expect(line("ANTHROPIC_BASE_URL")).toContain("http:// or https://");
     expect(line("AGENT_BRIDGE_SANDBOX")).toContain("expected one of: auto, on, off");
+    expect(line("AGENT_BRIDGE_RUN_MEMORY_MB")).toContain(">= 0");
+    expect(line("AGENT_BRIDGE_RUN_MAX_PROCESSES")).toContain("whole number");
   });
 
   it("traces to the OTLP endpoint's /v1/traces, or to the traces endpoint as given; off without either", () => {

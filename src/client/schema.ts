@@ -584,7 +584,7 @@ export interface components {
       delivered_at: string | null;
     };
     /**
-     * @description Why the run did not succeed, when the bridge can tell: `agent_not_authenticated` (the CLI has no valid credentials: set ANTHROPIC_API_KEY or another login in the server's environment), `agent_error` (the CLI or its API reported an error), `agent_not_found`, `agent_start_failed`, `agent_exited` (ended without a result), `agent_stalled`, `work_dir_not_found`, `invalid_run_request`, `timed_out`, `cancelled`, `interrupted` (the bridge stopped the run: its server shut down or died, or its instance lost its lease; nothing about the run itself was wrong, so sending it again may succeed), `budget_exhausted` (the run stopped at, or did not start past, its key's monthly `max_budget_usd`), `max_budget` (the run stopped at its own `max_budget_usd`, the session's or its message's), `max_turns` (the run stopped at its `max_turns`), `policy_denied` (its key's policy no longer allows the session's options). Absent on success and when the bridge itself failed.
+     * @description Why the run did not succeed, when the bridge can tell: `agent_not_authenticated` (the CLI has no valid credentials: set ANTHROPIC_API_KEY or another login in the server's environment), `agent_error` (the CLI or its API reported an error), `agent_not_found`, `agent_start_failed`, `agent_exited` (ended without a result), `agent_stalled`, `work_dir_not_found`, `invalid_run_request`, `timed_out`, `cancelled`, `interrupted` (the bridge stopped the run: its server shut down or died, or its instance lost its lease; nothing about the run itself was wrong, so sending it again may succeed), `budget_exhausted` (the run stopped at, or did not start past, its key's monthly `max_budget_usd`), `max_budget` (the run stopped at its own `max_budget_usd`, the session's or its message's), `max_turns` (the run stopped at its `max_turns`), `policy_denied` (its key's policy no longer allows the session's options), `memory_limit` (the run went over its memory limit, AGENT_BRIDGE_RUN_MEMORY_MB: the kernel killed one of its processes, and the bridge stopped the run), `process_limit` (the run reached its process limit, AGENT_BRIDGE_RUN_MAX_PROCESSES: a fork failed, and the bridge stopped the run). Absent on success and when the bridge itself failed.
      * @enum {string}
      */
     CompletionErrorCode:
@@ -602,7 +602,9 @@ export interface components {
       | "budget_exhausted"
       | "max_budget"
       | "max_turns"
-      | "policy_denied";
+      | "policy_denied"
+      | "memory_limit"
+      | "process_limit";
     CompletionEvent: {
       /**
        * @description discriminator enum property added by openapi-typescript
@@ -1197,6 +1199,33 @@ export interface components {
       /** @description For a run started by a hook with a `callback_url`: the state of the POST of its outcome. */
       callback: components["schemas"]["CallbackState"] | null;
     };
+    /** @description Each sandboxed run's memory and process limits (README Security), or why there are none: a run that hits one ends `failed` with `memory_limit` or `process_limit`. */
+    RunLimitsReadiness:
+      | {
+          /** @enum {boolean} */
+          enabled: true;
+          /** @enum {string} */
+          mechanism: "cgroup v1";
+          /**
+           * @description Each run's memory limit in MiB (AGENT_BRIDGE_RUN_MEMORY_MB); null: none
+           * @example 4096
+           */
+          memory_mb: number | null;
+          /**
+           * @description Each run's limit of processes and threads (AGENT_BRIDGE_RUN_MAX_PROCESSES); null: none
+           * @example 1024
+           */
+          max_processes: number | null;
+        }
+      | {
+          /** @enum {boolean} */
+          enabled: false;
+          /**
+           * @description Why runs have no limits
+           * @example cgroup v2 (the unified hierarchy) is not supported yet; only cgroup v1
+           */
+          reason: string;
+        };
     RunPage: {
       data: components["schemas"]["Run"][];
       /** @description null on the last page. */
@@ -1237,6 +1266,7 @@ export interface components {
           mechanism: "bubblewrap";
           /** @example 0.8.0 */
           version: string;
+          limits: components["schemas"]["RunLimitsReadiness"];
         }
       | {
           /** @enum {boolean} */

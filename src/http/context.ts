@@ -6,6 +6,7 @@ import type { Config } from "../config.js";
 import type { ModelGateway } from "../gateway/server.js";
 import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
+import type { LimitsStatus } from "../process/run-limits.js";
 import type { SandboxStatus } from "../process/sandbox.js";
 import type { TenantHomes } from "../process/tenant-homes.js";
 import type { RunManager } from "../runs/manager.js";
@@ -13,6 +14,11 @@ import type { Database, DatabaseHandle } from "../store/db.js";
 import type { DebugCapture } from "../telemetry/capture.js";
 import type { Tracing } from "../telemetry/tracing.js";
 import type { StreamLimiter } from "./streams.js";
+
+/** A sandbox, with its runs' memory and process limits; or why there is none. */
+export type SandboxReadiness =
+  | (Extract<SandboxStatus, { enabled: true }> & { limits: LimitsStatus })
+  | Extract<SandboxStatus, { enabled: false }>;
 
 /** The app's dependencies; tests build their own and pass them to `createApp`. */
 export interface AppDeps {
@@ -30,7 +36,7 @@ export interface AppDeps {
   /** Open event streams per key. */
   streams: StreamLimiter;
   /** Whether each run gets a sandbox of its own (AGENT_BRIDGE_SANDBOX), for /readyz. */
-  sandbox: SandboxStatus;
+  sandbox: SandboxReadiness;
   /** Set when the agents run as another OS user (AGENT_BRIDGE_AGENT_USER). */
   homes?: TenantHomes;
   /** The model APIs as this instance serves them to its runs' CLIs (src/gateway/). */

@@ -11,11 +11,13 @@ import {
   AgentStalledError,
   AgentTimeoutError,
   RunCancelledError,
+  type RunLimitError,
   RunnerError,
   WorkDirNotFoundError,
 } from "./errors.js";
 import { NdjsonReader } from "./framer.js";
 import { ByteTail, terminateGroup } from "./groups.js";
+import type { RunCgroup, RunLimits } from "./run-limits.js";
 import type { Sandbox, SandboxedCommand } from "./sandbox.js";
 import { type SpawnedProcess, spawnProcess } from "./spawner.js";
 
@@ -101,6 +103,8 @@ export interface DriverConfig {
   onRawLine?: (line: string) => void;
   /** Set: each CLI runs in a sandbox of its own (src/process/sandbox.ts). */
   sandbox?: Sandbox;
+  /** Set: each CLI runs in cgroups of its own, with their memory and process limits. */
+  limits?: RunLimits;
 }
 
 /** Defaults for callers building a DriverConfig. */
@@ -119,6 +123,7 @@ type Item =
   | { kind: "timeout" }
   | { kind: "idle" }
   | { kind: "abort" }
+  | { kind: "limit"; error: RunLimitError }
   | { kind: "drain_timeout" }
   | { kind: "interrupt_timeout" };
 
@@ -265,11 +270,17 @@ export async function* driveAgentProcess(
     return;
   }
   let child: SpawnedProcess;
+  let cgroup: RunCgroup | undefined;
   try {
     const env = config.runId ? withRunResource(command.env, config.runId) : command.env;
-    const [file, args] = await launch(command, env, config.sandbox);
+    let [file, args] = await launch(command, env, config.sandbox);
+    if (config.limits) {
+      cgroup = await config.limits.open(config.runId);
+      [file, args] = cgroup.enter(file, args);
+    }
     child = await spawnProcess(file, args, { cwd: command.cwd, env });
   } catch (err) {
+    await cgroup?.remove();
     const failure = await spawnFailure(err as NodeJS.ErrnoException, label, command.cwd);
     // The client's completion names no server path; the operator's log does.
     log.error(`could not start the ${label.name} CLI`, {
@@ -366,6 +377,7 @@ export async function* driveAgentProcess(
     };
     timers.push(setTimeout(checkIdle, config.idleTimeoutMs));
   }
+  cgroup?.watch((error) => inbox.push({ kind: "limit", error }));
   const onAbort = () => inbox.push({ kind: "abort" });
   signal?.addEventListener("abort", onAbort, { once: true });
   // Aborted while the process was being started.
@@ -481,7 +493,17 @@ export async function* driveAgentProcess(
         case "abort":
           ending = abortError(signal);
           break loop;
+        case "limit":
+          ending = item.error;
+          break loop;
       }
+    }
+
+    // A limit hit is the run's outcome, also when the CLI reported its own first (a fork bomb in
+    // the background of a finished turn), or died of it; not when a client or the bridge stopped
+    // the run.
+    if (!ending || ending.status === "failed" || ending.status === "timed_out") {
+      ending = (await cgroup?.limitHit()) ?? ending;
     }
 
     if (!completion && !ending) {
@@ -511,6 +533,7 @@ export async function* driveAgentProcess(
   } finally {
     // Also reached when the consumer stops early: nothing of the child may outlive the run.
     await stop(completion !== undefined);
+    await cgroup?.remove();
     if (final) {
       // A failed run is something for the operator to look at; a cancel is the client's choice.
       const failed = final.status === "failed" || final.status === "timed_out";

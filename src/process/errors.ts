@@ -145,3 +145,28 @@ export class RunInterruptedError extends RunnerError {
   override readonly name = "RunInterruptedError";
   readonly code = "interrupted";
 }
+
+/** The run hit one of its limits (src/process/run-limits.ts) and was stopped at once. */
+export abstract class RunLimitError extends RunnerError {
+  readonly status = "failed";
+}
+
+export class MemoryLimitError extends RunLimitError {
+  override readonly name = "MemoryLimitError";
+  readonly code = "memory_limit";
+  constructor(limitBytes: number) {
+    super(
+      `the run went over its memory limit of ${limitBytes / (1024 * 1024)} MiB: the kernel killed one of its processes, and the bridge stopped the run`,
+    );
+  }
+}
+
+export class ProcessLimitError extends RunLimitError {
+  override readonly name = "ProcessLimitError";
+  readonly code = "process_limit";
+  constructor(maxProcesses: number) {
+    super(
+      `the run reached its limit of ${maxProcesses} processes: a fork failed, and the bridge stopped the run`,
+    );
+  }
+}

@@ -91,11 +91,25 @@ describe("readiness and the runs' sandbox", () => {
     }
   };
 
-  it("names bubblewrap and its version when each run gets a sandbox", async () => {
+  it("names bubblewrap and its version when each run gets a sandbox, and the runs' limits", async () => {
     expect(await sandboxOf({ AGENT_BRIDGE_SANDBOX: "on" })).toEqual({
       enabled: true,
       mechanism: "bubblewrap",
       version: expect.stringMatching(/^\d+\.\d+/),
+      // Where this machine allows them (test/process/run-limits.real.test.ts), else why not.
+      limits: expect.objectContaining({ enabled: expect.any(Boolean) }),
+    });
+    expect(
+      (
+        await sandboxOf({
+          AGENT_BRIDGE_SANDBOX: "on",
+          AGENT_BRIDGE_RUN_MEMORY_MB: "0",
+          AGENT_BRIDGE_RUN_MAX_PROCESSES: "0",
+        })
+      ).limits,
+    ).toEqual({
+      enabled: false,
+      reason: "AGENT_BRIDGE_RUN_MEMORY_MB and AGENT_BRIDGE_RUN_MAX_PROCESSES are 0",
     });
   });
 

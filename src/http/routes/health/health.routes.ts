@@ -14,6 +14,34 @@ export const Service = z
     openapi: z.string().openapi({ example: "/openapi.json" }),
   })
   .openapi("Service");
+const RunLimitsReadiness = z
+  .discriminatedUnion("enabled", [
+    z.object({
+      enabled: z.literal(true),
+      mechanism: z.literal("cgroup v1"),
+      memory_mb: z.number().int().nullable().openapi({
+        description: "Each run's memory limit in MiB (AGENT_BRIDGE_RUN_MEMORY_MB); null: none",
+        example: 4096,
+      }),
+      max_processes: z.number().int().nullable().openapi({
+        description:
+          "Each run's limit of processes and threads (AGENT_BRIDGE_RUN_MAX_PROCESSES); null: none",
+        example: 1024,
+      }),
+    }),
+    z.object({
+      enabled: z.literal(false),
+      reason: z.string().openapi({
+        description: "Why runs have no limits",
+        example: "cgroup v2 (the unified hierarchy) is not supported yet; only cgroup v1",
+      }),
+    }),
+  ])
+  .openapi("RunLimitsReadiness", {
+    description:
+      "Each sandboxed run's memory and process limits (README Security), or why there are none: a run that hits one ends `failed` with `memory_limit` or `process_limit`.",
+  });
+
 export const Readiness = z
   .object({
     status: z.literal("ok"),
@@ -41,6 +69,7 @@ export const Readiness = z
           enabled: z.literal(true),
           mechanism: z.literal("bubblewrap"),
           version: z.string().openapi({ example: "0.8.0" }),
+          limits: RunLimitsReadiness,
         }),
         z.object({
           enabled: z.literal(false),
