@@ -86,7 +86,7 @@ describe("a start-up that cannot succeed", () => {
     });
     // After the log's lines of the database it opened (and closed again).
     expect(stderr.trimEnd().split("\n").at(-1)).toBe(
-      "agent-bridge: AGENT_BRIDGE_SANDBOX=on, but runs cannot be sandboxed: bubblewrap (bwrap) is not installed; install it (Debian: apt-get install bubblewrap), or set AGENT_BRIDGE_SANDBOX=auto to run without one where it is missing",
+      "agent-bridge: AGENT_BRIDGE_SANDBOX=on, but runs cannot be sandboxed: bubblewrap (bwrap) is not installed; install them (Debian: apt-get install bubblewrap socat), or set AGENT_BRIDGE_SANDBOX=auto to run without one where it is missing",
     );
   });
 
