@@ -14,6 +14,7 @@ import { Doorbell } from "./cluster/doorbell.js";
 import { InstanceLease } from "./cluster/lease.js";
 import type { Config } from "./config.js";
 import { anthropicApi } from "./gateway/anthropic.js";
+import { openaiApi } from "./gateway/openai.js";
 import { ModelGateway } from "./gateway/server.js";
 import { callbackBody } from "./hooks/callback-body.js";
 import { callbackHook } from "./hooks/callback-hook.js";
@@ -50,7 +51,7 @@ export function buildDeps(
   logger: Logger,
   tracing: Tracing = tracingOff,
 ): AppDeps {
-  const { claude } = config;
+  const { claude, codex } = config;
   const capture = config.debugCaptureDir
     ? new DebugCapture(config.debugCaptureDir, logger)
     : undefined;
@@ -82,7 +83,10 @@ export function buildDeps(
   };
   // Serves the model APIs whose upstream the operator configured; listens once started.
   const gateway = new ModelGateway({
-    apis: claude.upstream ? [anthropicApi(claude.upstream)] : [],
+    apis: [
+      ...(claude.upstream ? [anthropicApi(claude.upstream)] : []),
+      ...(codex.upstream ? [openaiApi(codex.upstream)] : []),
+    ],
     db: database.db,
     logger: logger.child({ component: "gateway" }),
     dbOutageBoundMs: config.runs.dbOutageBoundMs,
@@ -106,11 +110,19 @@ export function buildDeps(
       }),
     codex: () =>
       codexBackend({
-        bin: config.codex.bin,
-        env: config.codex.childEnv,
+        bin: codex.bin,
+        env: codex.childEnv,
         driver,
-        prices: config.codex.prices,
+        prices: codex.prices,
         ...(homes ? { runAs: homes.user } : {}),
+        ...(codex.upstream
+          ? {
+              gateway: {
+                variable: codex.upstream.variable,
+                open: (runId) => gateway.open("openai", runId),
+              },
+            }
+          : {}),
       }),
   };
   const agents = new AgentRegistry(

@@ -170,7 +170,7 @@ async function exchange(
     broke ??= "upstream";
   }
   const usage = usageMeter?.usage() ?? noUsage();
-  const requestId = upstream.headers["request-id"];
+  const requestId = upstream.headers[api.requestIdHeader];
   return {
     status,
     usage,
