@@ -68,6 +68,9 @@ interface Outcome {
 
 /** Why an answer that came was not complete; null when it was. */
 function answerError(status: number, usage: CallUsage, broke: "caller" | "upstream" | undefined) {
+  // Given whole, even to a caller that did not wait for its last bytes (codex lets a stream go once
+  // its last event is in).
+  if (status < 400 && usage.complete && !usage.errorType) return null;
   if (broke === "caller") return "the caller went away";
   if (broke === "upstream") return "the upstream's answer broke off";
   if (usage.errorType) return usage.errorType;

@@ -54,8 +54,10 @@ export const responsesUsage: UsageReading = {
       readOutcome(body, usage);
       return;
     }
+    // An error's code is the more exact (`rate_limit_exceeded` where its type is `requests`);
+    // some have a type alone.
     const error = objectAt(body, "error");
-    const type = error?.type ?? error?.code;
+    const type = error?.code ?? error?.type;
     if (typeof type === "string") usage.errorType = type;
   },
 };
