@@ -7,8 +7,8 @@ import { downstreamResponseHeaders, upstreamRequestHeaders } from "./headers.js"
 import type { RunGrant } from "./tokens.js";
 import type { UpstreamClient } from "./upstream.js";
 
-// One call through the gateway: the caller's request, read whole (a Messages request is one JSON
-// body, which the CLI sends whole), goes upstream with the operator's credential; the answer comes
+// One call through the gateway: the caller's request, read whole (a model API's request is one
+// JSON body, which the CLIs send whole), goes upstream with the operator's credential; the answer comes
 // back as it comes, byte for byte: status, end-to-end headers, and a body piped through with
 // back-pressure (the upstream is read no faster than the caller reads), its usage read on the
 // way. Whatever the upstream does, the caller sees: an error status and body as it sent them, a

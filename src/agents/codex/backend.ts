@@ -32,7 +32,9 @@ import { codexTranscripts } from "./transcripts.js";
 // OpenAI's Codex CLI as an agent back-end, on the shared process driver: `codex exec --json` for a
 // session's first run, `codex exec resume <thread>` once a run has reported its thread id (kept as
 // the session's agent_session_id); the prompt on stdin, which then closes, and its images as
-// files of the run's (`--image`), removed once codex is gone.
+// files of the run's (`--image`), removed once codex is gone. With the model gateway, codex's
+// model provider is the gateway, with a token of the run's own that dies with the run, and codex
+// never holds the operator's key.
 
 export interface CodexBackendConfig {
   bin: string;
