@@ -14,6 +14,7 @@ import { Doorbell } from "./cluster/doorbell.js";
 import { InstanceLease } from "./cluster/lease.js";
 import type { Config } from "./config.js";
 import { anthropicApi } from "./gateway/anthropic.js";
+import { openaiApi } from "./gateway/openai.js";
 import { type GatewayAddress, ModelGateway } from "./gateway/server.js";
 import { callbackBody } from "./hooks/callback-body.js";
 import { callbackHook } from "./hooks/callback-hook.js";
@@ -52,7 +53,7 @@ export function buildDeps(
   logger: Logger,
   tracing: Tracing = tracingOff,
 ): AppDeps {
-  const { claude } = config;
+  const { claude, codex } = config;
   const capture = config.debugCaptureDir
     ? new DebugCapture(config.debugCaptureDir, logger)
     : undefined;
@@ -75,7 +76,10 @@ export function buildDeps(
   );
   // Serves the model APIs whose upstream the operator configured; listens once started.
   const gateway = new ModelGateway({
-    apis: claude.upstream ? [anthropicApi(claude.upstream)] : [],
+    apis: [
+      ...(claude.upstream ? [anthropicApi(claude.upstream)] : []),
+      ...(codex.upstream ? [openaiApi(codex.upstream)] : []),
+    ],
     db: database.db,
     logger: logger.child({ component: "gateway" }),
     dbOutageBoundMs: config.runs.dbOutageBoundMs,
@@ -114,11 +118,19 @@ export function buildDeps(
       }),
     codex: () =>
       codexBackend({
-        bin: config.codex.bin,
-        env: config.codex.childEnv,
+        bin: codex.bin,
+        env: codex.childEnv,
         driver,
-        prices: config.codex.prices,
+        prices: codex.prices,
         ...(homes ? { runAs: homes.user } : {}),
+        ...(codex.upstream
+          ? {
+              gateway: {
+                variable: codex.upstream.variable,
+                open: (runId) => gateway.open("openai", runId),
+              },
+            }
+          : {}),
       }),
   };
   const agents = new AgentRegistry(

@@ -11,6 +11,12 @@ import {
   anthropicUpstream,
   withoutUpstream,
 } from "./agents/claude/credentials.js";
+import {
+  type CodexUpstream,
+  codexUpstream,
+  DEFAULT_CODEX_BASE_URL,
+  withoutCodexUpstream,
+} from "./agents/codex/credentials.js";
 import { type McpCatalog, parseMcpConfig } from "./agents/mcp-servers.js";
 import { PERMISSION_MODES } from "./agents/permission-modes.js";
 import { EFFORTS } from "./agents/settings.js";
@@ -130,6 +136,10 @@ const EnvSchema = z.object({
   AGENT_BRIDGE_CLAUDE_BIN: z.string().min(1).optional(),
   AGENT_BRIDGE_CODEX_BIN: z.string().min(1).optional(),
   AGENT_BRIDGE_CODEX_ENV_ALLOW: list.default([]),
+  // Where the model gateway forwards codex's calls (an OpenAI base URL, `…/v1`); else codex's own
+  // OPENAI_BASE_URL, else OpenAI's.
+  AGENT_BRIDGE_CODEX_BASE_URL: httpUrl.optional(),
+  OPENAI_BASE_URL: httpUrl.optional(),
   AGENT_BRIDGE_CODEX_PRICES: z
     .string()
     .transform((v, ctx) => {
@@ -304,6 +314,11 @@ export interface Config {
     childEnv: Record<string, string>;
     /** USD per million tokens by model slug. */
     prices: Record<string, { input: number; cached_input: number; output: number }>;
+    /**
+     * Set when the operator gave codex's key in the environment: the API the model gateway
+     * forwards codex's calls to, with that key. Unset (a `codex login`): codex calls its API itself.
+     */
+    upstream: CodexUpstream | undefined;
   };
   claude: {
     bin: string;
@@ -569,6 +584,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const dataDir = path.resolve(e.AGENT_BRIDGE_DATA_DIR);
   const claudeEnv = childEnvironment(present, e.AGENT_BRIDGE_CLAUDE_ENV_ALLOW);
   const claudeUpstream = anthropicUpstream(present);
+  const codexEnv = childEnvironment(present, e.AGENT_BRIDGE_CODEX_ENV_ALLOW, "codex");
+  const codexApi = codexUpstream(
+    present,
+    e.AGENT_BRIDGE_CODEX_BASE_URL ?? e.OPENAI_BASE_URL ?? DEFAULT_CODEX_BASE_URL,
+  );
   const homesDir = e.AGENT_BRIDGE_AGENT_USER
     ? path.resolve(e.AGENT_BRIDGE_AGENT_HOMES_DIR ?? path.join(dataDir, "homes"))
     : undefined;
@@ -640,8 +660,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     codex: {
       bin: e.AGENT_BRIDGE_CODEX_BIN ?? defaultCodexBin(),
       model: e.AGENT_BRIDGE_CODEX_MODEL,
-      childEnv: childEnvironment(present, e.AGENT_BRIDGE_CODEX_ENV_ALLOW, "codex"),
+      childEnv: codexApi ? withoutCodexUpstream(codexEnv) : codexEnv,
       prices: e.AGENT_BRIDGE_CODEX_PRICES,
+      upstream: codexApi,
     },
     claude: {
       bin: e.AGENT_BRIDGE_CLAUDE_BIN ?? defaultClaudeBin(),

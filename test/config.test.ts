@@ -165,6 +165,34 @@ describe("config", () => {
     });
   });
 
+  it("gives codex's key and API address to the gateway's upstream, not to codex: AGENT_BRIDGE_CODEX_BASE_URL, else codex's OPENAI_BASE_URL, else OpenAI's", () => {
+    const env = { HOME: "/home/x", OPENAI_API_KEY: "sk-proj", OPENAI_BASE_URL: "http://llm:1/v1" };
+    const config = loadConfig(env);
+    expect(config.codex.childEnv).toEqual({ HOME: "/home/x" });
+    expect(config.codex.upstream).toEqual({
+      baseUrl: "http://llm:1/v1",
+      credential: { authorization: "Bearer sk-proj" },
+      variable: "OPENAI_API_KEY",
+    });
+    const named = { ...env, AGENT_BRIDGE_CODEX_BASE_URL: "https://gw.example/openai/v1" };
+    expect(loadConfig(named).codex.upstream?.baseUrl).toBe("https://gw.example/openai/v1");
+    expect(loadConfig({ CODEX_API_KEY: "sk-codex" }).codex.upstream).toEqual({
+      baseUrl: "https://api.openai.com/v1",
+      credential: { authorization: "Bearer sk-codex" },
+      variable: "CODEX_API_KEY",
+    });
+    // Without a key codex calls its API itself, as it is logged in.
+    const loggedIn = loadConfig({ HOME: "/home/x", OPENAI_BASE_URL: "http://llm:1/v1" });
+    expect(loggedIn.codex.upstream).toBeUndefined();
+    expect(loggedIn.codex.childEnv).toEqual({
+      HOME: "/home/x",
+      OPENAI_BASE_URL: "http://llm:1/v1",
+    });
+    expect(problems({ AGENT_BRIDGE_CODEX_BASE_URL: "llm:1" })).toEqual([
+      'AGENT_BRIDGE_CODEX_BASE_URL: expected an http:// or https:// URL (got "llm:1")',
+    ]);
+  });
+
   describe("secrets from files (<NAME>_FILE, as Docker secrets are mounted)", () => {
     const dir = mkdtempSync(path.join(tmpdir(), "agent-bridge-secrets-"));
     afterAll(() => rmSync(dir, { recursive: true, force: true }));

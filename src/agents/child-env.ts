@@ -107,7 +107,7 @@ const PROXY_VARIABLES = [
 /**
  * `env` with `host` among the hosts reached without a proxy, when it sets one: the CLI's proxy is
  * for the internet, and the CLI would send its calls to the bridge's gateway on loopback through
- * it too (CLI 2.1.328 does).
+ * it too (Claude Code 2.1.328 does).
  */
 export function bypassProxyFor(env: Record<string, string>, host: string): Record<string, string> {
   if (!PROXY_VARIABLES.some((name) => env[name])) return env;

@@ -1,7 +1,8 @@
 import type { IncomingHttpHeaders } from "node:http";
 import type { ModelApi, Route } from "./api.js";
-import { MessagesUsageMeter } from "./messages-usage.js";
+import { messagesUsage } from "./messages-usage.js";
 import type { Upstream } from "./upstream.js";
+import { ResponseMeter } from "./usage-meter.js";
 
 // Anthropic's API as Claude Code calls it through the gateway. The CLI (2.1.328) calls
 // `POST /v1/messages` (streaming, and not for a few side requests), may count tokens and list
@@ -45,10 +46,11 @@ export function anthropicApi(upstream: Upstream): ModelApi {
     upstream,
     route,
     tokenOf,
+    requestIdHeader: "request-id",
     errorBody: (status, message) => ({
       type: "error",
       error: { type: ERROR_TYPES[status] ?? "api_error", message },
     }),
-    meter: (contentType) => new MessagesUsageMeter(contentType),
+    meter: (contentType) => new ResponseMeter(contentType, messagesUsage),
   };
 }

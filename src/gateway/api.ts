@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from "node:http";
 import type { Upstream } from "./upstream.js";
 
-// What the gateway knows of one model API (src/gateway/anthropic.ts): which of its calls it
+// What the gateway knows of one model API (./anthropic.ts, ./openai.ts): which of its calls it
 // forwards, how a caller presents its run's token, how the API says no, and how a call's usage is
 // read from its response. The forwarding itself is the same for every API (./forward.ts).
 
@@ -56,6 +56,8 @@ export interface ModelApi {
   route(method: string, path: string): Route | undefined;
   /** The token a caller presents, in the API's own way(s); undefined when it presents none. */
   tokenOf(headers: IncomingHttpHeaders): string | undefined;
+  /** The response header in which the upstream names its request, for its support. */
+  readonly requestIdHeader: string;
   /** An error answered by the gateway itself, in the API's own shape. */
   errorBody(status: number, message: string): Record<string, unknown>;
   /** A meter for a metered call's response, given its content type. */

@@ -7,8 +7,8 @@ import { downstreamResponseHeaders, upstreamRequestHeaders } from "./headers.js"
 import type { RunGrant } from "./tokens.js";
 import type { UpstreamClient } from "./upstream.js";
 
-// One call through the gateway: the caller's request, read whole (a Messages request is one JSON
-// body, which the CLI sends whole), goes upstream with the operator's credential; the answer comes
+// One call through the gateway: the caller's request, read whole (a model API's request is one
+// JSON body, which the CLIs send whole), goes upstream with the operator's credential; the answer comes
 // back as it comes, byte for byte: status, end-to-end headers, and a body piped through with
 // back-pressure (the upstream is read no faster than the caller reads), its usage read on the
 // way. Whatever the upstream does, the caller sees: an error status and body as it sent them, a
@@ -68,6 +68,9 @@ interface Outcome {
 
 /** Why an answer that came was not complete; null when it was. */
 function answerError(status: number, usage: CallUsage, broke: "caller" | "upstream" | undefined) {
+  // Given whole, even to a caller that did not wait for its last bytes (codex lets a stream go once
+  // its last event is in).
+  if (status < 400 && usage.complete && !usage.errorType) return null;
   if (broke === "caller") return "the caller went away";
   if (broke === "upstream") return "the upstream's answer broke off";
   if (usage.errorType) return usage.errorType;
@@ -170,7 +173,7 @@ async function exchange(
     broke ??= "upstream";
   }
   const usage = usageMeter?.usage() ?? noUsage();
-  const requestId = upstream.headers["request-id"];
+  const requestId = upstream.headers[api.requestIdHeader];
   return {
     status,
     usage,

@@ -113,6 +113,7 @@ describe.skipIf(!isRoot)("agents run as another OS user (AGENT_BRIDGE_AGENT_USER
                 AGENT_BRIDGE_AGENTS: "claude,codex",
                 CODEX_HOME: codex.codexHome,
                 OPENAI_API_KEY: codex.env.OPENAI_API_KEY ?? "",
+                AGENT_BRIDGE_CODEX_BASE_URL: codex.env.AGENT_BRIDGE_CODEX_BASE_URL ?? "",
               }
             : {}),
         });

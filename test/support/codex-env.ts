@@ -22,7 +22,7 @@ export interface CodexEnv {
   codexHome: string;
   /** Fresh temp work dir (use as the child's cwd); not a git repository. */
   cwd: string;
-  /** Complete environment for the child (not merged with process.env). */
+  /** Complete environment for the child (not merged with process.env), or for the bridge's. */
   env: Record<string, string>;
   /** Removes every directory it made. */
   cleanup(): Promise<void>;
@@ -85,7 +85,9 @@ export async function makeCodexEnv(mockUrl: string): Promise<CodexEnv> {
   return {
     codexHome,
     cwd,
-    env: codexEnvVars(codexHome, home),
+    // For the bridge run with this env: where its model gateway forwards codex's calls (codex
+    // itself ignores the variable).
+    env: { ...codexEnvVars(codexHome, home), AGENT_BRIDGE_CODEX_BASE_URL: `${mockUrl}/v1` },
     cleanup: () => rm(root, { recursive: true, force: true }),
   };
 }

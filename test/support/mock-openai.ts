@@ -7,7 +7,8 @@ import { chunk } from "./mock-anthropic.js";
 // (a model provider in its config.toml whose base_url is `${mock.url}/v1`, see codex-env.ts).
 // Each POST /v1/responses consumes the next scripted turn and is answered with Responses API
 // SSE (response.created, output_item.added/done, output_text.delta, response.completed with
-// usage); an empty queue answers with a default text. Every request is recorded so a test can
+// usage), or with the response object whole when the request says `stream: false`; an empty queue
+// answers with a default text. GET /v1/models lists one model. Every request is recorded so a test can
 // check what the model saw (a resumed thread's request carries the earlier turns in `input`).
 
 export type MockOutput =
@@ -45,7 +46,7 @@ export interface RecordedRequest {
   headers: Record<string, string | string[] | undefined>;
   /** Parsed JSON body, or the raw text when it is not JSON (undefined when empty). */
   body: unknown;
-  /** The response the mock gave: "scripted", "error", "default" or "unknown-endpoint". */
+  /** The response the mock gave: "scripted", "error", "default", "models" or "unknown-endpoint". */
   answeredWith: string;
 }
 
@@ -88,6 +89,9 @@ export interface MockOptions {
   /** No console warning for unexpected endpoints. */
   quiet?: boolean;
 }
+
+/** The model the mock lists (GET /v1/models). */
+export const MOCK_MODEL = "gpt-5.5";
 
 export const DEFAULT_USAGE: MockUsage = { input_tokens: 100, cached_tokens: 0, output_tokens: 20 };
 
@@ -219,12 +223,40 @@ function itemEvents(out: MockOutput, index: number): Array<Record<string, unknow
   }
 }
 
+/** A turn's usage as the API reports it. */
+function usageOf(turn: Extract<MockTurn, { output: MockOutput[] }>): Record<string, unknown> {
+  const usage: MockUsage = { ...DEFAULT_USAGE, ...turn.usage };
+  return {
+    input_tokens: usage.input_tokens,
+    input_tokens_details: { cached_tokens: usage.cached_tokens },
+    output_tokens: usage.output_tokens,
+    output_tokens_details: { reasoning_tokens: 0 },
+    total_tokens: usage.input_tokens + usage.output_tokens,
+  };
+}
+
+/** A turn answered whole (`stream: false`): the response object, its items as they end. */
+function sendWhole(
+  res: ServerResponse,
+  model: string,
+  turn: Extract<MockTurn, { output: MockOutput[] }>,
+): void {
+  const output = turn.output.map((out, index) => itemEvents(out, index).at(-1)?.item);
+  sendJson(res, 200, {
+    id: id("resp"),
+    object: "response",
+    model,
+    status: "completed",
+    output,
+    usage: usageOf(turn),
+  });
+}
+
 async function streamTurn(
   res: ServerResponse,
   model: string,
   turn: Extract<MockTurn, { output: MockOutput[] }>,
 ): Promise<void> {
-  const usage: MockUsage = { ...DEFAULT_USAGE, ...turn.usage };
   const delay = turn.delayMs ?? 2;
   const responseId = id("resp");
   res.writeHead(200, {
@@ -250,13 +282,7 @@ async function streamTurn(
     response: {
       ...response,
       status: "completed",
-      usage: {
-        input_tokens: usage.input_tokens,
-        input_tokens_details: { cached_tokens: usage.cached_tokens },
-        output_tokens: usage.output_tokens,
-        output_tokens_details: { reasoning_tokens: 0 },
-        total_tokens: usage.input_tokens + usage.output_tokens,
-      },
+      usage: usageOf(turn),
     },
   });
   res.end();
@@ -308,7 +334,15 @@ export async function startMockOpenAI(options: MockOptions = {}): Promise<MockOp
         // codex may have gone while the answer was held.
         if (!res.socket || res.socket.destroyed) return;
       }
-      await streamTurn(res, typeof rb.model === "string" ? rb.model : "mock-model", answer);
+      const model = typeof rb.model === "string" ? rb.model : "mock-model";
+      if (rb.stream === false) sendWhole(res, model, answer);
+      else await streamTurn(res, model, answer);
+      return;
+    }
+
+    if (req.method === "GET" && path === "/v1/models") {
+      rec.answeredWith = "models";
+      sendJson(res, 200, { object: "list", data: [{ id: MOCK_MODEL, object: "model" }] });
       return;
     }
 

@@ -1,5 +1,4 @@
 import type { BridgeEvent } from "../../events.js";
-import type { RunAccess } from "../../gateway/server.js";
 import { errorText, type Logger } from "../../log.js";
 import { agentFiles } from "../../process/agent-files.js";
 import type { RunAs } from "../../process/agent-user.js";
@@ -8,9 +7,9 @@ import { AgentSpawnError, InvalidRunRequestError } from "../../process/errors.js
 import { createVersionProbe } from "../../process/version-probe.js";
 import type { AgentBackend, AgentRunRequest, RunContext } from "../agent.js";
 import { joinSystemPrompts, runBudget, SessionSettings } from "../agent.js";
-import { bypassProxyFor } from "../child-env.js";
+import { type GatewayAccess, throughGateway } from "../gateway-access.js";
 import { type McpCatalog, mcpConfigOf } from "../mcp-servers.js";
-import { type AnthropicUpstream, findCredentials } from "./credentials.js";
+import { findCredentials } from "./credentials.js";
 import { failedRun, LABEL, runClaude } from "./runner.js";
 import { claudeTranscripts } from "./transcripts.js";
 import { ownApiMs } from "./usage.js";
@@ -20,14 +19,6 @@ import { ownApiMs } from "./usage.js";
 // retry), a run's budget is the CLI's `--max-budget-usd`, and its MCP servers are the admin's
 // named by the session, alone. With the model gateway, the CLI calls its API through it, with a
 // token of the run's own that dies with the run, and never holds the operator's credential.
-
-/** The model gateway as the back-end uses it (src/gateway/). */
-export interface ClaudeGateway {
-  /** The operator's credential variable: /readyz names it, the CLI gets its run's token in it. */
-  variable: AnthropicUpstream["variable"];
-  /** The API's address at the gateway and a token for the run, good until it is closed. */
-  open(runId: string): Promise<RunAccess>;
-}
 
 export interface ClaudeBackendConfig {
   bin: string;
@@ -39,7 +30,7 @@ export interface ClaudeBackendConfig {
   /** The MCP servers sessions may name (AGENT_BRIDGE_MCP_CONFIG). */
   mcpServers: McpCatalog;
   /** Set: the CLI's calls go through the model gateway (its env then holds no credential). */
-  gateway?: ClaudeGateway;
+  gateway?: GatewayAccess;
 }
 
 export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
@@ -103,43 +94,18 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
           signal,
         );
       const events = config.gateway
-        ? throughGateway(config.gateway, config.env, context, run)
+        ? throughGateway(
+            config.gateway,
+            config.env,
+            context,
+            (env, access) => run({ ...env, ANTHROPIC_BASE_URL: access.baseUrl }, access.token),
+            (cause) => failedRun(new AgentSpawnError(LABEL, cause)),
+          )
         : run(config.env);
       // A session's first run has no earlier API time to take off.
       return request.resume ? withOwnApiTime(events, request, context.logger) : events;
     },
   };
-}
-
-/**
- * The run's batches, its CLI calling its API at the gateway with the run's own token, which is
- * worthless from the run's completion on: the CLI has given its outcome, and what its process
- * group does on its way out (a command the agent left in the background) spends nothing.
- */
-async function* throughGateway(
-  gateway: ClaudeGateway,
-  env: Record<string, string>,
-  context: RunContext,
-  run: (env: Record<string, string>, token: string) => AsyncGenerator<BridgeEvent[]>,
-): AsyncGenerator<BridgeEvent[]> {
-  let access: RunAccess;
-  try {
-    access = await gateway.open(context.runId);
-  } catch (err) {
-    context.logger.error("the model gateway gave the run no access", { error: errorText(err) });
-    yield* failedRun(new AgentSpawnError(LABEL, err as Error));
-    return;
-  }
-  try {
-    const own = { ...env, ANTHROPIC_BASE_URL: access.baseUrl, [gateway.variable]: access.token };
-    const direct = bypassProxyFor(own, new URL(access.baseUrl).hostname);
-    for await (const batch of run(direct, access.token)) {
-      if (batch.some((event) => event.type === "completion")) access.close();
-      yield batch;
-    }
-  } finally {
-    access.close();
-  }
 }
 
 /**

@@ -20,8 +20,9 @@ import { createVersionProbe } from "../../process/version-probe.js";
 import { ensureSessionWorktree } from "../../worktrees/worktree.js";
 import type { AgentBackend, AgentRunRequest, RunContext } from "../agent.js";
 import { joinSystemPrompts } from "../agent.js";
+import { type GatewayAccess, throughGateway } from "../gateway-access.js";
 import { imageExtension } from "../images.js";
-import { buildCodexArgs } from "./command.js";
+import { buildCodexArgs, type CodexProvider } from "./command.js";
 import { findCodexCredentials } from "./credentials.js";
 import { CodexMapper, type CodexPrice, type CodexUsageTotals } from "./mapper.js";
 import { CodexSettings, codexSandboxing, SANDBOX_OF } from "./options.js";
@@ -31,7 +32,9 @@ import { codexTranscripts } from "./transcripts.js";
 // OpenAI's Codex CLI as an agent back-end, on the shared process driver: `codex exec --json` for a
 // session's first run, `codex exec resume <thread>` once a run has reported its thread id (kept as
 // the session's agent_session_id); the prompt on stdin, which then closes, and its images as
-// files of the run's (`--image`), removed once codex is gone.
+// files of the run's (`--image`), removed once codex is gone. With the model gateway, codex's
+// model provider is the gateway, with a token of the run's own that dies with the run, and codex
+// never holds the operator's key.
 
 export interface CodexBackendConfig {
   bin: string;
@@ -42,6 +45,8 @@ export interface CodexBackendConfig {
   prices: Record<string, CodexPrice>;
   /** Set: the version probe runs as the agents' user. */
   runAs?: RunAs;
+  /** Set: codex's calls go through the model gateway (its env then holds no key). */
+  gateway?: GatewayAccess;
 }
 
 const LABEL = { name: "codex", binVariable: "AGENT_BRIDGE_CODEX_BIN" };
@@ -61,14 +66,34 @@ export function codexBackend(config: CodexBackendConfig): AgentBackend {
         agentFiles(config.env, identity?.runAs),
       ),
     async ready() {
-      const [version, credentials] = await Promise.all([probe(), findCodexCredentials(config.env)]);
+      const [version, credentials] = await Promise.all([
+        probe(),
+        config.gateway ? config.gateway.variable : findCodexCredentials(config.env),
+      ]);
       return { bin: config.bin, version, credentials };
     },
-    run: (request, context, signal) =>
-      withRunFiles(config.env, request.identity, (files) =>
-        runCodex(request, config, context, signal, files),
-      ),
+    run(request, context, signal) {
+      const run = (env: Record<string, string>, provider?: CodexProvider, token?: string) =>
+        withRunFiles(config.env, request.identity, (files) =>
+          runCodex(request, config, { env, provider, token }, context, signal, files),
+        );
+      const { gateway } = config;
+      if (!gateway) return run(config.env);
+      return throughGateway(
+        gateway,
+        config.env,
+        context,
+        (env, access) =>
+          run(env, { baseUrl: access.baseUrl, envKey: gateway.variable }, access.token),
+        (cause) => failedCodexRun(new AgentSpawnError(LABEL, cause)),
+      );
+    },
   };
+}
+
+/** A run that fails before codex starts: its one completion. */
+async function* failedCodexRun(err: RunnerError): AsyncGenerator<BridgeEvent[]> {
+  yield [new CodexMapper().failure(err.status, err.message, err.code, 0)];
 }
 
 /**
@@ -87,9 +112,19 @@ async function totalsBefore(request: AgentRunRequest): Promise<CodexUsageTotals 
   };
 }
 
+/** How this run's codex reaches its model: its environment, and the provider it is given. */
+interface ModelRoute {
+  env: Record<string, string>;
+  /** Unset: the provider codex's config.toml selects. */
+  provider: CodexProvider | undefined;
+  /** The run's token at the gateway, when its provider is the gateway. */
+  token: string | undefined;
+}
+
 async function* runCodex(
   request: AgentRunRequest,
   config: CodexBackendConfig,
+  model: ModelRoute,
   context: RunContext,
   signal: AbortSignal,
   files: RunFiles,
@@ -135,6 +170,7 @@ async function* runCodex(
       ...(developerInstructions ? { developerInstructions } : {}),
       ...(threadId ? { threadId } : {}),
       images,
+      ...(model.provider ? { provider: model.provider } : {}),
     });
   } catch (err) {
     const invalid =
@@ -167,7 +203,7 @@ async function* runCodex(
       return;
     }
   }
-  const env = identity ? { ...config.env, ...identity.env } : config.env;
+  const env = identity ? { ...model.env, ...identity.env } : model.env;
   const command: AgentCommand = {
     label: LABEL,
     bin: config.bin,
@@ -185,6 +221,7 @@ async function* runCodex(
         ...(settings.worktree && !sandboxing.workDirReadOnly ? [join(request.cwd, ".git")] : []),
       ],
       readOnly: images.map((image) => dirname(image)),
+      ...(model.token ? { gateway: { token: model.token } } : {}),
     },
     input: request.prompt,
     closeInput: true,

@@ -18,7 +18,20 @@ export interface CodexCommandInput {
   threadId?: string;
   /** Image files sent with the prompt. */
   images?: readonly string[];
+  /** Set: codex's model provider is this one, in place of the one its config.toml selects. */
+  provider?: CodexProvider;
 }
+
+/** A Responses API codex calls (the bridge's model gateway), with a key from its environment. */
+export interface CodexProvider {
+  /** The API's base URL: codex calls `POST {baseUrl}/responses`. */
+  baseUrl: string;
+  /** The variable that holds the key codex sends as a bearer token. */
+  envKey: string;
+}
+
+/** The provider's id among codex's, beside its built-in ones and the operator's. */
+const PROVIDER_ID = "agent_bridge";
 
 /** codex thread ids are UUIDs (v7); anything else would be looked up as a thread *name*. */
 const THREAD_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -43,6 +56,17 @@ export function buildCodexArgs(input: CodexCommandInput): string[] {
   }
   if (input.developerInstructions !== undefined) {
     args.push(...config("developer_instructions", input.developerInstructions));
+  }
+  if (input.provider !== undefined) {
+    const { baseUrl, envKey } = input.provider;
+    const table = [
+      `name=${JSON.stringify("agent-bridge model gateway")}`,
+      `base_url=${JSON.stringify(baseUrl)}`,
+      `env_key=${JSON.stringify(envKey)}`,
+      `wire_api="responses"`,
+    ];
+    args.push("-c", `model_providers.${PROVIDER_ID}={${table.join(",")}}`);
+    args.push(...config("model_provider", PROVIDER_ID));
   }
   // `--image=` for each: the option is variadic, and a path starting with "-" stays a value.
   for (const image of input.images ?? []) args.push(`--image=${image}`);

@@ -50,6 +50,21 @@ describe("buildCodexArgs", () => {
     ]);
   });
 
+  it("names the model gateway as codex's provider, in config values before the prompt", () => {
+    const args = buildCodexArgs({
+      sandbox: "read-only",
+      provider: { baseUrl: "http://127.0.0.1:9/openai", envKey: "OPENAI_API_KEY" },
+    });
+    expect(args.slice(5)).toEqual([
+      "-c",
+      'model_providers.agent_bridge={name="agent-bridge model gateway",base_url="http://127.0.0.1:9/openai",env_key="OPENAI_API_KEY",wire_api="responses"}',
+      "-c",
+      'model_provider="agent_bridge"',
+      "--",
+      "-",
+    ]);
+  });
+
   it("refuses a thread id that is not a UUID (codex would look it up as a thread name)", () => {
     for (const threadId of ["--last", "my-thread", "", `${THREAD} `]) {
       expect(() => buildCodexArgs({ sandbox: "read-only", threadId })).toThrow(

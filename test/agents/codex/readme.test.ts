@@ -34,8 +34,16 @@ describe("the README's Agents example", () => {
     expect(env).toMatchObject({ AGENT_BRIDGE_AGENTS: "claude,codex" });
     mock = await startMockOpenAI({ quiet: true });
     ce = await makeCodexEnv(mock.url);
-    // Where this machine's codex finds its (mock) provider: ~/.codex for a user.
-    server = await userServer({ steps: [] }, { ...env, CODEX_HOME: ce.codexHome });
+    // Where this machine's codex finds its (mock) provider: ~/.codex for a user; and where the
+    // bridge's gateway forwards codex's calls, which is the mock's too.
+    server = await userServer(
+      { steps: [] },
+      {
+        ...env,
+        CODEX_HOME: ce.codexHome,
+        AGENT_BRIDGE_CODEX_BASE_URL: ce.env.AGENT_BRIDGE_CODEX_BASE_URL ?? "",
+      },
+    );
   });
   afterAll(async () => {
     await server?.close();
