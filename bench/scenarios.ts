@@ -206,7 +206,12 @@ export async function sandboxMemory(
   for (let r = 0; r < reps; r++) {
     const ids: string[] = [];
     const streams = await holdRuns(server, count, ids);
-    const held = bwrapMemory();
+    // An earlier run's sandbox may still be on its way out: read again until only the held are.
+    let held = bwrapMemory();
+    for (let tries = 0; held.processes > 2 * count && tries < 50; tries++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      held = bwrapMemory();
+    }
     await Promise.all(ids.map((id) => requestJson(server.url, "POST", `/v1/runs/${id}/cancel`)));
     for (const res of await Promise.all(streams)) {
       expect(res.completionStatus === "cancelled", "held run not cancelled", res);

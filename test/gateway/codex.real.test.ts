@@ -122,7 +122,7 @@ describe.each(BACKENDS)("the model gateway with the real codex CLI on %s", (back
   });
 
   it("the run's token serves any client inside the run (curl lists the models), and gets the API's 401 once the run is over, as a made-up one does", async () => {
-    const baseUrl = `${await t.deps.gateway.listen()}/openai`;
+    const baseUrl = `${(await t.deps.gateway.listen()).url}/openai`;
     // The token as the agent finds it: in codex's environment.
     const token = "$(tr '\\0' '\\n' < /proc/$PPID/environ | sed -n 's/^OPENAI_API_KEY=//p')";
     mock.script(
