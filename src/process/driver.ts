@@ -18,7 +18,7 @@ import {
 import { NdjsonReader } from "./framer.js";
 import { ByteTail, terminateGroup } from "./groups.js";
 import type { RunCgroup, RunLimits } from "./run-limits.js";
-import type { Sandbox, SandboxedCommand } from "./sandbox.js";
+import type { Launch, Sandbox, SandboxedCommand } from "./sandbox.js";
 import { type SpawnedProcess, spawnProcess } from "./spawner.js";
 
 // Drives one agent CLI process for one run, whatever the agent: starts it in its own process
@@ -213,7 +213,7 @@ async function launch(
   command: AgentCommand,
   env: Record<string, string>,
   sandbox?: Sandbox,
-): Promise<[string, string[]]> {
+): Promise<Launch> {
   const { bin, args, runAs } = command;
   if (sandbox) {
     return sandbox.command({
@@ -225,7 +225,8 @@ async function launch(
       ...(command.reach ? { reach: command.reach } : {}),
     });
   }
-  return runAs ? commandAs(runAs, bin, args) : [bin, args];
+  const [file, argv] = runAs ? commandAs(runAs, bin, args) : [bin, args];
+  return { bin: file, args: argv, dirs: [] };
 }
 
 /**
@@ -273,12 +274,13 @@ export async function* driveAgentProcess(
   let cgroup: RunCgroup | undefined;
   try {
     const env = config.runId ? withRunResource(command.env, config.runId) : command.env;
-    let [file, args] = await launch(command, env, config.sandbox);
+    const started = await launch(command, env, config.sandbox);
+    let [file, args] = [started.bin, started.args];
     if (config.limits) {
       cgroup = await config.limits.open(config.runId);
       [file, args] = cgroup.enter(file, args);
     }
-    child = await spawnProcess(file, args, { cwd: command.cwd, env });
+    child = await spawnProcess(file, args, { cwd: command.cwd, env, dirs: started.dirs });
   } catch (err) {
     await cgroup?.remove();
     const failure = await spawnFailure(err as NodeJS.ErrnoException, label, command.cwd);

@@ -1,6 +1,6 @@
 import { execFileSync } from "node:child_process";
-import { accessSync, constants } from "node:fs";
-import { realpath, stat } from "node:fs/promises";
+import { accessSync, closeSync, constants, openSync } from "node:fs";
+import { lstat, realpath, stat } from "node:fs/promises";
 import path from "node:path";
 import type { Config } from "../config.js";
 import type { GatewayAddress } from "../gateway/server.js";
@@ -88,6 +88,14 @@ export interface SandboxedCommand {
   runAs?: RunAs;
   /** What the run's sandbox lets the CLI reach besides its work dir and HOME (when sandboxed). */
   reach?: SandboxReach;
+}
+
+/** A sandboxed command as the spawner starts it. */
+export interface Launch {
+  bin: string;
+  args: string[];
+  /** Directories the spawner opens as the command's fds 3, 4, … (SpawnOptions.dirs). */
+  dirs: string[];
 }
 
 /** The server's side of every sandbox: what stays hidden, and how big its scratch space is. */
@@ -207,7 +215,10 @@ function mountOrder(mounts: Mount[]): Mount[] {
   return [...mounts].sort((a, b) => depth(a.path) - depth(b.path) || rank(a) - rank(b));
 }
 
-/** bwrap's arguments for `mounts`, before `--` and the command. */
+/**
+ * bwrap's arguments for `mounts`, before `--` and the command, and the directories the spawner
+ * must open for them, in the order of their fds.
+ */
 export function bwrapArgs(
   mounts: Mount[],
   options: {
@@ -216,7 +227,8 @@ export function bwrapArgs(
     setenv: Record<string, string>;
     ownNetwork: boolean;
   },
-): string[] {
+): { args: string[]; dirs: string[] } {
+  const dirs: string[] = [];
   const args = [
     "--die-with-parent",
     "--unshare-pid",
@@ -240,7 +252,13 @@ export function bwrapArgs(
       args.push("--perms", "01777", "--size", String(m.bytes), "--tmpfs", m.path);
     else if (m.kind === "hide") args.push("--tmpfs", m.path);
     else if (m.kind === "hide-file") args.push("--ro-bind", "/dev/null", m.path);
-    else args.push(m.writable ? "--bind" : "--ro-bind", m.from ?? m.path, m.path);
+    else if (m.from !== undefined) args.push(m.writable ? "--bind" : "--ro-bind", m.from, m.path);
+    else {
+      // By an fd the spawner opens (src/process/spawner.ts): bwrap itself would follow a link
+      // put on the path after it was planned.
+      args.push(m.writable ? "--bind-fd" : "--ro-bind-fd", String(FIRST_FD + dirs.length), m.path);
+      dirs.push(m.path);
+    }
   }
   // After the binds: a /proc of the sandbox's own PID namespace (the host's processes unseen).
   args.push("--proc", "/proc");
@@ -257,8 +275,11 @@ export function bwrapArgs(
   }
   for (const [name, value] of Object.entries(options.setenv)) args.push("--setenv", name, value);
   args.push("--chdir", options.cwd);
-  return args;
+  return { args, dirs };
 }
+
+/** The fd of the first directory the spawner opens for bwrap (after stdin, stdout, stderr). */
+const FIRST_FD = 3;
 
 /**
  * The directories between `m` and the tmpfs it lands in that are not there yet (`made`: what the
@@ -341,17 +362,19 @@ export class Sandbox {
    * The command that runs `command` in a sandbox of its own. Rejects with ENOENT when its binary
    * or its work dir does not exist (the driver names which), as spawning it directly would.
    */
-  async command(command: SandboxedCommand): Promise<[string, string[]]> {
+  async command(command: SandboxedCommand): Promise<Launch> {
     const reach = command.reach ?? {};
-    const cwd = await realpath(command.cwd);
+    const cwd = await realWorkDir(command.cwd);
     const bin = await realBinary(command.bin, command.env.PATH);
     const gateway = reach.gateway && this.gateway ? await this.gateway() : undefined;
     const dirs = async (paths: (string | undefined)[]) =>
       (await Promise.all(paths.map((p) => existing(p, "dir")))).filter((p) => p !== undefined);
+    const bound = async (paths: (string | undefined)[]) =>
+      (await Promise.all(paths.map(boundDir))).filter((p) => p !== undefined);
     const [home, writable, readOnly, hiddenDirs, hiddenFiles, roots] = await Promise.all([
       existing(command.env.HOME, "dir"),
-      dirs([command.env.HOME, ...(reach.writable ?? [])]),
-      dirs([installDir(bin), ...(reach.readOnly ?? [])]),
+      bound([command.env.HOME, ...(reach.writable ?? [])]),
+      bound([installDir(bin), ...(reach.readOnly ?? [])]),
       dirs(this.policy.hidden),
       Promise.all(this.policy.hidden.map((p) => existing(p, "file"))),
       dirs(this.policy.roots),
@@ -381,14 +404,44 @@ export class Sandbox {
       [inner, innerArgs] = behindGateway(this.tool.socat, gateway.port, inner, innerArgs);
     }
     if (command.runAs) [inner, innerArgs] = commandAs(command.runAs, inner, innerArgs);
-    const args = bwrapArgs(mounts, {
+    const { args, dirs: opened } = bwrapArgs(mounts, {
       cwd,
       switchesUser: command.runAs !== undefined,
       setenv,
       ownNetwork: gateway !== undefined,
     });
-    return wrapped(this.tool, args, inner, innerArgs);
+    const [file, all] = wrapped(this.tool, args, inner, innerArgs);
+    return { bin: file, args: all, dirs: opened };
   }
+}
+
+/** Why a run does not start: a directory it would bind is reached through a link. */
+function linked(p: string): Error {
+  return Object.assign(new Error(`${p}: a link stands on the path of a directory the run binds`), {
+    code: "ELOOP",
+  });
+}
+
+/**
+ * The work dir, which is stored as its real path: when it no longer is one, another session's
+ * agent (whose work dir holds this one) has put a link on its path, and the run does not start.
+ */
+async function realWorkDir(cwd: string): Promise<string> {
+  const real = await realpath(cwd);
+  if (real !== path.resolve(cwd)) throw linked(cwd);
+  return real;
+}
+
+/**
+ * The real path of a directory to bind when it exists; ELOOP when its last part is a link (a
+ * directory the run's agent could replace: `$HOME/.codex`, a repository's `.git`). The parts
+ * before are the server's (the homes' directory) or the work dir's, checked on its own.
+ */
+async function boundDir(p: string | undefined): Promise<string | undefined> {
+  if (!p) return undefined;
+  const found = await lstat(p).catch(() => undefined);
+  if (found?.isSymbolicLink()) throw linked(p);
+  return found?.isDirectory() ? realpath(p) : undefined;
 }
 
 /** The real path of `p` when it exists as a `kind`; undefined otherwise. */
@@ -482,16 +535,15 @@ function probe(searchPath: string): Bubblewrap | string {
     roots: [],
     tmpBytes: 1024 * 1024,
   });
-  const [file, args] = wrapped(
-    tool,
-    bwrapArgs(mounts, { cwd: "/", switchesUser: false, setenv: {}, ownNetwork: true }),
-    "true",
-    [],
-  );
+  const plan = bwrapArgs(mounts, { cwd: "/", switchesUser: false, setenv: {}, ownNetwork: true });
+  const [file, args] = wrapped(tool, plan.args, "true", []);
+  const fds = plan.dirs.map((dir) => openSync(dir, constants.O_RDONLY | constants.O_DIRECTORY));
   try {
-    execFileSync(file, args, { stdio: ["ignore", "ignore", "pipe"], timeout: 10_000 });
+    execFileSync(file, args, { stdio: ["ignore", "ignore", "pipe", ...fds], timeout: 10_000 });
   } catch (err) {
     return `bubblewrap cannot make a sandbox here (${firstLine(err)})`;
+  } finally {
+    for (const fd of fds) closeSync(fd);
   }
   return tool;
 }

@@ -5,12 +5,13 @@
 // ms, and the server's loop is not blocked at all.
 //
 // Plain JavaScript, so that it starts without the TypeScript loader. Protocol (JSON over the IPC
-// channel, see spawner.ts): the server sends {id, bin, args, cwd, env}; the answer is either
+// channel, see spawner.ts): the server sends {id, bin, args, cwd, env, dirs}; the answer is either
 // {id, error} or three messages {id, pid, stream} each carrying one stdio pipe, and later
 // {id, exit: {code, signal}}. This process's stdin is a pipe from the server that is never written
 // to: its end says the server is gone.
 import { spawn } from "node:child_process";
 import { once } from "node:events";
+import { closeSync, constants, lstatSync, openSync, readlinkSync } from "node:fs";
 
 /** Started processes still running: pid (each leads its own process group) -> their exit. */
 const running = new Map();
@@ -61,14 +62,50 @@ const reply = (message, handle) => process.send(message, handle, undefined, () =
 
 const failure = (err) => ({ code: err.code, message: err.message });
 
-process.on("message", ({ id, bin, args, cwd, env }) => {
-  let child;
+/**
+ * `dirs` opened, each the directory at its real path and reached through no link: the last part of
+ * a path by O_NOFOLLOW, the parts before it by comparing where the opened directory is with the
+ * path asked for. What is opened is then that directory, whatever is renamed or linked after.
+ */
+function openDirs(dirs) {
+  const fds = [];
   try {
-    child = spawn(bin, args, { cwd, env, stdio: "pipe", detached: true });
+    for (const dir of dirs) {
+      fds.push(openSync(dir, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW));
+      if (readlinkSync(`/proc/self/fd/${fds.at(-1)}`) !== dir) {
+        throw Object.assign(new Error(`${dir}: a link stands on its path`), { code: "ELOOP" });
+      }
+    }
+    return fds;
   } catch (err) {
-    // Synchronous failures: e.g. an argument holding a NUL byte.
+    for (const fd of fds) closeSync(fd);
+    // A link in the last part: with O_DIRECTORY, O_NOFOLLOW says ENOTDIR.
+    if (err.code === "ENOTDIR" && isLink(err.path)) err.code = "ELOOP";
+    throw err;
+  }
+}
+
+function isLink(path) {
+  try {
+    return lstatSync(path).isSymbolicLink();
+  } catch {
+    return false;
+  }
+}
+
+process.on("message", ({ id, bin, args, cwd, env, dirs = [] }) => {
+  let child;
+  let fds = [];
+  try {
+    fds = openDirs(dirs);
+    child = spawn(bin, args, { cwd, env, stdio: ["pipe", "pipe", "pipe", ...fds], detached: true });
+  } catch (err) {
+    // Synchronous failures: e.g. an argument holding a NUL byte, a directory behind a link.
     reply({ id, error: failure(err) });
     return;
+  } finally {
+    // The child has its own copies.
+    for (const fd of fds) closeSync(fd);
   }
   if (child.pid === undefined) {
     child.once("error", (err) => reply({ id, error: failure(err) }));

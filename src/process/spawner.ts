@@ -24,6 +24,12 @@ export interface SpawnOptions {
   cwd: string;
   /** The process's complete environment. */
   env: Record<string, string>;
+  /**
+   * Real paths of directories the process gets open as its fds 3, 4, … (bubblewrap binds them by
+   * fd): opened by the spawner, which refuses the start (`ELOOP`) when a link stands anywhere on
+   * a path, so that a directory an agent can rename or replace is never followed elsewhere.
+   */
+  dirs?: string[];
 }
 
 type Stream = "stdin" | "stdout" | "stderr";
@@ -53,7 +59,8 @@ class Spawner {
     return new Promise<SpawnedProcess>((resolve, reject) => {
       this.starting.set(id, { streams: {}, resolve, reject });
       this.updateRef();
-      helper.send({ id, bin, args, cwd: options.cwd, env: options.env }, (err) => {
+      const request = { id, bin, args, cwd: options.cwd, env: options.env, dirs: options.dirs };
+      helper.send(request, (err) => {
         if (!err) return;
         this.starting.delete(id);
         this.updateRef();

@@ -1,5 +1,5 @@
 import { existsSync, readFileSync } from "node:fs";
-import { mkdir, mkdtemp, realpath, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, realpath, rename, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -119,7 +119,7 @@ describe("bwrap's arguments", () => {
       switchesUser: false,
       setenv: {},
       ownNetwork: false,
-    });
+    }).args;
     expect(args.slice(0, 8)).toEqual([
       "--die-with-parent",
       "--unshare-pid",
@@ -141,7 +141,7 @@ describe("bwrap's arguments", () => {
       switchesUser: false,
       setenv: {},
       ownNetwork: false,
-    });
+    }).args;
     const proc = args.indexOf("--proc");
     expect(proc).toBeGreaterThan(args.lastIndexOf("--bind"));
     expect(args.slice(proc + 2, proc + 6)).toEqual([
@@ -164,10 +164,10 @@ describe("bwrap's arguments", () => {
       switchesUser: false,
       setenv: {},
       ownNetwork: false,
-    });
+    }).args;
     // Once, before the first bind that needs it.
     expect(args.join(" ")).toContain(
-      "--perms 0755 --dir /dev/shm/repo --bind /dev/shm/repo/clone /dev/shm/repo/clone --bind /dev/shm/repo/home",
+      "--perms 0755 --dir /dev/shm/repo --bind-fd 3 /dev/shm/repo/clone --bind-fd 4 /dev/shm/repo/home",
     );
   });
 
@@ -177,7 +177,7 @@ describe("bwrap's arguments", () => {
       switchesUser: true,
       setenv: {},
       ownNetwork: false,
-    });
+    }).args;
     expect(args.join(" ")).toContain(
       "--cap-drop ALL --cap-add CAP_SETUID --cap-add CAP_SETGID --cap-add CAP_SETPCAP",
     );
@@ -215,7 +215,7 @@ describe("a run's sandboxed command", () => {
     sandbox().command({ bin: cliBin, args: ["-p"], cwd: work, env });
 
   it("starts bwrap with SIGTERM ignored, and the CLI inside with it restored", async () => {
-    const [file, args] = await command({ HOME: home });
+    const { bin: file, args } = await command({ HOME: home });
     expect(file).toBe("/usr/bin/env");
     expect(args.slice(0, 2)).toEqual(["--ignore-signal=TERM", "/usr/bin/bwrap"]);
     expect(args.slice(args.indexOf("--"))).toEqual([
@@ -228,29 +228,63 @@ describe("a run's sandboxed command", () => {
   });
 
   it("hides the server's HOME, unless it is the CLI's own", async () => {
-    const [, other] = await command({ HOME: home });
+    const { args: other } = await command({ HOME: home });
     expect(other.join(" ")).toContain(`--tmpfs ${serverHome}`);
-    const [, own] = await command({ HOME: serverHome });
+    const { args: own, dirs } = await command({ HOME: serverHome });
     expect(own.join(" ")).not.toContain(`--tmpfs ${serverHome}`);
-    expect(own.join(" ")).toContain(`--bind ${serverHome} ${serverHome}`);
+    expect(own.join(" ")).toContain(`--bind-fd 3 ${serverHome}`);
+    expect(dirs[0]).toBe(serverHome);
   });
 
   it("shows the CLI's installation read-only where its allowed root is hidden", async () => {
-    const [, args] = await command({ HOME: home });
+    const { args, dirs } = await command({ HOME: home });
     const installed = join(dir, "root", "bridge", "node_modules");
-    expect(args.join(" ")).toContain(`--ro-bind ${installed} ${installed}`);
+    expect(args.join(" ")).toContain(`--ro-bind-fd 5 ${installed}`);
+    expect(dirs).toEqual([home, work, installed]);
+  });
+
+  it("binds each directory by an fd the spawner opens, and starts no run whose directory is reached through a link", async () => {
+    const { args, dirs } = await command({ HOME: home });
+    // bwrap never resolves their paths itself: the spawner opens them without following a link.
+    expect(args.join(" ")).toContain(`--bind-fd 3 ${home} --bind-fd 4 ${work}`);
+    expect(dirs.slice(0, 2)).toEqual([home, work]);
+    // Another session's agent, whose work dir holds this one, swaps it for a link to the system.
+    const aside = `${work}-aside`;
+    await rename(work, aside);
+    await symlink("/etc", work);
+    try {
+      await expect(command({ HOME: home })).rejects.toMatchObject({ code: "ELOOP" });
+    } finally {
+      await rm(work);
+      await rename(aside, work);
+    }
+    // The run's own agent swaps a directory of its HOME it is given to write.
+    await symlink("/etc", join(home, ".codex"));
+    try {
+      await expect(
+        sandbox().command({
+          bin,
+          args: [],
+          cwd: work,
+          env: { HOME: home },
+          reach: { writable: [join(home, ".codex")] },
+        }),
+      ).rejects.toMatchObject({ code: "ELOOP" });
+    } finally {
+      await rm(join(home, ".codex"));
+    }
   });
 
   it("points TMPDIR at its own /tmp when the CLI's is not writable there", async () => {
-    const [, outside] = await command({ HOME: home, TMPDIR: "/var/tmp" });
+    const { args: outside } = await command({ HOME: home, TMPDIR: "/var/tmp" });
     expect(outside.join(" ")).toContain("--setenv TMPDIR /tmp");
-    const [, inHome] = await command({ HOME: home, TMPDIR: join(home, "tmp") });
+    const { args: inHome } = await command({ HOME: home, TMPDIR: join(home, "tmp") });
     expect(inHome).not.toContain("--setenv");
   });
 
   it("gives a run that calls through the gateway a network of its own, with the gateway's socket served on its port", async () => {
     const gateway = { url: "http://127.0.0.1:4321", port: 4321, socket: "/tmp/gw-x/gateway.sock" };
-    const [, args] = await new Sandbox(
+    const { args } = await new Sandbox(
       tool,
       { hidden: [], roots: [], tmpBytes: 1024 },
       async () => gateway,
@@ -278,7 +312,7 @@ describe("a run's sandboxed command", () => {
   });
 
   it("leaves a run that reaches its API itself on the host's network", async () => {
-    const [, args] = await command({ HOME: home });
+    const { args } = await command({ HOME: home });
     expect(args).not.toContain("--unshare-net");
     expect(args.join(" ")).not.toContain("PROXY");
   });
@@ -348,7 +382,11 @@ describe("with the real bubblewrap", () => {
     const dir = await realpath(await mkdtemp(join(tmpdir(), "agent-bridge-sandbox-")));
     try {
       const script = `trap 'sleep 0.3; echo graceful > ${dir}/done; exit 0' TERM; echo ready; while :; do sleep 0.05; done`;
-      const [file, args] = await sandbox.command({
+      const {
+        bin: file,
+        args,
+        dirs,
+      } = await sandbox.command({
         bin: "/bin/sh",
         args: ["-c", script],
         cwd: dir,
@@ -357,6 +395,7 @@ describe("with the real bubblewrap", () => {
       const child = await spawnProcess(file, args, {
         cwd: dir,
         env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
+        dirs,
       });
       await new Promise((resolve) => child.stdout.once("data", resolve));
       await terminateGroup(child.pid, 5000);

@@ -1,6 +1,6 @@
 import { execFileSync, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, realpath, rm, symlink } from "node:fs/promises";
 import type { Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -95,6 +95,34 @@ describe("the process spawner", () => {
     await expect(
       spawnProcess("/bin/sh", ["-c", "true"], { cwd: "/nonexistent-dir", env }),
     ).rejects.toMatchObject({ code: "ENOENT" });
+  });
+
+  it("hands over the directories asked for as fds 3, 4, …, and starts nothing when a link stands anywhere on their paths", async () => {
+    const dir = await realpath(await mkdtemp(join(tmpdir(), "agent-bridge-spawner-")));
+    try {
+      await mkdir(join(dir, "a", "work"), { recursive: true });
+      await mkdir(join(dir, "b"));
+      const child = await spawnProcess(
+        "/bin/sh",
+        ["-c", "readlink /proc/self/fd/3 /proc/self/fd/4"],
+        { cwd: "/", env, dirs: [join(dir, "a", "work"), join(dir, "b")] },
+      );
+      const out = readAll(child.stdout);
+      expect(await child.exited).toEqual({ code: 0, signal: null });
+      expect(await out).toBe(`${join(dir, "a", "work")}\n${join(dir, "b")}\n`);
+
+      // The last part a link, or one before it: what the path now leads to is not opened.
+      await symlink(join(dir, "a"), join(dir, "link"));
+      await symlink("/etc", join(dir, "a", "etc"));
+      for (const linked of [join(dir, "a", "etc"), join(dir, "link", "work")]) {
+        await expect(
+          spawnProcess("/bin/true", [], { cwd: "/", env, dirs: [linked] }),
+          linked,
+        ).rejects.toMatchObject({ code: "ELOOP" });
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it("when the spawner dies, its processes count as ended and the next start forks a new one", async () => {

@@ -1,8 +1,8 @@
-import { spawn } from "node:child_process";
 import { mkdir, mkdtemp, realpath, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Sandbox, SandboxReach } from "../../src/process/sandbox.js";
+import { spawnProcess } from "../../src/process/spawner.js";
 
 // An isolated environment for one run of the real `codex` binary against a mock Responses API
 // (mock-openai.ts): a fresh CODEX_HOME whose config.toml points codex at the mock, a fresh HOME
@@ -122,7 +122,7 @@ export interface CodexRunOptions {
  * closes it, and collects its output until it exits.
  */
 export async function runCodex(ce: CodexEnv, opts: CodexRunOptions): Promise<CodexRun> {
-  const [bin, args] = opts.sandbox
+  const launch = opts.sandbox
     ? await opts.sandbox.sandbox.command({
         bin: CODEX_BIN,
         args: opts.args,
@@ -130,40 +130,39 @@ export async function runCodex(ce: CodexEnv, opts: CodexRunOptions): Promise<Cod
         env: ce.env,
         reach: opts.sandbox.reach,
       })
-    : [CODEX_BIN, opts.args];
-  const child = spawn(bin, args, {
+    : { bin: CODEX_BIN, args: opts.args, dirs: [] };
+  // Through the server's spawner, which opens the directories a sandbox binds by fd.
+  const child = await spawnProcess(launch.bin, launch.args, {
     cwd: ce.cwd,
     env: ce.env,
-    stdio: ["pipe", "pipe", "pipe"],
-    detached: true,
+    dirs: launch.dirs,
   });
-  if (child.pid !== undefined) opts.onSpawn?.(child.pid);
+  opts.onSpawn?.(child.pid);
   child.stdin.on("error", () => {});
   child.stdin.end(opts.prompt);
-  let stdout = "";
-  let stderr = "";
-  child.stdout.setEncoding("utf8");
-  child.stdout.on("data", (d: string) => {
-    stdout += d;
-  });
-  child.stderr.setEncoding("utf8");
-  child.stderr.on("data", (d: string) => {
-    stderr += d;
-  });
+  const text = (stream: NodeJS.ReadableStream) =>
+    new Promise<string>((resolve) => {
+      let all = "";
+      stream.setEncoding("utf8");
+      stream.on("data", (d: string) => {
+        all += d;
+      });
+      stream.on("close", () => resolve(all));
+    });
   const timer = setTimeout(() => {
     try {
-      if (child.pid) process.kill(-child.pid, "SIGKILL");
+      process.kill(-child.pid, "SIGKILL");
     } catch {}
   }, opts.timeoutMs ?? 30_000);
-  return new Promise((resolve, reject) => {
-    child.on("error", reject);
-    child.on("close", (code, signal) => {
-      clearTimeout(timer);
-      const lines = stdout
-        .split("\n")
-        .filter((l) => l.trim() !== "")
-        .map((l) => JSON.parse(l) as CodexLine);
-      resolve({ code, signal, stdout, stderr, lines });
-    });
-  });
+  const [stdout, stderr, { code, signal }] = await Promise.all([
+    text(child.stdout),
+    text(child.stderr),
+    child.exited,
+  ]);
+  clearTimeout(timer);
+  const lines = stdout
+    .split("\n")
+    .filter((l: string) => l.trim() !== "")
+    .map((l: string) => JSON.parse(l) as CodexLine);
+  return { code, signal, stdout, stderr, lines };
 }
