@@ -147,8 +147,8 @@ export class TenantHomes {
   }
 
   private async takeOver(home: string, to: RunAs) {
-    await mkdir(home, { recursive: true, mode: 0o700 });
-    if ((await lstat(home)).uid !== to.uid) await this.handOver(home, to);
+    const made = await mkdir(home, { recursive: true, mode: 0o700 });
+    if (!made && (await lstat(home)).uid !== to.uid) await this.handOver(home, to);
     await own(home, to);
     // Git refuses a repository another user owns, and the work dirs are the agent user's, shared
     // with every tenant through its group. The CLI runs git without the environment's GIT_CONFIG_*,
