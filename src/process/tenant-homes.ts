@@ -12,10 +12,11 @@ import { type TenantIdRange, tenantIdRangeRefusal, tenantIds } from "./tenant-id
 // Each tenant (API key) gets a HOME of its own for its agents: the CLI's transcripts, settings
 // and caches, and its TMPDIR. Tenant n's agents run as user id `uidBase + n` with group id
 // `gidBase + n` (tenant-ids.ts), and its HOME is theirs, mode 0700. Another tenant's agent is
-// another user: it can neither list nor read the HOME, nor signal, trace or read the
-// /proc/<pid>/environ of a running agent (the kernel asks for the same user, and for ptrace the
-// same group too), nor reach the socket its CLI listens on (under /tmp/cc-socks-<uid>, the uid's
-// own). Two sessions of one key share the uid: one tenant's agents are one user.
+// another user: it can neither list nor read the HOME, nor signal a running agent (the kernel
+// asks for the same user), nor read its /proc/<pid>/environ, memory or cwd (the same user and
+// group), nor reach the socket its CLI listens on (Claude Code puts it in its TMPDIR, now that
+// the directory above is its user's alone). Two sessions of one key share the uid: one tenant's
+// agents are one user.
 //
 // Every state dir a CLI keeps goes in the tenant's HOME: Claude's ~/.claude by itself, and
 // codex's CODEX_HOME (its threads) is pointed there too, never at the operator's shared one.
