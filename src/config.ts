@@ -187,6 +187,9 @@ const EnvSchema = z.object({
   AGENT_BRIDGE_AGENT_USER: z.string().min(1).optional(),
   AGENT_BRIDGE_AGENT_HOMES_DIR: z.string().min(1).optional(),
   AGENT_BRIDGE_TENANT_GID_BASE: int(1000, 4_000_000_000).default(2_000_000_000),
+  // Above the ranges systemd and /etc/subuid hand out, below 2^31 (some tools take ids as signed).
+  AGENT_BRIDGE_TENANT_UID_BASE: int(1000, 4_000_000_000).default(2_100_000_000),
+  AGENT_BRIDGE_MAX_TENANTS: int(1, 2_147_483_647).default(1_000_000),
   AGENT_BRIDGE_DEBUG_CAPTURE: z.string().min(1).optional(),
   AGENT_BRIDGE_SANDBOX: oneOf(SANDBOX_MODES).default("auto"),
   AGENT_BRIDGE_SANDBOX_TMP_MB: int(1, 1_048_576).default(512),
@@ -342,8 +345,12 @@ export interface Config {
         spec: string;
         /** Where each tenant's HOME is made (one directory per API key). */
         homesDir: string;
-        /** Tenant n's agents run with this group id + n (0 when auth is off). */
-        tenantGidBase: number;
+        /** Tenant n's agents run as this user id + n (0 when auth is off). */
+        uidBase: number;
+        /** …with this group id + n. */
+        gidBase: number;
+        /** The highest n the ranges hold (src/process/tenant-ids.ts). */
+        maxTenants: number;
       }
     | undefined;
   /** Set: runs' spans go to this OTLP/HTTP traces endpoint (src/telemetry/). */
@@ -675,7 +682,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
         ? {
             spec: e.AGENT_BRIDGE_AGENT_USER,
             homesDir,
-            tenantGidBase: e.AGENT_BRIDGE_TENANT_GID_BASE,
+            uidBase: e.AGENT_BRIDGE_TENANT_UID_BASE,
+            gidBase: e.AGENT_BRIDGE_TENANT_GID_BASE,
+            maxTenants: e.AGENT_BRIDGE_MAX_TENANTS,
           }
         : undefined,
     tracing: tracesUrl(e),

@@ -65,7 +65,7 @@ export interface AgentRunRequest {
   /** USD the run may spend, when its key has a budget (see `runBudget`). */
   maxBudgetUsd: number | null;
   cwd: string;
-  /** Set: the CLI runs as the agent user, in its tenant's HOME (src/process/tenant-homes.ts). */
+  /** Set: the CLI runs as its tenant's user, in its tenant's HOME (src/process/tenant-homes.ts). */
   identity?: AgentIdentity;
   /** Tool rules allowed for the rest of the session (answers with `scope: "session"`). */
   allowedTools: readonly string[];

@@ -44,7 +44,7 @@ export interface AgentFiles {
   /** Puts `content` at `file` (mode 0600), making its directory (0700) if missing. */
   write(file: string, content: string | Buffer): Promise<void>;
   /**
-   * Makes the directories (mode 2770: new files keep their group) where missing; one that a link
+   * Makes the directories (mode 0700: the tenant's alone) where missing; one that a link
    * or a file stands in for is replaced. Resolves with the paths it replaced.
    */
   makeDirs(dirs: string[]): Promise<string[]>;
@@ -82,7 +82,7 @@ const SCRIPTS = {
         rm -f -- "$dir" || exit
         echo "$dir"
       fi
-      mkdir -p -m 2770 -- "$dir" || exit
+      mkdir -p -m 0700 -- "$dir" || exit
     done`,
   makeTempDir: `umask 077; exec mktemp -d "$1/$2XXXXXX"`,
   remove: `exec rm -rf -- "$1"`,

@@ -1,16 +1,15 @@
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 
-// The OS user the agents run as (AGENT_BRIDGE_AGENT_USER). The agent is a program that runs shell
-// commands, so the boundary between it and the server (its environment, memory, database files
-// and config) is the operating system's: another user id. Between tenants it is another group id
-// (see tenant-homes.ts).
+// The OS user that turns the agents' own ids on (AGENT_BRIDGE_AGENT_USER). The agent is a program
+// that runs shell commands, so the boundary between it and the server (its environment, memory,
+// database files and config) is the operating system's: another user id. Each tenant's agents run
+// as a user and group id of that tenant's (tenant-ids.ts, tenant-homes.ts), with the agent user's
+// groups as their supplementary groups: the work dirs are the agent user's, shared through its
+// group. The agent user itself runs the server's git in those work dirs (src/worktrees/git.ts).
 
-export interface AgentUser {
+export interface AgentUser extends RunAs {
   name: string;
-  uid: number;
-  /** The user's own group, which the agent keeps as a supplementary group (for work dirs). */
-  gid: number;
 }
 
 /** Why the agents cannot run as another user here; one line for the operator. */
@@ -50,7 +49,9 @@ function lookUp(spec: string): AgentUser {
     );
   }
   const [name = "", , uid = "", gid = ""] = line.split(":");
-  return { name, uid: Number(uid), gid: Number(gid) };
+  // As login (initgroups) would give them: its own group and those it is a member of.
+  const groups = execFileSync("id", ["-G", name], { encoding: "utf8" }).trim().split(/\s+/);
+  return { name, uid: Number(uid), gid: Number(gid), groups: groups.map(Number) };
 }
 
 /**
@@ -80,16 +81,20 @@ function ownStatus(): string {
   }
 }
 
-/** Who a process runs as: the agent user, with its tenant's group. */
+/** Who a process runs as: a tenant's agent (or the agent user itself). */
 export interface RunAs {
   uid: number;
   gid: number;
+  /** Its supplementary groups: the agent user's. */
+  groups: number[];
 }
 
 /**
- * The command that starts `bin` as `runAs`: with the agent user's supplementary groups, its
- * tenant's group as real and effective group, no capabilities, and no way to gain privileges
- * again (set-uid programs such as sudo or su do not work).
+ * The command that starts `bin` as `runAs`: its user and group as real and effective ids, its
+ * supplementary groups named (a tenant's uid has no passwd entry to look them up by), no
+ * capabilities, no way to gain privileges again (set-uid programs such as sudo or su do not
+ * work), and umask 007: what an agent makes in a work dir (setgid, the agent user's group) stays
+ * the group's to change, as the work dirs are shared through it, and nothing is the world's.
  */
 export function commandAs(runAs: RunAs, bin: string, args: string[]): [string, string[]] {
   return [
@@ -97,11 +102,14 @@ export function commandAs(runAs: RunAs, bin: string, args: string[]): [string, s
     [
       `--reuid=${runAs.uid}`,
       `--regid=${runAs.gid}`,
-      "--init-groups",
+      runAs.groups.length > 0 ? `--groups=${runAs.groups.join(",")}` : "--clear-groups",
       "--no-new-privs",
       "--inh-caps=-all",
       "--bounding-set=-all",
       "--",
+      "sh",
+      "-c",
+      'umask 007 && exec "$0" "$@"',
       bin,
       ...args,
     ],

@@ -53,8 +53,9 @@ export const apiKeys = pgTable("api_keys", {
   hash: text("hash").notNull().unique(),
   admin: boolean("admin").notNull(),
   /**
-   * A small number of the key's own: its agents run with group id AGENT_BRIDGE_TENANT_GID_BASE +
-   * this, which keeps one tenant's agent out of another's HOME and processes (src/process/).
+   * A small number of the key's own: its agents run as user id AGENT_BRIDGE_TENANT_UID_BASE + this
+   * and group id AGENT_BRIDGE_TENANT_GID_BASE + this, which keeps one tenant's agent out of
+   * another's HOME and processes (src/process/tenant-ids.ts).
    */
   tenantNumber: integer("tenant_number")
     .notNull()

@@ -13,6 +13,16 @@ interface GitIdentity {
 let identity: GitIdentity | undefined;
 
 /**
+ * Git refuses a repository another user owns, and a worktree is the tenant's (its agent's git
+ * made it), in a repository of the agent user's: git as the agent user is told to work there.
+ */
+const ANY_OWNER = {
+  GIT_CONFIG_COUNT: "1",
+  GIT_CONFIG_KEY_0: "safe.directory",
+  GIT_CONFIG_VALUE_0: "*",
+};
+
+/**
  * With agents running as another user (AGENT_BRIDGE_AGENT_USER), git runs as that user too: the
  * repositories it works in are the agents' to write, and a repository's config can make git run
  * commands (core.fsmonitor, hooks), which must never run as the server. Set at start-up.
@@ -43,7 +53,7 @@ export function git(cwd: string, args: readonly string[]): Promise<string> {
         cwd,
         encoding: "utf8",
         maxBuffer: 16 * 1024 * 1024,
-        ...(identity ? { env: identity.env } : {}),
+        ...(identity ? { env: { ...identity.env, ...ANY_OWNER } } : {}),
       },
       (err, stdout, stderr) => {
         if (!err) return resolve(stdout);

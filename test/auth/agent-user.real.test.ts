@@ -1,10 +1,18 @@
 import { execFileSync } from "node:child_process";
-import { chmodSync, chownSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import {
+  chmodSync,
+  chownSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generateKey } from "../../src/auth/keys.js";
-import { AGENT_USER, ensureAgentUser, isRoot } from "../support/agent-user.js";
+import { AGENT_USER, ensureAgentUser, isRoot, TENANT_UID_BASE } from "../support/agent-user.js";
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
 import { CODEX_BIN, type CodexEnv, makeCodexEnv } from "../support/codex-env.js";
 import { serverDatabases } from "../support/db.js";
@@ -19,9 +27,9 @@ import { sections } from "../support/probe.js";
 import { type ServerProcess, startServer } from "../support/server.js";
 
 // A tenant's agent runs arbitrary shell commands. With AGENT_BRIDGE_AGENT_USER the server runs
-// every CLI as that user, with a group of its tenant's: the real CLI, in bypass mode, is asked to
-// read the server's environment, its database files and another tenant's HOME, and the operating
-// system refuses each. Needs root (CI runs as root), as the feature itself does. The runs' sandbox
+// each tenant's CLIs as a user and group of that tenant's own: the real CLI, in bypass mode, is
+// asked to read the server's environment, its database files and another tenant's HOME, and to
+// signal another tenant's running CLI, and the operating system refuses each. Needs root (CI runs as root), as the feature itself does. The runs' sandbox
 // is off here, so that this shows the agent user's boundary alone: with it, the same reads find
 // nothing to refuse (test/process/sandbox.real.test.ts).
 
@@ -145,7 +153,7 @@ describe.skipIf(!isRoot)("agents run as another OS user (AGENT_BRIDGE_AGENT_USER
         return call(key, `/v1/sessions/${session.id}/messages`, { text });
       };
 
-      it("cannot read the server's environment, its database, another tenant's HOME or processes", async () => {
+      it("cannot read the server's environment, its database, another tenant's HOME or processes, nor signal them", async () => {
         // Another tenant's agent has run (its HOME holds a transcript) and is running again,
         // waiting for its model's answer.
         const other = await call(adminKey, "/v1/keys", { name: "other-tenant" });
@@ -160,11 +168,18 @@ describe.skipIf(!isRoot)("agents run as another OS user (AGENT_BRIDGE_AGENT_USER
         const otherRun = send(other.key, "wait a moment");
         await held.arrived;
         const otherCli = processWithHome(otherHome);
+        // One tenant is one user: its second session's CLI runs as the user that owns what the
+        // first one left in the HOME.
+        const otherUid = statSync(`/proc/${otherCli}`).uid;
+        expect(otherUid).toBeGreaterThan(TENANT_UID_BASE);
+        expect(statSync(join(otherHome, ".claude.json")).uid).toBe(otherUid);
 
         const probe = [
           "echo '== id'; id",
           `echo '== environ'; cat /proc/${server.child.pid}/environ 2>&1`,
           `echo '== other process'; cat /proc/${otherCli}/environ 2>&1`,
+          `echo '== signal'; kill -s TERM ${otherCli} 2>&1`,
+          'echo \'== mine\'; echo mine > "$HOME/mine.txt" && echo "$HOME"',
           ...(backend === "pglite" ? [`echo '== pgdata'; ls ${join(dataDir, "pgdata")} 2>&1`] : []),
           `echo '== homes'; ls ${join(dataDir, "homes")} 2>&1`,
           `echo '== other home'; ls -a ${otherHome} 2>&1`,
@@ -184,12 +199,23 @@ describe.skipIf(!isRoot)("agents run as another OS user (AGENT_BRIDGE_AGENT_USER
         const output = mock.mainRequests().map(toolResultText).join("\n");
         const found = sections(output);
         expect(found.end, output).toBeDefined(); // the command really ran to its end
-        expect(found.id).toContain(`uid=${agent.uid}(${AGENT_USER})`);
-        // Its tenant's group, not the user's own.
+        // A user and group of its tenant's, not the agent user's nor the other tenant's; the
+        // agent user's group (the work dirs') a supplementary one.
+        const uid = Number(/uid=(\d+)/.exec(found.id ?? "")?.[1]);
+        expect(uid).toBeGreaterThanOrEqual(TENANT_UID_BASE);
+        expect(uid).not.toBe(otherUid);
         expect(Number(/gid=(\d+)/.exec(found.id ?? "")?.[1])).toBeGreaterThanOrEqual(2_000_000_000);
+        expect(found.id).toMatch(new RegExp(`groups=.*\\b${agent.gid}\\b`));
         const denied = ["environ", "other process", "homes", "other home", "other transcript"];
         if (backend === "pglite") denied.push("pgdata");
         for (const name of denied) expect(found[name], name).toMatch(/Permission denied/);
+        // The kernel lets a process signal only those of its own user: the other tenant's CLI
+        // got no SIGTERM (its run went on to succeed, above).
+        expect(found.signal).toMatch(/Operation not permitted/);
+        // What it writes in its HOME is its own user's.
+        const home = (found.mine ?? "").trim();
+        expect(home).toMatch(/\/homes\//);
+        expect(statSync(join(home, "mine.txt")).uid).toBe(uid);
         // set-uid programs (sudo, su) cannot give it anything back.
         expect(found.privileges).toMatch(/NoNewPrivs:\s*1/);
         for (const text of [output, JSON.stringify(answer)]) {
@@ -230,7 +256,9 @@ describe.skipIf(!isRoot)("agents run as another OS user (AGENT_BRIDGE_AGENT_USER
           const output = callOutput(openai.responsesRequests().at(-1), "call_probe") ?? "";
           const found = sections(output);
           expect(found.end, output).toBeDefined();
-          expect(found.id).toContain(`uid=${agent.uid}(${AGENT_USER})`);
+          expect(Number(/uid=(\d+)/.exec(found.id ?? "")?.[1])).toBeGreaterThanOrEqual(
+            TENANT_UID_BASE,
+          );
           expect(found["other threads"]).toMatch(/Permission denied/);
           expect(found["operator codex home"]).toMatch(/Permission denied/);
         },

@@ -13,8 +13,8 @@ import { AGENT_USER, ensureAgentUser, isRoot } from "../support/agent-user.js";
 describe.skipIf(!isRoot)("the agent user", () => {
   it("is looked up by name or by uid", () => {
     const { uid, gid } = ensureAgentUser();
-    expect(resolveAgentUser(AGENT_USER)).toEqual({ name: AGENT_USER, uid, gid });
-    expect(resolveAgentUser(String(uid))).toEqual({ name: AGENT_USER, uid, gid });
+    expect(resolveAgentUser(AGENT_USER)).toEqual({ name: AGENT_USER, uid, gid, groups: [gid] });
+    expect(resolveAgentUser(String(uid))).toEqual({ name: AGENT_USER, uid, gid, groups: [gid] });
   });
 
   it("must exist, and the refusal says how to make it", () => {

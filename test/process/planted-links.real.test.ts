@@ -30,7 +30,7 @@ import { type MockAnthropic, startMockAnthropic } from "../support/mock-anthropi
 // into the stored transcript, a file of root's written over and given to the agent, a directory
 // of root's chowned to the tenant, the server blocked for ever on a FIFO. Each is planted here at
 // each of those paths, and the real CLI runs on: planted by the agent through its Bash tool (as
-// in the issue), or between runs as the agent (its user and tenant's group); a hard link to a
+// in the issue), or between runs as the agent (its tenant's user and group); a hard link to a
 // root file by the test as root, since the kernel's protected_hardlinks keeps the agent from
 // making one (an agent on a machine without it could). Needs root.
 
@@ -97,13 +97,15 @@ describe.skipIf(!isRoot).each(BACKENDS)(
 
     /** The agents' HOME (auth is off: one tenant, with no key). */
     const home = () => join(homes, "homes", "no-key");
+    /** The tenant's own user, whose its HOME is. */
+    const tenantUid = () => lstatSync(home()).uid;
 
-    /** Runs the shell commands as the agent does: its user, its tenant's group, in its HOME. */
+    /** Runs the shell commands as the agent does: its tenant's user and group, in its HOME. */
     const asAgent = (...commands: string[]) =>
       execFileSync(
         "setpriv",
         [
-          `--reuid=${agent.uid}`,
+          `--reuid=${tenantUid()}`,
           `--regid=${lstatSync(home()).gid}`,
           "--clear-groups",
           "sh",
@@ -157,6 +159,7 @@ describe.skipIf(!isRoot).each(BACKENDS)(
       if (workDir) {
         mkdirSync(workDir);
         chownSync(workDir, agent.uid, agent.gid);
+        chmodSync(workDir, 0o2775);
       }
       const res = await fetch(`${server.url}/v1/sessions`, {
         method: "POST",
@@ -164,7 +167,8 @@ describe.skipIf(!isRoot).each(BACKENDS)(
         body: JSON.stringify(workDir ? { work_dir: workDir } : {}),
       });
       const session = (await res.json()) as { id: string };
-      expect((await send(session.id, "remember this")).run.status).toBe("succeeded");
+      const first = await send(session.id, "remember this");
+      expect(first.run.status, JSON.stringify(first.run)).toBe("succeeded");
       const projects = join(home(), ".claude", "projects");
       const [project] = readdirSync(projects).filter((name) =>
         readdirSync(join(projects, name)).includes(`${session.id}.jsonl`),
@@ -198,7 +202,7 @@ describe.skipIf(!isRoot).each(BACKENDS)(
       expect(snapshot(secret)).toEqual(before);
       const restored = lstatSync(session.transcript);
       expect(restored.isFile()).toBe(true);
-      expect(restored.uid).toBe(agent.uid);
+      expect(restored.uid).toBe(tenantUid());
       expect(await stored(session.id)).not.toContain("ROOT-SECRET");
     });
 
@@ -208,7 +212,7 @@ describe.skipIf(!isRoot).each(BACKENDS)(
       session: { id: string; transcript: string },
     ) {
       expect(run.run.status).toBe("succeeded");
-      expect(lstatSync(session.transcript)).toMatchObject({ uid: agent.uid, nlink: 1 });
+      expect(lstatSync(session.transcript)).toMatchObject({ uid: tenantUid(), nlink: 1 });
       expect(lstatSync(session.transcript).isFile()).toBe(true);
       expect(await stored(session.id)).toContain("go on");
       expect(await stored(session.id)).not.toContain("ROOT-SECRET");
@@ -273,7 +277,7 @@ describe.skipIf(!isRoot).each(BACKENDS)(
       expect([codexTarget, tmpTarget].map(snapshot)).toEqual(before);
       expect(run.run.status).toBe("succeeded");
       for (const name of ["tmp", ".codex"]) {
-        expect(lstatSync(join(home(), name)), name).toMatchObject({ uid: agent.uid });
+        expect(lstatSync(join(home(), name)), name).toMatchObject({ uid: tenantUid() });
         expect(lstatSync(join(home(), name)).isDirectory(), name).toBe(true);
         expect(logLines(`"path":"${join(home(), name)}"`, logsFrom), name).toHaveLength(1);
       }
@@ -291,7 +295,7 @@ describe.skipIf(!isRoot).each(BACKENDS)(
       expect(snapshot(target)).toEqual(before);
       expect(run.run.status).toBe("succeeded");
       for (const name of ["tmp", ".codex"]) {
-        expect(lstatSync(join(home(), name)), name).toMatchObject({ uid: agent.uid });
+        expect(lstatSync(join(home(), name)), name).toMatchObject({ uid: tenantUid() });
         expect(lstatSync(join(home(), name)).isDirectory(), name).toBe(true);
         expect(logLines(`"path":"${join(home(), name)}"`, logsFrom), name).toHaveLength(1);
       }

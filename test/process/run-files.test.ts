@@ -76,7 +76,7 @@ describe("run files", () => {
       tenantTmp = await mkdtemp(join(tmpdir(), "tenant-tmp-"));
       await chown(tenantTmp, agent.uid, agent.gid);
       tenant = {
-        runAs: { uid: agent.uid, gid: agent.gid },
+        runAs: { uid: agent.uid, gid: agent.gid, groups: [] },
         env: { HOME: tenantTmp, TMPDIR: tenantTmp },
       };
     });

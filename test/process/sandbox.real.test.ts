@@ -76,6 +76,23 @@ function cliOf(sessionId: string): number {
   return pid;
 }
 
+/**
+ * The sockets the CLI `pid` listens on for messages, as root reaches them: in `$TMPDIR/cc-socks/`
+ * when its TMPDIR's parent is its user's alone (a tenant's HOME), else in `/tmp/cc-socks-<uid>/`.
+ */
+function socketsOf(pid: number): string[] {
+  const env = readFileSync(`/proc/${pid}/environ`, "utf8").split("\0");
+  const tmp = env.find((entry) => entry.startsWith("TMPDIR="))?.slice("TMPDIR=".length);
+  const dirs = [
+    `/tmp/cc-socks-${statSync(`/proc/${pid}`).uid}`,
+    ...(tmp ? [join(tmp, "cc-socks")] : []),
+  ];
+  return dirs.flatMap((dir) => {
+    const seen = `/proc/${pid}/root${dir}`;
+    return existsSync(seen) ? readdirSync(seen).map((name) => join(seen, name)) : [];
+  });
+}
+
 /** Whether the process runs: it exists and is more than a zombie (nothing may reap it here). */
 function alive(pid: number): boolean {
   try {
@@ -369,13 +386,11 @@ describe.skipIf(!isRoot)("each run in a sandbox of its own (AGENT_BRIDGE_SANDBOX
         const mark = `from-b-${randomUUID()}`;
         const other = await api.held(b.key, `echo ${mark} > /tmp/${mark}; echo wrote`, rootB);
         try {
-          // The other CLI listens on /tmp/cc-socks-<uid>/ in its own /tmp.
-          const socks = `/proc/${cliOf(other.sessionId)}/root/tmp/cc-socks-${agent.uid}`;
-          const [otherSocket] = readdirSync(socks).map((name) => identity(join(socks, name)));
+          const [otherSocket] = socketsOf(cliOf(other.sessionId)).map(identity);
           expect(otherSocket, "the other CLI's socket").toBeDefined();
           const found = await api.probe(a.key, [
             `echo '== tmp'; ls -a /tmp; cat /tmp/${mark} 2>&1`,
-            `echo '== sockets'; stat -c '%d %i' /tmp/cc-socks-*/*`,
+            `echo '== sockets'; stat -c '%d %i' /tmp/cc-socks-*/* "$TMPDIR"/cc-socks/* 2>/dev/null`,
           ]);
           expect(found.tmp).toMatch(/No such file or directory/);
           // Device numbers in stat's decimal, as Node gives them.

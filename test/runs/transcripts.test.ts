@@ -49,7 +49,7 @@ describe.each(BACKENDS)("session transcripts on %s", (backend) => {
     dir = await mkdtemp(join(tmpdir(), "transcripts-"));
     if (!isRoot) return;
     const agent = ensureAgentUser();
-    runAs = { uid: agent.uid, gid: agent.gid };
+    runAs = { uid: agent.uid, gid: agent.gid, groups: [] };
     home = await mkdtemp(join(tmpdir(), "agent-home-"));
     await chown(home, agent.uid, agent.gid);
     secret = join(dir, "secret.txt");

@@ -22,3 +22,16 @@ export function ensureAgentUser(): { uid: number; gid: number } {
 }
 
 export const isRoot = process.getuid?.() === 0;
+
+/**
+ * `dir` as the README asks of a work dir: the agent user's, and its group's to write (every
+ * tenant's agents have that group), directories setgid so what they make keeps the group.
+ */
+export function shareWithAgents(dir: string, agent: { uid: number; gid: number }) {
+  execFileSync("chown", ["-R", `${agent.uid}:${agent.gid}`, dir]);
+  execFileSync("chmod", ["-R", "g+rwX", dir]);
+  execFileSync("find", [dir, "-type", "d", "-exec", "chmod", "g+s", "{}", "+"]);
+}
+
+/** AGENT_BRIDGE_TENANT_UID_BASE's default: tenant n's agents run as this + n (0: auth is off). */
+export const TENANT_UID_BASE = 2_100_000_000;

@@ -3,7 +3,13 @@ import { chmodSync, existsSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AGENT_USER, ensureAgentUser, isRoot } from "../support/agent-user.js";
+import {
+  AGENT_USER,
+  ensureAgentUser,
+  isRoot,
+  shareWithAgents,
+  TENANT_UID_BASE,
+} from "../support/agent-user.js";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
 import { REAL_CLI_BACKENDS } from "../support/db.js";
@@ -14,9 +20,9 @@ import {
 } from "../support/mock-anthropic.js";
 import { makeRepo, type TestRepo } from "./repo.js";
 
-// Worktree mode with the agents as another OS user: the CLI makes the worktree as that user, and
-// the server's own git commands on the repository (recording, the dirty check, removal) run as
-// that user too. A repository the agent can write to can make git run commands (core.fsmonitor),
+// Worktree mode with the agents as other OS users: the CLI makes the worktree as its tenant's user,
+// and the server's own git commands on the repository (recording, the dirty check, removal) run as
+// the agent user, whose the repository is (umask 007 leaves the tenant's files to its group). A repository the agent can write to can make git run commands (core.fsmonitor),
 // which must never run as the server.
 
 describe.skipIf(!isRoot).each(REAL_CLI_BACKENDS)(
@@ -35,8 +41,9 @@ describe.skipIf(!isRoot).each(REAL_CLI_BACKENDS)(
       mock = await startMockAnthropic({ quiet: true });
       ce = await makeClaudeEnv(mock.url);
       repo = await makeRepo();
-      // The repository as the README asks: the agent user's.
-      execFileSync("chown", ["-R", `${agent.uid}:${agent.gid}`, repo.root]);
+      // The repository as the README asks: the agent user's, and its group's to write.
+      execFileSync("git", ["config", "core.sharedRepository", "group"], { cwd: repo.clone });
+      shareWithAgents(repo.root, agent);
       homes = mkdtempSync(join(tmpdir(), "agent-bridge-homes-"));
       chmodSync(homes, 0o711);
       t = await createTestApp(backend, {
@@ -58,7 +65,7 @@ describe.skipIf(!isRoot).each(REAL_CLI_BACKENDS)(
       rmSync(homes, { recursive: true, force: true });
     });
 
-    it("makes the worktree as the agent user, and never runs the repository's commands as the server", async () => {
+    it("makes the worktree as the tenant's user, and never runs the repository's commands as the server", async () => {
       const session = await (await fetch(`${server.url}/v1/sessions`, { method: "POST" })).json();
       const marker = join(repo.root, "fsmonitor-ran");
       mock.script(
@@ -74,14 +81,17 @@ describe.skipIf(!isRoot).each(REAL_CLI_BACKENDS)(
         headers: { "Content-Type": "application/json", Accept: "application/json" },
         body: JSON.stringify({ text: "write a file" }),
       });
-      expect(await res.json()).toMatchObject({ run: { status: "succeeded" } });
-      // `id -u` printed the agent user's uid.
-      expect(toolResultText(mock.mainRequests().at(-1)).split("\n")).toContain(String(agent.uid));
+      const body = await res.json();
+      expect(body, JSON.stringify(body)).toMatchObject({ run: { status: "succeeded" } });
+      // `id -u` printed the uid of the tenant's own (auth is off: tenant 0).
+      expect(toolResultText(mock.mainRequests().at(-1)).split("\n")).toContain(
+        String(TENANT_UID_BASE),
+      );
 
       const wt = (await (await fetch(`${server.url}/v1/sessions/${session.id}`)).json())
         .git_worktree;
       expect(wt).toMatchObject({ path: join(repo.clone, ".claude", "worktrees", session.id) });
-      expect(statSync(join(wt.path, "mine.txt")).uid).toBe(agent.uid);
+      expect(statSync(join(wt.path, "mine.txt")).uid).toBe(TENANT_UID_BASE);
 
       // What an agent could plant (the CLI refuses `git config core.fsmonitor`, not a shell's
       // write to .git/config): the next git command there runs it, whoever runs git.

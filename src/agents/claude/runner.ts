@@ -38,7 +38,7 @@ export interface RunRequest extends Omit<CommandInput, "mcpConfigFile"> {
   /** `maxBudgetUsd` is the run's own cap, not what its key's budget has left. */
   ownBudget?: boolean;
   cwd: string;
-  /** Set: the CLI runs as the agent user, in its tenant's HOME (src/process/tenant-homes.ts). */
+  /** Set: the CLI runs as its tenant's user, in its tenant's HOME (src/process/tenant-homes.ts). */
   identity?: AgentIdentity;
 }
 

@@ -19,7 +19,7 @@ describe.skipIf(!isRoot)("the operator's codex configuration in a tenant's CODEX
   let rootOnly: string;
   beforeAll(async () => {
     const agent = ensureAgentUser();
-    runAs = { uid: agent.uid, gid: agent.gid };
+    runAs = { uid: agent.uid, gid: agent.gid, groups: [] };
     operatorHome = await mkdtemp(join(tmpdir(), "operator-codex-"));
     await writeFile(join(operatorHome, "config.toml"), 'model = "gpt-test"\n');
     await writeFile(join(operatorHome, "auth.json"), '{"OPENAI_API_KEY":"sk-test"}\n');
