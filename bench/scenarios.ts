@@ -177,12 +177,32 @@ export interface SandboxMemorySample {
   runs: number;
 }
 
-/** Sums the RSS and PSS of every bwrap process on the machine. */
-function bwrapMemory(): { rss: number; pss: number; processes: number } {
+/** The parent of a process; undefined once it is gone. */
+function parentOf(pid: number): number | undefined {
+  try {
+    // After the command's name in parentheses (which may hold spaces): state, then the ppid.
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether `pid` descends from `ancestor`. */
+function descendsFrom(pid: number, ancestor: number): boolean {
+  for (let p = parentOf(pid); p !== undefined && p > 1; p = parentOf(p)) {
+    if (p === ancestor) return true;
+  }
+  return false;
+}
+
+/** Sums the RSS and PSS of the bwrap processes the server `serverPid` started. */
+function bwrapMemory(serverPid: number): { rss: number; pss: number; processes: number } {
   const total = { rss: 0, pss: 0, processes: 0 };
   for (const pid of readdirSync("/proc").filter((e) => /^\d+$/.test(e))) {
     try {
       if (readFileSync(`/proc/${pid}/comm`, "utf8").trim() !== "bwrap") continue;
+      if (!descendsFrom(Number(pid), serverPid)) continue;
       const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, "utf8");
       const kb = (field: string) =>
         Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(rollup)?.[1] ?? 0);
@@ -206,12 +226,7 @@ export async function sandboxMemory(
   for (let r = 0; r < reps; r++) {
     const ids: string[] = [];
     const streams = await holdRuns(server, count, ids);
-    // An earlier run's sandbox may still be on its way out: read again until only the held are.
-    let held = bwrapMemory();
-    for (let tries = 0; held.processes > 2 * count && tries < 50; tries++) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      held = bwrapMemory();
-    }
+    const held = bwrapMemory(server.pid);
     await Promise.all(ids.map((id) => requestJson(server.url, "POST", `/v1/runs/${id}/cancel`)));
     for (const res of await Promise.all(streams)) {
       expect(res.completionStatus === "cancelled", "held run not cancelled", res);

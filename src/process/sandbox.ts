@@ -338,11 +338,16 @@ function behindGateway(
   bin: string,
   args: string[],
 ): [string, string[]] {
-  // A listening socket on 127.0.0.1:port, as the namespace's /proc/net/tcp lists it.
-  const listening = ` 0100007F:${port.toString(16).toUpperCase().padStart(4, "0")} 00000000:0000 0A `;
+  // A listening socket on 127.0.0.1:port, as the namespace's /proc/net/tcp lists it: looked for
+  // with the shell's builtins alone (no process per look), while socat starts.
+  const listening = `0100007F:${port.toString(16).toUpperCase().padStart(4, "0")} 0A`;
   const script = [
     `'${socat}' TCP-LISTEN:${port},bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:${GATEWAY_SOCKET} &`,
-    `until grep -q '${listening}' /proc/net/tcp; do`,
+    "listening() {",
+    `  while read -r _ address _ state _; do [ "$address $state" = "${listening}" ] && return 0; done </proc/net/tcp`,
+    "  return 1",
+    "}",
+    "until listening; do",
     `  kill -0 $! 2>/dev/null || { echo "agent-bridge: no way to the model gateway in the sandbox" >&2; exit 126; }`,
     "done",
     'exec "$@"',

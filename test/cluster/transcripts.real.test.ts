@@ -55,6 +55,8 @@ describe.each(BACKENDS)("a session moving between instances on %s", (backend) =>
   };
 
   it("goes on with the conversation on A, then B, then A again", async () => {
+    // Each instance runs its CLIs in sandboxes of its own, which reach its own gateway alone.
+    for (const t of [first, second]) expect(t.deps.sandbox).toMatchObject({ enabled: true });
     const [onA, onB] = apis as [ReturnType<typeof httpApi>, ReturnType<typeof httpApi>];
     const session = await onA.newSession();
     const say = async (api: typeof onA, text: string, answer: string) => {

@@ -1,5 +1,6 @@
 import { existsSync, readFileSync } from "node:fs";
 import { mkdir, mkdtemp, realpath, rename, rm, symlink, writeFile } from "node:fs/promises";
+import { createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -7,6 +8,7 @@ import { loadConfig } from "../../src/config.js";
 import { createLogger, silentLogger } from "../../src/log.js";
 import { terminateGroup } from "../../src/process/groups.js";
 import {
+  type Bubblewrap,
   bwrapArgs,
   type Mount,
   Sandbox,
@@ -21,6 +23,14 @@ import { testSandbox } from "../support/sandbox.js";
 // without starting anything; what AGENT_BRIDGE_SANDBOX does where bubblewrap is missing; and, with
 // the real bubblewrap, how a run's end reaches what runs in it. What an agent can reach from inside
 // is test/process/sandbox.real.test.ts, with the real CLIs.
+
+function readAll(stream: Socket): Promise<string> {
+  let text = "";
+  stream.on("data", (d: Buffer) => {
+    text += d.toString();
+  });
+  return new Promise((resolve) => stream.once("close", () => resolve(text)));
+}
 
 /** For sandboxes whose runs never reach the gateway. */
 const noGateway = () => Promise.reject(new Error("no gateway in this test"));
@@ -374,6 +384,46 @@ describe("with the real bubblewrap", () => {
       mechanism: "bubblewrap",
       version: expect.stringMatching(/^\d+\.\d+/),
     });
+  });
+
+  it("serves the gateway's socket on its port inside, and starts no command when socat cannot", async () => {
+    if (!testSandbox) throw new Error("bubblewrap does not work here (.ci/run installs it)");
+    const dir = await realpath(await mkdtemp(join(tmpdir(), "agent-bridge-sandbox-")));
+    // A stand-in gateway on a Unix socket, answering one line.
+    const gateway = createServer((socket) => socket.end("from the gateway\n"));
+    const socket = join(dir, "gateway.sock");
+    await new Promise<void>((resolve) => gateway.listen(socket, resolve));
+    const address = async () => ({ url: "http://127.0.0.1:4999", port: 4999, socket });
+    const run = async (tool: Bubblewrap) => {
+      const sandbox = new Sandbox(tool, { hidden: [], roots: [], tmpBytes: 1024 * 1024 }, address);
+      const launch = await sandbox.command({
+        bin: "/bin/sh",
+        args: ["-c", "exec socat -t 5 - TCP:127.0.0.1:4999 </dev/null"],
+        cwd: dir,
+        env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
+        reach: { gateway: { token: "abrun_test" } },
+      });
+      const child = await spawnProcess(launch.bin, launch.args, {
+        cwd: dir,
+        env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
+        dirs: launch.dirs,
+      });
+      const [stdout, stderr] = [readAll(child.stdout), readAll(child.stderr)];
+      return { ...(await child.exited), stdout: await stdout, stderr: await stderr };
+    };
+    try {
+      expect(await run(testSandbox.tool)).toMatchObject({ code: 0, stdout: "from the gateway\n" });
+      // socat that exits at once: the command never starts, and the run's stderr says why.
+      expect(await run({ ...testSandbox.tool, socat: "/bin/false" })).toEqual({
+        code: 126,
+        signal: null,
+        stdout: "",
+        stderr: "agent-bridge: no way to the model gateway in the sandbox\n",
+      });
+    } finally {
+      gateway.close();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it("a SIGTERM to the run's group reaches the command, which has its grace before the sandbox ends", async () => {
