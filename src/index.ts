@@ -6,10 +6,11 @@ import { type Config, ConfigError, databaseTarget, loadConfig } from "./config.j
 import type { AppEnv } from "./http/context.js";
 import { createLogger, errorFields, errorText, type Logger } from "./log.js";
 import { AgentUserError } from "./process/agent-user.js";
-import { SandboxError } from "./process/sandbox.js";
+import { SandboxError, tenantsUnsandboxed } from "./process/sandbox.js";
 import { installProcessGuards } from "./process-guards.js";
 import { DataDirLockedError } from "./store/data-dir-lock.js";
 import { type DatabaseHandle, DatabaseOpenError, openDatabase } from "./store/db.js";
+import { countActiveKeys } from "./store/keys.js";
 import { activeTraceFields, startTracing } from "./telemetry/tracing.js";
 import {
   checkWorktreePrerequisites,
@@ -64,6 +65,12 @@ async function start(config: Config, logger: Logger) {
     for (const line of config.deprecated) logger.warn(line);
     const firstKey = await prepareKeys(database.db, config, logger);
     const deps = buildDeps(config, database, logger, await startTracing(config, logger));
+    const unsandboxed = tenantsUnsandboxed(
+      deps.sandbox,
+      config.sandbox.mode,
+      await countActiveKeys(database.db),
+    );
+    if (unsandboxed) throw unsandboxed;
     await deps.homes?.prepare();
     // The runs' CLIs call their model APIs here (src/gateway/): a loopback port of its own.
     logger.info("model gateway listening", { url: (await deps.gateway.listen()).url });

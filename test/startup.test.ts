@@ -5,9 +5,11 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import postgres from "postgres";
 import { afterAll, describe, expect, it } from "vitest";
+import { issueKey } from "../src/auth/keys.js";
+import { openDatabase } from "../src/store/db.js";
 import { seedDataDir } from "./support/pglite-template.js";
 import { createServerDatabase } from "./support/postgres-databases.js";
-import { freePort, runServerToExit } from "./support/server.js";
+import { freePort, runServerToExit, startServer } from "./support/server.js";
 
 // A start-up that cannot succeed says why in one line on stderr, `agent-bridge: <what is wrong
 // and what to do>`, exits 1, and leaves nothing open: never a stack trace, never a password.
@@ -88,6 +90,31 @@ describe("a start-up that cannot succeed", () => {
     expect(stderr.trimEnd().split("\n").at(-1)).toBe(
       "agent-bridge: AGENT_BRIDGE_SANDBOX=on, but runs cannot be sandboxed: bubblewrap (bwrap) is not installed; install them (Debian: apt-get install bubblewrap socat), or set AGENT_BRIDGE_SANDBOX=auto to run without one where it is missing",
     );
+  });
+
+  it("refuses agents of several tenants (two API keys) where no sandbox can be made, unless AGENT_BRIDGE_SANDBOX=off", async () => {
+    const data = dataDir();
+    await seedDataDir(data);
+    const database = await openDatabase({ kind: "pglite", dataDir: data });
+    try {
+      await issueKey(database.db, { name: "tenant a", admin: true });
+      await issueKey(database.db, { name: "tenant b", admin: false });
+    } finally {
+      await database.close();
+    }
+    // A PATH without bubblewrap on it, as on a machine without the package; `auto` is the default.
+    const env = { AGENT_BRIDGE_DATA_DIR: data, AGENT_BRIDGE_AUTH: "keys", PATH: "/nonexistent" };
+    const { stderr } = await startFails(env);
+    expect(stderr.trimEnd().split("\n").at(-1)).toBe(
+      "agent-bridge: 2 API keys could run agents here, but runs cannot be sandboxed: bubblewrap (bwrap) is not installed; install them (Debian: apt-get install bubblewrap socat), or set AGENT_BRIDGE_SANDBOX=off to run the agents of several tenants without one",
+    );
+    const server = await startServer({ ...env, AGENT_BRIDGE_SANDBOX: "off", PORT: "0" });
+    try {
+      const ready = await (await fetch(`${server.url}/readyz`)).json();
+      expect(ready.sandbox).toEqual({ enabled: false, reason: "AGENT_BRIDGE_SANDBOX=off" });
+    } finally {
+      await server.stop();
+    }
   });
 
   it("names an embedded database that cannot be opened", async () => {

@@ -155,7 +155,10 @@ export interface paths {
     /** List API keys, revoked ones included (admin) */
     get: operations["listKeys"];
     put?: never;
-    /** Create an API key (admin) */
+    /**
+     * Create an API key (admin)
+     * @description 409 `sandbox_required` when the server runs its agents without a sandbox (`AGENT_BRIDGE_SANDBOX=auto` found none) and a key can run agents already: a second tenant's agent could reach the first's work. Install bubblewrap and socat and restart, or set `AGENT_BRIDGE_SANDBOX=off`.
+     */
     post: operations["createKey"];
     delete?: never;
     options?: never;
@@ -525,6 +528,8 @@ export interface components {
       max_budget_usd: number | null;
       /** @description Whether its sessions may use worktree mode. */
       worktrees: boolean;
+      /** @description Where its sandboxed agents may connect, through the bridge's proxy. */
+      egress: string[];
     };
     ApiKeyList: {
       data: components["schemas"]["ApiKey"][];
@@ -667,6 +672,15 @@ export interface components {
       max_budget_usd?: number | null;
       /** @description Whether its sessions may run in a git worktree (default true). */
       worktrees?: boolean;
+      /**
+       * @description Where its agents may connect from their sandbox, through the bridge's proxy (the sandbox has no other way out but the model API): each entry `host`, `*.host` (the names under it), an IP address (`[v6]` in brackets), or `*` (any host), with `:port` or without (then 80 and 443). A name reaches only global unicast addresses; an address written here is reached as written, loopback or private too. Default `[]`: nothing.
+       * @example [
+       *       "github.com",
+       *       "*.npmjs.org",
+       *       "registry.npmjs.org:443"
+       *     ]
+       */
+      egress?: string[];
     };
     CreateHook: {
       /** @example pr-review */
@@ -1089,6 +1103,7 @@ export interface components {
         | "too_many_streams"
         | "rate_limited"
         | "key_not_found"
+        | "sandbox_required"
         | "work_dir_not_allowed"
         | "session_not_found"
         | "run_not_found"
@@ -1528,6 +1543,15 @@ export interface components {
       max_budget_usd?: number | null;
       /** @description Whether its sessions may run in a git worktree (default true). */
       worktrees?: boolean;
+      /**
+       * @description Where its agents may connect from their sandbox, through the bridge's proxy (the sandbox has no other way out but the model API): each entry `host`, `*.host` (the names under it), an IP address (`[v6]` in brackets), or `*` (any host), with `:port` or without (then 80 and 443). A name reaches only global unicast addresses; an address written here is reached as written, loopback or private too. Default `[]`: nothing.
+       * @example [
+       *       "github.com",
+       *       "*.npmjs.org",
+       *       "registry.npmjs.org:443"
+       *     ]
+       */
+      egress?: string[];
     };
     UpdateHook: {
       /** @description Left out: the hook keeps its secret. */
@@ -2425,6 +2449,15 @@ export interface operations {
       };
       /** @description The key lacks the admin role, or its policy does not allow what was asked (`policy_denied`) */
       403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Conflict */
+      409: {
         headers: {
           [name: string]: unknown;
         };

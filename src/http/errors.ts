@@ -40,6 +40,7 @@ export const ERROR_CODES = {
   too_many_streams: "Too many open event streams for this key",
   rate_limited: "Too many requests for this key",
   key_not_found: "API key not found",
+  sandbox_required: "Another tenant's key needs a sandbox",
   work_dir_not_allowed: "Work directory not allowed",
   session_not_found: "Session not found",
   run_not_found: "Run not found",

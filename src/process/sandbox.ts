@@ -559,6 +559,22 @@ function firstLine(err: unknown): string {
 }
 
 /**
+ * Why agents of `keys` API keys (several tenants) must not run here: `auto` found no sandbox, and
+ * without one each tenant's agent can reach the others' work. Undefined when they may: a sandbox,
+ * one key (a set-up of one user), or AGENT_BRIDGE_SANDBOX=off (the operator accepts it).
+ */
+export function tenantsUnsandboxed(
+  status: SandboxStatus,
+  mode: SandboxMode,
+  keys: number,
+): SandboxError | undefined {
+  if (status.enabled || mode === "off" || keys <= 1) return undefined;
+  return new SandboxError(
+    `${keys} API keys could run agents here, but runs cannot be sandboxed: ${status.reason}; install them (Debian: apt-get install bubblewrap socat), or set AGENT_BRIDGE_SANDBOX=off to run the agents of several tenants without one`,
+  );
+}
+
+/**
  * The sandbox this server runs its agents in, as AGENT_BRIDGE_SANDBOX asks: none when off, or when
  * `auto` finds bubblewrap unusable on a set-up of one user. Throws SandboxError when it must not
  * start without one: `on`, or `auto` with an agent user (agents of several tenants on one machine).

@@ -39,6 +39,12 @@ export async function countKeys(db: Database): Promise<number> {
   return row?.n ?? 0;
 }
 
+/** The keys not revoked. */
+export async function countActiveKeys(db: Database): Promise<number> {
+  const [row] = await db.select({ n: count() }).from(apiKeys).where(isNull(apiKeys.revokedAt));
+  return row?.n ?? 0;
+}
+
 /** Marks the key revoked (it stays listed); returns it, or undefined when there is none. */
 export async function revokeKey(db: Database, id: string): Promise<ApiKeyRow | undefined> {
   const now = new Date();

@@ -260,3 +260,31 @@ describe("per-key limits", () => {
     expect(loadConfig({ AGENT_BRIDGE_AUTH: "none", HOST: "127.0.0.1" }).auth.mode).toBe("none");
   });
 });
+
+describe.each(BACKENDS)("a second tenant where runs cannot be sandboxed, on %s", (backend) => {
+  let t: TestApp;
+  let admin: string;
+
+  beforeAll(async () => {
+    // A PATH without bubblewrap on it; AGENT_BRIDGE_SANDBOX is `auto`, the default.
+    t = await createTestApp(backend, { AGENT_BRIDGE_AUTH: "keys", PATH: "/nonexistent" });
+    admin = (await issueKey(t.database.db, { name: "admin", admin: true })).key;
+  });
+  afterAll(() => t.close());
+
+  it("is refused a key (409 sandbox_required, saying what to install), and nothing is made", async () => {
+    const res = await requestAs(t.app, admin, "/v1/keys", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ name: "tenant b" }),
+    });
+    expect(res.status).toBe(409);
+    expect(res.headers.get("content-type")).toBe("application/problem+json");
+    expect(await res.json()).toMatchObject({
+      code: "sandbox_required",
+      detail:
+        "2 API keys could run agents here, but runs cannot be sandboxed: bubblewrap (bwrap) is not installed; install them (Debian: apt-get install bubblewrap socat), or set AGENT_BRIDGE_SANDBOX=off to run the agents of several tenants without one",
+    });
+    expect(await t.database.db.$count(apiKeys)).toBe(1);
+  });
+});

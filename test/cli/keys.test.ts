@@ -119,5 +119,18 @@ describe.each(databases.targets)("agent-bridge keys on %s", (_name, database) =>
     const badMode = await cliWithEnv(["keys", "update", id, "--permission-modes", "sudo"], env);
     expect(badMode.code).toBe(1);
     expect(badMode.stderr).toContain("--permission-modes: sudo is not one of");
+
+    // What its sandboxed agents may reach, as the README's Keys block sets it.
+    const egress = await cliWithEnv(
+      ["keys", "update", id, "--egress", "github.com,*.npmjs.org"],
+      env,
+    );
+    expect(egress.code).toBe(0);
+    expect(await row()).toMatch(/ yes +github\.com,\*\.npmjs\.org /);
+    const badHost = await cliWithEnv(["keys", "update", id, "--egress", "http://x.com"], env);
+    expect(badHost.code).toBe(1);
+    expect(badHost.stderr).toContain('"http://x.com" is not an egress entry');
+    expect((await cliWithEnv(["keys", "update", id, "--egress", "none"], env)).code).toBe(0);
+    expect(await row()).toMatch(/ yes +- /);
   });
 });

@@ -2,6 +2,7 @@ import type { RouteHandler } from "@hono/zod-openapi";
 import { issueKey } from "../../../auth/keys.js";
 import { type PolicyInput, PolicyInputError, policyColumns } from "../../../auth/policy.js";
 import type { Config } from "../../../config.js";
+import { tenantsUnsandboxed } from "../../../process/sandbox.js";
 import * as store from "../../../store/keys.js";
 import type { AppEnv } from "../../context.js";
 import { ApiError, invalidRequest } from "../../errors.js";
@@ -23,6 +24,10 @@ async function policyOrRefuse(input: PolicyInput, config: Config) {
 export const createKey: RouteHandler<typeof routes.createKey, AppEnv> = async (c) => {
   const { name, admin, ...policy } = c.req.valid("json");
   const columns = await policyOrRefuse(policy, c.var.config);
+  // The next start would refuse a second tenant without a sandbox; so does this one, now.
+  const keys = (await store.countActiveKeys(c.var.db)) + 1;
+  const unsandboxed = tenantsUnsandboxed(c.var.sandbox, c.var.config.sandbox.mode, keys);
+  if (unsandboxed) throw new ApiError(409, "sandbox_required", unsandboxed.message);
   const { key, row } = await issueKey(c.var.db, { name, admin, ...columns });
   return c.json({ ...toApiKey(row, c.var.config), key }, 201);
 };

@@ -18,6 +18,8 @@ export const createKey = createRoute({
   operationId: "createKey",
   tags,
   summary: "Create an API key (admin)",
+  description:
+    "409 `sandbox_required` when the server runs its agents without a sandbox (`AGENT_BRIDGE_SANDBOX=auto` found none) and a key can run agents already: a second tenant's agent could reach the first's work. Install bubblewrap and socat and restart, or set `AGENT_BRIDGE_SANDBOX=off`.",
   middleware: [requireAdmin] as const,
   request: { body: { content: { "application/json": { schema: CreateKeyBody } }, required: true } },
   responses: {
@@ -25,7 +27,7 @@ export const createKey = createRoute({
       description: "The new key, shown this once",
       content: { "application/json": { schema: NewApiKey } },
     },
-    ...problemResponses(400, 401, 403, 413, 415, 429),
+    ...problemResponses(400, 401, 403, 409, 413, 415, 429),
   },
 });
 
