@@ -168,8 +168,9 @@ export class EgressProxy {
       res.writeHead(incoming.statusCode ?? 502, incoming.rawHeaders);
       await pipeline(incoming, res);
     } catch (err) {
-      answer(res, ...unreachable(url.host, err));
-      res.destroy();
+      // Cut off mid-answer: the client sees the cut, as it would from the host itself.
+      if (res.headersSent) res.destroy();
+      else answer(res, ...unreachable(url.host, err));
     }
   }
 
