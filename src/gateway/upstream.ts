@@ -1,5 +1,8 @@
 import http, { type IncomingMessage, type OutgoingHttpHeaders } from "node:http";
 import https from "node:https";
+import { HttpProxyAgent } from "http-proxy-agent";
+import { HttpsProxyAgent } from "https-proxy-agent";
+import { getProxyForUrl } from "proxy-from-env";
 
 // The model API the gateway forwards to, and the connections it keeps to it.
 
@@ -19,12 +22,19 @@ export interface UpstreamCall {
   body: Buffer;
 }
 
-/** Sends calls upstream over kept-alive connections, so that a call pays no new TLS handshake. */
+/**
+ * Sends calls upstream over kept-alive connections, so that a call pays no new TLS handshake;
+ * through the proxy the server's environment names for the upstream's URL (`HTTPS_PROXY`,
+ * `HTTP_PROXY`, less `NO_PROXY`, as curl and the CLIs read them), as the CLI went before the
+ * gateway stood between it and its API.
+ */
 export class UpstreamClient {
   private readonly agents = {
     "http:": new http.Agent({ keepAlive: true }),
     "https:": new https.Agent({ keepAlive: true }),
   };
+  /** By proxy URL and the upstream's protocol. */
+  private readonly proxied = new Map<string, http.Agent>();
 
   /**
    * The call's request, sent; `response` settles once the upstream's status and headers are in
@@ -41,7 +51,7 @@ export class UpstreamClient {
     const request = transport.request(url, {
       method: call.method,
       headers,
-      agent: this.agents[url.protocol === "https:" ? "https:" : "http:"],
+      agent: this.agent(url),
     });
     const response = new Promise<IncomingMessage>((resolve, reject) => {
       request.once("response", resolve);
@@ -53,7 +63,25 @@ export class UpstreamClient {
     return { request, response };
   }
 
+  /** The agent for `url`: a proxy's, when the environment names one for it. */
+  private agent(url: URL): http.Agent {
+    const protocol = url.protocol === "https:" ? "https:" : "http:";
+    const proxy = getProxyForUrl(url.href);
+    if (!proxy) return this.agents[protocol];
+    const key = `${protocol} ${proxy}`;
+    let agent = this.proxied.get(key);
+    if (!agent) {
+      // A tunnel (CONNECT) for TLS, whose bytes the proxy cannot read; plain HTTP by full URL.
+      agent =
+        protocol === "https:"
+          ? new HttpsProxyAgent(proxy, { keepAlive: true })
+          : new HttpProxyAgent(proxy, { keepAlive: true });
+      this.proxied.set(key, agent);
+    }
+    return agent;
+  }
+
   close(): void {
-    for (const agent of Object.values(this.agents)) agent.destroy();
+    for (const agent of [...Object.values(this.agents), ...this.proxied.values()]) agent.destroy();
   }
 }

@@ -1,4 +1,5 @@
-import { request } from "node:http";
+import { createServer, request, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { anthropicApi } from "../../src/gateway/anthropic.js";
 import { ModelGateway } from "../../src/gateway/server.js";
@@ -171,5 +172,61 @@ describe.each(BACKENDS)("the model gateway on %s", (backend) => {
       });
     }
     expect(mock.requests.length).toBe(before);
+  });
+});
+
+describe.each(BACKENDS)("the model gateway behind the operator's proxy on %s", (backend) => {
+  let mock: MockAnthropic;
+  let database: TestDatabase;
+  let gateway: ModelGateway;
+  let proxy: Server;
+  /** The absolute URLs the proxy forwarded, as an HTTP proxy is asked for them. */
+  const proxied: string[] = [];
+
+  beforeAll(async () => {
+    mock = await startMockAnthropic({ quiet: true });
+    database = await openTestDatabase(backend);
+    // A plain forward proxy, as an operator's network may require for every way out.
+    proxy = createServer((req, res) => {
+      proxied.push(req.url ?? "");
+      const out = request(req.url ?? "", { method: req.method, headers: req.headers }, (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      });
+      req.pipe(out);
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+    // Read as the server's environment, where the operator sets it.
+    process.env.HTTP_PROXY = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+    gateway = new ModelGateway({
+      apis: [anthropicApi({ baseUrl: mock.url, credential: { "x-api-key": OPERATOR_KEY } })],
+      db: database.db,
+      logger: silentLogger,
+      dbOutageBoundMs: 5000,
+      egressOf: async () => [],
+    });
+  });
+  afterAll(async () => {
+    delete process.env.HTTP_PROXY;
+    delete process.env.NO_PROXY;
+    await gateway.close();
+    proxy.close();
+    await database.destroy();
+    await mock.close();
+  });
+
+  it("sends its calls upstream through HTTP(S)_PROXY, and directly to a host NO_PROXY names", async () => {
+    const run = await insertSessionRun(database.db);
+    const { baseUrl, token } = await gateway.open("anthropic", run.id);
+    const ask = () =>
+      call(`${baseUrl}/v1/models`, "GET", {
+        "x-api-key": token,
+        "anthropic-version": "2023-06-01",
+      });
+    expect((await ask()).status).toBe(200);
+    expect(proxied).toEqual([`${mock.url}/v1/models`]);
+    process.env.NO_PROXY = "127.0.0.1";
+    expect((await ask()).status).toBe(200);
+    expect(proxied).toHaveLength(1);
   });
 });
