@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
+import { readdirSync, readFileSync, rmSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import {
   collectedMemory,
@@ -213,6 +213,8 @@ export async function gatewayCost(
 ): Promise<GatewayRound> {
   const call = async (server: Server, session: string, name: string) => {
     const statsFile = `${statsDir}/${name}.json`;
+    // Not an earlier round's.
+    rmSync(statsFile, { force: true });
     const t0 = now();
     const res = await post(server, session, `!api ${deltas} ${statsFile}`);
     expectComplete(res, deltas + 2, `gateway round (${name})`);
