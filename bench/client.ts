@@ -223,6 +223,14 @@ export function memoryOf(pid: number): { rss: number; peak: number } {
   return { rss: kb("VmRSS") * 1024, peak: kb("VmHWM") * 1024 };
 }
 
+/** CPU time of a process, all its threads, user and system, in ms (Linux: 10 ms ticks). */
+export function cpuMsOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  // After the command's name in parentheses: state is field 3, utime 14 and stime 15.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
 /**
  * The server's memory after a full garbage collection (bench/gc-probe.mjs answers SIGUSR2 by
  * writing process.memoryUsage() to `file`).

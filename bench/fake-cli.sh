@@ -3,7 +3,7 @@
 # writes on stdin and takes the prompt text as its orders:
 #   @/path/transcript.jsonl   write that recorded transcript as fast as the pipe takes it (cat)
 #   !stamped N RATE           hand over to fake-stamped.pl (stamped lines, paced or not)
-#   !MODE ARGS...             hand over to fake-cli.mjs (hold)
+#   !MODE ARGS...             hand over to fake-cli.mjs (hold, api)
 # It is a POSIX shell script so that a recorded run costs a fork of `cat`, not a Node start-up.
 case "$1" in --version) echo "2.1.328 (agent-bridge bench fake)"; exit 0 ;; esac
 IFS= read -r line

@@ -13,6 +13,8 @@ import {
   type FollowSample,
   firstEvent,
   follow,
+  type GatewayRound,
+  gatewayCost,
   idleSubscribers,
   median,
   type RelaySample,
@@ -27,16 +29,17 @@ import {
   sequentialRuns,
   warmUp,
 } from "./scenarios.js";
-import { startBenchServer } from "./server.js";
+import { startBenchServer, startBenchUpstream } from "./server.js";
 import { type Transcripts, writeTranscripts } from "./transcripts.js";
 
 // `npm run bench`: the measurements of issue 9 against the real server process, on PGlite and,
 // when DATABASE_URL is set, on a fresh database of that Postgres server (dropped afterwards).
 // Prints a table and writes bench/results/<date>.json. Options:
-//   --only relay,first,concurrency,memory,bigline,replay,follow,cli,sandbox
+//   --only relay,first,concurrency,memory,bigline,replay,follow,cli,sandbox,gateway
 //                                                          a subset (replay needs relay; follow,
 //                                                          a second instance, needs Postgres;
-//                                                          sandbox needs bubblewrap)
+//                                                          sandbox needs bubblewrap); its results
+//                                                          go to <date>-<subset>.json
 //   --backend pglite|postgres                              one back-end only
 //   --profile                                              the server runs with --cpu-prof
 //                                                          (profiles in bench/results/profiles)
@@ -68,6 +71,14 @@ const SIZES = {
   sandboxRepeats: 21,
   /** Runs held open at once for the sandboxes' memory. */
   sandboxHeld: 20,
+  /**
+   * Runs whose CLI makes one streamed API call, directly and through the model gateway, one after
+   * the other: a short answer (for its first byte) and a long one.
+   */
+  gatewayShortDeltas: 10,
+  gatewayShortRepeats: 31,
+  gatewayLongDeltas: 100_000,
+  gatewayLongRepeats: 5,
 } as const;
 
 const TARGETS = {
@@ -83,6 +94,9 @@ const TARGETS = {
   replayMs: 1_000,
   /** What the run's sandbox may add to its start (issue 38). */
   sandboxAddedMs: 30,
+  /** What the model gateway may add to an API call's first byte, and to a long answer (issue 39). */
+  gatewayFirstByteAddedMs: 2,
+  gatewayStreamRatio: 1.1,
 };
 
 const root = resolve(import.meta.dirname, "..");
@@ -96,7 +110,9 @@ const { values: args } = parseArgs({
   },
 });
 const only = new Set(
-  (args.only ?? "relay,first,concurrency,memory,bigline,replay,follow,cli,sandbox").split(","),
+  (args.only ?? "relay,first,concurrency,memory,bigline,replay,follow,cli,sandbox,gateway").split(
+    ",",
+  ),
 );
 const wanted = (name: string) => only.has(name);
 
@@ -262,6 +278,10 @@ async function benchBackend(backend: Backend, transcripts: Transcripts, tmp: str
         await sandboxed.stop();
       }
     }
+    if (wanted("gateway")) {
+      step("gateway: a server whose CLIs call the upstream, one whose CLIs call its gateway");
+      out.gateway = await gatewayRounds(env, dataDir, tmp, transcripts);
+    }
     if (wanted("follow") && database) {
       step("follow: a second instance");
       const second = await startBenchServer({ ...env, BENCH_MEMORY_FILE: `${memoryFile}.2` });
@@ -292,6 +312,49 @@ async function benchBackend(backend: Backend, transcripts: Transcripts, tmp: str
   return out;
 }
 
+/**
+ * The model gateway's cost: two fresh servers on the same back-end and settings, the bench's
+ * upstream as their ANTHROPIC_BASE_URL; one without a credential (no gateway: its CLIs call the
+ * upstream themselves), one with (its CLIs call its gateway with their run's token).
+ */
+async function gatewayRounds(
+  env: Record<string, string>,
+  dataDir: string,
+  tmp: string,
+  transcripts: Transcripts,
+): Promise<Results> {
+  const running: { stop(): Promise<void> }[] = [];
+  try {
+    const upstream = await startBenchUpstream();
+    running.push(upstream);
+    const operatorKey = `bench-operator-${randomBytes(8).toString("hex")}`;
+    const server = async (name: string, extra: Record<string, string> = {}): Promise<Server> => {
+      const proc = await startBenchServer({
+        ...env,
+        ANTHROPIC_BASE_URL: upstream.url,
+        ...extra,
+        AGENT_BRIDGE_DATA_DIR: `${dataDir}-${name}`,
+        BENCH_MEMORY_FILE: join(tmp, `memory-${name}.json`),
+      });
+      running.push(proc);
+      return { url: proc.url, pid: proc.child.pid ?? 0, bin, transcripts, memoryFile: "" };
+    };
+    const direct = await server("direct");
+    const gateway = await server("gateway", { ANTHROPIC_API_KEY: operatorKey });
+    await Promise.all([warmUp(direct), warmUp(gateway)]);
+    const round = (deltas: number, reps: number) =>
+      gatewayCost(direct, gateway, upstream, operatorKey, tmp, deltas, reps);
+    // Each side's first API calls (and the JIT of the gateway's code) left out.
+    await round(SIZES.gatewayShortDeltas, 4);
+    return {
+      short: await round(SIZES.gatewayShortDeltas, SIZES.gatewayShortRepeats),
+      long: await round(SIZES.gatewayLongDeltas, SIZES.gatewayLongRepeats),
+    };
+  } finally {
+    for (const proc of running.reverse()) await proc.stop();
+  }
+}
+
 // --- summary -------------------------------------------------------------------------------
 
 const med = <T>(xs: T[] | undefined, f: (x: T) => number) => (xs ? median(xs.map(f)) : undefined);
@@ -301,6 +364,8 @@ const ms = (x: number) => `${num(x, x < 10 ? 2 : 1)} ms`;
 const kb = (x: number) => `${num(x / 1024, 1)} KB`;
 const mb = (x: number) => `${num(x / 1024 / 1024, 1)} MB`;
 const mark = (ok: boolean) => (ok ? " ✓" : " ✗");
+/** A difference in ms, with its sign. */
+const added = (x: number) => `${x < 0 ? "−" : "+"}${ms(Math.abs(x))}`;
 
 interface Row {
   measure: string;
@@ -515,6 +580,61 @@ const rows: Row[] = [
     },
   },
   {
+    measure: `an API call's first byte at the CLI, through the gateway / directly (added; ${num(SIZES.gatewayShortDeltas)} deltas)`,
+    target: `≤ +${TARGETS.gatewayFirstByteAddedMs} ms`,
+    cell: (r) => {
+      const g = r.gateway?.short as GatewayRound | undefined;
+      if (!g) return undefined;
+      const via = med(g.pairs, (p) => p.gateway.firstByteMs) ?? Number.NaN;
+      const direct = med(g.pairs, (p) => p.direct.firstByteMs) ?? Number.NaN;
+      const more = med(g.pairs, (p) => p.gateway.firstByteMs - p.direct.firstByteMs) ?? Number.NaN;
+      return {
+        text: `${added(more)} (${ms(via)} / ${ms(direct)})`,
+        ok: more <= TARGETS.gatewayFirstByteAddedMs,
+      };
+    },
+  },
+  {
+    measure: "POST to first text_delta, through the gateway / directly (added)",
+    target: "",
+    cell: (r) => {
+      const g = r.gateway?.short as GatewayRound | undefined;
+      if (!g) return undefined;
+      const via = med(g.pairs, (p) => p.gateway.firstDeltaMs) ?? Number.NaN;
+      const direct = med(g.pairs, (p) => p.direct.firstDeltaMs) ?? Number.NaN;
+      const more =
+        med(g.pairs, (p) => p.gateway.firstDeltaMs - p.direct.firstDeltaMs) ?? Number.NaN;
+      return { text: `${added(more)} (${ms(via)} / ${ms(direct)})` };
+    },
+  },
+  {
+    measure: `a ${num(SIZES.gatewayLongDeltas)}-delta answer, POST to completion, through the gateway / directly`,
+    target: `≤ ${TARGETS.gatewayStreamRatio}x`,
+    cell: (r) => {
+      const g = r.gateway?.long as GatewayRound | undefined;
+      if (!g) return undefined;
+      const via = med(g.pairs, (p) => p.gateway.totalMs) ?? Number.NaN;
+      const direct = med(g.pairs, (p) => p.direct.totalMs) ?? Number.NaN;
+      const ratio = med(g.pairs, (p) => p.gateway.totalMs / p.direct.totalMs) ?? Number.NaN;
+      return {
+        text: `${num(ratio, 2)}x (${ms(via)} / ${ms(direct)})`,
+        ok: ratio <= TARGETS.gatewayStreamRatio,
+      };
+    },
+  },
+  ...(["short", "long"] as const).map(
+    (kind): Row => ({
+      measure: `server CPU per call, through the gateway / directly (added; ${num(kind === "short" ? SIZES.gatewayShortDeltas : SIZES.gatewayLongDeltas)} deltas)`,
+      target: "",
+      cell: (r) => {
+        const g = r.gateway?.[kind] as GatewayRound | undefined;
+        if (!g) return undefined;
+        const { gateway: via, direct } = g.cpuMsPerCall;
+        return { text: `${added(via - direct)} (${ms(via)} / ${ms(direct)})` };
+      },
+    }),
+  ),
+  {
     measure: `replay from Last-Event-ID ${num(SIZES.replayFrom)} to the end`,
     target: `< ${ms(TARGETS.replayMs)}`,
     cell: (r) => {
@@ -566,11 +686,14 @@ const seconds = (Date.now() - startedAt.getTime()) / 1000;
 const text = table(results);
 const header = `${machine.cpus} × ${machine.cpu_model}, ${mb(machine.memory_bytes)}, Node ${machine.node}, ${machine.platform}; load average at start ${machine.load_average_at_start.map((x) => x.toFixed(2)).join(" ")}`;
 process.stdout.write(
-  `\n${header}\nmedians of ${SIZES.repeats} (first event: ${SIZES.firstEventRepeats}; sandbox cost: ${SIZES.sandboxRepeats}; paced concurrency and subscribers: ${SIZES.longRepeats}); ${num(seconds, 0)} s in all\n\n${text}\n`,
+  `\n${header}\nmedians of ${SIZES.repeats} (first event: ${SIZES.firstEventRepeats}; sandbox cost: ${SIZES.sandboxRepeats}; gateway: ${SIZES.gatewayShortRepeats} short and ${SIZES.gatewayLongRepeats} long pairs; paced concurrency and subscribers: ${SIZES.longRepeats}); ${num(seconds, 0)} s in all\n\n${text}\n`,
 );
 const resultsDir = join(root, "bench", "results");
 mkdirSync(resultsDir, { recursive: true });
-const file = join(resultsDir, `${startedAt.toISOString().slice(0, 10)}.json`);
+const file = join(
+  resultsDir,
+  `${startedAt.toISOString().slice(0, 10)}${args.only ? `-${[...only].join("-")}` : ""}.json`,
+);
 writeFileSync(
   file,
   `${JSON.stringify({ started_at: startedAt.toISOString(), seconds, machine, sizes: SIZES, targets: TARGETS, table: text, results }, null, 2)}\n`,

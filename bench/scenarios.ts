@@ -1,8 +1,9 @@
 import { execFile } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
+import { readdirSync, readFileSync, rmSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import {
   collectedMemory,
+  cpuMsOf,
   createSessions,
   floorRun,
   memoryOf,
@@ -167,6 +168,104 @@ export async function sandboxCost(
     });
   }
   return samples;
+}
+
+export interface GatewayCallSample {
+  /** From the message's POST to its first text_delta. */
+  firstDeltaMs: number;
+  /** From the message's POST to its completion. */
+  totalMs: number;
+  /** At the stand-in CLI: from its API request leaving to the answer's first byte. */
+  firstByteMs: number;
+}
+
+export interface GatewayRound {
+  deltas: number;
+  /** One run on each server in turn. */
+  pairs: { direct: GatewayCallSample; gateway: GatewayCallSample }[];
+  /** Each server's CPU over the round, divided by its runs. */
+  cpuMsPerCall: { direct: number; gateway: number };
+}
+
+/** Where the API was reached from the stand-in CLI (bench/fake-cli.mjs `api`), and when. */
+interface ApiCallStats {
+  baseUrl: string;
+  sentAt: number;
+  firstByteAt: number;
+}
+
+/**
+ * What the model gateway adds to a call: runs whose stand-in CLI makes one streamed Messages API
+ * call of `deltas` deltas, on a server whose CLI calls the upstream itself (`direct`: no
+ * credential in its environment) and one whose CLI calls through its gateway (`gateway`), one run
+ * on each in turn, which goes first alternating. Checks that each call took the way it should:
+ * the direct CLI called the upstream without a credential, the other called elsewhere (the
+ * gateway), and the upstream got the operator's credential once for each of those calls.
+ */
+export async function gatewayCost(
+  direct: Server,
+  gateway: Server,
+  upstream: { url: string; credentials(): Promise<Record<string, number>> },
+  operatorKey: string,
+  statsDir: string,
+  deltas: number,
+  reps: number,
+): Promise<GatewayRound> {
+  const call = async (server: Server, session: string, name: string) => {
+    const statsFile = `${statsDir}/${name}.json`;
+    // Not an earlier round's.
+    rmSync(statsFile, { force: true });
+    const t0 = now();
+    const res = await post(server, session, `!api ${deltas} ${statsFile}`);
+    expectComplete(res, deltas + 2, `gateway round (${name})`);
+    const stats = JSON.parse(readFileSync(statsFile, "utf8")) as ApiCallStats;
+    const sample = {
+      firstDeltaMs: (res.firstDeltaAt ?? Number.NaN) - t0,
+      totalMs: res.endedAt - t0,
+      firstByteMs: stats.firstByteAt - stats.sentAt,
+    };
+    return { sample, baseUrl: stats.baseUrl };
+  };
+  const [directSessions, gatewaySessions] = await Promise.all([
+    createSessions(direct.url, reps),
+    createSessions(gateway.url, reps),
+  ]);
+  const before = await upstream.credentials();
+  // Over the whole round, so that what a run leaves to do after its completion counts too.
+  const cpu0 = { direct: cpuMsOf(direct.pid), gateway: cpuMsOf(gateway.pid) };
+  const timed = async (side: "direct" | "gateway", i: number) => {
+    const server = side === "direct" ? direct : gateway;
+    const session = (side === "direct" ? directSessions : gatewaySessions)[i] ?? "";
+    const out = await call(server, session, `${side}-${deltas}-${i}`);
+    const viaUpstream = out.baseUrl.replace(/\/+$/, "") === upstream.url;
+    expect(
+      viaUpstream === (side === "direct"),
+      `gateway round: the ${side} CLI called ${out.baseUrl}`,
+    );
+    return out.sample;
+  };
+  const pairs: GatewayRound["pairs"] = [];
+  for (let i = 0; i < reps; i++) {
+    if (i % 2 === 0) {
+      const d = await timed("direct", i);
+      pairs.push({ direct: d, gateway: await timed("gateway", i) });
+    } else {
+      const g = await timed("gateway", i);
+      pairs.push({ direct: await timed("direct", i), gateway: g });
+    }
+  }
+  await sleep(300);
+  const cpuMsPerCall = {
+    direct: (cpuMsOf(direct.pid) - cpu0.direct) / reps,
+    gateway: (cpuMsOf(gateway.pid) - cpu0.gateway) / reps,
+  };
+  const after = await upstream.credentials();
+  const added = (credential: string) => (after[credential] ?? 0) - (before[credential] ?? 0);
+  expect(
+    added("none") === reps && added(operatorKey) === reps,
+    `gateway round: the upstream's calls by credential went ${JSON.stringify(before)} → ${JSON.stringify(after)}`,
+  );
+  return { deltas, pairs, cpuMsPerCall };
 }
 
 export interface SandboxMemorySample {

@@ -58,3 +58,30 @@ export async function startBenchServer(
   await stop();
   throw new Error(`server not ready within 60 s:\n${output}`);
 }
+
+export interface BenchUpstream {
+  url: string;
+  /** How many calls came with each credential (`x-api-key`, else `authorization`, else "none"). */
+  credentials(): Promise<Record<string, number>>;
+  stop(): Promise<void>;
+}
+
+/** The bench's Messages API (bench/upstream.mjs), in a process of its own. */
+export async function startBenchUpstream(): Promise<BenchUpstream> {
+  const child = spawn(process.execPath, [resolve(root, "bench", "upstream.mjs")], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const exited = once(child, "exit");
+  const [first] = (await once(child.stdout ?? child, "data")) as [Buffer];
+  const port = /^listening (\d+)/.exec(first.toString())?.[1];
+  if (!port) throw new Error(`bench upstream: ${first.toString()}`);
+  const url = `http://127.0.0.1:${port}`;
+  return {
+    url,
+    credentials: async () => (await (await fetch(`${url}/stats`)).json()) as Record<string, number>,
+    stop: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+      await exited;
+    },
+  };
+}
