@@ -64,11 +64,14 @@ export class Git {
    */
   async run(args: readonly string[], cwd: string = this.repo): Promise<string> {
     if (!this.holds(cwd)) throw new GitError(args, null, `${cwd} is not in ${this.repo}`);
+    // Started in the repository, and taken into a worktree by git itself: the sandbox's user
+    // enters its work dir before it is the tenant's, and a worktree is the tenant's alone.
+    const into = path.resolve(cwd) === path.resolve(this.repo) ? [] : ["-C", cwd];
     let child: SpawnedProcess;
     try {
-      const launch = await this.start(cwd, [...args]);
+      const launch = await this.start(this.repo, [...into, ...args]);
       child = await spawnProcess(launch.bin, launch.args, {
-        cwd,
+        cwd: this.repo,
         env: launch.env,
         dirs: launch.dirs,
       });
