@@ -180,6 +180,20 @@ describe.each(runners)("a session's worktree on disk, git %s", (_, runner) => {
     expect(await restoreSessionWorktree(gitIn(r.clone), id)).toBeUndefined();
   });
 
+  it("is looked for in the repository alone: git's record of one elsewhere is not followed", async () => {
+    const r = await repo();
+    const id = randomUUID();
+    // What an agent could make git record: the session's branch in another work dir.
+    const elsewhere = join(r.root, "another-work-dir");
+    git(r.clone, "worktree", "add", "-q", "-b", `worktree-${id}`, elsewhere, "origin/HEAD");
+    await writeFile(join(elsewhere, "theirs.txt"), "another tenant's work\n");
+    expect(await findSessionWorktree(gitIn(r.clone), id)).toBeUndefined();
+    await expect(isDirty(gitIn(r.clone), elsewhere)).rejects.toThrow(/is not in/);
+    // Removal leaves it be (git then refuses to delete a branch checked out there).
+    await expect(removeSessionWorktree(gitIn(r.clone), id, { force: true })).rejects.toThrow();
+    expect(existsSync(join(elsewhere, "theirs.txt"))).toBe(true);
+  });
+
   it("deleted by hand, is removed from git's records with its branch", async () => {
     const r = await repo();
     const id = randomUUID();
