@@ -18,6 +18,12 @@ import type { AgentIdentity, TenantHomes } from "../process/tenant-homes.js";
 const MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
 
 /**
+ * How long one git command may take: its work here is local and quick, and a command a
+ * repository's config planted must not hold a session's removal, or the sweep, for ever.
+ */
+const TIME_LIMIT_MS = 60_000;
+
+/**
  * Git refuses a repository another user owns, and a tenant's git works in repositories of the
  * agent user's (the tenant's ~/.gitconfig says the same, for the CLI's git).
  */
@@ -51,6 +57,7 @@ export class Git {
     /** The repository's top directory: a session's work dir. */
     readonly repo: string,
     private readonly start: Start,
+    private readonly timeLimitMs: number = TIME_LIMIT_MS,
   ) {}
 
   /** Whether `p` lies in the repository, where this git may run. */
@@ -81,11 +88,18 @@ export class Git {
     }
     // Only local commands are run (no fetch or push), so nothing can wait for input.
     child.stdin.end();
+    const stop = () => killGroup(child.pid);
+    let late = false;
+    const timer = setTimeout(() => {
+      late = true;
+      stop();
+    }, this.timeLimitMs);
     const [stdout, stderr, exit] = await Promise.all([
-      text(child.stdout, child.pid),
-      text(child.stderr, child.pid),
+      text(child.stdout, stop),
+      text(child.stderr, stop),
       child.exited,
-    ]);
+    ]).finally(() => clearTimeout(timer));
+    if (late) throw new GitError(args, null, `stopped after ${this.timeLimitMs} ms`);
     if (exit.code === 0 && stdout !== undefined) return stdout;
     throw new GitError(args, exit.code, stderr ?? "more output than git gives here");
   }
@@ -101,19 +115,24 @@ export class Git {
   }
 }
 
-/** A stream's text; undefined, and the process group killed, when it exceeds the bound. */
-async function text(stream: Socket, pgid: number): Promise<string | undefined> {
+/** Ends git and all it started: in a sandbox, bwrap's end ends everything inside. */
+function killGroup(pgid: number) {
+  try {
+    process.kill(-pgid, "SIGKILL");
+  } catch {
+    // Gone already.
+  }
+}
+
+/** A stream's text; undefined, once `stop` is called, when it exceeds the bound. */
+async function text(stream: Socket, stop: () => void): Promise<string | undefined> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of stream as AsyncIterable<Buffer>) {
     size += chunk.length;
     if (size > MAX_OUTPUT_BYTES) {
       stream.destroy();
-      try {
-        process.kill(-pgid, "SIGKILL");
-      } catch {
-        // Gone already.
-      }
+      stop();
       return undefined;
     }
     chunks.push(chunk);
@@ -128,6 +147,8 @@ export interface GitRunnerOptions {
   sandbox?: Sandbox;
   /** Set: git for a session runs as its tenant's user (AGENT_BRIDGE_AGENT_USER). */
   homes?: TenantHomes;
+  /** How long one git command may take; a minute by default. */
+  timeLimitMs?: number;
 }
 
 /** Starts the server's git: for a session, as that session's agent would run. */
@@ -139,27 +160,36 @@ export class GitRunner {
    * is off) and, with a sandbox, in one with the repository's `.git` writable and no network.
    */
   forSession(ownerKeyId: string | null, repo: string): Git {
-    const { sandbox, homes } = this.opts;
+    const { homes } = this.opts;
     let identity: Promise<AgentIdentity | undefined> | undefined;
-    return new Git(repo, async (cwd, args) => {
+    const start: Start = async (cwd, args) => {
       identity ??= homes ? homes.identityFor(ownerKeyId) : Promise.resolve(undefined);
-      const who = await identity;
-      const env = gitEnv({ ...this.opts.env, ...who?.env }, who !== undefined);
-      if (sandbox) {
-        const launch = await sandbox.command({
-          bin: "git",
-          args,
-          cwd,
-          env,
-          ...(who ? { runAs: who.runAs } : {}),
-          // Besides `cwd`: the objects, refs and worktree records git writes.
-          reach: { writable: [path.join(repo, ".git")], offline: true },
-        });
-        return { ...launch, env };
-      }
-      const [bin, argv] = who ? commandAs(who.runAs, "git", args) : ["git", args];
-      return { bin, args: argv, dirs: [], env };
-    });
+      return this.launch(repo, cwd, args, await identity);
+    };
+    return new Git(repo, start, this.opts.timeLimitMs);
+  }
+
+  private async launch(
+    repo: string,
+    cwd: string,
+    args: string[],
+    who: AgentIdentity | undefined,
+  ): Promise<Launch & { env: Record<string, string> }> {
+    const env = gitEnv({ ...this.opts.env, ...who?.env }, who !== undefined);
+    if (this.opts.sandbox) {
+      const launch = await this.opts.sandbox.command({
+        bin: "git",
+        args,
+        cwd,
+        env,
+        ...(who ? { runAs: who.runAs } : {}),
+        // Besides `cwd`: the objects, refs and worktree records git writes.
+        reach: { writable: [path.join(repo, ".git")], offline: true },
+      });
+      return { ...launch, env };
+    }
+    const [bin, argv] = who ? commandAs(who.runAs, "git", args) : ["git", args];
+    return { bin, args: argv, dirs: [], env };
   }
 
   /**
@@ -168,7 +198,8 @@ export class GitRunner {
    */
   asServer(dir: string): Git {
     const env = gitEnv(this.opts.env, this.opts.homes !== undefined);
-    return new Git(dir, async (_cwd, args) => ({ bin: "git", args, dirs: [], env }));
+    const start: Start = async (_cwd, args) => ({ bin: "git", args, dirs: [], env });
+    return new Git(dir, start, this.opts.timeLimitMs);
   }
 }
 

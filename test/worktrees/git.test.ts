@@ -3,7 +3,7 @@ import { existsSync } from "node:fs";
 import { rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { type Git, GitRunner } from "../../src/worktrees/git.js";
+import { type Git, GitRunner, type GitRunnerOptions } from "../../src/worktrees/git.js";
 import {
   checkWorktreePrerequisites,
   WorktreePrerequisiteError,
@@ -24,10 +24,10 @@ import { git, gitOk, makeRepo, type RepoShape, type TestRepo } from "./repo.js";
 // no network) where there is: each works alike.
 
 const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: process.env.HOME ?? "/" };
-const runners: [string, GitRunner][] = [
-  ["plain", new GitRunner({ env })],
+const runners: [string, GitRunnerOptions][] = [
+  ["plain", { env }],
   ...(testSandbox
-    ? [["sandboxed", new GitRunner({ env, sandbox: testSandbox })] as [string, GitRunner]]
+    ? [["sandboxed", { env, sandbox: testSandbox }] as [string, GitRunnerOptions]]
     : []),
 ];
 const serverGit = (dir: string) => new GitRunner({ env }).forSession(null, dir);
@@ -93,8 +93,8 @@ describe("worktree prerequisites", () => {
   });
 });
 
-describe.each(runners)("a session's worktree on disk, git %s", (_, runner) => {
-  const gitIn = (dir: string): Git => runner.forSession(null, dir);
+describe.each(runners)("a session's worktree on disk, git %s", (_, options) => {
+  const gitIn = (dir: string): Git => new GitRunner(options).forSession(null, dir);
 
   it("is found with its branch, head and base commit; absent before it is made", async () => {
     const r = await repo();
@@ -192,6 +192,16 @@ describe.each(runners)("a session's worktree on disk, git %s", (_, runner) => {
     // Removal leaves it be (git then refuses to delete a branch checked out there).
     await expect(removeSessionWorktree(gitIn(r.clone), id, { force: true })).rejects.toThrow();
     expect(existsSync(join(elsewhere, "theirs.txt"))).toBe(true);
+  });
+
+  it("stops a command the repository's config planted once git's time is up", async () => {
+    const r = await repo();
+    const id = randomUUID();
+    const path = worktreeAsTheCliMakesIt(r.clone, id);
+    git(r.clone, "config", "core.fsmonitor", "sleep 600");
+    const quick = new GitRunner({ ...options, timeLimitMs: 300 }).forSession(null, r.clone);
+    // Its answer comes once git's output is closed: the planted sleep is gone too.
+    await expect(isDirty(quick, path)).rejects.toThrow(/stopped after 300 ms/);
   });
 
   it("deleted by hand, is removed from git's records with its branch", async () => {
