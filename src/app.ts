@@ -43,7 +43,7 @@ import type { DatabaseHandle } from "./store/db.js";
 import { egressOfRun } from "./store/keys.js";
 import { DebugCapture } from "./telemetry/capture.js";
 import { type Tracing, tracingOff } from "./telemetry/tracing.js";
-import { runGitAs } from "./worktrees/git.js";
+import { GitRunner } from "./worktrees/git.js";
 import { SessionSweeper } from "./worktrees/sweep.js";
 
 /** The app's dependencies as configured; the entry point and the tests both build them here. */
@@ -67,13 +67,6 @@ export function buildDeps(
         logger,
       )
     : undefined;
-  runGitAs(
-    homes && {
-      runAs: homes.user,
-      // HOME: somewhere git finds no config of the server's user.
-      env: { ...claude.childEnv, HOME: config.agentUser?.homesDir ?? "/" },
-    },
-  );
   // Serves the model APIs whose upstream the operator configured; listens once started.
   const gateway = new ModelGateway({
     apis: [
@@ -99,6 +92,12 @@ export function buildDeps(
     ...(sandbox ? { sandbox } : {}),
     ...(limits ? { limits } : {}),
   };
+  // In a session's repository the server's git runs as the session's agent would (see git.ts).
+  const git = new GitRunner({
+    env: claude.childEnv,
+    ...(sandbox ? { sandbox } : {}),
+    ...(homes ? { homes } : {}),
+  });
   const backends: Record<AgentName, () => AgentBackend> = {
     claude: () =>
       claudeBackend({
@@ -175,6 +174,7 @@ export function buildDeps(
     dbOutageBoundMs: config.runs.dbOutageBoundMs,
     metrics,
     ...(homes ? { homes } : {}),
+    git,
     gate: policyGate(database.db, config),
     agents,
     killGraceMs: DRIVER_DEFAULTS.killGraceMs,
@@ -207,6 +207,7 @@ export function buildDeps(
     gateway,
     sandbox: sandboxStatus,
     ...(homes ? { homes } : {}),
+    git,
     tracing,
     ...(capture ? { capture } : {}),
   };
@@ -240,6 +241,7 @@ export function buildSweeper(deps: AppDeps): SessionSweeper {
     ttlMs: deps.config.sessions.ttlMs,
     intervalMs: deps.config.sessions.sweepIntervalMs,
     workDir: deps.config.workDir,
+    git: deps.git,
   });
 }
 
@@ -323,6 +325,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     c.set("metrics", deps.metrics);
     c.set("streams", deps.streams);
     c.set("sandbox", deps.sandbox);
+    c.set("git", deps.git);
     await next();
   });
   app.use(accessLog);

@@ -74,8 +74,9 @@ async function start(config: Config, logger: Logger) {
     await deps.homes?.prepare();
     // The runs' CLIs call their model APIs here (src/gateway/): a loopback port of its own.
     logger.info("model gateway listening", { url: (await deps.gateway.listen()).url });
-    // After buildDeps: git runs as the agents' user when they have one.
-    if (config.agents.worktreeEnabled) await checkWorktreePrerequisites(config.workDir);
+    if (config.agents.worktreeEnabled) {
+      await checkWorktreePrerequisites(deps.git.asServer(config.workDir));
+    }
     // Registers this instance, and closes what instances that are gone left (touching nothing of
     // a live one's), before any run of its own is admitted.
     await deps.lease.start();

@@ -3,6 +3,7 @@ import type { BridgeEvent, UsageBefore, UserQuestion } from "../events.js";
 import type { Logger } from "../log.js";
 import type { AgentFiles } from "../process/agent-files.js";
 import type { AgentIdentity } from "../process/tenant-homes.js";
+import type { Git } from "../worktrees/git.js";
 import type { ImageAttachment } from "./images.js";
 import { Approvals, Effort, PermissionMode } from "./settings.js";
 
@@ -67,6 +68,8 @@ export interface AgentRunRequest {
   cwd: string;
   /** Set: the CLI runs as its tenant's user, in its tenant's HOME (src/process/tenant-homes.ts). */
   identity?: AgentIdentity;
+  /** Git in `cwd` as the session's tenant: for a back-end that makes the session's worktree. */
+  git: Git;
   /** Tool rules allowed for the rest of the session (answers with `scope: "session"`). */
   allowedTools: readonly string[];
 }

@@ -13,6 +13,7 @@ import type { RunManager } from "../runs/manager.js";
 import type { Database, DatabaseHandle } from "../store/db.js";
 import type { DebugCapture } from "../telemetry/capture.js";
 import type { Tracing } from "../telemetry/tracing.js";
+import type { GitRunner } from "../worktrees/git.js";
 import type { StreamLimiter } from "./streams.js";
 
 /** A sandbox, with its runs' memory and process limits; or why there is none. */
@@ -39,6 +40,8 @@ export interface AppDeps {
   sandbox: SandboxReadiness;
   /** Set when the agents run as another OS user (AGENT_BRIDGE_AGENT_USER). */
   homes?: TenantHomes;
+  /** The server's git in the sessions' repositories (src/worktrees/git.ts). */
+  git: GitRunner;
   /** The model APIs as this instance serves them to its runs' CLIs (src/gateway/). */
   gateway: ModelGateway;
   /** Spans of requests and runs (OTEL_EXPORTER_OTLP_ENDPOINT); off by default. */

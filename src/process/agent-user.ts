@@ -6,7 +6,7 @@ import { readFileSync } from "node:fs";
 // database files and config) is the operating system's: another user id. Each tenant's agents run
 // as a user and group id of that tenant's (tenant-ids.ts, tenant-homes.ts), with the agent user's
 // groups as their supplementary groups: the work dirs are the agent user's, shared through its
-// group. The agent user itself runs the server's git in those work dirs (src/worktrees/git.ts).
+// group. The server's git in a session's work dir runs as that session's tenant (src/worktrees/git.ts).
 
 export interface AgentUser extends RunAs {
   name: string;

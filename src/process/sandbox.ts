@@ -71,9 +71,12 @@ export interface SandboxReach {
   workDirReadOnly?: boolean;
   /**
    * Set: the CLI calls its API through the gateway, with the run's token; the run then has a
-   * network of its own, where the gateway is all there is. Unset: the host's network.
+   * network of its own, where the gateway is all there is. Unset: the host's network (unless
+   * `offline`).
    */
   gateway?: { token: string };
+  /** No network at all (a namespace of its own, loopback alone): the server's git needs none. */
+  offline?: boolean;
 }
 
 /** One run's command, as it would start without the sandbox. */
@@ -413,7 +416,7 @@ export class Sandbox {
       cwd,
       switchesUser: command.runAs !== undefined,
       setenv,
-      ownNetwork: gateway !== undefined,
+      ownNetwork: gateway !== undefined || reach.offline === true,
     });
     const [file, all] = wrapped(this.tool, args, inner, innerArgs);
     return { bin: file, args: all, dirs: opened };

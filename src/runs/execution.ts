@@ -19,6 +19,7 @@ import type { SessionRow } from "../store/schema.js";
 import { sessionSettings, sessionTotals } from "../store/sessions.js";
 import type { DebugCapture, RunCapture } from "../telemetry/capture.js";
 import type { RunTrace, Tracing } from "../telemetry/tracing.js";
+import type { Git, GitRunner } from "../worktrees/git.js";
 import { prepareSessionWorktree, recordSessionWorktree } from "../worktrees/sessions.js";
 import type { ActiveRun } from "./active-run.js";
 import type { Approvals, RunApprovals } from "./approvals.js";
@@ -35,6 +36,8 @@ export interface ExecutionOptions {
   gate: RunGate;
   /** Set: the agents run as another OS user, each tenant in a HOME of its own. */
   homes?: TenantHomes | undefined;
+  /** Runs git in a worktree session's repository as its tenant. */
+  git: GitRunner;
   /** Where a session without a work dir of its own runs. */
   workDir: string;
   /** This instance's host, recorded with the worktrees it makes. */
@@ -90,18 +93,19 @@ export class Execution {
     let transcripts: { agent: AgentBackend; identity: AgentIdentity | undefined } | undefined;
     const mode = run.options.approvals ?? (session.approvals === "api" ? "api" : "deny");
     const approvals = this.opts.approvals.forRun(run, mode);
+    const git = this.opts.git.forSession(session.ownerKeyId, this.workDirOf(session));
     try {
       // Asked again: the key's other runs may have spent its budget while this one was queued.
       const allowance = await this.opts.gate.allow(
         session,
         runSettings(sessionSettings(session), run.options),
       );
-      if (session.worktree) await this.prepareWorktree(session);
+      if (session.worktree) await this.prepareWorktree(session, git);
       const agent = this.opts.agents.get(session.agent);
       const identity = await this.opts.homes?.identityFor(session.ownerKeyId);
       transcripts = { agent, identity };
       if (run.resume) await this.restoreTranscript(run, agent, identity);
-      events = await this.runAgent(run, agent, identity, allowance, approvals, capture);
+      events = await this.runAgent(run, agent, { identity, git }, allowance, approvals, capture);
       completion = await relay(run, events, (id) => this.noteAgentSession(run, id));
       // Requests still waiting are closed before the completion, in the run's log.
       await approvals.close();
@@ -115,7 +119,7 @@ export class Execution {
     }
     // Before the completion goes out, so that a client reading the session then sees the record,
     // and its next message finds the transcript at any instance.
-    if (session.worktree) await this.recordWorktree(session);
+    if (session.worktree) await this.recordWorktree(session, git);
     const storeTranscript = () => transcripts && this.saveTranscript(run, completion, transcripts);
     await storeTranscript();
     if (run.interruptedBy) completion = ended(completion, "interrupted", run.interruptedBy);
@@ -184,7 +188,7 @@ export class Execution {
   private async runAgent(
     run: ActiveRun,
     agent: AgentBackend,
-    identity: AgentIdentity | undefined,
+    { identity, git }: { identity: AgentIdentity | undefined; git: Git },
     allowance: RunAllowance,
     approvals: RunApprovals,
     capture: RunCapture | undefined,
@@ -206,6 +210,7 @@ export class Execution {
         maxBudgetUsd: allowance.maxBudgetUsd,
         cwd: this.workDirOf(session),
         ...(identity ? { identity } : {}),
+        git,
         allowedTools: session.allowedTools,
       },
       {
@@ -303,10 +308,10 @@ export class Execution {
   }
 
   /** A failure here is logged, not fatal: the CLI then makes a fresh worktree by itself. */
-  private async prepareWorktree(session: SessionRow) {
+  private async prepareWorktree(session: SessionRow, git: Git) {
     const { logger } = this.opts;
     try {
-      await prepareSessionWorktree(this.workDirOf(session), session.id, logger);
+      await prepareSessionWorktree(git, session.id, logger);
     } catch (err) {
       logger.error("could not restore the session's worktree", {
         session_id: session.id,
@@ -315,14 +320,9 @@ export class Execution {
     }
   }
 
-  private async recordWorktree(session: SessionRow) {
+  private async recordWorktree(session: SessionRow, git: Git) {
     try {
-      await recordSessionWorktree(
-        this.opts.db,
-        this.workDirOf(session),
-        session.id,
-        this.opts.host,
-      );
+      await recordSessionWorktree(this.opts.db, git, session.id, this.opts.host);
     } catch (err) {
       this.opts.logger.error("could not record the session's worktree", {
         session_id: session.id,

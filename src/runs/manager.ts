@@ -23,6 +23,7 @@ import { getSession, sessionSettings } from "../store/sessions.js";
 import { getSessionWorktree } from "../store/worktrees.js";
 import type { DebugCapture } from "../telemetry/capture.js";
 import type { Tracing } from "../telemetry/tracing.js";
+import type { GitRunner } from "../worktrees/git.js";
 import { ActiveRun } from "./active-run.js";
 import { Admission } from "./admission.js";
 import { Approvals, type ClientReply } from "./approvals.js";
@@ -70,6 +71,8 @@ export interface RunManagerOptions {
   gate: RunGate;
   /** Set: the agents run as another OS user, each tenant in a HOME of its own. */
   homes?: TenantHomes;
+  /** Runs git in a worktree session's repository as its tenant. */
+  git: GitRunner;
   /** Work that joins each run's transactions (the callback outbox's). */
   transactionHooks: readonly RunTransactionHook[];
   /** The id of this instance (src/cluster/), written on each run it admits. */
@@ -129,6 +132,7 @@ export class RunManager {
       agents: opts.agents,
       gate: opts.gate,
       homes: opts.homes,
+      git: opts.git,
       workDir: opts.workDir,
       host: opts.host,
       metrics: opts.metrics,

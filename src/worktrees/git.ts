@@ -1,20 +1,31 @@
-import { execFile } from "node:child_process";
-import { commandAs, type RunAs } from "../process/agent-user.js";
+import type { Socket } from "node:net";
+import path from "node:path";
+import { commandAs } from "../process/agent-user.js";
+import type { Launch, Sandbox } from "../process/sandbox.js";
+import { type SpawnedProcess, spawnProcess } from "../process/spawner.js";
+import type { AgentIdentity, TenantHomes } from "../process/tenant-homes.js";
 
 // Plain `git` as a subprocess: argument arrays, never a shell; the output of one command at a time.
+//
+// A session's repository is its agent's to write, `.git/config` included, and that config can make
+// git run commands (core.fsmonitor, hooks through core.hooksPath, filter.<x>.clean, diff.external…);
+// git has no switch to ignore it. So the server's git in a session's repository runs as that
+// session's agent would: as its tenant's user, in a sandbox like its runs' (only the repository
+// and the tenant's HOME writable, every other work dir hidden) and with no network at all.
+// Whatever a planted command does there, the tenant's own agent could do anyway.
 
-/** Who runs git, when not the server's own user. */
-interface GitIdentity {
-  runAs: RunAs;
-  /** The complete environment: none of the server's secrets. */
-  env: Record<string, string>;
-}
-
-let identity: GitIdentity | undefined;
+/** Output past this is a failure: git's answers here are short lists. */
+const MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
 
 /**
- * Git refuses a repository another user owns, and a worktree is the tenant's (its agent's git
- * made it), in a repository of the agent user's: git as the agent user is told to work there.
+ * How long one git command may take: its work here is local and quick, and a command a
+ * repository's config planted must not hold a session's removal, or the sweep, for ever.
+ */
+const TIME_LIMIT_MS = 60_000;
+
+/**
+ * Git refuses a repository another user owns, and a tenant's git works in repositories of the
+ * agent user's (the tenant's ~/.gitconfig says the same, for the CLI's git).
  */
 const ANY_OWNER = {
   GIT_CONFIG_COUNT: "1",
@@ -22,14 +33,8 @@ const ANY_OWNER = {
   GIT_CONFIG_VALUE_0: "*",
 };
 
-/**
- * With agents running as another user (AGENT_BRIDGE_AGENT_USER), git runs as that user too: the
- * repositories it works in are the agents' to write, and a repository's config can make git run
- * commands (core.fsmonitor, hooks), which must never run as the server. Set at start-up.
- */
-export function runGitAs(who: GitIdentity | undefined) {
-  identity = who;
-}
+/** What git's environment takes of the agents': where the tools are, and whose HOME. */
+const KEPT = ["PATH", "HOME", "TMPDIR", "USER", "LOGNAME", "LANG", "LC_ALL"] as const;
 
 export class GitError extends Error {
   constructor(
@@ -41,35 +46,169 @@ export class GitError extends Error {
   }
 }
 
-/** Runs `git <args>` in `cwd`; resolves with stdout, rejects with a GitError. */
-export function git(cwd: string, args: readonly string[]): Promise<string> {
-  const [file, argv] = identity ? commandAs(identity.runAs, "git", [...args]) : ["git", args];
-  return new Promise((resolve, reject) => {
-    execFile(
-      file,
-      argv,
-      // Only local commands are run (no fetch or push), so nothing can wait for a credential.
-      {
-        cwd,
-        encoding: "utf8",
-        maxBuffer: 16 * 1024 * 1024,
-        ...(identity ? { env: { ...identity.env, ...ANY_OWNER } } : {}),
-      },
-      (err, stdout, stderr) => {
-        if (!err) return resolve(stdout);
-        const code = typeof err.code === "number" ? err.code : null;
-        reject(new GitError(args, code, stderr || err.message));
-      },
-    );
-  });
+/** How one git command starts: its command line and its complete environment. */
+type Start = (cwd: string, args: string[]) => Promise<Launch & { env: Record<string, string> }>;
+
+const within = (p: string, dir: string) => p === dir || p.startsWith(`${dir}/`);
+
+/** Git in one repository, as whoever the server runs it as there. */
+export class Git {
+  constructor(
+    /** The repository's top directory: a session's work dir. */
+    readonly repo: string,
+    private readonly start: Start,
+    private readonly timeLimitMs: number = TIME_LIMIT_MS,
+  ) {}
+
+  /** Whether `p` lies in the repository, where this git may run. */
+  holds(p: string): boolean {
+    return within(path.resolve(p), path.resolve(this.repo));
+  }
+
+  /**
+   * Runs `git <args>` in `cwd` (the repository, or a worktree in it); resolves with stdout,
+   * rejects with a GitError.
+   */
+  async run(args: readonly string[], cwd: string = this.repo): Promise<string> {
+    if (!this.holds(cwd)) throw new GitError(args, null, `${cwd} is not in ${this.repo}`);
+    // Started in the repository, and taken into a worktree by git itself: the sandbox's user
+    // enters its work dir before it is the tenant's, and a worktree is the tenant's alone.
+    const into = path.resolve(cwd) === path.resolve(this.repo) ? [] : ["-C", cwd];
+    let child: SpawnedProcess;
+    try {
+      const launch = await this.start(this.repo, [...into, ...args]);
+      child = await spawnProcess(launch.bin, launch.args, {
+        cwd: this.repo,
+        env: launch.env,
+        dirs: launch.dirs,
+      });
+    } catch (err) {
+      // A missing directory, or a link planted on its path (the sandbox refuses to follow it).
+      throw new GitError(args, null, (err as Error).message);
+    }
+    // Only local commands are run (no fetch or push), so nothing can wait for input.
+    child.stdin.end();
+    const stop = () => killGroup(child.pid);
+    let late = false;
+    const timer = setTimeout(() => {
+      late = true;
+      stop();
+    }, this.timeLimitMs);
+    const [stdout, stderr, exit] = await Promise.all([
+      text(child.stdout, stop),
+      text(child.stderr, stop),
+      child.exited,
+    ]).finally(() => clearTimeout(timer));
+    if (late) throw new GitError(args, null, `stopped after ${this.timeLimitMs} ms`);
+    if (exit.code === 0 && stdout !== undefined) return stdout;
+    throw new GitError(args, exit.code, stderr ?? "more output than git gives here");
+  }
+
+  /** stdout trimmed, or undefined when git exits non-zero (a "no" answer, not a failure). */
+  async maybe(args: readonly string[], cwd: string = this.repo): Promise<string | undefined> {
+    try {
+      return (await this.run(args, cwd)).trim();
+    } catch (err) {
+      if (err instanceof GitError) return undefined;
+      throw err;
+    }
+  }
 }
 
-/** stdout trimmed, or undefined when git exits non-zero (a "no" answer, not a failure). */
-export async function gitMaybe(cwd: string, args: readonly string[]): Promise<string | undefined> {
+/** Ends git and all it started: in a sandbox, bwrap's end ends everything inside. */
+function killGroup(pgid: number) {
   try {
-    return (await git(cwd, args)).trim();
-  } catch (err) {
-    if (err instanceof GitError) return undefined;
-    throw err;
+    process.kill(-pgid, "SIGKILL");
+  } catch {
+    // Gone already.
   }
+}
+
+/** A stream's text; undefined, once `stop` is called, when it exceeds the bound. */
+async function text(stream: Socket, stop: () => void): Promise<string | undefined> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of stream as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > MAX_OUTPUT_BYTES) {
+      stream.destroy();
+      stop();
+      return undefined;
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+export interface GitRunnerOptions {
+  /** The agents' environment: git's PATH, and its HOME where tenants have none of their own. */
+  env: Record<string, string>;
+  /** Set: git for a session runs in a sandbox like its runs'. */
+  sandbox?: Sandbox;
+  /** Set: git for a session runs as its tenant's user (AGENT_BRIDGE_AGENT_USER). */
+  homes?: TenantHomes;
+  /** How long one git command may take; a minute by default. */
+  timeLimitMs?: number;
+}
+
+/** Starts the server's git: for a session, as that session's agent would run. */
+export class GitRunner {
+  constructor(private readonly opts: GitRunnerOptions) {}
+
+  /**
+   * Git in a session's repository `repo`, as the session's tenant (`ownerKeyId`, null when auth
+   * is off) and, with a sandbox, in one with the repository's `.git` writable and no network.
+   */
+  forSession(ownerKeyId: string | null, repo: string): Git {
+    const { homes } = this.opts;
+    let identity: Promise<AgentIdentity | undefined> | undefined;
+    const start: Start = async (cwd, args) => {
+      identity ??= homes ? homes.identityFor(ownerKeyId) : Promise.resolve(undefined);
+      return this.launch(repo, cwd, args, await identity);
+    };
+    return new Git(repo, start, this.opts.timeLimitMs);
+  }
+
+  private async launch(
+    repo: string,
+    cwd: string,
+    args: string[],
+    who: AgentIdentity | undefined,
+  ): Promise<Launch & { env: Record<string, string> }> {
+    const env = gitEnv({ ...this.opts.env, ...who?.env }, who !== undefined);
+    if (this.opts.sandbox) {
+      const launch = await this.opts.sandbox.command({
+        bin: "git",
+        args,
+        cwd,
+        env,
+        ...(who ? { runAs: who.runAs } : {}),
+        // Besides `cwd`: the objects, refs and worktree records git writes.
+        reach: { writable: [path.join(repo, ".git")], offline: true },
+      });
+      return { ...launch, env };
+    }
+    const [bin, argv] = who ? commandAs(who.runAs, "git", args) : ["git", args];
+    return { bin, args: argv, dirs: [], env };
+  }
+
+  /**
+   * Git in `dir` as the server's own user, outside any sandbox: only for commands that read
+   * config and refs and run nothing a repository's config names (the worktree prerequisites).
+   */
+  asServer(dir: string): Git {
+    const env = gitEnv(this.opts.env, this.opts.homes !== undefined);
+    const start: Start = async (_cwd, args) => ({ bin: "git", args, dirs: [], env });
+    return new Git(dir, start, this.opts.timeLimitMs);
+  }
+}
+
+/** `base`'s few variables git needs; told to work in repositories of other users' when `shared`. */
+function gitEnv(base: Record<string, string>, shared: boolean): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const name of KEPT) {
+    const value = base[name];
+    if (value !== undefined) env[name] = value;
+  }
+  return shared ? { ...env, ...ANY_OWNER } : env;
 }

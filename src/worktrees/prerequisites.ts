@@ -1,4 +1,4 @@
-import { gitMaybe } from "./git.js";
+import type { Git } from "./git.js";
 
 // What worktree mode needs of the work dir: the CLI makes each worktree off origin/HEAD.
 
@@ -14,11 +14,13 @@ export class WorktreePrerequisiteError extends Error {
   }
 }
 
-/** Throws a WorktreePrerequisiteError naming the first thing missing and the command to fix it. */
-export async function checkWorktreePrerequisites(workDir: string): Promise<void> {
-  const inside = await gitMaybe(workDir, ["rev-parse", "--is-inside-work-tree"]).catch(
-    () => undefined,
-  );
+/**
+ * Throws a WorktreePrerequisiteError naming the first thing missing in `git`'s repository (the
+ * work dir) and the command to fix it.
+ */
+export async function checkWorktreePrerequisites(git: Git): Promise<void> {
+  const workDir = git.repo;
+  const inside = await git.maybe(["rev-parse", "--is-inside-work-tree"]);
   if (inside !== "true") {
     throw new WorktreePrerequisiteError(
       "git_repository",
@@ -26,19 +28,14 @@ export async function checkWorktreePrerequisites(workDir: string): Promise<void>
       `${workDir} is not a git repository; clone one there with \`git clone <url> ${workDir}\``,
     );
   }
-  if ((await gitMaybe(workDir, ["remote", "get-url", "origin"])) === undefined) {
+  if ((await git.maybe(["remote", "get-url", "origin"])) === undefined) {
     throw new WorktreePrerequisiteError(
       "origin_remote",
       workDir,
       `the git repository at ${workDir} has no "origin" remote; add it with \`git -C ${workDir} remote add origin <url>\`, then \`git -C ${workDir} fetch origin && git -C ${workDir} remote set-head origin --auto\``,
     );
   }
-  const head = await gitMaybe(workDir, [
-    "rev-parse",
-    "--verify",
-    "--quiet",
-    "origin/HEAD^{commit}",
-  ]);
+  const head = await git.maybe(["rev-parse", "--verify", "--quiet", "origin/HEAD^{commit}"]);
   if (head === undefined) {
     throw new WorktreePrerequisiteError(
       "origin_head",

@@ -2,6 +2,7 @@ import type { Logger } from "../log.js";
 import type { Database } from "../store/db.js";
 import type { WorktreeRow } from "../store/schema.js";
 import { getSessionWorktree, saveSessionWorktree } from "../store/worktrees.js";
+import type { Git } from "./git.js";
 import {
   findSessionWorktree,
   type RemoveOutcome,
@@ -15,11 +16,11 @@ import {
 
 /** Before a run: a worktree directory deleted by hand gets its branch checked out again. */
 export async function prepareSessionWorktree(
-  repo: string,
+  git: Git,
   sessionId: string,
   logger: Logger,
 ): Promise<void> {
-  const restored = await restoreSessionWorktree(repo, sessionId);
+  const restored = await restoreSessionWorktree(git, sessionId);
   if (restored) {
     logger.warn("the session's worktree directory was gone; checked its branch out again", {
       session_id: sessionId,
@@ -34,11 +35,11 @@ export async function prepareSessionWorktree(
  */
 export async function recordSessionWorktree(
   db: Database,
-  repo: string,
+  git: Git,
   sessionId: string,
   host: string,
 ): Promise<WorktreeRow | undefined> {
-  const found = await findSessionWorktree(repo, sessionId);
+  const found = await findSessionWorktree(git, sessionId);
   if (!found) return undefined;
   return saveSessionWorktree(db, sessionId, {
     path: found.path,
@@ -55,11 +56,11 @@ export async function recordSessionWorktree(
  */
 export async function discardSessionWorktree(
   db: Database,
-  repo: string,
+  git: Git,
   sessionId: string,
   opts: { force: boolean },
 ): Promise<RemoveOutcome> {
-  const result = await removeSessionWorktree(repo, sessionId, opts);
+  const result = await removeSessionWorktree(git, sessionId, opts);
   if (result.outcome === "absent") return result;
   const existing = await getSessionWorktree(db, sessionId);
   const path = result.path ?? existing?.path;

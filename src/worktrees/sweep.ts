@@ -2,6 +2,7 @@ import { errorText, type Logger } from "../log.js";
 import type { RunManager } from "../runs/manager.js";
 import type { Database } from "../store/db.js";
 import { expireSession, idleSessions, sessionById } from "../store/expiry.js";
+import type { GitRunner } from "./git.js";
 import { discardSessionWorktree } from "./sessions.js";
 
 // The periodic sweep: a session idle for longer than the TTL is expired (it keeps its history
@@ -16,6 +17,8 @@ export interface SweeperOptions {
   intervalMs: number;
   /** The server's work dir, for sessions that have none of their own. */
   workDir: string;
+  /** Runs git in a session's repository as its tenant. */
+  git: GitRunner;
   /** Sessions looked at per sweep; the rest wait for the next one. */
   batchSize?: number;
 }
@@ -110,8 +113,11 @@ export class SessionSweeper {
     if (!session || session.expiredAt || session.lastActivityAt >= cutoff) return "skipped";
     let outcome: "expired" | "kept_dirty" = "expired";
     if (session.worktree) {
-      const repo = session.workDir ?? this.opts.workDir;
-      const removed = await discardSessionWorktree(db, repo, id, { force: false });
+      const git = this.opts.git.forSession(
+        session.ownerKeyId,
+        session.workDir ?? this.opts.workDir,
+      );
+      const removed = await discardSessionWorktree(db, git, id, { force: false });
       if (removed.outcome === "kept_dirty") {
         outcome = "kept_dirty";
         logger.warn("kept the worktree of an expired session: it has uncommitted changes", {

@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import path from "node:path";
-import { git, gitMaybe } from "./git.js";
+import type { Git } from "./git.js";
 
 // A session's git worktree as the claude CLI makes it with `-w <session id>`: the directory
 // `<repo>/.claude/worktrees/<id>` on the branch `worktree-<id>`, made off origin/HEAD on the first
@@ -22,8 +22,8 @@ export interface GitWorktree {
 }
 
 /** `git worktree list --porcelain`, parsed. */
-export async function listWorktrees(repo: string): Promise<GitWorktree[]> {
-  const out = await git(repo, ["worktree", "list", "--porcelain"]);
+export async function listWorktrees(git: Git): Promise<GitWorktree[]> {
+  const out = await git.run(["worktree", "list", "--porcelain"]);
   const list: GitWorktree[] = [];
   let current: GitWorktree | undefined;
   for (const line of out.split("\n")) {
@@ -48,10 +48,14 @@ export interface SessionWorktree {
   baseCommit: string | null;
 }
 
-/** The worktree git has registered for the session's branch (its directory may be gone). */
-async function registeredWorktree(repo: string, sessionId: string) {
+/**
+ * The worktree git has registered for the session's branch (its directory may be gone). Only one
+ * in the repository, where the CLI makes it: git's record of where a worktree is can be changed
+ * by the agent, and must not send the server's git into another work dir.
+ */
+async function registeredWorktree(git: Git, sessionId: string) {
   const ref = `refs/heads/${worktreeBranch(sessionId)}`;
-  return (await listWorktrees(repo)).find((w) => w.branch === ref);
+  return (await listWorktrees(git)).find((w) => w.branch === ref && git.holds(w.path));
 }
 
 const hasCheckout = (dir: string) => existsSync(path.join(dir, ".git"));
@@ -61,17 +65,17 @@ const hasCheckout = (dir: string) => existsSync(path.join(dir, ".git"));
  * directory a checkout on disk. Undefined otherwise.
  */
 export async function findSessionWorktree(
-  repo: string,
+  git: Git,
   sessionId: string,
 ): Promise<SessionWorktree | undefined> {
-  const entry = await registeredWorktree(repo, sessionId);
+  const entry = await registeredWorktree(git, sessionId);
   if (!entry?.head || !hasCheckout(entry.path)) return undefined;
   const branch = worktreeBranch(sessionId);
   return {
     path: entry.path,
     branch,
     head: entry.head,
-    baseCommit: await baseCommit(repo, branch),
+    baseCommit: await baseCommit(git, branch),
   };
 }
 
@@ -79,28 +83,22 @@ export async function findSessionWorktree(
  * Where the branch started: its reflog's first entry ("branch: Created from <sha>"), else the
  * merge base with origin/HEAD (reflogs expire).
  */
-async function baseCommit(repo: string, branch: string): Promise<string | null> {
-  const reflog = await gitMaybe(repo, [
-    "reflog",
-    "show",
-    "--format=%H %gs",
-    `refs/heads/${branch}`,
-  ]);
+async function baseCommit(git: Git, branch: string): Promise<string | null> {
+  const reflog = await git.maybe(["reflog", "show", "--format=%H %gs", `refs/heads/${branch}`]);
   const first = reflog?.split("\n").at(-1);
   const created = first?.match(/^([0-9a-f]{40,64}) branch: Created from/);
   if (created?.[1]) return created[1];
-  return (await gitMaybe(repo, ["merge-base", "origin/HEAD", branch])) || null;
+  return (await git.maybe(["merge-base", "origin/HEAD", branch])) || null;
 }
 
 /** Uncommitted changes, untracked files included (ignored files are not). */
-export async function isDirty(worktreePath: string): Promise<boolean> {
-  return (await git(worktreePath, ["status", "--porcelain"])).trim() !== "";
+export async function isDirty(git: Git, worktreePath: string): Promise<boolean> {
+  return (await git.run(["status", "--porcelain"], worktreePath)).trim() !== "";
 }
 
-async function branchExists(repo: string, branch: string): Promise<boolean> {
+async function branchExists(git: Git, branch: string): Promise<boolean> {
   return (
-    (await gitMaybe(repo, ["rev-parse", "--verify", "--quiet", `refs/heads/${branch}`])) !==
-    undefined
+    (await git.maybe(["rev-parse", "--verify", "--quiet", `refs/heads/${branch}`])) !== undefined
   );
 }
 
@@ -114,26 +112,26 @@ export type RemoveOutcome =
  * is kept unless `force`; a directory already gone is pruned from git's records.
  */
 export async function removeSessionWorktree(
-  repo: string,
+  git: Git,
   sessionId: string,
   opts: { force: boolean },
 ): Promise<RemoveOutcome> {
-  const entry = await registeredWorktree(repo, sessionId);
+  const entry = await registeredWorktree(git, sessionId);
   const branch = worktreeBranch(sessionId);
   if (entry) {
     // The CLI leaves its lock behind, and git refuses to remove or prune a locked worktree.
-    await gitMaybe(repo, ["worktree", "unlock", entry.path]);
+    await git.maybe(["worktree", "unlock", entry.path]);
     if (hasCheckout(entry.path)) {
-      if (!opts.force && (await isDirty(entry.path))) {
+      if (!opts.force && (await isDirty(git, entry.path))) {
         return { outcome: "kept_dirty", path: entry.path };
       }
-      await git(repo, ["worktree", "remove", ...(opts.force ? ["--force"] : []), entry.path]);
+      await git.run(["worktree", "remove", ...(opts.force ? ["--force"] : []), entry.path]);
     } else {
-      await git(repo, ["worktree", "prune"]);
+      await git.run(["worktree", "prune"]);
     }
   }
-  const hadBranch = await branchExists(repo, branch);
-  if (hadBranch) await git(repo, ["branch", "-D", branch]);
+  const hadBranch = await branchExists(git, branch);
+  if (hadBranch) await git.run(["branch", "-D", branch]);
   if (!entry && !hadBranch) return { outcome: "absent" };
   return { outcome: "removed", path: entry?.path ?? null };
 }
@@ -144,16 +142,16 @@ export async function removeSessionWorktree(
  * branch (with the session's commits) instead of resetting it. Returns the restored path.
  */
 export async function restoreSessionWorktree(
-  repo: string,
+  git: Git,
   sessionId: string,
 ): Promise<string | undefined> {
-  const entry = await registeredWorktree(repo, sessionId);
+  const entry = await registeredWorktree(git, sessionId);
   if (!entry || hasCheckout(entry.path)) return undefined;
-  await gitMaybe(repo, ["worktree", "unlock", entry.path]);
-  await git(repo, ["worktree", "prune"]);
+  await git.maybe(["worktree", "unlock", entry.path]);
+  await git.run(["worktree", "prune"]);
   const branch = worktreeBranch(sessionId);
-  if (!(await branchExists(repo, branch))) return undefined;
-  await git(repo, ["worktree", "add", entry.path, branch]);
+  if (!(await branchExists(git, branch))) return undefined;
+  await git.run(["worktree", "add", entry.path, branch]);
   return entry.path;
 }
 
@@ -162,12 +160,12 @@ export async function restoreSessionWorktree(
  * claude CLI makes its own (so that inspection, the sweep and removal treat both alike) on the
  * first run, off origin/HEAD, and reused after. Returns its path.
  */
-export async function ensureSessionWorktree(repo: string, sessionId: string): Promise<string> {
-  const found = await findSessionWorktree(repo, sessionId);
+export async function ensureSessionWorktree(git: Git, sessionId: string): Promise<string> {
+  const found = await findSessionWorktree(git, sessionId);
   if (found) return found.path;
-  const restored = await restoreSessionWorktree(repo, sessionId);
+  const restored = await restoreSessionWorktree(git, sessionId);
   if (restored) return restored;
-  const dir = path.join(repo, ".claude", "worktrees", sessionId);
-  await git(repo, ["worktree", "add", "-b", worktreeBranch(sessionId), dir, "origin/HEAD"]);
+  const dir = path.join(git.repo, ".claude", "worktrees", sessionId);
+  await git.run(["worktree", "add", "-b", worktreeBranch(sessionId), dir, "origin/HEAD"]);
   return dir;
 }

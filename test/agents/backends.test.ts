@@ -11,6 +11,7 @@ import type { BridgeEvent, CompletionEvent } from "../../src/events.js";
 import { createLogger, type Logger, silentLogger } from "../../src/log.js";
 import type { DriverConfig } from "../../src/process/driver.js";
 import { groupAlive } from "../../src/process/groups.js";
+import { GitRunner } from "../../src/worktrees/git.js";
 import { type FakeCli, type FakeScenario, type FakeStep, fakeCli } from "../support/fake-cli.js";
 import { SESSION_ID } from "../support/stream-json-lines.js";
 import { collect, completionOf } from "./run-events.js";
@@ -163,6 +164,7 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
       },
       maxBudgetUsd: null,
       cwd: opts.cwd ?? f.dir,
+      git: new GitRunner({ env: {} }).forSession(null, opts.cwd ?? f.dir),
       allowedTools: [],
     };
     const pgids: number[] = [];

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { type AgentRunRequest, runBudget } from "../../src/agents/agent.js";
+import { GitRunner } from "../../src/worktrees/git.js";
 
 // A run's spending cap: its own (the session's or its message's max_budget_usd) or what its key's
 // monthly budget has left, whichever is smaller, and whose it is.
@@ -27,6 +28,7 @@ function request(own: number | null, key: number | null): AgentRunRequest {
     usageBefore: async () => undefined,
     maxBudgetUsd: key,
     cwd: "/",
+    git: new GitRunner({ env: {} }).forSession(null, "/"),
     allowedTools: [],
   };
 }

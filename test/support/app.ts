@@ -3,7 +3,6 @@ import { loadConfig } from "../../src/config.js";
 import type { AppDeps } from "../../src/http/context.js";
 import { type Logger, silentLogger } from "../../src/log.js";
 import { type Tracing, tracingOff } from "../../src/telemetry/tracing.js";
-import { runGitAs } from "../../src/worktrees/git.js";
 import { TEST_CLI_KEY } from "./claude-env.js";
 import { type Backend, openTestDatabase, type TestDatabase } from "./db.js";
 import { LOOPBACK_CALLBACKS } from "./server.js";
@@ -60,8 +59,6 @@ export function createTestAppOn(
       await deps.gateway.close();
       // Unregisters the SDK, should the test have left it on: later files share this process.
       await deps.tracing.shutdown(1000);
-      // Likewise who runs git (the agents' user, when the app had one).
-      runGitAs(undefined);
       await database.destroy();
     },
   };

@@ -3,6 +3,7 @@ import { existsSync } from "node:fs";
 import { rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { type Git, GitRunner, type GitRunnerOptions } from "../../src/worktrees/git.js";
 import {
   checkWorktreePrerequisites,
   WorktreePrerequisiteError,
@@ -14,10 +15,22 @@ import {
   removeSessionWorktree,
   restoreSessionWorktree,
 } from "../../src/worktrees/worktree.js";
+import { testSandbox } from "../support/sandbox.js";
 import { git, gitOk, makeRepo, type RepoShape, type TestRepo } from "./repo.js";
 
 // The git side of worktree mode on real repositories, without the CLI: worktrees are made here
-// the way the CLI makes them (`-w ID`: a branch off origin/HEAD, locked, left locked).
+// the way the CLI makes them (`-w ID`: a branch off origin/HEAD, locked, left locked). The server's
+// git runs as the server where there is no sandbox, and in one (the repository's `.git` writable,
+// no network) where there is: each works alike.
+
+const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: process.env.HOME ?? "/" };
+const runners: [string, GitRunnerOptions][] = [
+  ["plain", { env }],
+  ...(testSandbox
+    ? [["sandboxed", { env, sandbox: testSandbox }] as [string, GitRunnerOptions]]
+    : []),
+];
+const serverGit = (dir: string) => new GitRunner({ env }).forSession(null, dir);
 
 const repos: TestRepo[] = [];
 afterAll(async () => {
@@ -37,7 +50,7 @@ function worktreeAsTheCliMakesIt(clone: string, id: string): string {
 }
 
 async function prerequisiteError(dir: string): Promise<WorktreePrerequisiteError> {
-  const err = await checkWorktreePrerequisites(dir).then(
+  const err = await checkWorktreePrerequisites(serverGit(dir)).then(
     () => undefined,
     (e: unknown) => e,
   );
@@ -48,7 +61,9 @@ async function prerequisiteError(dir: string): Promise<WorktreePrerequisiteError
 
 describe("worktree prerequisites", () => {
   it("accepts a clone whose origin/HEAD resolves", async () => {
-    await expect(checkWorktreePrerequisites((await repo()).clone)).resolves.toBeUndefined();
+    await expect(
+      checkWorktreePrerequisites(serverGit((await repo()).clone)),
+    ).resolves.toBeUndefined();
   });
 
   it("names each missing prerequisite with the command that fixes it", async () => {
@@ -69,7 +84,7 @@ describe("worktree prerequisites", () => {
     expect(headless.message).toContain(`git -C ${noHead.clone} remote set-head origin --auto`);
     // The command it names really is the fix.
     git(noHead.clone, "remote", "set-head", "origin", "--auto");
-    await expect(checkWorktreePrerequisites(noHead.clone)).resolves.toBeUndefined();
+    await expect(checkWorktreePrerequisites(serverGit(noHead.clone))).resolves.toBeUndefined();
   });
 
   it("refuses a work dir that does not exist", async () => {
@@ -78,15 +93,17 @@ describe("worktree prerequisites", () => {
   });
 });
 
-describe("a session's worktree on disk", () => {
+describe.each(runners)("a session's worktree on disk, git %s", (_, options) => {
+  const gitIn = (dir: string): Git => new GitRunner(options).forSession(null, dir);
+
   it("is found with its branch, head and base commit; absent before it is made", async () => {
     const r = await repo();
     const id = randomUUID();
-    expect(await findSessionWorktree(r.clone, id)).toBeUndefined();
+    expect(await findSessionWorktree(gitIn(r.clone), id)).toBeUndefined();
     const path = worktreeAsTheCliMakesIt(r.clone, id);
     const base = git(r.clone, "rev-parse", "origin/HEAD");
     git(path, "commit", "-q", "--allow-empty", "-m", "work");
-    expect(await findSessionWorktree(r.clone, id)).toEqual({
+    expect(await findSessionWorktree(gitIn(r.clone), id)).toEqual({
       path,
       branch: `worktree-${id}`,
       head: git(path, "rev-parse", "HEAD"),
@@ -98,13 +115,13 @@ describe("a session's worktree on disk", () => {
     const r = await repo();
     const id = randomUUID();
     const path = worktreeAsTheCliMakesIt(r.clone, id);
-    expect(await removeSessionWorktree(r.clone, id, { force: false })).toEqual({
+    expect(await removeSessionWorktree(gitIn(r.clone), id, { force: false })).toEqual({
       outcome: "removed",
       path,
     });
     expect(existsSync(path)).toBe(false);
     expect(gitOk(r.clone, "rev-parse", "--verify", `refs/heads/worktree-${id}`)).toBe(false);
-    expect(await removeSessionWorktree(r.clone, id, { force: false })).toEqual({
+    expect(await removeSessionWorktree(gitIn(r.clone), id, { force: false })).toEqual({
       outcome: "absent",
     });
   });
@@ -114,13 +131,13 @@ describe("a session's worktree on disk", () => {
     const id = randomUUID();
     const path = worktreeAsTheCliMakesIt(r.clone, id);
     await writeFile(join(path, "notes.txt"), "unsaved\n");
-    expect(await isDirty(path)).toBe(true);
-    expect(await removeSessionWorktree(r.clone, id, { force: false })).toEqual({
+    expect(await isDirty(gitIn(r.clone), path)).toBe(true);
+    expect(await removeSessionWorktree(gitIn(r.clone), id, { force: false })).toEqual({
       outcome: "kept_dirty",
       path,
     });
     expect(existsSync(join(path, "notes.txt"))).toBe(true);
-    expect(await removeSessionWorktree(r.clone, id, { force: true })).toMatchObject({
+    expect(await removeSessionWorktree(gitIn(r.clone), id, { force: true })).toMatchObject({
       outcome: "removed",
     });
     expect(existsSync(path)).toBe(false);
@@ -130,20 +147,20 @@ describe("a session's worktree on disk", () => {
   it("is made by the bridge, for an agent that makes none, where and as the CLI makes its own, and reused", async () => {
     const r = await repo();
     const id = randomUUID();
-    const path = await ensureSessionWorktree(r.clone, id);
+    const path = await ensureSessionWorktree(gitIn(r.clone), id);
     expect(path).toBe(join(r.clone, ".claude", "worktrees", id));
-    expect(await findSessionWorktree(r.clone, id)).toMatchObject({
+    expect(await findSessionWorktree(gitIn(r.clone), id)).toMatchObject({
       path,
       branch: `worktree-${id}`,
       baseCommit: git(r.clone, "rev-parse", "origin/HEAD"),
     });
     git(path, "commit", "-q", "--allow-empty", "-m", "the session's work");
     const head = git(path, "rev-parse", "HEAD");
-    expect(await ensureSessionWorktree(r.clone, id)).toBe(path);
+    expect(await ensureSessionWorktree(gitIn(r.clone), id)).toBe(path);
     expect(git(path, "rev-parse", "HEAD")).toBe(head);
     // Deleted by hand: its branch is checked out again, the session's commits kept.
     await rm(path, { recursive: true, force: true });
-    expect(await ensureSessionWorktree(r.clone, id)).toBe(path);
+    expect(await ensureSessionWorktree(gitIn(r.clone), id)).toBe(path);
     expect(git(path, "rev-parse", "HEAD")).toBe(head);
   });
 
@@ -154,13 +171,37 @@ describe("a session's worktree on disk", () => {
     git(path, "commit", "-q", "--allow-empty", "-m", "the session's work");
     const head = git(path, "rev-parse", "HEAD");
     await rm(path, { recursive: true, force: true });
-    expect(await findSessionWorktree(r.clone, id)).toBeUndefined();
+    expect(await findSessionWorktree(gitIn(r.clone), id)).toBeUndefined();
 
-    expect(await restoreSessionWorktree(r.clone, id)).toBe(path);
+    expect(await restoreSessionWorktree(gitIn(r.clone), id)).toBe(path);
     expect(git(path, "rev-parse", "HEAD")).toBe(head);
     expect(git(path, "rev-parse", "--abbrev-ref", "HEAD")).toBe(`worktree-${id}`);
     // Present now: nothing more to restore.
-    expect(await restoreSessionWorktree(r.clone, id)).toBeUndefined();
+    expect(await restoreSessionWorktree(gitIn(r.clone), id)).toBeUndefined();
+  });
+
+  it("is looked for in the repository alone: git's record of one elsewhere is not followed", async () => {
+    const r = await repo();
+    const id = randomUUID();
+    // What an agent could make git record: the session's branch in another work dir.
+    const elsewhere = join(r.root, "another-work-dir");
+    git(r.clone, "worktree", "add", "-q", "-b", `worktree-${id}`, elsewhere, "origin/HEAD");
+    await writeFile(join(elsewhere, "theirs.txt"), "another tenant's work\n");
+    expect(await findSessionWorktree(gitIn(r.clone), id)).toBeUndefined();
+    await expect(isDirty(gitIn(r.clone), elsewhere)).rejects.toThrow(/is not in/);
+    // Removal leaves it be (git then refuses to delete a branch checked out there).
+    await expect(removeSessionWorktree(gitIn(r.clone), id, { force: true })).rejects.toThrow();
+    expect(existsSync(join(elsewhere, "theirs.txt"))).toBe(true);
+  });
+
+  it("stops a command the repository's config planted once git's time is up", async () => {
+    const r = await repo();
+    const id = randomUUID();
+    const path = worktreeAsTheCliMakesIt(r.clone, id);
+    git(r.clone, "config", "core.fsmonitor", "sleep 600");
+    const quick = new GitRunner({ ...options, timeLimitMs: 300 }).forSession(null, r.clone);
+    // Its answer comes once git's output is closed: the planted sleep is gone too.
+    await expect(isDirty(quick, path)).rejects.toThrow(/stopped after 300 ms/);
   });
 
   it("deleted by hand, is removed from git's records with its branch", async () => {
@@ -168,7 +209,7 @@ describe("a session's worktree on disk", () => {
     const id = randomUUID();
     const path = worktreeAsTheCliMakesIt(r.clone, id);
     await rm(path, { recursive: true, force: true });
-    expect(await removeSessionWorktree(r.clone, id, { force: false })).toEqual({
+    expect(await removeSessionWorktree(gitIn(r.clone), id, { force: false })).toEqual({
       outcome: "removed",
       path,
     });

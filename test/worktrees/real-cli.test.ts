@@ -197,6 +197,7 @@ describe.each(REAL_CLI_BACKENDS)("worktree mode with the real claude CLI on %s",
       ttlMs: t.config.sessions.ttlMs,
       intervalMs: 60_000,
       workDir: repo.clone,
+      git: t.deps.git,
     });
     const report = await sweeper.sweep();
     await sweeper.stop();
@@ -315,6 +316,7 @@ describe.each(REAL_CLI_BACKENDS)("worktree sessions outside a git repository on 
       ttlMs: 1000,
       intervalMs: 60_000,
       workDir: repo.clone,
+      git: t.deps.git,
     });
     expect((await sweeper.sweep(new Date(Date.now() - 60_000))).expired).not.toContain(s.id);
     expect((await sweeper.sweep(new Date(Date.now() + 60_000))).expired).toContain(s.id);

@@ -181,7 +181,7 @@ async function* runCodex(
   let cwd = request.cwd;
   if (settings.worktree) {
     try {
-      cwd = await ensureSessionWorktree(request.cwd, request.sessionId);
+      cwd = await ensureSessionWorktree(request.git, request.sessionId);
     } catch (err) {
       context.logger.error("could not make the session's worktree", { error: errorText(err) });
       yield [protocol.failure(new WorktreeUnavailableError(), 0)];

@@ -30,6 +30,7 @@ import {
 import { uniqueViolation } from "../../../store/errors.js";
 import * as store from "../../../store/hooks.js";
 import type { HookRow } from "../../../store/schema.js";
+import type { Git } from "../../../worktrees/git.js";
 import {
   checkWorktreePrerequisites,
   WorktreePrerequisiteError,
@@ -58,6 +59,8 @@ const hookNotFound = (name: string) =>
 async function definition(
   config: Config,
   agents: AgentRegistry,
+  /** Git in a work dir as the hook's tenant: its sessions' git. */
+  gitIn: (workDir: string) => Git,
   body: UpdateHookBody,
   secrets: { secret: string; callbackSecret: string | null },
 ): Promise<Omit<store.HookInput, "name" | "ownerKeyId">> {
@@ -127,7 +130,7 @@ async function definition(
   }
   if (body.worktree && errors.length === 0) {
     try {
-      await checkWorktreePrerequisites(workDir ?? config.workDir);
+      await checkWorktreePrerequisites(gitIn(workDir ?? config.workDir));
     } catch (err) {
       if (!(err instanceof WorktreePrerequisiteError)) throw err;
       issue("worktree", `worktree mode is unavailable: ${err.message}`);
@@ -188,7 +191,8 @@ function enforceHookPolicy(
 
 export const createHook: RouteHandler<typeof routes.createHook, AppEnv> = async (c) => {
   const body: CreateHookBody = c.req.valid("json");
-  const fields = await definition(c.var.config, c.var.agents, body, {
+  const gitIn = (dir: string) => c.var.git.forSession(c.var.principal.keyId, dir);
+  const fields = await definition(c.var.config, c.var.agents, gitIn, body, {
     secret: body.secret,
     callbackSecret: body.callback_secret ?? null,
   });
@@ -222,7 +226,8 @@ export const updateHook: RouteHandler<typeof routes.updateHook, AppEnv> = async 
   const body = c.req.valid("json");
   const existing = await store.getHookByName(c.var.db, name);
   if (!existing) throw hookNotFound(name);
-  const fields = await definition(c.var.config, c.var.agents, body, {
+  const gitIn = (dir: string) => c.var.git.forSession(existing.ownerKeyId, dir);
+  const fields = await definition(c.var.config, c.var.agents, gitIn, body, {
     secret: body.secret ?? existing.secret,
     callbackSecret: body.callback_secret ?? existing.callbackSecret,
   });

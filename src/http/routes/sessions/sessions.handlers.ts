@@ -7,6 +7,7 @@ import { inOneSnapshot } from "../../../store/db.js";
 import { activeRunIds } from "../../../store/runs.js";
 import * as store from "../../../store/sessions.js";
 import { getSessionWorktree, sessionWorktrees } from "../../../store/worktrees.js";
+import type { Git } from "../../../worktrees/git.js";
 import {
   checkWorktreePrerequisites,
   WorktreePrerequisiteError,
@@ -23,9 +24,9 @@ import { toSession } from "./sessions.schemas.js";
 const notFound = (id: string) => new ApiError(404, "session_not_found", `No session with id ${id}`);
 
 /** A worktree session needs a git repository with origin/HEAD to branch off: refused otherwise. */
-async function requireWorktreePrerequisites(workDir: string) {
+async function requireWorktreePrerequisites(git: Git) {
   try {
-    await checkWorktreePrerequisites(workDir);
+    await checkWorktreePrerequisites(git);
   } catch (err) {
     if (!(err instanceof WorktreePrerequisiteError)) throw err;
     const message = `worktree mode is unavailable: ${err.message}`;
@@ -74,7 +75,11 @@ export const createSession: RouteHandler<typeof routes.createSession, AppEnv> = 
   ];
   if (refused.length > 0) throw invalidRequest(refused);
   await enforcePolicy(c.var.db, config, c.var.principal.keyId, { settings, workDir });
-  if (settings.worktree) await requireWorktreePrerequisites(workDir ?? config.workDir);
+  if (settings.worktree) {
+    await requireWorktreePrerequisites(
+      c.var.git.forSession(c.var.principal.keyId, workDir ?? config.workDir),
+    );
+  }
   const row = await store.createSession(c.var.db, {
     ownerKeyId: c.var.principal.keyId,
     workDir,
@@ -133,18 +138,18 @@ export const deleteSession: RouteHandler<typeof routes.deleteSession, AppEnv> = 
   const force = c.req.valid("query").force === "true";
   const session = await store.getSession(c.var.db, id, c.var.principal);
   if (!session) throw notFound(id);
-  const repo = session.workDir ?? c.var.config.workDir;
+  const git = c.var.git.forSession(session.ownerKeyId, session.workDir ?? c.var.config.workDir);
   // Refused before anything is stopped: a dirty worktree keeps its session, runs included.
   if (session.worktree && !force) {
-    const found = await findSessionWorktree(repo, id).catch(() => undefined);
-    if (found && (await isDirty(found.path))) throw worktreeDirty(found.path);
+    const found = await findSessionWorktree(git, id).catch(() => undefined);
+    if (found && (await isDirty(git, found.path))) throw worktreeDirty(found.path);
   }
   // In the session's admission order: its runs are stopped first and no message gets in, so that
   // no CLI outlives the rows it writes to or makes the worktree again.
   const deleted = await c.var.runs.deleteSession(id, async () => {
     if (session.worktree) {
       try {
-        const removed = await discardSessionWorktree(c.var.db, repo, id, { force });
+        const removed = await discardSessionWorktree(c.var.db, git, id, { force });
         if (removed.outcome === "kept_dirty") throw worktreeDirty(removed.path);
       } catch (err) {
         if (err instanceof ApiError) throw err;
