@@ -15,7 +15,7 @@ import { InstanceLease } from "./cluster/lease.js";
 import type { Config } from "./config.js";
 import { anthropicApi } from "./gateway/anthropic.js";
 import { openaiApi } from "./gateway/openai.js";
-import { type GatewayAddress, ModelGateway } from "./gateway/server.js";
+import { ModelGateway } from "./gateway/server.js";
 import { callbackBody } from "./hooks/callback-body.js";
 import { callbackHook } from "./hooks/callback-hook.js";
 import { CallbackOutbox } from "./hooks/outbox.js";
@@ -78,11 +78,7 @@ export function buildDeps(
     dbOutageBoundMs: config.runs.dbOutageBoundMs,
     egressOf: async (runId) => (await egressOfRun(database.db, runId)) ?? NO_KEY_EGRESS,
   });
-  const {
-    sandbox,
-    limits,
-    status: sandboxStatus,
-  } = startSandboxWithLimits(config, logger, () => gateway.listen());
+  const { sandbox, limits, status: sandboxStatus } = startSandboxWithLimits(config, logger);
   const driver = {
     timeoutMs: config.agents.timeoutSeconds * 1000,
     idleTimeoutMs: config.agents.idleTimeoutSeconds * 1000,
@@ -220,9 +216,8 @@ export function buildDeps(
 function startSandboxWithLimits(
   config: Config,
   logger: Logger,
-  gateway: () => Promise<GatewayAddress>,
 ): { sandbox?: Sandbox; limits?: RunLimits; status: SandboxReadiness } {
-  const { sandbox, status } = startSandbox(config, logger, gateway);
+  const { sandbox, status } = startSandbox(config, logger);
   if (!status.enabled) return { status };
   const { limits, status: limitsStatus } = startRunLimits(config.sandbox.limits, logger);
   return {

@@ -1,6 +1,7 @@
 import type { BridgeEvent } from "../events.js";
 import type { RunAccess } from "../gateway/server.js";
 import { errorText } from "../log.js";
+import type { SandboxGateway } from "../process/sandbox.js";
 import type { RunContext } from "./agent.js";
 import { bypassProxyFor } from "./child-env.js";
 
@@ -50,4 +51,13 @@ export async function* throughGateway(
   } finally {
     access.close();
   }
+}
+
+/** The gateway as the run's sandbox reaches it: its socket, served on the gateway's port. */
+export function sandboxGateway(access: RunAccess): SandboxGateway {
+  return {
+    token: access.token,
+    socket: access.socket,
+    port: Number(new URL(access.baseUrl).port),
+  };
 }

@@ -96,18 +96,21 @@ interface Refused {
 
 /** How long a connection to a destination may take to open. */
 const CONNECT_TIMEOUT_MS = 30_000;
+/** How long a tunnel may carry nothing either way before it is closed. */
+const TUNNEL_IDLE_MS = 10 * 60 * 1000;
 
 export class EgressProxy {
   /** Names reach only global unicast addresses; a literal address in a rule is reached as is. */
   private readonly targets = new CallbackTargets([]);
-  /** Both ends of every open tunnel: the gateway's close ends them. */
-  private readonly tunnels = new Set<Duplex>();
+  /** Every CONNECT's socket, and both ends of every open tunnel: the gateway's close ends them. */
+  private readonly sockets = new Set<Duplex>();
 
   constructor(private readonly opts: EgressOptions) {}
 
   /** A CONNECT request: a tunnel to `host:port` once the run's key allows it. */
   async tunnel(req: IncomingMessage, client: Duplex, head: Buffer): Promise<void> {
     client.on("error", () => client.destroy());
+    this.hold(client);
     const target = /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(req.url ?? "");
     if (!target?.[1] || !target[2]) return refuse(client, 400, "expected CONNECT host:port");
     const allowed = await this.check(req, target[1], Number(target[2]));
@@ -120,19 +123,23 @@ export class EgressProxy {
     }
     client.write("HTTP/1.1 200 Connection Established\r\n\r\n");
     if (head.length > 0) upstream.write(head);
-    for (const end of [client, upstream]) {
-      this.tunnels.add(end);
-      end.once("close", () => this.tunnels.delete(end));
-    }
+    this.hold(upstream);
     await Promise.all([
       pipeline(client, upstream).catch(() => undefined),
       pipeline(upstream, client).catch(() => undefined),
     ]);
   }
 
-  /** Ends every open tunnel. */
+  /** Ends every CONNECT's socket and tunnel. */
   close(): void {
-    for (const end of this.tunnels) end.destroy();
+    for (const socket of this.sockets) socket.destroy();
+  }
+
+  /** Kept until it closes, and closed once idle for a while (a tunnel nobody uses any more). */
+  private hold(socket: Duplex): void {
+    this.sockets.add(socket);
+    socket.once("close", () => this.sockets.delete(socket));
+    (socket as Socket).setTimeout?.(TUNNEL_IDLE_MS, () => socket.destroy());
   }
 
   /** A plain-HTTP request by absolute URI, forwarded once the run's key allows its host. */
@@ -251,10 +258,13 @@ function unreachable(target: string, err: unknown): [number, string] {
   return [502, `could not reach ${target}: ${errorText(err)}`];
 }
 
+/** Answers a CONNECT it does not open, and closes the socket once the answer is out. */
 function refuse(client: Duplex, status: number, message: string): void {
   const auth = status === 407 ? 'Proxy-Authenticate: Basic realm="agent-bridge"\r\n' : "";
+  // Not left half-open on a client that never closes its end.
   client.end(
     `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\n${auth}Content-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(message) + 1}\r\nConnection: close\r\n\r\n${message}\n`,
+    () => client.destroy(),
   );
 }
 

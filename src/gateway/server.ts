@@ -1,12 +1,5 @@
-import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import {
-  type AddressInfo,
-  createServer as createNetServer,
-  type Server as NetServer,
-} from "node:net";
-import { tmpdir } from "node:os";
-import path from "node:path";
+import type { AddressInfo } from "node:net";
 import { errorText, type Logger } from "../log.js";
 import type { Database } from "../store/db.js";
 import { insertModelCall, type NewModelCall } from "../store/model-calls.js";
@@ -14,6 +7,7 @@ import { withDbRetries } from "../store/retry.js";
 import type { ModelApi } from "./api.js";
 import { EgressProxy, parseEgressRule } from "./egress.js";
 import { answer, forward } from "./forward.js";
+import { RunSockets } from "./run-sockets.js";
 import { RunTokens } from "./tokens.js";
 import { UpstreamClient } from "./upstream.js";
 
@@ -24,17 +18,16 @@ import { UpstreamClient } from "./upstream.js";
 // (src/store/model-calls.ts). It listens on a loopback port of its own, chosen at start-up, apart
 // from the public API: that one may sit behind a proxy and carries API keys, this one carries
 // only runs' tokens and is for processes on this machine. A sandboxed run, which has no network
-// of its own, reaches it through a Unix socket bound into its sandbox and forwarded to the same
-// port number inside (src/process/sandbox.ts); there the gateway is also the run's only way out,
-// a proxy that lets through what its key's egress list allows (./egress.ts).
+// of its own, reaches it through a Unix socket of its own bound into its sandbox and served there
+// on the same port number (./run-sockets.ts, src/process/sandbox.ts); there the gateway is also
+// the run's only way out, a proxy that lets through what its key's egress list allows
+// (./egress.ts).
 
-/** Where the gateway listens. */
+/** Where the gateway listens for CLIs outside a sandbox. */
 export interface GatewayAddress {
   /** `http://127.0.0.1:PORT` */
   url: string;
   port: number;
-  /** The Unix socket that serves the same, for sandboxes to bind in. */
-  socket: string;
 }
 
 /** Where a run's CLI reaches one API, and with what. */
@@ -43,7 +36,9 @@ export interface RunAccess {
   baseUrl: string;
   /** The run's token: good for this run's calls, at this gateway, until `close`. */
   token: string;
-  /** The run is over: its token is worth nothing from now on. */
+  /** The run's own Unix socket to the gateway, for its sandbox. */
+  socket: string;
+  /** The run is over: its token is worth nothing from now on, its socket is gone. */
   close(): void;
 }
 
@@ -66,11 +61,10 @@ export class ModelGateway {
   private readonly tokens = new RunTokens();
   private readonly client = new UpstreamClient();
   private readonly server: Server;
-  private readonly socketServer: NetServer;
+  private readonly sockets: RunSockets;
   private readonly egress: EgressProxy;
   private readonly apis: Map<string, ModelApi>;
   private address: Promise<GatewayAddress> | undefined;
-  private socketDir: string | undefined;
   /** Records of calls being written. */
   private readonly writing = new Set<Promise<void>>();
 
@@ -91,25 +85,15 @@ export class ModelGateway {
         socket.destroy();
       });
     });
-    // The socket's connections are the HTTP server's, as if they had come to its port.
-    this.socketServer = createNetServer((socket) => this.server.emit("connection", socket));
+    this.sockets = new RunSockets(this.server);
   }
 
-  /**
-   * Listens (the first call only) on a free loopback port and on a Unix socket in a directory of
-   * its own; resolves with both.
-   */
+  /** Listens (the first call only) on a free loopback port; resolves with its address. */
   listen(): Promise<GatewayAddress> {
-    this.address ??= (async () => {
-      const port = await listening(this.server, (server, done) => server.listen(0, LOOPBACK, done));
-      this.socketDir = await mkdtemp(path.join(tmpdir(), "agent-bridge-gateway-"));
-      const socket = path.join(this.socketDir, "gateway.sock");
-      await listening(this.socketServer, (server, done) => server.listen(socket, done));
-      // The agents connect as users of their own; only sandboxes see the socket (its directory
-      // is the server's alone, 0700).
-      await chmod(socket, 0o666);
-      return { url: `http://${LOOPBACK}:${port}`, port, socket };
-    })();
+    this.address ??= listening(this.server).then((port) => ({
+      url: `http://${LOOPBACK}:${port}`,
+      port,
+    }));
     return this.address;
   }
 
@@ -117,8 +101,17 @@ export class ModelGateway {
   async open(prefix: string, runId: string): Promise<RunAccess> {
     if (!this.apis.has(prefix)) throw new Error(`the gateway serves no API under /${prefix}`);
     const { url } = await this.listen();
+    const socket = await this.sockets.listen();
     const { token, revoke } = this.tokens.issue({ runId });
-    return { baseUrl: `${url}/${prefix}`, token, close: revoke };
+    return {
+      baseUrl: `${url}/${prefix}`,
+      token,
+      socket: socket.path,
+      close: () => {
+        revoke();
+        socket.close();
+      },
+    };
   }
 
   /** Resolves once the records of the calls over so far are written (or given up). */
@@ -128,13 +121,13 @@ export class ModelGateway {
 
   /** Stops listening and drops every connection, upstream ones too; waits for the records. */
   async close(): Promise<void> {
-    const closing = [this.server, this.socketServer]
-      .filter((server) => server.listening)
-      .map((server) => new Promise<void>((resolve) => server.close(() => resolve())));
+    const closed = this.server.listening
+      ? new Promise<void>((resolve) => this.server.close(() => resolve()))
+      : Promise.resolve();
+    await this.sockets.close();
     this.server.closeAllConnections();
     this.egress.close();
-    await Promise.all(closing);
-    if (this.socketDir) await rm(this.socketDir, { recursive: true, force: true });
+    await closed;
     this.client.close();
     await this.recorded();
   }
@@ -214,19 +207,15 @@ export class ModelGateway {
   }
 }
 
-/** Starts `server` listening; resolves with its TCP port (0 for a Unix socket). */
-function listening<S extends Server | NetServer>(
-  server: S,
-  listen: (server: S, done: () => void) => void,
-): Promise<number> {
+/** Starts `server` listening on a free loopback port; resolves with the port. */
+function listening(server: Server): Promise<number> {
   return new Promise((resolve, reject) => {
     server.once("error", reject);
-    listen(server, () => {
+    server.listen(0, LOOPBACK, () => {
       server.off("error", reject);
       // The public server keeps the process alive; the gateway alone must not.
       server.unref();
-      const address = server.address();
-      resolve(typeof address === "object" && address ? (address as AddressInfo).port : 0);
+      resolve((server.address() as AddressInfo).port);
     });
   });
 }

@@ -226,7 +226,7 @@ async function launch(
     });
   }
   const [file, argv] = runAs ? commandAs(runAs, bin, args) : [bin, args];
-  return { bin: file, args: argv, dirs: [] };
+  return { bin: file, args: argv, dirs: [], env: {} };
 }
 
 /**
@@ -280,7 +280,11 @@ export async function* driveAgentProcess(
       cgroup = await config.limits.open(config.runId);
       [file, args] = cgroup.enter(file, args);
     }
-    child = await spawnProcess(file, args, { cwd: command.cwd, env, dirs: started.dirs });
+    child = await spawnProcess(file, args, {
+      cwd: command.cwd,
+      env: { ...env, ...started.env },
+      dirs: started.dirs,
+    });
   } catch (err) {
     await cgroup?.remove();
     const failure = await spawnFailure(err as NodeJS.ErrnoException, label, command.cwd);

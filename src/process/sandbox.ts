@@ -3,7 +3,6 @@ import { accessSync, closeSync, constants, openSync } from "node:fs";
 import { lstat, realpath, stat } from "node:fs/promises";
 import path from "node:path";
 import type { Config } from "../config.js";
-import type { GatewayAddress } from "../gateway/server.js";
 import type { Logger } from "../log.js";
 import { commandAs, type RunAs } from "./agent-user.js";
 
@@ -16,7 +15,7 @@ import { commandAs, type RunAs } from "./agent-user.js";
 // init dies with it and the kernel kills what is left, `setsid` or not.
 //
 // The network: a run whose CLI calls its model API through the bridge's gateway has a network
-// namespace of its own, with loopback alone. The gateway's Unix socket is bound in, and socat,
+// namespace of its own, with loopback alone. The run's Unix socket to the gateway is bound in, and socat,
 // started inside before the CLI, serves it on the gateway's own port number at 127.0.0.1, so the
 // CLI's base URL is the same inside as out. The agent's other connections go through the same
 // port, which is also an HTTP proxy that lets through what the run's key allows
@@ -70,13 +69,22 @@ export interface SandboxReach {
   /** Its work dir is read-only too (codex's `read-only` sandbox mode, see agents/codex). */
   workDirReadOnly?: boolean;
   /**
-   * Set: the CLI calls its API through the gateway, with the run's token; the run then has a
-   * network of its own, where the gateway is all there is. Unset: the host's network (unless
-   * `offline`).
+   * Set: the CLI calls its API through the gateway; the run then has a network of its own, where
+   * the gateway is all there is. Unset: the host's network (unless `offline`).
    */
-  gateway?: { token: string };
+  gateway?: SandboxGateway;
   /** No network at all (a namespace of its own, loopback alone): the server's git needs none. */
   offline?: boolean;
+}
+
+/** The model gateway as one run's sandbox reaches it (src/gateway/). */
+export interface SandboxGateway {
+  /** The run's token: the password of the gateway's proxy. */
+  token: string;
+  /** The run's own Unix socket to the gateway, bound into the sandbox. */
+  socket: string;
+  /** The gateway's port: the CLI's base URL names it, so it is served on it inside too. */
+  port: number;
 }
 
 /** One run's command, as it would start without the sandbox. */
@@ -99,6 +107,8 @@ export interface Launch {
   args: string[];
   /** Directories the spawner opens as the command's fds 3, 4, … (SpawnOptions.dirs). */
   dirs: string[];
+  /** Variables to add to the command's environment. */
+  env: Record<string, string>;
 }
 
 /** The server's side of every sandbox: what stays hidden, and how big its scratch space is. */
@@ -345,7 +355,9 @@ function behindGateway(
   // with the shell's builtins alone (no process per look), while socat starts.
   const listening = `0100007F:${port.toString(16).toUpperCase().padStart(4, "0")} 0A`;
   const script = [
-    `'${socat}' TCP-LISTEN:${port},bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:${GATEWAY_SOCKET} &`,
+    // SIGTERM left to the CLI: its grace after one may still call its API (socat dies with the
+    // sandbox all the same).
+    `(trap '' TERM; exec '${socat}' TCP-LISTEN:${port},bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:${GATEWAY_SOCKET}) &`,
     "listening() {",
     `  while read -r _ address _ state _; do [ "$address $state" = "${listening}" ] && return 0; done </proc/net/tcp`,
     "  return 1",
@@ -362,8 +374,6 @@ export class Sandbox {
   constructor(
     readonly tool: Bubblewrap,
     private readonly policy: SandboxPolicy,
-    /** Where the gateway listens, for the runs that call their API through it. */
-    private readonly gateway?: () => Promise<GatewayAddress>,
   ) {}
 
   /**
@@ -374,13 +384,16 @@ export class Sandbox {
     const reach = command.reach ?? {};
     const cwd = await realWorkDir(command.cwd);
     const bin = await realBinary(command.bin, command.env.PATH);
-    const gateway = reach.gateway && this.gateway ? await this.gateway() : undefined;
+    const { gateway } = reach;
     const dirs = async (paths: (string | undefined)[]) =>
       (await Promise.all(paths.map((p) => existing(p, "dir")))).filter((p) => p !== undefined);
+    // HOME itself is made by the server, where the agents cannot change it (the homes' directory).
+    const home = await existing(command.env.HOME, "dir");
+    const anchors: [string, string][] = [[cwd, cwd]];
+    if (home && command.env.HOME) anchors.push([path.resolve(command.env.HOME), home]);
     const bound = async (paths: (string | undefined)[]) =>
-      (await Promise.all(paths.map(boundDir))).filter((p) => p !== undefined);
-    const [home, writable, readOnly, hiddenDirs, hiddenFiles, roots] = await Promise.all([
-      existing(command.env.HOME, "dir"),
+      (await Promise.all(paths.map((p) => boundDir(p, anchors)))).filter((p) => p !== undefined);
+    const [writable, readOnly, hiddenDirs, hiddenFiles, roots] = await Promise.all([
       bound([command.env.HOME, ...(reach.writable ?? [])]),
       bound([installDir(bin), ...(reach.readOnly ?? [])]),
       dirs(this.policy.hidden),
@@ -405,10 +418,13 @@ export class Sandbox {
       if (dir && !writableIn(mounts, path.resolve(dir))) setenv[name] = "/tmp";
     }
     let [inner, innerArgs] = [bin, command.args];
-    if (gateway && reach.gateway) {
-      const proxy = `http://run:${reach.gateway.token}@127.0.0.1:${gateway.port}`;
-      for (const name of PROXY_VARIABLES) setenv[name] = proxy;
-      for (const name of NO_PROXY_VARIABLES) setenv[name] = "127.0.0.1,localhost,::1";
+    // In bwrap's environment, which it passes on, not in its arguments: any user on the host
+    // reads a process's command line, only its own user its environment.
+    const env: Record<string, string> = {};
+    if (gateway) {
+      const proxy = `http://run:${gateway.token}@127.0.0.1:${gateway.port}`;
+      for (const name of PROXY_VARIABLES) env[name] = proxy;
+      for (const name of NO_PROXY_VARIABLES) env[name] = "127.0.0.1,localhost,::1";
       [inner, innerArgs] = behindGateway(this.tool.socat, gateway.port, inner, innerArgs);
     }
     if (command.runAs) [inner, innerArgs] = commandAs(command.runAs, inner, innerArgs);
@@ -419,7 +435,7 @@ export class Sandbox {
       ownNetwork: gateway !== undefined || reach.offline === true,
     });
     const [file, all] = wrapped(this.tool, args, inner, innerArgs);
-    return { bin: file, args: all, dirs: opened };
+    return { bin: file, args: all, dirs: opened, env };
   }
 }
 
@@ -441,15 +457,30 @@ async function realWorkDir(cwd: string): Promise<string> {
 }
 
 /**
- * The real path of a directory to bind when it exists; ELOOP when its last part is a link (a
- * directory the run's agent could replace: `$HOME/.codex`, a repository's `.git`). The parts
- * before are the server's (the homes' directory) or the work dir's, checked on its own.
+ * The path at which the spawner opens a directory to bind (following no link there), when it
+ * exists; ELOOP when its last part is a link. Inside the work dir or HOME (`anchors`: each as
+ * given, and real), which the agents can change, nothing is resolved: their real path is joined
+ * with the rest as given, and the spawner refuses the path when a link stands anywhere on it as
+ * it opens it. Resolving a link there would let an agent that swaps `$HOME/.codex` or a
+ * repository's `.git` between the look and the resolution choose what is bound. Elsewhere (the
+ * operator's directories) its parent is resolved, its last part not.
  */
-async function boundDir(p: string | undefined): Promise<string | undefined> {
+async function boundDir(
+  p: string | undefined,
+  anchors: [given: string, real: string][],
+): Promise<string | undefined> {
   if (!p) return undefined;
-  const found = await lstat(p).catch(() => undefined);
+  const given = path.resolve(p);
+  const anchor = anchors.find(([dir]) => within(given, dir));
+  const planned = anchor
+    ? path.join(anchor[1], path.relative(anchor[0], given))
+    : await realpath(path.dirname(given)).then(
+        (parent) => path.join(parent, path.basename(given)),
+        () => undefined,
+      );
+  const found = planned === undefined ? undefined : await lstat(planned).catch(() => undefined);
   if (found?.isSymbolicLink()) throw linked(p);
-  return found?.isDirectory() ? realpath(p) : undefined;
+  return found?.isDirectory() ? planned : undefined;
 }
 
 /** The real path of `p` when it exists as a `kind`; undefined otherwise. */
@@ -585,7 +616,6 @@ export function tenantsUnsandboxed(
 export function startSandbox(
   config: Config,
   logger: Logger,
-  gateway: () => Promise<GatewayAddress>,
 ): { sandbox?: Sandbox; status: SandboxStatus } {
   const { mode, searchPath, tmpBytes, hidden } = config.sandbox;
   if (mode === "off") return { status: { enabled: false, reason: "AGENT_BRIDGE_SANDBOX=off" } };
@@ -605,7 +635,7 @@ export function startSandbox(
     return { status: { enabled: false, reason: found } };
   }
   return {
-    sandbox: new Sandbox(found, { hidden, roots: config.allowedRoots, tmpBytes }, gateway),
+    sandbox: new Sandbox(found, { hidden, roots: config.allowedRoots, tmpBytes }),
     status: { enabled: true, mechanism: "bubblewrap", version: found.version },
   };
 }

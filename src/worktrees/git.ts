@@ -174,7 +174,7 @@ export class GitRunner {
     cwd: string,
     args: string[],
     who: AgentIdentity | undefined,
-  ): Promise<Launch & { env: Record<string, string> }> {
+  ): Promise<Launch> {
     const env = gitEnv({ ...this.opts.env, ...who?.env }, who !== undefined);
     if (this.opts.sandbox) {
       const launch = await this.opts.sandbox.command({
@@ -186,7 +186,7 @@ export class GitRunner {
         // Besides `cwd`: the objects, refs and worktree records git writes.
         reach: { writable: [path.join(repo, ".git")], offline: true },
       });
-      return { ...launch, env };
+      return { ...launch, env: { ...env, ...launch.env } };
     }
     const [bin, argv] = who ? commandAs(who.runAs, "git", args) : ["git", args];
     return { bin, args: argv, dirs: [], env };

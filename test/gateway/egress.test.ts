@@ -1,10 +1,12 @@
+import { once } from "node:events";
 import { createServer as createHttpServer, request } from "node:http";
-import { type AddressInfo, createServer, type Server, type Socket } from "node:net";
+import { type AddressInfo, connect, createServer, type Server, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
 import { NO_KEY_EGRESS } from "../../src/auth/policy.js";
 import { anthropicApi } from "../../src/gateway/anthropic.js";
 import { matchingRule, parseEgressRule } from "../../src/gateway/egress.js";
+import { MAX_RUN_CONNECTIONS } from "../../src/gateway/run-sockets.js";
 import { type GatewayAddress, ModelGateway } from "../../src/gateway/server.js";
 import { silentLogger } from "../../src/log.js";
 import { egressOfRun, updateKeyPolicy } from "../../src/store/keys.js";
@@ -213,6 +215,60 @@ describe.each(BACKENDS)("the egress proxy on %s", (backend) => {
       await get(`http://127.0.0.1:${webPort + 1}/`, { "proxy-authorization": auth }),
     ).toMatchObject({ status: 403 });
     expect(await get(`http://127.0.0.1:${webPort}/`, {})).toMatchObject({ status: 407 });
+  });
+
+  it("is not kept from closing by a refused CONNECT whose client never closes its end", async () => {
+    // A gateway of its own, to close: its close waits for every socket it holds.
+    const own = new ModelGateway({
+      apis: [],
+      db: database.db,
+      logger: silentLogger,
+      dbOutageBoundMs: 5000,
+      egressOf: async () => [],
+    });
+    const client = connect({
+      host: "127.0.0.1",
+      port: (await own.listen()).port,
+      allowHalfOpen: true,
+    });
+    let answer = "";
+    client.setEncoding("utf8");
+    client.on("data", (chunk: string) => {
+      answer += chunk;
+    });
+    const ended = once(client, "end");
+    client.write(`CONNECT 127.0.0.1:${echoPort} HTTP/1.1\r\nHost: x\r\n\r\n`);
+    await ended;
+    expect(answer).toMatch(/^HTTP\/1\.1 407 /);
+    // The client's end still open, the gateway holds nothing of it: its close is not kept waiting.
+    await own.close();
+    client.destroy();
+  });
+
+  it("caps each run's connections on its own socket, and another run's socket still serves", async () => {
+    const [a, b] = [await runWithEgress([]), await runWithEgress([])];
+    const open = (socket: string) =>
+      new Promise<Socket>((resolve, reject) => {
+        const s = connect(socket, () => resolve(s));
+        s.once("error", reject);
+      });
+    const held: Socket[] = [];
+    try {
+      for (let i = 0; i < MAX_RUN_CONNECTIONS; i++) held.push(await open(a.socket));
+      // One more is accepted by the kernel, then closed by the gateway unserved.
+      const extra = await open(a.socket);
+      await once(extra, "close");
+      // The other run's socket serves as ever: a CONNECT through it gets its answer.
+      const other = await open(b.socket);
+      const answered = once(other, "data");
+      other.write(`CONNECT 127.0.0.1:${echoPort} HTTP/1.1\r\nHost: x\r\n\r\n`);
+      expect(String((await answered)[0])).toMatch(/^HTTP\/1\.1 407 /);
+      other.destroy();
+    } finally {
+      for (const s of held) s.destroy();
+      a.close();
+      b.close();
+    }
   });
 
   it("takes a token for nothing once its run is over", async () => {

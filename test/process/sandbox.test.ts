@@ -32,9 +32,6 @@ function readAll(stream: Socket): Promise<string> {
   return new Promise((resolve) => stream.once("close", () => resolve(text)));
 }
 
-/** For sandboxes whose runs never reach the gateway. */
-const noGateway = () => Promise.reject(new Error("no gateway in this test"));
-
 const base = {
   cwd: "/srv/a/work",
   workDirWritable: true,
@@ -283,6 +280,27 @@ describe("a run's sandboxed command", () => {
     } finally {
       await rm(join(home, ".codex"));
     }
+    // A link further up, inside HOME: nothing there is resolved while planning (an agent swapping
+    // it meanwhile would choose the bind); the path goes to the spawner as given, which refuses it.
+    const elsewhere = join(dir, "elsewhere");
+    await mkdir(join(elsewhere, "codex"), { recursive: true });
+    await symlink(elsewhere, join(home, "state"));
+    try {
+      const launch = await sandbox().command({
+        bin,
+        args: [],
+        cwd: work,
+        env: { HOME: home },
+        reach: { writable: [join(home, "state", "codex")] },
+      });
+      expect(launch.dirs).toContain(join(home, "state", "codex"));
+      expect(launch.dirs).not.toContain(join(elsewhere, "codex"));
+      await expect(
+        spawnProcess(launch.bin, launch.args, { cwd: work, env: {}, dirs: launch.dirs }),
+      ).rejects.toMatchObject({ code: "ELOOP" });
+    } finally {
+      await rm(join(home, "state"));
+    }
   });
 
   it("points TMPDIR at its own /tmp when the CLI's is not writable there", async () => {
@@ -293,25 +311,26 @@ describe("a run's sandboxed command", () => {
   });
 
   it("gives a run that calls through the gateway a network of its own, with the gateway's socket served on its port", async () => {
-    const gateway = { url: "http://127.0.0.1:4321", port: 4321, socket: "/tmp/gw-x/gateway.sock" };
-    const { args } = await new Sandbox(
-      tool,
-      { hidden: [], roots: [], tmpBytes: 1024 },
-      async () => gateway,
-    ).command({
+    const gateway = { token: "abrun_t", port: 4321, socket: "/tmp/gw-x/run-1.sock" };
+    const launch = await new Sandbox(tool, { hidden: [], roots: [], tmpBytes: 1024 }).command({
       bin,
       args: ["-p"],
       cwd: work,
       env: { HOME: home },
-      reach: { gateway: { token: "abrun_t" } },
+      reach: { gateway },
     });
+    const { args } = launch;
     const line = args.join(" ");
     expect(args).toContain("--unshare-net");
     // The host's services' sockets are hidden; the gateway's is bound in, read-only.
     expect(line).toContain("--tmpfs /run");
-    expect(line).toContain("--ro-bind /tmp/gw-x/gateway.sock /run/agent-bridge/gateway.sock");
-    expect(line).toContain("--setenv HTTPS_PROXY http://run:abrun_t@127.0.0.1:4321");
-    expect(line).toContain("--setenv NO_PROXY 127.0.0.1,localhost,::1");
+    expect(line).toContain("--ro-bind /tmp/gw-x/run-1.sock /run/agent-bridge/gateway.sock");
+    // The proxy's password, the run's token, in the environment: not in argv, which anyone reads.
+    expect(line).not.toContain("abrun_t");
+    expect(launch.env).toMatchObject({
+      HTTPS_PROXY: "http://run:abrun_t@127.0.0.1:4321",
+      NO_PROXY: "127.0.0.1,localhost,::1",
+    });
     // The CLI starts behind socat, which listens on the gateway's port inside.
     const inner = args.slice(args.indexOf("--") + 3);
     expect(inner[0]).toBe("/bin/sh");
@@ -344,16 +363,14 @@ describe("AGENT_BRIDGE_SANDBOX where bubblewrap is missing", () => {
   it("auto, with one user: runs go unsandboxed, logged and shown with the reason", () => {
     const lines: string[] = [];
     const logger = createLogger("warn", {}, (line) => lines.push(line));
-    expect(startSandbox(config({}), logger, noGateway)).toEqual({
+    expect(startSandbox(config({}), logger)).toEqual({
       status: { enabled: false, reason: "bubblewrap (bwrap) is not installed" },
     });
     expect(lines.join("\n")).toContain("runs are not sandboxed");
   });
 
   it("on: refuses to start, saying what to install", () => {
-    expect(() =>
-      startSandbox(config({ AGENT_BRIDGE_SANDBOX: "on" }), silentLogger, noGateway),
-    ).toThrow(
+    expect(() => startSandbox(config({ AGENT_BRIDGE_SANDBOX: "on" }), silentLogger)).toThrow(
       new SandboxError(
         "AGENT_BRIDGE_SANDBOX=on, but runs cannot be sandboxed: bubblewrap (bwrap) is not installed; install them (Debian: apt-get install bubblewrap socat), or set AGENT_BRIDGE_SANDBOX=auto to run without one where it is missing",
       ),
@@ -362,12 +379,12 @@ describe("AGENT_BRIDGE_SANDBOX where bubblewrap is missing", () => {
 
   it("auto, with agents of several tenants (AGENT_BRIDGE_AGENT_USER): refuses unless set off", () => {
     const tenants = { AGENT_BRIDGE_AGENT_USER: "agent-bridge-agent" };
-    expect(() => startSandbox(config(tenants), silentLogger, noGateway)).toThrow(
+    expect(() => startSandbox(config(tenants), silentLogger)).toThrow(
       /AGENT_BRIDGE_AGENT_USER is set \(agents of several tenants on this machine\), but runs cannot be sandboxed: bubblewrap \(bwrap\) is not installed; .* or set AGENT_BRIDGE_SANDBOX=off/,
     );
-    expect(
-      startSandbox(config({ ...tenants, AGENT_BRIDGE_SANDBOX: "off" }), silentLogger, noGateway),
-    ).toEqual({ status: { enabled: false, reason: "AGENT_BRIDGE_SANDBOX=off" } });
+    expect(startSandbox(config({ ...tenants, AGENT_BRIDGE_SANDBOX: "off" }), silentLogger)).toEqual(
+      { status: { enabled: false, reason: "AGENT_BRIDGE_SANDBOX=off" } },
+    );
   });
 });
 
@@ -376,7 +393,6 @@ describe("with the real bubblewrap", () => {
     const { sandbox, status } = startSandbox(
       loadConfig({ PATH: process.env.PATH, AGENT_BRIDGE_SANDBOX: "on" }),
       silentLogger,
-      noGateway,
     );
     expect(sandbox).toBeDefined();
     expect(status).toEqual({
@@ -393,19 +409,18 @@ describe("with the real bubblewrap", () => {
     const gateway = createServer((socket) => socket.end("from the gateway\n"));
     const socket = join(dir, "gateway.sock");
     await new Promise<void>((resolve) => gateway.listen(socket, resolve));
-    const address = async () => ({ url: "http://127.0.0.1:4999", port: 4999, socket });
     const run = async (tool: Bubblewrap) => {
-      const sandbox = new Sandbox(tool, { hidden: [], roots: [], tmpBytes: 1024 * 1024 }, address);
+      const sandbox = new Sandbox(tool, { hidden: [], roots: [], tmpBytes: 1024 * 1024 });
       const launch = await sandbox.command({
         bin: "/bin/sh",
         args: ["-c", "exec socat -t 5 - TCP:127.0.0.1:4999 </dev/null"],
         cwd: dir,
         env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
-        reach: { gateway: { token: "abrun_test" } },
+        reach: { gateway: { token: "abrun_test", socket, port: 4999 } },
       });
       const child = await spawnProcess(launch.bin, launch.args, {
         cwd: dir,
-        env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
+        env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...launch.env },
         dirs: launch.dirs,
       });
       const [stdout, stderr] = [readAll(child.stdout), readAll(child.stderr)];

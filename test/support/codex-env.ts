@@ -130,11 +130,11 @@ export async function runCodex(ce: CodexEnv, opts: CodexRunOptions): Promise<Cod
         env: ce.env,
         reach: opts.sandbox.reach,
       })
-    : { bin: CODEX_BIN, args: opts.args, dirs: [] };
+    : { bin: CODEX_BIN, args: opts.args, dirs: [], env: {} };
   // Through the server's spawner, which opens the directories a sandbox binds by fd.
   const child = await spawnProcess(launch.bin, launch.args, {
     cwd: ce.cwd,
-    env: ce.env,
+    env: { ...ce.env, ...launch.env },
     dirs: launch.dirs,
   });
   opts.onSpawn?.(child.pid);

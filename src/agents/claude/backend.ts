@@ -4,10 +4,11 @@ import { agentFiles } from "../../process/agent-files.js";
 import type { RunAs } from "../../process/agent-user.js";
 import type { DriverConfig } from "../../process/driver.js";
 import { AgentSpawnError, InvalidRunRequestError } from "../../process/errors.js";
+import type { SandboxGateway } from "../../process/sandbox.js";
 import { createVersionProbe } from "../../process/version-probe.js";
 import type { AgentBackend, AgentRunRequest, RunContext } from "../agent.js";
 import { joinSystemPrompts, runBudget, SessionSettings } from "../agent.js";
-import { type GatewayAccess, throughGateway } from "../gateway-access.js";
+import { type GatewayAccess, sandboxGateway, throughGateway } from "../gateway-access.js";
 import { type McpCatalog, mcpConfigOf } from "../mcp-servers.js";
 import { findCredentials } from "./credentials.js";
 import { failedRun, LABEL, runClaude } from "./runner.js";
@@ -64,7 +65,7 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
       } catch (err) {
         return failedRun(new InvalidRunRequestError((err as Error).message));
       }
-      const run = (env: Record<string, string>, gatewayToken?: string) =>
+      const run = (env: Record<string, string>, gateway?: SandboxGateway) =>
         runClaude(
           {
             prompt: request.prompt,
@@ -89,7 +90,7 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
             bin: config.bin,
             env,
             ...context,
-            ...(gatewayToken ? { gatewayToken } : {}),
+            ...(gateway ? { gateway } : {}),
           },
           signal,
         );
@@ -98,7 +99,8 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
             config.gateway,
             config.env,
             context,
-            (env, access) => run({ ...env, ANTHROPIC_BASE_URL: access.baseUrl }, access.token),
+            (env, access) =>
+              run({ ...env, ANTHROPIC_BASE_URL: access.baseUrl }, sandboxGateway(access)),
             (cause) => failedRun(new AgentSpawnError(LABEL, cause)),
           )
         : run(config.env);

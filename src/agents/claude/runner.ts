@@ -14,6 +14,7 @@ import {
   RunnerError,
 } from "../../process/errors.js";
 import { withRunFiles } from "../../process/run-files.js";
+import type { SandboxGateway } from "../../process/sandbox.js";
 import type { AgentIdentity } from "../../process/tenant-homes.js";
 import type { RunContext } from "../agent.js";
 import type { ImageAttachment } from "../images.js";
@@ -51,8 +52,8 @@ export interface RunnerConfig
   bin: string;
   /** The child's complete environment (see env.ts `childEnvironment`). */
   env: Record<string, string>;
-  /** Set: the CLI calls its API through the model gateway with this token (src/gateway/). */
-  gatewayToken?: string;
+  /** Set: the CLI calls its API through the model gateway, which its sandbox reaches so. */
+  gateway?: SandboxGateway;
 }
 
 export const LABEL = { name: "claude", binVariable: "AGENT_BRIDGE_CLAUDE_BIN" };
@@ -186,7 +187,7 @@ async function* runClaudeOnce(
     reach: {
       writable: env.CLAUDE_CONFIG_DIR ? [env.CLAUDE_CONFIG_DIR] : [],
       readOnly: mcpConfigFile ? [dirname(mcpConfigFile)] : [],
-      ...(config.gatewayToken ? { gateway: { token: config.gatewayToken } } : {}),
+      ...(config.gateway ? { gateway: config.gateway } : {}),
     },
     input: userMessageLine(req.prompt, req.attachments),
     closeInput: false,

@@ -16,11 +16,12 @@ import {
   WorktreeUnavailableError,
 } from "../../process/errors.js";
 import { type RunFiles, withRunFiles } from "../../process/run-files.js";
+import type { SandboxGateway } from "../../process/sandbox.js";
 import { createVersionProbe } from "../../process/version-probe.js";
 import { ensureSessionWorktree } from "../../worktrees/worktree.js";
 import type { AgentBackend, AgentRunRequest, RunContext } from "../agent.js";
 import { joinSystemPrompts } from "../agent.js";
-import { type GatewayAccess, throughGateway } from "../gateway-access.js";
+import { type GatewayAccess, sandboxGateway, throughGateway } from "../gateway-access.js";
 import { imageExtension } from "../images.js";
 import { buildCodexArgs, type CodexProvider } from "./command.js";
 import { findCodexCredentials } from "./credentials.js";
@@ -73,9 +74,13 @@ export function codexBackend(config: CodexBackendConfig): AgentBackend {
       return { bin: config.bin, version, credentials };
     },
     run(request, context, signal) {
-      const run = (env: Record<string, string>, provider?: CodexProvider, token?: string) =>
+      const run = (
+        env: Record<string, string>,
+        provider?: CodexProvider,
+        gateway?: SandboxGateway,
+      ) =>
         withRunFiles(config.env, request.identity, (files) =>
-          runCodex(request, config, { env, provider, token }, context, signal, files),
+          runCodex(request, config, { env, provider, gateway }, context, signal, files),
         );
       const { gateway } = config;
       if (!gateway) return run(config.env);
@@ -84,7 +89,7 @@ export function codexBackend(config: CodexBackendConfig): AgentBackend {
         config.env,
         context,
         (env, access) =>
-          run(env, { baseUrl: access.baseUrl, envKey: gateway.variable }, access.token),
+          run(env, { baseUrl: access.baseUrl, envKey: gateway.variable }, sandboxGateway(access)),
         (cause) => failedCodexRun(new AgentSpawnError(LABEL, cause)),
       );
     },
@@ -117,8 +122,8 @@ interface ModelRoute {
   env: Record<string, string>;
   /** Unset: the provider codex's config.toml selects. */
   provider: CodexProvider | undefined;
-  /** The run's token at the gateway, when its provider is the gateway. */
-  token: string | undefined;
+  /** The gateway as the run's sandbox reaches it, when its provider is the gateway. */
+  gateway: SandboxGateway | undefined;
 }
 
 async function* runCodex(
@@ -221,7 +226,7 @@ async function* runCodex(
         ...(settings.worktree && !sandboxing.workDirReadOnly ? [join(request.cwd, ".git")] : []),
       ],
       readOnly: images.map((image) => dirname(image)),
-      ...(model.token ? { gateway: { token: model.token } } : {}),
+      ...(model.gateway ? { gateway: model.gateway } : {}),
     },
     input: request.prompt,
     closeInput: true,
