@@ -171,7 +171,7 @@ export function buildDeps(
     metrics,
     ...(homes ? { homes } : {}),
     git,
-    gate: policyGate(database.db, config),
+    gate: policyGate(database.db, config, sandboxStatus),
     agents,
     killGraceMs: DRIVER_DEFAULTS.killGraceMs,
     approvalTimeoutSeconds: config.agents.approvalTimeoutSeconds,

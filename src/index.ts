@@ -65,11 +65,9 @@ async function start(config: Config, logger: Logger) {
     for (const line of config.deprecated) logger.warn(line);
     const firstKey = await prepareKeys(database.db, config, logger);
     const deps = buildDeps(config, database, logger, await startTracing(config, logger));
-    const unsandboxed = tenantsUnsandboxed(
-      deps.sandbox,
-      config.sandbox.mode,
-      await countActiveKeys(database.db),
-    );
+    // With auth off there is one user, whatever keys the database holds.
+    const keys = config.auth.mode === "none" ? 0 : await countActiveKeys(database.db);
+    const unsandboxed = tenantsUnsandboxed(deps.sandbox, config.sandbox.mode, keys);
     if (unsandboxed) throw unsandboxed;
     await deps.homes?.prepare();
     // The runs' CLIs call their model APIs here (src/gateway/): a loopback port of its own.

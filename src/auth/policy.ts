@@ -4,8 +4,15 @@ import { PERMISSION_MODES } from "../agents/permission-modes.js";
 import type { PermissionMode } from "../agents/settings.js";
 import type { Config } from "../config.js";
 import { EgressRuleError, parseEgressRule } from "../gateway/egress.js";
+import { type SandboxStatus, tenantsUnsandboxed } from "../process/sandbox.js";
 import type { Database } from "../store/db.js";
-import { getKey, type KeyPolicyColumns, monthOf, monthSpend } from "../store/keys.js";
+import {
+  countActiveKeys,
+  getKey,
+  type KeyPolicyColumns,
+  monthOf,
+  monthSpend,
+} from "../store/keys.js";
 import type { ApiKeyRow, SessionRow } from "../store/schema.js";
 import { isWithin, resolveWorkDir, WorkDirNotAllowedError } from "./work-dir.js";
 
@@ -211,11 +218,20 @@ export interface RunGate {
   allow(session: SessionRow, settings: SessionSettings): Promise<RunAllowance>;
 }
 
-/** The gate of the keys' policies and budgets; sessions without a key pass freely. */
-export function policyGate(db: Database, config: Config): RunGate {
+/**
+ * The gate of the keys' policies and budgets; sessions without a key pass freely. Where runs
+ * cannot be sandboxed (`sandbox`), it also refuses every run once several keys exist: whichever
+ * way the second key came (another instance, the command line), no tenant's agent runs beside
+ * another's unsandboxed.
+ */
+export function policyGate(db: Database, config: Config, sandbox: SandboxStatus): RunGate {
   return {
     async allow(session, settings) {
       if (!session.ownerKeyId) return { maxBudgetUsd: null };
+      if (!sandbox.enabled) {
+        const refusal = tenantsUnsandboxed(sandbox, config.sandbox.mode, await countActiveKeys(db));
+        if (refusal) throw refusal;
+      }
       const policy = await loadPolicy(db, session.ownerKeyId, config);
       // Asked at every run, so that a policy narrowed since the session was made holds too.
       await checkRun(policy, { settings, workDir: session.workDir }, config);

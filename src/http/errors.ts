@@ -6,6 +6,7 @@ import type { ZodError } from "zod";
 import { AgentUnavailableError } from "../agents/registry.js";
 import { BudgetExhaustedError, PolicyDeniedError } from "../auth/policy.js";
 import { errorFields } from "../log.js";
+import { SandboxError } from "../process/sandbox.js";
 import {
   IdempotencyConflictError,
   KeyRunLimitError,
@@ -198,6 +199,7 @@ export const onError: ErrorHandler<AppEnv> = (err, c) => {
 /** The run manager's refusals (its gate's included), as the HTTP answers they are. */
 function runRefusal(err: unknown): ApiError | undefined {
   if (err instanceof PolicyDeniedError) return new ApiError(403, "policy_denied", err.message);
+  if (err instanceof SandboxError) return new ApiError(409, "sandbox_required", err.message);
   if (err instanceof BudgetExhaustedError) {
     return new ApiError(402, "budget_exhausted", err.message);
   }

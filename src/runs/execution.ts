@@ -10,6 +10,7 @@ import { type BridgeEvent, bareCompletion, type CompletionEvent } from "../event
 import { errorText, type Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
 import { bootId } from "../process/groups.js";
+import { SandboxError } from "../process/sandbox.js";
 import type { AgentIdentity, TenantHomes } from "../process/tenant-homes.js";
 import type { Database } from "../store/db.js";
 import { describeDbError } from "../store/errors.js";
@@ -408,7 +409,9 @@ function refusedAtStart(run: ActiveRun, err: unknown): CompletionEvent | undefin
         ? "policy_denied"
         : err instanceof AgentUnavailableError
           ? "agent_not_found"
-          : undefined;
+          : err instanceof SandboxError
+            ? "sandbox_required"
+            : undefined;
   if (!code) return undefined;
   run.outcome = run.cancelled ? "cancelled" : "failed";
   return { ...bareCompletion("failed", (err as Error).message), error_code: code };

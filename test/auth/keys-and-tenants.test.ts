@@ -287,4 +287,25 @@ describe.each(BACKENDS)("a second tenant where runs cannot be sandboxed, on %s",
     });
     expect(await t.database.db.$count(apiKeys)).toBe(1);
   });
+
+  it("runs no message once a second key came another way (the command line, another instance): 409 sandbox_required", async () => {
+    const session = await (
+      await requestAs(t.app, admin, "/v1/sessions", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: "{}",
+      })
+    ).json();
+    await issueKey(t.database.db, { name: "made elsewhere", admin: false });
+    const res = await requestAs(t.app, admin, `/v1/sessions/${session.id}/messages`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Accept: "application/json" },
+      body: JSON.stringify({ text: "hello" }),
+    });
+    expect(res.status).toBe(409);
+    expect(await res.json()).toMatchObject({
+      code: "sandbox_required",
+      detail: expect.stringContaining("2 API keys could run agents here"),
+    });
+  });
 });

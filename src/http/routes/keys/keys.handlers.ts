@@ -27,7 +27,7 @@ export const createKey: RouteHandler<typeof routes.createKey, AppEnv> = async (c
   // The next start would refuse a second tenant without a sandbox; so does this one, now.
   const keys = (await store.countActiveKeys(c.var.db)) + 1;
   const unsandboxed = tenantsUnsandboxed(c.var.sandbox, c.var.config.sandbox.mode, keys);
-  if (unsandboxed) throw new ApiError(409, "sandbox_required", unsandboxed.message);
+  if (unsandboxed) throw unsandboxed;
   const { key, row } = await issueKey(c.var.db, { name, admin, ...columns });
   return c.json({ ...toApiKey(row, c.var.config), key }, 201);
 };
