@@ -58,16 +58,16 @@ export function parseEgressRule(text: string): EgressRule {
   return { host: labels.join("."), subdomains, port };
 }
 
+/** An IPv6 address without the brackets a URL or CONNECT line writes it in; else as it is. */
+const unbracketed = (host: string) => host.replace(/^\[(.*)\]$/, "$1");
+
 /** The rule that lets a connection to `host`:`port` through, if any. */
 export function matchingRule(
   rules: readonly EgressRule[],
   host: string,
   port: number,
 ): EgressRule | undefined {
-  const name = host
-    .toLowerCase()
-    .replace(/^\[(.*)\]$/, "$1")
-    .replace(/\.$/, "");
+  const name = unbracketed(host).toLowerCase().replace(/\.$/, "");
   return rules.find(
     (rule) =>
       (rule.port === null ? DEFAULT_PORTS.includes(port) : rule.port === port) &&
@@ -209,7 +209,7 @@ export class EgressProxy {
     }
     // A name's addresses are checked as it resolves; an address asked for directly, here.
     const literal = isIP(rule.host) !== 0;
-    const address = host.replace(/^\[(.*)\]$/, "$1");
+    const address = unbracketed(host);
     const why = !literal && isIP(address) ? this.targets.blocked(address) : undefined;
     if (why) {
       return {
@@ -232,7 +232,7 @@ export class EgressProxy {
   private open(allowed: Allowed, host: string, port: number): Promise<Socket> {
     return new Promise((resolve, reject) => {
       const socket = connect({
-        host: host.replace(/^\[(.*)\]$/, "$1"),
+        host: unbracketed(host),
         port,
         timeout: CONNECT_TIMEOUT_MS,
         ...(allowed.literal ? {} : { lookup: this.targets.lookup }),

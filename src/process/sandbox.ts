@@ -592,6 +592,9 @@ function firstLine(err: unknown): string {
   return (stderr || (err as Error).message).split("\n")[0] ?? "";
 }
 
+/** What to do where the sandbox cannot be made. */
+const INSTALL = "install them (Debian: apt-get install bubblewrap socat)";
+
 /**
  * Why agents of `keys` API keys (several tenants) must not run here: `auto` found no sandbox, and
  * without one each tenant's agent can reach the others' work. Undefined when they may: a sandbox,
@@ -604,7 +607,7 @@ export function tenantsUnsandboxed(
 ): SandboxError | undefined {
   if (status.enabled || mode === "off" || keys <= 1) return undefined;
   return new SandboxError(
-    `${keys} API keys could run agents here, but runs cannot be sandboxed: ${status.reason}; install them (Debian: apt-get install bubblewrap socat), or set AGENT_BRIDGE_SANDBOX=off to run the agents of several tenants without one`,
+    `${keys} API keys could run agents here, but runs cannot be sandboxed: ${status.reason}; ${INSTALL}, or set AGENT_BRIDGE_SANDBOX=off to run the agents of several tenants without one`,
   );
 }
 
@@ -623,12 +626,12 @@ export function startSandbox(
   if (typeof found === "string") {
     if (mode === "on") {
       throw new SandboxError(
-        `AGENT_BRIDGE_SANDBOX=on, but runs cannot be sandboxed: ${found}; install them (Debian: apt-get install bubblewrap socat), or set AGENT_BRIDGE_SANDBOX=auto to run without one where it is missing`,
+        `AGENT_BRIDGE_SANDBOX=on, but runs cannot be sandboxed: ${found}; ${INSTALL}, or set AGENT_BRIDGE_SANDBOX=auto to run without one where it is missing`,
       );
     }
     if (config.agentUser) {
       throw new SandboxError(
-        `AGENT_BRIDGE_AGENT_USER is set (agents of several tenants on this machine), but runs cannot be sandboxed: ${found}; install them (Debian: apt-get install bubblewrap socat), or set AGENT_BRIDGE_SANDBOX=off to run them without a sandbox`,
+        `AGENT_BRIDGE_AGENT_USER is set (agents of several tenants on this machine), but runs cannot be sandboxed: ${found}; ${INSTALL}, or set AGENT_BRIDGE_SANDBOX=off to run them without a sandbox`,
       );
     }
     logger.warn("runs are not sandboxed", { reason: found });
