@@ -7,10 +7,10 @@ import { NO_KEY_EGRESS } from "../../src/auth/policy.js";
 import { anthropicApi } from "../../src/gateway/anthropic.js";
 import { matchingRule, parseEgressRule } from "../../src/gateway/egress.js";
 import { MAX_RUN_CONNECTIONS } from "../../src/gateway/run-sockets.js";
-import { type GatewayAddress, ModelGateway } from "../../src/gateway/server.js";
-import { silentLogger } from "../../src/log.js";
+import type { GatewayAddress, ModelGateway } from "../../src/gateway/server.js";
 import { egressOfRun, updateKeyPolicy } from "../../src/store/keys.js";
 import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
+import { testGateway } from "../support/gateway.js";
 
 // The gateway as a sandboxed run's only way out (src/gateway/egress.ts): an HTTP proxy whose
 // password is the run's token, letting through what the egress list of the run's key allows, as
@@ -110,14 +110,12 @@ describe.each(BACKENDS)("the egress proxy on %s", (backend) => {
 
   beforeAll(async () => {
     database = await openTestDatabase(backend);
-    gateway = new ModelGateway({
-      // An API to open runs' tokens with; nothing here calls it.
-      apis: [anthropicApi({ baseUrl: "http://127.0.0.1:9", credential: {} })],
-      db: database.db,
-      logger: silentLogger,
-      dbOutageBoundMs: 5000,
-      egressOf: async (runId) => (await egressOfRun(database.db, runId)) ?? NO_KEY_EGRESS,
-    });
+    gateway = testGateway(
+      database.db,
+      // An API to open runs\' tokens with; nothing here calls it.
+      [anthropicApi({ baseUrl: "http://127.0.0.1:9", credential: {} })],
+      async (runId) => (await egressOfRun(database.db, runId)) ?? NO_KEY_EGRESS,
+    );
     address = await gateway.listen();
     echo = createServer((socket) => socket.pipe(socket));
     await new Promise<void>((resolve) => echo.listen(0, "127.0.0.1", resolve));
@@ -219,13 +217,7 @@ describe.each(BACKENDS)("the egress proxy on %s", (backend) => {
 
   it("is not kept from closing by a refused CONNECT whose client never closes its end", async () => {
     // A gateway of its own, to close: its close waits for every socket it holds.
-    const own = new ModelGateway({
-      apis: [],
-      db: database.db,
-      logger: silentLogger,
-      dbOutageBoundMs: 5000,
-      egressOf: async () => [],
-    });
+    const own = testGateway(database.db, []);
     const client = connect({
       host: "127.0.0.1",
       port: (await own.listen()).port,

@@ -2,45 +2,16 @@ import { createServer, request, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { anthropicApi } from "../../src/gateway/anthropic.js";
-import { ModelGateway } from "../../src/gateway/server.js";
-import { silentLogger } from "../../src/log.js";
+import type { ModelGateway } from "../../src/gateway/server.js";
 import { listModelCalls, meteredUsage } from "../../src/store/model-calls.js";
 import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
+import { call, testGateway } from "../support/gateway.js";
 import { type MockAnthropic, startMockAnthropic } from "../support/mock-anthropic.js";
 
 // The gateway as any client of the API meets it, without a CLI: what it forwards and how, what it
 // refuses, and what it records, against the mock Messages API as the operator's upstream.
 
 const OPERATOR_KEY = "sk-ant-operator";
-
-interface Answer {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  body: string;
-}
-
-/** One request with exactly these headers (fetch would not send a Connection header). */
-function call(
-  url: string,
-  method: string,
-  headers: Record<string, string>,
-  body?: unknown,
-): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const req = request(url, { method, headers }, (res) => {
-      let text = "";
-      res.setEncoding("utf8");
-      res.on("data", (chunk: string) => {
-        text += chunk;
-      });
-      res.on("end", () =>
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text }),
-      );
-    });
-    req.on("error", reject);
-    req.end(body === undefined ? undefined : JSON.stringify(body));
-  });
-}
 
 describe.each(BACKENDS)("the model gateway on %s", (backend) => {
   let mock: MockAnthropic;
@@ -50,13 +21,9 @@ describe.each(BACKENDS)("the model gateway on %s", (backend) => {
   beforeAll(async () => {
     mock = await startMockAnthropic({ quiet: true });
     database = await openTestDatabase(backend);
-    gateway = new ModelGateway({
-      apis: [anthropicApi({ baseUrl: mock.url, credential: { "x-api-key": OPERATOR_KEY } })],
-      db: database.db,
-      logger: silentLogger,
-      dbOutageBoundMs: 5000,
-      egressOf: async () => [],
-    });
+    gateway = testGateway(database.db, [
+      anthropicApi({ baseUrl: mock.url, credential: { "x-api-key": OPERATOR_KEY } }),
+    ]);
   });
   afterAll(async () => {
     await gateway.close();
@@ -198,13 +165,9 @@ describe.each(BACKENDS)("the model gateway behind the operator's proxy on %s", (
     await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
     // Read as the server's environment, where the operator sets it.
     process.env.HTTP_PROXY = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
-    gateway = new ModelGateway({
-      apis: [anthropicApi({ baseUrl: mock.url, credential: { "x-api-key": OPERATOR_KEY } })],
-      db: database.db,
-      logger: silentLogger,
-      dbOutageBoundMs: 5000,
-      egressOf: async () => [],
-    });
+    gateway = testGateway(database.db, [
+      anthropicApi({ baseUrl: mock.url, credential: { "x-api-key": OPERATOR_KEY } }),
+    ]);
   });
   afterAll(async () => {
     delete process.env.HTTP_PROXY;

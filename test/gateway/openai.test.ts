@@ -1,13 +1,12 @@
-import { request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CallUsage } from "../../src/gateway/api.js";
 import { openaiApi } from "../../src/gateway/openai.js";
 import { responsesUsage } from "../../src/gateway/responses-usage.js";
-import { ModelGateway } from "../../src/gateway/server.js";
+import type { ModelGateway } from "../../src/gateway/server.js";
 import { ResponseMeter } from "../../src/gateway/usage-meter.js";
-import { silentLogger } from "../../src/log.js";
 import { listModelCalls } from "../../src/store/model-calls.js";
 import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
+import { call, testGateway } from "../support/gateway.js";
 import { MOCK_MODEL, type MockOpenAI, startMockOpenAI } from "../support/mock-openai.js";
 
 // The gateway's Responses API (src/gateway/openai.ts) as any client meets it, without a CLI: what
@@ -15,34 +14,6 @@ import { MOCK_MODEL, type MockOpenAI, startMockOpenAI } from "../support/mock-op
 // the operator's upstream; and the reading of a Responses answer's usage.
 
 const OPERATOR_KEY = "sk-proj-operator";
-
-interface Answer {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  body: string;
-}
-
-function call(
-  url: string,
-  method: string,
-  headers: Record<string, string>,
-  body?: unknown,
-): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const req = request(url, { method, headers }, (res) => {
-      let text = "";
-      res.setEncoding("utf8");
-      res.on("data", (chunk: string) => {
-        text += chunk;
-      });
-      res.on("end", () =>
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text }),
-      );
-    });
-    req.on("error", reject);
-    req.end(body === undefined ? undefined : JSON.stringify(body));
-  });
-}
 
 describe.each(BACKENDS)("the model gateway's Responses API on %s", (backend) => {
   let mock: MockOpenAI;
@@ -52,18 +23,12 @@ describe.each(BACKENDS)("the model gateway's Responses API on %s", (backend) => 
   beforeAll(async () => {
     mock = await startMockOpenAI({ quiet: true });
     database = await openTestDatabase(backend);
-    gateway = new ModelGateway({
-      apis: [
-        openaiApi({
-          baseUrl: `${mock.url}/v1`,
-          credential: { authorization: `Bearer ${OPERATOR_KEY}` },
-        }),
-      ],
-      db: database.db,
-      logger: silentLogger,
-      dbOutageBoundMs: 5000,
-      egressOf: async () => [],
-    });
+    gateway = testGateway(database.db, [
+      openaiApi({
+        baseUrl: `${mock.url}/v1`,
+        credential: { authorization: `Bearer ${OPERATOR_KEY}` },
+      }),
+    ]);
   });
   afterAll(async () => {
     await gateway.close();
