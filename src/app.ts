@@ -83,6 +83,7 @@ export function buildDeps(
     db: database.db,
     logger: logger.child({ component: "gateway" }),
     dbOutageBoundMs: config.runs.dbOutageBoundMs,
+    prices: config.prices,
     egressOf: async (runId) => (await egressOfRun(database.db, runId)) ?? NO_KEY_EGRESS,
   });
   const {
@@ -121,7 +122,7 @@ export function buildDeps(
         bin: codex.bin,
         env: codex.childEnv,
         driver,
-        prices: codex.prices,
+        prices: config.prices,
         ...(homes ? { runAs: homes.user } : {}),
         ...(codex.upstream
           ? {

@@ -525,6 +525,8 @@ export interface components {
       max_budget_usd: number | null;
       /** @description Whether its sessions may use worktree mode. */
       worktrees: boolean;
+      /** @description Where its sandboxed agents may connect, through the bridge's proxy. */
+      egress: string[];
     };
     ApiKeyList: {
       data: components["schemas"]["ApiKey"][];
@@ -616,7 +618,7 @@ export interface components {
       result: string | null;
       error: string | null;
       error_code?: components["schemas"]["CompletionErrorCode"];
-      /** @description What the run cost in USD, as the agent reported it (Claude Code), or from the configured price of its model (Codex: AGENT_BRIDGE_CODEX_PRICES); null when neither is known, never a guess (a Claude Code run that spent tokens but ended without its result, e.g. cancelled: the CLI reports cost only in its result). USD to 10 decimal places: a run's cost is kept rounded to that, and every total is the exact sum of its runs' costs (added as decimals, with no floating-point drift), shown exactly up to $100 000 (a JSON number holds about 15 significant digits; beyond, the last decimal places round). */
+      /** @description What the run cost in USD, as the agent reported it (Claude Code), or from the price of its model (Codex: the price table, AGENT_BRIDGE_MODEL_PRICES); null when neither is known, never a guess (a Claude Code run that spent tokens but ended without its result, e.g. cancelled: the CLI reports cost only in its result). USD to 10 decimal places: a run's cost is kept rounded to that, and every total is the exact sum of its runs' costs (added as decimals, with no floating-point drift), shown exactly up to $100 000 (a JSON number holds about 15 significant digits; beyond, the last decimal places round). */
       cost_usd: number | null;
       duration_ms: number;
       usage: components["schemas"]["Usage"];
@@ -667,6 +669,15 @@ export interface components {
       max_budget_usd?: number | null;
       /** @description Whether its sessions may run in a git worktree (default true). */
       worktrees?: boolean;
+      /**
+       * @description Where its agents may connect from their sandbox, through the bridge's proxy (the sandbox has no other way out but the model API): each entry `host`, `*.host` (the names under it), an IP address (`[v6]` in brackets), or `*` (any host), with `:port` or without (then 80 and 443). A name reaches only global unicast addresses; an address written here is reached as written, loopback or private too. Default `[]`: nothing.
+       * @example [
+       *       "github.com",
+       *       "*.npmjs.org",
+       *       "registry.npmjs.org:443"
+       *     ]
+       */
+      egress?: string[];
     };
     CreateHook: {
       /** @example pr-review */
@@ -1528,6 +1539,15 @@ export interface components {
       max_budget_usd?: number | null;
       /** @description Whether its sessions may run in a git worktree (default true). */
       worktrees?: boolean;
+      /**
+       * @description Where its agents may connect from their sandbox, through the bridge's proxy (the sandbox has no other way out but the model API): each entry `host`, `*.host` (the names under it), an IP address (`[v6]` in brackets), or `*` (any host), with `:port` or without (then 80 and 443). A name reaches only global unicast addresses; an address written here is reached as written, loopback or private too. Default `[]`: nothing.
+       * @example [
+       *       "github.com",
+       *       "*.npmjs.org",
+       *       "registry.npmjs.org:443"
+       *     ]
+       */
+      egress?: string[];
     };
     UpdateHook: {
       /** @description Left out: the hook keeps its secret. */

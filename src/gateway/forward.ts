@@ -14,6 +14,9 @@ import type { UpstreamClient } from "./upstream.js";
 // way. Whatever the upstream does, the caller sees: an error status and body as it sent them, a
 // stream cut where it cut it. A caller that goes away takes the upstream call with it.
 
+/** A metered call as it went, before it is priced. */
+export type MeteredCall = Omit<NewModelCall, "costUsd">;
+
 /** Largest request forwarded: the Messages API's own limit. */
 export const MAX_REQUEST_BYTES = 32 * 1024 * 1024;
 
@@ -87,7 +90,7 @@ export async function forward(
   res: ServerResponse,
   call: ForwardedCall,
   client: UpstreamClient,
-): Promise<NewModelCall | undefined> {
+): Promise<MeteredCall | undefined> {
   const startedAt = new Date();
   const started = performance.now();
   let body: Buffer;

@@ -8,12 +8,13 @@ import {
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { errorText, type Logger } from "../log.js";
+import { costOf, type PriceTable, priceOf } from "../prices.js";
 import type { Database } from "../store/db.js";
-import { insertModelCall, type NewModelCall } from "../store/model-calls.js";
+import { insertModelCall } from "../store/model-calls.js";
 import { withDbRetries } from "../store/retry.js";
 import type { ModelApi } from "./api.js";
 import { EgressProxy, parseEgressRule } from "./egress.js";
-import { answer, forward } from "./forward.js";
+import { answer, forward, type MeteredCall } from "./forward.js";
 import { RunTokens } from "./tokens.js";
 import { UpstreamClient } from "./upstream.js";
 
@@ -54,6 +55,8 @@ export interface ModelGatewayOptions {
   logger: Logger;
   /** How long the record of a call rides out an unreachable database before it is given up. */
   dbOutageBoundMs: number;
+  /** What each model's tokens cost: a metered call is priced as it is recorded. */
+  prices: PriceTable;
   /** The egress list of a run's key, as stored now. */
   egressOf(runId: string): Promise<readonly string[]>;
 }
@@ -200,8 +203,9 @@ export class ModelGateway {
     answer(res, api, status, message);
   }
 
-  private record(call: NewModelCall): void {
-    const { db, logger, dbOutageBoundMs } = this.opts;
+  private record(metered: MeteredCall): void {
+    const { db, logger, dbOutageBoundMs, prices } = this.opts;
+    const call = { ...metered, costUsd: costOf(priceOf(prices, metered.model), metered) };
     const writing = withDbRetries(() => insertModelCall(db, call), dbOutageBoundMs).catch((err) =>
       logger.error("could not record a model call", {
         run_id: call.runId,

@@ -477,6 +477,8 @@ export const modelCalls = pgTable(
     outputTokens: tokens("output_tokens"),
     cacheReadTokens: tokens("cache_read_tokens"),
     cacheCreationTokens: tokens("cache_creation_tokens"),
+    /** What its tokens cost at its model's price (src/prices.ts); null: the model has none. */
+    costUsd: usd("cost_usd"),
     /**
      * The HTTP status the caller got: the upstream's, or the gateway's 502 when the upstream could
      * not be reached; 499 when the caller went away before the answer began.

@@ -114,6 +114,7 @@ describe.each(BACKENDS)("the egress proxy on %s", (backend) => {
       db: database.db,
       logger: silentLogger,
       dbOutageBoundMs: 5000,
+      prices: {},
       egressOf: async (runId) => (await egressOfRun(database.db, runId)) ?? NO_KEY_EGRESS,
     });
     address = await gateway.listen();

@@ -54,6 +54,8 @@ describe.each(BACKENDS)("the model gateway on %s", (backend) => {
       db: database.db,
       logger: silentLogger,
       dbOutageBoundMs: 5000,
+      // The mock's model, priced: USD per million tokens.
+      prices: { "claude-mock": { input: 3, output: 15, cache_read: 0.3, cache_creation: 3.75 } },
       egressOf: async () => [],
     });
   });
@@ -69,7 +71,7 @@ describe.each(BACKENDS)("the model gateway on %s", (backend) => {
     return { run, ...(await gateway.open("anthropic", run.id)) };
   };
 
-  it("forwards a Messages call with the operator's key in place of the run's token, end-to-end headers both ways and no hop-by-hop ones, and meters a whole answer's usage", async () => {
+  it("forwards a Messages call with the operator's key in place of the run's token, end-to-end headers both ways and no hop-by-hop ones, and meters a whole answer's usage and cost", async () => {
     const { run, baseUrl, token } = await access();
     mock.script({
       blocks: [{ type: "text", text: "Whole." }],
@@ -120,12 +122,35 @@ describe.each(BACKENDS)("the model gateway on %s", (backend) => {
         outputTokens: 3,
         cacheReadTokens: 5,
         cacheCreationTokens: 0,
+        // 7 × $3 + 3 × $15 + 5 × $0.30, per million.
+        costUsd: 0.0000675,
         status: 200,
         error: null,
         requestId: answer.headers["request-id"],
       },
     ]);
     expect(await meteredUsage(database.db, run.id)).toMatchObject({ calls: 1, inputTokens: 7 });
+  });
+
+  it("records a call of a model without a price with its tokens and no cost", async () => {
+    const { run, baseUrl, token } = await access();
+    mock.script({ blocks: [{ type: "text", text: "Unpriced." }] });
+    const answer = await call(
+      `${baseUrl}/v1/messages`,
+      "POST",
+      { "x-api-key": token, "content-type": "application/json" },
+      {
+        model: "claude-unpriced",
+        max_tokens: 100,
+        tools: [{ name: "Bash" }],
+        messages: [{ role: "user", content: "what does this cost?" }],
+      },
+    );
+    expect(answer.status).toBe(200);
+    await gateway.recorded();
+    expect(await listModelCalls(database.db, run.id)).toMatchObject([
+      { model: "claude-unpriced", inputTokens: 100, outputTokens: 20, costUsd: null },
+    ]);
   });
 
   it("forwards the token count and the model list unmetered, and the CLI's connectivity check without any credential", async () => {

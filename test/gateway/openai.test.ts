@@ -62,6 +62,7 @@ describe.each(BACKENDS)("the model gateway's Responses API on %s", (backend) => 
       db: database.db,
       logger: silentLogger,
       dbOutageBoundMs: 5000,
+      prices: { [MOCK_MODEL]: { input: 2, output: 10, cache_read: 0.1, cache_creation: 2.5 } },
       egressOf: async () => [],
     });
   });
@@ -121,6 +122,8 @@ describe.each(BACKENDS)("the model gateway's Responses API on %s", (backend) => 
         cacheReadTokens: 600,
         outputTokens: 21,
         cacheCreationTokens: 0,
+        // 300 × $2 + 600 × $0.10 + 21 × $10, per million.
+        costUsd: 0.00087,
         status: 200,
         error: null,
         requestId: answer.headers["x-request-id"],

@@ -1,6 +1,7 @@
 import { dirname, join } from "node:path";
 import type { BridgeEvent } from "../../events.js";
 import { errorText } from "../../log.js";
+import { type PriceTable, priceOf } from "../../prices.js";
 import { agentFiles } from "../../process/agent-files.js";
 import type { RunAs } from "../../process/agent-user.js";
 import {
@@ -24,7 +25,7 @@ import { type GatewayAccess, throughGateway } from "../gateway-access.js";
 import { imageExtension } from "../images.js";
 import { buildCodexArgs, type CodexProvider } from "./command.js";
 import { findCodexCredentials } from "./credentials.js";
-import { CodexMapper, type CodexPrice, type CodexUsageTotals } from "./mapper.js";
+import { CodexMapper, type CodexUsageTotals } from "./mapper.js";
 import { CodexSettings, codexSandboxing, SANDBOX_OF } from "./options.js";
 import { operatorCodexHome, seedTenantCodexHome } from "./tenant-config.js";
 import { codexTranscripts } from "./transcripts.js";
@@ -42,7 +43,7 @@ export interface CodexBackendConfig {
   env: Record<string, string>;
   driver: Omit<DriverConfig, "logger" | "onSpawn">;
   /** USD per million tokens, by model slug; a run of a model without one has no cost. */
-  prices: Record<string, CodexPrice>;
+  prices: PriceTable;
   /** Set: the version probe runs as the agents' user. */
   runAs?: RunAs;
   /** Set: codex's calls go through the model gateway (its env then holds no key). */
@@ -132,7 +133,7 @@ async function* runCodex(
   const { settings, identity } = request;
   const threadId = request.agentSessionId ?? undefined;
   const startedAt = performance.now();
-  const price = settings.model === null ? undefined : config.prices[settings.model];
+  const price = priceOf(config.prices, settings.model);
   const previousTotals = threadId ? await totalsBefore(request) : undefined;
   const mapper = new CodexMapper({
     ...(previousTotals ? { previousTotals } : {}),
