@@ -44,7 +44,11 @@ export async function* throughGateway(
       new URL(access.baseUrl).hostname,
     );
     for await (const batch of run(own, access)) {
-      if (batch.some((event) => event.type === "completion")) access.close();
+      if (batch.some((event) => event.type === "completion")) {
+        access.close();
+        // Its calls are charged to its key before its end is recorded: the key's next run sees it.
+        await access.recorded();
+      }
       yield batch;
     }
   } finally {

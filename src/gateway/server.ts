@@ -10,7 +10,7 @@ import path from "node:path";
 import { errorText, type Logger } from "../log.js";
 import { costOf, type PriceTable, priceOf } from "../prices.js";
 import type { Database } from "../store/db.js";
-import { insertModelCall } from "../store/model-calls.js";
+import { recordModelCall } from "../store/model-calls.js";
 import { withDbRetries } from "../store/retry.js";
 import type { ModelApi } from "./api.js";
 import { EgressProxy, parseEgressRule } from "./egress.js";
@@ -46,6 +46,8 @@ export interface RunAccess {
   token: string;
   /** The run is over: its token is worth nothing from now on. */
   close(): void;
+  /** Resolves once the records of its calls over so far are written (or given up). */
+  recorded(): Promise<void>;
 }
 
 export interface ModelGatewayOptions {
@@ -74,8 +76,8 @@ export class ModelGateway {
   private readonly apis: Map<string, ModelApi>;
   private address: Promise<GatewayAddress> | undefined;
   private socketDir: string | undefined;
-  /** Records of calls being written. */
-  private readonly writing = new Set<Promise<void>>();
+  /** Records of calls being written, with their runs. */
+  private readonly writing = new Map<Promise<void>, string>();
 
   constructor(private readonly opts: ModelGatewayOptions) {
     this.apis = new Map(opts.apis.map((api) => [api.prefix, api]));
@@ -121,12 +123,21 @@ export class ModelGateway {
     if (!this.apis.has(prefix)) throw new Error(`the gateway serves no API under /${prefix}`);
     const { url } = await this.listen();
     const { token, revoke } = this.tokens.issue({ runId });
-    return { baseUrl: `${url}/${prefix}`, token, close: revoke };
+    return {
+      baseUrl: `${url}/${prefix}`,
+      token,
+      close: revoke,
+      recorded: () => this.recorded(runId),
+    };
   }
 
-  /** Resolves once the records of the calls over so far are written (or given up). */
-  async recorded(): Promise<void> {
-    await Promise.all([...this.writing]);
+  /**
+   * Resolves once the records of the calls over so far (of the run `runId`, or of all) are written,
+   * or given up.
+   */
+  async recorded(runId?: string): Promise<void> {
+    const writes = [...this.writing].filter(([, run]) => runId === undefined || run === runId);
+    await Promise.all(writes.map(([write]) => write));
   }
 
   /** Stops listening and drops every connection, upstream ones too; waits for the records. */
@@ -206,14 +217,14 @@ export class ModelGateway {
   private record(metered: MeteredCall): void {
     const { db, logger, dbOutageBoundMs, prices } = this.opts;
     const call = { ...metered, costUsd: costOf(priceOf(prices, metered.model), metered) };
-    const writing = withDbRetries(() => insertModelCall(db, call), dbOutageBoundMs).catch((err) =>
+    const writing = withDbRetries(() => recordModelCall(db, call), dbOutageBoundMs).catch((err) =>
       logger.error("could not record a model call", {
         run_id: call.runId,
         model: call.model,
         error: errorText(err),
       }),
     );
-    this.writing.add(writing);
+    this.writing.set(writing, call.runId);
     void writing.finally(() => this.writing.delete(writing));
   }
 }

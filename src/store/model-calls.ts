@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { type AnyColumn, asc, count, eq, sql } from "drizzle-orm";
 import type { Database } from "./db.js";
+import { addKeySpend, keyOfRun } from "./keys.js";
 import { type ModelCallRow, modelCalls } from "./schema.js";
 
 // The metered calls of runs to the model APIs (src/gateway/), one row a call, and what a run's
@@ -8,8 +9,17 @@ import { type ModelCallRow, modelCalls } from "./schema.js";
 
 export type NewModelCall = Omit<ModelCallRow, "id">;
 
-export async function insertModelCall(db: Database, call: NewModelCall): Promise<void> {
-  await db.insert(modelCalls).values({ id: randomUUID(), ...call });
+/**
+ * Records the call and adds its cost to the spend of its run's key in the month it ended, together:
+ * a key's spend is its metered calls', whatever becomes of their runs (killed, crashed, lying).
+ */
+export async function recordModelCall(db: Database, call: NewModelCall, at = new Date()) {
+  await db.transaction(async (tx) => {
+    await tx.insert(modelCalls).values({ id: randomUUID(), ...call });
+    if (!call.costUsd) return;
+    const keyId = await keyOfRun(tx, call.runId);
+    if (keyId) await addKeySpend(tx, keyId, at, call.costUsd);
+  });
 }
 
 /** A run's calls, in the order they started. */

@@ -39,6 +39,7 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
     name: "claude",
     settings: SessionSettings,
     resumesAtMessage: true,
+    metered: config.gateway !== undefined,
     interruptible: true,
     transcripts: (identity) =>
       claudeTranscripts(
