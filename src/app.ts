@@ -8,7 +8,7 @@ import type { AgentBackend, AgentName } from "./agents/agent.js";
 import { claudeBackend } from "./agents/claude/backend.js";
 import { codexBackend } from "./agents/codex/backend.js";
 import { AgentRegistry } from "./agents/registry.js";
-import { NO_KEY_EGRESS, policyGate } from "./auth/policy.js";
+import { callAdmission, NO_KEY_EGRESS, policyGate } from "./auth/policy.js";
 import { CommandInbox } from "./cluster/commands.js";
 import { Doorbell } from "./cluster/doorbell.js";
 import { InstanceLease } from "./cluster/lease.js";
@@ -84,6 +84,7 @@ export function buildDeps(
     logger: logger.child({ component: "gateway" }),
     dbOutageBoundMs: config.runs.dbOutageBoundMs,
     prices: config.prices,
+    admit: callAdmission(database.db, config),
     egressOf: async (runId) => (await egressOfRun(database.db, runId)) ?? NO_KEY_EGRESS,
   });
   const {
@@ -112,7 +113,7 @@ export function buildDeps(
           ? {
               gateway: {
                 variable: claude.upstream.variable,
-                open: (runId) => gateway.open("anthropic", runId),
+                open: (runId, maxBudgetUsd) => gateway.open("anthropic", runId, maxBudgetUsd),
               },
             }
           : {}),
@@ -128,7 +129,7 @@ export function buildDeps(
           ? {
               gateway: {
                 variable: codex.upstream.variable,
-                open: (runId) => gateway.open("openai", runId),
+                open: (runId, maxBudgetUsd) => gateway.open("openai", runId, maxBudgetUsd),
               },
             }
           : {}),

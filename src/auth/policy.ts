@@ -3,9 +3,12 @@ import type { SessionSettings } from "../agents/agent.js";
 import { PERMISSION_MODES } from "../agents/permission-modes.js";
 import type { PermissionMode } from "../agents/settings.js";
 import type { Config } from "../config.js";
+import type { Admission } from "../gateway/admission.js";
 import { EgressRuleError, parseEgressRule } from "../gateway/egress.js";
+import { priceOf } from "../prices.js";
 import type { Database } from "../store/db.js";
-import { getKey, type KeyPolicyColumns, monthOf, monthSpend } from "../store/keys.js";
+import { getKey, type KeyPolicyColumns, keyOfRun, monthOf, monthSpend } from "../store/keys.js";
+import { meteredUsage } from "../store/model-calls.js";
 import type { ApiKeyRow, SessionRow } from "../store/schema.js";
 import { isWithin, resolveWorkDir, WorkDirNotAllowedError } from "./work-dir.js";
 
@@ -223,6 +226,41 @@ export function policyGate(db: Database, config: Config): RunGate {
       if (budget && budget.leftUsd <= 0) throw new BudgetExhaustedError(budget);
       return { maxBudgetUsd: budget ? budget.leftUsd : null };
     },
+  };
+}
+
+/**
+ * What the model gateway asks before it forwards a run's metered call: whether the run's own cap,
+ * and its key's budget this month, have anything left; and, for a key with a budget, whether the
+ * model has a price its spend can be counted at. A call that starts under a cap may end past it
+ * (as may calls under way at once): the next is refused.
+ */
+export function callAdmission(db: Database, config: Config): Admission {
+  return async ({ runId, model, maxBudgetUsd }) => {
+    if (maxBudgetUsd !== null) {
+      const { costUsd } = await meteredUsage(db, runId);
+      if (costUsd >= maxBudgetUsd) {
+        return {
+          code: "max_budget",
+          message: `the run's max_budget_usd of $${maxBudgetUsd} is spent ($${round(costUsd)})`,
+        };
+      }
+    }
+    const keyId = await keyOfRun(db, runId);
+    if (!keyId) return null;
+    const policy = await loadPolicy(db, keyId, config);
+    const budget = await budgetOf(db, keyId, policy);
+    if (!budget) return null;
+    if (budget.leftUsd <= 0) {
+      return { code: "budget_exhausted", message: new BudgetExhaustedError(budget).message };
+    }
+    if (!priceOf(config.prices, model)) {
+      return {
+        code: "policy_denied",
+        message: `the key has a budget, and the model ${model ?? "(none named)"} has no price to count its spend at (AGENT_BRIDGE_MODEL_PRICES)`,
+      };
+    }
+    return null;
   };
 }
 

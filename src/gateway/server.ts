@@ -12,6 +12,7 @@ import { costOf, type PriceTable, priceOf } from "../prices.js";
 import type { Database } from "../store/db.js";
 import { recordModelCall } from "../store/model-calls.js";
 import { withDbRetries } from "../store/retry.js";
+import type { Admission, CallRefusal } from "./admission.js";
 import type { ModelApi } from "./api.js";
 import { EgressProxy, parseEgressRule } from "./egress.js";
 import { answer, forward, type MeteredCall } from "./forward.js";
@@ -48,6 +49,8 @@ export interface RunAccess {
   close(): void;
   /** Resolves once the records of its calls over so far are written (or given up). */
   recorded(): Promise<void>;
+  /** The latest of its calls that the gateway refused (./admission.ts), if any was. */
+  refusal(): CallRefusal | undefined;
 }
 
 export interface ModelGatewayOptions {
@@ -59,6 +62,8 @@ export interface ModelGatewayOptions {
   dbOutageBoundMs: number;
   /** What each model's tokens cost: a metered call is priced as it is recorded. */
   prices: PriceTable;
+  /** Whether a metered call may go upstream. */
+  admit: Admission;
   /** The egress list of a run's key, as stored now. */
   egressOf(runId: string): Promise<readonly string[]>;
 }
@@ -76,6 +81,8 @@ export class ModelGateway {
   private readonly apis: Map<string, ModelApi>;
   private address: Promise<GatewayAddress> | undefined;
   private socketDir: string | undefined;
+  /** The latest refusal of each live run that had a call refused. */
+  private readonly refusals = new Map<string, CallRefusal>();
   /** Records of calls being written, with their runs. */
   private readonly writing = new Map<Promise<void>, string>();
 
@@ -118,16 +125,23 @@ export class ModelGateway {
     return this.address;
   }
 
-  /** Access to the API served under `prefix` for the run `runId`'s CLI, until it is closed. */
-  async open(prefix: string, runId: string): Promise<RunAccess> {
+  /**
+   * Access to the API served under `prefix` for the run `runId`'s CLI, until it is closed;
+   * `maxBudgetUsd` is the run's own cap.
+   */
+  async open(prefix: string, runId: string, maxBudgetUsd: number | null): Promise<RunAccess> {
     if (!this.apis.has(prefix)) throw new Error(`the gateway serves no API under /${prefix}`);
     const { url } = await this.listen();
-    const { token, revoke } = this.tokens.issue({ runId });
+    const { token, revoke } = this.tokens.issue({ runId, maxBudgetUsd });
     return {
       baseUrl: `${url}/${prefix}`,
       token,
-      close: revoke,
+      close: () => {
+        revoke();
+        this.refusals.delete(runId);
+      },
       recorded: () => this.recorded(runId),
+      refusal: () => this.refusals.get(runId),
     };
   }
 
@@ -190,7 +204,22 @@ export class ModelGateway {
       }
     }
     try {
-      const call = await forward(req, res, { api, route, path, grant }, this.client);
+      const call = await forward(
+        req,
+        res,
+        {
+          api,
+          route,
+          path,
+          grant,
+          admit: this.opts.admit,
+          refused: (refusal) => {
+            if (grant) this.refusals.set(grant.runId, refusal);
+            this.opts.logger.info("refused a model call", { run_id: grant?.runId, ...refusal });
+          },
+        },
+        this.client,
+      );
       if (call) this.record(call);
     } catch (err) {
       // Not foreseen: the caller gets a bare close, as from an API that fell over.

@@ -38,9 +38,14 @@ export interface MeteredUsage {
   outputTokens: number;
   cacheReadTokens: number;
   cacheCreationTokens: number;
+  /** What its calls of priced models cost, in USD. */
+  costUsd: number;
 }
 
-/** A sum of a bigint column, 0 over no rows; numeric in SQL, read as a number (far below 2^53). */
+/**
+ * A sum of a bigint or numeric column, 0 over no rows; numeric in SQL, read as a number (tokens far
+ * below 2^53; USD exact to 10 decimal places up to about $100 000, as every cost).
+ */
 const total = (column: AnyColumn) => sql`coalesce(sum(${column}), 0)`.mapWith(Number);
 
 export async function meteredUsage(db: Database, runId: string): Promise<MeteredUsage> {
@@ -51,6 +56,7 @@ export async function meteredUsage(db: Database, runId: string): Promise<Metered
       outputTokens: total(modelCalls.outputTokens),
       cacheReadTokens: total(modelCalls.cacheReadTokens),
       cacheCreationTokens: total(modelCalls.cacheCreationTokens),
+      costUsd: total(modelCalls.costUsd),
     })
     .from(modelCalls)
     .where(eq(modelCalls.runId, runId));

@@ -115,6 +115,7 @@ describe.each(BACKENDS)("the egress proxy on %s", (backend) => {
       logger: silentLogger,
       dbOutageBoundMs: 5000,
       prices: {},
+      admit: async () => null,
       egressOf: async (runId) => (await egressOfRun(database.db, runId)) ?? NO_KEY_EGRESS,
     });
     address = await gateway.listen();
@@ -136,7 +137,7 @@ describe.each(BACKENDS)("the egress proxy on %s", (backend) => {
   const runWithEgress = async (egress: string[]) => {
     const { row: key } = await issueKey(database.db, { name: "tenant", admin: false, egress });
     const run = await insertSessionRun(database.db, "hi", key.id);
-    return { key, run, ...(await gateway.open("anthropic", run.id)) };
+    return { key, run, ...(await gateway.open("anthropic", run.id, null)) };
   };
 
   it("asks for the run's token (407), and refuses what the key's list does not name (403, nothing connected)", async () => {

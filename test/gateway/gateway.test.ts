@@ -56,6 +56,11 @@ describe.each(BACKENDS)("the model gateway on %s", (backend) => {
       dbOutageBoundMs: 5000,
       // The mock's model, priced: USD per million tokens.
       prices: { "claude-mock": { input: 3, output: 15, cache_read: 0.3, cache_creation: 3.75 } },
+      // The bridge's policy decides; here a model's name does.
+      admit: async ({ model }) =>
+        model === "claude-over-budget"
+          ? { code: "budget_exhausted", message: "the key's budget is spent" }
+          : null,
       egressOf: async () => [],
     });
   });
@@ -68,7 +73,7 @@ describe.each(BACKENDS)("the model gateway on %s", (backend) => {
   /** A run in the database and the gateway's access for it. */
   const access = async () => {
     const run = await insertSessionRun(database.db);
-    return { run, ...(await gateway.open("anthropic", run.id)) };
+    return { run, ...(await gateway.open("anthropic", run.id, null)) };
   };
 
   it("forwards a Messages call with the operator's key in place of the run's token, end-to-end headers both ways and no hop-by-hop ones, and meters a whole answer's usage and cost", async () => {
@@ -151,6 +156,26 @@ describe.each(BACKENDS)("the model gateway on %s", (backend) => {
     expect(await listModelCalls(database.db, run.id)).toMatchObject([
       { model: "claude-unpriced", inputTokens: 100, outputTokens: 20, costUsd: null },
     ]);
+  });
+
+  it("refuses a call its run may not make with the API's billing_error, not to be retried, without forwarding or metering it", async () => {
+    const { run, baseUrl, token } = await access();
+    const before = mock.requests.length;
+    const refused = await call(
+      `${baseUrl}/v1/messages`,
+      "POST",
+      { "x-api-key": token, "content-type": "application/json" },
+      { model: "claude-over-budget", max_tokens: 10, messages: [{ role: "user", content: "hi" }] },
+    );
+    expect(refused.status).toBe(402);
+    expect(refused.headers["x-should-retry"]).toBe("false");
+    expect(JSON.parse(refused.body)).toEqual({
+      type: "error",
+      error: { type: "billing_error", message: "the key's budget is spent" },
+    });
+    expect(mock.requests.length).toBe(before);
+    await gateway.recorded();
+    expect(await listModelCalls(database.db, run.id)).toEqual([]);
   });
 
   it("forwards the token count and the model list unmetered, and the CLI's connectivity check without any credential", async () => {

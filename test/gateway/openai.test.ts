@@ -63,6 +63,7 @@ describe.each(BACKENDS)("the model gateway's Responses API on %s", (backend) => 
       logger: silentLogger,
       dbOutageBoundMs: 5000,
       prices: { [MOCK_MODEL]: { input: 2, output: 10, cache_read: 0.1, cache_creation: 2.5 } },
+      admit: async () => null,
       egressOf: async () => [],
     });
   });
@@ -74,7 +75,7 @@ describe.each(BACKENDS)("the model gateway's Responses API on %s", (backend) => 
 
   const access = async () => {
     const run = await insertSessionRun(database.db);
-    return { run, ...(await gateway.open("openai", run.id)) };
+    return { run, ...(await gateway.open("openai", run.id, null)) };
   };
 
   const responses = (baseUrl: string, token: string, stream: boolean) =>

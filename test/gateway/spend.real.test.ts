@@ -29,7 +29,7 @@ describe.each(BACKENDS)("key spend from the model gateway with the real CLI on %
   });
   afterAll(() => app.close());
 
-  /** A key granted bypass, its session, and a way to send it messages and read its spend. */
+  /** A key granted bypass, a way to send messages (each in a session of its own), and its spend. */
   const tenant = async (policy: KeyPolicyColumns = {}) => {
     const { key } = await issueKey(app.t.database.db, {
       name: "tenant",
@@ -38,15 +38,15 @@ describe.each(BACKENDS)("key spend from the model gateway with the real CLI on %
       ...policy,
     });
     const call = (path: string, init: RequestInit = {}) => fetchAs(app.server.url, key, path, init);
-    const session = (await (
-      await call("/v1/sessions", {
-        method: "POST",
-        body: JSON.stringify({ permission_mode: "bypassPermissions" }),
-      })
-    ).json()) as { id: string };
     return {
-      /** Posts a message and waits for its run's end. */
+      /** Posts a message in a new session and waits for its run's end. */
       send: async (text: string) => {
+        const session = (await (
+          await call("/v1/sessions", {
+            method: "POST",
+            body: JSON.stringify({ permission_mode: "bypassPermissions" }),
+          })
+        ).json()) as { id: string };
         const res = await call(`/v1/sessions/${session.id}/messages`, {
           method: "POST",
           headers: { Accept: "application/json" },
@@ -84,5 +84,63 @@ describe.each(BACKENDS)("key spend from the model gateway with the real CLI on %
     });
     expect(await meteredCost(killed.body.run.id)).toBeCloseTo(COSTLY_USD, 9);
     expect(await spent()).toBeCloseTo(2 * COSTLY_USD, 9);
+  });
+
+  it("stops the issue's attack at the cap: four messages whose agent kills its CLI after its call are each charged, and the key's next message is refused once the cap is spent", async () => {
+    // Room for two such calls, not three: the third run starts under the cap and ends past it.
+    const { send, spent } = await tenant({ maxBudgetUsd: 2.5 * COSTLY_USD });
+    const outcomes: unknown[] = [];
+    for (const attack of ["attack one", "attack two", "attack three", "attack four"]) {
+      // For this message's conversation only: a refused message leaves no turn for the next test.
+      app.mock.scriptFor(attack, killTheCli);
+      const { status, body } = await send(attack);
+      outcomes.push(status === 200 ? body.completion.error_code : `${status} ${body.code}`);
+    }
+    expect(outcomes).toEqual([
+      "agent_exited",
+      "agent_exited",
+      // Started under the cap (the CLI given what was left), it spent past it: the CLI may stop
+      // itself at its --max-budget-usd before the agent's command runs.
+      expect.stringMatching(/^(agent_exited|budget_exhausted)$/),
+      "402 budget_exhausted",
+    ]);
+    expect(await spent()).toBeCloseTo(3 * COSTLY_USD, 9);
+  });
+
+  it("refuses a call past the key's cap at the gateway, also one the agent makes with its run's token, and the run ends budget_exhausted", async () => {
+    // $0.0008 a call at claude-opus-5-5's price: the CLI's first and one of the agent's fit.
+    const cheap = { input_tokens: 100, output_tokens: 20 };
+    const { send, spent } = await tenant({ maxBudgetUsd: 0.0015 });
+    const before = app.mock.requests.length;
+    const body = JSON.stringify({
+      model: "claude-opus-5-5",
+      max_tokens: 10,
+      messages: [{ role: "user", content: "more" }],
+    });
+    app.mock.script({
+      blocks: [
+        {
+          type: "tool_use",
+          name: "Bash",
+          input: {
+            command: `for i in 1 2 3; do curl -s -o /dev/null -w '%{http_code} ' -H "x-api-key: $ANTHROPIC_API_KEY" -H 'content-type: application/json' -d '${body}' "$ANTHROPIC_BASE_URL/v1/messages"; done`,
+          },
+        },
+      ],
+      usage: cheap,
+    });
+    const { body: answer } = await send("spend it all");
+    expect(answer.completion).toMatchObject({
+      status: "failed",
+      is_error: true,
+      error_code: "budget_exhausted",
+      error: expect.stringContaining("the key's budget of $0.0015"),
+    });
+    // The CLI's call and the agent's first reached the upstream; the agent's second and third
+    // were refused, and so was the CLI's next.
+    expect(app.mock.requests.slice(before).map((r) => r.kind)).toEqual(["main", "side"]);
+    const calls = await listModelCalls(app.t.database.db, answer.run.id);
+    expect(calls.map((c) => c.costUsd)).toEqual([0.0008, 0.0008]);
+    expect(await spent()).toBeCloseTo(0.0016, 9);
   });
 });

@@ -98,6 +98,7 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
         ? throughGateway(
             config.gateway,
             config.env,
+            request,
             context,
             (env, access) => run({ ...env, ANTHROPIC_BASE_URL: access.baseUrl }, access.token),
             (cause) => failedRun(new AgentSpawnError(LABEL, cause)),

@@ -84,6 +84,7 @@ export function codexBackend(config: CodexBackendConfig): AgentBackend {
       return throughGateway(
         gateway,
         config.env,
+        request,
         context,
         (env, access) =>
           run(env, { baseUrl: access.baseUrl, envKey: gateway.variable }, access.token),
