@@ -32,6 +32,8 @@ export interface KeyPolicy {
   worktrees: boolean;
   /** Where its sandboxed agents may connect (src/gateway/egress.ts): entries as written. */
   egress: string[];
+  /** The models its runs may call (the model gateway refuses others); null: any. */
+  models: string[] | null;
 }
 
 /** What a run asks for, as it would run: every setting (defaults and a message's own filled in). */
@@ -96,6 +98,7 @@ export function unrestricted(config: Config): KeyPolicy {
     maxBudgetUsd: null,
     worktrees: true,
     egress: [...NO_KEY_EGRESS],
+    models: null,
   };
 }
 
@@ -110,6 +113,7 @@ export function policyOf(key: ApiKeyRow, config: Config): KeyPolicy {
     maxBudgetUsd: key.maxBudgetUsd,
     worktrees: key.worktrees,
     egress: key.egress,
+    models: key.models,
   };
 }
 
@@ -231,8 +235,8 @@ export function policyGate(db: Database, config: Config): RunGate {
 
 /**
  * What the model gateway asks before it forwards a run's metered call: whether the run's own cap,
- * and its key's budget this month, have anything left; and, for a key with a budget, whether the
- * model has a price its spend can be counted at. A call that starts under a cap may end past it
+ * and its key's budget this month, have anything left; whether the key's `models` has the model;
+ * and, for a key with a budget, whether the model has a price its spend can be counted at. A call that starts under a cap may end past it
  * (as may calls under way at once): the next is refused.
  */
 export function callAdmission(db: Database, config: Config): Admission {
@@ -249,6 +253,12 @@ export function callAdmission(db: Database, config: Config): Admission {
     const keyId = await keyOfRun(db, runId);
     if (!keyId) return null;
     const policy = await loadPolicy(db, keyId, config);
+    if (policy.models && !(model !== null && policy.models.includes(model))) {
+      return {
+        code: "policy_denied",
+        message: `the key's policy does not allow the model ${model ?? "(none named)"}: it is not among its models (${policy.models.join(", ")})`,
+      };
+    }
     const budget = await budgetOf(db, keyId, policy);
     if (!budget) return null;
     if (budget.leftUsd <= 0) {
@@ -271,6 +281,7 @@ export interface PolicyInput {
   max_budget_usd?: number | null;
   worktrees?: boolean;
   egress?: string[];
+  models?: string[] | null;
 }
 
 /** The columns to store for the input: work roots resolved to real paths inside the server's roots. */
@@ -279,6 +290,9 @@ export async function policyColumns(input: PolicyInput, config: Config): Promise
   if (input.permission_modes !== undefined) columns.permissionModes = input.permission_modes;
   if (input.max_budget_usd !== undefined) columns.maxBudgetUsd = input.max_budget_usd;
   if (input.worktrees !== undefined) columns.worktrees = input.worktrees;
+  if (input.models !== undefined) {
+    columns.models = input.models && [...new Set(input.models.map((model) => model.trim()))];
+  }
   if (input.egress !== undefined) {
     columns.egress = input.egress.map((entry, i) => {
       try {

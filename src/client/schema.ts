@@ -527,6 +527,8 @@ export interface components {
       worktrees: boolean;
       /** @description Where its sandboxed agents may connect, through the bridge's proxy. */
       egress: string[];
+      /** @description The models its runs may call; null: any. */
+      models: string[] | null;
     };
     ApiKeyList: {
       data: components["schemas"]["ApiKey"][];
@@ -678,6 +680,14 @@ export interface components {
        *     ]
        */
       egress?: string[];
+      /**
+       * @description The models its runs may call through the model gateway, by the name a request gives (`claude-opus-5-5`); a call for another is refused with the API's 403 and its run ends `policy_denied`. null (the default): any.
+       * @example [
+       *       "claude-opus-5-5",
+       *       "claude-haiku-4-5"
+       *     ]
+       */
+      models?: string[] | null;
     };
     CreateHook: {
       /** @example pr-review */
@@ -1548,6 +1558,14 @@ export interface components {
        *     ]
        */
       egress?: string[];
+      /**
+       * @description The models its runs may call through the model gateway, by the name a request gives (`claude-opus-5-5`); a call for another is refused with the API's 403 and its run ends `policy_denied`. null (the default): any.
+       * @example [
+       *       "claude-opus-5-5",
+       *       "claude-haiku-4-5"
+       *     ]
+       */
+      models?: string[] | null;
     };
     UpdateHook: {
       /** @description Left out: the hook keeps its secret. */

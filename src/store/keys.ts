@@ -5,7 +5,10 @@ import { type ApiKeyRow, apiKeys, keySpend, runs, sessions } from "./schema.js";
 
 /** The policy columns of a key (src/auth/policy.ts); an absent one keeps its default. */
 export type KeyPolicyColumns = Partial<
-  Pick<ApiKeyRow, "permissionModes" | "workRoots" | "maxBudgetUsd" | "worktrees" | "egress">
+  Pick<
+    ApiKeyRow,
+    "permissionModes" | "workRoots" | "maxBudgetUsd" | "worktrees" | "egress" | "models"
+  >
 >;
 
 export async function insertKey(

@@ -75,6 +75,8 @@ export const apiKeys = pgTable("api_keys", {
   worktrees: boolean("worktrees").notNull().default(true),
   /** Where its sandboxed agents may connect, through the gateway's proxy (src/gateway/egress.ts). */
   egress: jsonb("egress").$type<string[]>().notNull().default([]),
+  /** The models its runs may call through the model gateway; null: any. */
+  models: jsonb("models").$type<string[]>(),
 });
 
 /**
