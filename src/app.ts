@@ -8,7 +8,7 @@ import type { AgentBackend, AgentName } from "./agents/agent.js";
 import { claudeBackend } from "./agents/claude/backend.js";
 import { codexBackend } from "./agents/codex/backend.js";
 import { AgentRegistry } from "./agents/registry.js";
-import { NO_KEY_EGRESS, policyGate } from "./auth/policy.js";
+import { callAdmission, NO_KEY_EGRESS, policyGate } from "./auth/policy.js";
 import { CommandInbox } from "./cluster/commands.js";
 import { Doorbell } from "./cluster/doorbell.js";
 import { InstanceLease } from "./cluster/lease.js";
@@ -76,6 +76,8 @@ export function buildDeps(
     db: database.db,
     logger: logger.child({ component: "gateway" }),
     dbOutageBoundMs: config.runs.dbOutageBoundMs,
+    prices: config.prices,
+    admit: callAdmission(database.db, config),
     egressOf: async (runId) => (await egressOfRun(database.db, runId)) ?? NO_KEY_EGRESS,
   });
   const { sandbox, limits, status: sandboxStatus } = startSandboxWithLimits(config, logger);
@@ -106,7 +108,7 @@ export function buildDeps(
           ? {
               gateway: {
                 variable: claude.upstream.variable,
-                open: (runId) => gateway.open("anthropic", runId),
+                open: (runId, maxBudgetUsd) => gateway.open("anthropic", runId, maxBudgetUsd),
               },
             }
           : {}),
@@ -116,13 +118,13 @@ export function buildDeps(
         bin: codex.bin,
         env: codex.childEnv,
         driver,
-        prices: codex.prices,
+        prices: config.prices,
         ...(homes ? { runAs: homes.user } : {}),
         ...(codex.upstream
           ? {
               gateway: {
                 variable: codex.upstream.variable,
-                open: (runId) => gateway.open("openai", runId),
+                open: (runId, maxBudgetUsd) => gateway.open("openai", runId, maxBudgetUsd),
               },
             }
           : {}),

@@ -23,6 +23,7 @@ import { EFFORTS } from "./agents/settings.js";
 import { isWellFormedKey } from "./auth/keys.js";
 import { MAX_VALUE_CHARS } from "./hooks/template.js";
 import type { LogLevel } from "./log.js";
+import { DEFAULT_PRICES, type PriceTable } from "./prices.js";
 import type { LimitsConfig } from "./process/run-limits.js";
 import { SANDBOX_MODES } from "./process/sandbox.js";
 import type { DatabaseTarget } from "./store/db.js";
@@ -47,6 +48,23 @@ const list = z.string().transform((v) =>
     .map((s) => s.trim())
     .filter(Boolean),
 );
+
+/** USD per million tokens. */
+const usdRate = z.number().nonnegative();
+
+/** JSON: prices by model name, each in `entry`'s shape (`shape` says it in the error). */
+const priceTable = <T extends z.ZodType>(entry: T, shape: string) =>
+  z
+    .string()
+    .transform((v, ctx) => {
+      try {
+        return JSON.parse(v) as unknown;
+      } catch {
+        ctx.addIssue({ code: "custom", message: "expected JSON" });
+        return z.NEVER;
+      }
+    })
+    .pipe(z.record(z.string().min(1), entry, { error: `expected ${shape} per million tokens` }));
 
 /** An address range: `10.0.0.0/8`, `::1/128`, or one address (a range of one). */
 export interface Cidr {
@@ -140,31 +158,20 @@ const EnvSchema = z.object({
   // OPENAI_BASE_URL, else OpenAI's.
   AGENT_BRIDGE_CODEX_BASE_URL: httpUrl.optional(),
   OPENAI_BASE_URL: httpUrl.optional(),
-  AGENT_BRIDGE_CODEX_PRICES: z
-    .string()
-    .transform((v, ctx) => {
-      try {
-        return JSON.parse(v) as unknown;
-      } catch {
-        ctx.addIssue({ code: "custom", message: "expected JSON" });
-        return z.NEVER;
-      }
-    })
-    .pipe(
-      z.record(
-        z.string().min(1),
-        z.strictObject({
-          input: z.number().nonnegative(),
-          cached_input: z.number().nonnegative(),
-          output: z.number().nonnegative(),
-        }),
-        {
-          error:
-            'expected {"<model>": {"input": USD, "cached_input": USD, "output": USD}} per million tokens',
-        },
-      ),
-    )
-    .default({}),
+  // Superseded by AGENT_BRIDGE_MODEL_PRICES, still read: its entries are in the same table.
+  AGENT_BRIDGE_CODEX_PRICES: priceTable(
+    z.strictObject({ input: usdRate, cached_input: usdRate, output: usdRate }),
+    '{"<model>": {"input": USD, "cached_input": USD, "output": USD}}',
+  ).default({}),
+  AGENT_BRIDGE_MODEL_PRICES: priceTable(
+    z.strictObject({
+      input: usdRate,
+      output: usdRate,
+      cache_read: usdRate,
+      cache_creation: usdRate,
+    }),
+    '{"<model>": {"input": USD, "output": USD, "cache_read": USD, "cache_creation": USD}}',
+  ).default({}),
   AGENT_BRIDGE_WORK_DIR: z.string().min(1).default("."),
   AGENT_BRIDGE_PERMISSION_MODE: oneOf(PERMISSION_MODES).default("acceptEdits"),
   AGENT_BRIDGE_RUN_TIMEOUT_SECONDS: int(1).default(600),
@@ -309,14 +316,17 @@ export interface Config {
     /** The MCP servers a session may name (AGENT_BRIDGE_MCP_CONFIG); empty when unset. */
     mcpServers: McpCatalog;
   };
+  /**
+   * USD per million tokens by model: the built-in table, with AGENT_BRIDGE_CODEX_PRICES and then
+   * AGENT_BRIDGE_MODEL_PRICES over it (an entry replaces the model's).
+   */
+  prices: PriceTable;
   codex: {
     bin: string;
     /** The model of a codex session that names none; unset: codex's own default. */
     model: string | undefined;
     /** The environment codex runs with: an allow-list of this process's (OPENAI_*, CODEX_*). */
     childEnv: Record<string, string>;
-    /** USD per million tokens by model slug. */
-    prices: Record<string, { input: number; cached_input: number; output: number }>;
     /**
      * Set when the operator gave codex's key in the environment: the API the model gateway
      * forwards codex's calls to, with that key. Unset (a `codex login`): codex calls its API itself.
@@ -664,11 +674,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxLineBytes: e.AGENT_BRIDGE_MAX_LINE_BYTES,
       mcpServers: readMcpConfig(e.AGENT_BRIDGE_MCP_CONFIG),
     },
+    prices: {
+      ...DEFAULT_PRICES,
+      ...Object.fromEntries(
+        Object.entries(e.AGENT_BRIDGE_CODEX_PRICES).map(([model, p]) => [
+          model,
+          // Its form has no rate for cache writes: they cost what input does.
+          { input: p.input, output: p.output, cache_read: p.cached_input, cache_creation: p.input },
+        ]),
+      ),
+      ...e.AGENT_BRIDGE_MODEL_PRICES,
+    },
     codex: {
       bin: e.AGENT_BRIDGE_CODEX_BIN ?? defaultCodexBin(),
       model: e.AGENT_BRIDGE_CODEX_MODEL,
       childEnv: codexApi ? withoutCodexUpstream(codexEnv) : codexEnv,
-      prices: e.AGENT_BRIDGE_CODEX_PRICES,
       upstream: codexApi,
     },
     claude: {

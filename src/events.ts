@@ -323,7 +323,7 @@ export const CompletionEvent = z
       .number()
       .nullable()
       .openapi({
-        description: `What the run cost in USD, as the agent reported it (Claude Code), or from the configured price of its model (Codex: AGENT_BRIDGE_CODEX_PRICES); null when neither is known, never a guess (a Claude Code run that spent tokens but ended without its result, e.g. cancelled: the CLI reports cost only in its result). ${COST_PRECISION}`,
+        description: `What the run cost in USD, as the agent reported it (Claude Code), or from the price of its model (Codex: the price table, AGENT_BRIDGE_MODEL_PRICES); null when neither is known, never a guess (a Claude Code run that spent tokens but ended without its result, e.g. cancelled: the CLI reports cost only in its result). ${COST_PRECISION}`,
       }),
     duration_ms: z.number().int(),
     usage: Usage,

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { ConfigError, defaultClaudeBin, loadConfig } from "../src/config.js";
+import { DEFAULT_PRICES } from "../src/prices.js";
 
 function problems(env: NodeJS.ProcessEnv): string[] {
   try {
@@ -32,7 +33,8 @@ describe("config", () => {
         effort: "xhigh",
       },
       claude: { model: undefined },
-      codex: { model: undefined, prices: {} },
+      codex: { model: undefined },
+      prices: DEFAULT_PRICES,
       deprecated: [],
       sandbox: {
         mode: "auto",
@@ -129,6 +131,23 @@ describe("config", () => {
     expect(problems({ OTEL_EXPORTER_OTLP_ENDPOINT: "collector:4318" })).toEqual([
       'OTEL_EXPORTER_OTLP_ENDPOINT: expected an http:// or https:// URL (got "collector:4318")',
     ]);
+  });
+
+  it("prices models from the built-in table, AGENT_BRIDGE_CODEX_PRICES over it and AGENT_BRIDGE_MODEL_PRICES over both", () => {
+    const own = { input: 1, output: 2, cache_read: 0.1, cache_creation: 1.25 };
+    const { prices } = loadConfig({
+      AGENT_BRIDGE_CODEX_PRICES: JSON.stringify({
+        "gpt-fake": { input: 1, cached_input: 0.5, output: 4 },
+        "claude-opus-5-5": { input: 9, cached_input: 9, output: 9 },
+      }),
+      AGENT_BRIDGE_MODEL_PRICES: JSON.stringify({ "claude-opus-5-5": own }),
+    });
+    expect(prices["gpt-fake"]).toEqual({ input: 1, output: 4, cache_read: 0.5, cache_creation: 1 });
+    expect(prices["claude-opus-5-5"]).toEqual(own);
+    expect(prices["gpt-6.2-sol"]).toEqual(DEFAULT_PRICES["gpt-6.2-sol"]);
+    expect(() =>
+      loadConfig({ AGENT_BRIDGE_MODEL_PRICES: JSON.stringify({ m: { input: 1, output: 2 } }) }),
+    ).toThrow(/AGENT_BRIDGE_MODEL_PRICES.m.cache_read: Invalid input/);
   });
 
   it("treats an empty variable as unset", () => {

@@ -3,16 +3,20 @@ import type { SessionSettings } from "../agents/agent.js";
 import { PERMISSION_MODES } from "../agents/permission-modes.js";
 import type { PermissionMode } from "../agents/settings.js";
 import type { Config } from "../config.js";
+import type { Admission } from "../gateway/admission.js";
 import { EgressRuleError, parseEgressRule } from "../gateway/egress.js";
+import { priceOf } from "../prices.js";
 import { type SandboxStatus, tenantsUnsandboxed } from "../process/sandbox.js";
 import type { Database } from "../store/db.js";
 import {
   countActiveKeys,
   getKey,
   type KeyPolicyColumns,
+  keyOfRun,
   monthOf,
   monthSpend,
 } from "../store/keys.js";
+import { meteredUsage } from "../store/model-calls.js";
 import type { ApiKeyRow, SessionRow } from "../store/schema.js";
 import { isWithin, resolveWorkDir, WorkDirNotAllowedError } from "./work-dir.js";
 
@@ -36,6 +40,8 @@ export interface KeyPolicy {
   worktrees: boolean;
   /** Where its sandboxed agents may connect (src/gateway/egress.ts): entries as written. */
   egress: string[];
+  /** The models its runs may call (the model gateway refuses others); null: any. */
+  models: string[] | null;
 }
 
 /** What a run asks for, as it would run: every setting (defaults and a message's own filled in). */
@@ -100,6 +106,7 @@ export function unrestricted(config: Config): KeyPolicy {
     maxBudgetUsd: null,
     worktrees: true,
     egress: [...NO_KEY_EGRESS],
+    models: null,
   };
 }
 
@@ -114,6 +121,7 @@ export function policyOf(key: ApiKeyRow, config: Config): KeyPolicy {
     maxBudgetUsd: key.maxBudgetUsd,
     worktrees: key.worktrees,
     egress: key.egress,
+    models: key.models,
   };
 }
 
@@ -242,6 +250,47 @@ export function policyGate(db: Database, config: Config, sandbox: SandboxStatus)
   };
 }
 
+/**
+ * What the model gateway asks before it forwards a run's metered call: whether the run's own cap,
+ * and its key's budget this month, have anything left; whether the key's `models` has the model;
+ * and, for a key with a budget, whether the model has a price its spend can be counted at. A call that starts under a cap may end past it
+ * (as may calls under way at once): the next is refused.
+ */
+export function callAdmission(db: Database, config: Config): Admission {
+  return async ({ runId, model, maxBudgetUsd }) => {
+    if (maxBudgetUsd !== null) {
+      const { costUsd } = await meteredUsage(db, runId);
+      if (costUsd >= maxBudgetUsd) {
+        return {
+          code: "max_budget",
+          message: `the run's max_budget_usd of $${maxBudgetUsd} is spent ($${round(costUsd)})`,
+        };
+      }
+    }
+    const keyId = await keyOfRun(db, runId);
+    if (!keyId) return null;
+    const policy = await loadPolicy(db, keyId, config);
+    if (policy.models && !(model !== null && policy.models.includes(model))) {
+      return {
+        code: "policy_denied",
+        message: `the key's policy does not allow the model ${model ?? "(none named)"}: it is not among its models (${policy.models.join(", ")})`,
+      };
+    }
+    const budget = await budgetOf(db, keyId, policy);
+    if (!budget) return null;
+    if (budget.leftUsd <= 0) {
+      return { code: "budget_exhausted", message: new BudgetExhaustedError(budget).message };
+    }
+    if (!priceOf(config.prices, model)) {
+      return {
+        code: "policy_denied",
+        message: `the key has a budget, and the model ${model ?? "(none named)"} has no price to count its spend at (AGENT_BRIDGE_MODEL_PRICES)`,
+      };
+    }
+    return null;
+  };
+}
+
 /** A key's policy as an admin gives it (API or command line); unset fields are left alone. */
 export interface PolicyInput {
   permission_modes?: PermissionMode[] | null;
@@ -249,6 +298,7 @@ export interface PolicyInput {
   max_budget_usd?: number | null;
   worktrees?: boolean;
   egress?: string[];
+  models?: string[] | null;
 }
 
 /** The columns to store for the input: work roots resolved to real paths inside the server's roots. */
@@ -257,6 +307,9 @@ export async function policyColumns(input: PolicyInput, config: Config): Promise
   if (input.permission_modes !== undefined) columns.permissionModes = input.permission_modes;
   if (input.max_budget_usd !== undefined) columns.maxBudgetUsd = input.max_budget_usd;
   if (input.worktrees !== undefined) columns.worktrees = input.worktrees;
+  if (input.models !== undefined) {
+    columns.models = input.models && [...new Set(input.models.map((model) => model.trim()))];
+  }
   if (input.egress !== undefined) {
     columns.egress = input.egress.map((entry, i) => {
       try {

@@ -33,6 +33,7 @@ export interface PolicyOptions {
   maxBudgetUsd?: string;
   worktrees?: boolean;
   egress?: string;
+  models?: string;
 }
 
 const listOption = (value: string) =>
@@ -72,6 +73,9 @@ function policyInput(options: PolicyOptions): PolicyInput {
   if (options.worktrees !== undefined) input.worktrees = options.worktrees;
   if (options.egress !== undefined) {
     input.egress = options.egress === "none" ? [] : listOption(options.egress);
+  }
+  if (options.models !== undefined) {
+    input.models = options.models === "any" ? null : listOption(options.models);
   }
   return input;
 }
@@ -122,6 +126,7 @@ export async function listKeysTable(out: Output) {
       "BUDGET/MONTH",
       "WORKTREES",
       "EGRESS",
+      "MODELS",
       "CREATED",
       "LAST USED",
       "REVOKED",
@@ -139,6 +144,7 @@ export async function listKeysTable(out: Output) {
       policy.maxBudgetUsd === null ? "-" : `$${policy.maxBudgetUsd}`,
       policy.worktrees ? "yes" : "no",
       policy.egress.join(",") || "-",
+      policy.models?.join(",") ?? "any",
       k.createdAt.toISOString(),
       k.lastUsedAt?.toISOString() ?? "-",
       k.revokedAt?.toISOString() ?? "-",

@@ -27,6 +27,10 @@ function withPolicyOptions(command: Command): Command {
       "--egress <hosts>",
       'comma-separated hosts its sandboxed agents may connect to (host, *.host, an address, or *; :port or 80 and 443), or "none"',
     )
+    .option(
+      "--models <models>",
+      'comma-separated models its runs may call through the model gateway, or "any" (the default)',
+    )
     .option("--worktrees", "its sessions may use worktree mode (the default)")
     .option("--no-worktrees", "its sessions may not use worktree mode");
 }

@@ -155,10 +155,7 @@ export interface paths {
     /** List API keys, revoked ones included (admin) */
     get: operations["listKeys"];
     put?: never;
-    /**
-     * Create an API key (admin)
-     * @description 409 `sandbox_required` when the server runs its agents without a sandbox (`AGENT_BRIDGE_SANDBOX=auto` found none) and a key can run agents already: a second tenant's agent could reach the first's work. Install bubblewrap and socat and restart, or set `AGENT_BRIDGE_SANDBOX=off`.
-     */
+    /** Create an API key (admin) */
     post: operations["createKey"];
     delete?: never;
     options?: never;
@@ -530,6 +527,8 @@ export interface components {
       worktrees: boolean;
       /** @description Where its sandboxed agents may connect, through the bridge's proxy. */
       egress: string[];
+      /** @description The models its runs may call; null: any. */
+      models: string[] | null;
     };
     ApiKeyList: {
       data: components["schemas"]["ApiKey"][];
@@ -589,7 +588,7 @@ export interface components {
       delivered_at: string | null;
     };
     /**
-     * @description Why the run did not succeed, when the bridge can tell: `agent_not_authenticated` (the CLI has no valid credentials: set ANTHROPIC_API_KEY or another login in the server's environment), `agent_error` (the CLI or its API reported an error), `agent_not_found`, `agent_start_failed`, `agent_exited` (ended without a result), `agent_stalled`, `work_dir_not_found`, `invalid_run_request`, `timed_out`, `cancelled`, `interrupted` (the bridge stopped the run: its server shut down or died, or its instance lost its lease; nothing about the run itself was wrong, so sending it again may succeed), `budget_exhausted` (the run stopped at, or did not start past, its key's monthly `max_budget_usd`), `max_budget` (the run stopped at its own `max_budget_usd`, the session's or its message's), `max_turns` (the run stopped at its `max_turns`), `policy_denied` (its key's policy no longer allows the session's options), `memory_limit` (the run went over its memory limit, AGENT_BRIDGE_RUN_MEMORY_MB: the kernel killed one of its processes, and the bridge stopped the run), `process_limit` (the run reached its process limit, AGENT_BRIDGE_RUN_MAX_PROCESSES: a fork failed, and the bridge stopped the run), `sandbox_required` (runs cannot be sandboxed on this server and several API keys exist: no tenant's agent runs beside another's unsandboxed). Absent on success and when the bridge itself failed.
+     * @description Why the run did not succeed, when the bridge can tell: `agent_not_authenticated` (the CLI has no valid credentials: set ANTHROPIC_API_KEY or another login in the server's environment), `agent_error` (the CLI or its API reported an error), `agent_not_found`, `agent_start_failed`, `agent_exited` (ended without a result), `agent_stalled`, `work_dir_not_found`, `invalid_run_request`, `timed_out`, `cancelled`, `interrupted` (the bridge stopped the run: its server shut down or died, or its instance lost its lease; nothing about the run itself was wrong, so sending it again may succeed), `budget_exhausted` (the run stopped at, or did not start past, its key's monthly `max_budget_usd`), `max_budget` (the run stopped at its own `max_budget_usd`, the session's or its message's), `max_turns` (the run stopped at its `max_turns`), `policy_denied` (its key's policy no longer allows the session's options), `memory_limit` (the run went over its memory limit, AGENT_BRIDGE_RUN_MEMORY_MB: the kernel killed one of its processes, and the bridge stopped the run), `process_limit` (the run reached its process limit, AGENT_BRIDGE_RUN_MAX_PROCESSES: a fork failed, and the bridge stopped the run). Absent on success and when the bridge itself failed.
      * @enum {string}
      */
     CompletionErrorCode:
@@ -609,8 +608,7 @@ export interface components {
       | "max_turns"
       | "policy_denied"
       | "memory_limit"
-      | "process_limit"
-      | "sandbox_required";
+      | "process_limit";
     CompletionEvent: {
       /**
        * @description discriminator enum property added by openapi-typescript
@@ -622,7 +620,7 @@ export interface components {
       result: string | null;
       error: string | null;
       error_code?: components["schemas"]["CompletionErrorCode"];
-      /** @description What the run cost in USD, as the agent reported it (Claude Code), or from the configured price of its model (Codex: AGENT_BRIDGE_CODEX_PRICES); null when neither is known, never a guess (a Claude Code run that spent tokens but ended without its result, e.g. cancelled: the CLI reports cost only in its result). USD to 10 decimal places: a run's cost is kept rounded to that, and every total is the exact sum of its runs' costs (added as decimals, with no floating-point drift), shown exactly up to $100 000 (a JSON number holds about 15 significant digits; beyond, the last decimal places round). */
+      /** @description What the run cost in USD, as the agent reported it (Claude Code), or from the price of its model (Codex: the price table, AGENT_BRIDGE_MODEL_PRICES); null when neither is known, never a guess (a Claude Code run that spent tokens but ended without its result, e.g. cancelled: the CLI reports cost only in its result). USD to 10 decimal places: a run's cost is kept rounded to that, and every total is the exact sum of its runs' costs (added as decimals, with no floating-point drift), shown exactly up to $100 000 (a JSON number holds about 15 significant digits; beyond, the last decimal places round). */
       cost_usd: number | null;
       duration_ms: number;
       usage: components["schemas"]["Usage"];
@@ -682,6 +680,14 @@ export interface components {
        *     ]
        */
       egress?: string[];
+      /**
+       * @description The models its runs may call through the model gateway, by the name a request gives (`claude-opus-5-5`); a call for another is refused with the API's 403 and its run ends `policy_denied`. null (the default): any.
+       * @example [
+       *       "claude-opus-5-5",
+       *       "claude-haiku-4-5"
+       *     ]
+       */
+      models?: string[] | null;
     };
     CreateHook: {
       /** @example pr-review */
@@ -1104,7 +1110,6 @@ export interface components {
         | "too_many_streams"
         | "rate_limited"
         | "key_not_found"
-        | "sandbox_required"
         | "work_dir_not_allowed"
         | "session_not_found"
         | "run_not_found"
@@ -1553,6 +1558,14 @@ export interface components {
        *     ]
        */
       egress?: string[];
+      /**
+       * @description The models its runs may call through the model gateway, by the name a request gives (`claude-opus-5-5`); a call for another is refused with the API's 403 and its run ends `policy_denied`. null (the default): any.
+       * @example [
+       *       "claude-opus-5-5",
+       *       "claude-haiku-4-5"
+       *     ]
+       */
+      models?: string[] | null;
     };
     UpdateHook: {
       /** @description Left out: the hook keeps its secret. */
@@ -2450,15 +2463,6 @@ export interface operations {
       };
       /** @description The key lacks the admin role, or its policy does not allow what was asked (`policy_denied`) */
       403: {
-        headers: {
-          [name: string]: unknown;
-        };
-        content: {
-          "application/problem+json": components["schemas"]["Problem"];
-        };
-      };
-      /** @description Conflict */
-      409: {
         headers: {
           [name: string]: unknown;
         };

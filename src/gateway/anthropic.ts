@@ -16,6 +16,8 @@ const CONNECTIVITY_CHECK: Route = { metered: false, open: true };
 const ERROR_TYPES: Record<number, string> = {
   400: "invalid_request_error",
   401: "authentication_error",
+  402: "billing_error",
+  403: "permission_error",
   404: "not_found_error",
   413: "request_too_large",
   502: "api_error",

@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { NewModelCall } from "../store/model-calls.js";
+import { type Admission, type CallRefusal, refusalStatus } from "./admission.js";
 import { type CallUsage, type ModelApi, noUsage, type Route } from "./api.js";
 import { downstreamResponseHeaders, upstreamRequestHeaders } from "./headers.js";
 import type { RunGrant } from "./tokens.js";
@@ -14,6 +15,9 @@ import type { UpstreamClient } from "./upstream.js";
 // way. Whatever the upstream does, the caller sees: an error status and body as it sent them, a
 // stream cut where it cut it. A caller that goes away takes the upstream call with it.
 
+/** A metered call as it went, before it is priced. */
+export type MeteredCall = Omit<NewModelCall, "costUsd">;
+
 /** Largest request forwarded: the Messages API's own limit. */
 export const MAX_REQUEST_BYTES = 32 * 1024 * 1024;
 
@@ -24,6 +28,10 @@ export interface ForwardedCall {
   path: string;
   /** The run whose token the caller presented; absent on an open route. */
   grant: RunGrant | undefined;
+  /** Asked before a metered call goes upstream. */
+  admit: Admission;
+  /** Told of a call refused. */
+  refused(refusal: CallRefusal): void;
 }
 
 class RequestTooLarge extends Error {}
@@ -50,10 +58,16 @@ function requestedModel(body: Buffer): string | null {
 }
 
 /** An answer of the gateway's own, in the API's shape (once nothing else has been answered). */
-export function answer(res: ServerResponse, api: ModelApi, status: number, message: string): void {
+export function answer(
+  res: ServerResponse,
+  api: ModelApi,
+  status: number,
+  message: string,
+  headers: Record<string, string> = {},
+): void {
   if (res.headersSent || res.destroyed) return;
   const body = JSON.stringify(api.errorBody(status, message));
-  res.writeHead(status, { "content-type": "application/json" }).end(body);
+  res.writeHead(status, { "content-type": "application/json", ...headers }).end(body);
 }
 
 /** How a call went: what the caller got, what the answer reported, and why it fell short. */
@@ -87,7 +101,7 @@ export async function forward(
   res: ServerResponse,
   call: ForwardedCall,
   client: UpstreamClient,
-): Promise<NewModelCall | undefined> {
+): Promise<MeteredCall | undefined> {
   const startedAt = new Date();
   const started = performance.now();
   let body: Buffer;
@@ -101,6 +115,16 @@ export async function forward(
     return undefined;
   }
   const meter = call.route.metered && call.grant !== undefined;
+  if (meter && call.grant) {
+    const { runId, maxBudgetUsd } = call.grant;
+    const refusal = await call.admit({ runId, model: requestedModel(body), maxBudgetUsd });
+    if (refusal) {
+      call.refused(refusal);
+      // Not to be retried: asked again, the answer would be the same.
+      answer(res, call.api, refusalStatus(refusal), refusal.message, { "x-should-retry": "false" });
+      return undefined;
+    }
+  }
   const outcome = await exchange(req, res, call, client, body, meter);
   if (!meter || !call.grant) return undefined;
   const { usage } = outcome;

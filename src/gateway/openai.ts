@@ -16,6 +16,8 @@ const FORWARDED: Route = { metered: false, open: false };
 const ERRORS: Record<number, { type: string; code: string | null }> = {
   400: { type: "invalid_request_error", code: null },
   401: { type: "invalid_request_error", code: "invalid_api_key" },
+  402: { type: "insufficient_quota", code: "insufficient_quota" },
+  403: { type: "invalid_request_error", code: "model_not_allowed" },
   404: { type: "invalid_request_error", code: "unknown_url" },
   413: { type: "invalid_request_error", code: "request_too_large" },
   502: { type: "server_error", code: null },

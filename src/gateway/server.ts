@@ -1,12 +1,14 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { errorText, type Logger } from "../log.js";
+import { costOf, type PriceTable, priceOf } from "../prices.js";
 import type { Database } from "../store/db.js";
-import { insertModelCall, type NewModelCall } from "../store/model-calls.js";
+import { recordModelCall } from "../store/model-calls.js";
 import { withDbRetries } from "../store/retry.js";
+import type { Admission, CallRefusal } from "./admission.js";
 import type { ModelApi } from "./api.js";
 import { EgressProxy, parseEgressRule } from "./egress.js";
-import { answer, forward } from "./forward.js";
+import { answer, forward, type MeteredCall } from "./forward.js";
 import { RunSockets } from "./run-sockets.js";
 import { RunTokens } from "./tokens.js";
 import { UpstreamClient } from "./upstream.js";
@@ -40,6 +42,10 @@ export interface RunAccess {
   socket: string;
   /** The run is over: its token is worth nothing from now on, its socket is gone. */
   close(): void;
+  /** Resolves once the records of its calls over so far are written (or given up). */
+  recorded(): Promise<void>;
+  /** The latest of its calls that the gateway refused (./admission.ts), if any was. */
+  refusal(): CallRefusal | undefined;
 }
 
 export interface ModelGatewayOptions {
@@ -49,6 +55,10 @@ export interface ModelGatewayOptions {
   logger: Logger;
   /** How long the record of a call rides out an unreachable database before it is given up. */
   dbOutageBoundMs: number;
+  /** What each model's tokens cost: a metered call is priced as it is recorded. */
+  prices: PriceTable;
+  /** Whether a metered call may go upstream. */
+  admit: Admission;
   /** The egress list of a run's key, as stored now. */
   egressOf(runId: string): Promise<readonly string[]>;
 }
@@ -65,8 +75,10 @@ export class ModelGateway {
   private readonly egress: EgressProxy;
   private readonly apis: Map<string, ModelApi>;
   private address: Promise<GatewayAddress> | undefined;
-  /** Records of calls being written. */
-  private readonly writing = new Set<Promise<void>>();
+  /** The latest refusal of each live run that had a call refused. */
+  private readonly refusals = new Map<string, CallRefusal>();
+  /** Records of calls being written, with their runs. */
+  private readonly writing = new Map<Promise<void>, string>();
 
   constructor(private readonly opts: ModelGatewayOptions) {
     this.apis = new Map(opts.apis.map((api) => [api.prefix, api]));
@@ -97,12 +109,15 @@ export class ModelGateway {
     return this.address;
   }
 
-  /** Access to the API served under `prefix` for the run `runId`'s CLI, until it is closed. */
-  async open(prefix: string, runId: string): Promise<RunAccess> {
+  /**
+   * Access to the API served under `prefix` for the run `runId`'s CLI, until it is closed;
+   * `maxBudgetUsd` is the run's own cap.
+   */
+  async open(prefix: string, runId: string, maxBudgetUsd: number | null): Promise<RunAccess> {
     if (!this.apis.has(prefix)) throw new Error(`the gateway serves no API under /${prefix}`);
     const { url } = await this.listen();
     const socket = await this.sockets.listen();
-    const { token, revoke } = this.tokens.issue({ runId });
+    const { token, revoke } = this.tokens.issue({ runId, maxBudgetUsd });
     return {
       baseUrl: `${url}/${prefix}`,
       token,
@@ -110,13 +125,20 @@ export class ModelGateway {
       close: () => {
         revoke();
         socket.close();
+        this.refusals.delete(runId);
       },
+      recorded: () => this.recorded(runId),
+      refusal: () => this.refusals.get(runId),
     };
   }
 
-  /** Resolves once the records of the calls over so far are written (or given up). */
-  async recorded(): Promise<void> {
-    await Promise.all([...this.writing]);
+  /**
+   * Resolves once the records of the calls over so far (of the run `runId`, or of all) are written,
+   * or given up.
+   */
+  async recorded(runId?: string): Promise<void> {
+    const writes = [...this.writing].filter(([, run]) => runId === undefined || run === runId);
+    await Promise.all(writes.map(([write]) => write));
   }
 
   /** Stops listening and drops every connection, upstream ones too; waits for the records. */
@@ -169,7 +191,22 @@ export class ModelGateway {
       }
     }
     try {
-      const call = await forward(req, res, { api, route, path, grant }, this.client);
+      const call = await forward(
+        req,
+        res,
+        {
+          api,
+          route,
+          path,
+          grant,
+          admit: this.opts.admit,
+          refused: (refusal) => {
+            if (grant) this.refusals.set(grant.runId, refusal);
+            this.opts.logger.info("refused a model call", { run_id: grant?.runId, ...refusal });
+          },
+        },
+        this.client,
+      );
       if (call) this.record(call);
     } catch (err) {
       // Not foreseen: the caller gets a bare close, as from an API that fell over.
@@ -193,16 +230,17 @@ export class ModelGateway {
     answer(res, api, status, message);
   }
 
-  private record(call: NewModelCall): void {
-    const { db, logger, dbOutageBoundMs } = this.opts;
-    const writing = withDbRetries(() => insertModelCall(db, call), dbOutageBoundMs).catch((err) =>
+  private record(metered: MeteredCall): void {
+    const { db, logger, dbOutageBoundMs, prices } = this.opts;
+    const call = { ...metered, costUsd: costOf(priceOf(prices, metered.model), metered) };
+    const writing = withDbRetries(() => recordModelCall(db, call), dbOutageBoundMs).catch((err) =>
       logger.error("could not record a model call", {
         run_id: call.runId,
         model: call.model,
         error: errorText(err),
       }),
     );
-    this.writing.add(writing);
+    this.writing.set(writing, call.runId);
     void writing.finally(() => this.writing.delete(writing));
   }
 }

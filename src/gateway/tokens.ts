@@ -11,6 +11,8 @@ import { createHash, randomBytes } from "node:crypto";
 /** What a token stands for. */
 export interface RunGrant {
   runId: string;
+  /** The run's own cap on its spend, in USD; null: none (its key's budget still holds). */
+  maxBudgetUsd: number | null;
 }
 
 /** A token as handed to a run, once. */

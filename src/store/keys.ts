@@ -5,7 +5,10 @@ import { type ApiKeyRow, apiKeys, keySpend, runs, sessions } from "./schema.js";
 
 /** The policy columns of a key (src/auth/policy.ts); an absent one keeps its default. */
 export type KeyPolicyColumns = Partial<
-  Pick<ApiKeyRow, "permissionModes" | "workRoots" | "maxBudgetUsd" | "worktrees" | "egress">
+  Pick<
+    ApiKeyRow,
+    "permissionModes" | "workRoots" | "maxBudgetUsd" | "worktrees" | "egress" | "models"
+  >
 >;
 
 export async function insertKey(
@@ -70,6 +73,16 @@ export async function egressOfRun(db: Database, runId: string): Promise<string[]
   return row.egress;
 }
 
+/** The key whose session the run is of; null for a session without one, or a run not there. */
+export async function keyOfRun(db: Database, runId: string): Promise<string | null> {
+  const [row] = await db
+    .select({ keyId: sessions.ownerKeyId })
+    .from(runs)
+    .innerJoin(sessions, eq(sessions.id, runs.sessionId))
+    .where(eq(runs.id, runId));
+  return row?.keyId ?? null;
+}
+
 /** Changes the key's policy; returns the key, or undefined when there is none. */
 export async function updateKeyPolicy(
   db: Database,
@@ -86,7 +99,7 @@ export function monthOf(at: Date): Date {
   return new Date(Date.UTC(at.getUTCFullYear(), at.getUTCMonth(), 1));
 }
 
-/** Adds a run's cost to its key's spend in the month it ended. */
+/** Adds a run's (or a metered call's) cost to its key's spend in the month it ended. */
 export async function addKeySpend(db: Database, keyId: string, at: Date, usd: number) {
   await db
     .insert(keySpend)

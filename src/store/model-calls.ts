@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { type AnyColumn, asc, count, eq, sql } from "drizzle-orm";
 import type { Database } from "./db.js";
+import { addKeySpend, keyOfRun } from "./keys.js";
 import { type ModelCallRow, modelCalls } from "./schema.js";
 
 // The metered calls of runs to the model APIs (src/gateway/), one row a call, and what a run's
@@ -8,8 +9,17 @@ import { type ModelCallRow, modelCalls } from "./schema.js";
 
 export type NewModelCall = Omit<ModelCallRow, "id">;
 
-export async function insertModelCall(db: Database, call: NewModelCall): Promise<void> {
-  await db.insert(modelCalls).values({ id: randomUUID(), ...call });
+/**
+ * Records the call and adds its cost to the spend of its run's key in the month it ended, together:
+ * a key's spend is its metered calls', whatever becomes of their runs (killed, crashed, lying).
+ */
+export async function recordModelCall(db: Database, call: NewModelCall, at = new Date()) {
+  await db.transaction(async (tx) => {
+    await tx.insert(modelCalls).values({ id: randomUUID(), ...call });
+    if (!call.costUsd) return;
+    const keyId = await keyOfRun(tx, call.runId);
+    if (keyId) await addKeySpend(tx, keyId, at, call.costUsd);
+  });
 }
 
 /** A run's calls, in the order they started. */
@@ -28,9 +38,14 @@ export interface MeteredUsage {
   outputTokens: number;
   cacheReadTokens: number;
   cacheCreationTokens: number;
+  /** What its calls of priced models cost, in USD. */
+  costUsd: number;
 }
 
-/** A sum of a bigint column, 0 over no rows; numeric in SQL, read as a number (far below 2^53). */
+/**
+ * A sum of a bigint or numeric column, 0 over no rows; numeric in SQL, read as a number (tokens far
+ * below 2^53; USD exact to 10 decimal places up to about $100 000, as every cost).
+ */
 const total = (column: AnyColumn) => sql`coalesce(sum(${column}), 0)`.mapWith(Number);
 
 export async function meteredUsage(db: Database, runId: string): Promise<MeteredUsage> {
@@ -41,6 +56,7 @@ export async function meteredUsage(db: Database, runId: string): Promise<Metered
       outputTokens: total(modelCalls.outputTokens),
       cacheReadTokens: total(modelCalls.cacheReadTokens),
       cacheCreationTokens: total(modelCalls.cacheCreationTokens),
+      costUsd: total(modelCalls.costUsd),
     })
     .from(modelCalls)
     .where(eq(modelCalls.runId, runId));

@@ -489,6 +489,11 @@ export interface RunOutcome {
   status: string;
   usage: Usage;
   costUsd: number | null;
+  /**
+   * The cost is added to the key's spend. Not for a run whose calls went through the model
+   * gateway, which added each call's to it as it was made (src/store/model-calls.ts).
+   */
+  chargeKey: boolean;
   durationMs: number | null;
   agentSessionId: string | null;
   lastMessageUuid: string | null;
@@ -562,7 +567,9 @@ export async function finishRun(db: Database, run: RunRow, outcome: RunOutcome) 
     .returning({ ...sessionUsageColumns, ownerKeyId: sessions.ownerKeyId });
   if (!updated) return undefined;
   const { ownerKeyId, ...totals } = updated;
-  if (ownerKeyId && outcome.costUsd) await addKeySpend(db, ownerKeyId, now, outcome.costUsd);
+  if (ownerKeyId && outcome.chargeKey && outcome.costUsd) {
+    await addKeySpend(db, ownerKeyId, now, outcome.costUsd);
+  }
   return totals;
 }
 

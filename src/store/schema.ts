@@ -75,6 +75,8 @@ export const apiKeys = pgTable("api_keys", {
   worktrees: boolean("worktrees").notNull().default(true),
   /** Where its sandboxed agents may connect, through the gateway's proxy (src/gateway/egress.ts). */
   egress: jsonb("egress").$type<string[]>().notNull().default([]),
+  /** The models its runs may call through the model gateway; null: any. */
+  models: jsonb("models").$type<string[]>(),
 });
 
 /**
@@ -477,6 +479,8 @@ export const modelCalls = pgTable(
     outputTokens: tokens("output_tokens"),
     cacheReadTokens: tokens("cache_read_tokens"),
     cacheCreationTokens: tokens("cache_creation_tokens"),
+    /** What its tokens cost at its model's price (src/prices.ts); null: the model has none. */
+    costUsd: usd("cost_usd"),
     /**
      * The HTTP status the caller got: the upstream's, or the gateway's 502 when the upstream could
      * not be reached; 499 when the caller went away before the answer began.

@@ -97,6 +97,7 @@ describe.each(BACKENDS)("key policies on %s", (backend) => {
       work_roots: [join(root, "b")],
       max_budget_usd: 12.5,
       worktrees: false,
+      models: [" claude-opus-5-5", "claude-opus-5-5"],
     });
     const listed = async () =>
       (
@@ -107,17 +108,20 @@ describe.each(BACKENDS)("key policies on %s", (backend) => {
       work_roots: [join(root, "b")],
       max_budget_usd: 12.5,
       worktrees: false,
+      models: ["claude-opus-5-5"],
     });
     const reset = await send(admin, "PATCH", `/v1/keys/${id}`, {
       permission_modes: null,
       work_roots: null,
       max_budget_usd: null,
+      models: null,
     });
     expect(reset.status).toBe(200);
     expect(await listed()).toMatchObject({
       permission_modes: ["default", "acceptEdits", "auto", "plan", "dontAsk"],
       work_roots: [join(root, "a"), join(root, "b")],
       max_budget_usd: null,
+      models: null,
       // Left out of the PATCH: unchanged.
       worktrees: false,
     });

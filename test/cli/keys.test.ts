@@ -83,6 +83,8 @@ describe.each(databases.targets)("agent-bridge keys on %s", (_name, database) =>
         "--max-budget-usd",
         "25",
         "--no-worktrees",
+        "--models",
+        "claude-opus-5-5, claude-haiku-4-5",
         "--json",
       ],
       env,
@@ -93,7 +95,9 @@ describe.each(databases.targets)("agent-bridge keys on %s", (_name, database) =>
     const row = async () =>
       (await cliWithEnv(["keys", "list"], env)).stdout.split("\n").find((l) => l.startsWith(id));
     expect(await row()).toMatch(
-      new RegExp(`tenant .* user +default,plan +${ROOT.replace(/\/$/, "")} +\\$25 +no `),
+      new RegExp(
+        `tenant .* user +default,plan +${ROOT.replace(/\/$/, "")} +\\$25 +no +- +claude-opus-5-5,claude-haiku-4-5 `,
+      ),
     );
 
     const updated = await cliWithEnv(
@@ -106,12 +110,16 @@ describe.each(databases.targets)("agent-bridge keys on %s", (_name, database) =>
         "--max-budget-usd",
         "none",
         "--worktrees",
+        "--models",
+        "any",
       ],
       env,
     );
     expect(updated.code).toBe(0);
     expect(updated.stderr).toContain(`updated key ${id}`);
-    expect(await row()).toMatch(/ user +default,acceptEdits,auto,plan,dontAsk +\S+ +- +yes /);
+    expect(await row()).toMatch(
+      / user +default,acceptEdits,auto,plan,dontAsk +\S+ +- +yes +- +any /,
+    );
 
     const outside = await cliWithEnv(["keys", "update", id, "--work-roots", "/"], env);
     expect(outside.code).toBe(1);

@@ -112,9 +112,9 @@ describe.each(BACKENDS)("the egress proxy on %s", (backend) => {
     database = await openTestDatabase(backend);
     gateway = testGateway(
       database.db,
-      // An API to open runs\' tokens with; nothing here calls it.
+      // An API to open runs' tokens with; nothing here calls it.
       [anthropicApi({ baseUrl: "http://127.0.0.1:9", credential: {} })],
-      async (runId) => (await egressOfRun(database.db, runId)) ?? NO_KEY_EGRESS,
+      { egressOf: async (runId) => (await egressOfRun(database.db, runId)) ?? NO_KEY_EGRESS },
     );
     address = await gateway.listen();
     echo = createServer((socket) => socket.pipe(socket));
@@ -135,7 +135,7 @@ describe.each(BACKENDS)("the egress proxy on %s", (backend) => {
   const runWithEgress = async (egress: string[]) => {
     const { row: key } = await issueKey(database.db, { name: "tenant", admin: false, egress });
     const run = await insertSessionRun(database.db, "hi", key.id);
-    return { key, run, ...(await gateway.open("anthropic", run.id)) };
+    return { key, run, ...(await gateway.open("anthropic", run.id, null)) };
   };
 
   it("asks for the run's token (407), and refuses what the key's list does not name (403, nothing connected)", async () => {

@@ -271,6 +271,9 @@ describe.each(BACKENDS)("the model gateway with the real claude CLI on %s", (bac
       outputTokens: 47,
       cacheReadTokens: 1800,
       cacheCreationTokens: 40,
+      // At claude-opus-5-5's price, the CLI's default model: 2500 × $4 + 47 × $20 + 1800 × $0.20
+      // + 40 × $5, per million.
+      costUsd: 0.0115,
     });
   });
 });

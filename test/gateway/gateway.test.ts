@@ -21,9 +21,19 @@ describe.each(BACKENDS)("the model gateway on %s", (backend) => {
   beforeAll(async () => {
     mock = await startMockAnthropic({ quiet: true });
     database = await openTestDatabase(backend);
-    gateway = testGateway(database.db, [
-      anthropicApi({ baseUrl: mock.url, credential: { "x-api-key": OPERATOR_KEY } }),
-    ]);
+    gateway = testGateway(
+      database.db,
+      [anthropicApi({ baseUrl: mock.url, credential: { "x-api-key": OPERATOR_KEY } })],
+      {
+        // The mock's model, priced: USD per million tokens.
+        prices: { "claude-mock": { input: 3, output: 15, cache_read: 0.3, cache_creation: 3.75 } },
+        // The bridge's policy decides; here a model's name does.
+        admit: async ({ model }) =>
+          model === "claude-over-budget"
+            ? { code: "budget_exhausted", message: "the key's budget is spent" }
+            : null,
+      },
+    );
   });
   afterAll(async () => {
     await gateway.close();
@@ -34,10 +44,10 @@ describe.each(BACKENDS)("the model gateway on %s", (backend) => {
   /** A run in the database and the gateway's access for it. */
   const access = async () => {
     const run = await insertSessionRun(database.db);
-    return { run, ...(await gateway.open("anthropic", run.id)) };
+    return { run, ...(await gateway.open("anthropic", run.id, null)) };
   };
 
-  it("forwards a Messages call with the operator's key in place of the run's token, end-to-end headers both ways and no hop-by-hop ones, and meters a whole answer's usage", async () => {
+  it("forwards a Messages call with the operator's key in place of the run's token, end-to-end headers both ways and no hop-by-hop ones, and meters a whole answer's usage and cost", async () => {
     const { run, baseUrl, token } = await access();
     mock.script({
       blocks: [{ type: "text", text: "Whole." }],
@@ -88,12 +98,55 @@ describe.each(BACKENDS)("the model gateway on %s", (backend) => {
         outputTokens: 3,
         cacheReadTokens: 5,
         cacheCreationTokens: 0,
+        // 7 × $3 + 3 × $15 + 5 × $0.30, per million.
+        costUsd: 0.0000675,
         status: 200,
         error: null,
         requestId: answer.headers["request-id"],
       },
     ]);
     expect(await meteredUsage(database.db, run.id)).toMatchObject({ calls: 1, inputTokens: 7 });
+  });
+
+  it("records a call of a model without a price with its tokens and no cost", async () => {
+    const { run, baseUrl, token } = await access();
+    mock.script({ blocks: [{ type: "text", text: "Unpriced." }] });
+    const answer = await call(
+      `${baseUrl}/v1/messages`,
+      "POST",
+      { "x-api-key": token, "content-type": "application/json" },
+      {
+        model: "claude-unpriced",
+        max_tokens: 100,
+        tools: [{ name: "Bash" }],
+        messages: [{ role: "user", content: "what does this cost?" }],
+      },
+    );
+    expect(answer.status).toBe(200);
+    await gateway.recorded();
+    expect(await listModelCalls(database.db, run.id)).toMatchObject([
+      { model: "claude-unpriced", inputTokens: 100, outputTokens: 20, costUsd: null },
+    ]);
+  });
+
+  it("refuses a call its run may not make with the API's billing_error, not to be retried, without forwarding or metering it", async () => {
+    const { run, baseUrl, token } = await access();
+    const before = mock.requests.length;
+    const refused = await call(
+      `${baseUrl}/v1/messages`,
+      "POST",
+      { "x-api-key": token, "content-type": "application/json" },
+      { model: "claude-over-budget", max_tokens: 10, messages: [{ role: "user", content: "hi" }] },
+    );
+    expect(refused.status).toBe(402);
+    expect(refused.headers["x-should-retry"]).toBe("false");
+    expect(JSON.parse(refused.body)).toEqual({
+      type: "error",
+      error: { type: "billing_error", message: "the key's budget is spent" },
+    });
+    expect(mock.requests.length).toBe(before);
+    await gateway.recorded();
+    expect(await listModelCalls(database.db, run.id)).toEqual([]);
   });
 
   it("forwards the token count and the model list unmetered, and the CLI's connectivity check without any credential", async () => {
@@ -180,7 +233,7 @@ describe.each(BACKENDS)("the model gateway behind the operator's proxy on %s", (
 
   it("sends its calls upstream through HTTP(S)_PROXY, and directly to a host NO_PROXY names", async () => {
     const run = await insertSessionRun(database.db);
-    const { baseUrl, token } = await gateway.open("anthropic", run.id);
+    const { baseUrl, token } = await gateway.open("anthropic", run.id, null);
     const ask = () =>
       call(`${baseUrl}/v1/models`, "GET", {
         "x-api-key": token,

@@ -71,7 +71,7 @@ describe.each(BACKENDS)("the model gateways of two instances on %s", (backend) =
   });
 
   it("take a run's token at its own instance's gateway alone", async () => {
-    const { baseUrl, token, close } = await a.deps.gateway.open("anthropic", "not-a-run");
+    const { baseUrl, token, close } = await a.deps.gateway.open("anthropic", "not-a-run", null);
     try {
       const atB = `${(await b.deps.gateway.listen()).url}/anthropic`;
       const ask = (base: string) =>

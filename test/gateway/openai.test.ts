@@ -23,12 +23,16 @@ describe.each(BACKENDS)("the model gateway's Responses API on %s", (backend) => 
   beforeAll(async () => {
     mock = await startMockOpenAI({ quiet: true });
     database = await openTestDatabase(backend);
-    gateway = testGateway(database.db, [
-      openaiApi({
-        baseUrl: `${mock.url}/v1`,
-        credential: { authorization: `Bearer ${OPERATOR_KEY}` },
-      }),
-    ]);
+    gateway = testGateway(
+      database.db,
+      [
+        openaiApi({
+          baseUrl: `${mock.url}/v1`,
+          credential: { authorization: `Bearer ${OPERATOR_KEY}` },
+        }),
+      ],
+      { prices: { [MOCK_MODEL]: { input: 2, output: 10, cache_read: 0.1, cache_creation: 2.5 } } },
+    );
   });
   afterAll(async () => {
     await gateway.close();
@@ -38,7 +42,7 @@ describe.each(BACKENDS)("the model gateway's Responses API on %s", (backend) => 
 
   const access = async () => {
     const run = await insertSessionRun(database.db);
-    return { run, ...(await gateway.open("openai", run.id)) };
+    return { run, ...(await gateway.open("openai", run.id, null)) };
   };
 
   const responses = (baseUrl: string, token: string, stream: boolean) =>
@@ -86,6 +90,8 @@ describe.each(BACKENDS)("the model gateway's Responses API on %s", (backend) => 
         cacheReadTokens: 600,
         outputTokens: 21,
         cacheCreationTokens: 0,
+        // 300 × $2 + 600 × $0.10 + 21 × $10, per million.
+        costUsd: 0.00087,
         status: 200,
         error: null,
         requestId: answer.headers["x-request-id"],

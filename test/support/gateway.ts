@@ -1,18 +1,30 @@
 import { request } from "node:http";
 import type { ModelApi } from "../../src/gateway/api.js";
-import { ModelGateway } from "../../src/gateway/server.js";
+import { ModelGateway, type ModelGatewayOptions } from "../../src/gateway/server.js";
 import { silentLogger } from "../../src/log.js";
 import type { Database } from "../../src/store/db.js";
 
 // The model gateway (src/gateway/) as its tests make and call it, without a CLI.
 
-/** A gateway serving `apis`, recording to `db`; every run's egress list is `egress`'s. */
+/**
+ * A gateway serving `apis`, recording to `db`: no prices, every call admitted, no egress; `own`
+ * says otherwise.
+ */
 export function testGateway(
   db: Database,
   apis: ModelApi[],
-  egressOf: (runId: string) => Promise<readonly string[]> = async () => [],
+  own: Partial<ModelGatewayOptions> = {},
 ): ModelGateway {
-  return new ModelGateway({ apis, db, logger: silentLogger, dbOutageBoundMs: 5000, egressOf });
+  return new ModelGateway({
+    apis,
+    db,
+    logger: silentLogger,
+    dbOutageBoundMs: 5000,
+    prices: {},
+    admit: async () => null,
+    egressOf: async () => [],
+    ...own,
+  });
 }
 
 export interface Answer {

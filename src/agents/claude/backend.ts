@@ -40,6 +40,7 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
     name: "claude",
     settings: SessionSettings,
     resumesAtMessage: true,
+    metered: config.gateway !== undefined,
     interruptible: true,
     transcripts: (identity) =>
       claudeTranscripts(
@@ -98,6 +99,7 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
         ? throughGateway(
             config.gateway,
             config.env,
+            request,
             context,
             (env, access) =>
               run({ ...env, ANTHROPIC_BASE_URL: access.baseUrl }, sandboxGateway(access)),

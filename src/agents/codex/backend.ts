@@ -1,6 +1,7 @@
 import { dirname, join } from "node:path";
 import type { BridgeEvent } from "../../events.js";
 import { errorText } from "../../log.js";
+import { type PriceTable, priceOf } from "../../prices.js";
 import { agentFiles } from "../../process/agent-files.js";
 import type { RunAs } from "../../process/agent-user.js";
 import {
@@ -25,7 +26,7 @@ import { type GatewayAccess, sandboxGateway, throughGateway } from "../gateway-a
 import { imageExtension } from "../images.js";
 import { buildCodexArgs, type CodexProvider } from "./command.js";
 import { findCodexCredentials } from "./credentials.js";
-import { CodexMapper, type CodexPrice, type CodexUsageTotals } from "./mapper.js";
+import { CodexMapper, type CodexUsageTotals } from "./mapper.js";
 import { CodexSettings, codexSandboxing, SANDBOX_OF } from "./options.js";
 import { operatorCodexHome, seedTenantCodexHome } from "./tenant-config.js";
 import { codexTranscripts } from "./transcripts.js";
@@ -43,7 +44,7 @@ export interface CodexBackendConfig {
   env: Record<string, string>;
   driver: Omit<DriverConfig, "logger" | "onSpawn">;
   /** USD per million tokens, by model slug; a run of a model without one has no cost. */
-  prices: Record<string, CodexPrice>;
+  prices: PriceTable;
   /** Set: the version probe runs as the agents' user. */
   runAs?: RunAs;
   /** Set: codex's calls go through the model gateway (its env then holds no key). */
@@ -60,6 +61,7 @@ export function codexBackend(config: CodexBackendConfig): AgentBackend {
     // `codex exec resume` continues a thread from its end only.
     resumesAtMessage: false,
     // `codex exec` reads no control messages: a cancel stops its process group.
+    metered: config.gateway !== undefined,
     interruptible: false,
     transcripts: (identity) =>
       codexTranscripts(
@@ -87,6 +89,7 @@ export function codexBackend(config: CodexBackendConfig): AgentBackend {
       return throughGateway(
         gateway,
         config.env,
+        request,
         context,
         (env, access) =>
           run(env, { baseUrl: access.baseUrl, envKey: gateway.variable }, sandboxGateway(access)),
@@ -137,7 +140,7 @@ async function* runCodex(
   const { settings, identity } = request;
   const threadId = request.agentSessionId ?? undefined;
   const startedAt = performance.now();
-  const price = settings.model === null ? undefined : config.prices[settings.model];
+  const price = priceOf(config.prices, settings.model);
   const previousTotals = threadId ? await totalsBefore(request) : undefined;
   const mapper = new CodexMapper({
     ...(previousTotals ? { previousTotals } : {}),

@@ -6,6 +6,7 @@ import {
   type CompletionStatusValue,
   type Usage,
 } from "../../events.js";
+import { costOf, type ModelPrice } from "../../prices.js";
 import type { ToolKind } from "../../tool-calls.js";
 import {
   cut,
@@ -51,18 +52,11 @@ const ZERO_CODEX_USAGE: CodexUsageTotals = {
   reasoning_output_tokens: 0,
 };
 
-/** USD per million tokens of one model; cached input is billed at its own rate. */
-export interface CodexPrice {
-  input: number;
-  cached_input: number;
-  output: number;
-}
-
 export interface CodexMapperOptions {
   /** The thread's usage totals when this run started (from the previous run's `usageTotals`). */
   previousTotals?: CodexUsageTotals;
   /** The model's price; without it the completion's cost is null. */
-  price?: CodexPrice;
+  price?: ModelPrice;
   /** Longest `tool_result` content in characters; longer content is cut and marked truncated. */
   maxToolResultChars?: number;
   /** Milliseconds since the run started: codex reports no duration of its own. */
@@ -143,7 +137,7 @@ function mcpResultText(item: Json): string {
 
 export class CodexMapper {
   private readonly previousTotals: CodexUsageTotals;
-  private readonly price: CodexPrice | undefined;
+  private readonly price: ModelPrice | undefined;
   private readonly maxToolResultChars: number;
   private readonly elapsedMs: () => number;
   private readonly resumed: boolean;
@@ -437,12 +431,12 @@ export class CodexMapper {
   }
 
   private cost(run: CodexUsageTotals): number | null {
-    if (this.price === undefined) return null;
-    const uncached = Math.max(0, run.input_tokens - run.cached_input_tokens);
-    const usd =
-      uncached * this.price.input +
-      run.cached_input_tokens * this.price.cached_input +
-      run.output_tokens * this.price.output;
-    return usd / 1e6;
+    // Cache writes are among the uncached input tokens, and billed as input.
+    return costOf(this.price, {
+      inputTokens: Math.max(0, run.input_tokens - run.cached_input_tokens),
+      outputTokens: run.output_tokens,
+      cacheReadTokens: run.cached_input_tokens,
+      cacheCreationTokens: 0,
+    });
   }
 }

@@ -527,7 +527,9 @@ describe("CodexMapper on other item types", () => {
 
 describe("CodexMapper completions", () => {
   it("prices a run's own tokens when a price is given, cached input at its own rate", () => {
-    const mapper = new CodexMapper({ price: { input: 2, cached_input: 0.5, output: 8 } });
+    const mapper = new CodexMapper({
+      price: { input: 2, cache_read: 0.5, output: 8, cache_creation: 2 },
+    });
     const [completion] = mapAll(
       [
         started,

@@ -35,6 +35,17 @@ const policyFields = {
         "Where its agents may connect from their sandbox, through the bridge's proxy (the sandbox has no other way out but the model API): each entry `host`, `*.host` (the names under it), an IP address (`[v6]` in brackets), or `*` (any host), with `:port` or without (then 80 and 443). A name reaches only global unicast addresses; an address written here is reached as written, loopback or private too. Default `[]`: nothing.",
       example: ["github.com", "*.npmjs.org", "registry.npmjs.org:443"],
     }),
+  models: z
+    .array(z.string().trim().min(1).max(200))
+    .min(1)
+    .max(64)
+    .nullable()
+    .optional()
+    .openapi({
+      description:
+        "The models its runs may call through the model gateway, by the name a request gives (`claude-opus-5-5`); a call for another is refused with the API's 403 and its run ends `policy_denied`. null (the default): any.",
+      example: ["claude-opus-5-5", "claude-haiku-4-5"],
+    }),
 };
 
 export const CreateKeyBody = z
@@ -78,6 +89,10 @@ export const ApiKey = z
     egress: z.array(z.string()).openapi({
       description: "Where its sandboxed agents may connect, through the bridge's proxy.",
     }),
+    models: z
+      .array(z.string())
+      .nullable()
+      .openapi({ description: "The models its runs may call; null: any." }),
   })
   .openapi("ApiKey");
 
@@ -104,5 +119,6 @@ export function toApiKey(row: ApiKeyRow, config: Config): z.infer<typeof ApiKey>
     max_budget_usd: policy.maxBudgetUsd,
     worktrees: policy.worktrees,
     egress: policy.egress,
+    models: policy.models,
   };
 }

@@ -1,0 +1,1 @@
+ALTER TABLE "model_calls" ADD COLUMN "cost_usd" numeric(20, 10);

@@ -1,0 +1,176 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { issueKey } from "../../src/auth/keys.js";
+import type { KeyPolicyColumns } from "../../src/store/keys.js";
+import { listModelCalls } from "../../src/store/model-calls.js";
+import { fetchAs } from "../support/app.js";
+import { BACKENDS } from "../support/db.js";
+import type { MockTurn } from "../support/mock-anthropic.js";
+import { type RealClaudeApp, realClaudeApp } from "../support/real-claude.js";
+
+// What a key spends and which models it calls, at the model gateway, with the real claude CLI
+// against the mock Messages API: each call is charged to the run's key as it is recorded, whatever
+// the CLI then does or says; a call past the key's cap, or for a model off its list, is refused. On
+// each database, since the ledger is stored there.
+
+/** Tokens that make a call cost: $0.42 at claude-opus-5-5's price, the CLI's default model. */
+const COSTLY = { input_tokens: 100_000, output_tokens: 1_000 };
+const COSTLY_USD = 0.42;
+
+/** A turn in which the agent makes its CLI vanish right after the call that asked for it. */
+const killTheCli: MockTurn = {
+  blocks: [{ type: "tool_use", name: "Bash", input: { command: "echo spending; kill -9 $PPID" } }],
+  usage: COSTLY,
+};
+
+describe.each(BACKENDS)(
+  "key spend and models at the model gateway with the real CLI on %s",
+  (backend) => {
+    let app: RealClaudeApp;
+
+    beforeAll(async () => {
+      app = await realClaudeApp(backend, { AGENT_BRIDGE_AUTH: "keys" });
+    });
+    afterAll(() => app.close());
+
+    /** A key granted bypass, a way to send messages (each in a session of its own), and its spend. */
+    const tenant = async (policy: KeyPolicyColumns = {}) => {
+      const { key } = await issueKey(app.t.database.db, {
+        name: "tenant",
+        admin: false,
+        permissionModes: ["bypassPermissions"],
+        ...policy,
+      });
+      const call = (path: string, init: RequestInit = {}) =>
+        fetchAs(app.server.url, key, path, init);
+      return {
+        /** Posts a message in a new session and waits for its run's end. */
+        send: async (text: string) => {
+          const session = (await (
+            await call("/v1/sessions", {
+              method: "POST",
+              body: JSON.stringify({ permission_mode: "bypassPermissions" }),
+            })
+          ).json()) as { id: string };
+          const res = await call(`/v1/sessions/${session.id}/messages`, {
+            method: "POST",
+            headers: { Accept: "application/json" },
+            body: JSON.stringify({ text }),
+          });
+          return { status: res.status, body: await res.json() };
+        },
+        spent: async () =>
+          ((await (await call("/v1/usage")).json()) as { budget: { spent_usd: number } }).budget
+            .spent_usd,
+      };
+    };
+
+    /** What the run's metered calls cost. */
+    const meteredCost = async (runId: string) =>
+      (await listModelCalls(app.t.database.db, runId)).reduce(
+        (sum, c) => sum + (c.costUsd ?? 0),
+        0,
+      );
+
+    it("charges each call to the run's key as it is made: once for a run that ends well, and for one whose agent kills its CLI after the call", async () => {
+      const { send, spent } = await tenant({ maxBudgetUsd: 100 });
+
+      app.mock.script({ blocks: [{ type: "text", text: "Paid for." }], usage: COSTLY });
+      const paid = await send("one call");
+      expect(paid.body.completion).toMatchObject({ status: "succeeded" });
+      // The CLI reports what it spent; the key is charged what was metered, not both.
+      expect(paid.body.completion.cost_usd).toBeCloseTo(COSTLY_USD, 9);
+      expect(await meteredCost(paid.body.run.id)).toBeCloseTo(COSTLY_USD, 9);
+      expect(await spent()).toBeCloseTo(COSTLY_USD, 9);
+
+      app.mock.script(killTheCli);
+      const killed = await send("spend, then vanish");
+      expect(killed.body.completion).toMatchObject({
+        status: "failed",
+        error_code: "agent_exited",
+        cost_usd: null,
+      });
+      expect(await meteredCost(killed.body.run.id)).toBeCloseTo(COSTLY_USD, 9);
+      expect(await spent()).toBeCloseTo(2 * COSTLY_USD, 9);
+    });
+
+    it("stops the issue's attack at the cap: four messages whose agent kills its CLI after its call are each charged, and the key's next message is refused once the cap is spent", async () => {
+      // Room for two such calls, not three: the third run starts under the cap and ends past it.
+      const { send, spent } = await tenant({ maxBudgetUsd: 2.5 * COSTLY_USD });
+      const outcomes: unknown[] = [];
+      for (const attack of ["attack one", "attack two", "attack three", "attack four"]) {
+        // For this message's conversation only: a refused message leaves no turn for the next test.
+        app.mock.scriptFor(attack, killTheCli);
+        const { status, body } = await send(attack);
+        outcomes.push(status === 200 ? body.completion.error_code : `${status} ${body.code}`);
+      }
+      expect(outcomes).toEqual([
+        "agent_exited",
+        "agent_exited",
+        // Started under the cap (the CLI given what was left), it spent past it: the CLI may stop
+        // itself at its --max-budget-usd before the agent's command runs.
+        expect.stringMatching(/^(agent_exited|budget_exhausted)$/),
+        "402 budget_exhausted",
+      ]);
+      expect(await spent()).toBeCloseTo(3 * COSTLY_USD, 9);
+    });
+
+    it("refuses a call past the key's cap at the gateway, also one the agent makes with its run's token, and the run ends budget_exhausted", async () => {
+      // $0.0008 a call at claude-opus-5-5's price: the CLI's first and one of the agent's fit.
+      const cheap = { input_tokens: 100, output_tokens: 20 };
+      const { send, spent } = await tenant({ maxBudgetUsd: 0.0015 });
+      const before = app.mock.requests.length;
+      const body = JSON.stringify({
+        model: "claude-opus-5-5",
+        max_tokens: 10,
+        messages: [{ role: "user", content: "more" }],
+      });
+      app.mock.script({
+        blocks: [
+          {
+            type: "tool_use",
+            name: "Bash",
+            input: {
+              command: `for i in 1 2 3; do curl -s -o /dev/null -w '%{http_code} ' -H "x-api-key: $ANTHROPIC_API_KEY" -H 'content-type: application/json' -d '${body}' "$ANTHROPIC_BASE_URL/v1/messages"; done`,
+            },
+          },
+        ],
+        usage: cheap,
+      });
+      const { body: answer } = await send("spend it all");
+      expect(answer.completion).toMatchObject({
+        status: "failed",
+        is_error: true,
+        error_code: "budget_exhausted",
+        error: expect.stringContaining("the key's budget of $0.0015"),
+      });
+      // The CLI's call and the agent's first reached the upstream; the agent's second and third
+      // were refused, and so was the CLI's next.
+      expect(app.mock.requests.slice(before).map((r) => r.kind)).toEqual(["main", "side"]);
+      const calls = await listModelCalls(app.t.database.db, answer.run.id);
+      expect(calls.map((c) => c.costUsd)).toEqual([0.0008, 0.0008]);
+      expect(await spent()).toBeCloseTo(0.0016, 9);
+    });
+
+    it("refuses a call for a model outside the key's list with the API's 403, and the run ends policy_denied; a listed model goes", async () => {
+      // The CLI's default model, claude-opus-5-5, is not on the list.
+      const { send } = await tenant({ models: ["claude-haiku-4-5"] });
+      const before = app.mock.requests.length;
+      const { body } = await send("which model?");
+      expect(body.completion).toMatchObject({
+        status: "failed",
+        error_code: "policy_denied",
+        error:
+          "the key's policy does not allow the model claude-opus-5-5: it is not among its models (claude-haiku-4-5)",
+      });
+      expect(app.mock.requests.slice(before).filter((r) => r.path === "/v1/messages")).toEqual([]);
+      expect(await listModelCalls(app.t.database.db, body.run.id)).toEqual([]);
+
+      const listed = await tenant({ models: ["claude-opus-5-5"] });
+      app.mock.script({ blocks: [{ type: "text", text: "Allowed." }] });
+      expect((await listed.send("this one")).body.completion).toMatchObject({
+        status: "succeeded",
+        result: "Allowed.",
+      });
+    });
+  },
+);
