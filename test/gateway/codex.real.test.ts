@@ -106,7 +106,7 @@ describe.each(BACKENDS)("the model gateway with the real codex CLI on %s", (back
       requestId: expect.stringMatching(/^req_mock/),
     }));
     expect(await listModelCalls(t.database.db, run.id)).toMatchObject(served);
-    expect(await meteredUsage(t.database.db, run.id)).toEqual({
+    expect(await meteredUsage(t.database.db, run.id)).toMatchObject({
       calls: 2,
       inputTokens: 800,
       outputTokens: 47,
