@@ -155,7 +155,10 @@ export interface paths {
     /** List API keys, revoked ones included (admin) */
     get: operations["listKeys"];
     put?: never;
-    /** Create an API key (admin) */
+    /**
+     * Create an API key (admin)
+     * @description 409 `sandbox_required` when the server runs its agents without a sandbox (`AGENT_BRIDGE_SANDBOX=auto` found none) and a key can run agents already: a second tenant's agent could reach the first's work. Install bubblewrap and socat and restart, or set `AGENT_BRIDGE_SANDBOX=off`.
+     */
     post: operations["createKey"];
     delete?: never;
     options?: never;
@@ -588,7 +591,7 @@ export interface components {
       delivered_at: string | null;
     };
     /**
-     * @description Why the run did not succeed, when the bridge can tell: `agent_not_authenticated` (the CLI has no valid credentials: set ANTHROPIC_API_KEY or another login in the server's environment), `agent_error` (the CLI or its API reported an error), `agent_not_found`, `agent_start_failed`, `agent_exited` (ended without a result), `agent_stalled`, `work_dir_not_found`, `invalid_run_request`, `timed_out`, `cancelled`, `interrupted` (the bridge stopped the run: its server shut down or died, or its instance lost its lease; nothing about the run itself was wrong, so sending it again may succeed), `budget_exhausted` (the run stopped at, or did not start past, its key's monthly `max_budget_usd`), `max_budget` (the run stopped at its own `max_budget_usd`, the session's or its message's), `max_turns` (the run stopped at its `max_turns`), `policy_denied` (its key's policy no longer allows the session's options), `memory_limit` (the run went over its memory limit, AGENT_BRIDGE_RUN_MEMORY_MB: the kernel killed one of its processes, and the bridge stopped the run), `process_limit` (the run reached its process limit, AGENT_BRIDGE_RUN_MAX_PROCESSES: a fork failed, and the bridge stopped the run). Absent on success and when the bridge itself failed.
+     * @description Why the run did not succeed, when the bridge can tell: `agent_not_authenticated` (the CLI has no valid credentials: set ANTHROPIC_API_KEY or another login in the server's environment), `agent_error` (the CLI or its API reported an error), `agent_not_found`, `agent_start_failed`, `agent_exited` (ended without a result), `agent_stalled`, `work_dir_not_found`, `invalid_run_request`, `timed_out`, `cancelled`, `interrupted` (the bridge stopped the run: its server shut down or died, or its instance lost its lease; nothing about the run itself was wrong, so sending it again may succeed), `budget_exhausted` (the run stopped at, or did not start past, its key's monthly `max_budget_usd`), `max_budget` (the run stopped at its own `max_budget_usd`, the session's or its message's), `max_turns` (the run stopped at its `max_turns`), `policy_denied` (its key's policy no longer allows the session's options), `memory_limit` (the run went over its memory limit, AGENT_BRIDGE_RUN_MEMORY_MB: the kernel killed one of its processes, and the bridge stopped the run), `process_limit` (the run reached its process limit, AGENT_BRIDGE_RUN_MAX_PROCESSES: a fork failed, and the bridge stopped the run), `sandbox_required` (runs cannot be sandboxed on this server and several API keys exist: no tenant's agent runs beside another's unsandboxed). Absent on success and when the bridge itself failed.
      * @enum {string}
      */
     CompletionErrorCode:
@@ -608,7 +611,8 @@ export interface components {
       | "max_turns"
       | "policy_denied"
       | "memory_limit"
-      | "process_limit";
+      | "process_limit"
+      | "sandbox_required";
     CompletionEvent: {
       /**
        * @description discriminator enum property added by openapi-typescript
@@ -1110,6 +1114,7 @@ export interface components {
         | "too_many_streams"
         | "rate_limited"
         | "key_not_found"
+        | "sandbox_required"
         | "work_dir_not_allowed"
         | "session_not_found"
         | "run_not_found"
@@ -2463,6 +2468,15 @@ export interface operations {
       };
       /** @description The key lacks the admin role, or its policy does not allow what was asked (`policy_denied`) */
       403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Conflict */
+      409: {
         headers: {
           [name: string]: unknown;
         };
