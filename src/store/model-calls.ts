@@ -22,6 +22,16 @@ export async function recordModelCall(db: Database, call: NewModelCall, at = new
   });
 }
 
+/** Whether any call of the run's was metered. */
+export async function hasModelCalls(db: Database, runId: string): Promise<boolean> {
+  const [row] = await db
+    .select({ id: modelCalls.id })
+    .from(modelCalls)
+    .where(eq(modelCalls.runId, runId))
+    .limit(1);
+  return row !== undefined;
+}
+
 /** A run's calls, in the order they started. */
 export function listModelCalls(db: Database, runId: string): Promise<ModelCallRow[]> {
   return db

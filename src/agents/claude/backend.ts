@@ -39,7 +39,6 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
     name: "claude",
     settings: SessionSettings,
     resumesAtMessage: true,
-    metered: config.gateway !== undefined,
     interruptible: true,
     transcripts: (identity) =>
       claudeTranscripts(
