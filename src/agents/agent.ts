@@ -186,11 +186,6 @@ export interface AgentBackend {
    * and its conversation intact; a cancel then asks it first, and kills it only when it does not.
    */
   readonly interruptible: boolean;
-  /**
-   * Its CLI calls its model API through the model gateway (src/gateway/), which meters each call
-   * and charges the run's key for it as it is made: the run's own cost is not charged again.
-   */
-  readonly metered: boolean;
   /** Where the CLI keeps its transcripts: in its HOME, or the tenant's of `identity`. */
   transcripts(identity: AgentIdentity | undefined): TranscriptLocation;
   /** The CLI runs and has credentials; rejects with a message an operator can act on. */

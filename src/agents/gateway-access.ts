@@ -1,8 +1,9 @@
-import type { BridgeEvent } from "../events.js";
+import type { BridgeEvent, CompletionEvent } from "../events.js";
 import type { CallRefusal } from "../gateway/admission.js";
 import type { RunAccess } from "../gateway/server.js";
 import { errorText } from "../log.js";
 import type { SandboxGateway } from "../process/sandbox.js";
+import type { MeteredUsage } from "../store/model-calls.js";
 import type { AgentRunRequest, RunContext } from "./agent.js";
 import { bypassProxyFor } from "./child-env.js";
 
@@ -61,7 +62,15 @@ export async function* throughGateway(
       access.close();
       // Its calls are charged to its key before its end is recorded: the key's next run sees it.
       await access.recorded();
-      yield refusal ? batch.map((event) => refused(event, refusal)) : batch;
+      const metered = await access.metered().catch((err) => {
+        context.logger.error("could not read the run's metered calls", { error: errorText(err) });
+        return undefined;
+      });
+      yield batch.map((event) => {
+        if (event.type !== "completion") return event;
+        const spent = metered ? withMetered(event, metered) : event;
+        return refusal ? refused(spent, refusal) : spent;
+      });
     }
   } finally {
     access.close();
@@ -69,9 +78,29 @@ export async function* throughGateway(
 }
 
 /** The completion of a run that failed for the gateway's refusal says so. */
-function refused(event: BridgeEvent, refusal: CallRefusal): BridgeEvent {
-  if (event.type !== "completion" || event.status !== "failed") return event;
-  return { ...event, is_error: true, error: refusal.message, error_code: refusal.code };
+function refused(completion: CompletionEvent, refusal: CallRefusal): CompletionEvent {
+  if (completion.status !== "failed") return completion;
+  return { ...completion, is_error: true, error: refusal.message, error_code: refusal.code };
+}
+
+/**
+ * A CLI that reported no cost (killed, crashed, cancelled before its result) did not report its
+ * usage either: the run's are what its calls were metered at (its cost when each call's model had
+ * a price). What a CLI did report stands.
+ */
+function withMetered(completion: CompletionEvent, metered: MeteredUsage): CompletionEvent {
+  if (completion.cost_usd !== null || metered.calls === 0) return completion;
+  return {
+    ...completion,
+    usage: {
+      ...completion.usage,
+      input_tokens: metered.inputTokens,
+      output_tokens: metered.outputTokens,
+      cache_read_tokens: metered.cacheReadTokens,
+      cache_creation_tokens: metered.cacheCreationTokens,
+    },
+    cost_usd: metered.pricedCalls === metered.calls ? metered.costUsd : null,
+  };
 }
 
 /** The gateway as the run's sandbox reaches it: its socket, served on the gateway's port. */

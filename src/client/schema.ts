@@ -893,6 +893,16 @@ export interface components {
       /** @description The image's bytes, base64 (standard alphabet, padded). */
       data: string;
     };
+    /** @description What the model gateway metered of a run's calls to its model API, by the API's own account. */
+    MeteredUsage: {
+      calls: number;
+      input_tokens: number;
+      output_tokens: number;
+      cache_read_tokens: number;
+      cache_creation_tokens: number;
+      /** @description At each call's model's price; null when a call's model has none. USD to 10 decimal places: a run's cost is kept rounded to that, and every total is the exact sum of its runs' costs (added as decimals, with no floating-point drift), shown exactly up to $100 000 (a JSON number holds about 15 significant digits; beyond, the last decimal places round). */
+      cost_usd: number | null;
+    };
     NewApiKey: components["schemas"]["ApiKey"] & {
       /** @description The key itself: shown this once, stored only as a hash. */
       key: string;
@@ -1224,6 +1234,8 @@ export interface components {
       completion: components["schemas"]["CompletionEvent"] | null;
       /** @description For a run started by a hook with a `callback_url`: the state of the POST of its outcome. */
       callback: components["schemas"]["CallbackState"] | null;
+      /** @description Its calls as the model gateway metered them, beside what its CLI reported (`completion`); `usage` and `cost_usd` are the metered figures when the CLI reported no cost (killed, crashed). null: no call of its went through the gateway. */
+      metered: components["schemas"]["MeteredUsage"] | null;
     };
     /** @description Each sandboxed run's memory and process limits (README Security), or why there are none: a run that hits one ends `failed` with `memory_limit` or `process_limit`. */
     RunLimitsReadiness:

@@ -3,7 +3,7 @@ import type { AddressInfo } from "node:net";
 import { errorText, type Logger } from "../log.js";
 import { costOf, type PriceTable, priceOf } from "../prices.js";
 import type { Database } from "../store/db.js";
-import { recordModelCall } from "../store/model-calls.js";
+import { type MeteredUsage, meteredUsage, recordModelCall } from "../store/model-calls.js";
 import { withDbRetries } from "../store/retry.js";
 import type { Admission, CallRefusal } from "./admission.js";
 import type { ModelApi } from "./api.js";
@@ -46,6 +46,8 @@ export interface RunAccess {
   recorded(): Promise<void>;
   /** The latest of its calls that the gateway refused (./admission.ts), if any was. */
   refusal(): CallRefusal | undefined;
+  /** What its calls recorded so far add up to. */
+  metered(): Promise<MeteredUsage>;
 }
 
 export interface ModelGatewayOptions {
@@ -129,6 +131,7 @@ export class ModelGateway {
       },
       recorded: () => this.recorded(runId),
       refusal: () => this.refusals.get(runId),
+      metered: () => meteredUsage(this.opts.db, runId),
     };
   }
 

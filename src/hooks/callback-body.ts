@@ -1,6 +1,7 @@
 import { toRun } from "../http/routes/runs/runs.schemas.js";
 import type { Database } from "../store/db.js";
 import { getCompletionEvent, runText } from "../store/events.js";
+import { meteredUsageOf } from "../store/model-calls.js";
 import { getRun } from "../store/runs.js";
 
 /**
@@ -11,6 +12,7 @@ export async function callbackBody(db: Database, runId: string): Promise<string>
   const row = await getRun(db, runId);
   if (!row) throw new Error(`run ${runId} is gone`);
   const completion = (await getCompletionEvent(db, runId)) ?? null;
-  const { callback: _, ...run } = toRun(row, completion);
+  const metered = (await meteredUsageOf(db, [runId])).get(runId) ?? null;
+  const { callback: _, ...run } = toRun(row, completion, null, false, metered);
   return JSON.stringify({ run, completion, text: await runText(db, runId) });
 }

@@ -16,8 +16,6 @@ export class ActiveRun implements Admittable {
   interruptedBy: string | undefined;
   /** A client cancelled the run before its outcome was known: it ends `cancelled`. */
   cancelled = false;
-  /** Its CLI calls its model through the gateway, which charges its key call by call. */
-  metered = false;
   /** The run's outcome, once known: from then on it can no longer be cancelled. */
   outcome: CompletionEvent["status"] | undefined;
   /** The trace context the run was submitted in (its request's span), when tracing is on. */

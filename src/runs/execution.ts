@@ -103,7 +103,6 @@ export class Execution {
       );
       if (session.worktree) await this.prepareWorktree(session, git);
       const agent = this.opts.agents.get(session.agent);
-      run.metered = agent.metered;
       const identity = await this.opts.homes?.identityFor(session.ownerKeyId);
       transcripts = { agent, identity };
       if (run.resume) await this.restoreTranscript(run, agent, identity);
@@ -345,13 +344,7 @@ export class Execution {
    */
   private async complete(run: ActiveRun, completion: CompletionEvent) {
     const at = run.log.completionPosition();
-    const { entry, state } = await this.opts.recorder.record(
-      run.row,
-      at,
-      completion,
-      run.hooks,
-      run.metered,
-    );
+    const { entry, state } = await this.opts.recorder.record(run.row, at, completion, run.hooks);
     this.opts.metrics.runFinished(JSON.parse(entry.json) as CompletionEvent);
     if (state === "stored") {
       run.log.close(entry);

@@ -125,7 +125,6 @@ interface Unrecorded {
   entry: SequencedEvent;
   completion: CompletionEvent;
   hooks: readonly RunTransactionHook[];
-  metered: boolean;
 }
 
 const FIRST_RETRY_MS = 1000;
@@ -149,23 +148,20 @@ export class CompletionRecorder {
 
   /**
    * Records the run's end, with the part of each of `hooks` (those the run joined); resolves with
-   * its completion and whether it is stored. Never rejects. `metered`: the model gateway charged
-   * the run's key for each of its calls as it was made (AgentBackend.metered), so its cost as the
-   * CLI reports it is not charged again.
+   * its completion and whether it is stored. Never rejects.
    */
   async record(
     row: RunRow,
     at: CompletionPosition,
     completion: CompletionEvent,
     hooks: readonly RunTransactionHook[],
-    metered: boolean,
   ): Promise<Recorded> {
     const { logger, outageBoundMs } = this.opts;
     // The cost as the run's row keeps it, so that the completion and the row say the same.
     completion = { ...completion, cost_usd: exactCost(completion.cost_usd) };
     const store = (outcome: CompletionEvent) =>
       withDbRetries(
-        () => this.persist(row, outcome, hooks, metered, (totals) => numbered(outcome, at, totals)),
+        () => this.persist(row, outcome, hooks, (totals) => numbered(outcome, at, totals)),
         outageBoundMs,
       );
     let outcome = completion;
@@ -208,7 +204,7 @@ export class CompletionRecorder {
       error: describeDbError(error),
     });
     const entry = numbered(outcome, at);
-    this.unrecorded.set(row.id, { row, entry, completion: outcome, hooks, metered });
+    this.unrecorded.set(row.id, { row, entry, completion: outcome, hooks });
     this.scheduleRetry();
     return { entry, state: "pending" };
   }
@@ -257,10 +253,9 @@ export class CompletionRecorder {
     return true;
   }
 
-  private async storeWaiting(runId: string, waiting: Unrecorded) {
-    const { row, entry, completion, hooks, metered } = waiting;
+  private async storeWaiting(runId: string, { row, entry, completion, hooks }: Unrecorded) {
     try {
-      await this.persist(row, completion, hooks, metered, () => entry);
+      await this.persist(row, completion, hooks, () => entry);
       this.unrecorded.delete(runId);
       this.opts.logger.info("recorded a run's end after the database came back", {
         run_id: runId,
@@ -288,7 +283,6 @@ export class CompletionRecorder {
     row: RunRow,
     completion: CompletionEvent,
     hooks: readonly RunTransactionHook[],
-    metered: boolean,
     entryFor: (totals: SessionUsage | undefined) => SequencedEvent,
   ): Promise<SequencedEvent> {
     return this.opts.db.transaction(async (tx) => {
@@ -296,7 +290,6 @@ export class CompletionRecorder {
         status: completion.status,
         usage: completion.usage,
         costUsd: completion.cost_usd,
-        chargeKey: !metered,
         durationMs: completion.duration_ms,
         agentSessionId: completion.agent_session_id,
         lastMessageUuid: completion.last_message_uuid,

@@ -47,8 +47,6 @@ export async function reapRuns(
         error_code: "interrupted",
       },
       hooks,
-      // It has no cost of its own to charge; its metered calls were charged as they were made.
-      false,
     );
     if (state === "stored") closed++;
     logger.warn("closed a run left unfinished by an instance that is gone", {

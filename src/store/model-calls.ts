@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { type AnyColumn, asc, count, eq, sql } from "drizzle-orm";
+import { type AnyColumn, asc, count, eq, inArray, sql } from "drizzle-orm";
 import type { Database } from "./db.js";
 import { addKeySpend, keyOfRun } from "./keys.js";
 import { type ModelCallRow, modelCalls } from "./schema.js";
@@ -22,6 +22,16 @@ export async function recordModelCall(db: Database, call: NewModelCall, at = new
   });
 }
 
+/** Whether any call of the run's was metered. */
+export async function hasModelCalls(db: Database, runId: string): Promise<boolean> {
+  const [row] = await db
+    .select({ id: modelCalls.id })
+    .from(modelCalls)
+    .where(eq(modelCalls.runId, runId))
+    .limit(1);
+  return row !== undefined;
+}
+
 /** A run's calls, in the order they started. */
 export function listModelCalls(db: Database, runId: string): Promise<ModelCallRow[]> {
   return db
@@ -40,6 +50,8 @@ export interface MeteredUsage {
   cacheCreationTokens: number;
   /** What its calls of priced models cost, in USD. */
   costUsd: number;
+  /** Its calls of priced models: all of them, when `costUsd` is the whole cost. */
+  pricedCalls: number;
 }
 
 /**
@@ -48,18 +60,32 @@ export interface MeteredUsage {
  */
 const total = (column: AnyColumn) => sql`coalesce(sum(${column}), 0)`.mapWith(Number);
 
+const meteredColumns = {
+  calls: count(),
+  inputTokens: total(modelCalls.inputTokens),
+  outputTokens: total(modelCalls.outputTokens),
+  cacheReadTokens: total(modelCalls.cacheReadTokens),
+  cacheCreationTokens: total(modelCalls.cacheCreationTokens),
+  costUsd: total(modelCalls.costUsd),
+  pricedCalls: count(modelCalls.costUsd),
+};
+
 export async function meteredUsage(db: Database, runId: string): Promise<MeteredUsage> {
-  const [row] = await db
-    .select({
-      calls: count(),
-      inputTokens: total(modelCalls.inputTokens),
-      outputTokens: total(modelCalls.outputTokens),
-      cacheReadTokens: total(modelCalls.cacheReadTokens),
-      cacheCreationTokens: total(modelCalls.cacheCreationTokens),
-      costUsd: total(modelCalls.costUsd),
-    })
-    .from(modelCalls)
-    .where(eq(modelCalls.runId, runId));
+  const [row] = await db.select(meteredColumns).from(modelCalls).where(eq(modelCalls.runId, runId));
   // An aggregate without group by always has its one row.
   return row as MeteredUsage;
+}
+
+/** What each of the runs' calls used, for those of them with any. */
+export async function meteredUsageOf(
+  db: Database,
+  runIds: string[],
+): Promise<Map<string, MeteredUsage>> {
+  if (runIds.length === 0) return new Map();
+  const rows = await db
+    .select({ runId: modelCalls.runId, ...meteredColumns })
+    .from(modelCalls)
+    .where(inArray(modelCalls.runId, runIds))
+    .groupBy(modelCalls.runId);
+  return new Map(rows.map(({ runId, ...usage }) => [runId, usage]));
 }

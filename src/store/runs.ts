@@ -16,6 +16,7 @@ import type { Principal } from "../auth/principal.js";
 import type { Usage } from "../events.js";
 import type { Database } from "./db.js";
 import { addKeySpend } from "./keys.js";
+import { hasModelCalls } from "./model-calls.js";
 import { newestFirst, olderThan, type PageKey } from "./paging.js";
 import { instances, type RunRow, runs, sessions } from "./schema.js";
 import { sessionUsageColumns, visibleTo } from "./sessions.js";
@@ -489,11 +490,6 @@ export interface RunOutcome {
   status: string;
   usage: Usage;
   costUsd: number | null;
-  /**
-   * The cost is added to the key's spend. Not for a run whose calls went through the model
-   * gateway, which added each call's to it as it was made (src/store/model-calls.ts).
-   */
-  chargeKey: boolean;
   durationMs: number | null;
   agentSessionId: string | null;
   lastMessageUuid: string | null;
@@ -567,7 +563,10 @@ export async function finishRun(db: Database, run: RunRow, outcome: RunOutcome) 
     .returning({ ...sessionUsageColumns, ownerKeyId: sessions.ownerKeyId });
   if (!updated) return undefined;
   const { ownerKeyId, ...totals } = updated;
-  if (ownerKeyId && outcome.chargeKey && outcome.costUsd) {
+  // A run whose calls the model gateway metered was charged for each as it was recorded (all
+  // recorded before its end is: src/agents/gateway-access.ts); a run without any is charged what
+  // its CLI reported (it called its API itself, or spent nothing).
+  if (ownerKeyId && outcome.costUsd && !(await hasModelCalls(db, run.id))) {
     await addKeySpend(db, ownerKeyId, now, outcome.costUsd);
   }
   return totals;

@@ -112,6 +112,9 @@ describe.each(BACKENDS)("the model gateway with the real codex CLI on %s", (back
       outputTokens: 47,
       cacheReadTokens: 1900,
       cacheCreationTokens: 0,
+      // The mock's model (gpt-5.5) has no built-in price.
+      costUsd: 0,
+      pricedCalls: 0,
     });
     // What codex reported agrees.
     expect(completion.usage).toMatchObject({

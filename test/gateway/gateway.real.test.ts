@@ -274,6 +274,7 @@ describe.each(BACKENDS)("the model gateway with the real claude CLI on %s", (bac
       // At claude-opus-5-5's price, the CLI's default model: 2500 × $4 + 47 × $20 + 1800 × $0.20
       // + 40 × $5, per million.
       costUsd: 0.0115,
+      pricedCalls: 2,
     });
   });
 });

@@ -58,6 +58,7 @@ describe.each(BACKENDS)(
           });
           return { status: res.status, body: await res.json() };
         },
+        get: async (path: string) => (await call(path)).json(),
         spent: async () =>
           ((await (await call("/v1/usage")).json()) as { budget: { spent_usd: number } }).budget
             .spent_usd,
@@ -87,10 +88,51 @@ describe.each(BACKENDS)(
       expect(killed.body.completion).toMatchObject({
         status: "failed",
         error_code: "agent_exited",
-        cost_usd: null,
       });
       expect(await meteredCost(killed.body.run.id)).toBeCloseTo(COSTLY_USD, 9);
       expect(await spent()).toBeCloseTo(2 * COSTLY_USD, 9);
+    });
+
+    it("shows a run's metered calls beside what its CLI reported, and takes its usage and cost from them when its CLI was killed before reporting any", async () => {
+      const { send, get } = await tenant();
+      const metered = {
+        calls: 1,
+        input_tokens: 100_000,
+        output_tokens: 1_000,
+        cache_read_tokens: 0,
+        cache_creation_tokens: 0,
+        cost_usd: COSTLY_USD,
+      };
+
+      app.mock.script({ blocks: [{ type: "text", text: "Reported." }], usage: COSTLY });
+      const reported = await send("report it");
+      expect(reported.body.completion).toMatchObject({ status: "succeeded" });
+      const shown = await get(`/v1/runs/${reported.body.run.id}`);
+      // The CLI's own figures (its turn count, its API time) and the gateway's, side by side.
+      expect(shown).toMatchObject({
+        usage: { input_tokens: 100_000, output_tokens: 1_000, num_turns: 1 },
+        completion: { cost_usd: expect.closeTo(COSTLY_USD, 9) },
+        metered,
+      });
+
+      app.mock.script(killTheCli);
+      const killed = await send("spend, then vanish");
+      // The CLI reported nothing: the run's usage and cost are what was metered.
+      expect(killed.body.completion).toMatchObject({
+        status: "failed",
+        error_code: "agent_exited",
+        cost_usd: COSTLY_USD,
+        usage: { input_tokens: 100_000, output_tokens: 1_000 },
+      });
+      expect(await get(`/v1/runs/${killed.body.run.id}`)).toMatchObject({
+        cost_usd: COSTLY_USD,
+        usage: { input_tokens: 100_000, output_tokens: 1_000 },
+        metered,
+      });
+      const session = (await get(`/v1/sessions/${killed.body.run.session_id}`)) as {
+        usage: { cost_usd: number };
+      };
+      expect(session.usage.cost_usd).toBe(COSTLY_USD);
     });
 
     it("stops the issue's attack at the cap: four messages whose agent kills its CLI after its call are each charged, and the key's next message is refused once the cap is spent", async () => {

@@ -67,13 +67,7 @@ describe.each(BACKENDS)("the completion recorder on %s", (backend) => {
       result: "all done",
       cost_usd: 0.5,
     };
-    const { entry, state } = await recorder.record(
-      row,
-      { seq: 1, publicSeq: 1 },
-      succeeded,
-      [],
-      false,
-    );
+    const { entry, state } = await recorder.record(row, { seq: 1, publicSeq: 1 }, succeeded, []);
     expect(state).toBe("stored");
     const published = JSON.parse(entry.json);
     expect(published).toMatchObject({
@@ -94,7 +88,7 @@ describe.each(BACKENDS)("the completion recorder on %s", (backend) => {
     const lift = await refuseRunsEnding(db, "cancelled", "40001");
     const { recorder, settled } = recorderOn(db, 100);
     const cancelled = bareCompletion("cancelled", "cancelled by a test");
-    const { state } = await recorder.record(row, { seq: 1, publicSeq: 1 }, cancelled, [], false);
+    const { state } = await recorder.record(row, { seq: 1, publicSeq: 1 }, cancelled, []);
     expect(state).toBe("pending");
     expect(recorder.unstored()).toEqual([row.id]);
     await lift();
@@ -118,13 +112,7 @@ describe.each(BACKENDS)("the completion recorder on %s", (backend) => {
     try {
       const { recorder, settled } = recorderOn(db, 100);
       const interrupted = bareCompletion("interrupted", "the server shut down");
-      const { state } = await recorder.record(
-        row,
-        { seq: 1, publicSeq: 1 },
-        interrupted,
-        [],
-        false,
-      );
+      const { state } = await recorder.record(row, { seq: 1, publicSeq: 1 }, interrupted, []);
       expect(state).toBe("pending");
       await recorder.flush();
       expect(settled).toEqual([[row.id, false]]);

@@ -91,25 +91,17 @@ describe.each(BACKENDS)("run transaction hooks on %s", (backend) => {
     const completion = bareCompletion("cancelled", "cancelled by a client");
 
     const joined = await recordRun(db, await newRun(), message, [callbackHook], null);
-    expect((await recorder.record(joined, at, completion, [callbackHook], false)).state).toBe(
-      "stored",
-    );
+    expect((await recorder.record(joined, at, completion, [callbackHook])).state).toBe("stored");
     expect((await callbacksOf(db, [joined.id])).get(joined.id)?.nextAttemptAt).toBeInstanceOf(Date);
 
     // Its callback row exists, but the run was recorded without the hook.
     const other = await recordRun(db, await newRun(), message, [callbackHook], null);
-    expect((await recorder.record(other, at, completion, [], false)).state).toBe("stored");
+    expect((await recorder.record(other, at, completion, [])).state).toBe("stored");
     expect((await callbacksOf(db, [other.id])).get(other.id)?.nextAttemptAt).toBeNull();
 
     // A hook that refuses takes the whole completion with it: nothing of the run's end is stored.
     const refused = await recordRun(db, await newRun(), message, [callbackHook], null);
-    const recorded = await recorder.record(
-      refused,
-      at,
-      completion,
-      [callbackHook, refusing],
-      false,
-    );
+    const recorded = await recorder.record(refused, at, completion, [callbackHook, refusing]);
     expect(recorded.state).toBe("pending");
     await recorder.flush();
     expect(settled).toEqual([[refused.id, false]]);

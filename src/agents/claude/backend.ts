@@ -40,7 +40,6 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
     name: "claude",
     settings: SessionSettings,
     resumesAtMessage: true,
-    metered: config.gateway !== undefined,
     interruptible: true,
     transcripts: (identity) =>
       claudeTranscripts(

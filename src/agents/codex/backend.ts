@@ -61,7 +61,6 @@ export function codexBackend(config: CodexBackendConfig): AgentBackend {
     // `codex exec resume` continues a thread from its end only.
     resumesAtMessage: false,
     // `codex exec` reads no control messages: a cancel stops its process group.
-    metered: config.gateway !== undefined,
     interruptible: false,
     transcripts: (identity) =>
       codexTranscripts(

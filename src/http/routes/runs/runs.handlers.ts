@@ -8,6 +8,7 @@ import { readStoredLog } from "../../../runs/stored-log.js";
 import { type Database, inOneSnapshot } from "../../../store/db.js";
 import { completionEvents, type LogView } from "../../../store/events.js";
 import { callbacksOf } from "../../../store/hooks.js";
+import { meteredUsageOf } from "../../../store/model-calls.js";
 import { runsWithPendingRequests } from "../../../store/permissions.js";
 import * as runStore from "../../../store/runs.js";
 import type { RunRow, SessionRow } from "../../../store/schema.js";
@@ -24,14 +25,15 @@ import { type PostMessageBody, toRun } from "./runs.schemas.js";
 const runNotFound = (id: string) => new ApiError(404, "run_not_found", `No run with id ${id}`);
 
 /**
- * Runs as the API shows them: each row with its completion, its callback's state and, while it
- * runs, whether a permission request of its waits for an answer; a statement per part for all
+ * Runs as the API shows them: each row with its completion, its callback's state, its metered
+ * calls and, while it runs, whether a permission request of its waits for an answer; a statement per part for all
  * of them. Read in the snapshot `db` the rows were read in (inOneSnapshot), so that the parts agree.
  */
 async function showRuns(db: Database, rows: RunRow[]) {
   const ids = rows.map((row) => row.id);
   const completions = await completionEvents(db, ids);
   const callbacks = await callbacksOf(db, ids);
+  const metered = await meteredUsageOf(db, ids);
   const awaiting = await runsWithPendingRequests(
     db,
     rows.filter((row) => row.status === "running").map((row) => row.id),
@@ -42,6 +44,7 @@ async function showRuns(db: Database, rows: RunRow[]) {
       completions.get(row.id) ?? null,
       callbacks.get(row.id) ?? null,
       awaiting.has(row.id),
+      metered.get(row.id) ?? null,
     ),
   );
 }

@@ -8,6 +8,7 @@ import {
 import { Approvals, Effort, ModelName, PermissionMode } from "../../../agents/settings.js";
 import { BridgeEvent, CompletionEvent, RunStatus, Usage } from "../../../events.js";
 import { COST_PRECISION } from "../../../money.js";
+import type { MeteredUsage as StoredMeteredUsage } from "../../../store/model-calls.js";
 import type { CallbackRow, RunRow } from "../../../store/schema.js";
 import { StreamError } from "../../sse.js";
 import {
@@ -203,6 +204,25 @@ export const CallbackState = z
   .openapi("CallbackState");
 export type CallbackState = z.infer<typeof CallbackState>;
 
+export const MeteredUsage = z
+  .object({
+    calls: z.number().int(),
+    input_tokens: z.number().int(),
+    output_tokens: z.number().int(),
+    cache_read_tokens: z.number().int(),
+    cache_creation_tokens: z.number().int(),
+    cost_usd: z
+      .number()
+      .nullable()
+      .openapi({
+        description: `At each call's model's price; null when a call's model has none. ${COST_PRECISION}`,
+      }),
+  })
+  .openapi("MeteredUsage", {
+    description:
+      "What the model gateway metered of a run's calls to its model API, by the API's own account.",
+  });
+
 export const Run = z
   .object({
     id: z.string(),
@@ -241,6 +261,10 @@ export const Run = z
     callback: z.union([CallbackState, z.null()]).openapi({
       description:
         "For a run started by a hook with a `callback_url`: the state of the POST of its outcome.",
+    }),
+    metered: z.union([MeteredUsage, z.null()]).openapi({
+      description:
+        "Its calls as the model gateway metered them, beside what its CLI reported (`completion`); `usage` and `cost_usd` are the metered figures when the CLI reported no cost (killed, crashed). null: no call of its went through the gateway.",
     }),
   })
   .openapi("Run");
@@ -306,6 +330,7 @@ export function toRun(
   completion: z.infer<typeof CompletionEvent> | null,
   callback: CallbackRow | null = null,
   awaitingApproval = false,
+  metered: StoredMeteredUsage | null = null,
 ): Run {
   return {
     id: row.id,
@@ -344,5 +369,13 @@ export function toRun(
     events_url: `/v1/runs/${row.id}/events`,
     completion,
     callback: callback ? toCallbackState(callback) : null,
+    metered: metered && {
+      calls: metered.calls,
+      input_tokens: metered.inputTokens,
+      output_tokens: metered.outputTokens,
+      cache_read_tokens: metered.cacheReadTokens,
+      cache_creation_tokens: metered.cacheCreationTokens,
+      cost_usd: metered.pricedCalls === metered.calls ? metered.costUsd : null,
+    },
   };
 }

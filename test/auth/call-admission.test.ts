@@ -1,0 +1,86 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { issueKey } from "../../src/auth/keys.js";
+import { callAdmission } from "../../src/auth/policy.js";
+import { loadConfig } from "../../src/config.js";
+import type { Admission } from "../../src/gateway/admission.js";
+import { type KeyPolicyColumns, keyOfRun } from "../../src/store/keys.js";
+import { recordModelCall } from "../../src/store/model-calls.js";
+import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
+
+// What the model gateway asks before it forwards a run's metered call (src/auth/policy.ts
+// callAdmission), against the ledger as the database holds it.
+
+describe.each(BACKENDS)("a metered call's admission on %s", (backend) => {
+  let database: TestDatabase;
+  let admit: Admission;
+
+  beforeAll(async () => {
+    database = await openTestDatabase(backend);
+    admit = callAdmission(database.db, loadConfig({}));
+  });
+  afterAll(() => database.destroy());
+
+  /** A run of a key with `policy` (none: a session without a key). */
+  const runOf = async (policy?: KeyPolicyColumns) => {
+    const key = policy
+      ? (await issueKey(database.db, { name: "k", admin: false, ...policy })).row.id
+      : null;
+    return (await insertSessionRun(database.db, "hi", key)).id;
+  };
+  /** Records a call of the run's that cost `usd`. */
+  const spend = (runId: string, usd: number) =>
+    recordModelCall(database.db, {
+      runId,
+      endpoint: "/v1/messages",
+      model: "claude-opus-5-5",
+      inputTokens: 1,
+      outputTokens: 1,
+      cacheReadTokens: 0,
+      cacheCreationTokens: 0,
+      costUsd: usd,
+      status: 200,
+      error: null,
+      requestId: null,
+      startedAt: new Date(),
+      durationMs: 1,
+    });
+  const ask = (runId: string, model: string | null, maxBudgetUsd: number | null = null) =>
+    admit({ runId, model, maxBudgetUsd });
+
+  it("lets a call go while the key's month and the run's own cap have something left, and refuses the next once either is spent", async () => {
+    const runId = await runOf({ maxBudgetUsd: 1 });
+    expect(await ask(runId, "claude-opus-5-5", 0.5)).toBeNull();
+    await spend(runId, 0.5);
+    expect(await ask(runId, "claude-opus-5-5")).toBeNull();
+    expect(await ask(runId, "claude-opus-5-5", 0.5)).toEqual({
+      code: "max_budget",
+      message: "the run's max_budget_usd of $0.5 is spent ($0.5)",
+    });
+    // Another run of the key spends the rest of its month.
+    await spend(await insertSessionRunOf(runId), 0.5);
+    expect(await ask(runId, "claude-opus-5-5")).toMatchObject({
+      code: "budget_exhausted",
+      message: expect.stringContaining("the key's budget of $1"),
+    });
+  });
+
+  it("refuses a model outside the key's list, and, for a key with a budget, a model without a price; a run without a key or a cap may call any", async () => {
+    const listed = await runOf({ models: ["claude-opus-5-5"] });
+    expect(await ask(listed, "claude-opus-5-5")).toBeNull();
+    expect(await ask(listed, "claude-haiku-4-5")).toMatchObject({ code: "policy_denied" });
+    expect(await ask(listed, null)).toMatchObject({ code: "policy_denied" });
+    const capped = await runOf({ maxBudgetUsd: 10 });
+    expect(await ask(capped, "claude-unpriced")).toEqual({
+      code: "policy_denied",
+      message:
+        "the key has a budget, and the model claude-unpriced has no price to count its spend at (AGENT_BRIDGE_MODEL_PRICES)",
+    });
+    expect(await ask(await runOf({}), "claude-unpriced")).toBeNull();
+    expect(await ask(await runOf(), "claude-unpriced")).toBeNull();
+  });
+
+  /** Another run in a session of the same key as `runId`'s. */
+  async function insertSessionRunOf(runId: string): Promise<string> {
+    return (await insertSessionRun(database.db, "more", await keyOfRun(database.db, runId))).id;
+  }
+});
