@@ -151,10 +151,16 @@ describe.each(REAL_CLI_BACKENDS)("events of the real claude CLI on %s", (backend
           },
         ],
       },
-      { blocks: [{ type: "text", text: "Here is the answer." }] },
+      // Answered once the subagent's text is on its way: the CLI reads it before the main
+      // conversation's end (a loaded machine could otherwise let the result come first, and the
+      // run ends there).
+      { blocks: [{ type: "text", text: "Here is the answer." }], hold: () => subagentSpoke },
     );
+    let spoke!: () => void;
+    const subagentSpoke = new Promise<void>((resolve) => (spoke = resolve));
     mock.scriptFor("Gather the notes, subagent", {
       blocks: [{ type: "text", text: "SUBAGENT NOTES" }],
+      holdMidStream: async () => spoke(),
     });
     const session = await api.newSession();
     const res = await api.postMessage(session.id, "delegate it", { Accept: "application/json" });
