@@ -1,34 +1,98 @@
-import { execFile } from "node:child_process";
+import type { Socket } from "node:net";
 import { commandAs, type RunAs } from "./agent-user.js";
+import { terminateGroup } from "./groups.js";
+import type { Launch, Sandbox } from "./sandbox.js";
+import { spawnProcess } from "./spawner.js";
 
 export type VersionProbe = () => Promise<string>;
 
+/** Where the probe runs the CLI: as the runs do. */
+export interface ProbeAs {
+  /** The agents' user. */
+  runAs?: RunAs;
+  /** The runs' sandbox: a CLI the agents reach only inside one is found there. */
+  sandbox?: Sandbox;
+}
+
+/** How long the CLI may take to say its version. */
+const PROBE_TIMEOUT_MS = 15_000;
+
 /**
- * Asks an agent's CLI for its version (`<bin> --version`), which proves the binary exists and
- * runs (as the agents' user, when given). A success is remembered for `ttlMs` so that readiness
- * checks do not spawn a process each time.
+ * Asks an agent's CLI for its version (`<bin> --version`), started as its runs are (as the
+ * agents' user, in a sandbox of its own), which proves the binary exists and runs for them. A
+ * success is remembered for `ttlMs` so that readiness checks do not spawn a process each time.
  */
 export function createVersionProbe(
   name: string,
   bin: string,
   env: Record<string, string>,
-  runAs?: RunAs,
+  as: ProbeAs = {},
   ttlMs = 60_000,
 ): VersionProbe {
-  const [file, args] = runAs ? commandAs(runAs, bin, ["--version"]) : [bin, ["--version"]];
   let cached: { version: string; at: number } | undefined;
   return async () => {
     if (cached && Date.now() - cached.at < ttlMs) return cached.version;
-    const version = await new Promise<string>((resolve, reject) => {
-      execFile(file, args, { timeout: 15_000, env }, (err, stdout) => {
-        if (err) {
-          const reason =
-            (err as NodeJS.ErrnoException).code === "ENOENT" ? "not found" : err.message;
-          reject(new Error(`${name} CLI at ${bin}: ${reason}`));
-        } else resolve(stdout.trim());
-      });
-    });
+    let version: string;
+    try {
+      version = await run(await launch(bin, env, as), env);
+    } catch (err) {
+      const reason =
+        (err as NodeJS.ErrnoException).code === "ENOENT" ? "not found" : (err as Error).message;
+      throw new Error(`${name} CLI at ${bin}: ${reason}`);
+    }
     cached = { version, at: Date.now() };
     return version;
   };
+}
+
+function launch(bin: string, env: Record<string, string>, as: ProbeAs): Promise<Launch> | Launch {
+  const args = ["--version"];
+  if (as.sandbox) {
+    // Working nowhere in particular: the system, read-only.
+    return as.sandbox.command({
+      bin,
+      args,
+      cwd: "/",
+      env,
+      ...(as.runAs ? { runAs: as.runAs } : {}),
+      reach: { workDirReadOnly: true },
+    });
+  }
+  const [file, argv] = as.runAs ? commandAs(as.runAs, bin, args) : [bin, args];
+  return { bin: file, args: argv, dirs: [], env: {} };
+}
+
+/** The command's stdout, trimmed, once it exits 0; else why not. */
+async function run(command: Launch, env: Record<string, string>): Promise<string> {
+  const child = await spawnProcess(command.bin, command.args, {
+    cwd: "/",
+    env: { ...env, ...command.env },
+    dirs: command.dirs,
+  });
+  child.stdin.end();
+  const timer = setTimeout(() => void terminateGroup(child.pid, 1000), PROBE_TIMEOUT_MS);
+  try {
+    const [stdout, stderr, exit] = await Promise.all([
+      text(child.stdout),
+      text(child.stderr),
+      child.exited,
+    ]);
+    if (exit.code === 0) return stdout.trim();
+    const how =
+      exit.code === null ? `killed by ${exit.signal ?? "a signal"}` : `exit code ${exit.code}`;
+    throw new Error(`${how}${stderr.trim() ? `: ${stderr.trim().split("\n").at(-1)}` : ""}`);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function text(stream: Socket): Promise<string> {
+  return new Promise((resolve) => {
+    let all = "";
+    stream.setEncoding("utf8");
+    stream.on("data", (chunk: string) => {
+      all += chunk;
+    });
+    stream.once("close", () => resolve(all));
+  });
 }

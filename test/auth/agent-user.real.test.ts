@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generateKey } from "../../src/auth/keys.js";
 import { AGENT_USER, ensureAgentUser, isRoot, TENANT_UID_BASE } from "../support/agent-user.js";
-import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
+import { CLAUDE_BIN, type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
 import { CODEX_BIN, type CodexEnv, makeCodexEnv } from "../support/codex-env.js";
 import { serverDatabases } from "../support/db.js";
 import {
@@ -65,8 +65,11 @@ function agentUserCanRun(bin: string): boolean {
 }
 
 const codexReachable = isRoot && agentUserCanRun(CODEX_BIN);
+// Without the sandbox, which shows the CLI's installation wherever it is, the agent user must
+// reach it on the host: not so in a fresh clone under a temp dir of root's (0700).
+const claudeReachable = isRoot && agentUserCanRun(CLAUDE_BIN);
 
-describe.skipIf(!isRoot)("agents run as another OS user (AGENT_BRIDGE_AGENT_USER)", () => {
+describe.skipIf(!claudeReachable)("agents run as another OS user (AGENT_BRIDGE_AGENT_USER)", () => {
   const dbs = serverDatabases();
   let mock: MockAnthropic;
   let ce: ClaudeEnv;

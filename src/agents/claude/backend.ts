@@ -35,7 +35,10 @@ export interface ClaudeBackendConfig {
 }
 
 export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
-  const probe = createVersionProbe("claude", config.bin, config.env, config.runAs);
+  const probe = createVersionProbe("claude", config.bin, config.env, {
+    ...(config.runAs ? { runAs: config.runAs } : {}),
+    ...(config.driver.sandbox ? { sandbox: config.driver.sandbox } : {}),
+  });
   return {
     name: "claude",
     settings: SessionSettings,

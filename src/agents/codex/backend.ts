@@ -54,7 +54,10 @@ export interface CodexBackendConfig {
 const LABEL = { name: "codex", binVariable: "AGENT_BRIDGE_CODEX_BIN" };
 
 export function codexBackend(config: CodexBackendConfig): AgentBackend {
-  const probe = createVersionProbe("codex", config.bin, config.env, config.runAs);
+  const probe = createVersionProbe("codex", config.bin, config.env, {
+    ...(config.runAs ? { runAs: config.runAs } : {}),
+    ...(config.driver.sandbox ? { sandbox: config.driver.sandbox } : {}),
+  });
   return {
     name: "codex",
     settings: CodexSettings,
