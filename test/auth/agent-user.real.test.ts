@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generateKey } from "../../src/auth/keys.js";
+import { commandAs } from "../../src/process/agent-user.js";
 import { AGENT_USER, ensureAgentUser, isRoot, TENANT_UID_BASE } from "../support/agent-user.js";
 import { CLAUDE_BIN, type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
 import { CODEX_BIN, type CodexEnv, makeCodexEnv } from "../support/codex-env.js";
@@ -52,12 +53,10 @@ function processWithHome(home: string): number {
  */
 function agentUserCanRun(bin: string): boolean {
   try {
-    ensureAgentUser();
-    execFileSync(
-      "setpriv",
-      ["--reuid", AGENT_USER, "--regid", AGENT_USER, "--init-groups", bin, "--version"],
-      { stdio: "ignore" },
-    );
+    const { uid, gid } = ensureAgentUser();
+    // As the server starts its CLIs (setpriv itself may still pass where they then cannot).
+    const [file, args] = commandAs({ uid, gid, groups: [gid] }, bin, ["--version"]);
+    execFileSync(file, args, { stdio: "ignore" });
     return true;
   } catch {
     return false;
