@@ -1,8 +1,6 @@
-import type { Socket } from "node:net";
 import { commandAs, type RunAs } from "./agent-user.js";
-import { terminateGroup } from "./groups.js";
+import { runToEnd } from "./run-to-end.js";
 import type { Launch, Sandbox } from "./sandbox.js";
-import { spawnProcess } from "./spawner.js";
 
 export type VersionProbe = () => Promise<string>;
 
@@ -14,8 +12,8 @@ export interface ProbeAs {
   sandbox?: Sandbox;
 }
 
-/** How long the CLI may take to say its version. */
-const PROBE_TIMEOUT_MS = 15_000;
+/** How long the CLI may take to say its version, and how much it may say. */
+const PROBE_BOUNDS = { timeLimitMs: 15_000, maxOutputBytes: 1024 * 1024 };
 
 /**
  * Asks an agent's CLI for its version (`<bin> --version`), started as its runs are (as the
@@ -64,35 +62,11 @@ function launch(bin: string, env: Record<string, string>, as: ProbeAs): Promise<
 
 /** The command's stdout, trimmed, once it exits 0; else why not. */
 async function run(command: Launch, env: Record<string, string>): Promise<string> {
-  const child = await spawnProcess(command.bin, command.args, {
-    cwd: "/",
-    env: { ...env, ...command.env },
-    dirs: command.dirs,
-  });
-  child.stdin.end();
-  const timer = setTimeout(() => void terminateGroup(child.pid, 1000), PROBE_TIMEOUT_MS);
-  try {
-    const [stdout, stderr, exit] = await Promise.all([
-      text(child.stdout),
-      text(child.stderr),
-      child.exited,
-    ]);
-    if (exit.code === 0) return stdout.trim();
-    const how =
-      exit.code === null ? `killed by ${exit.signal ?? "a signal"}` : `exit code ${exit.code}`;
-    throw new Error(`${how}${stderr.trim() ? `: ${stderr.trim().split("\n").at(-1)}` : ""}`);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-function text(stream: Socket): Promise<string> {
-  return new Promise((resolve) => {
-    let all = "";
-    stream.setEncoding("utf8");
-    stream.on("data", (chunk: string) => {
-      all += chunk;
-    });
-    stream.once("close", () => resolve(all));
-  });
+  const { stdout, stderr, exit, late } = await runToEnd(command, "/", env, PROBE_BOUNDS);
+  if (late) throw new Error(`no answer within ${PROBE_BOUNDS.timeLimitMs / 1000}s`);
+  if (exit.code === 0 && stdout !== undefined) return stdout.trim();
+  const how =
+    exit.code === null ? `killed by ${exit.signal ?? "a signal"}` : `exit code ${exit.code}`;
+  const last = stderr?.trim().split("\n").at(-1);
+  throw new Error(last ? `${how}: ${last}` : how);
 }

@@ -1,8 +1,7 @@
-import type { Socket } from "node:net";
 import path from "node:path";
 import { commandAs } from "../process/agent-user.js";
+import { type Ended, runToEnd } from "../process/run-to-end.js";
 import type { Launch, Sandbox } from "../process/sandbox.js";
-import { type SpawnedProcess, spawnProcess } from "../process/spawner.js";
 import type { AgentIdentity, TenantHomes } from "../process/tenant-homes.js";
 
 // Plain `git` as a subprocess: argument arrays, never a shell; the output of one command at a time.
@@ -74,31 +73,24 @@ export class Git {
     // Started in the repository, and taken into a worktree by git itself: the sandbox's user
     // enters its work dir before it is the tenant's, and a worktree is the tenant's alone.
     const into = path.resolve(cwd) === path.resolve(this.repo) ? [] : ["-C", cwd];
-    let child: SpawnedProcess;
+    let ended: Ended;
     try {
       const launch = await this.start(this.repo, [...into, ...args]);
-      child = await spawnProcess(launch.bin, launch.args, {
-        cwd: this.repo,
-        env: launch.env,
-        dirs: launch.dirs,
-      });
+      // Only local commands are run (no fetch or push), so nothing can wait for input.
+      ended = await runToEnd(
+        launch,
+        this.repo,
+        {},
+        {
+          timeLimitMs: this.timeLimitMs,
+          maxOutputBytes: MAX_OUTPUT_BYTES,
+        },
+      );
     } catch (err) {
       // A missing directory, or a link planted on its path (the sandbox refuses to follow it).
       throw new GitError(args, null, (err as Error).message);
     }
-    // Only local commands are run (no fetch or push), so nothing can wait for input.
-    child.stdin.end();
-    const stop = () => killGroup(child.pid);
-    let late = false;
-    const timer = setTimeout(() => {
-      late = true;
-      stop();
-    }, this.timeLimitMs);
-    const [stdout, stderr, exit] = await Promise.all([
-      text(child.stdout, stop),
-      text(child.stderr, stop),
-      child.exited,
-    ]).finally(() => clearTimeout(timer));
+    const { stdout, stderr, exit, late } = ended;
     if (late) throw new GitError(args, null, `stopped after ${this.timeLimitMs} ms`);
     if (exit.code === 0 && stdout !== undefined) return stdout;
     throw new GitError(args, exit.code, stderr ?? "more output than git gives here");
@@ -113,31 +105,6 @@ export class Git {
       throw err;
     }
   }
-}
-
-/** Ends git and all it started: in a sandbox, bwrap's end ends everything inside. */
-function killGroup(pgid: number) {
-  try {
-    process.kill(-pgid, "SIGKILL");
-  } catch {
-    // Gone already.
-  }
-}
-
-/** A stream's text; undefined, once `stop` is called, when it exceeds the bound. */
-async function text(stream: Socket, stop: () => void): Promise<string | undefined> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of stream as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > MAX_OUTPUT_BYTES) {
-      stream.destroy();
-      stop();
-      return undefined;
-    }
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks).toString("utf8");
 }
 
 export interface GitRunnerOptions {
