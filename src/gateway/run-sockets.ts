@@ -56,7 +56,8 @@ export class RunSockets {
         if (!this.open.delete(socket)) return;
         listener.close();
         for (const connection of connections) connection.destroy();
-        void rm(socketPath, { force: true });
+        // In the server's own directory; what cannot be removed goes with it at the close.
+        rm(socketPath, { force: true }).catch(() => undefined);
       },
     };
     this.open.add(socket);

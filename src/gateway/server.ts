@@ -160,7 +160,14 @@ export class ModelGateway {
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = req.url ?? "/";
     // An absolute URI: a request for the proxy, not for a model API.
-    if (!url.startsWith("/")) return this.egress.forward(req, res);
+    if (!url.startsWith("/")) {
+      return this.egress.forward(req, res).catch((err) => {
+        this.opts.logger.error("a request through the egress proxy failed", {
+          error: errorText(err),
+        });
+        res.destroy();
+      });
+    }
     const [, prefix = "", ...rest] = url.split("/");
     const api = this.apis.get(prefix);
     if (!api) {
