@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { httpApi } from "../support/app.js";
 import { REAL_CLI_BACKENDS } from "../support/db.js";
-import type { MockAnthropic } from "../support/mock-anthropic.js";
+import { holdUntilReleased, type MockAnthropic } from "../support/mock-anthropic.js";
 import { type RealClaudeApp, realClaudeApp } from "../support/real-claude.js";
 import { type Frame, SseReader } from "../support/sse.js";
 
@@ -135,6 +135,7 @@ describe.each(REAL_CLI_BACKENDS)("events of the real claude CLI on %s", (backend
     // The subagent runs beside the main conversation, so each conversation gets its own turns:
     // neither the order of their requests nor the turn the CLI starts when the subagent reports
     // back (after its result, before it exits) takes another test's turns.
+    const mainAnswer = holdUntilReleased();
     mock.scriptFor(
       "delegate it",
       {
@@ -151,30 +152,37 @@ describe.each(REAL_CLI_BACKENDS)("events of the real claude CLI on %s", (backend
           },
         ],
       },
-      // Answered once the subagent's text is on its way: the CLI reads it before the main
-      // conversation's end (a loaded machine could otherwise let the result come first, and the
-      // run ends there).
-      { blocks: [{ type: "text", text: "Here is the answer." }], hold: () => subagentSpoke },
+      // Answered once the subagent's text is in the run's events: the run ends at the main
+      // conversation's result, which would otherwise (on a loaded machine) come first.
+      { blocks: [{ type: "text", text: "Here is the answer." }], hold: mainAnswer.hold },
     );
-    let spoke!: () => void;
-    const subagentSpoke = new Promise<void>((resolve) => (spoke = resolve));
     mock.scriptFor("Gather the notes, subagent", {
       blocks: [{ type: "text", text: "SUBAGENT NOTES" }],
-      holdMidStream: async () => spoke(),
     });
     const session = await api.newSession();
-    const res = await api.postMessage(session.id, "delegate it", { Accept: "application/json" });
-    const finished = await res.json();
-    expect(finished.text).toBe("Delegating.\n\nHere is the answer.");
-    expect(JSON.stringify(finished)).not.toContain("SUBAGENT NOTES");
-    expect(JSON.stringify(await events(finished.run.id, "default"))).not.toContain(
-      "SUBAGENT NOTES",
-    );
-    const full = await events(finished.run.id, "full");
+    const res = await fetch(`${server.url}/v1/sessions/${session.id}/messages?events=full`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ text: "delegate it" }),
+    });
+    const stream = SseReader.of(res);
+    const full = await stream.until("subagent_text_delta");
+    mainAnswer.release();
+    full.push(...(await stream.events()));
     const call = data<{ tool_use_id: string }>(of(full, "tool_call")[0]);
     expect(of(full, "subagent_text_delta").map((f) => data(f))).toEqual([
       { type: "subagent_text_delta", text: "SUBAGENT NOTES", parent_tool_use_id: call.tool_use_id },
     ]);
+    const completion = data<{ result: string }>(full.at(-1));
+    expect(completion.result).toBe("Here is the answer.");
+    // What a JSON reply gives as its text: the default view's text deltas.
+    const shown = await events(res.headers.get("x-run-id") ?? "", "default");
+    expect(
+      of(shown, "text_delta")
+        .map((f) => data<{ text: string }>(f).text)
+        .join(""),
+    ).toBe("Delegating.\n\nHere is the answer.");
+    expect(JSON.stringify(shown)).not.toContain("SUBAGENT NOTES");
   });
 
   it("tells the default stream why the run is waiting when the API is being retried", async () => {
