@@ -13,6 +13,7 @@ import { CommandInbox } from "./cluster/commands.js";
 import { Doorbell } from "./cluster/doorbell.js";
 import { InstanceLease } from "./cluster/lease.js";
 import type { Config } from "./config.js";
+import { DomainError } from "./errors.js";
 import { anthropicApi } from "./gateway/anthropic.js";
 import { openaiApi } from "./gateway/openai.js";
 import { ModelGateway } from "./gateway/server.js";
@@ -23,7 +24,7 @@ import { Scheduler } from "./hooks/scheduler.js";
 import { authenticate, requireAdmin } from "./http/auth.js";
 import type { AppDeps, AppEnv, SandboxReadiness } from "./http/context.js";
 import { docsRouter } from "./http/docs.js";
-import { ApiError, onError, onNotFound, problemResponse } from "./http/errors.js";
+import { onError, onNotFound, problemResponse } from "./http/errors.js";
 import { accessLog, limitBody, requestMetrics, requireJsonBody } from "./http/middleware.js";
 import { openApiDocument } from "./http/openapi.js";
 import { rateLimit } from "./http/rate-limit.js";
@@ -301,14 +302,11 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
       onMethodNotAllowed: (c, methods) =>
         problemResponse(
           c,
-          new ApiError(
-            405,
+          new DomainError(
             "method_not_allowed",
             `${c.req.method} is not allowed here; use ${methods.join(", ")}`,
-            {
-              headers: { Allow: methods.join(", ") },
-            },
           ),
+          { Allow: methods.join(", ") },
         ),
     }),
   );

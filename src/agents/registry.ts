@@ -1,9 +1,10 @@
+import { DomainError } from "../errors.js";
 import type { AgentBackend, AgentName } from "./agent.js";
 
 /** A session names a back-end this server does not run (AGENT_BRIDGE_AGENTS). */
-export class AgentUnavailableError extends Error {
+export class AgentUnavailableError extends DomainError {
   constructor(readonly agent: string) {
-    super(`this server does not run the ${agent} agent (AGENT_BRIDGE_AGENTS)`);
+    super("agent_unavailable", `this server does not run the ${agent} agent (AGENT_BRIDGE_AGENTS)`);
   }
 }
 

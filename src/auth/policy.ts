@@ -3,6 +3,7 @@ import type { SessionSettings } from "../agents/agent.js";
 import { PERMISSION_MODES } from "../agents/permission-modes.js";
 import type { PermissionMode } from "../agents/settings.js";
 import type { Config } from "../config.js";
+import { DomainError } from "../errors.js";
 import type { Admission } from "../gateway/admission.js";
 import { EgressRuleError, parseEgressRule } from "../gateway/egress.js";
 import { priceOf } from "../prices.js";
@@ -59,19 +60,20 @@ export interface Budget {
 }
 
 /** A session or hook asks for more than its key's policy allows (403). */
-export class PolicyDeniedError extends Error {
+export class PolicyDeniedError extends DomainError {
   constructor(
     readonly field: keyof typeof FIELD_NAMES,
     detail: string,
   ) {
-    super(`the key's policy does not allow this ${FIELD_NAMES[field]}: ${detail}`);
+    super("policy_denied", `the key's policy does not allow this ${FIELD_NAMES[field]}: ${detail}`);
   }
 }
 
 /** The key's spend this month has reached its cap: no run starts (402). */
-export class BudgetExhaustedError extends Error {
+export class BudgetExhaustedError extends DomainError {
   constructor(readonly budget: Budget) {
     super(
+      "budget_exhausted",
       `the key's budget of $${budget.maxUsd} for the month from ${budget.periodStart.toISOString()} is spent ($${round(budget.spentUsd)}); it renews at the start of next month (UTC)`,
     );
   }

@@ -1,8 +1,8 @@
-import { toRun } from "../http/routes/runs/runs.schemas.js";
 import type { Database } from "../store/db.js";
 import { getCompletionEvent, runText } from "../store/events.js";
 import { meteredUsageOf } from "../store/model-calls.js";
 import { getRun } from "../store/runs.js";
+import { toRun } from "../wire/run.js";
 
 /**
  * A callback's body: `{run, completion, text}`, the run as `GET /v1/runs/{id}` shows it (without

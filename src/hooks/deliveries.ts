@@ -1,15 +1,8 @@
 import { createHash, randomUUID } from "node:crypto";
-import { AgentUnavailableError } from "../agents/registry.js";
-import { BudgetExhaustedError, PolicyDeniedError } from "../auth/policy.js";
 import type { Config } from "../config.js";
+import { DomainError } from "../errors.js";
 import { errorFields, errorText, type Logger } from "../log.js";
-import {
-  KeyRunLimitError,
-  QueueFullError,
-  SessionExpiredError,
-  SessionGoneError,
-  ShuttingDownError,
-} from "../runs/errors.js";
+import { SessionExpiredError } from "../runs/errors.js";
 import type { RunManager } from "../runs/manager.js";
 import type { Database } from "../store/db.js";
 import { uniqueViolation } from "../store/errors.js";
@@ -17,7 +10,7 @@ import * as store from "../store/hooks.js";
 import type { HookDeliveryRow, HookRow, RunRow, SessionRow } from "../store/schema.js";
 import { createSession, deleteSession, getSession } from "../store/sessions.js";
 import { hookAgent, hookSettings } from "./hook-settings.js";
-import { asText, PromptTooLargeError, render, type TemplateContext } from "./template.js";
+import { asText, render, type TemplateContext } from "./template.js";
 
 // What a verified delivery or a schedule's tick does: record it once, fill the hook's templates,
 // find or make the session, and queue the run (behind the session's active run, if any).
@@ -40,9 +33,9 @@ export const REPLAY_WINDOW_MS = 24 * 60 * 60 * 1000;
 /** A longer rendered session key is stored as its SHA-256. */
 const MAX_SESSION_KEY_CHARS = 256;
 
-export class EmptyPromptError extends Error {
+export class EmptyPromptError extends DomainError {
   constructor(hook: string) {
-    super(`the prompt template of hook ${hook} rendered empty for this delivery`);
+    super("prompt_empty", `the prompt template of hook ${hook} rendered empty for this delivery`);
   }
 }
 
@@ -198,20 +191,6 @@ export async function fireSchedule(
   return start(deps, hook, delivery, context);
 }
 
-/** Refusals whose message says why no run started, and holds nothing of the server's. */
-const REFUSALS = [
-  EmptyPromptError,
-  PromptTooLargeError,
-  PolicyDeniedError,
-  BudgetExhaustedError,
-  QueueFullError,
-  KeyRunLimitError,
-  ShuttingDownError,
-  SessionExpiredError,
-  SessionGoneError,
-  AgentUnavailableError,
-];
-
 /** Recorded for any other failure, whose message may hold SQL, parameters or paths (logged). */
 const INTERNAL_FAILURE =
   "the run could not be started: an internal error (the server's log has the cause)";
@@ -228,7 +207,8 @@ async function start(
   try {
     ({ run, session } = await submitRun(deps, hook, delivery, context));
   } catch (err) {
-    const refusal = REFUSALS.some((refusal) => err instanceof refusal);
+    // A refusal's message says why no run started, and holds nothing of the server's.
+    const refusal = err instanceof DomainError;
     if (!refusal) {
       deps.logger.error("a hook delivery could not start its run", {
         hook: hook.name,

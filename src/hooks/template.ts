@@ -1,3 +1,5 @@
+import { DomainError } from "../errors.js";
+
 // Prompt templates: `{{payload.pull_request.title}}`, `{{event}}`, `{{delivery_id}}` and the like,
 // filled in one pass. A value is inserted as text and never read as a template again, so a
 // payload holding `{{…}}` cannot reach other values; nothing is ever evaluated.
@@ -62,12 +64,13 @@ function cut(text: string): string {
 }
 
 /** A template rendered past its byte limit; rendering stopped there. */
-export class PromptTooLargeError extends Error {
+export class PromptTooLargeError extends DomainError {
   constructor(
     readonly template: string,
     readonly maxBytes: number,
   ) {
     super(
+      "prompt_too_large",
       `the ${template} renders to more than ${maxBytes} bytes for this delivery (AGENT_BRIDGE_HOOK_PROMPT_MAX_BYTES)`,
     );
   }

@@ -1,20 +1,21 @@
 import type { AgentBackend, SessionSettings } from "../agents/agent.js";
 import { type McpCatalog, unknownMcpServers } from "../agents/mcp-servers.js";
 import { type AgentRegistry, AgentUnavailableError } from "../agents/registry.js";
-import { ApiError, type ValidationIssue } from "./errors.js";
+import { InvalidRequestError, type ValidationIssue } from "../errors.js";
 
 // A session's agent and settings, as a request asks for them (a session, or a hook's sessions):
 // the agent must be one this server runs, and each setting one the agent can honour.
 
-/** The agent; one this server does not run is the client's to fix (400 agent_unavailable). */
+/**
+ * The agent; one this server does not run is the client's to fix, a field of the request like
+ * any other (400 validation_failed), not the server's (503 agent_unavailable, a session's agent).
+ */
 export function requestedAgent(agents: AgentRegistry, name: string): AgentBackend {
   try {
     return agents.get(name);
   } catch (err) {
     if (!(err instanceof AgentUnavailableError)) throw err;
-    throw new ApiError(400, "agent_unavailable", err.message, {
-      errors: [{ location: "body", path: "agent", message: err.message }],
-    });
+    throw new InvalidRequestError([{ location: "body", path: "agent", message: err.message }]);
   }
 }
 

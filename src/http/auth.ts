@@ -2,14 +2,11 @@ import type { Context, MiddlewareHandler } from "hono";
 import { hashKey, isWellFormedKey, sameHash } from "../auth/keys.js";
 import { ANONYMOUS_ADMIN, type Principal } from "../auth/principal.js";
 import { InvalidStreamTokenError, verifyStreamToken } from "../auth/stream-tokens.js";
+import { DomainError } from "../errors.js";
 import { findKeyByHash, getKey, touchKey } from "../store/keys.js";
 import type { AppEnv } from "./context.js";
-import { ApiError } from "./errors.js";
 
-const unauthorized = (detail: string) =>
-  new ApiError(401, "unauthorized", detail, {
-    headers: { "WWW-Authenticate": 'Bearer realm="agent-bridge"' },
-  });
+const unauthorized = (detail: string) => new DomainError("unauthorized", detail);
 
 /** `last_used_at` is kept to the minute: a request need not cost a write each. */
 const TOUCH_EVERY_MS = 60_000;
@@ -80,6 +77,6 @@ async function streamTokenPrincipal(c: Context<AppEnv>): Promise<Principal | und
 /** Admin-only routes: a valid key without the admin role gets 403. */
 export const requireAdmin: MiddlewareHandler<AppEnv> = async (c, next) => {
   if (!c.var.principal.admin)
-    throw new ApiError(403, "forbidden", "this route needs an admin API key");
+    throw new DomainError("forbidden", "this route needs an admin API key");
   return next();
 };

@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
+import { DomainError } from "../errors.js";
 import type { PageKey } from "../store/paging.js";
-import { ApiError } from "./errors.js";
 
 // Cursors are opaque to clients: base64url of the last row's sort key. A cursor that does not
 // decode is the client's mistake (400), never a silent first page.
@@ -29,8 +29,7 @@ export function decodeCursor(cursor: string): PageKey {
     const key = Key.parse(JSON.parse(Buffer.from(cursor, "base64url").toString("utf8")));
     return { createdAt: key.t, id: key.id };
   } catch {
-    throw new ApiError(
-      400,
+    throw new DomainError(
       "invalid_cursor",
       "cursor is not one this server returned as next_cursor",
     );

@@ -1,4 +1,5 @@
-import { invalidRequest, locationOf } from "./errors.js";
+import { InvalidRequestError } from "../errors.js";
+import { locationOf } from "./errors.js";
 
 // What every part of a request (and a webhook's whole payload) must be before anything handles
 // it. Postgres and PGlite refuse U+0000 in text and jsonb, and a lone UTF-16 surrogate in jsonb,
@@ -70,5 +71,5 @@ export function refuseUnfitInput(target: string, value: unknown): void {
   const issues = inputIssues(value);
   if (issues.length === 0) return;
   const location = locationOf(target);
-  throw invalidRequest(issues.map((issue) => ({ location, ...issue })));
+  throw new InvalidRequestError(issues.map((issue) => ({ location, ...issue })));
 }

@@ -1,16 +1,15 @@
 import type { MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { routePath } from "hono/route";
+import { DomainError } from "../errors.js";
 import type { AppEnv } from "./context.js";
-import { ApiError } from "./errors.js";
 
 /** Bodies beyond `maxBytes` are refused before they are read whole. */
 export const limitBody = (maxBytes: number): MiddlewareHandler<AppEnv> =>
   bodyLimit({
     maxSize: maxBytes,
     onError: () => {
-      throw new ApiError(
-        413,
+      throw new DomainError(
         "payload_too_large",
         `request body exceeds the limit of ${maxBytes} bytes`,
       );
@@ -31,8 +30,7 @@ export const requireJsonBody: MiddlewareHandler<AppEnv> = async (c, next) => {
   const type = c.req.header("content-type");
   const mediaType = type?.split(";")[0]?.trim() ?? "";
   if ((hasBody || type !== undefined) && !JSON_MEDIA_TYPE.test(mediaType)) {
-    throw new ApiError(
-      415,
+    throw new DomainError(
       "unsupported_media_type",
       `expected Content-Type: application/json, got ${type === undefined ? "none" : JSON.stringify(type)}`,
     );

@@ -1,8 +1,7 @@
+import { API_VERSION } from "../version.js";
 import { PROBLEM_CONTENT_TYPE } from "./errors.js";
 import { createRouter } from "./router.js";
 import { mountRoutes } from "./routes/index.js";
-
-export const API_VERSION = "1.0.0";
 
 type OpenApiDocument = ReturnType<ReturnType<typeof createRouter>["getOpenAPI31Document"]>;
 let memo: OpenApiDocument | undefined;

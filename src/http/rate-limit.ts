@@ -1,9 +1,9 @@
 import type { MiddlewareHandler } from "hono";
+import { DomainError } from "../errors.js";
 import { errorText, type Logger } from "../log.js";
 import type { Database } from "../store/db.js";
 import { takeToken } from "../store/rate-limits.js";
 import type { AppEnv } from "./context.js";
-import { ApiError } from "./errors.js";
 
 /**
  * A token bucket per key: `perMinute` requests a minute on average, bursts up to that many. The
@@ -26,11 +26,12 @@ export function rateLimit(
       },
     );
     if (waitSeconds > 0) {
-      throw new ApiError(
-        429,
+      throw new DomainError(
         "rate_limited",
         `more than ${perMinute} requests a minute for this key`,
-        { headers: { "Retry-After": String(waitSeconds) } },
+        {
+          retryAfterSeconds: waitSeconds,
+        },
       );
     }
     return next();

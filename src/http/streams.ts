@@ -1,6 +1,5 @@
-import type { Context } from "hono";
-import type { AppEnv } from "./context.js";
-import { ApiError } from "./errors.js";
+import type { Principal } from "../auth/principal.js";
+import { DomainError } from "../errors.js";
 
 /** How long a client refused a stream is told to wait before it tries again. */
 const RETRY_AFTER_SECONDS = 5;
@@ -34,14 +33,12 @@ export class StreamLimiter {
  * A place for one more event stream of the caller's key (429 `too_many_streams` beyond the
  * limit); the stream gives it back when it closes, however it closes.
  */
-export function admitStream(c: Context<AppEnv>): () => void {
-  const { streams, principal } = c.var;
+export function admitStream(streams: StreamLimiter, principal: Principal): () => void {
   const release = streams.acquire(principal.keyId ?? "anonymous");
   if (release) return release;
-  throw new ApiError(
-    429,
+  throw new DomainError(
     "too_many_streams",
     `this key has ${streams.maxPerKey} event streams open (AGENT_BRIDGE_MAX_STREAMS_PER_KEY); close one or retry later`,
-    { headers: { "Retry-After": String(RETRY_AFTER_SECONDS) } },
+    { retryAfterSeconds: RETRY_AFTER_SECONDS },
   );
 }

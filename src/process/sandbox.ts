@@ -3,6 +3,7 @@ import { accessSync, closeSync, constants, openSync } from "node:fs";
 import { lstat, realpath, stat } from "node:fs/promises";
 import path from "node:path";
 import type { Config } from "../config.js";
+import { DomainError } from "../errors.js";
 import type { Logger } from "../log.js";
 import { commandAs, type RunAs } from "./agent-user.js";
 
@@ -48,8 +49,15 @@ export type SandboxStatus =
   | { enabled: true; mechanism: "bubblewrap"; version: string }
   | { enabled: false; reason: string };
 
-/** Why the server cannot start with the sandbox it was asked for; one line for the operator. */
-export class SandboxError extends Error {}
+/**
+ * Why the server cannot start with the sandbox it was asked for; one line for the operator. A run
+ * (or a key) that would need the sandbox is refused with it too.
+ */
+export class SandboxError extends DomainError {
+  constructor(message: string) {
+    super("sandbox_required", message);
+  }
+}
 
 /** The programs a sandbox is made with, found once at start-up. */
 export interface Bubblewrap {

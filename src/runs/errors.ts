@@ -1,17 +1,22 @@
-// What the run manager refuses, as types the HTTP layer turns into status codes.
+import { DomainError, InvalidRequestError, NotFoundError } from "../errors.js";
 
-export class SessionBusyError extends Error {
+// What the run manager refuses, each with its code (the HTTP layer maps codes to statuses).
+
+export class SessionBusyError extends DomainError {
   constructor(readonly activeRunId: string) {
-    super(`the session already has an active run (${activeRunId})`);
+    super("session_busy", `the session already has an active run (${activeRunId})`, {
+      activeRunId,
+    });
   }
 }
 
-export class QueueFullError extends Error {
+export class QueueFullError extends DomainError {
   constructor(
     readonly limit: number,
     readonly retryAfterSeconds: number,
   ) {
-    super(`all ${limit} run slots and queue places are taken`);
+    const message = `all ${limit} run slots and queue places are taken`;
+    super("queue_full", message, { detail: `${message}; retry later`, retryAfterSeconds });
   }
 }
 
@@ -24,97 +29,109 @@ export class CompletionsUnstoredError extends Error {
   }
 }
 
-export class ShuttingDownError extends Error {
+export class ShuttingDownError extends DomainError {
   constructor() {
-    super("the server is shutting down and takes no new runs");
+    super("shutting_down", "the server is shutting down and takes no new runs");
   }
 }
 
-export class IdempotencyConflictError extends Error {
+export class IdempotencyConflictError extends DomainError {
   constructor(readonly runId: string) {
-    super(`this Idempotency-Key was already used with a different request (run ${runId})`);
+    super(
+      "idempotency_key_reused",
+      `this Idempotency-Key was already used with a different request (run ${runId})`,
+    );
   }
 }
 
-export class RunFinishedError extends Error {
+export class RunFinishedError extends DomainError {
   constructor(
     readonly runId: string,
     readonly status: string,
   ) {
-    super(`run ${runId} has already finished (${status})`);
+    super("run_finished", `run ${runId} has already finished (${status})`);
   }
 }
 
-export class KeyRunLimitError extends Error {
+export class KeyRunLimitError extends DomainError {
   constructor(
     readonly limit: number,
     readonly retryAfterSeconds: number,
   ) {
-    super(`this API key already has ${limit} runs active or queued, its limit`);
+    const message = `this API key already has ${limit} runs active or queued, its limit`;
+    super("rate_limited", message, { detail: `${message}; retry later`, retryAfterSeconds });
   }
 }
 
-export class SessionExpiredError extends Error {
+export class SessionExpiredError extends DomainError {
   constructor(readonly sessionId: string) {
-    super(`session ${sessionId} has expired and takes no more messages; create a new one`);
+    super(
+      "session_expired",
+      `session ${sessionId} has expired and takes no more messages; create a new one`,
+    );
   }
 }
 
 /** The session was deleted while the message was on its way in. */
-export class SessionGoneError extends Error {
+export class SessionGoneError extends NotFoundError {
   constructor(readonly sessionId: string) {
-    super(`No session with id ${sessionId}`);
+    super("session", sessionId);
   }
 }
 
 /** A retry of a run that is not its session's newest: only the last turn can be retried. */
-export class RunNotLatestError extends Error {
+export class RunNotLatestError extends DomainError {
   constructor(
     readonly runId: string,
     readonly latestRunId: string,
   ) {
     super(
+      "run_not_latest",
       `run ${runId} is not its session's latest run (${latestRunId} is): only the latest run can be retried`,
     );
   }
 }
 
-export class PermissionRequestNotFoundError extends Error {
+export class PermissionRequestNotFoundError extends DomainError {
   constructor(
     readonly runId: string,
     readonly requestId: string,
   ) {
-    super(`run ${runId} has no permission request ${requestId}`);
+    super("permission_request_not_found", `run ${runId} has no permission request ${requestId}`);
   }
 }
 
 /** The request was answered, expired or withdrawn: it takes no (other) answer. */
-export class PermissionRequestResolvedError extends Error {
+export class PermissionRequestResolvedError extends DomainError {
   constructor(
     readonly requestId: string,
     readonly state: string,
   ) {
-    super(`permission request ${requestId} is no longer pending (${state})`);
+    super(
+      "permission_request_resolved",
+      `permission request ${requestId} is no longer pending (${state})`,
+    );
   }
 }
 
 /** An answer of the wrong kind: `answers` to a tool's request, or an allow without them to a question. */
-export class PermissionAnswerMismatchError extends Error {
+export class PermissionAnswerMismatchError extends InvalidRequestError {
   constructor(
     readonly field: "answers" | "decision",
     message: string,
   ) {
-    super(message);
+    super([{ location: "body", path: field, message }]);
   }
 }
 
 /** The session's worktree is on the disk of a host where no instance runs any more. */
-export class WorktreeHostGoneError extends Error {
+export class WorktreeHostGoneError extends DomainError {
   constructor(
     readonly sessionId: string,
     readonly host: string,
   ) {
     super(
+      "worktree_host_gone",
       `session ${sessionId} works in a git worktree on host ${host}, where no instance of the server runs now; start one there, or create a new session`,
     );
   }

@@ -1,16 +1,16 @@
 import type { AgentBackend } from "../agents/agent.js";
-import { type AgentRegistry, AgentUnavailableError } from "../agents/registry.js";
+import type { AgentRegistry } from "../agents/registry.js";
+import type { RunAllowance, RunGate } from "../auth/policy.js";
+import { DomainError, type ErrorCode } from "../errors.js";
 import {
-  BudgetExhaustedError,
-  PolicyDeniedError,
-  type RunAllowance,
-  type RunGate,
-} from "../auth/policy.js";
-import { type BridgeEvent, bareCompletion, type CompletionEvent } from "../events.js";
+  type BridgeEvent,
+  bareCompletion,
+  type CompletionErrorCode,
+  type CompletionEvent,
+} from "../events.js";
 import { errorText, type Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
 import { bootId } from "../process/groups.js";
-import { SandboxError } from "../process/sandbox.js";
 import type { AgentIdentity, TenantHomes } from "../process/tenant-homes.js";
 import type { Database } from "../store/db.js";
 import { describeDbError } from "../store/errors.js";
@@ -397,24 +397,23 @@ async function relay(
   }
 }
 
+/** The refusals a run can meet when its turn comes, as its completion's `error_code`. */
+const START_REFUSALS: Partial<Record<ErrorCode, CompletionErrorCode>> = {
+  budget_exhausted: "budget_exhausted",
+  policy_denied: "policy_denied",
+  agent_unavailable: "agent_not_found",
+  sandbox_required: "sandbox_required",
+};
+
 /**
  * The completion of a run refused when its turn came (nothing was started): by its key's gate,
  * or because this server no longer runs the session's agent.
  */
 function refusedAtStart(run: ActiveRun, err: unknown): CompletionEvent | undefined {
-  const code =
-    err instanceof BudgetExhaustedError
-      ? "budget_exhausted"
-      : err instanceof PolicyDeniedError
-        ? "policy_denied"
-        : err instanceof AgentUnavailableError
-          ? "agent_not_found"
-          : err instanceof SandboxError
-            ? "sandbox_required"
-            : undefined;
+  const code = err instanceof DomainError && START_REFUSALS[err.code];
   if (!code) return undefined;
   run.outcome = run.cancelled ? "cancelled" : "failed";
-  return { ...bareCompletion("failed", (err as Error).message), error_code: code };
+  return { ...bareCompletion("failed", err.message), error_code: code };
 }
 
 /** The completion with its status changed by the bridge (a cancel, a shutdown), spend kept. */

@@ -67,8 +67,11 @@ describe.each(BACKENDS)("sessions API on %s", (backend) => {
       expect(codex).toMatchObject({ agent: "codex", model: "gpt-5.5" });
       // An agent the server does not run is the client's to fix: 400 naming the field.
       const res = await t.app.request("/v1/sessions", json({ agent: "codex" }));
-      const body = await expectProblem(res, 400, "agent_unavailable");
+      const body = await expectProblem(res, 400, "validation_failed");
       expect(body.errors).toEqual([expect.objectContaining({ path: "agent" })]);
+      expect(body.detail).toBe(
+        "body agent: this server does not run the codex agent (AGENT_BRIDGE_AGENTS)",
+      );
     } finally {
       await two.close();
     }

@@ -1,10 +1,9 @@
 import type { RouteHandler } from "@hono/zod-openapi";
 import type { AgentBackend, AgentName, AgentReadiness } from "../../../agents/agent.js";
+import { DomainError } from "../../../errors.js";
 import { publicErrorText } from "../../../store/errors.js";
-import { SERVER_VERSION as version } from "../../../version.js";
+import { API_VERSION, SERVER_VERSION as version } from "../../../version.js";
 import type { AppEnv } from "../../context.js";
-import { ApiError } from "../../errors.js";
-import { API_VERSION } from "../../openapi.js";
 import type * as routes from "./health.routes.js";
 
 export const root: RouteHandler<typeof routes.root, AppEnv> = (c) =>
@@ -37,7 +36,7 @@ export const readyz: RouteHandler<typeof routes.readyz, AppEnv> = async (c) => {
     if (result.status === "fulfilled") ready[name] = result.value as AgentReadiness;
     else problems.push(reason(result.reason));
   });
-  if (problems.length > 0) throw new ApiError(503, "not_ready", problems.join("; "));
+  if (problems.length > 0) throw new DomainError("not_ready", problems.join("; "));
   return c.json(
     {
       status: "ok" as const,

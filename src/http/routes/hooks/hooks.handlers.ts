@@ -5,22 +5,22 @@ import type { AgentRegistry } from "../../../agents/registry.js";
 import { enforcePolicy } from "../../../auth/policy.js";
 import { resolveWorkDir, WorkDirNotAllowedError } from "../../../auth/work-dir.js";
 import { type Config, settingsWithDefaults } from "../../../config.js";
+import {
+  DomainError,
+  InvalidRequestError,
+  NotFoundError,
+  type ValidationIssue,
+} from "../../../errors.js";
 import { CallbackTargets } from "../../../hooks/callback-targets.js";
 import {
   deliveryIdOf,
-  EmptyPromptError,
   MAX_DELIVERY_ID_CHARS,
   MAX_EVENT_CHARS,
   receiveDelivery,
 } from "../../../hooks/deliveries.js";
 import { hookSettings } from "../../../hooks/hook-settings.js";
 import { parseSchedule } from "../../../hooks/scheduler.js";
-import {
-  MAX_VALUE_CHARS,
-  PromptTooLargeError,
-  reservedBytes,
-  unknownPlaceholders,
-} from "../../../hooks/template.js";
+import { MAX_VALUE_CHARS, reservedBytes, unknownPlaceholders } from "../../../hooks/template.js";
 import {
   isStandardSecret,
   type VerificationKind,
@@ -38,7 +38,6 @@ import {
 import { mcpServerIssues, requestedAgent, settingIssues } from "../../agent-settings.js";
 import type { AppEnv } from "../../context.js";
 import { decodeCursor, pageOf } from "../../cursor.js";
-import { ApiError, invalidRequest, type ValidationIssue } from "../../errors.js";
 import { refuseUnfitInput } from "../../input.js";
 import type * as routes from "./hooks.routes.js";
 import {
@@ -48,9 +47,6 @@ import {
   toReceipt,
   type UpdateHookBody,
 } from "./hooks.schemas.js";
-
-const hookNotFound = (name: string) =>
-  new ApiError(404, "hook_not_found", `No hook named ${JSON.stringify(name)}`);
 
 /**
  * A hook's definition as stored, after the checks zod cannot make alone: secrets that fit the
@@ -153,7 +149,7 @@ async function definition(
       }),
     ),
   );
-  if (errors.length > 0) throw invalidRequest(errors);
+  if (errors.length > 0) throw new InvalidRequestError(errors);
   return {
     agent: body.agent ?? null,
     verification: body.verification,
@@ -206,7 +202,7 @@ export const createHook: RouteHandler<typeof routes.createHook, AppEnv> = async 
     });
   } catch (err) {
     if (uniqueViolation(err) !== "hooks_name_unique") throw err;
-    throw new ApiError(409, "hook_exists", `A hook named ${JSON.stringify(body.name)} exists`);
+    throw new DomainError("hook_exists", `A hook named ${JSON.stringify(body.name)} exists`);
   }
   return c.json(toHook(row), 201, { Location: `/v1/hooks/${row.name}` });
 };
@@ -217,7 +213,7 @@ export const listHooks: RouteHandler<typeof routes.listHooks, AppEnv> = async (c
 export const getHook: RouteHandler<typeof routes.getHook, AppEnv> = async (c) => {
   const { name } = c.req.valid("param");
   const row = await store.getHookByName(c.var.db, name);
-  if (!row) throw hookNotFound(name);
+  if (!row) throw new NotFoundError("hook", name);
   return c.json(toHook(row), 200);
 };
 
@@ -225,7 +221,7 @@ export const updateHook: RouteHandler<typeof routes.updateHook, AppEnv> = async 
   const { name } = c.req.valid("param");
   const body = c.req.valid("json");
   const existing = await store.getHookByName(c.var.db, name);
-  if (!existing) throw hookNotFound(name);
+  if (!existing) throw new NotFoundError("hook", name);
   const gitIn = (dir: string) => c.var.git.forSession(existing.ownerKeyId, dir);
   const fields = await definition(c.var.config, c.var.agents, gitIn, body, {
     secret: body.secret ?? existing.secret,
@@ -233,13 +229,13 @@ export const updateHook: RouteHandler<typeof routes.updateHook, AppEnv> = async 
   });
   await enforceHookPolicy(c, existing.ownerKeyId, fields);
   const row = await store.updateHook(c.var.db, name, fields);
-  if (!row) throw hookNotFound(name);
+  if (!row) throw new NotFoundError("hook", name);
   return c.json(toHook(row), 200);
 };
 
 export const deleteHook: RouteHandler<typeof routes.deleteHook, AppEnv> = async (c) => {
   const { name } = c.req.valid("param");
-  if (!(await store.deleteHook(c.var.db, name))) throw hookNotFound(name);
+  if (!(await store.deleteHook(c.var.db, name))) throw new NotFoundError("hook", name);
   return c.body(null, 204);
 };
 
@@ -249,7 +245,7 @@ export const listHookDeliveries: RouteHandler<typeof routes.listHookDeliveries, 
   const { name } = c.req.valid("param");
   const { limit, cursor } = c.req.valid("query");
   const hook = await store.getHookByName(c.var.db, name);
-  if (!hook) throw hookNotFound(name);
+  if (!hook) throw new NotFoundError("hook", name);
   const after = cursor === undefined ? undefined : decodeCursor(cursor);
   // Nobody is shown a delivery as `received` that no process will ever move on.
   await store.settleAbandonedDeliveries(c.var.db, hook.id);
@@ -263,7 +259,7 @@ export const listHookDeliveries: RouteHandler<typeof routes.listHookDeliveries, 
 
 /** The delivery's JSON: the body itself, or (GitHub's form encoding) its `payload` field. */
 function parsePayload(body: Buffer, contentType: string | undefined): unknown {
-  const malformed = (why: string) => new ApiError(400, "malformed_json", why);
+  const malformed = (why: string) => new DomainError("malformed_json", why);
   let text = body.toString("utf8");
   if (/^application\/x-www-form-urlencoded\b/i.test(contentType ?? "")) {
     const payload = new URLSearchParams(text).get("payload");
@@ -286,12 +282,12 @@ export const deliverHook: RouteHandler<typeof routes.deliverHook, AppEnv> = asyn
   const hook = await store.getHookByName(db, name);
   if (!hook) {
     verifyAgainstDecoy(body, header);
-    throw hookNotFound(name);
+    throw new NotFoundError("hook", name);
   }
   const verdict = verifyDelivery(hook.verification as VerificationKind, hook.secret, body, header);
   if (!verdict.ok) {
     logger.warn("refused a hook delivery", { hook: hook.name, reason: verdict.reason });
-    throw new ApiError(401, "invalid_signature", `the delivery does not verify: ${verdict.reason}`);
+    throw new DomainError("invalid_signature", `the delivery does not verify: ${verdict.reason}`);
   }
   const payload = parsePayload(body, header("content-type"));
   // The whole payload, not only what the templates take out: a signed sender is held to the rules
@@ -299,16 +295,14 @@ export const deliverHook: RouteHandler<typeof routes.deliverHook, AppEnv> = asyn
   refuseUnfitInput("json", payload);
   const deliveryId = deliveryIdOf(verdict.deliveryId);
   if (deliveryId.length > MAX_DELIVERY_ID_CHARS) {
-    throw new ApiError(
-      400,
+    throw new DomainError(
       "validation_failed",
       `the delivery id exceeds ${MAX_DELIVERY_ID_CHARS} characters`,
     );
   }
   const reserved = store.RESERVED_DELIVERY_ID_PREFIXES.find((p) => deliveryId.startsWith(p));
   if (reserved) {
-    throw new ApiError(
-      400,
+    throw new DomainError(
       "validation_failed",
       `delivery ids starting with ${reserved} are reserved`,
     );
@@ -316,25 +310,14 @@ export const deliverHook: RouteHandler<typeof routes.deliverHook, AppEnv> = asyn
   const type =
     payload !== null && typeof payload === "object" && "type" in payload ? payload.type : undefined;
   const event = (verdict.event ?? (typeof type === "string" ? type : "")).slice(0, MAX_EVENT_CHARS);
-  let receipt: Awaited<ReturnType<typeof receiveDelivery>>;
-  try {
-    receipt = await receiveDelivery({ db, runs, config, logger }, hook, {
-      deliveryId,
-      event,
-      payload,
-      // GitHub signs the body alone: the same body under a new delivery id is a replay.
-      bodySha256:
-        hook.verification === "github"
-          ? createHash("sha256").update(body).digest("hex")
-          : undefined,
-    });
-  } catch (err) {
-    if (err instanceof EmptyPromptError) throw new ApiError(422, "prompt_empty", err.message);
-    if (err instanceof PromptTooLargeError) {
-      throw new ApiError(422, "prompt_too_large", err.message);
-    }
-    throw err;
-  }
+  const receipt = await receiveDelivery({ db, runs, config, logger }, hook, {
+    deliveryId,
+    event,
+    payload,
+    // GitHub signs the body alone: the same body under a new delivery id is a replay.
+    bodySha256:
+      hook.verification === "github" ? createHash("sha256").update(body).digest("hex") : undefined,
+  });
   const answer = toReceipt(hook.name, receipt.delivery, receipt.duplicate);
   if (receipt.duplicate || !answer.run_url) return c.json(answer, 200);
   return c.json(answer, 202, { Location: answer.run_url });

@@ -2,14 +2,12 @@ import type { RouteHandler } from "@hono/zod-openapi";
 import { issueKey } from "../../../auth/keys.js";
 import { type PolicyInput, PolicyInputError, policyColumns } from "../../../auth/policy.js";
 import type { Config } from "../../../config.js";
+import { InvalidRequestError, NotFoundError } from "../../../errors.js";
 import { tenantsUnsandboxed } from "../../../process/sandbox.js";
 import * as store from "../../../store/keys.js";
 import type { AppEnv } from "../../context.js";
-import { ApiError, invalidRequest } from "../../errors.js";
 import type * as routes from "./keys.routes.js";
 import { toApiKey } from "./keys.schemas.js";
-
-const keyNotFound = (id: string) => new ApiError(404, "key_not_found", `No API key with id ${id}`);
 
 /** The policy's columns, or a 400 naming the field that cannot be stored. */
 async function policyOrRefuse(input: PolicyInput, config: Config) {
@@ -17,7 +15,7 @@ async function policyOrRefuse(input: PolicyInput, config: Config) {
     return await policyColumns(input, config);
   } catch (err) {
     if (!(err instanceof PolicyInputError)) throw err;
-    throw invalidRequest([{ location: "body", path: err.field, message: err.message }]);
+    throw new InvalidRequestError([{ location: "body", path: err.field, message: err.message }]);
   }
 }
 
@@ -39,13 +37,13 @@ export const updateKey: RouteHandler<typeof routes.updateKey, AppEnv> = async (c
   const { id } = c.req.valid("param");
   const columns = await policyOrRefuse(c.req.valid("json"), c.var.config);
   const row = await store.updateKeyPolicy(c.var.db, id, columns);
-  if (!row) throw keyNotFound(id);
+  if (!row) throw new NotFoundError("key", id);
   return c.json(toApiKey(row, c.var.config), 200);
 };
 
 export const revokeKey: RouteHandler<typeof routes.revokeKey, AppEnv> = async (c) => {
   const { id } = c.req.valid("param");
   const row = await store.revokeKey(c.var.db, id);
-  if (!row) throw keyNotFound(id);
+  if (!row) throw new NotFoundError("key", id);
   return c.json(toApiKey(row, c.var.config), 200);
 };

@@ -1,18 +1,16 @@
 import type { RouteHandler } from "@hono/zod-openapi";
+import { NotFoundError } from "../../../errors.js";
 import type { ClientReply } from "../../../runs/approvals.js";
 import { listPermissionRequests } from "../../../store/permissions.js";
 import { getVisibleRun } from "../../../store/runs.js";
 import type { AppEnv } from "../../context.js";
-import { ApiError } from "../../errors.js";
 import type * as routes from "./permissions.routes.js";
 import { toPermissionRequest } from "./permissions.schemas.js";
-
-const runNotFound = (id: string) => new ApiError(404, "run_not_found", `No run with id ${id}`);
 
 export const listPermissions: RouteHandler<typeof routes.listPermissions, AppEnv> = async (c) => {
   const { id } = c.req.valid("param");
   const { db, principal } = c.var;
-  if (!(await getVisibleRun(db, id, principal))) throw runNotFound(id);
+  if (!(await getVisibleRun(db, id, principal))) throw new NotFoundError("run", id);
   const rows = await listPermissionRequests(db, id);
   return c.json({ data: rows.map(toPermissionRequest) }, 200);
 };
@@ -22,7 +20,7 @@ export const answerPermission: RouteHandler<typeof routes.answerPermission, AppE
   const body = c.req.valid("json");
   const { db, principal, runs } = c.var;
   const run = await getVisibleRun(db, id, principal);
-  if (!run) throw runNotFound(id);
+  if (!run) throw new NotFoundError("run", id);
   const reply: ClientReply =
     "answers" in body
       ? { answers: body.answers }

@@ -2,6 +2,7 @@ import type { RouteHandler } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import type { Principal } from "../../../auth/principal.js";
 import { issueStreamToken } from "../../../auth/stream-tokens.js";
+import { DomainError, InvalidRequestError, NotFoundError } from "../../../errors.js";
 import type { CompletionEvent } from "../../../events.js";
 import { type Message, type RunOptions, runSettings } from "../../../runs/message.js";
 import { readStoredLog } from "../../../runs/stored-log.js";
@@ -13,16 +14,14 @@ import { runsWithPendingRequests } from "../../../store/permissions.js";
 import * as runStore from "../../../store/runs.js";
 import type { RunRow, SessionRow } from "../../../store/schema.js";
 import { getSession, sessionSettings } from "../../../store/sessions.js";
+import { toRun } from "../../../wire/run.js";
 import { settingIssues } from "../../agent-settings.js";
 import type { AppEnv } from "../../context.js";
 import { decodeCursor, pageOf } from "../../cursor.js";
-import { ApiError, invalidRequest } from "../../errors.js";
 import { sseResponse } from "../../sse.js";
 import { admitStream } from "../../streams.js";
 import type * as routes from "./runs.routes.js";
-import { type PostMessageBody, toRun } from "./runs.schemas.js";
-
-const runNotFound = (id: string) => new ApiError(404, "run_not_found", `No run with id ${id}`);
+import type { PostMessageBody } from "./runs.schemas.js";
 
 /**
  * Runs as the API shows them: each row with its completion, its callback's state, its metered
@@ -53,7 +52,7 @@ function loadRun(db: Database, id: string, principal: Principal) {
   return inOneSnapshot(db, async (tx) => {
     const row = await runStore.getVisibleRun(tx, id, principal);
     const [run] = row ? await showRuns(tx, [row]) : [];
-    if (!run) throw runNotFound(id);
+    if (!run) throw new NotFoundError("run", id);
     return run;
   });
 }
@@ -87,8 +86,7 @@ export const listSessionRuns: RouteHandler<typeof routes.listSessionRuns, AppEnv
   const { id } = c.req.valid("param");
   const { limit, cursor } = c.req.valid("query");
   const { db, principal } = c.var;
-  if (!(await getSession(db, id, principal)))
-    throw new ApiError(404, "session_not_found", `No session with id ${id}`);
+  if (!(await getSession(db, id, principal))) throw new NotFoundError("session", id);
   return c.json(await runPage(db, principal, { limit, cursor, sessionId: id }), 200);
 };
 
@@ -118,7 +116,7 @@ function runOptions(c: Context<AppEnv>, session: SessionRow, body: PostMessageBo
     c.var.agents.get(session.agent),
     runSettings(sessionSettings(session), options),
   );
-  if (refused.length > 0) throw invalidRequest(refused);
+  if (refused.length > 0) throw new InvalidRequestError(refused);
   return options;
 }
 
@@ -139,7 +137,7 @@ async function startRun(
   const { db, runs, config, logger, principal } = c.var;
   const mode = responseMode(c.req.header("prefer"), c.req.header("accept"));
   // Before the run: a client refused its stream must not leave a run going that it never asked for.
-  const releaseStream = mode === "sse" ? admitStream(c) : undefined;
+  const releaseStream = mode === "sse" ? admitStream(c.var.streams, c.var.principal) : undefined;
   let run: Awaited<ReturnType<typeof runs.submit>>["run"];
   try {
     ({ run } = await runs.submit(session, message));
@@ -182,7 +180,7 @@ export const postMessage: RouteHandler<typeof routes.postMessage, AppEnv> = asyn
   const body = c.req.valid("json");
   const headers = c.req.valid("header");
   const session = await getSession(c.var.db, id, c.var.principal);
-  if (!session) throw new ApiError(404, "session_not_found", `No session with id ${id}`);
+  if (!session) throw new NotFoundError("session", id);
   const message: Message = {
     text: body.text,
     systemPrompt: body.system_prompt ?? null,
@@ -200,10 +198,9 @@ export const retryRun: RouteHandler<typeof routes.retryRun, AppEnv> = async (c) 
   const { db, principal, agents } = c.var;
   const run = await runStore.getVisibleRun(db, id, principal);
   const session = run && (await getSession(db, run.sessionId, principal));
-  if (!run || !session) throw runNotFound(id);
+  if (!run || !session) throw new NotFoundError("run", id);
   if (!agents.get(session.agent).resumesAtMessage) {
-    throw new ApiError(
-      400,
+    throw new DomainError(
       "retry_unsupported",
       `Runs of a ${session.agent} session cannot be retried: its CLI can only continue a conversation from its end, not from the message before the run`,
     );
@@ -232,7 +229,7 @@ export const getRunEvents: RouteHandler<typeof routes.getRunEvents, AppEnv> = as
   const query = c.req.valid("query");
   const lastEventId = c.req.valid("header")["last-event-id"];
   const { db, runs, config, logger, principal } = c.var;
-  if (!(await runStore.getVisibleRun(db, id, principal))) throw runNotFound(id);
+  if (!(await runStore.getVisibleRun(db, id, principal))) throw new NotFoundError("run", id);
   const view = query.events === "full" ? "full" : "public";
   const after = lastEventId ?? query.after ?? 0;
   // A live run publishes an event only once it is stored: the stored log is all it has shown.
@@ -244,14 +241,14 @@ export const getRunEvents: RouteHandler<typeof routes.getRunEvents, AppEnv> = as
     view,
     keepAliveMs: config.runs.keepAliveMs,
     logger: logger.child({ run_id: id }),
-    onClose: admitStream(c),
+    onClose: admitStream(c.var.streams, c.var.principal),
   });
 };
 
 export const cancelRun: RouteHandler<typeof routes.cancelRun, AppEnv> = async (c) => {
   const { id } = c.req.valid("param");
   const { db, runs, principal } = c.var;
-  if (!(await runStore.getVisibleRun(db, id, principal))) throw runNotFound(id);
+  if (!(await runStore.getVisibleRun(db, id, principal))) throw new NotFoundError("run", id);
   await runs.cancel(id);
   return c.json(await loadRun(db, id, principal), 200);
 };
@@ -259,7 +256,7 @@ export const cancelRun: RouteHandler<typeof routes.cancelRun, AppEnv> = async (c
 export const interruptRun: RouteHandler<typeof routes.interruptRun, AppEnv> = async (c) => {
   const { id } = c.req.valid("param");
   const { db, runs, principal } = c.var;
-  if (!(await runStore.getVisibleRun(db, id, principal))) throw runNotFound(id);
+  if (!(await runStore.getVisibleRun(db, id, principal))) throw new NotFoundError("run", id);
   await runs.interrupt(id);
   return c.json(await loadRun(db, id, principal), 200);
 };
@@ -269,7 +266,7 @@ export const createStreamToken: RouteHandler<typeof routes.createStreamToken, Ap
 ) => {
   const { id } = c.req.valid("param");
   const { db, principal } = c.var;
-  if (!(await runStore.getVisibleRun(db, id, principal))) throw runNotFound(id);
+  if (!(await runStore.getVisibleRun(db, id, principal))) throw new NotFoundError("run", id);
   const { token, expiresAt } = await issueStreamToken(db, id, principal.keyId);
   return c.json(
     {

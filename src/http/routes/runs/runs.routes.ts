@@ -1,5 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { STREAM_TOKEN_TTL_SECONDS } from "../../../auth/stream-tokens.js";
+import { Run } from "../../../wire/run.js";
 import { PageQuery } from "../../cursor.js";
 import { problemResponses } from "../../errors.js";
 import { SessionId } from "../sessions/sessions.schemas.js";
@@ -12,7 +13,6 @@ import {
   MessageQuery,
   PostMessageBody,
   RetryRunBody,
-  Run,
   RunId,
   RunPage,
   StreamToken,

@@ -2,6 +2,7 @@ import type { RouteHandler } from "@hono/zod-openapi";
 import { enforcePolicy } from "../../../auth/policy.js";
 import { resolveWorkDir, WorkDirNotAllowedError } from "../../../auth/work-dir.js";
 import { settingsWithDefaults } from "../../../config.js";
+import { DomainError, InvalidRequestError, NotFoundError } from "../../../errors.js";
 import { errorText } from "../../../log.js";
 import { inOneSnapshot } from "../../../store/db.js";
 import { activeRunIds } from "../../../store/runs.js";
@@ -17,11 +18,8 @@ import { findSessionWorktree, isDirty } from "../../../worktrees/worktree.js";
 import { mcpServerIssues, requestedAgent, settingIssues } from "../../agent-settings.js";
 import type { AppEnv } from "../../context.js";
 import { decodeCursor, pageOf } from "../../cursor.js";
-import { ApiError, invalidRequest } from "../../errors.js";
 import type * as routes from "./sessions.routes.js";
 import { toSession } from "./sessions.schemas.js";
-
-const notFound = (id: string) => new ApiError(404, "session_not_found", `No session with id ${id}`);
 
 /** A worktree session needs a git repository with origin/HEAD to branch off: refused otherwise. */
 async function requireWorktreePrerequisites(git: Git) {
@@ -30,15 +28,14 @@ async function requireWorktreePrerequisites(git: Git) {
   } catch (err) {
     if (!(err instanceof WorktreePrerequisiteError)) throw err;
     const message = `worktree mode is unavailable: ${err.message}`;
-    throw new ApiError(400, "worktree_unavailable", message, {
+    throw new DomainError("worktree_unavailable", message, {
       errors: [{ location: "body", path: "worktree", message }],
     });
   }
 }
 
 const worktreeDirty = (path: string) =>
-  new ApiError(
-    409,
+  new DomainError(
     "worktree_dirty",
     `The session's worktree at ${path} has uncommitted changes; commit or discard them, or delete with ?force=true to discard them`,
   );
@@ -52,7 +49,7 @@ export const createSession: RouteHandler<typeof routes.createSession, AppEnv> = 
       workDir = await resolveWorkDir(body.work_dir, config.allowedRoots);
     } catch (err) {
       if (!(err instanceof WorkDirNotAllowedError)) throw err;
-      throw new ApiError(400, "work_dir_not_allowed", err.message, {
+      throw new DomainError("work_dir_not_allowed", err.message, {
         errors: [{ location: "body", path: "work_dir", message: err.message }],
       });
     }
@@ -73,7 +70,7 @@ export const createSession: RouteHandler<typeof routes.createSession, AppEnv> = 
     ...mcpServerIssues(config.agents.mcpServers, settings.mcpServers),
     ...settingIssues(agent, settings),
   ];
-  if (refused.length > 0) throw invalidRequest(refused);
+  if (refused.length > 0) throw new InvalidRequestError(refused);
   await enforcePolicy(c.var.db, config, c.var.principal.keyId, { settings, workDir });
   if (settings.worktree) {
     await requireWorktreePrerequisites(
@@ -123,7 +120,7 @@ export const getSession: RouteHandler<typeof routes.getSession, AppEnv> = async 
   const { id } = c.req.valid("param");
   const { row, worktree, active } = await inOneSnapshot(c.var.db, async (tx) => {
     const row = await store.getSession(tx, id, c.var.principal);
-    if (!row) throw notFound(id);
+    if (!row) throw new NotFoundError("session", id);
     const [worktree, active] = await Promise.all([
       row.worktree ? getSessionWorktree(tx, id) : undefined,
       activeRunIds(tx, [id]),
@@ -137,7 +134,7 @@ export const deleteSession: RouteHandler<typeof routes.deleteSession, AppEnv> = 
   const { id } = c.req.valid("param");
   const force = c.req.valid("query").force === "true";
   const session = await store.getSession(c.var.db, id, c.var.principal);
-  if (!session) throw notFound(id);
+  if (!session) throw new NotFoundError("session", id);
   const git = c.var.git.forSession(session.ownerKeyId, session.workDir ?? c.var.config.workDir);
   // Refused before anything is stopped: a dirty worktree keeps its session, runs included.
   if (session.worktree && !force) {
@@ -152,7 +149,7 @@ export const deleteSession: RouteHandler<typeof routes.deleteSession, AppEnv> = 
         const removed = await discardSessionWorktree(c.var.db, git, id, { force });
         if (removed.outcome === "kept_dirty") throw worktreeDirty(removed.path);
       } catch (err) {
-        if (err instanceof ApiError) throw err;
+        if (err instanceof DomainError) throw err;
         // The session goes anyway: a repository that git cannot work on must not pin it.
         c.var.logger.warn("could not remove the worktree of a deleted session", {
           session_id: id,
@@ -162,6 +159,6 @@ export const deleteSession: RouteHandler<typeof routes.deleteSession, AppEnv> = 
     }
     return store.deleteSession(c.var.db, id);
   });
-  if (!deleted) throw notFound(id);
+  if (!deleted) throw new NotFoundError("session", id);
   return c.body(null, 204);
 };
