@@ -1,6 +1,7 @@
-import type { AgentBackend, SessionSettings } from "../agents/agent.js";
+import type { AgentBackend } from "../agents/agent.js";
 import { type McpCatalog, unknownMcpServers } from "../agents/mcp-servers.js";
 import { type AgentRegistry, AgentUnavailableError } from "../agents/registry.js";
+import type { SessionSettings } from "../session-settings.js";
 import { ApiError, type ValidationIssue } from "./errors.js";
 
 // A session's agent and settings, as a request asks for them (a session, or a hook's sessions):

@@ -5,9 +5,9 @@ import {
   MAX_IMAGE_BASE64_CHARS,
   MAX_IMAGES,
 } from "../../../agents/images.js";
-import { Approvals, Effort, ModelName, PermissionMode } from "../../../agents/settings.js";
 import { BridgeEvent, CompletionEvent, RunStatus, Usage } from "../../../events.js";
 import { COST_PRECISION } from "../../../money.js";
+import { Approvals, Effort, ModelName, PermissionMode } from "../../../session-settings.js";
 import type { MeteredUsage as StoredMeteredUsage } from "../../../store/model-calls.js";
 import type { CallbackRow, RunRow } from "../../../store/schema.js";
 import { StreamError } from "../../sse.js";
