@@ -13,7 +13,8 @@ import { ConfigError } from "./env.js";
 // section, which its plugin reads (src/agents/<name>/plugin.ts).
 
 export const agentsEnv = {
-  AGENT_BRIDGE_AGENT: oneOf(AGENT_NAMES).default("claude"),
+  // The first agent of the registry's list, unless the operator names another.
+  AGENT_BRIDGE_AGENT: oneOf(AGENT_NAMES).default(AGENT_NAMES[0]),
   AGENT_BRIDGE_AGENTS: list.optional(),
   AGENT_BRIDGE_PERMISSION_MODE: oneOf(PERMISSION_MODES).default("acceptEdits"),
   AGENT_BRIDGE_RUN_TIMEOUT_SECONDS: int(1).default(600),
