@@ -4,18 +4,13 @@ import { except } from "hono/combine";
 import { cors } from "hono/cors";
 import { methodNotAllowed } from "hono/method-not-allowed";
 import { requestId } from "hono/request-id";
-import type { AgentBackend, AgentName } from "./agents/agent.js";
-import { claudeBackend } from "./agents/claude/backend.js";
-import { codexBackend } from "./agents/codex/backend.js";
-import { AgentRegistry } from "./agents/registry.js";
+import { AGENT_PLUGINS, AgentRegistry } from "./agents/registry.js";
 import { callAdmission, NO_KEY_EGRESS, policyGate } from "./auth/policy.js";
 import { CommandInbox } from "./cluster/commands.js";
 import { Doorbell } from "./cluster/doorbell.js";
 import { InstanceLease } from "./cluster/lease.js";
 import type { Config } from "./config.js";
 import { DomainError } from "./errors.js";
-import { anthropicApi } from "./gateway/anthropic.js";
-import { openaiApi } from "./gateway/openai.js";
 import { ModelGateway } from "./gateway/server.js";
 import { callbackBody } from "./hooks/callback-body.js";
 import { callbackHook } from "./hooks/callback-hook.js";
@@ -54,7 +49,6 @@ export function buildDeps(
   logger: Logger,
   tracing: Tracing = tracingOff,
 ): AppDeps {
-  const { claude, codex } = config;
   const capture = config.debugCaptureDir
     ? new DebugCapture(config.debugCaptureDir, logger)
     : undefined;
@@ -64,16 +58,22 @@ export function buildDeps(
         database.db,
         resolveAgentUser(config.agentUser.spec),
         config.agentUser,
-        claude.childEnv,
+        config.agents.toolEnv,
         logger,
       )
     : undefined;
-  // Serves the model APIs whose upstream the operator configured; listens once started.
+  // The model API of each agent whose upstream the operator configured.
+  const apis = new Map(
+    AGENT_PLUGINS.flatMap((plugin) => {
+      const { upstream } = config[plugin.name];
+      return upstream
+        ? [[plugin.name, { api: plugin.gatewayApi(upstream), upstream }] as const]
+        : [];
+    }),
+  );
+  // Serves those APIs; listens once started.
   const gateway = new ModelGateway({
-    apis: [
-      ...(claude.upstream ? [anthropicApi(claude.upstream)] : []),
-      ...(codex.upstream ? [openaiApi(codex.upstream)] : []),
-    ],
+    apis: [...apis.values()].map(({ api }) => api),
     db: database.db,
     logger: logger.child({ component: "gateway" }),
     dbOutageBoundMs: config.runs.dbOutageBoundMs,
@@ -93,46 +93,28 @@ export function buildDeps(
   };
   // In a session's repository the server's git runs as the session's agent would (see git.ts).
   const git = new GitRunner({
-    env: claude.childEnv,
+    env: config.agents.toolEnv,
     ...(sandbox ? { sandbox } : {}),
     ...(homes ? { homes } : {}),
   });
-  const backends: Record<AgentName, () => AgentBackend> = {
-    claude: () =>
-      claudeBackend({
-        bin: claude.bin,
-        env: claude.childEnv,
+  const agents = new AgentRegistry(
+    AGENT_PLUGINS.filter((plugin) => config.agents.enabled.includes(plugin.name)).map((plugin) => {
+      const served = apis.get(plugin.name);
+      return plugin.create(config[plugin.name], {
         driver,
         ...(homes ? { runAs: homes.user } : {}),
         mcpServers: config.agents.mcpServers,
-        ...(claude.upstream
-          ? {
-              gateway: {
-                variable: claude.upstream.variable,
-                open: (runId, maxBudgetUsd) => gateway.open("anthropic", runId, maxBudgetUsd),
-              },
-            }
-          : {}),
-      }),
-    codex: () =>
-      codexBackend({
-        bin: codex.bin,
-        env: codex.childEnv,
-        driver,
         prices: config.prices,
-        ...(homes ? { runAs: homes.user } : {}),
-        ...(codex.upstream
+        ...(served
           ? {
               gateway: {
-                variable: codex.upstream.variable,
-                open: (runId, maxBudgetUsd) => gateway.open("openai", runId, maxBudgetUsd),
+                variable: served.upstream.variable,
+                open: (runId, maxBudgetUsd) => gateway.open(served.api.prefix, runId, maxBudgetUsd),
               },
             }
           : {}),
-      }),
-  };
-  const agents = new AgentRegistry(
-    config.agents.enabled.map((name) => backends[name]()),
+      });
+    }),
     config.agents.default,
   );
   const lease: InstanceLease = new InstanceLease({

@@ -337,9 +337,13 @@ export const CompletionEvent = z
       deprecated: true,
       description: "`agent_session_id` of a Claude Code run (null for other agents).",
     }),
-    last_message_uuid: z.string().nullable().openapi({
+    resume_at: z.string().nullable().openapi({
       description:
-        "The agent's last message of the run, once its result confirmed the turn (null for a run that failed or stopped without one): where `POST /v1/runs/{id}/retry` of a later run resumes the conversation.",
+        "Where the conversation stands once the run's turn is confirmed, opaque (the agent's own mark: Claude Code's last message of the run); null for a run that failed or stopped without one, and for an agent that cannot resume at a message: where `POST /v1/runs/{id}/retry` of a later run resumes the conversation.",
+    }),
+    last_message_uuid: z.string().nullable().openapi({
+      deprecated: true,
+      description: "`resume_at` (the same value).",
     }),
     dropped_lines: z.number().int().min(1).optional().openapi({
       description:
@@ -412,6 +416,7 @@ export function bareCompletion(status: CompletionStatusValue, error: string): Co
     },
     agent_session_id: null,
     claude_session_id: null,
+    resume_at: null,
     last_message_uuid: null,
   };
 }

@@ -2,7 +2,8 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { ConfigError, defaultClaudeBin, loadConfig } from "../src/config.js";
+import { defaultClaudeBin } from "../src/agents/claude/plugin.js";
+import { ConfigError, loadConfig } from "../src/config.js";
 import { DEFAULT_PRICES } from "../src/prices.js";
 
 function problems(env: NodeJS.ProcessEnv): string[] {

@@ -1,42 +1,16 @@
-import { z } from "@hono/zod-openapi";
+import type { z } from "@hono/zod-openapi";
 import type { BridgeEvent, UsageBefore, UserQuestion } from "../events.js";
 import type { Logger } from "../log.js";
 import type { AgentFiles } from "../process/agent-files.js";
 import type { AgentIdentity } from "../process/tenant-homes.js";
+import type { SessionSettings } from "../session-settings.js";
 import type { Git } from "../worktrees/git.js";
 import type { ImageAttachment } from "./images.js";
-import { Approvals, Effort, PermissionMode } from "./settings.js";
 
 // What an agent back-end is to the rest of the bridge. A back-end turns one message into one run
 // of its CLI and yields only generic BridgeEvents, ending with exactly one `completion`; the run
 // manager, the log, the routes and the clients need no change for a new one. Process supervision
 // (the spawner, process groups, timeouts, cancel) is shared: src/process/driver.ts.
-
-export const AGENT_NAMES = ["claude", "codex"] as const;
-export const AgentName = z.enum(AGENT_NAMES).openapi("AgentName", {
-  description: "The agent CLI a session runs: `claude` (Claude Code) or `codex` (OpenAI Codex).",
-});
-export type AgentName = z.infer<typeof AgentName>;
-
-/**
- * A session's settings, the same fields for every back-end (each back-end maps them onto its CLI,
- * see `AgentBackend.settings`).
- */
-export const SessionSettings = z.object({
-  permissionMode: PermissionMode,
-  effort: Effort,
-  model: z.string().nullable(),
-  systemPrompt: z.string().nullable(),
-  worktree: z.boolean(),
-  /** Names of the admin's MCP servers (AGENT_BRIDGE_MCP_CONFIG) the runs get, and no others. */
-  mcpServers: z.array(z.string()),
-  /** Caps of the run: agentic turns, and USD of its own (apart from its key's budget); null: none. */
-  maxTurns: z.number().int().nullable(),
-  maxBudgetUsd: z.number().nullable(),
-  /** Who answers the agent's permission requests (RunContext.approve). */
-  approvals: Approvals,
-});
-export type SessionSettings = z.infer<typeof SessionSettings>;
 
 /** One message's run, as the run manager hands it to a back-end. */
 export interface AgentRunRequest {
@@ -170,7 +144,8 @@ export interface TranscriptLocation {
 }
 
 export interface AgentBackend {
-  readonly name: AgentName;
+  /** Its plugin's name (src/agents/registry.ts). */
+  readonly name: string;
   /**
    * The values of the generic session settings this back-end can honour; a session asking for
    * another is refused (400) with the issue's message, rather than run without it.

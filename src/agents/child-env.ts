@@ -1,6 +1,6 @@
 // An agent child's environment: what its CLI needs to run and reach its API, nothing of the
 // bridge's own configuration or secrets, nor another agent's credentials. Pure: the config layer
-// calls it with process.env.
+// calls it with process.env and the agent's policy (its plugin's).
 
 const EXACT = new Set([
   "PATH",
@@ -28,29 +28,20 @@ const EXACT = new Set([
 
 const PREFIXES = ["LC_", "SSL_CERT_"];
 
-/** The variables of each agent's CLI: its credentials and its own settings. */
-const AGENT_PREFIXES = {
-  claude: [
-    "ANTHROPIC_",
-    "CLAUDE_",
-    // The CLI's own switches that only turn things off (DISABLE_TELEMETRY, DISABLE_AUTOUPDATER, …).
-    "DISABLE_",
-  ],
-  codex: ["OPENAI_", "CODEX_"],
-} as const;
+/**
+ * An agent's share of the environment (its plugin says it): the prefixes of its CLI's variables
+ * (its credentials and its own settings), and prefixes that pass only while one of its switches is
+ * on. Cloud credentials are host secrets that every Bash command of the agent could read, so they
+ * pass only once the operator has switched the CLI to that provider; the operator can still pass
+ * them explicitly through `extraAllow`.
+ */
+export interface EnvPolicy {
+  prefixes: readonly string[];
+  switched: ReadonlyArray<{ switch: string; prefixes: readonly string[] }>;
+}
 
-// Cloud credentials are host secrets that every Bash command of the agent could read, so they
-// pass only when the operator has switched the CLI to that provider: AWS_* for Bedrock
-// (CLAUDE_CODE_USE_BEDROCK), GOOGLE_* and CLOUD_ML_* for Vertex (CLAUDE_CODE_USE_VERTEX). The
-// operator can still pass them explicitly through `extraAllow`.
-// The same holds for OTEL_*: the CLI's own telemetry reads them once CLAUDE_CODE_ENABLE_TELEMETRY
-// is on, and before that they are only the bridge's exporter settings, whose headers often hold a
-// tracing vendor's key.
-const PROVIDER_PREFIXES: Array<{ switch: string; prefixes: string[] }> = [
-  { switch: "CLAUDE_CODE_USE_BEDROCK", prefixes: ["AWS_"] },
-  { switch: "CLAUDE_CODE_USE_VERTEX", prefixes: ["GOOGLE_", "CLOUD_ML_"] },
-  { switch: "CLAUDE_CODE_ENABLE_TELEMETRY", prefixes: ["OTEL_"] },
-];
+/** No agent's variables: what the server's own tools run for agents get (git, file work). */
+export const NO_AGENT: EnvPolicy = { prefixes: [], switched: [] };
 
 /** Never passed, whatever the allow-list says: the bridge's own settings and its database. */
 function isDenied(name: string): boolean {
@@ -69,15 +60,13 @@ function isOn(value: string | undefined): boolean {
  */
 export function childEnvironment(
   source: NodeJS.ProcessEnv,
-  extraAllow: string[],
-  agent: keyof typeof AGENT_PREFIXES = "claude",
+  extraAllow: readonly string[],
+  policy: EnvPolicy,
 ): Record<string, string> {
   const exact = new Set(EXACT);
-  const prefixes: string[] = [...PREFIXES, ...AGENT_PREFIXES[agent]];
-  if (agent === "claude") {
-    for (const { switch: name, prefixes: extra } of PROVIDER_PREFIXES) {
-      if (isOn(source[name])) prefixes.push(...extra);
-    }
+  const prefixes: string[] = [...PREFIXES, ...policy.prefixes];
+  for (const { switch: name, prefixes: extra } of policy.switched) {
+    if (isOn(source[name])) prefixes.push(...extra);
   }
   for (const entry of extraAllow) {
     const name = entry.trim();

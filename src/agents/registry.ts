@@ -1,5 +1,32 @@
+import { z } from "@hono/zod-openapi";
 import { DomainError } from "../errors.js";
-import type { AgentBackend, AgentName } from "./agent.js";
+import type { AgentBackend } from "./agent.js";
+import { claudePlugin } from "./claude/plugin.js";
+import { codexPlugin } from "./codex/plugin.js";
+import type { AgentPlugin } from "./plugin.js";
+
+// The agents this version knows: adding one is its folder and a line here.
+
+export const AGENT_PLUGINS = [claudePlugin, codexPlugin] as const;
+
+type NamesOf<T extends readonly AgentPlugin[]> = { -readonly [K in keyof T]: T[K]["name"] };
+export const AGENT_NAMES = AGENT_PLUGINS.map((plugin) => plugin.name) as NamesOf<
+  typeof AGENT_PLUGINS
+>;
+export const AgentName = z.enum(AGENT_NAMES).openapi("AgentName", {
+  description: "The agent CLI a session runs: `claude` (Claude Code) or `codex` (OpenAI Codex).",
+});
+export type AgentName = z.infer<typeof AgentName>;
+
+/** The plugin of the agent `name`; undefined for one this version does not know. */
+export function pluginOf(name: string): AgentPlugin | undefined {
+  return AGENT_PLUGINS.find((plugin) => plugin.name === name);
+}
+
+/** Whether a permission request of an `agent` run for `toolName` asks the user questions. */
+export function isQuestion(agent: string, toolName: string): boolean {
+  return pluginOf(agent)?.isQuestion(toolName) ?? false;
+}
 
 /** A session names a back-end this server does not run (AGENT_BRIDGE_AGENTS). */
 export class AgentUnavailableError extends DomainError {
@@ -10,7 +37,7 @@ export class AgentUnavailableError extends DomainError {
 
 /** The back-ends this server runs, and the one a session gets when it names none. */
 export class AgentRegistry {
-  private readonly byName: Map<AgentName, AgentBackend>;
+  private readonly byName: Map<string, AgentBackend>;
 
   constructor(
     backends: AgentBackend[],
@@ -24,7 +51,7 @@ export class AgentRegistry {
 
   /** The back-end; throws AgentUnavailableError when this server does not run it. */
   get(name: string): AgentBackend {
-    const backend = this.byName.get(name as AgentName);
+    const backend = this.byName.get(name);
     if (!backend) throw new AgentUnavailableError(name);
     return backend;
   }

@@ -1,5 +1,4 @@
 import { eq } from "drizzle-orm";
-import type { Config } from "../config.js";
 import type { Logger } from "../log.js";
 import type { Database } from "../store/db.js";
 import { countKeys, findKeyByHash, insertKey } from "../store/keys.js";
@@ -10,9 +9,22 @@ import { displayPrefix, hashKey, issueKey } from "./keys.js";
  * Makes sure someone can get in: `AGENT_BRIDGE_API_KEY` becomes an admin key, and a server that
  * has no key at all makes one. Returns that new key, for the caller to show once.
  */
+/** Its configuration section: who may call the API. */
+export interface AuthConfig {
+  /** "none" only on a loopback address. */
+  mode: "keys" | "none";
+  /** A key made an admin key at start-up (containers, CI). */
+  apiKey: string | undefined;
+  /** Whether /openapi.json is served without a key (/docs needs it). */
+  publicOpenApi: boolean;
+  /** Whether /metrics is served without a key (else it needs an admin key). */
+  publicMetrics: boolean;
+  requestsPerMinute: number;
+}
+
 export async function prepareKeys(
   db: Database,
-  config: Config,
+  config: { auth: AuthConfig },
   logger: Logger,
 ): Promise<string | undefined> {
   if (config.auth.mode === "none") return undefined;

@@ -1,13 +1,11 @@
 import { realpath } from "node:fs/promises";
-import type { SessionSettings } from "../agents/agent.js";
-import { PERMISSION_MODES } from "../agents/permission-modes.js";
-import type { PermissionMode } from "../agents/settings.js";
-import type { Config } from "../config.js";
 import { DomainError } from "../errors.js";
 import type { Admission } from "../gateway/admission.js";
 import { EgressRuleError, parseEgressRule } from "../gateway/egress.js";
-import { priceOf } from "../prices.js";
-import { type SandboxStatus, tenantsUnsandboxed } from "../process/sandbox.js";
+import { PERMISSION_MODES } from "../permission-modes.js";
+import { type PriceTable, priceOf } from "../prices.js";
+import { type SandboxMode, type SandboxStatus, tenantsUnsandboxed } from "../process/sandbox.js";
+import type { PermissionMode, SessionSettings } from "../session-settings.js";
 import type { Database } from "../store/db.js";
 import {
   countActiveKeys,
@@ -95,13 +93,23 @@ const FIELD_NAMES = {
   worktrees: "worktree mode",
 } as const;
 
+/** What of the server's configuration a key's policy is checked against. */
+export interface PolicyConfig {
+  /** Real paths a session's work_dir must lie in. */
+  allowedRoots: string[];
+  /** The directory agents work in, unless a session names another. */
+  workDir: string;
+  sandbox: { mode: SandboxMode };
+  prices: PriceTable;
+}
+
 /** With auth off there is one user, the operator: its agents may reach any public address. */
 export const NO_KEY_EGRESS = ["*"] as const;
 
 const round = (usd: number) => Math.round(usd * 1e6) / 1e6;
 
 /** No key (auth off): everything the server allows. */
-export function unrestricted(config: Config): KeyPolicy {
+export function unrestricted(config: PolicyConfig): KeyPolicy {
   return {
     permissionModes: [...PERMISSION_MODES],
     workRoots: config.allowedRoots,
@@ -113,7 +121,7 @@ export function unrestricted(config: Config): KeyPolicy {
 }
 
 /** The key's policy, its unset fields taken from the defaults for its role. */
-export function policyOf(key: ApiKeyRow, config: Config): KeyPolicy {
+export function policyOf(key: ApiKeyRow, config: PolicyConfig): KeyPolicy {
   const modes = PERMISSION_MODES.filter((m) =>
     key.permissionModes ? key.permissionModes.includes(m) : key.admin || !BYPASS_MODES.includes(m),
   );
@@ -131,7 +139,7 @@ export function policyOf(key: ApiKeyRow, config: Config): KeyPolicy {
 export async function loadPolicy(
   db: Database,
   keyId: string | null,
-  config: Config,
+  config: PolicyConfig,
 ): Promise<KeyPolicy> {
   const key = keyId ? await getKey(db, keyId) : undefined;
   return key ? policyOf(key, config) : unrestricted(config);
@@ -170,7 +178,11 @@ const SETTING_RULES: {
 };
 
 /** Throws PolicyDeniedError naming the first thing the run asks for that the policy refuses. */
-export async function checkRun(policy: KeyPolicy, ask: RunAsk, config: Config): Promise<void> {
+export async function checkRun(
+  policy: KeyPolicy,
+  ask: RunAsk,
+  config: PolicyConfig,
+): Promise<void> {
   for (const field of Object.keys(SETTING_RULES) as (keyof SessionSettings)[]) {
     const rule = SETTING_RULES[field] as (p: KeyPolicy, v: unknown) => Refusal | null;
     const refusal = rule(policy, ask.settings[field]);
@@ -189,7 +201,7 @@ export async function checkRun(policy: KeyPolicy, ask: RunAsk, config: Config): 
 /** Refuses (PolicyDeniedError) what the key's policy does not allow; no key, no limits. */
 export async function enforcePolicy(
   db: Database,
-  config: Config,
+  config: PolicyConfig,
   keyId: string | null,
   ask: RunAsk,
 ): Promise<void> {
@@ -234,7 +246,7 @@ export interface RunGate {
  * way the second key came (another instance, the command line), no tenant's agent runs beside
  * another's unsandboxed.
  */
-export function policyGate(db: Database, config: Config, sandbox: SandboxStatus): RunGate {
+export function policyGate(db: Database, config: PolicyConfig, sandbox: SandboxStatus): RunGate {
   return {
     async allow(session, settings) {
       if (!session.ownerKeyId) return { maxBudgetUsd: null };
@@ -258,7 +270,7 @@ export function policyGate(db: Database, config: Config, sandbox: SandboxStatus)
  * and, for a key with a budget, whether the model has a price its spend can be counted at. A call that starts under a cap may end past it
  * (as may calls under way at once): the next is refused.
  */
-export function callAdmission(db: Database, config: Config): Admission {
+export function callAdmission(db: Database, config: PolicyConfig): Admission {
   return async ({ runId, model, maxBudgetUsd }) => {
     if (maxBudgetUsd !== null) {
       const { costUsd } = await meteredUsage(db, runId);
@@ -304,7 +316,10 @@ export interface PolicyInput {
 }
 
 /** The columns to store for the input: work roots resolved to real paths inside the server's roots. */
-export async function policyColumns(input: PolicyInput, config: Config): Promise<KeyPolicyColumns> {
+export async function policyColumns(
+  input: PolicyInput,
+  config: PolicyConfig,
+): Promise<KeyPolicyColumns> {
   const columns: KeyPolicyColumns = {};
   if (input.permission_modes !== undefined) columns.permissionModes = input.permission_modes;
   if (input.max_budget_usd !== undefined) columns.maxBudgetUsd = input.max_budget_usd;

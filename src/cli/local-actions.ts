@@ -1,8 +1,8 @@
-import { PERMISSION_MODES } from "../agents/permission-modes.js";
-import { PermissionMode } from "../agents/settings.js";
 import { issueKey } from "../auth/keys.js";
 import { type PolicyInput, policyColumns, policyOf } from "../auth/policy.js";
 import { type Config, databaseTarget, loadConfig } from "../config.js";
+import { PERMISSION_MODES } from "../permission-modes.js";
+import { PermissionMode } from "../session-settings.js";
 import { type DatabaseHandle, openDatabase } from "../store/db.js";
 import { listKeys, revokeKey, updateKeyPolicy } from "../store/keys.js";
 import type { Output } from "./render.js";

@@ -1,5 +1,5 @@
 import type { Command } from "commander";
-import { PERMISSION_MODES } from "../agents/permission-modes.js";
+import { PERMISSION_MODES } from "../permission-modes.js";
 import type { PolicyOptions } from "./local-actions.js";
 import type { Output } from "./render.js";
 

@@ -1,6 +1,5 @@
 import { createReadStream } from "node:fs";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
-import { PERMISSION_MODES } from "../agents/permission-modes.js";
 import {
   type AgentBridgeClient,
   ApiProblem,
@@ -10,6 +9,7 @@ import {
   type Session,
   type StreamedEvent,
 } from "../client/index.js";
+import { PERMISSION_MODES } from "../permission-modes.js";
 import { TerminalApprover } from "./approvals.js";
 import { EXIT, exitCodeOf } from "./exit-codes.js";
 import { addLocalCommands } from "./local.js";

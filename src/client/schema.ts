@@ -636,7 +636,12 @@ export interface components {
        * @description `agent_session_id` of a Claude Code run (null for other agents).
        */
       claude_session_id: string | null;
-      /** @description The agent's last message of the run, once its result confirmed the turn (null for a run that failed or stopped without one): where `POST /v1/runs/{id}/retry` of a later run resumes the conversation. */
+      /** @description Where the conversation stands once the run's turn is confirmed, opaque (the agent's own mark: Claude Code's last message of the run); null for a run that failed or stopped without one, and for an agent that cannot resume at a message: where `POST /v1/runs/{id}/retry` of a later run resumes the conversation. */
+      resume_at: string | null;
+      /**
+       * @deprecated
+       * @description `resume_at` (the same value).
+       */
       last_message_uuid: string | null;
       /** @description Lines of the CLI's output dropped for being over AGENT_BRIDGE_MAX_LINE_BYTES; the events they held (text included) are missing. Absent when none was. */
       dropped_lines?: number;

@@ -1,7 +1,7 @@
 import { lookup as dnsLookup, type LookupAddress, type LookupAllOptions } from "node:dns";
 import { BlockList, isIP, type LookupFunction } from "node:net";
 import ipaddr from "ipaddr.js";
-import type { Cidr } from "../config.js";
+import type { Cidr } from "./hooks-config.js";
 
 // Where a callback may go. A hook's callback_url is chosen by whoever registers the hook, and the
 // bridge POSTs to it from inside the network: without this, a callback could reach the database,

@@ -1,15 +1,16 @@
 import { createHash, randomUUID } from "node:crypto";
-import type { Config } from "../config.js";
 import { DomainError } from "../errors.js";
 import { errorFields, errorText, type Logger } from "../log.js";
 import { SessionExpiredError } from "../runs/errors.js";
 import type { RunManager } from "../runs/manager.js";
+import type { SettingsDefaults } from "../session-settings.js";
 import type { Database } from "../store/db.js";
 import { uniqueViolation } from "../store/errors.js";
 import * as store from "../store/hooks.js";
 import type { HookDeliveryRow, HookRow, RunRow, SessionRow } from "../store/schema.js";
 import { createSession, deleteSession, getSession } from "../store/sessions.js";
 import { hookAgent, hookSettings } from "./hook-settings.js";
+import type { HooksConfig } from "./hooks-config.js";
 import { asText, render, type TemplateContext } from "./template.js";
 
 // What a verified delivery or a schedule's tick does: record it once, fill the hook's templates,
@@ -18,7 +19,7 @@ import { asText, render, type TemplateContext } from "./template.js";
 export interface HookDeps {
   db: Database;
   runs: RunManager;
-  config: Config;
+  config: { hooks: HooksConfig } & SettingsDefaults;
   logger: Logger;
 }
 

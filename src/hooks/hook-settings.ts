@@ -1,6 +1,11 @@
-import type { SessionSettings } from "../agents/agent.js";
-import { Approvals, Effort, PermissionMode } from "../agents/settings.js";
-import { type Config, settingsWithDefaults } from "../config.js";
+import {
+  Approvals,
+  Effort,
+  PermissionMode,
+  type SessionSettings,
+  type SettingsDefaults,
+  settingsWithDefaults,
+} from "../session-settings.js";
 import type { HookRow } from "../store/schema.js";
 
 type HookFields = Pick<
@@ -13,7 +18,7 @@ type HookFields = Pick<
  * What a hook is checked against when it is defined (its agent, its key's policy), and what each
  * session a delivery or a schedule makes is given.
  */
-export function hookSettings(config: Config, hook: HookFields): SessionSettings {
+export function hookSettings(config: SettingsDefaults, hook: HookFields): SessionSettings {
   return settingsWithDefaults(config, hookAgent(config, hook), {
     permissionMode: hook.permissionMode === null ? null : PermissionMode.parse(hook.permissionMode),
     model: hook.model,
@@ -24,5 +29,5 @@ export function hookSettings(config: Config, hook: HookFields): SessionSettings 
   });
 }
 
-export const hookAgent = (config: Config, hook: Pick<HookRow, "agent">): string =>
+export const hookAgent = (config: SettingsDefaults, hook: Pick<HookRow, "agent">): string =>
   hook.agent ?? config.agents.default;

@@ -1,7 +1,8 @@
-import type { AgentBackend, SessionSettings } from "../agents/agent.js";
+import type { AgentBackend } from "../agents/agent.js";
 import { type McpCatalog, unknownMcpServers } from "../agents/mcp-servers.js";
 import { type AgentRegistry, AgentUnavailableError } from "../agents/registry.js";
 import { InvalidRequestError, type ValidationIssue } from "../errors.js";
+import type { SessionSettings } from "../session-settings.js";
 
 // A session's agent and settings, as a request asks for them (a session, or a hook's sessions):
 // the agent must be one this server runs, and each setting one the agent can honour.

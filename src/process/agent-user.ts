@@ -1,5 +1,6 @@
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
+import type { TenantIdRange } from "./tenant-ids.js";
 
 // The OS user that turns the agents' own ids on (AGENT_BRIDGE_AGENT_USER). The agent is a program
 // that runs shell commands, so the boundary between it and the server (its environment, memory,
@@ -7,6 +8,13 @@ import { readFileSync } from "node:fs";
 // as a user and group id of that tenant's (tenant-ids.ts, tenant-homes.ts), with the agent user's
 // groups as their supplementary groups: the work dirs are the agent user's, shared through its
 // group. The server's git in a session's work dir runs as that session's tenant (src/worktrees/git.ts).
+
+/** Its configuration section: every agent runs as this OS user (by name or uid), in a HOME of its tenant's. */
+export interface AgentUserConfig extends TenantIdRange {
+  spec: string;
+  /** Where each tenant's HOME is made (one directory per API key). */
+  homesDir: string;
+}
 
 export interface AgentUser extends RunAs {
   name: string;

@@ -15,7 +15,7 @@ import {
   RunnerError,
   WorkDirNotFoundError,
 } from "./errors.js";
-import { NdjsonReader } from "./framer.js";
+import { type LongLine, NdjsonReader } from "./framer.js";
 import { ByteTail, terminateGroup } from "./groups.js";
 import type { RunCgroup, RunLimits } from "./run-limits.js";
 import type { Launch, Sandbox, SandboxedCommand } from "./sandbox.js";
@@ -50,6 +50,8 @@ export interface AgentCommand extends SandboxedCommand {
    * open for the protocol's replies until the run stops.
    */
   closeInput: boolean;
+  /** How the CLI's long stdout lines are cut (its plugin's); absent: kept whole up to the bound. */
+  longLine?: LongLine;
 }
 
 /** A back-end's side of the conversation: what its CLI's lines mean. */
@@ -308,6 +310,7 @@ export async function* driveAgentProcess(
   const inbox = new Inbox<Item>();
   const reader = new NdjsonReader({
     maxLineBytes: config.maxLineBytes,
+    ...(command.longLine ? { longLine: command.longLine } : {}),
     onOversized: (bytes) => {
       protocol.lineDropped();
       log.warn(`${label.name} stdout line over the size bound dropped`, {

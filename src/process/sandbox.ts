@@ -2,10 +2,10 @@ import { execFileSync } from "node:child_process";
 import { accessSync, closeSync, constants, openSync } from "node:fs";
 import { lstat, realpath, stat } from "node:fs/promises";
 import path from "node:path";
-import type { Config } from "../config.js";
 import { DomainError } from "../errors.js";
 import type { Logger } from "../log.js";
-import { commandAs, type RunAs } from "./agent-user.js";
+import { type AgentUserConfig, commandAs, type RunAs } from "./agent-user.js";
+import type { LimitsConfig } from "./run-limits.js";
 
 // Each run's CLI, and everything it starts, runs in a sandbox of its own made with bubblewrap
 // (`bwrap`, Debian's `bubblewrap`): its own mount namespace (the system read-only; writable only
@@ -43,6 +43,22 @@ import { commandAs, type RunAs } from "./agent-user.js";
 /** `AGENT_BRIDGE_SANDBOX`: on when bubblewrap works (`auto`), required (`on`), or not at all. */
 export const SANDBOX_MODES = ["auto", "on", "off"] as const;
 export type SandboxMode = (typeof SANDBOX_MODES)[number];
+
+/** Each run in a sandbox of its own: its configuration section. */
+export interface SandboxConfig {
+  mode: SandboxMode;
+  /** Size of each run's private /tmp and /dev/shm. */
+  tmpBytes: number;
+  /** Each sandboxed run's memory and process limits; 0: none (src/process/run-limits.ts). */
+  limits: LimitsConfig;
+  /** Where bubblewrap is looked for: the server's PATH. */
+  searchPath: string;
+  /**
+   * What is the server's and no run may see: its data dir, the agents' homes, the debug
+   * capture, the files its secrets and MCP servers were read from, its HOME.
+   */
+  hidden: string[];
+}
 
 /** What `/readyz` shows of the sandbox. */
 export type SandboxStatus =
@@ -625,7 +641,13 @@ export function tenantsUnsandboxed(
  * start without one: `on`, or `auto` with an agent user (agents of several tenants on one machine).
  */
 export function startSandbox(
-  config: Config,
+  config: {
+    sandbox: SandboxConfig;
+    /** Set: agents of several tenants run on this machine. */
+    agentUser: AgentUserConfig | undefined;
+    /** Real paths a session's work_dir must lie in. */
+    allowedRoots: string[];
+  },
   logger: Logger,
 ): { sandbox?: Sandbox; status: SandboxStatus } {
   const { mode, searchPath, tmpBytes, hidden } = config.sandbox;

@@ -1,9 +1,9 @@
 import type { PermissionAnswer, PermissionRequest, RunContext } from "../agents/agent.js";
-import { ASK_USER_QUESTION } from "../agents/claude/tools.js";
 import { isRecord } from "../agents/line-fields.js";
-import type { Approvals as ApprovalMode } from "../agents/settings.js";
+import { isQuestion } from "../agents/registry.js";
 import type { BridgeEvent } from "../events.js";
 import { errorText, type Logger } from "../log.js";
+import type { Approvals as ApprovalMode } from "../session-settings.js";
 import type { Database } from "../store/db.js";
 import {
   allowToolsForSession,
@@ -116,7 +116,7 @@ export class Approvals {
     const row = await getPermissionRequest(db, run.id, requestId);
     if (!row) throw new PermissionRequestNotFoundError(run.id, requestId);
     if (row.state !== "pending") throw new PermissionRequestResolvedError(requestId, row.state);
-    const { answer, scope, rules } = answerOf(row, reply);
+    const { answer, scope, rules } = answerOf(run.agent, row, reply);
     const resolved = await resolvePermissionRequest(db, run.id, requestId, {
       state: answer.behavior === "allow" ? "allowed" : "denied",
       by: "client",
@@ -379,10 +379,11 @@ function resolvedEvent(requestId: string, how: Omit<Resolved, "type" | "request_
  * (or its tool) for the CLI's session and, as `rules`, for the bridge session's later runs.
  */
 function answerOf(
+  agent: string,
   row: PermissionRequestRow,
   reply: ClientReply,
 ): { answer: PermissionAnswer; scope?: "once" | "session"; rules: string[] } {
-  const question = row.toolName === ASK_USER_QUESTION;
+  const question = isQuestion(agent, row.toolName);
   if ("answers" in reply !== question && !("decision" in reply && reply.decision === "deny")) {
     throw question
       ? new PermissionAnswerMismatchError(

@@ -1,6 +1,5 @@
-import type { SessionSettings } from "../agents/agent.js";
 import type { ImageAttachment } from "../agents/images.js";
-import type { Approvals, Effort, PermissionMode } from "../agents/settings.js";
+import type { Approvals, Effort, PermissionMode, SessionSettings } from "../session-settings.js";
 
 /**
  * What a message sets for its own run alone, over its session's settings. Held with the run in

@@ -292,7 +292,7 @@ export class CompletionRecorder {
         costUsd: completion.cost_usd,
         durationMs: completion.duration_ms,
         agentSessionId: completion.agent_session_id,
-        lastMessageUuid: completion.last_message_uuid,
+        lastMessageUuid: completion.resume_at,
         exitCode: null,
       });
       const entry = entryFor(totals);

@@ -1,6 +1,5 @@
 import { type Context, trace } from "@opentelemetry/api";
 import type { MiddlewareHandler } from "hono";
-import type { Config } from "../config.js";
 import type { BridgeEvent } from "../events.js";
 import type { Logger } from "../log.js";
 
@@ -45,8 +44,14 @@ export const tracingOff: Tracing = {
   shutdown: async () => {},
 };
 
+/** Its configuration section: set, runs' spans go to this OTLP/HTTP traces endpoint. */
+export type TracingConfig = { url: string } | undefined;
+
 /** Tracing as configured: the SDK and its OTLP/HTTP exporter when an endpoint is set, else off. */
-export async function startTracing(config: Config, logger: Logger): Promise<Tracing> {
+export async function startTracing(
+  config: { tracing: TracingConfig },
+  logger: Logger,
+): Promise<Tracing> {
   if (!config.tracing) return tracingOff;
   const { startOtel } = await import("./otel.js");
   return startOtel(config.tracing.url, logger);

@@ -2,9 +2,9 @@ import { existsSync } from "node:fs";
 import path from "node:path";
 import type { Git } from "./git.js";
 
-// A session's git worktree as the claude CLI makes it with `-w <session id>`: the directory
-// `<repo>/.claude/worktrees/<id>` on the branch `worktree-<id>`, made off origin/HEAD on the first
-// run and reused on `--resume`. Everything here asks git and the file system, never assumes.
+// A session's git worktree: on the branch `worktree-<id>`, in the directory its agent's layout
+// says (as the claude CLI makes it with `-w <session id>`), made off origin/HEAD on the first run
+// and reused on `--resume`. Everything here asks git and the file system, never assumes.
 //
 // Observed with the CLI (2.1.328): it locks the worktree ("claude session <id> (pid …)") and
 // leaves the lock after it exits, so removal and prune unlock first; and when the directory is
@@ -156,16 +156,29 @@ export async function restoreSessionWorktree(
 }
 
 /**
- * For an agent that does not make worktrees itself: the session's worktree, made where and as the
- * claude CLI makes its own (so that inspection, the sweep and removal treat both alike) on the
- * first run, off origin/HEAD, and reused after. Returns its path.
+ * Where an agent keeps a session's worktree (its plugin says): the directory is the agent's; the
+ * branch is always `worktree-<id>`, which is how inspection, the sweep and removal find it.
  */
-export async function ensureSessionWorktree(git: Git, sessionId: string): Promise<string> {
+export interface WorktreeLayout {
+  /** The session's worktree directory in the repository `repo`. */
+  directory(repo: string, sessionId: string): string;
+}
+
+/**
+ * For an agent that does not make worktrees itself: the session's worktree, made where its
+ * `layout` says on the first run, off origin/HEAD, on the branch every session's worktree has (so
+ * that inspection, the sweep and removal treat it as any other), and reused after. Returns its path.
+ */
+export async function ensureSessionWorktree(
+  git: Git,
+  sessionId: string,
+  layout: WorktreeLayout,
+): Promise<string> {
   const found = await findSessionWorktree(git, sessionId);
   if (found) return found.path;
   const restored = await restoreSessionWorktree(git, sessionId);
   if (restored) return restored;
-  const dir = path.join(git.repo, ".claude", "worktrees", sessionId);
+  const dir = layout.directory(git.repo, sessionId);
   await git.run(["worktree", "add", "-b", worktreeBranch(sessionId), dir, "origin/HEAD"]);
   return dir;
 }

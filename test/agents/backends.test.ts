@@ -4,9 +4,11 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import type { AgentBackend, AgentName, AgentRunRequest } from "../../src/agents/agent.js";
+import type { AgentBackend, AgentRunRequest } from "../../src/agents/agent.js";
 import { claudeBackend } from "../../src/agents/claude/backend.js";
 import { codexBackend } from "../../src/agents/codex/backend.js";
+import { codexPlugin } from "../../src/agents/codex/plugin.js";
+import type { AgentName } from "../../src/agents/registry.js";
 import type { BridgeEvent, CompletionEvent } from "../../src/events.js";
 import { createLogger, type Logger, silentLogger } from "../../src/log.js";
 import type { DriverConfig } from "../../src/process/driver.js";
@@ -56,7 +58,8 @@ const BACKENDS: BackendCase[] = [
   {
     name: "codex",
     binVariable: "AGENT_BRIDGE_CODEX_BIN",
-    build: (bin, env, driver) => codexBackend({ bin, env, driver, prices: {} }),
+    build: (bin, env, driver) =>
+      codexBackend({ bin, env, driver, prices: {}, worktree: codexPlugin.worktree }),
     succeeded: {
       usage: {
         input_tokens: 100,

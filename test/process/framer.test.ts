@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { CLAUDE_LONG_LINE } from "../../src/agents/claude/long-line.js";
 import { LineFramer, NdjsonReader } from "../../src/process/framer.js";
 
 const MB = 1024 * 1024;
@@ -6,8 +7,10 @@ const MB = 1024 * 1024;
 function reader(maxLineBytes = 1024) {
   const invalid: string[] = [];
   const oversized: number[] = [];
+  // Claude's cut of long lines: the driver gives the reader its agent's (AgentCommand.longLine).
   const r = new NdjsonReader({
     maxLineBytes,
+    longLine: CLAUDE_LONG_LINE,
     onInvalid: (preview) => invalid.push(preview),
     onOversized: (bytes) => oversized.push(bytes),
   });

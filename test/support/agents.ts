@@ -1,4 +1,4 @@
-import type { AgentName } from "../../src/agents/agent.js";
+import type { AgentName } from "../../src/agents/registry.js";
 import { BACKENDS, type Backend } from "./db.js";
 import { type FakeCli, type FakeScenario, fakeCli } from "./fake-cli.js";
 import { replyDeltas } from "./fake-dialects.js";

@@ -1,4 +1,4 @@
-import type { AgentName } from "../../src/agents/agent.js";
+import type { AgentName } from "../../src/agents/registry.js";
 import { makeClaudeEnv } from "./claude-env.js";
 import { makeCodexEnv } from "./codex-env.js";
 import { startMockAnthropic } from "./mock-anthropic.js";

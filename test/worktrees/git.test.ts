@@ -3,6 +3,7 @@ import { existsSync } from "node:fs";
 import { rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { codexPlugin } from "../../src/agents/codex/plugin.js";
 import { type Git, GitRunner, type GitRunnerOptions } from "../../src/worktrees/git.js";
 import {
   checkWorktreePrerequisites,
@@ -147,7 +148,7 @@ describe.each(runners)("a session's worktree on disk, git %s", (_, options) => {
   it("is made by the bridge, for an agent that makes none, where and as the CLI makes its own, and reused", async () => {
     const r = await repo();
     const id = randomUUID();
-    const path = await ensureSessionWorktree(gitIn(r.clone), id);
+    const path = await ensureSessionWorktree(gitIn(r.clone), id, codexPlugin.worktree);
     expect(path).toBe(join(r.clone, ".claude", "worktrees", id));
     expect(await findSessionWorktree(gitIn(r.clone), id)).toMatchObject({
       path,
@@ -156,11 +157,11 @@ describe.each(runners)("a session's worktree on disk, git %s", (_, options) => {
     });
     git(path, "commit", "-q", "--allow-empty", "-m", "the session's work");
     const head = git(path, "rev-parse", "HEAD");
-    expect(await ensureSessionWorktree(gitIn(r.clone), id)).toBe(path);
+    expect(await ensureSessionWorktree(gitIn(r.clone), id, codexPlugin.worktree)).toBe(path);
     expect(git(path, "rev-parse", "HEAD")).toBe(head);
     // Deleted by hand: its branch is checked out again, the session's commits kept.
     await rm(path, { recursive: true, force: true });
-    expect(await ensureSessionWorktree(gitIn(r.clone), id)).toBe(path);
+    expect(await ensureSessionWorktree(gitIn(r.clone), id, codexPlugin.worktree)).toBe(path);
     expect(git(path, "rev-parse", "HEAD")).toBe(head);
   });
 

@@ -6,10 +6,12 @@ import type { DriverConfig } from "../../process/driver.js";
 import { AgentSpawnError, InvalidRunRequestError } from "../../process/errors.js";
 import type { SandboxGateway } from "../../process/sandbox.js";
 import { createVersionProbe } from "../../process/version-probe.js";
+import { SessionSettings } from "../../session-settings.js";
 import type { AgentBackend, AgentRunRequest, RunContext } from "../agent.js";
-import { joinSystemPrompts, runBudget, SessionSettings } from "../agent.js";
+import { joinSystemPrompts, runBudget } from "../agent.js";
 import { type GatewayAccess, sandboxGateway, throughGateway } from "../gateway-access.js";
 import { type McpCatalog, mcpConfigOf } from "../mcp-servers.js";
+import type { AgentCapabilities } from "../plugin.js";
 import { findCredentials } from "./credentials.js";
 import { failedRun, LABEL, runClaude } from "./runner.js";
 import { claudeTranscripts } from "./transcripts.js";
@@ -34,6 +36,15 @@ export interface ClaudeBackendConfig {
   gateway?: GatewayAccess;
 }
 
+/** Everything the bridge asks of an agent, Claude Code can do but fork and steer. */
+export const CLAUDE_CAPABILITIES: AgentCapabilities = {
+  resumeAtMessage: true,
+  interrupt: true,
+  approvals: true,
+  fork: false,
+  steering: false,
+};
+
 export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
   const probe = createVersionProbe("claude", config.bin, config.env, {
     ...(config.runAs ? { runAs: config.runAs } : {}),
@@ -42,8 +53,8 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
   return {
     name: "claude",
     settings: SessionSettings,
-    resumesAtMessage: true,
-    interruptible: true,
+    resumesAtMessage: CLAUDE_CAPABILITIES.resumeAtMessage,
+    interruptible: CLAUDE_CAPABILITIES.interrupt,
     transcripts: (identity) =>
       claudeTranscripts(
         { ...config.env, ...identity?.env },

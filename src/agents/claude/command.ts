@@ -1,6 +1,6 @@
 import { InvalidRunRequestError } from "../../process/errors.js";
+import type { Effort, PermissionMode } from "../../session-settings.js";
 import type { ImageAttachment } from "../images.js";
-import type { Effort, PermissionMode } from "../settings.js";
 
 // The `claude` command line for one run, as an argument array (never a shell string). The prompt
 // is not an argument at all: it goes in on stdin as a stream-json user message (see

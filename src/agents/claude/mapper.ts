@@ -247,7 +247,6 @@ export class StreamMapper {
       usage,
       agent_session_id: this.sessionId,
       claude_session_id: this.sessionId,
-      last_message_uuid: null,
       ...this.dropped(),
     };
   }
@@ -619,9 +618,17 @@ export class StreamMapper {
       usage: this.resultUsage(line),
       agent_session_id: str(line.session_id) ?? this.sessionId,
       claude_session_id: str(line.session_id) ?? this.sessionId,
-      last_message_uuid: failed ? null : this.pendingUuid,
+      ...resumePoint(failed ? null : this.pendingUuid),
       ...this.dropped(),
     });
     return events;
   }
+}
+
+/** A completion's resume point: the last message of the run (and its deprecated alias). */
+function resumePoint(uuid: string | null): {
+  resume_at: string | null;
+  last_message_uuid: string | null;
+} {
+  return { resume_at: uuid, last_message_uuid: uuid };
 }

@@ -1,6 +1,6 @@
 import type { BridgeEvent, CompletionEvent } from "../../events.js";
 import type { Logger } from "../../log.js";
-import type { RunRequest } from "./runner.js";
+import type { RunRequest } from "./run-request.js";
 
 // Whether a run starts the CLI's session (`--session-id`) or continues it (`--resume`) is asked
 // of the store beforehand (`resume`: an earlier run of the session was started), but only the CLI

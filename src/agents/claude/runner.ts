@@ -15,33 +15,19 @@ import {
 } from "../../process/errors.js";
 import { withRunFiles } from "../../process/run-files.js";
 import type { SandboxGateway } from "../../process/sandbox.js";
-import type { AgentIdentity } from "../../process/tenant-homes.js";
 import type { RunContext } from "../agent.js";
-import type { ImageAttachment } from "../images.js";
-import { buildClaudeArgs, type CommandInput, userMessageLine } from "./command.js";
+import { buildClaudeArgs, userMessageLine } from "./command.js";
 import { interruptRequestLine, permissionResponseLine, readControlRequest } from "./control.js";
+import { CLAUDE_LONG_LINE } from "./long-line.js";
 import { StreamMapper } from "./mapper.js";
 import { withSessionFallback } from "./resume.js";
+import type { RunRequest } from "./run-request.js";
 
 // Runs one `claude -p` for one message on the shared process driver (src/process/driver.ts): the
 // command line and stdin message come from command.ts, the meaning of its stream-json lines from
 // the mapper, and control requests (`--permission-prompt-tool stdio`) are answered on stdin,
 // which therefore stays open until the run stops. Who answers a permission request is the run
 // layer's business (RunContext.approve); without one, every request is refused.
-
-/** One message to the CLI: the command's options, plus the prompt (stdin) and where to run. */
-export interface RunRequest extends Omit<CommandInput, "mcpConfigFile"> {
-  prompt: string;
-  /** Images sent with the prompt. */
-  attachments?: readonly ImageAttachment[];
-  /** The `--mcp-config` JSON of the run's MCP servers; absent: none. */
-  mcpConfig?: string;
-  /** `maxBudgetUsd` is the run's own cap, not what its key's budget has left. */
-  ownBudget?: boolean;
-  cwd: string;
-  /** Set: the CLI runs as its tenant's user, in its tenant's HOME (src/process/tenant-homes.ts). */
-  identity?: AgentIdentity;
-}
 
 export interface RunnerConfig
   extends DriverConfig,
@@ -191,6 +177,7 @@ async function* runClaudeOnce(
     },
     input: userMessageLine(req.prompt, req.attachments),
     closeInput: false,
+    longLine: CLAUDE_LONG_LINE,
   };
   yield* driveAgentProcess(command, protocol, { ...config, logger }, signal);
 }

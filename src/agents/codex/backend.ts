@@ -19,11 +19,12 @@ import {
 import { type RunFiles, withRunFiles } from "../../process/run-files.js";
 import type { SandboxGateway } from "../../process/sandbox.js";
 import { createVersionProbe } from "../../process/version-probe.js";
-import { ensureSessionWorktree } from "../../worktrees/worktree.js";
+import { ensureSessionWorktree, type WorktreeLayout } from "../../worktrees/worktree.js";
 import type { AgentBackend, AgentRunRequest, RunContext } from "../agent.js";
 import { joinSystemPrompts } from "../agent.js";
 import { type GatewayAccess, sandboxGateway, throughGateway } from "../gateway-access.js";
 import { imageExtension } from "../images.js";
+import type { AgentCapabilities } from "../plugin.js";
 import { buildCodexArgs, type CodexProvider } from "./command.js";
 import { findCodexCredentials } from "./credentials.js";
 import { CodexMapper, type CodexUsageTotals } from "./mapper.js";
@@ -49,7 +50,18 @@ export interface CodexBackendConfig {
   runAs?: RunAs;
   /** Set: codex's calls go through the model gateway (its env then holds no key). */
   gateway?: GatewayAccess;
+  /** Where a session's worktree is made. */
+  worktree: WorktreeLayout;
 }
+
+/** `codex exec` continues a thread from its end only, and reads no control messages. */
+export const CODEX_CAPABILITIES: AgentCapabilities = {
+  resumeAtMessage: false,
+  interrupt: false,
+  approvals: false,
+  fork: false,
+  steering: false,
+};
 
 const LABEL = { name: "codex", binVariable: "AGENT_BRIDGE_CODEX_BIN" };
 
@@ -61,10 +73,9 @@ export function codexBackend(config: CodexBackendConfig): AgentBackend {
   return {
     name: "codex",
     settings: CodexSettings,
-    // `codex exec resume` continues a thread from its end only.
-    resumesAtMessage: false,
-    // `codex exec` reads no control messages: a cancel stops its process group.
-    interruptible: false,
+    resumesAtMessage: CODEX_CAPABILITIES.resumeAtMessage,
+    // A cancel stops its process group.
+    interruptible: CODEX_CAPABILITIES.interrupt,
     transcripts: (identity) =>
       codexTranscripts(
         { ...config.env, ...identity?.env },
@@ -191,7 +202,7 @@ async function* runCodex(
   let cwd = request.cwd;
   if (settings.worktree) {
     try {
-      cwd = await ensureSessionWorktree(request.git, request.sessionId);
+      cwd = await ensureSessionWorktree(request.git, request.sessionId, config.worktree);
     } catch (err) {
       context.logger.error("could not make the session's worktree", { error: errorText(err) });
       yield [protocol.failure(new WorktreeUnavailableError(), 0)];

@@ -385,6 +385,7 @@ export class CodexMapper {
       usage: this.bridgeUsage(run),
       agent_session_id: this.thread,
       claude_session_id: null,
+      resume_at: null,
       last_message_uuid: null,
       ...this.dropped(),
     };
@@ -409,6 +410,7 @@ export class CodexMapper {
       usage: this.bridgeUsage(ZERO_CODEX_USAGE),
       agent_session_id: this.thread,
       claude_session_id: null,
+      resume_at: null,
       last_message_uuid: null,
       ...this.dropped(),
     };

@@ -1,6 +1,6 @@
 import type { z } from "@hono/zod-openapi";
-import { type SessionSettings, SessionSettings as Settings } from "../agent.js";
-import type { PermissionMode } from "../settings.js";
+import type { PermissionMode } from "../../session-settings.js";
+import { type SessionSettings, SessionSettings as Settings } from "../../session-settings.js";
 
 // How a session's settings map onto codex-cli 0.171.0. `codex exec` asks for no approvals in any
 // mode, so a permission mode becomes the sandbox its commands run in; a mode that has no such

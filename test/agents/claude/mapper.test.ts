@@ -868,6 +868,7 @@ describe("StreamMapper: completion", () => {
         },
         agent_session_id: SESSION_ID,
         claude_session_id: SESSION_ID,
+        resume_at: "last-assistant",
         last_message_uuid: "last-assistant",
       },
     ]);
@@ -897,6 +898,7 @@ describe("StreamMapper: completion", () => {
       },
       agent_session_id: null,
       claude_session_id: null,
+      resume_at: null,
       last_message_uuid: null,
     });
   });
@@ -997,7 +999,7 @@ describe("StreamMapper: completion", () => {
       assistant("s1", [{ type: "text", text: "sub" }], { uuid: "sub-1", parent: "t1" }),
       result(),
     ]);
-    expect(events.at(-1)).toMatchObject({ last_message_uuid: "u1" });
+    expect(events.at(-1)).toMatchObject({ resume_at: "u1", last_message_uuid: "u1" });
   });
 
   it("commits last_message_uuid only when a successful result confirms the turn, never an API error's message", () => {
@@ -1127,6 +1129,7 @@ describe("StreamMapper: completion", () => {
       },
       agent_session_id: SESSION_ID,
       claude_session_id: SESSION_ID,
+      resume_at: null,
       last_message_uuid: null,
     });
   });
@@ -1294,6 +1297,7 @@ describe("StreamMapper on captured real CLI output", () => {
       agent_session_id: res.session_id,
       claude_session_id: res.session_id,
       // Only a result that confirms the turn commits its last message.
+      resume_at: res.is_error ? null : (mainMessages.at(-1)?.uuid ?? null),
       last_message_uuid: res.is_error ? null : (mainMessages.at(-1)?.uuid ?? null),
     });
     // The context window after each main-thread message, and from the result, whose modelUsage

@@ -4,11 +4,8 @@ import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { ASK_DENY_MESSAGE } from "../../../src/agents/claude/control.js";
-import {
-  type RunnerConfig,
-  type RunRequest,
-  runClaude,
-} from "../../../src/agents/claude/runner.js";
+import type { RunRequest } from "../../../src/agents/claude/run-request.js";
+import { type RunnerConfig, runClaude } from "../../../src/agents/claude/runner.js";
 import { BridgeEvent, type CompletionEvent } from "../../../src/events.js";
 import {
   BRIDGE_FLAGS,

@@ -1,11 +1,8 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { buildClaudeArgs, userMessageLine } from "../../../src/agents/claude/command.js";
 import { ASK_DENY_MESSAGE } from "../../../src/agents/claude/control.js";
-import {
-  type RunnerConfig,
-  type RunRequest,
-  runClaude,
-} from "../../../src/agents/claude/runner.js";
+import type { RunRequest } from "../../../src/agents/claude/run-request.js";
+import { type RunnerConfig, runClaude } from "../../../src/agents/claude/runner.js";
 import type { BridgeEvent } from "../../../src/events.js";
 import {
   type FakeCli,

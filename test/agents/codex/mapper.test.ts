@@ -72,6 +72,7 @@ describe("CodexMapper on the real CLI's output", () => {
         },
         agent_session_id: lines[0]?.thread_id,
         claude_session_id: null,
+        resume_at: null,
         last_message_uuid: null,
       },
     ]);
@@ -259,6 +260,7 @@ describe("CodexMapper on the real CLI's output", () => {
       },
       agent_session_id: lines[0]?.thread_id,
       claude_session_id: null,
+      resume_at: null,
       last_message_uuid: null,
     });
     expect(mapper.done).toBe(true);

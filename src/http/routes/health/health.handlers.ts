@@ -1,5 +1,5 @@
 import type { RouteHandler } from "@hono/zod-openapi";
-import type { AgentBackend, AgentName, AgentReadiness } from "../../../agents/agent.js";
+import type { AgentBackend, AgentReadiness } from "../../../agents/agent.js";
 import { DomainError } from "../../../errors.js";
 import { publicErrorText } from "../../../store/errors.js";
 import { API_VERSION, SERVER_VERSION as version } from "../../../version.js";
@@ -30,7 +30,7 @@ export const readyz: RouteHandler<typeof routes.readyz, AppEnv> = async (c) => {
   const problems: string[] = [];
   if (database?.status === "rejected")
     problems.push(`database unreachable: ${publicErrorText(database.reason)}`);
-  const ready: Partial<Record<AgentName, AgentReadiness>> = {};
+  const ready: Record<string, AgentReadiness> = {};
   agents.forEach((result, i) => {
     const name = (backends[i] as AgentBackend).name;
     if (result.status === "fulfilled") ready[name] = result.value as AgentReadiness;

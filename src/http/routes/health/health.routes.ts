@@ -1,5 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { AgentName } from "../../../agents/agent.js";
+import { AgentName } from "../../../agents/registry.js";
 import { problemResponses } from "../../errors.js";
 
 const tags = ["Health"];

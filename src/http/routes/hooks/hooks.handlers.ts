@@ -4,7 +4,7 @@ import type { Context } from "hono";
 import type { AgentRegistry } from "../../../agents/registry.js";
 import { enforcePolicy } from "../../../auth/policy.js";
 import { resolveWorkDir, WorkDirNotAllowedError } from "../../../auth/work-dir.js";
-import { type Config, settingsWithDefaults } from "../../../config.js";
+import type { Config } from "../../../config.js";
 import {
   DomainError,
   InvalidRequestError,
@@ -27,6 +27,7 @@ import {
   verifyAgainstDecoy,
   verifyDelivery,
 } from "../../../hooks/verify.js";
+import { settingsWithDefaults } from "../../../session-settings.js";
 import { uniqueViolation } from "../../../store/errors.js";
 import * as store from "../../../store/hooks.js";
 import type { HookRow } from "../../../store/schema.js";

@@ -1,9 +1,9 @@
 import { z } from "@hono/zod-openapi";
-import { AgentName } from "../../../agents/agent.js";
-import { Approvals, Effort, PermissionMode } from "../../../agents/settings.js";
+import { AgentName } from "../../../agents/registry.js";
 import { nextTick } from "../../../hooks/scheduler.js";
 import { MAX_VALUE_CHARS } from "../../../hooks/template.js";
 import { VERIFICATION_KINDS } from "../../../hooks/verify.js";
+import { Approvals, Effort, PermissionMode } from "../../../session-settings.js";
 import type { HookDeliveryRow, HookRow } from "../../../store/schema.js";
 import { McpServerNames } from "../sessions/sessions.schemas.js";
 

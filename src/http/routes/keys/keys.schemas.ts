@@ -1,7 +1,7 @@
 import { z } from "@hono/zod-openapi";
-import { PermissionMode } from "../../../agents/settings.js";
 import { type KeyPolicy, policyOf } from "../../../auth/policy.js";
 import type { Config } from "../../../config.js";
+import { PermissionMode } from "../../../session-settings.js";
 import type { ApiKeyRow } from "../../../store/schema.js";
 
 export const KeyId = z.uuid({ error: "expected a key id (a UUID)" }).openapi({

@@ -5,8 +5,8 @@ import {
   MAX_IMAGE_BASE64_CHARS,
   MAX_IMAGES,
 } from "../../../agents/images.js";
-import { Approvals, Effort, ModelName, PermissionMode } from "../../../agents/settings.js";
 import { BridgeEvent, CompletionEvent } from "../../../events.js";
+import { Approvals, Effort, ModelName, PermissionMode } from "../../../session-settings.js";
 import { Run } from "../../../wire/run.js";
 import { StreamError } from "../../sse.js";
 import {

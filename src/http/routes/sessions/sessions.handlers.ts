@@ -1,9 +1,9 @@
 import type { RouteHandler } from "@hono/zod-openapi";
 import { enforcePolicy } from "../../../auth/policy.js";
 import { resolveWorkDir, WorkDirNotAllowedError } from "../../../auth/work-dir.js";
-import { settingsWithDefaults } from "../../../config.js";
 import { DomainError, InvalidRequestError, NotFoundError } from "../../../errors.js";
 import { errorText } from "../../../log.js";
+import { settingsWithDefaults } from "../../../session-settings.js";
 import { inOneSnapshot } from "../../../store/db.js";
 import { activeRunIds } from "../../../store/runs.js";
 import * as store from "../../../store/sessions.js";

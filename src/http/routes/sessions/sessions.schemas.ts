@@ -1,9 +1,9 @@
 import { z } from "@hono/zod-openapi";
-import { AgentName } from "../../../agents/agent.js";
 import { MCP_SERVER_NAME } from "../../../agents/mcp-servers.js";
-import { Approvals, Effort, ModelName, PermissionMode } from "../../../agents/settings.js";
+import { AgentName } from "../../../agents/registry.js";
 import type { Config } from "../../../config.js";
 import { SessionUsage } from "../../../events.js";
+import { Approvals, Effort, ModelName, PermissionMode } from "../../../session-settings.js";
 import type { SessionRow, WorktreeRow } from "../../../store/schema.js";
 import { WORKTREE_STATES } from "../../../store/worktrees.js";
 

@@ -1,0 +1,30 @@
+// The hooks' section of the configuration (src/config/hooks.ts reads it from the environment).
+
+/** An address range: `10.0.0.0/8`, `::1/128`, or one address (a range of one). */
+export interface Cidr {
+  address: string;
+  prefix: number;
+  family: "ipv4" | "ipv6";
+}
+
+export interface HooksConfig {
+  /** Largest webhook delivery body (GitHub sends up to 25 MB), apart from the API's limit. */
+  deliveryLimitBytes: number;
+  /** Largest rendered prompt (and system prompt, and session key) of a hook's run, in UTF-8 bytes. */
+  promptMaxBytes: number;
+  callback: {
+    /** Tries of one callback, the first included, before it is `failed`. */
+    maxAttempts: number;
+    /** The wait after the first failure; it doubles each time, up to `backoffMaxMs`, jittered. */
+    backoffMinMs: number;
+    backoffMaxMs: number;
+    /** One try that has no answer by then has failed. */
+    timeoutMs: number;
+    /** How often the outbox looks for due callbacks (a completion also wakes it). */
+    pollMs: number;
+    /** Inside addresses (loopback, private…) a callback may reach all the same. */
+    allow: Cidr[];
+  };
+  /** How often the scheduler looks for due ticks. */
+  scheduleTickMs: number;
+}
