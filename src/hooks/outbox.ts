@@ -1,12 +1,12 @@
 import { backoffMs } from "../backoff.js";
 import type { Cidr } from "../config.js";
 import { errorText, type Logger } from "../log.js";
+import { CallbackTargets } from "../net/targets.js";
 import type { Database } from "../store/db.js";
 import { publicErrorText } from "../store/errors.js";
 import * as store from "../store/hooks.js";
 import type { CallbackRow } from "../store/schema.js";
 import { type PostOutcome, postCallback } from "./callback-post.js";
-import { CallbackTargets } from "./callback-targets.js";
 import { signStandard } from "./verify.js";
 
 // Sends each finished run's callback from the outbox table: a POST of `{run, completion, text}`

@@ -5,7 +5,6 @@ import type { AgentRegistry } from "../../../agents/registry.js";
 import { enforcePolicy } from "../../../auth/policy.js";
 import { resolveWorkDir, WorkDirNotAllowedError } from "../../../auth/work-dir.js";
 import { type Config, settingsWithDefaults } from "../../../config.js";
-import { CallbackTargets } from "../../../hooks/callback-targets.js";
 import {
   deliveryIdOf,
   EmptyPromptError,
@@ -27,6 +26,7 @@ import {
   verifyAgainstDecoy,
   verifyDelivery,
 } from "../../../hooks/verify.js";
+import { CallbackTargets } from "../../../net/targets.js";
 import { uniqueViolation } from "../../../store/errors.js";
 import * as store from "../../../store/hooks.js";
 import type { HookRow } from "../../../store/schema.js";

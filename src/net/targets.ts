@@ -8,7 +8,8 @@ import type { Cidr } from "../config.js";
 // the cloud's metadata service or anything else listening on a private address. Only global
 // unicast addresses are reached, as ipaddr.js classifies them, unless the operator allows others
 // (AGENT_BRIDGE_CALLBACK_ALLOW): checked at registration for an address written in the URL (and
-// for `localhost` names) and at every attempt for the address a name resolves to.
+// for `localhost` names) and at every attempt for the address a name resolves to. The gateway's
+// egress proxy holds a sandboxed run's names to the same rule.
 
 /** ipaddr.js's range names, in words, where its own name is not one. */
 const WORDS: Record<string, string> = {
