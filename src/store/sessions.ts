@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { and, eq, type SQL, sql } from "drizzle-orm";
 import { SessionSettings } from "../agents/agent.js";
-import type { Principal } from "../auth/principal.js";
 import type { UsageBefore } from "../events.js";
+import type { Principal } from "../principal.js";
 import type { Database } from "./db.js";
 import { newestFirst, olderThan, type PageKey } from "./paging.js";
 import { runs, type SessionRow, sessions } from "./schema.js";
