@@ -36,7 +36,7 @@ import { type Sandbox, startSandbox } from "./process/sandbox.js";
 import { TenantHomes } from "./process/tenant-homes.js";
 import { RunManager } from "./runs/manager.js";
 import type { DatabaseHandle } from "./store/db.js";
-import { egressOfRun } from "./store/keys.js";
+import { egressOfRun, getKey } from "./store/keys.js";
 import { DebugCapture } from "./telemetry/capture.js";
 import { type Tracing, tracingOff } from "./telemetry/tracing.js";
 import { GitRunner } from "./worktrees/git.js";
@@ -55,7 +55,7 @@ export function buildDeps(
   const metrics = new Metrics();
   const homes = config.agentUser
     ? new TenantHomes(
-        database.db,
+        (keyId) => getKey(database.db, keyId).then((key) => key?.tenantNumber),
         resolveAgentUser(config.agentUser.spec),
         config.agentUser,
         config.agents.toolEnv,

@@ -11,7 +11,8 @@ import { installProcessGuards } from "./process-guards.js";
 import { DataDirLockedError } from "./store/data-dir-lock.js";
 import { type DatabaseHandle, DatabaseOpenError, openDatabase } from "./store/db.js";
 import { countActiveKeys } from "./store/keys.js";
-import { activeTraceFields, startTracing } from "./telemetry/tracing.js";
+import { startTracing } from "./telemetry/start-tracing.js";
+import { activeTraceFields } from "./telemetry/tracing.js";
 import {
   checkWorktreePrerequisites,
   WorktreePrerequisiteError,

@@ -1,8 +1,9 @@
-// A small structured logger: one JSON object per line on stderr, so that logs stay greppable and
-// never interleave with anything the service prints for people on stdout.
+import { type DestinationStream, type Logger as PinoLogger, pino } from "pino";
+
+// Structured logs through pino: one JSON object per line on stderr, so that logs stay greppable
+// and never interleave with anything the service prints for people on stdout.
 
 export type LogLevel = "debug" | "info" | "warn" | "error";
-const ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 
 export interface Logger {
   debug(msg: string, fields?: Record<string, unknown>): void;
@@ -13,31 +14,51 @@ export interface Logger {
 }
 
 /**
- * A logger writing lines at `level` and above. `ambient` adds fields of the moment a line is
- * written (the active span's trace id, when tracing is on).
+ * A logger writing lines at `level` and above: `{"level":"info","time":"<ISO>", …base,
+ * …ambient, "msg":…, …fields}`. `ambient` adds fields of the moment a line is written (the active
+ * span's trace id, when tracing is on). Without `write`, lines go to stderr synchronously, so
+ * that none is lost when the process exits.
  */
 export function createLogger(
   level: LogLevel = "info",
   base: Record<string, unknown> = {},
-  write: (line: string) => void = (line) => process.stderr.write(`${line}\n`),
+  write?: (line: string) => void,
   ambient?: () => Record<string, unknown> | undefined,
 ): Logger {
-  const emit = (lvl: LogLevel, msg: string, fields?: Record<string, unknown>) => {
-    if (ORDER[lvl] < ORDER[level]) return;
-    const time = new Date().toISOString();
-    write(JSON.stringify({ time, level: lvl, msg, ...base, ...ambient?.(), ...fields }));
-  };
+  const destination: DestinationStream = write
+    ? { write: (line) => write(line.endsWith("\n") ? line.slice(0, -1) : line) }
+    : pino.destination({ dest: 2, sync: true });
+  return wrap(
+    pino(
+      {
+        level,
+        // No pid or hostname: a line carries what the bridge gives it and nothing else.
+        base,
+        timestamp: pino.stdTimeFunctions.isoTime,
+        formatters: { level: (label) => ({ level: label }) },
+        // A fresh object: pino merges the line's fields into what the mixin returns.
+        mixin: ambient && (() => ({ ...ambient() })),
+      },
+      destination,
+    ),
+  );
+}
+
+/** The bridge's Logger over a pino logger. */
+function wrap(logger: PinoLogger): Logger {
+  // The message goes in the object, ahead of the fields, so that a line reads its message before
+  // its details (pino would put a message given apart last).
   return {
-    debug: (msg, fields) => emit("debug", msg, fields),
-    info: (msg, fields) => emit("info", msg, fields),
-    warn: (msg, fields) => emit("warn", msg, fields),
-    error: (msg, fields) => emit("error", msg, fields),
-    child: (fields) => createLogger(level, { ...base, ...fields }, write, ambient),
+    debug: (msg, fields) => logger.debug({ msg, ...fields }),
+    info: (msg, fields) => logger.info({ msg, ...fields }),
+    warn: (msg, fields) => logger.warn({ msg, ...fields }),
+    error: (msg, fields) => logger.error({ msg, ...fields }),
+    child: (fields) => wrap(logger.child(fields)),
   };
 }
 
 /** A logger that drops everything: the default for library code and tests. */
-export const silentLogger: Logger = createLogger("error", {}, () => {});
+export const silentLogger: Logger = wrap(pino({ level: "silent" }, { write: () => {} }));
 
 /**
  * An error and its causes in one line, for the operator's log: Drizzle's "Failed query: …" says

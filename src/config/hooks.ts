@@ -1,8 +1,9 @@
 import { isIP } from "node:net";
 import type { z } from "zod";
 import { int, list } from "../env-fields.js";
-import type { Cidr, HooksConfig } from "../hooks/hooks-config.js";
+import type { HooksConfig } from "../hooks/hooks-config.js";
 import { MAX_VALUE_CHARS } from "../hooks/template.js";
+import type { Cidr } from "../net/targets.js";
 import { ConfigError } from "./env.js";
 
 // Incoming webhooks, schedules and outgoing callbacks.

@@ -2,8 +2,8 @@ import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import { connect, isIP, type Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import { BlockedAddressError, CallbackTargets } from "../hooks/callback-targets.js";
 import { errorText, type Logger } from "../log.js";
+import { BlockedAddressError, CallbackTargets } from "../net/targets.js";
 import type { RunGrant } from "./tokens.js";
 
 // A sandboxed run has a network namespace of its own (src/process/sandbox.ts): nothing outside it

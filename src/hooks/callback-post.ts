@@ -1,6 +1,6 @@
 import { request as httpRequest } from "node:http";
 import { request as httpsRequest } from "node:https";
-import { BlockedAddressError, type CallbackTargets, literalAddress } from "./callback-targets.js";
+import { BlockedAddressError, type CallbackTargets, literalAddress } from "../net/targets.js";
 
 // One POST of a callback, through the address checks of CallbackTargets. What went wrong is told
 // as a short code (`unreachable`, `timeout`, `http_503`…), never as the socket's own text

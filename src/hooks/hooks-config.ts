@@ -1,11 +1,6 @@
 // The hooks' section of the configuration (src/config/hooks.ts reads it from the environment).
 
-/** An address range: `10.0.0.0/8`, `::1/128`, or one address (a range of one). */
-export interface Cidr {
-  address: string;
-  prefix: number;
-  family: "ipv4" | "ipv6";
-}
+import type { Cidr } from "../net/targets.js";
 
 export interface HooksConfig {
   /** Largest webhook delivery body (GitHub sends up to 25 MB), apart from the API's limit. */

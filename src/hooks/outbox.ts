@@ -1,11 +1,12 @@
+import { backoffMs } from "../backoff.js";
 import { errorText, type Logger } from "../log.js";
+import type { Cidr } from "../net/targets.js";
+import { CallbackTargets } from "../net/targets.js";
 import type { Database } from "../store/db.js";
 import { publicErrorText } from "../store/errors.js";
 import * as store from "../store/hooks.js";
 import type { CallbackRow } from "../store/schema.js";
 import { type PostOutcome, postCallback } from "./callback-post.js";
-import { CallbackTargets } from "./callback-targets.js";
-import type { Cidr } from "./hooks-config.js";
 import { signStandard } from "./verify.js";
 
 // Sends each finished run's callback from the outbox table: a POST of `{run, completion, text}`
@@ -30,12 +31,6 @@ export interface OutboxOptions {
 const BATCH = 16;
 /** How long past its timeout a claimed attempt holds its row, should this process die sending. */
 const LEASE_MARGIN_MS = 5000;
-
-/** The wait before attempt `attempts + 1`: doubling from the minimum, capped, half of it random. */
-export function backoffMs(attempts: number, minMs: number, maxMs: number): number {
-  const base = Math.min(maxMs, minMs * 2 ** Math.max(0, attempts - 1));
-  return Math.round(base / 2 + (Math.random() * base) / 2);
-}
 
 export class CallbackOutbox {
   private timer: NodeJS.Timeout | undefined;
@@ -135,7 +130,11 @@ export class CallbackOutbox {
       return;
     }
     const failed = row.attempts >= this.opts.maxAttempts;
-    const wait = backoffMs(row.attempts, this.opts.backoffMinMs, this.opts.backoffMaxMs);
+    const wait = backoffMs(row.attempts, {
+      firstMs: this.opts.backoffMinMs,
+      maxMs: this.opts.backoffMaxMs,
+      jitter: true,
+    });
     await store.recordCallbackAttempt(db, runId, {
       state: failed ? "failed" : "pending",
       status: result.status,

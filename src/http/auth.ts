@@ -1,8 +1,8 @@
 import type { Context, MiddlewareHandler } from "hono";
 import { hashKey, isWellFormedKey, sameHash } from "../auth/keys.js";
-import { ANONYMOUS_ADMIN, type Principal } from "../auth/principal.js";
 import { InvalidStreamTokenError, verifyStreamToken } from "../auth/stream-tokens.js";
 import { DomainError } from "../errors.js";
+import { ANONYMOUS_ADMIN, type Principal } from "../principal.js";
 import { findKeyByHash, getKey, touchKey } from "../store/keys.js";
 import type { AppEnv } from "./context.js";
 

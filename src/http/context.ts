@@ -1,11 +1,11 @@
 import type { AgentRegistry } from "../agents/registry.js";
-import type { Principal } from "../auth/principal.js";
 import type { Doorbell } from "../cluster/doorbell.js";
 import type { InstanceLease } from "../cluster/lease.js";
 import type { Config } from "../config.js";
 import type { ModelGateway } from "../gateway/server.js";
 import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
+import type { Principal } from "../principal.js";
 import type { LimitsStatus } from "../process/run-limits.js";
 import type { SandboxStatus } from "../process/sandbox.js";
 import type { TenantHomes } from "../process/tenant-homes.js";

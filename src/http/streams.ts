@@ -1,5 +1,5 @@
-import type { Principal } from "../auth/principal.js";
 import { DomainError } from "../errors.js";
+import type { Principal } from "../principal.js";
 
 /** How long a client refused a stream is told to wait before it tries again. */
 const RETRY_AFTER_SECONDS = 5;

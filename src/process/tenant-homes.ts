@@ -3,8 +3,6 @@ import { chmod, chown, lstat, mkdir, stat } from "node:fs/promises";
 import path from "node:path";
 import { promisify } from "node:util";
 import type { Logger } from "../log.js";
-import type { Database } from "../store/db.js";
-import { getKey } from "../store/keys.js";
 import { agentFiles } from "./agent-files.js";
 import { type AgentUser, AgentUserError, commandAs, type RunAs } from "./agent-user.js";
 import { type TenantIdRange, tenantIdRangeRefusal, tenantIds } from "./tenant-ids.js";
@@ -32,6 +30,12 @@ export interface AgentIdentity {
   env: Record<string, string>;
 }
 
+/**
+ * The tenant number of an API key, which never changes; undefined when there is no such key.
+ * The caller reads it from the keys' table.
+ */
+export type TenantNumberOf = (keyId: string) => Promise<number | undefined>;
+
 const run = promisify(execFile);
 /** How long the server waits on a tool it runs on a HOME: far more than its work needs. */
 const TOOL_TIME_LIMIT_MS = 30_000;
@@ -53,7 +57,7 @@ export class TenantHomes {
   private readonly range: TenantIdRange;
 
   constructor(
-    private readonly db: Database,
+    private readonly tenantNumberOf: TenantNumberOf,
     readonly user: AgentUser,
     where: TenantIdRange & { homesDir: string },
     /** The agents' environment: its PATH finds the tools the agent's file work runs. */
@@ -102,9 +106,8 @@ export class TenantHomes {
   private async tenantNumber(keyId: string): Promise<number> {
     let number = this.numbers.get(keyId);
     if (number === undefined) {
-      const key = await getKey(this.db, keyId);
-      if (!key) throw new Error(`no API key ${keyId} for the session's tenant`);
-      number = key.tenantNumber;
+      number = await this.tenantNumberOf(keyId);
+      if (number === undefined) throw new Error(`no API key ${keyId} for the session's tenant`);
       this.numbers.set(keyId, number);
     }
     return number;

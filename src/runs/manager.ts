@@ -1,7 +1,6 @@
 import { type Context, context } from "@opentelemetry/api";
 import type { AgentRegistry } from "../agents/registry.js";
 import type { RunGate } from "../auth/policy.js";
-import { ANONYMOUS_ADMIN } from "../auth/principal.js";
 import { ClaimLedger } from "../cluster/claim-ledger.js";
 import { Claimer } from "../cluster/claims.js";
 import { stopElsewhere } from "../cluster/commands.js";
@@ -10,6 +9,7 @@ import type { DeadInstance } from "../cluster/lease.js";
 import { followElsewhere } from "../cluster/remote-follower.js";
 import { errorText, type Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
+import { ANONYMOUS_ADMIN } from "../principal.js";
 import type { TenantHomes } from "../process/tenant-homes.js";
 import { postRunCommand, type RunCommand } from "../store/commands.js";
 import type { Database } from "../store/db.js";

@@ -1,3 +1,4 @@
+import { type Backoff, backoffMs } from "../backoff.js";
 import { describeDbError, transientDbError } from "./errors.js";
 
 // How writes that must not be lost (a run's events, its completion) ride out a database outage: a
@@ -5,8 +6,7 @@ import { describeDbError, transientDbError } from "./errors.js";
 // delay, until the outage has lasted `outageBoundMs`; one the database refused is tried only
 // twice more (a refused value is refused again).
 
-const FIRST_DELAY_MS = 50;
-const MAX_DELAY_MS = 2000;
+const DELAYS: Backoff = { firstMs: 50, maxMs: 2000, jitter: false };
 const RETRIES_OF_A_REFUSAL = 2;
 
 /** The database stayed unreachable for longer than the outage bound. */
@@ -23,7 +23,7 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 
 /** Runs `task` until it succeeds; throws DatabaseOutageError past the bound, or the refusal. */
 export async function withDbRetries<T>(task: () => Promise<T>, outageBoundMs: number): Promise<T> {
-  let delay = FIRST_DELAY_MS;
+  let failures = 0;
   let firstFailure: number | undefined;
   let refusals = 0;
   for (;;) {
@@ -37,8 +37,7 @@ export async function withDbRetries<T>(task: () => Promise<T>, outageBoundMs: nu
       } else if (++refusals > RETRIES_OF_A_REFUSAL) {
         throw err;
       }
-      await sleep(Math.max(0, Math.min(delay, left)));
-      delay = Math.min(delay * 2, MAX_DELAY_MS);
+      await sleep(Math.max(0, Math.min(backoffMs(++failures, DELAYS), left)));
     }
   }
 }

@@ -12,8 +12,8 @@ import {
   sql,
 } from "drizzle-orm";
 import { type AnyPgColumn, alias, QueryBuilder } from "drizzle-orm/pg-core";
-import type { Principal } from "../auth/principal.js";
 import type { Usage } from "../events.js";
+import type { Principal } from "../principal.js";
 import type { Database } from "./db.js";
 import { addKeySpend } from "./keys.js";
 import { hasModelCalls } from "./model-calls.js";

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { and, eq, type SQL, sql } from "drizzle-orm";
-import type { Principal } from "../auth/principal.js";
 import type { UsageBefore } from "../events.js";
+import type { Principal } from "../principal.js";
 import { SessionSettings } from "../session-settings.js";
 import type { Database } from "./db.js";
 import { newestFirst, olderThan, type PageKey } from "./paging.js";

@@ -1,11 +1,11 @@
 import { type Context, trace } from "@opentelemetry/api";
 import type { MiddlewareHandler } from "hono";
 import type { BridgeEvent } from "../events.js";
-import type { Logger } from "../log.js";
 
 // What the rest of the bridge sees of OpenTelemetry tracing. Only the API package is imported
 // here, and it is a no-op until an SDK registers: the SDK (otel.ts) is loaded, and anything of it
-// started, only when an OTLP endpoint is configured, so a server without one pays nothing.
+// started, only when an OTLP endpoint is configured (start-tracing.ts), so a server without one
+// pays nothing.
 
 /** A run about to start, as its span describes it. */
 export interface RunSpanStart {
@@ -46,16 +46,6 @@ export const tracingOff: Tracing = {
 
 /** Its configuration section: set, runs' spans go to this OTLP/HTTP traces endpoint. */
 export type TracingConfig = { url: string } | undefined;
-
-/** Tracing as configured: the SDK and its OTLP/HTTP exporter when an endpoint is set, else off. */
-export async function startTracing(
-  config: { tracing: TracingConfig },
-  logger: Logger,
-): Promise<Tracing> {
-  if (!config.tracing) return tracingOff;
-  const { startOtel } = await import("./otel.js");
-  return startOtel(config.tracing.url, logger);
-}
 
 /** The active span's ids, as fields of a log line written inside it. */
 export function activeTraceFields(): Record<string, string> | undefined {

@@ -18,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLogger } from "../../src/log.js";
 import { resolveAgentUser } from "../../src/process/agent-user.js";
 import { TenantHomes } from "../../src/process/tenant-homes.js";
-import { insertKey } from "../../src/store/keys.js";
+import { getKey, insertKey } from "../../src/store/keys.js";
 import { AGENT_USER, ensureAgentUser, isRoot, TENANT_UID_BASE } from "../support/agent-user.js";
 import { BACKENDS, openTestDatabase, type TestDatabase } from "../support/db.js";
 
@@ -41,7 +41,7 @@ describe.skipIf(!isRoot).each(BACKENDS)("the tenants' homes on %s", (backend) =>
     dir = mkdtempSync(join(tmpdir(), "tenant-homes-"));
     chmodSync(dir, 0o711);
     homes = new TenantHomes(
-      database.db,
+      (keyId) => getKey(database.db, keyId).then((key) => key?.tenantNumber),
       resolveAgentUser(AGENT_USER),
       {
         homesDir: join(dir, "homes"),

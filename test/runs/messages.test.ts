@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ANONYMOUS_ADMIN } from "../../src/auth/principal.js";
+import { ANONYMOUS_ADMIN } from "../../src/principal.js";
 import { SessionGoneError } from "../../src/runs/errors.js";
 import { deleteSession, getSession } from "../../src/store/sessions.js";
 import { agentMatrix } from "../support/agents.js";

@@ -3,7 +3,7 @@ import "../../src/app.js";
 import { loadConfig } from "../../src/config.js";
 import { bareCompletion } from "../../src/events.js";
 import { silentLogger } from "../../src/log.js";
-import { startTracing } from "../../src/telemetry/tracing.js";
+import { startTracing } from "../../src/telemetry/start-tracing.js";
 
 // Run as a process of its own (`node --import tsx`), with the environment a server would have:
 // loads the app's modules and starts tracing as src/index.ts does, traces one run if tracing is

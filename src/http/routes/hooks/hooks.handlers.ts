@@ -11,7 +11,6 @@ import {
   NotFoundError,
   type ValidationIssue,
 } from "../../../errors.js";
-import { CallbackTargets } from "../../../hooks/callback-targets.js";
 import {
   deliveryIdOf,
   MAX_DELIVERY_ID_CHARS,
@@ -27,6 +26,7 @@ import {
   verifyAgainstDecoy,
   verifyDelivery,
 } from "../../../hooks/verify.js";
+import { CallbackTargets } from "../../../net/targets.js";
 import { settingsWithDefaults } from "../../../session-settings.js";
 import { uniqueViolation } from "../../../store/errors.js";
 import * as store from "../../../store/hooks.js";

@@ -1,9 +1,9 @@
 import type { RouteHandler } from "@hono/zod-openapi";
 import type { Context } from "hono";
-import type { Principal } from "../../../auth/principal.js";
 import { issueStreamToken } from "../../../auth/stream-tokens.js";
 import { DomainError, InvalidRequestError, NotFoundError } from "../../../errors.js";
 import type { CompletionEvent } from "../../../events.js";
+import type { Principal } from "../../../principal.js";
 import { type Message, type RunOptions, runSettings } from "../../../runs/message.js";
 import { readStoredLog } from "../../../runs/stored-log.js";
 import { type Database, inOneSnapshot } from "../../../store/db.js";

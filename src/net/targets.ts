@@ -1,14 +1,14 @@
 import { lookup as dnsLookup, type LookupAddress, type LookupAllOptions } from "node:dns";
 import { BlockList, isIP, type LookupFunction } from "node:net";
 import ipaddr from "ipaddr.js";
-import type { Cidr } from "./hooks-config.js";
 
 // Where a callback may go. A hook's callback_url is chosen by whoever registers the hook, and the
 // bridge POSTs to it from inside the network: without this, a callback could reach the database,
 // the cloud's metadata service or anything else listening on a private address. Only global
 // unicast addresses are reached, as ipaddr.js classifies them, unless the operator allows others
 // (AGENT_BRIDGE_CALLBACK_ALLOW): checked at registration for an address written in the URL (and
-// for `localhost` names) and at every attempt for the address a name resolves to.
+// for `localhost` names) and at every attempt for the address a name resolves to. The gateway's
+// egress proxy holds a sandboxed run's names to the same rule.
 
 /** ipaddr.js's range names, in words, where its own name is not one. */
 const WORDS: Record<string, string> = {
@@ -75,6 +75,13 @@ function parseAddress(address: string): ipaddr.IPv4 | ipaddr.IPv6 {
 const LOCALHOST = /(^|\.)localhost\.?$/;
 
 /** Resolves a name to all its addresses, as `dns.lookup` with `all` does. */
+/** An address range: `10.0.0.0/8`, `::1/128`, or one address (a range of one). */
+export interface Cidr {
+  address: string;
+  prefix: number;
+  family: "ipv4" | "ipv6";
+}
+
 export type Resolve = (
   hostname: string,
   options: LookupAllOptions,
