@@ -25,7 +25,7 @@ import { MAX_VALUE_CHARS } from "./hooks/template.js";
 import type { LogLevel } from "./log.js";
 import { DEFAULT_PRICES, type PriceTable } from "./prices.js";
 import type { LimitsConfig } from "./process/run-limits.js";
-import { SANDBOX_MODES } from "./process/sandbox.js";
+import { SANDBOX_MODES } from "./process/sandbox-modes.js";
 import type { DatabaseTarget } from "./store/db.js";
 
 // The one reader of process.env. Everything the service can be told from outside is listed here,

@@ -6,7 +6,7 @@ import type { Config } from "../config.js";
 import type { Admission } from "../gateway/admission.js";
 import { EgressRuleError, parseEgressRule } from "../gateway/egress.js";
 import { priceOf } from "../prices.js";
-import { type SandboxStatus, tenantsUnsandboxed } from "../process/sandbox.js";
+import { type SandboxStatus, tenantsUnsandboxed } from "../process/sandbox-start.js";
 import type { Database } from "../store/db.js";
 import {
   countActiveKeys,

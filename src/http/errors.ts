@@ -6,7 +6,7 @@ import type { ZodError } from "zod";
 import { AgentUnavailableError } from "../agents/registry.js";
 import { BudgetExhaustedError, PolicyDeniedError } from "../auth/policy.js";
 import { errorFields } from "../log.js";
-import { SandboxError } from "../process/sandbox.js";
+import { SandboxError } from "../process/sandbox-start.js";
 import {
   IdempotencyConflictError,
   KeyRunLimitError,

@@ -10,7 +10,7 @@ import { type BridgeEvent, bareCompletion, type CompletionEvent } from "../event
 import { errorText, type Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
 import { bootId } from "../process/groups.js";
-import { SandboxError } from "../process/sandbox.js";
+import { SandboxError } from "../process/sandbox-start.js";
 import type { AgentIdentity, TenantHomes } from "../process/tenant-homes.js";
 import type { Database } from "../store/db.js";
 import { describeDbError } from "../store/errors.js";

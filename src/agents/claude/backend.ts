@@ -4,7 +4,7 @@ import { agentFiles } from "../../process/agent-files.js";
 import type { RunAs } from "../../process/agent-user.js";
 import type { DriverConfig } from "../../process/driver.js";
 import { AgentSpawnError, InvalidRunRequestError } from "../../process/errors.js";
-import type { SandboxGateway } from "../../process/sandbox.js";
+import type { SandboxGateway } from "../../process/sandbox-gateway.js";
 import { createVersionProbe } from "../../process/version-probe.js";
 import type { AgentBackend, AgentRunRequest, RunContext } from "../agent.js";
 import { joinSystemPrompts, runBudget, SessionSettings } from "../agent.js";

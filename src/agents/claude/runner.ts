@@ -14,7 +14,7 @@ import {
   RunnerError,
 } from "../../process/errors.js";
 import { withRunFiles } from "../../process/run-files.js";
-import type { SandboxGateway } from "../../process/sandbox.js";
+import type { SandboxGateway } from "../../process/sandbox-gateway.js";
 import type { AgentIdentity } from "../../process/tenant-homes.js";
 import type { RunContext } from "../agent.js";
 import type { ImageAttachment } from "../images.js";

@@ -17,7 +17,7 @@ import {
   WorktreeUnavailableError,
 } from "../../process/errors.js";
 import { type RunFiles, withRunFiles } from "../../process/run-files.js";
-import type { SandboxGateway } from "../../process/sandbox.js";
+import type { SandboxGateway } from "../../process/sandbox-gateway.js";
 import { createVersionProbe } from "../../process/version-probe.js";
 import { ensureSessionWorktree } from "../../worktrees/worktree.js";
 import type { AgentBackend, AgentRunRequest, RunContext } from "../agent.js";

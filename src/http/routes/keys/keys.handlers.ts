@@ -2,7 +2,7 @@ import type { RouteHandler } from "@hono/zod-openapi";
 import { issueKey } from "../../../auth/keys.js";
 import { type PolicyInput, PolicyInputError, policyColumns } from "../../../auth/policy.js";
 import type { Config } from "../../../config.js";
-import { tenantsUnsandboxed } from "../../../process/sandbox.js";
+import { tenantsUnsandboxed } from "../../../process/sandbox-start.js";
 import * as store from "../../../store/keys.js";
 import type { AppEnv } from "../../context.js";
 import { ApiError, invalidRequest } from "../../errors.js";
