@@ -34,7 +34,7 @@ import { StreamLimiter } from "./http/streams.js";
 import { errorText, type Logger } from "./log.js";
 import { Metrics } from "./metrics.js";
 import { resolveAgentUser } from "./process/agent-user.js";
-import { DRIVER_DEFAULTS } from "./process/driver.js";
+import { DRIVER_DEFAULTS } from "./process/driver/driver-config.js";
 import { type RunLimits, startRunLimits } from "./process/run-limits.js";
 import type { Sandbox } from "./process/sandbox.js";
 import { startSandbox } from "./process/sandbox-start.js";

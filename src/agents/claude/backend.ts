@@ -2,7 +2,7 @@ import type { BridgeEvent } from "../../events.js";
 import { errorText, type Logger } from "../../log.js";
 import { agentFiles } from "../../process/agent-files.js";
 import type { RunAs } from "../../process/agent-user.js";
-import type { DriverConfig } from "../../process/driver.js";
+import type { DriverConfig } from "../../process/driver/driver-config.js";
 import { AgentSpawnError, InvalidRunRequestError } from "../../process/errors.js";
 import type { SandboxGateway } from "../../process/sandbox-gateway.js";
 import { createVersionProbe } from "../../process/version-probe.js";

@@ -1,12 +1,9 @@
 import { dirname } from "node:path";
 import type { BridgeEvent } from "../../events.js";
 import { errorText, silentLogger } from "../../log.js";
-import {
-  type AgentCommand,
-  type DriverConfig,
-  driveAgentProcess,
-  type LineProtocol,
-} from "../../process/driver.js";
+import type { AgentCommand, LineProtocol } from "../../process/driver/agent-command.js";
+import { driveAgentProcess } from "../../process/driver/drive.js";
+import type { DriverConfig } from "../../process/driver/driver-config.js";
 import {
   AgentSpawnError,
   InvalidRunRequestError,

@@ -4,12 +4,9 @@ import { errorText } from "../../log.js";
 import { type PriceTable, priceOf } from "../../prices.js";
 import { agentFiles } from "../../process/agent-files.js";
 import type { RunAs } from "../../process/agent-user.js";
-import {
-  type AgentCommand,
-  type DriverConfig,
-  driveAgentProcess,
-  type LineProtocol,
-} from "../../process/driver.js";
+import type { AgentCommand, LineProtocol } from "../../process/driver/agent-command.js";
+import { driveAgentProcess } from "../../process/driver/drive.js";
+import type { DriverConfig } from "../../process/driver/driver-config.js";
 import {
   AgentSpawnError,
   InvalidRunRequestError,
