@@ -1,8 +1,8 @@
 import type { Cidr } from "../config.js";
 import { errorText, type Logger } from "../log.js";
+import * as store from "../store/callbacks.js";
 import type { Database } from "../store/db.js";
 import { publicErrorText } from "../store/errors.js";
-import * as store from "../store/hooks.js";
 import type { CallbackRow } from "../store/schema.js";
 import { type PostOutcome, postCallback } from "./callback-post.js";
 import { CallbackTargets } from "./callback-targets.js";

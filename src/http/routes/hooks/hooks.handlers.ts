@@ -28,6 +28,11 @@ import {
   verifyDelivery,
 } from "../../../hooks/verify.js";
 import { uniqueViolation } from "../../../store/errors.js";
+import {
+  listDeliveries,
+  RESERVED_DELIVERY_ID_PREFIXES,
+  settleAbandonedDeliveries,
+} from "../../../store/hook-deliveries.js";
 import * as store from "../../../store/hooks.js";
 import type { HookRow } from "../../../store/schema.js";
 import type { Git } from "../../../worktrees/git.js";
@@ -252,8 +257,8 @@ export const listHookDeliveries: RouteHandler<typeof routes.listHookDeliveries, 
   if (!hook) throw hookNotFound(name);
   const after = cursor === undefined ? undefined : decodeCursor(cursor);
   // Nobody is shown a delivery as `received` that no process will ever move on.
-  await store.settleAbandonedDeliveries(c.var.db, hook.id);
-  const rows = await store.listDeliveries(c.var.db, hook.id, { limit: limit + 1, after });
+  await settleAbandonedDeliveries(c.var.db, hook.id);
+  const rows = await listDeliveries(c.var.db, hook.id, { limit: limit + 1, after });
   const { page, next_cursor } = pageOf(rows, limit, (row) => ({
     createdAt: row.receivedAt,
     id: row.id,
@@ -305,7 +310,7 @@ export const deliverHook: RouteHandler<typeof routes.deliverHook, AppEnv> = asyn
       `the delivery id exceeds ${MAX_DELIVERY_ID_CHARS} characters`,
     );
   }
-  const reserved = store.RESERVED_DELIVERY_ID_PREFIXES.find((p) => deliveryId.startsWith(p));
+  const reserved = RESERVED_DELIVERY_ID_PREFIXES.find((p) => deliveryId.startsWith(p));
   if (reserved) {
     throw new ApiError(
       400,
