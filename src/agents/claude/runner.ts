@@ -20,7 +20,7 @@ import { interruptRequestLine, permissionResponseLine, readControlRequest } from
 import { StreamMapper } from "./mapper.js";
 import { withSessionFallback } from "./resume.js";
 
-// Runs one `claude -p` for one message on the shared process driver (src/process/driver.ts): the
+// Runs one `claude -p` for one message on the shared process driver (src/process/driver/): the
 // command line and stdin message come from command.ts, the meaning of its stream-json lines from
 // the mapper, and control requests (`--permission-prompt-tool stdio`) are answered on stdin,
 // which therefore stays open until the run stops. Who answers a permission request is the run
