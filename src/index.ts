@@ -6,7 +6,7 @@ import { type Config, ConfigError, databaseTarget, loadConfig } from "./config.j
 import type { AppEnv } from "./http/context.js";
 import { createLogger, errorFields, errorText, type Logger } from "./log.js";
 import { AgentUserError } from "./process/agent-user.js";
-import { SandboxError, tenantsUnsandboxed } from "./process/sandbox.js";
+import { SandboxError, tenantsUnsandboxed } from "./process/sandbox-start.js";
 import { installProcessGuards } from "./process-guards.js";
 import { DataDirLockedError } from "./store/data-dir-lock.js";
 import { type DatabaseHandle, DatabaseOpenError, openDatabase } from "./store/db.js";

@@ -10,7 +10,7 @@ import type { ImageAttachment } from "./images.js";
 // What an agent back-end is to the rest of the bridge. A back-end turns one message into one run
 // of its CLI and yields only generic BridgeEvents, ending with exactly one `completion`; the run
 // manager, the log, the routes and the clients need no change for a new one. Process supervision
-// (the spawner, process groups, timeouts, cancel) is shared: src/process/driver.ts.
+// (the spawner, process groups, timeouts, cancel) is shared: src/process/driver/.
 
 /** One message's run, as the run manager hands it to a back-end. */
 export interface AgentRunRequest {

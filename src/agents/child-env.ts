@@ -1,3 +1,5 @@
+import { PROXY_VARIABLES } from "../process/proxy-variables.js";
+
 // An agent child's environment: what its CLI needs to run and reach its API, nothing of the
 // bridge's own configuration or secrets, nor another agent's credentials. Pure: the config layer
 // calls it with process.env and the agent's policy (its plugin's).
@@ -83,15 +85,6 @@ export function childEnvironment(
   }
   return env;
 }
-
-const PROXY_VARIABLES = [
-  "HTTP_PROXY",
-  "HTTPS_PROXY",
-  "ALL_PROXY",
-  "http_proxy",
-  "https_proxy",
-  "all_proxy",
-];
 
 /**
  * `env` with `host` among the hosts reached without a proxy, when it sets one: the CLI's proxy is

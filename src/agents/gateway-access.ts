@@ -2,7 +2,7 @@ import type { BridgeEvent, CompletionEvent } from "../events.js";
 import type { CallRefusal } from "../gateway/admission.js";
 import type { RunAccess } from "../gateway/server.js";
 import { errorText } from "../log.js";
-import type { SandboxGateway } from "../process/sandbox.js";
+import type { SandboxGateway } from "../process/sandbox-gateway.js";
 import type { MeteredUsage } from "../store/model-calls.js";
 import type { AgentRunRequest, RunContext } from "./agent.js";
 import { bypassProxyFor } from "./child-env.js";

@@ -3,7 +3,7 @@ import type { ModelApi } from "../gateway/api.js";
 import type { Upstream } from "../gateway/upstream.js";
 import type { PriceTable } from "../prices.js";
 import type { RunAs } from "../process/agent-user.js";
-import type { DriverConfig } from "../process/driver.js";
+import type { DriverConfig } from "../process/driver/driver-config.js";
 import type { LongLine } from "../process/framer.js";
 import type { WorktreeLayout } from "../worktrees/worktree.js";
 import type { AgentBackend } from "./agent.js";

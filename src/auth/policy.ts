@@ -4,7 +4,8 @@ import type { Admission } from "../gateway/admission.js";
 import { EgressRuleError, parseEgressRule } from "../gateway/egress.js";
 import { PERMISSION_MODES } from "../permission-modes.js";
 import { type PriceTable, priceOf } from "../prices.js";
-import { type SandboxMode, type SandboxStatus, tenantsUnsandboxed } from "../process/sandbox.js";
+import type { SandboxMode } from "../process/sandbox-modes.js";
+import { type SandboxStatus, tenantsUnsandboxed } from "../process/sandbox-start.js";
 import type { PermissionMode, SessionSettings } from "../session-settings.js";
 import type { Database } from "../store/db.js";
 import {

@@ -20,6 +20,13 @@ export const EXIT = {
   detached: 130,
 } as const;
 
+/** Thrown by a command to end with this exit code (after it has printed what it had to). */
+export class Exit extends Error {
+  constructor(readonly code: number) {
+    super(`exit ${code}`);
+  }
+}
+
 export function exitCodeOf(status: RunStatus): number {
   switch (status) {
     case "succeeded":

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Logger } from "../log.js";
 import { ShuttingDownError } from "../runs/errors.js";
 import type { Database } from "../store/db.js";
-import { type Claim, releaseClaims, ringForWork } from "../store/runs.js";
+import { type Claim, releaseClaims, ringForWork } from "../store/run-claims.js";
 
 // Every claim this instance makes of a run queued in the database (to run it, to cancel it, to
 // close it when its host is gone) goes through the ledger. Each claim writes a new token on the

@@ -4,7 +4,7 @@ import { errorText, type Logger } from "../log.js";
 // one with none when a run waiting there for its session got its turn; pinned to a worktree's
 // host; or handed back by one shutting down) are claimed by an instance with a free slot:
 // `claimOne` takes the one whose turn it is of those this host may run (the key running the fewest
-// runs first; FOR UPDATE SKIP LOCKED, src/store/runs.ts) and starts it here. Looked for when the
+// runs first; FOR UPDATE SKIP LOCKED, src/store/run-claims.ts) and starts it here. Looked for when the
 // doorbell rings for work (a NOTIFY when such a run is written), at each lease tick, and when one
 // of this instance's runs ends.
 

@@ -1,7 +1,7 @@
 import { COMMANDS_CHANNEL } from "../store/commands.js";
 import type { Listen } from "../store/db.js";
 import { RUN_EVENTS_CHANNEL } from "../store/events.js";
-import { WORK_CHANNEL } from "../store/runs.js";
+import { WORK_CHANNEL } from "../store/run-claims.js";
 
 // The doorbell: how this instance learns that another one stored events of a run it follows, or
 // posted a command for a run it executes, or left a queued run for any instance to claim

@@ -2,7 +2,8 @@ import path from "node:path";
 import { z } from "zod";
 import { int, oneOf } from "../env-fields.js";
 import type { AgentUserConfig } from "../process/agent-user.js";
-import { SANDBOX_MODES, type SandboxConfig } from "../process/sandbox.js";
+import { SANDBOX_MODES } from "../process/sandbox-modes.js";
+import type { SandboxConfig } from "../process/sandbox-start.js";
 
 // Where the agents run: as which OS user, in which sandbox, with which limits.
 

@@ -1,5 +1,5 @@
 import type { RunTransactionHook } from "../runs/recording.js";
-import { insertCallback, markCallbackDue } from "../store/hooks.js";
+import { insertCallback, markCallbackDue } from "../store/callbacks.js";
 
 /**
  * A message's callback joins its run's transactions: the outbox row is written with the run, so

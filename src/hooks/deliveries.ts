@@ -6,7 +6,7 @@ import type { RunManager } from "../runs/manager.js";
 import type { SettingsDefaults } from "../session-settings.js";
 import type { Database } from "../store/db.js";
 import { uniqueViolation } from "../store/errors.js";
-import * as store from "../store/hooks.js";
+import * as store from "../store/hook-deliveries.js";
 import type { HookDeliveryRow, HookRow, RunRow, SessionRow } from "../store/schema.js";
 import { createSession, deleteSession, getSession } from "../store/sessions.js";
 import { hookAgent, hookSettings } from "./hook-settings.js";

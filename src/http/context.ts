@@ -7,7 +7,7 @@ import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
 import type { Principal } from "../principal.js";
 import type { LimitsStatus } from "../process/run-limits.js";
-import type { SandboxStatus } from "../process/sandbox.js";
+import type { SandboxStatus } from "../process/sandbox-start.js";
 import type { TenantHomes } from "../process/tenant-homes.js";
 import type { RunManager } from "../runs/manager.js";
 import type { Database, DatabaseHandle } from "../store/db.js";

@@ -10,6 +10,13 @@ import ipaddr from "ipaddr.js";
 // for `localhost` names) and at every attempt for the address a name resolves to. The gateway's
 // egress proxy holds a sandboxed run's names to the same rule.
 
+/** An address range: `10.0.0.0/8`, `::1/128`, or one address (a range of one). */
+export interface Cidr {
+  address: string;
+  prefix: number;
+  family: "ipv4" | "ipv6";
+}
+
 /** ipaddr.js's range names, in words, where its own name is not one. */
 const WORDS: Record<string, string> = {
   linkLocal: "link-local",
@@ -75,13 +82,6 @@ function parseAddress(address: string): ipaddr.IPv4 | ipaddr.IPv6 {
 const LOCALHOST = /(^|\.)localhost\.?$/;
 
 /** Resolves a name to all its addresses, as `dns.lookup` with `all` does. */
-/** An address range: `10.0.0.0/8`, `::1/128`, or one address (a range of one). */
-export interface Cidr {
-  address: string;
-  prefix: number;
-  family: "ipv4" | "ipv6";
-}
-
 export type Resolve = (
   hostname: string,
   options: LookupAllOptions,

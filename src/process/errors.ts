@@ -39,7 +39,7 @@ export class AgentNotFoundError extends RunnerError {
   readonly status = "failed";
   override readonly name = "AgentNotFoundError";
   readonly code = "agent_not_found";
-  // The path is the server's: it goes to the server's log (see driver.ts), not to the client.
+  // The path is the server's: it goes to the server's log (see driver/start-child.ts), not to the client.
   constructor(label: AgentLabel) {
     super(`${label.name} CLI not found (${label.binVariable}); the server's log names the path`);
   }

@@ -9,7 +9,7 @@ import { QueueFullError, SessionBusyError, SessionGoneError, ShuttingDownError }
 // longest), to its run queued first, so that one key's backlog never holds every slot while
 // another key's run waits. A session has at most one run queued or running (the rest wait in its
 // line), so this never reorders one session's runs. The queue claimed from the database orders by
-// the same rule over every instance (claimQueuedRun, src/store/runs.ts).
+// the same rule over every instance (claimQueuedRun, src/store/run-claims.ts).
 
 /** What admission needs to know of a run. */
 export interface Admittable {

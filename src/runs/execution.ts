@@ -15,7 +15,7 @@ import type { AgentIdentity, TenantHomes } from "../process/tenant-homes.js";
 import type { Database } from "../store/db.js";
 import { describeDbError } from "../store/errors.js";
 import { DatabaseOutageError } from "../store/retry.js";
-import { markRunning, setAgentSessionId, setRunPgid } from "../store/runs.js";
+import { markRunning, setAgentSessionId, setRunPgid } from "../store/run-lifecycle.js";
 import type { SessionRow } from "../store/schema.js";
 import { sessionSettings, sessionTotals } from "../store/sessions.js";
 import type { DebugCapture, RunCapture } from "../telemetry/capture.js";

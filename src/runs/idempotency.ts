@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import type { Database } from "../store/db.js";
-import { expireIdempotencyKey, findRunByIdempotencyKey } from "../store/runs.js";
+import { expireIdempotencyKey, findRunByIdempotencyKey } from "../store/run-admission.js";
 import { IdempotencyConflictError } from "./errors.js";
 import { type Message, NO_RUN_OPTIONS } from "./message.js";
 

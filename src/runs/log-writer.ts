@@ -3,7 +3,7 @@ import type { Metrics } from "../metrics.js";
 import type { Database } from "../store/db.js";
 import { appendEvents, type EventBatch } from "../store/events.js";
 import { DatabaseOutageError, withDbRetries } from "../store/retry.js";
-import { RunAlreadyClosedError } from "../store/runs.js";
+import { RunAlreadyClosedError } from "../store/run-lifecycle.js";
 import type { RunLog } from "./run-log.js";
 
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));

@@ -17,7 +17,15 @@ import { uniqueViolation } from "../store/errors.js";
 import { type LogView, positionIn, type SequencedEvent } from "../store/events.js";
 import { countLiveInstances } from "../store/instances.js";
 import { withDbRetries } from "../store/retry.js";
-import * as store from "../store/runs.js";
+import { admissionState, promoteWaitingRun, retryPoint } from "../store/run-admission.js";
+import {
+  claimQueuedRun,
+  claimRun,
+  claimStrandedRuns,
+  releaseRun,
+  ringForWork,
+} from "../store/run-claims.js";
+import { getActiveRun, getRun, OPEN_STATUSES, openRunsOf } from "../store/runs.js";
 import type { RunRow, SessionRow } from "../store/schema.js";
 import { getSession, sessionSettings } from "../store/sessions.js";
 import { getSessionWorktree } from "../store/worktrees.js";
@@ -216,7 +224,7 @@ export class RunManager {
    */
   whenIdle<T>(sessionId: string, task: () => Promise<T>): Promise<T | undefined> {
     return this.admission.inAdmissionOrder(sessionId, async () => {
-      if (this.isActive(sessionId) || (await store.getActiveRun(this.opts.db, sessionId))) {
+      if (this.isActive(sessionId) || (await getActiveRun(this.opts.db, sessionId))) {
         return undefined;
       }
       return task();
@@ -237,7 +245,7 @@ export class RunManager {
         await this.cancel(run.id).catch(() => {});
         await run.finished;
       }
-      for (const row of await store.openRunsOf(this.opts.db, sessionId)) {
+      for (const row of await openRunsOf(this.opts.db, sessionId)) {
         // Ended meanwhile, or this instance's (a refusal of the cancel): nothing to wait for.
         await this.cancel(row.id).catch(() => {});
       }
@@ -369,7 +377,7 @@ export class RunManager {
       const { db, doorbell, instanceId } = this.opts;
       // Ended here, its completion not stored yet: stored first, so that it is answered finished.
       await this.recorder.storeNow(runId);
-      const row = await store.getRun(db, runId);
+      const row = await getRun(db, runId);
       const mine = row?.status === "queued" && row.instanceId === instanceId();
       const failedToken = mine && this.claims.hasFailed(row.claimToken) ? row.claimToken : null;
       if (
@@ -381,7 +389,7 @@ export class RunManager {
         // the claim, which shutdown waits for (ending never rejects: a completion the database
         // would not take waits in the recorder).
         const ended = await this.claims.claim(async (claim) => {
-          const claimed = await store.claimRun(db, runId, claim, failedToken);
+          const claimed = await claimRun(db, runId, claim, failedToken);
           if (!claimed) return false;
           const unstarted = await this.activeRunOf(claimed);
           await this.execution.endUnstarted(unstarted, "cancelled", "cancelled before it started");
@@ -396,7 +404,7 @@ export class RunManager {
         return this.stop(runId, kind, running, false);
       }
       const owner = row?.instanceId;
-      if (row && owner && owner !== instanceId() && store.OPEN_STATUSES.includes(row.status)) {
+      if (row && owner && owner !== instanceId() && OPEN_STATUSES.includes(row.status)) {
         const status = await stopElsewhere(db, doorbell, { ...row, instanceId: owner }, kind);
         if (status === "cancelled") return;
         throw new RunFinishedError(runId, status ?? "unknown");
@@ -482,7 +490,7 @@ export class RunManager {
     if (!this.opts.doorbell.shared || this.claims.closed) return;
     // Ended within the claim, as a cancel's claimed run is.
     await this.claims.claim(async (claim) => {
-      const rows = await store.claimStrandedRuns(db, claim);
+      const rows = await claimStrandedRuns(db, claim);
       const stranded = await Promise.all(
         rows.map((row) => this.activeRunOf({ run: row, resume: false })),
       );
@@ -600,7 +608,7 @@ export class RunManager {
     const { db, agents, gate, transactionHooks } = this.opts;
     this.admission.checkOpen(session.id);
     // Read again rather than trusting `session`: the sweep may have expired it since.
-    const state = await store.admissionState(db, session.id);
+    const state = await admissionState(db, session.id);
     if (!state) throw new SessionGoneError(session.id);
     if (state.expired) throw new SessionExpiredError(session.id);
     const requestHash = message.idempotencyKey ? messageHash(message) : null;
@@ -675,7 +683,7 @@ export class RunManager {
     } catch (err) {
       const constraint = uniqueViolation(err);
       if (constraint === "runs_one_active_per_session") {
-        const activeRun = await store.getActiveRun(db, session.id);
+        const activeRun = await getActiveRun(db, session.id);
         throw new SessionBusyError(activeRun?.id ?? "unknown");
       }
       throw err;
@@ -719,7 +727,7 @@ export class RunManager {
     const freePlace = this.admission.holdPlace();
     try {
       return await this.claims.claim(async (claim) => {
-        const claimed = await store.claimQueuedRun(db, claim, host);
+        const claimed = await claimQueuedRun(db, claim, host);
         if (!claimed) return false;
         // Through an outage, as a run's writes are: a claimed run left neither started nor given
         // back would stay this instance's, queued, until the next claim gives it back.
@@ -772,9 +780,9 @@ export class RunManager {
     if (!doorbell.shared) return false;
     try {
       const handover = toHandover({ options: run.options, resumeAt: run.resumeAt });
-      if (!(await store.releaseRun(db, run.id, instanceId(), handover))) return false;
+      if (!(await releaseRun(db, run.id, instanceId(), handover))) return false;
       run.log.handOver();
-      if (doorbell.rings) await store.ringForWork(db, run.row.pinnedHost);
+      if (doorbell.rings) await ringForWork(db, run.row.pinnedHost);
       logger.info("handed a queued run over to the other instances", { run_id: run.id });
       return true;
     } catch (err) {
@@ -788,7 +796,7 @@ export class RunManager {
    * newest run and finished (asked in the session's admission order, so no message slips in).
    */
   private async retryPoint(sessionId: string, runId: string): Promise<string | null> {
-    const { latest, resumeAt } = await store.retryPoint(this.opts.db, sessionId, runId);
+    const { latest, resumeAt } = await retryPoint(this.opts.db, sessionId, runId);
     if (!latest) throw new SessionGoneError(sessionId);
     if (latest.id !== runId) throw new RunNotLatestError(runId, latest.id);
     if (["queued", "running", "waiting"].includes(latest.status)) {
@@ -804,9 +812,9 @@ export class RunManager {
    * before the database's queue, out of its turn).
    */
   private async claimSession(run: ActiveRun): Promise<"claimed" | "blocked" | "gone"> {
-    let promoted: Awaited<ReturnType<typeof store.promoteWaitingRun>>;
+    let promoted: Awaited<ReturnType<typeof promoteWaitingRun>>;
     try {
-      promoted = await store.promoteWaitingRun(this.opts.db, run.id);
+      promoted = await promoteWaitingRun(this.opts.db, run.id);
     } catch (err) {
       // Another process still has a run on the session: keep waiting (the poll looks again).
       if (uniqueViolation(err) === "runs_one_active_per_session") return "blocked";

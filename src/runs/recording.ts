@@ -9,14 +9,13 @@ import { DatabaseOutageError, withDbRetries } from "../store/retry.js";
 import {
   countOpenRunsOfKey,
   countUnownedRuns,
-  finishRun,
   insertRun,
   lockKeyRuns,
   lockUnownedRuns,
   type NewRun,
-  RunAlreadyClosedError,
-  ringForWork,
-} from "../store/runs.js";
+} from "../store/run-admission.js";
+import { ringForWork } from "../store/run-claims.js";
+import { finishRun, RunAlreadyClosedError } from "../store/run-lifecycle.js";
 import type { RunRow } from "../store/schema.js";
 import { KeyRunLimitError, QueueFullError } from "./errors.js";
 import type { Message } from "./message.js";

@@ -11,7 +11,7 @@ import { codexPlugin } from "../../src/agents/codex/plugin.js";
 import type { AgentName } from "../../src/agents/registry.js";
 import type { BridgeEvent, CompletionEvent } from "../../src/events.js";
 import { createLogger, type Logger, silentLogger } from "../../src/log.js";
-import type { DriverConfig } from "../../src/process/driver.js";
+import type { DriverConfig } from "../../src/process/driver/driver-config.js";
 import { groupAlive } from "../../src/process/groups.js";
 import { GitRunner } from "../../src/worktrees/git.js";
 import { type FakeCli, type FakeScenario, type FakeStep, fakeCli } from "../support/fake-cli.js";

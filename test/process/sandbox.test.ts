@@ -6,16 +6,11 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import { createLogger, silentLogger } from "../../src/log.js";
+import { type Bubblewrap, bwrapArgs } from "../../src/process/bwrap-args.js";
 import { terminateGroup } from "../../src/process/groups.js";
-import {
-  type Bubblewrap,
-  bwrapArgs,
-  type Mount,
-  Sandbox,
-  SandboxError,
-  sandboxMounts,
-  startSandbox,
-} from "../../src/process/sandbox.js";
+import { Sandbox } from "../../src/process/sandbox.js";
+import { type Mount, sandboxMounts } from "../../src/process/sandbox-mounts.js";
+import { SandboxError, startSandbox } from "../../src/process/sandbox-start.js";
 import { spawnProcess } from "../../src/process/spawner.js";
 import { testSandbox } from "../support/sandbox.js";
 

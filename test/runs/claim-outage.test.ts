@@ -70,7 +70,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a claimed run the database took
   const STRANDED_CLAIM = /"pinned_host" is not null/;
   /** The read of a claimed run's session (`getSession`, src/store/sessions.ts). */
   const SESSION_READ = /from "sessions" where \(?"sessions"\."id" = \$1/;
-  /** A cancel's claim of a run queued for any instance (src/store/runs.ts, `claimRun`). */
+  /** A cancel's claim of a run queued for any instance (src/store/run-claims.ts, `claimRun`). */
   const CANCEL_CLAIM = /where \("runs"\."id" = \$3 and "runs"\."status" = \$4/;
 
   /**

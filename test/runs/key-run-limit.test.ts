@@ -4,7 +4,7 @@ import { issueKey } from "../../src/auth/keys.js";
 import { KeyRunLimitError } from "../../src/runs/errors.js";
 import type { Message } from "../../src/runs/message.js";
 import { recordRun } from "../../src/runs/recording.js";
-import type { NewRun } from "../../src/store/runs.js";
+import type { NewRun } from "../../src/store/run-admission.js";
 import { runs } from "../../src/store/schema.js";
 import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
 

@@ -1,7 +1,8 @@
 import { spawn } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bootId, groupAlive, terminateGroup } from "../../src/process/groups.js";
-import * as runStore from "../../src/store/runs.js";
+import { markRunning, setRunPgid } from "../../src/store/run-lifecycle.js";
+import { getRun } from "../../src/store/runs.js";
 import { createTestApp, type TestApp } from "../support/app.js";
 import { BACKENDS, insertSessionRun } from "../support/db.js";
 
@@ -26,8 +27,8 @@ describe.each(BACKENDS)("recovering runs on %s", (backend) => {
   async function unfinishedRun(pgid: number, boot: string | null) {
     const db = t.database.db;
     const run = await insertSessionRun(db, "left behind");
-    await runStore.markRunning(db, run.id, new Date());
-    await runStore.setRunPgid(db, run.id, pgid, boot);
+    await markRunning(db, run.id, new Date());
+    await setRunPgid(db, run.id, pgid, boot);
     return run;
   }
 
@@ -36,7 +37,7 @@ describe.each(BACKENDS)("recovering runs on %s", (backend) => {
     const run = await unfinishedRun(pgid, bootId());
     await t.deps.runs.reap(null);
     expect(await groupAlive(pgid)).toBe(false);
-    expect((await runStore.getRun(t.database.db, run.id))?.status).toBe("interrupted");
+    expect((await getRun(t.database.db, run.id))?.status).toBe("interrupted");
   });
 
   it("leaves alone a group number recorded in another boot, which may be anyone's now", async () => {
@@ -45,7 +46,7 @@ describe.each(BACKENDS)("recovering runs on %s", (backend) => {
       const run = await unfinishedRun(pgid, "a-boot-before-the-reboot");
       await t.deps.runs.reap(null);
       expect(await groupAlive(pgid)).toBe(true);
-      expect((await runStore.getRun(t.database.db, run.id))?.status).toBe("interrupted");
+      expect((await getRun(t.database.db, run.id))?.status).toBe("interrupted");
     } finally {
       await terminateGroup(pgid, 100);
     }

@@ -9,8 +9,8 @@ import {
   type RunTransactionHook,
   recordRun,
 } from "../../src/runs/recording.js";
-import { callbacksOf } from "../../src/store/hooks.js";
-import type { NewRun } from "../../src/store/runs.js";
+import { callbacksOf } from "../../src/store/callbacks.js";
+import type { NewRun } from "../../src/store/run-admission.js";
 import { runs } from "../../src/store/schema.js";
 import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
 

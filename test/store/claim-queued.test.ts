@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { and, eq, isNull } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
-import { claimQueuedRun, claimRun, releaseClaims } from "../../src/store/runs.js";
+import { claimQueuedRun, claimRun, releaseClaims } from "../../src/store/run-claims.js";
 import { runs } from "../../src/store/schema.js";
 import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
 

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Database, type DatabaseHandle, openDatabase } from "../../src/store/db.js";
-import { insertRun } from "../../src/store/runs.js";
+import { insertRun } from "../../src/store/run-admission.js";
 import type { RunRow } from "../../src/store/schema.js";
 import { createSession } from "../../src/store/sessions.js";
 import { lendPglite } from "./pglite-pool.js";

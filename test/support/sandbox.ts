@@ -1,4 +1,5 @@
-import { findBubblewrap, Sandbox } from "../../src/process/sandbox.js";
+import { findBubblewrap } from "../../src/process/bubblewrap.js";
+import { Sandbox } from "../../src/process/sandbox.js";
 
 // The bridge's sandbox (src/process/sandbox.ts) for tests that start a CLI themselves, as the server
 // would make it on this machine: none where bubblewrap does not work (the server then runs without

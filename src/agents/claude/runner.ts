@@ -1,12 +1,9 @@
 import { dirname } from "node:path";
 import type { BridgeEvent } from "../../events.js";
 import { errorText, silentLogger } from "../../log.js";
-import {
-  type AgentCommand,
-  type DriverConfig,
-  driveAgentProcess,
-  type LineProtocol,
-} from "../../process/driver.js";
+import type { AgentCommand, LineProtocol } from "../../process/driver/agent-command.js";
+import { driveAgentProcess } from "../../process/driver/drive.js";
+import type { DriverConfig } from "../../process/driver/driver-config.js";
 import {
   AgentSpawnError,
   InvalidRunRequestError,
@@ -14,7 +11,8 @@ import {
   RunnerError,
 } from "../../process/errors.js";
 import { withRunFiles } from "../../process/run-files.js";
-import type { SandboxGateway } from "../../process/sandbox.js";
+import type { SandboxGateway } from "../../process/sandbox-gateway.js";
+import type { AgentIdentity } from "../../process/tenant-homes.js";
 import type { RunContext } from "../agent.js";
 import { buildClaudeArgs, userMessageLine } from "./command.js";
 import { interruptRequestLine, permissionResponseLine, readControlRequest } from "./control.js";
@@ -23,7 +21,7 @@ import { StreamMapper } from "./mapper.js";
 import { withSessionFallback } from "./resume.js";
 import type { RunRequest } from "./run-request.js";
 
-// Runs one `claude -p` for one message on the shared process driver (src/process/driver.ts): the
+// Runs one `claude -p` for one message on the shared process driver (src/process/driver/): the
 // command line and stdin message come from command.ts, the meaning of its stream-json lines from
 // the mapper, and control requests (`--permission-prompt-tool stdio`) are answered on stdin,
 // which therefore stays open until the run stops. Who answers a permission request is the run

@@ -4,12 +4,9 @@ import { errorText } from "../../log.js";
 import { type PriceTable, priceOf } from "../../prices.js";
 import { agentFiles } from "../../process/agent-files.js";
 import type { RunAs } from "../../process/agent-user.js";
-import {
-  type AgentCommand,
-  type DriverConfig,
-  driveAgentProcess,
-  type LineProtocol,
-} from "../../process/driver.js";
+import type { AgentCommand, LineProtocol } from "../../process/driver/agent-command.js";
+import { driveAgentProcess } from "../../process/driver/drive.js";
+import type { DriverConfig } from "../../process/driver/driver-config.js";
 import {
   AgentSpawnError,
   InvalidRunRequestError,
@@ -17,7 +14,7 @@ import {
   WorktreeUnavailableError,
 } from "../../process/errors.js";
 import { type RunFiles, withRunFiles } from "../../process/run-files.js";
-import type { SandboxGateway } from "../../process/sandbox.js";
+import type { SandboxGateway } from "../../process/sandbox-gateway.js";
 import { createVersionProbe } from "../../process/version-probe.js";
 import { ensureSessionWorktree, type WorktreeLayout } from "../../worktrees/worktree.js";
 import type { AgentBackend, AgentRunRequest, RunContext } from "../agent.js";

@@ -29,6 +29,11 @@ import {
 import { CallbackTargets } from "../../../net/targets.js";
 import { settingsWithDefaults } from "../../../session-settings.js";
 import { uniqueViolation } from "../../../store/errors.js";
+import {
+  listDeliveries,
+  RESERVED_DELIVERY_ID_PREFIXES,
+  settleAbandonedDeliveries,
+} from "../../../store/hook-deliveries.js";
 import * as store from "../../../store/hooks.js";
 import type { HookRow } from "../../../store/schema.js";
 import type { Git } from "../../../worktrees/git.js";
@@ -249,8 +254,8 @@ export const listHookDeliveries: RouteHandler<typeof routes.listHookDeliveries, 
   if (!hook) throw new NotFoundError("hook", name);
   const after = cursor === undefined ? undefined : decodeCursor(cursor);
   // Nobody is shown a delivery as `received` that no process will ever move on.
-  await store.settleAbandonedDeliveries(c.var.db, hook.id);
-  const rows = await store.listDeliveries(c.var.db, hook.id, { limit: limit + 1, after });
+  await settleAbandonedDeliveries(c.var.db, hook.id);
+  const rows = await listDeliveries(c.var.db, hook.id, { limit: limit + 1, after });
   const { page, next_cursor } = pageOf(rows, limit, (row) => ({
     createdAt: row.receivedAt,
     id: row.id,
@@ -301,7 +306,7 @@ export const deliverHook: RouteHandler<typeof routes.deliverHook, AppEnv> = asyn
       `the delivery id exceeds ${MAX_DELIVERY_ID_CHARS} characters`,
     );
   }
-  const reserved = store.RESERVED_DELIVERY_ID_PREFIXES.find((p) => deliveryId.startsWith(p));
+  const reserved = RESERVED_DELIVERY_ID_PREFIXES.find((p) => deliveryId.startsWith(p));
   if (reserved) {
     throw new DomainError(
       "validation_failed",

@@ -3,7 +3,7 @@ import { issueKey } from "../../../auth/keys.js";
 import { type PolicyInput, PolicyInputError, policyColumns } from "../../../auth/policy.js";
 import type { Config } from "../../../config.js";
 import { InvalidRequestError, NotFoundError } from "../../../errors.js";
-import { tenantsUnsandboxed } from "../../../process/sandbox.js";
+import { tenantsUnsandboxed } from "../../../process/sandbox-start.js";
 import * as store from "../../../store/keys.js";
 import type { AppEnv } from "../../context.js";
 import type * as routes from "./keys.routes.js";

@@ -1,6 +1,6 @@
 import type { RouteHandler } from "@hono/zod-openapi";
 import { budgetOf, loadPolicy } from "../../../auth/policy.js";
-import { usageTotals } from "../../../store/runs.js";
+import { usageTotals } from "../../../store/usage.js";
 import type { AppEnv } from "../../context.js";
 import type * as routes from "./usage.routes.js";
 

@@ -1,25 +1,20 @@
-import { stat } from "node:fs/promises";
-import type { BridgeEvent, CompletionEvent } from "../events.js";
-import { type Logger, silentLogger } from "../log.js";
-import { commandAs } from "./agent-user.js";
+import type { BridgeEvent, CompletionEvent } from "../../events.js";
+import { silentLogger } from "../../log.js";
 import {
-  AgentExitError,
-  type AgentLabel,
   AgentNoResultError,
-  AgentNotFoundError,
-  AgentSpawnError,
   AgentStalledError,
   AgentTimeoutError,
-  RunCancelledError,
   type RunLimitError,
-  RunnerError,
-  WorkDirNotFoundError,
-} from "./errors.js";
-import { type LongLine, NdjsonReader } from "./framer.js";
-import { ByteTail, terminateGroup } from "./groups.js";
-import type { RunCgroup, RunLimits } from "./run-limits.js";
-import type { Launch, Sandbox, SandboxedCommand } from "./sandbox.js";
-import { type SpawnedProcess, spawnProcess } from "./spawner.js";
+  type RunnerError,
+} from "../errors.js";
+import { NdjsonReader } from "../framer.js";
+import { ByteTail, terminateGroup } from "../groups.js";
+import type { AgentCommand, LineProtocol } from "./agent-command.js";
+import { type Activity, startSilenceClock, startWallClock } from "./clocks.js";
+import type { DriverConfig } from "./driver-config.js";
+import { Inbox } from "./inbox.js";
+import { abortError, endedBy, noOutcomeError } from "./outcome.js";
+import { startChild } from "./start-child.js";
 
 // Drives one agent CLI process for one run, whatever the agent: starts it in its own process
 // group, writes its input, frames its stdout into JSON lines for the back-end's protocol, and
@@ -40,86 +35,8 @@ import { type SpawnedProcess, spawnProcess } from "./spawner.js";
 // only once the group is gone: a consumer that holds the run's slot until then never has two CLIs
 // in one slot.
 
-/** The command of one run: what it starts (SandboxedCommand), and what it is told on stdin. */
-export interface AgentCommand extends SandboxedCommand {
-  label: AgentLabel;
-  /** Written to stdin once the process runs. */
-  input: string;
-  /**
-   * Whether stdin closes after the input (a CLI that reads its prompt to EOF); otherwise it stays
-   * open for the protocol's replies until the run stops.
-   */
-  closeInput: boolean;
-  /** How the CLI's long stdout lines are cut (its plugin's); absent: kept whole up to the bound. */
-  longLine?: LongLine;
-}
-
-/** A back-end's side of the conversation: what its CLI's lines mean. */
-export interface LineProtocol {
-  /**
-   * The events of one stdout line; a `completion` among them is the CLI's outcome and ends the
-   * read loop. `reply` writes to the CLI's stdin (control answers).
-   */
-  onLine(line: Record<string, unknown>, reply: (text: string) => void): BridgeEvent[];
-  /** A line over the size bound was dropped (its events are missing). */
-  lineDropped(): void;
-  /** The completion of a run that ended without the CLI's own outcome. */
-  failure(err: RunnerError, elapsedMs: number): CompletionEvent;
-  /** Whether the CLI waits for a reply of ours (an approval): its silence is then no stall. */
-  awaiting?(): boolean;
-  /**
-   * Whether handling this line writes to the run's log by another way (a permission request, its
-   * answer by policy): the events of the lines before it are handed over first, so the log keeps
-   * the CLI's order.
-   */
-  handsOverFirst?(line: Record<string, unknown>): boolean;
-  /** Once the input is written: `write` lets the protocol speak first (an interrupt). */
-  started?(write: (text: string) => void): void;
-  /**
-   * Asks the CLI to end its turn, which it reports as its outcome line; absent when it cannot be
-   * asked (it is stopped instead).
-   */
-  interrupt?(write: (text: string) => void): void;
-}
-
-export interface DriverConfig {
-  /** Wall-clock limit of a run; 0 disables it. */
-  timeoutMs: number;
-  /** Longest time without any output (stdout or stderr) before the run counts as stalled; 0 disables it. */
-  idleTimeoutMs: number;
-  /** Longest stdout line in bytes; longer lines are dropped. */
-  maxLineBytes: number;
-  /** How much of stderr is kept for error messages. */
-  stderrTailBytes: number;
-  /**
-   * Time between SIGTERM and SIGKILL, allowed for a clean exit after the outcome, and for the
-   * outcome after an interrupt at a timeout or a stall.
-   */
-  killGraceMs: number;
-  logger?: Logger;
-  /** Called once the child runs, with its process group id (to clean up after a crash). */
-  onSpawn?: (pgid: number) => void;
-  /** The bridge's run: its id is added to the child's OTEL_RESOURCE_ATTRIBUTES. */
-  runId?: string;
-  /** Sees each stdout line as framed (the debug capture). */
-  onRawLine?: (line: string) => void;
-  /** Set: each CLI runs in a sandbox of its own (src/process/sandbox.ts). */
-  sandbox?: Sandbox;
-  /** Set: each CLI runs in cgroups of its own, with their memory and process limits. */
-  limits?: RunLimits;
-}
-
-/** Defaults for callers building a DriverConfig. */
-export const DRIVER_DEFAULTS = {
-  maxLineBytes: 16 * 1024 * 1024,
-  stderrTailBytes: 64 * 1024,
-  killGraceMs: 5000,
-} as const;
-
-type Json = Record<string, unknown>;
-
 type Item =
-  | { kind: "line"; line: Json }
+  | { kind: "line"; line: Record<string, unknown> }
   | { kind: "exit"; code: number | null; signal: NodeJS.Signals | null }
   | { kind: "stdout_closed" }
   | { kind: "timeout" }
@@ -128,48 +45,6 @@ type Item =
   | { kind: "limit"; error: RunLimitError }
   | { kind: "drain_timeout" }
   | { kind: "interrupt_timeout" };
-
-/** An unbounded FIFO with one waiting reader. */
-class Inbox<T> {
-  private items: T[] = [];
-  private head = 0;
-  private waiter: (() => void) | undefined;
-
-  get length(): number {
-    return this.items.length - this.head;
-  }
-
-  push(item: T): void {
-    this.items.push(item);
-    const wake = this.waiter;
-    this.waiter = undefined;
-    wake?.();
-  }
-
-  /** The next item if there is one, without waiting. */
-  shift(): T | undefined {
-    if (this.length === 0) return undefined;
-    const item = this.items[this.head] as T;
-    this.head++;
-    if (this.head > 1024 && this.head * 2 > this.items.length) {
-      this.items = this.items.slice(this.head);
-      this.head = 0;
-    }
-    return item;
-  }
-
-  async next(): Promise<T> {
-    while (this.length === 0) {
-      await new Promise<void>((resolve) => {
-        this.waiter = resolve;
-      });
-    }
-    return this.shift() as T;
-  }
-}
-
-/** How often the run's wall clock looks whether the CLI waits for a reply of ours. */
-const WALL_CLOCK_TICK_MS = 1000;
 
 /** Lines queued for the consumer before stdout is paused (and read again below LOW_WATER). */
 const HIGH_WATER = 1024;
@@ -182,77 +57,8 @@ async function within(promise: Promise<unknown>, ms: number): Promise<void> {
   clearTimeout(timer);
 }
 
-/**
- * Why the run's signal stopped it: the RunnerError it was aborted with (the bridge interrupting
- * it), else a client's cancel.
- */
-function abortError(signal: AbortSignal | undefined): RunnerError {
-  return signal?.reason instanceof RunnerError ? signal.reason : new RunCancelledError();
-}
-
 function toError(err: unknown): Error {
   return err instanceof Error ? err : new Error(String(err));
-}
-
-async function isDirectory(path: string): Promise<boolean> {
-  try {
-    return (await stat(path)).isDirectory();
-  } catch {
-    return false;
-  }
-}
-
-async function spawnFailure(err: NodeJS.ErrnoException, label: AgentLabel, cwd: string) {
-  if (err.code === "ENOENT") {
-    // spawn says ENOENT for a missing cwd too.
-    return (await isDirectory(cwd)) ? new AgentNotFoundError(label) : new WorkDirNotFoundError(cwd);
-  }
-  return new AgentSpawnError(label, err);
-}
-
-/** The command line that starts `command`: in its sandbox, as its user, or as it is. */
-async function launch(
-  command: AgentCommand,
-  env: Record<string, string>,
-  sandbox?: Sandbox,
-): Promise<Launch> {
-  const { bin, args, runAs } = command;
-  if (sandbox) {
-    return sandbox.command({
-      bin,
-      args,
-      cwd: command.cwd,
-      env,
-      ...(runAs ? { runAs } : {}),
-      ...(command.reach ? { reach: command.reach } : {}),
-    });
-  }
-  const [file, argv] = runAs ? commandAs(runAs, bin, args) : [bin, args];
-  return { bin: file, args: argv, dirs: [], env: {} };
-}
-
-/**
- * The child's environment with the run's id added to the OpenTelemetry resource attributes the
- * operator set: the CLI's own telemetry (and any instrumented tool it runs) then names the run.
- */
-function withRunResource(env: Record<string, string>, runId: string): Record<string, string> {
-  const own = `agent_bridge.run_id=${runId}`;
-  const set = env.OTEL_RESOURCE_ATTRIBUTES;
-  return { ...env, OTEL_RESOURCE_ATTRIBUTES: set ? `${set},${own}` : own };
-}
-
-/**
- * The outcome the CLI reported after it was asked to end its turn, as the run's: ended by `err`
- * (a timeout, a stall), with what the CLI reported it spent.
- */
-function endedBy(completion: CompletionEvent, err: RunnerError): CompletionEvent {
-  return {
-    ...completion,
-    status: err.status,
-    is_error: true,
-    error: err.message,
-    error_code: err.code,
-  };
 }
 
 /** Runs `command` and yields its protocol's events, ending with exactly one completion. */
@@ -272,33 +78,12 @@ export async function* driveAgentProcess(
     yield [fail(abortError(signal))];
     return;
   }
-  let child: SpawnedProcess;
-  let cgroup: RunCgroup | undefined;
-  try {
-    const env = config.runId ? withRunResource(command.env, config.runId) : command.env;
-    const started = await launch(command, env, config.sandbox);
-    let [file, args] = [started.bin, started.args];
-    if (config.limits) {
-      cgroup = await config.limits.open(config.runId);
-      [file, args] = cgroup.enter(file, args);
-    }
-    child = await spawnProcess(file, args, {
-      cwd: command.cwd,
-      env: { ...env, ...started.env },
-      dirs: started.dirs,
-    });
-  } catch (err) {
-    await cgroup?.remove();
-    const failure = await spawnFailure(err as NodeJS.ErrnoException, label, command.cwd);
-    // The client's completion names no server path; the operator's log does.
-    log.error(`could not start the ${label.name} CLI`, {
-      bin: command.bin,
-      cwd: command.cwd,
-      error: (err as Error).message,
-    });
-    yield [fail(failure)];
+  const started = await startChild(command, config, log);
+  if ("failure" in started) {
+    yield [fail(started.failure)];
     return;
   }
+  const { child, cgroup } = started;
   const pgid = child.pid;
   log.debug(`${label.name} started`, { pid: pgid, bin: command.bin, args: command.args });
   try {
@@ -326,8 +111,7 @@ export async function* driveAgentProcess(
   const timers: NodeJS.Timeout[] = [];
   let exited = false;
   let exitStatus: { code: number | null; signal: NodeJS.Signals | null } | undefined;
-  let paused = false;
-  let lastOutputAt = performance.now();
+  const activity: Activity = { lastOutputAt: performance.now(), paused: false };
 
   const exitedPromise = child.exited.then(({ code, signal }) => {
     exited = true;
@@ -336,10 +120,10 @@ export async function* driveAgentProcess(
   });
   const stderrClosed = new Promise<void>((resolve) => child.stderr.once("close", resolve));
   child.stdout.on("data", (chunk: Buffer) => {
-    lastOutputAt = performance.now();
+    activity.lastOutputAt = performance.now();
     for (const line of reader.push(chunk)) inbox.push({ kind: "line", line });
-    if (inbox.length >= HIGH_WATER && !paused) {
-      paused = true;
+    if (inbox.length >= HIGH_WATER && !activity.paused) {
+      activity.paused = true;
       child.stdout.pause();
     }
   });
@@ -348,44 +132,19 @@ export async function* driveAgentProcess(
     inbox.push({ kind: "stdout_closed" });
   });
   child.stderr.on("data", (chunk: Buffer) => {
-    lastOutputAt = performance.now();
+    activity.lastOutputAt = performance.now();
     stderrTail.push(chunk);
   });
   // The CLI may be gone before or while we write (EPIPE): the exit path reports that.
   child.stdin.on("error", (err) => log.debug(`${label.name} stdin error`, { error: err.message }));
 
-  let wallClock: NodeJS.Timeout | undefined;
-  if (config.timeoutMs > 0) {
-    // The run's wall clock stops while the CLI waits for our reply to a permission request: that
-    // wait has a bound of its own (the approval timeout), which must be the one to end it. Waits
-    // stop it for as long again at most, so that a run holds its slot for twice the timeout at
-    // most, however long its requests may wait. Looked at every second, so a wait counts to
-    // within a second.
-    const startedAt = performance.now();
-    let spent = 0;
-    let since = startedAt;
-    const checkWall = () => {
-      const now = performance.now();
-      if (!protocol.awaiting?.()) spent += now - since;
-      since = now;
-      if (spent >= config.timeoutMs || now - startedAt >= 2 * config.timeoutMs) {
-        inbox.push({ kind: "timeout" });
-      } else
-        wallClock = setTimeout(checkWall, Math.min(config.timeoutMs - spent, WALL_CLOCK_TICK_MS));
-    };
-    wallClock = setTimeout(checkWall, Math.min(config.timeoutMs, WALL_CLOCK_TICK_MS));
-  }
-  if (config.idleTimeoutMs > 0) {
-    const checkIdle = () => {
-      // While we hold stdout paused the silence is ours, not the CLI's.
-      // So is the silence of a CLI waiting for our reply.
-      if (protocol.awaiting?.()) lastOutputAt = performance.now();
-      const idleFor = paused ? 0 : performance.now() - lastOutputAt;
-      if (idleFor >= config.idleTimeoutMs) inbox.push({ kind: "idle" });
-      else timers.push(setTimeout(checkIdle, config.idleTimeoutMs - idleFor));
-    };
-    timers.push(setTimeout(checkIdle, config.idleTimeoutMs));
-  }
+  const awaiting = () => protocol.awaiting?.() ?? false;
+  const stopWallClock = startWallClock(config.timeoutMs, awaiting, () =>
+    inbox.push({ kind: "timeout" }),
+  );
+  const stopSilenceClock = startSilenceClock(config.idleTimeoutMs, activity, awaiting, () =>
+    inbox.push({ kind: "idle" }),
+  );
   cgroup?.watch((error) => inbox.push({ kind: "limit", error }));
   const onAbort = () => inbox.push({ kind: "abort" });
   signal?.addEventListener("abort", onAbort, { once: true });
@@ -394,7 +153,7 @@ export async function* driveAgentProcess(
 
   const writeStdin = (text: string) => {
     // The CLI's silence counts from our reply (an approval may have kept it waiting long).
-    lastOutputAt = performance.now();
+    activity.lastOutputAt = performance.now();
     if (child.stdin.writable) child.stdin.write(text);
   };
   const waitForExit = (ms: number) => (exited ? Promise.resolve() : within(exitedPromise, ms));
@@ -407,7 +166,8 @@ export async function* driveAgentProcess(
   /** Ends the child and releases everything; `graceful` lets the CLI exit on its own first. */
   const stop = (graceful: boolean) => {
     stopped ??= (async () => {
-      clearTimeout(wallClock);
+      stopWallClock();
+      stopSilenceClock();
       for (const t of timers) clearTimeout(t);
       signal?.removeEventListener("abort", onAbort);
       child.stdin.end();
@@ -437,9 +197,9 @@ export async function* driveAgentProcess(
   let batch: BridgeEvent[] = [];
   try {
     loop: for (;;) {
-      if (paused && inbox.length <= LOW_WATER) {
-        paused = false;
-        lastOutputAt = performance.now();
+      if (activity.paused && inbox.length <= LOW_WATER) {
+        activity.paused = false;
+        activity.lastOutputAt = performance.now();
         child.stdout.resume();
       }
       let item = inbox.shift();
@@ -525,11 +285,7 @@ export async function* driveAgentProcess(
       }
       // The process ended without a result: collect the rest of stderr for the message.
       await within(stderrClosed, 200);
-      const tail = stderrTail.text();
-      ending =
-        exit === undefined || exit.code === 0
-          ? new AgentNoResultError(label, tail)
-          : new AgentExitError(label, exit.code, exit.signal, tail);
+      ending = noOutcomeError(label, exit, stderrTail.text());
     }
     final =
       completion && ending

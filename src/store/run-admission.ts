@@ -1,0 +1,176 @@
+import { randomUUID } from "node:crypto";
+import { and, count, eq, getTableColumns, inArray, isNotNull, isNull, lt, sql } from "drizzle-orm";
+import type { Database } from "./db.js";
+import { newestFirst, olderThan } from "./paging.js";
+import { ACTIVE_STATUSES, cliSessionStarted } from "./runs.js";
+import { type RunRow, runs, sessions } from "./schema.js";
+
+// What admitting a message as a run reads and writes: the run's row, the locks and counts its
+// limits are checked under, its idempotency key, the session's state, a retry's resume point, and
+// a waiting run's move into the queue.
+
+export interface NewRun {
+  sessionId: string;
+  /**
+   * The instance that admits the run, and executes it; null on a queued run left for any instance
+   * to claim (with `handover` set), and on runs of versions before instances.
+   */
+  instanceId: string | null;
+  /** What the message set for the run alone, for the instance that claims it (see handover.ts). */
+  handover?: unknown;
+  /** Only an instance of this host may claim the run. */
+  pinnedHost?: string | null;
+  /** The session's agent: a run is always of its session's agent. */
+  agent: string;
+  /** `waiting`: in line behind the session's active run (a webhook delivery); default `queued`. */
+  status?: "queued" | "waiting";
+  trigger: string;
+  prompt: string;
+  systemPrompt: string | null;
+  idempotencyKey: string | null;
+  requestHash: string | null;
+}
+
+/** Inserts a queued run; throws a unique violation when the session already has an active run. */
+export async function insertRun(db: Database, input: NewRun): Promise<RunRow> {
+  const [row] = await db
+    .insert(runs)
+    .values({ id: randomUUID(), status: "queued", createdAt: new Date(), ...input })
+    .returning();
+  if (!row) throw new Error("insert into runs returned no row");
+  return row;
+}
+
+/**
+ * Makes the transaction's caller the only one counting and adding runs of this key until it
+ * commits, on any instance: the per-key limit holds however many submit at once.
+ */
+export async function lockKeyRuns(tx: Database, keyId: string): Promise<void> {
+  await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`key-runs:${keyId}`}, 0))`);
+}
+
+/** Makes the transaction's caller the only one counting and adding unowned queued runs. */
+export async function lockUnownedRuns(tx: Database): Promise<void> {
+  await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended('unowned-runs', 0))`);
+}
+
+/** Queued runs no instance has claimed yet. */
+export async function countUnownedRuns(db: Database): Promise<number> {
+  const [row] = await db
+    .select({ n: count() })
+    .from(runs)
+    .where(and(eq(runs.status, "queued"), isNull(runs.instanceId)));
+  return row?.n ?? 0;
+}
+
+/** Runs of the key's sessions that are waiting, queued or running, on any instance. */
+export async function countOpenRunsOfKey(db: Database, keyId: string): Promise<number> {
+  const [row] = await db
+    .select({ n: count() })
+    .from(runs)
+    .innerJoin(sessions, eq(sessions.id, runs.sessionId))
+    // Written out, not bound, so that the planner reads the open runs from their partial index.
+    .where(
+      and(eq(sessions.ownerKeyId, keyId), sql`${runs.status} in ('queued', 'running', 'waiting')`),
+    );
+  return row?.n ?? 0;
+}
+
+export async function findRunByIdempotencyKey(
+  db: Database,
+  sessionId: string,
+  key: string,
+): Promise<RunRow | undefined> {
+  const [row] = await db
+    .select()
+    .from(runs)
+    .where(and(eq(runs.sessionId, sessionId), eq(runs.idempotencyKey, key)));
+  return row;
+}
+
+/** Frees keys older than `before` so that they may be used again. */
+export async function expireIdempotencyKey(
+  db: Database,
+  sessionId: string,
+  key: string,
+  before: Date,
+) {
+  await db
+    .update(runs)
+    .set({ idempotencyKey: null })
+    .where(
+      and(eq(runs.sessionId, sessionId), eq(runs.idempotencyKey, key), lt(runs.createdAt, before)),
+    );
+}
+
+/**
+ * What admitting a message to the session depends on, read in one statement: whether the session
+ * has expired (the sweep may have done so since the route read it), its active run if any, and
+ * whether its run will resume the CLI's session.
+ */
+export async function admissionState(
+  db: Database,
+  sessionId: string,
+): Promise<{ expired: boolean; activeRunId: string | null; resume: boolean } | undefined> {
+  const [row] = await db
+    .select({
+      expired: sql<boolean>`${sessions.expiredAt} is not null`,
+      activeRunId: sql<string | null>`(${db
+        .select({ id: runs.id })
+        .from(runs)
+        .where(and(eq(runs.sessionId, sessionId), inArray(runs.status, [...ACTIVE_STATUSES])))
+        .limit(1)})`,
+      resume: cliSessionStarted(sessionId),
+    })
+    .from(sessions)
+    .where(eq(sessions.id, sessionId));
+  return row;
+}
+
+/**
+ * What a retry of `runId` needs of its session: the session's newest run (a retry must be of
+ * it), and the last message a run before `runId` confirmed (`last_message_uuid`), where the retry
+ * resumes the conversation; null when none did.
+ */
+export async function retryPoint(
+  db: Database,
+  sessionId: string,
+  runId: string,
+): Promise<{ latest: RunRow | undefined; resumeAt: string | null }> {
+  const [latest] = await db
+    .select()
+    .from(runs)
+    .where(eq(runs.sessionId, sessionId))
+    .orderBy(...newestFirst(runs.createdAt, runs.id))
+    .limit(1);
+  if (latest?.id !== runId) return { latest, resumeAt: null };
+  const [confirmed] = await db
+    .select({ uuid: runs.lastMessageUuid })
+    .from(runs)
+    .where(
+      and(
+        eq(runs.sessionId, sessionId),
+        isNotNull(runs.lastMessageUuid),
+        olderThan(runs.createdAt, runs.id, latest),
+      ),
+    )
+    .orderBy(...newestFirst(runs.createdAt, runs.id))
+    .limit(1);
+  return { latest, resumeAt: confirmed?.uuid ?? null };
+}
+
+/**
+ * Moves a waiting run into the queue, saying whether it resumes the CLI's session; throws a unique
+ * violation while the session still has an active run, and returns undefined when the run is gone.
+ */
+export async function promoteWaitingRun(
+  db: Database,
+  id: string,
+): Promise<{ run: RunRow; resume: boolean } | undefined> {
+  const [row] = await db
+    .update(runs)
+    .set({ status: "queued" })
+    .where(and(eq(runs.id, id), eq(runs.status, "waiting")))
+    .returning({ run: getTableColumns(runs), resume: cliSessionStarted(runs.sessionId) });
+  return row;
+}

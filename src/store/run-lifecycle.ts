@@ -1,0 +1,122 @@
+import { and, eq, inArray, sql } from "drizzle-orm";
+import type { Usage } from "../events.js";
+import type { Database } from "./db.js";
+import { addKeySpend } from "./keys.js";
+import { hasModelCalls } from "./model-calls.js";
+import { ACTIVE_STATUSES } from "./runs.js";
+import { type RunRow, runs, sessions } from "./schema.js";
+import { sessionUsageColumns } from "./sessions.js";
+
+// A run's row as its execution goes: running, its process group, the agent's session id as soon
+// as the CLI says it, and its outcome at the end, once (with its usage added to its session and
+// its cost to its key's spend).
+
+export async function markRunning(db: Database, id: string, startedAt: Date) {
+  await db.update(runs).set({ status: "running", startedAt }).where(eq(runs.id, id));
+}
+
+export async function setRunPgid(db: Database, id: string, pgid: number, bootId: string | null) {
+  await db.update(runs).set({ pgid, pgidBootId: bootId }).where(eq(runs.id, id));
+}
+
+/**
+ * Records the agent's own session (thread) id as soon as its CLI reports it, on the run and its
+ * session, so that a run that never gets its completion stored (its server died) can be resumed.
+ */
+export async function setAgentSessionId(
+  db: Database,
+  run: { id: string; sessionId: string },
+  agentSessionId: string,
+) {
+  const id = cliId(agentSessionId);
+  if (id === null) return;
+  await db.update(runs).set({ agentSessionId: id }).where(eq(runs.id, run.id));
+  await db.update(sessions).set({ agentSessionId: id }).where(eq(sessions.id, run.sessionId));
+}
+
+/**
+ * How a run ended, as its row keeps it. Its text (result, error) is not copied here: the run's
+ * completion event in its log holds it losslessly, as JSON, whatever characters it has, where a
+ * Postgres text column cannot even hold U+0000.
+ */
+export interface RunOutcome {
+  status: string;
+  usage: Usage;
+  costUsd: number | null;
+  durationMs: number | null;
+  agentSessionId: string | null;
+  lastMessageUuid: string | null;
+  exitCode: number | null;
+}
+
+/** An id the CLI reported, kept only when it looks like one (printable ASCII, bounded). */
+const cliId = (id: string | null) => (id && /^[\x21-\x7e]{1,200}$/.test(id) ? id : null);
+
+/** The run was closed already (by the instance that reaped its owner), or deleted. */
+export class RunAlreadyClosedError extends Error {
+  constructor(readonly runId: string) {
+    super(`run ${runId} is closed already, or gone`);
+  }
+}
+
+/**
+ * Records how a run ended and adds its usage to its session's totals, and its cost to its key's
+ * spend this month, in one SQL statement each (no read-modify-write), returning the session's new
+ * totals. Once: throws RunAlreadyClosedError when the run is no longer open, so that it never gets
+ * a second completion. Call inside the transaction that also appends the run's completion event.
+ */
+export async function finishRun(db: Database, run: RunRow, outcome: RunOutcome) {
+  const now = new Date();
+  const { usage } = outcome;
+  const closed = await db
+    .update(runs)
+    .set({
+      status: outcome.status,
+      finishedAt: now,
+      exitCode: outcome.exitCode,
+      inputTokens: usage.input_tokens,
+      outputTokens: usage.output_tokens,
+      cacheReadTokens: usage.cache_read_tokens,
+      cacheCreationTokens: usage.cache_creation_tokens,
+      numTurns: usage.num_turns,
+      durationApiMs: usage.duration_api_ms,
+      costUsd: outcome.costUsd,
+      durationMs: outcome.durationMs,
+      agentSessionId: cliId(outcome.agentSessionId),
+      lastMessageUuid: cliId(outcome.lastMessageUuid),
+      pgid: null,
+      pgidBootId: null,
+      // The message's images are not needed once the run is over.
+      handover: null,
+    })
+    .where(and(eq(runs.id, run.id), inArray(runs.status, [...ACTIVE_STATUSES, "waiting"])))
+    .returning({ id: runs.id });
+  if (closed.length === 0) throw new RunAlreadyClosedError(run.id);
+  const [updated] = await db
+    .update(sessions)
+    .set({
+      inputTokens: sql`${sessions.inputTokens} + ${usage.input_tokens}`,
+      outputTokens: sql`${sessions.outputTokens} + ${usage.output_tokens}`,
+      cacheReadTokens: sql`${sessions.cacheReadTokens} + ${usage.cache_read_tokens}`,
+      cacheCreationTokens: sql`${sessions.cacheCreationTokens} + ${usage.cache_creation_tokens}`,
+      // A session's cost is the sum of its runs' known costs, added as decimals (exactly).
+      costUsd: sql`${sessions.costUsd} + ${String(outcome.costUsd ?? 0)}::numeric`,
+      numTurns: sql`${sessions.numTurns} + ${usage.num_turns}`,
+      runs: sql`${sessions.runs} + 1`,
+      // A run that ended before its CLI said which session it was keeps the one known.
+      agentSessionId: sql`coalesce(${cliId(outcome.agentSessionId)}, ${sessions.agentSessionId})`,
+      lastActivityAt: now,
+      updatedAt: now,
+    })
+    .where(eq(sessions.id, run.sessionId))
+    .returning({ ...sessionUsageColumns, ownerKeyId: sessions.ownerKeyId });
+  if (!updated) return undefined;
+  const { ownerKeyId, ...totals } = updated;
+  // A run whose calls the model gateway metered was charged for each as it was recorded (all
+  // recorded before its end is: src/agents/gateway-access.ts); a run without any is charged what
+  // its CLI reported (it called its API itself, or spent nothing).
+  if (ownerKeyId && outcome.costUsd && !(await hasModelCalls(db, run.id))) {
+    await addKeySpend(db, ownerKeyId, now, outcome.costUsd);
+  }
+  return totals;
+}
