@@ -153,7 +153,7 @@ async function exchange(
   body: Buffer,
   meter: boolean,
 ): Promise<Outcome> {
-  const { request, response } = client.send(api.upstream, {
+  const { response, abort } = client.send(api.upstream, {
     method: req.method ?? "GET",
     path,
     headers: upstreamRequestHeaders(req.headers, route.open ? {} : api.upstream.credential),
@@ -166,7 +166,7 @@ async function exchange(
   res.once("close", () => {
     if (res.writableFinished) return;
     broke ??= upstream?.destroyed ? "upstream" : "caller";
-    request.destroy();
+    abort();
   });
   try {
     upstream = await response;

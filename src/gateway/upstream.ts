@@ -37,30 +37,56 @@ export class UpstreamClient {
   private readonly proxied = new Map<string, http.Agent>();
 
   /**
-   * The call's request, sent; `response` settles once the upstream's status and headers are in
-   * (its body is then the caller's to read), or fails when the upstream cannot be reached.
+   * The call, sent; `response` settles once the upstream's status and headers are in (its body is
+   * then the caller's to read), or fails when the upstream cannot be reached. `abort` gives up on
+   * it (the caller went away).
+   *
+   * A kept-alive connection the upstream closed idle just as it was taken fails with ECONNRESET
+   * before any answer: the API closed it without reading the call, so the call goes again on a new
+   * connection (Node's `request.reusedSocket` advice) rather than failing a run on a race of
+   * idle timers.
    */
   send(
     upstream: Upstream,
     call: UpstreamCall,
-  ): { request: http.ClientRequest; response: Promise<IncomingMessage> } {
+  ): { response: Promise<IncomingMessage>; abort(): void } {
     const url = new URL(upstream.baseUrl.replace(/\/+$/, "") + call.path);
     const transport = url.protocol === "https:" ? https : http;
     const headers =
       call.body.length > 0 ? { ...call.headers, "content-length": call.body.length } : call.headers;
-    const request = transport.request(url, {
-      method: call.method,
-      headers,
-      agent: this.agent(url),
-    });
+    let request: http.ClientRequest;
+    let aborted = false;
     const response = new Promise<IncomingMessage>((resolve, reject) => {
-      request.once("response", resolve);
-      // Kept on for good: a request's error after its response (its socket cut) must not go
-      // unheard; the response's stream reports it to whoever reads it.
-      request.on("error", reject);
+      const attempt = () => {
+        const sent = transport.request(url, {
+          method: call.method,
+          headers,
+          agent: this.agent(url),
+        });
+        request = sent;
+        let answered = false;
+        sent.once("response", (res) => {
+          answered = true;
+          resolve(res);
+        });
+        // Kept on for good: a request's error after its response (its socket cut) must not go
+        // unheard; the response's stream reports it to whoever reads it.
+        sent.on("error", (err: NodeJS.ErrnoException) => {
+          const stale = sent.reusedSocket && err.code === "ECONNRESET";
+          if (stale && !answered && !aborted) attempt();
+          else reject(err);
+        });
+        sent.end(call.body);
+      };
+      attempt();
     });
-    request.end(call.body);
-    return { request, response };
+    return {
+      response,
+      abort: () => {
+        aborted = true;
+        request.destroy();
+      },
+    };
   }
 
   /** The agent for `url`: a proxy's, when the environment names one for it. */
