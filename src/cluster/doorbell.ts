@@ -5,7 +5,7 @@ import { WORK_CHANNEL } from "../store/runs.js";
 
 // The doorbell: how this instance learns that another one stored events of a run it follows, or
 // posted a command for a run it executes, or left a queued run for any instance to claim
-// (src/cluster/claims.ts). It is only a wake-up; what is new is read from the
+// (src/runs/puller.ts). It is only a wake-up; what is new is read from the
 // database. On Postgres, LISTEN on one dedicated connection: an owner rings (NOTIFY) once per
 // stored batch, in the statement that stores it (src/store/events.ts), and when it posts a command
 // (src/store/commands.ts). A NOTIFY sent while that connection is down is lost, so each (re)connect

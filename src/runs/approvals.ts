@@ -186,6 +186,7 @@ export class Approvals {
       recorded: Promise.resolve(),
     };
     this.waiting.set(key(run.id, request.requestId), waiter);
+    run.life.fire({ type: "approval_asked" });
     waiter.recorded = this.record(waiter, seconds);
     return answered;
   }
@@ -302,6 +303,10 @@ export class Approvals {
     if (this.waiting.get(k) !== waiter) return false;
     clearTimeout(waiter.timer);
     this.waiting.delete(k);
+    const { run } = waiter;
+    if (![...this.waiting.values()].some((w) => w.run === run)) {
+      run.life.fire({ type: "approval_settled" });
+    }
     return true;
   }
 

@@ -73,6 +73,7 @@ export class Execution {
    * Never rejects: a run's end is recorded (or kept for later) inside it.
    */
   async run(run: ActiveRun): Promise<void> {
+    run.life.fire({ type: "start" });
     const { trace, capture } = this.watch(run);
     const execute = () => this.execute(run, trace, capture);
     // Inside the run's span: what the run logs carries its trace id.
@@ -107,6 +108,7 @@ export class Execution {
       transcripts = { agent, identity };
       if (run.resume) await this.restoreTranscript(run, agent, identity);
       events = await this.runAgent(run, agent, { identity, git }, allowance, approvals, capture);
+      run.life.fire({ type: "launch" });
       completion = await relay(run, events, (id) => this.noteAgentSession(run, id));
       // Requests still waiting are closed before the completion, in the run's log.
       await approvals.close();
@@ -123,8 +125,8 @@ export class Execution {
     if (session.worktree) await this.recordWorktree(session, git);
     const storeTranscript = () => transcripts && this.saveTranscript(run, completion, transcripts);
     await storeTranscript();
-    if (run.interruptedBy) completion = ended(completion, "interrupted", run.interruptedBy);
-    else if (run.cancelled) completion = ended(completion, "cancelled", "cancelled by a client");
+    const { stop } = run.life;
+    if (stop) completion = ended(completion, stop.status, stop.reason);
     await marking;
     await this.complete(run, completion);
     try {
@@ -137,15 +139,18 @@ export class Execution {
     await storeTranscript();
   }
 
-  /** Ends a run that never started (cancelled, or the server shut down) with its completion. */
-  async endUnstarted(
-    run: ActiveRun,
-    status: "cancelled" | "interrupted",
-    reason: string,
-  ): Promise<void> {
-    run.outcome = status;
+  /**
+   * Ends a run that never started (cancelled, or the server shut down: its lifecycle says how)
+   * with its completion.
+   */
+  async endUnstarted(run: ActiveRun): Promise<void> {
+    const { stop } = run.life;
+    if (!run.life.endedUnstarted || !stop) {
+      throw new Error(`run ${run.id} is ${run.life.state}, not ended before it started`);
+    }
     appendStarted(run, new Date(), this.watch(run).trace);
     await run.log.drain().catch(() => {});
+    const { status, reason } = stop;
     await this.complete(run, ended(bareCompletion(status, reason), status, reason));
   }
 
@@ -263,7 +268,7 @@ export class Execution {
       error = "the bridge failed running the CLI; see its log";
       logger.error("run failed unexpectedly", { run_id: run.row.id, error: errorText(err) });
     }
-    run.outcome = run.cancelled ? "cancelled" : "failed";
+    run.life.fire({ type: "outcome", status: "failed" });
     return reported
       ? { ...reported, status: "failed", is_error: true, error }
       : bareCompletion("failed", error);
@@ -380,7 +385,10 @@ async function relay(
 ) {
   for (;;) {
     const next = await events.next();
-    if (next.done) return bareCompletion("failed", "the runner ended without a completion");
+    if (next.done) {
+      run.life.fire({ type: "outcome", status: "failed" });
+      return bareCompletion("failed", "the runner ended without a completion");
+    }
     for (const event of next.value) {
       if (event.type === "session_status" && event.agent_session_id) {
         onAgentSession(event.agent_session_id);
@@ -390,7 +398,7 @@ async function relay(
         continue;
       }
       // Decided here, in one place: a cancel that comes after this is too late (409).
-      run.outcome = run.cancelled ? "cancelled" : event.status;
+      run.life.fire({ type: "outcome", status: event.status });
       return event;
     }
     await run.log.keepPace();
@@ -413,7 +421,7 @@ function refusedAtStart(run: ActiveRun, err: unknown): CompletionEvent | undefin
             ? "sandbox_required"
             : undefined;
   if (!code) return undefined;
-  run.outcome = run.cancelled ? "cancelled" : "failed";
+  run.life.fire({ type: "outcome", status: "failed" });
   return { ...bareCompletion("failed", (err as Error).message), error_code: code };
 }
 
