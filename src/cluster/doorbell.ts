@@ -132,12 +132,12 @@ export class Doorbell {
     this.commandsHandler = handler;
   }
 
-  /** Called when queued runs may wait to be claimed. */
+  /** Called when queued runs may wait to be pulled (src/runs/queue.ts). */
   onWork(handler: () => void): void {
     this.workHandler = handler;
   }
 
-  /** Wakes every follower, the command handler and the claimer, to read what they may have missed. */
+  /** Wakes every follower, the command handler and the puller, to read what they may have missed. */
   ringEveryone(): void {
     this.ringFollowers();
     this.ringCommands();

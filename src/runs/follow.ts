@@ -7,7 +7,7 @@ import type { RunParts } from "./parts.js";
  * them when the run moves between instances.
  */
 export class Following {
-  /** Followers reading a run from the stored log, told when this instance claims it. */
+  /** Followers reading a run from the stored log, told when this instance pulls it (adopts it). */
   private readonly followersOf = new Map<string, Set<AbortController>>();
   /** Clients following a run's events. */
   private following = 0;
@@ -19,7 +19,7 @@ export class Following {
     return this.following;
   }
 
-  /** This instance claimed the run: its followers read it from memory from now on. */
+  /** This instance pulled the run: its followers read it from memory from now on. */
   adopted(runId: string): void {
     for (const follower of this.followersOf.get(runId) ?? []) follower.abort();
   }
@@ -41,7 +41,7 @@ export class Following {
     let handedOver = false;
     try {
       for (;;) {
-        // Registered before looking: a claim by this instance, from now on, switches to memory.
+        // Registered before looking: a pull by this instance, from now on, switches to memory.
         const adopted = new AbortController();
         const followers = this.followersOf.get(runId) ?? new Set();
         this.followersOf.set(runId, followers.add(adopted));
@@ -70,7 +70,7 @@ export class Following {
           if (followers.size === 0) this.followersOf.delete(runId);
         }
         if (!adopted.signal.aborted || signal?.aborted) return;
-        // This instance claimed it: its log is in memory again.
+        // This instance pulled it: its log is in memory again.
         handedOver = false;
       }
     } finally {

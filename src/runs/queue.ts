@@ -22,7 +22,7 @@ export class RunQueue {
 
   constructor(
     private readonly parts: RunParts,
-    /** This instance claimed the run: those following it from the stored log switch to memory. */
+    /** This instance pulled the run: those following it from the stored log switch to memory. */
     private readonly adopted: (runId: string) => void,
   ) {
     this.puller = new Puller({ logger: parts.opts.logger, pullOne: () => this.pullOne() });

@@ -152,7 +152,7 @@ export class Stopping {
       ((row.instanceId === null && row.handover !== null) || failedToken !== null)
     ) {
       // Queued for any instance, or this one's by a claim that failed: claimed (taken from that
-      // claim, before the claimer gives it back) to end it, never started. Ended within the
+      // claim, before the ledger gives it back) to end it, never started. Ended within the
       // claim, which shutdown waits for (ending never rejects: a completion the database would
       // not take waits in the recorder).
       const ended = await cluster.claims.claim(async (claim) => {
