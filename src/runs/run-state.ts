@@ -101,16 +101,20 @@ const CANCELLED_WAITING: Stop = {
 };
 const CANCELLED_QUEUED: Stop = { status: "cancelled", reason: "cancelled before it started" };
 
-/** What a started run (or one being stopped) takes: stops, and its outcome. */
+/**
+ * What a started run (or one being stopped) takes: stops, and its outcome. One starting or being
+ * stopped stays so while its agent asks for approval: `launch` (or the outcome) moves it on.
+ */
 function started(self: RunState): Partial<Record<RunEventType, Step>> {
+  const stays = self === "starting" || self === "stopping";
   return {
     cancel: { to: "stopping", does: "cancel" },
     interrupt: { to: "stopping", does: "cancel" },
     lease_lost: { to: "stopping", does: { interrupt: LEASE_LOST } },
     shutdown: { to: "stopping", does: { interrupt: SHUT_DOWN_STARTED } },
     outcome: { to: "ending", does: "outcome" },
-    approval_asked: { to: self === "stopping" ? "stopping" : "awaiting_approval" },
-    approval_settled: { to: self === "stopping" ? "stopping" : "running" },
+    approval_asked: { to: stays ? self : "awaiting_approval" },
+    approval_settled: { to: stays ? self : "running" },
   };
 }
 

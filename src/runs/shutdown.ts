@@ -93,6 +93,8 @@ export class Shutdown {
 
   /** A run that had not started when the server was told to stop: it ends `interrupted`. */
   private async endUnstarted(run: ActiveRun) {
+    // A client's cancel ended it meanwhile, and removes it.
+    if (!run.life.accepts("shutdown")) return;
     run.life.fire({ type: "shutdown" });
     await this.parts.execution.endUnstarted(run);
     this.parts.admission.remove(run);

@@ -110,6 +110,20 @@ describe("a run's lifecycle", () => {
     expect(() => started.fire({ type: "hand_over" })).toThrow(RunStateError);
   });
 
+  it("keeps a run starting while its agent asks for approval before the bridge saw it launch", () => {
+    const { life } = lifecycle();
+    life.fire({ type: "start" });
+    expect(fireAll(life, [{ type: "approval_asked" }, { type: "launch" }])).toEqual([
+      "starting",
+      "running",
+    ]);
+    expect(life.fire({ type: "approval_asked" })).toBe("awaiting_approval");
+    expect(life.fire({ type: "cancel" })).toBe("stopping");
+    expect(
+      fireAll(life, [{ type: "approval_settled" }, { type: "outcome", status: "cancelled" }]),
+    ).toEqual(["stopping", "ending"]);
+  });
+
   it("hands a queued run over, after which it only leaves", async () => {
     const { life } = lifecycle();
     expect(life.fire({ type: "hand_over" })).toBe("handed_over");
