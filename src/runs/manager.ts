@@ -18,8 +18,6 @@ import { Shutdown } from "./shutdown.js";
 import { Stopping } from "./stop.js";
 import { Submission } from "./submit.js";
 
-export type { RunManagerOptions } from "./parts.js";
-
 /**
  * What the routes, the hooks and the server use of runs. It builds the parts and hands each call
  * to the one whose job it is: a message is admitted (submit.ts) and runs in its turn
@@ -28,8 +26,6 @@ export type { RunManagerOptions } from "./parts.js";
  * its own (run-state.ts).
  */
 export class RunManager {
-  /** The permission requests of this process's runs, and their answers. */
-  readonly approvals: Approvals;
   private readonly admission: Admission<ActiveRun>;
   private readonly submission: Submission;
   private readonly queue: RunQueue;
@@ -103,7 +99,6 @@ export class RunManager {
     };
     this.logger = logger;
     this.admission = admission;
-    this.approvals = approvals;
     this.recorder = recorder;
     this.following = new Following(parts);
     this.queue = new RunQueue(parts, (runId) => this.following.adopted(runId));
