@@ -9,6 +9,7 @@ import { callAdmission, NO_KEY_EGRESS, policyGate } from "./auth/policy.js";
 import { CommandInbox } from "./cluster/commands.js";
 import { Doorbell } from "./cluster/doorbell.js";
 import { InstanceLease } from "./cluster/lease.js";
+import { clusterPort } from "./cluster/port.js";
 import type { Config } from "./config.js";
 import { DomainError } from "./errors.js";
 import { ModelGateway } from "./gateway/server.js";
@@ -148,7 +149,7 @@ export function buildDeps(
     logger,
     instanceId: () => lease.id,
     host: config.lease.host,
-    doorbell,
+    cluster: clusterPort({ db: database.db, logger, doorbell, instanceId: () => lease.id }),
     workDir: config.workDir,
     maxConcurrent: config.runs.maxConcurrent,
     maxQueued: config.runs.maxQueued,
@@ -174,8 +175,8 @@ export function buildDeps(
     apply: (command) => runs.apply(command),
   });
   doorbell.onCommands(() => void inbox.check());
-  // Queued runs no instance owns are claimed when rung for, at each lease tick, and when a slot frees.
-  doorbell.onWork(() => runs.claimWork());
+  // Queued runs no instance owns are pulled when rung for, at each lease tick, and when a slot frees.
+  doorbell.onWork(() => runs.pullWork());
   return {
     config,
     database,

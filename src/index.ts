@@ -82,7 +82,7 @@ async function start(config: Config, logger: Logger) {
     // Then followers and commands from other instances are heard (see src/cluster/doorbell.ts).
     await deps.doorbell.start();
     // Queued runs that no instance owns may wait already.
-    void deps.runs.claimWork();
+    void deps.runs.pullWork();
     appReady(createApp(deps));
     const sweeper = buildSweeper(deps);
     sweeper.start();

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { Logger } from "../log.js";
+import type { QueueClaims } from "../runs/cluster-port.js";
 import { ShuttingDownError } from "../runs/errors.js";
 import type { Database } from "../store/db.js";
 import { type Claim, releaseClaims, ringForWork } from "../store/run-claims.js";
@@ -19,7 +20,7 @@ import { type Claim, releaseClaims, ringForWork } from "../store/run-claims.js";
  */
 const KEEP_UNFOUND_MS = 10 * 60_000;
 
-export class ClaimLedger {
+export class ClaimLedger implements QueueClaims {
   /** The failed claims' tokens, and when each failed. */
   private readonly failed = new Map<string, number>();
   /** The claims in progress, settled (never rejecting): `close` waits for them. */

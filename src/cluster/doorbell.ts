@@ -5,7 +5,7 @@ import { WORK_CHANNEL } from "../store/run-claims.js";
 
 // The doorbell: how this instance learns that another one stored events of a run it follows, or
 // posted a command for a run it executes, or left a queued run for any instance to claim
-// (src/cluster/claims.ts). It is only a wake-up; what is new is read from the
+// (src/runs/puller.ts). It is only a wake-up; what is new is read from the
 // database. On Postgres, LISTEN on one dedicated connection: an owner rings (NOTIFY) once per
 // stored batch, in the statement that stores it (src/store/events.ts), and when it posts a command
 // (src/store/commands.ts). A NOTIFY sent while that connection is down is lost, so each (re)connect
@@ -132,12 +132,12 @@ export class Doorbell {
     this.commandsHandler = handler;
   }
 
-  /** Called when queued runs may wait to be claimed. */
+  /** Called when queued runs may wait to be pulled (src/runs/queue.ts). */
   onWork(handler: () => void): void {
     this.workHandler = handler;
   }
 
-  /** Wakes every follower, the command handler and the claimer, to read what they may have missed. */
+  /** Wakes every follower, the command handler and the puller, to read what they may have missed. */
   ringEveryone(): void {
     this.ringFollowers();
     this.ringCommands();

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { errorText, type Logger } from "../log.js";
 import { bootId } from "../process/groups.js";
+import type { DeadInstance } from "../runs/cluster-port.js";
 import type { Database } from "../store/db.js";
 import {
   forgetReapedInstances,
@@ -38,12 +39,6 @@ export interface LeaseOptions {
   onLost: () => void;
   /** After each renewal: what a missed doorbell ring left waiting is looked at again. */
   onTick?: () => void;
-}
-
-/** A dead instance, and whether its process is known gone (so its CLIs' groups may be killed). */
-export interface DeadInstance {
-  id: string;
-  processGone: boolean;
 }
 
 /** How long a reaped instance's row is kept, as a record. */

@@ -1,61 +1,81 @@
 import type { Context } from "@opentelemetry/api";
-import type { CompletionEvent } from "../events.js";
 import { RunInterruptedError } from "../process/errors.js";
 import type { RunRow, SessionRow } from "../store/schema.js";
 import type { Admittable } from "./admission.js";
 import type { RunOptions } from "./message.js";
 import type { RunTransactionHook } from "./recording.js";
 import type { RunLog } from "./run-log.js";
+import { RunLifecycle } from "./run-state.js";
 
-/** A run of this process, from its admission until its CLI is gone and its slot is free. */
+/** What a run is made of in this process, besides its rows. */
+export interface ActiveRunParts {
+  session: SessionRow;
+  log: RunLog;
+  /** Resumes the agent's session: known when no other run of the session can be active. */
+  resume: boolean;
+  /** The transaction hooks that joined the run when it was written. */
+  hooks: readonly RunTransactionHook[];
+  /** What its message set for this run alone. */
+  options: RunOptions;
+  /** A retry's place to resume the conversation at (AgentRunRequest.resumeAt). */
+  resumeAt: string | null;
+  /** The trace context the run was submitted in (its request's span), when tracing is on. */
+  traceParent?: Context | undefined;
+}
+
+/**
+ * A run of this process, from its admission until its CLI is gone and its slot is free. Its state
+ * is its lifecycle's (run-state.ts): what happens to it is an event fired there.
+ */
 export class ActiveRun implements Admittable {
+  /** Aborted to stop the run's CLI now (a shutdown or a lost lease says why). */
   readonly abort = new AbortController();
   /** Aborted when a client asks the run to end its turn (RunContext.interruption). */
   readonly interruption = new AbortController();
-  /** Set when the server's shutdown, not a client, ended the run. */
-  interruptedBy: string | undefined;
-  /** A client cancelled the run before its outcome was known: it ends `cancelled`. */
-  cancelled = false;
-  /** The run's outcome, once known: from then on it can no longer be cancelled. */
-  outcome: CompletionEvent["status"] | undefined;
-  /** The trace context the run was submitted in (its request's span), when tracing is on. */
-  traceParent: Context | undefined;
-  /** Resolves once the run's CLI is gone and its slot is free. */
-  readonly finished: Promise<void>;
-  readonly markFinished: () => void;
+  readonly life: RunLifecycle;
+  readonly session: SessionRow;
+  readonly log: RunLog;
+  readonly hooks: readonly RunTransactionHook[];
+  readonly options: RunOptions;
+  readonly resumeAt: string | null;
+  readonly traceParent: Context | undefined;
+  private current: RunRow;
+  private resumes: boolean;
 
-  constructor(
-    /** Replaced by the promoted row when a waiting run takes its turn. */
-    public row: RunRow,
-    readonly session: SessionRow,
-    readonly log: RunLog,
-    /** Resumes the agent's session: known when no other run of the session can be active. */
-    public resume: boolean,
-    /** The transaction hooks that joined the run when it was written. */
-    readonly hooks: readonly RunTransactionHook[],
-    /** What its message set for this run alone. */
-    readonly options: RunOptions,
-    /** A retry's place to resume the conversation at (AgentRunRequest.resumeAt). */
-    readonly resumeAt: string | null = null,
-  ) {
-    let markFinished = () => {};
-    this.finished = new Promise<void>((resolve) => {
-      markFinished = resolve;
+  constructor(row: RunRow, waiting: boolean, parts: ActiveRunParts) {
+    this.current = row;
+    this.resumes = parts.resume;
+    this.session = parts.session;
+    this.log = parts.log;
+    this.hooks = parts.hooks;
+    this.options = parts.options;
+    this.resumeAt = parts.resumeAt;
+    this.traceParent = parts.traceParent;
+    this.life = new RunLifecycle(waiting ? "waiting" : "queued", {
+      // The abort carries the reason to the process driver, which logs the CLI's end so.
+      interrupted: (reason) => this.abort.abort(new RunInterruptedError(reason)),
     });
-    this.markFinished = markFinished;
   }
 
-  /**
-   * Stops the run for the bridge's own reason (a shutdown, a lost lease): it ends `interrupted`,
-   * and its CLI's end is logged so (the abort carries the reason to the process driver).
-   */
-  interrupt(reason: string): void {
-    this.interruptedBy = reason;
-    this.abort.abort(new RunInterruptedError(reason));
+  /** The run's row: the promoted one once a waiting run has taken its session's turn. */
+  get row(): RunRow {
+    return this.current;
+  }
+
+  /** Whether it resumes the agent's session (asked again when a waiting run takes its turn). */
+  get resume(): boolean {
+    return this.resumes;
+  }
+
+  /** A waiting run took its session's turn: its row and resume are the promoted ones. */
+  promote(row: RunRow, resume: boolean): void {
+    this.life.fire({ type: "promote" });
+    this.current = row;
+    this.resumes = resume;
   }
 
   get id(): string {
-    return this.row.id;
+    return this.current.id;
   }
 
   get sessionId(): string {

@@ -2,13 +2,13 @@ import { QueueFullError, SessionBusyError, SessionGoneError, ShuttingDownError }
 
 // Which runs of this process may start, and when: the run slots and the queue behind them, each
 // session's line of runs waiting for it, and the order in which one session's messages are
-// admitted. Memory only: the store's part (reading a session, writing its run, claiming it for a
-// waiting run, the per-key limit that every instance counts) is the caller's.
+// admitted. Memory only: the store's part (reading a session, writing its run, promoting a waiting
+// run, the per-key limit that every instance counts) is the caller's.
 //
 // A freed slot goes to the key with the fewest runs running (ties: the key whose run has waited
 // longest), to its run queued first, so that one key's backlog never holds every slot while
 // another key's run waits. A session has at most one run queued or running (the rest wait in its
-// line), so this never reorders one session's runs. The queue claimed from the database orders by
+// line), so this never reorders one session's runs. The queue pulled from the database orders by
 // the same rule over every instance (claimQueuedRun, src/store/run-claims.ts).
 
 /** What admission needs to know of a run. */
@@ -31,11 +31,11 @@ export interface AdmissionHandlers<R> {
   /** The run has a slot: run it, and call `finished` once it is over. Never throws. */
   start(run: R): void;
   /**
-   * The session is free here and the run is first in its line: claim the session for it in the
-   * store. `blocked`: another process still has a run on it (looked at again later); `gone`: the
+   * The session is free here and the run is first in its line: promote it to the session's
+   * queued run in the store. `blocked`: another process still has a run on it (looked at again later); `gone`: the
    * run is not this process's to run (it no longer exists, or another host's instances run it).
    */
-  claim(run: R): Promise<"claimed" | "blocked" | "gone">;
+  promote(run: R): Promise<"promoted" | "blocked" | "gone">;
   /** The run has left admission: it ran, was withdrawn and ended, or is gone. */
   left(run: R): void;
   /** Taking a waiting run's turn failed. */
@@ -327,10 +327,10 @@ export class Admission<R extends Admittable> {
   private async takeTurn(sessionId: string) {
     const next = this.lines.get(sessionId)?.[0];
     if (!next || !this.accepting || this.holdsSession(sessionId)) return;
-    const claimed = await this.handlers.claim(next);
-    if (claimed === "blocked") return;
+    const promoted = await this.handlers.promote(next);
+    if (promoted === "blocked") return;
     this.removeWaiting(next);
-    if (claimed === "gone") {
+    if (promoted === "gone") {
       this.admitted.delete(next.id);
       this.handlers.left(next);
       return;

@@ -8,13 +8,19 @@ import type { Database } from "../store/db.js";
 import {
   allowToolsForSession,
   cancelPendingRequests,
-  changedInput,
   getPermissionRequest,
   insertPermissionRequest,
   resolvePermissionRequest,
 } from "../store/permissions.js";
 import type { PermissionRequestRow, RunRow } from "../store/schema.js";
 import type { ActiveRun } from "./active-run.js";
+import {
+  appendRequest,
+  clientResolution,
+  type Resolved,
+  requestEvent,
+  resolvedEvent,
+} from "./approval-events.js";
 import {
   PermissionAnswerMismatchError,
   PermissionRequestNotFoundError,
@@ -38,8 +44,6 @@ export type ClientReply =
       interrupt?: boolean | undefined;
     }
   | { answers: Record<string, string | string[]> };
-
-type Resolved = Extract<BridgeEvent, { type: "permission_resolved" }>;
 
 interface Waiter {
   run: ActiveRun;
@@ -186,6 +190,7 @@ export class Approvals {
       recorded: Promise.resolve(),
     };
     this.waiting.set(key(run.id, request.requestId), waiter);
+    run.life.fire({ type: "approval_asked" });
     waiter.recorded = this.record(waiter, seconds);
     return answered;
   }
@@ -302,6 +307,10 @@ export class Approvals {
     if (this.waiting.get(k) !== waiter) return false;
     clearTimeout(waiter.timer);
     this.waiting.delete(k);
+    const { run } = waiter;
+    if (![...this.waiting.values()].some((w) => w.run === run)) {
+      run.life.fire({ type: "approval_settled" });
+    }
     return true;
   }
 
@@ -319,59 +328,6 @@ export class Approvals {
 }
 
 const key = (runId: string, requestId: string) => `${runId}\u0000${requestId}`;
-
-/**
- * A recorded request's events: its `permission_request` and, for a question, the `user_question`
- * a client answers it by (with the request's id and expiry; neither when it cannot be answered).
- */
-function appendRequest(run: ActiveRun, request: PermissionRequest, expiresAt: Date | null) {
-  run.log.append(requestEvent(request, expiresAt));
-  if (request.questions.length === 0 || request.toolUseId === null) return;
-  run.log.append({
-    type: "user_question",
-    tool_use_id: request.toolUseId,
-    questions: request.questions,
-    ...(expiresAt ? { request_id: request.requestId, expires_at: expiresAt.toISOString() } : {}),
-    ...(request.parentToolUseId ? { parent_tool_use_id: request.parentToolUseId } : {}),
-  });
-}
-
-function requestEvent(request: PermissionRequest, expiresAt: Date | null): BridgeEvent {
-  return {
-    type: "permission_request",
-    request_id: request.requestId,
-    tool_name: request.toolName,
-    tool_use_id: request.toolUseId,
-    input: request.input,
-    suggestions: request.suggestions,
-    ...request.details,
-    expires_at: expiresAt?.toISOString() ?? null,
-  };
-}
-
-/**
- * How a client's recorded answer shows in `permission_resolved`: what was decided and by which
- * key, and the input the tool runs with when the answer changed it (the audit trail's record of
- * what ran).
- */
-function clientResolution(
-  row: PermissionRequestRow,
-  answer: PermissionAnswer,
-): Omit<Resolved, "type" | "request_id"> {
-  const updated = changedInput(row);
-  return {
-    decision: answer.behavior,
-    by: "client",
-    ...(row.scope === "session" || row.scope === "once" ? { scope: row.scope } : {}),
-    ...(answer.behavior === "deny" && answer.message ? { message: answer.message } : {}),
-    ...(updated ? { updated_input: updated } : {}),
-    ...(row.answeredByKeyId ? { key_id: row.answeredByKeyId } : {}),
-  };
-}
-
-function resolvedEvent(requestId: string, how: Omit<Resolved, "type" | "request_id">): Resolved {
-  return { type: "permission_resolved", request_id: requestId, ...how };
-}
 
 /**
  * What the CLI gets for a client's reply: a question's answers are an allow whose input carries

@@ -21,13 +21,12 @@ import { sessionSettings, sessionTotals } from "../store/sessions.js";
 import type { DebugCapture, RunCapture } from "../telemetry/capture.js";
 import type { RunTrace, Tracing } from "../telemetry/tracing.js";
 import type { Git, GitRunner } from "../worktrees/git.js";
-import { prepareSessionWorktree, recordSessionWorktree } from "../worktrees/sessions.js";
 import type { ActiveRun } from "./active-run.js";
 import type { Approvals, RunApprovals } from "./approvals.js";
 import { runSettings } from "./message.js";
 import type { CompletionRecorder } from "./recording.js";
 import type { RunLog } from "./run-log.js";
-import { restoreTranscript, saveTranscript } from "./transcripts.js";
+import { RunWorkspace } from "./workspace.js";
 
 export interface ExecutionOptions {
   db: Database;
@@ -64,7 +63,11 @@ export class Execution {
   /** Logs of finished runs whose completion is not stored yet: their subscribers wait for it. */
   private readonly unrecorded = new Map<string, RunLog>();
 
-  constructor(private readonly opts: ExecutionOptions) {}
+  private readonly workspace: RunWorkspace;
+
+  constructor(private readonly opts: ExecutionOptions) {
+    this.workspace = new RunWorkspace(opts);
+  }
 
   /**
    * Runs the agent and relays its events to the log until its outcome is known, records and
@@ -73,6 +76,7 @@ export class Execution {
    * Never rejects: a run's end is recorded (or kept for later) inside it.
    */
   async run(run: ActiveRun): Promise<void> {
+    run.life.fire({ type: "start" });
     const { trace, capture } = this.watch(run);
     const execute = () => this.execute(run, trace, capture);
     // Inside the run's span: what the run logs carries its trace id.
@@ -101,12 +105,13 @@ export class Execution {
         session,
         runSettings(sessionSettings(session), run.options),
       );
-      if (session.worktree) await this.prepareWorktree(session, git);
+      if (session.worktree) await this.workspace.prepareWorktree(session, git);
       const agent = this.opts.agents.get(session.agent);
       const identity = await this.opts.homes?.identityFor(session.ownerKeyId);
       transcripts = { agent, identity };
-      if (run.resume) await this.restoreTranscript(run, agent, identity);
+      if (run.resume) await this.workspace.restoreTranscript(run, agent, identity);
       events = await this.runAgent(run, agent, { identity, git }, allowance, approvals, capture);
+      run.life.fire({ type: "launch" });
       completion = await relay(run, events, (id) => this.noteAgentSession(run, id));
       // Requests still waiting are closed before the completion, in the run's log.
       await approvals.close();
@@ -120,11 +125,12 @@ export class Execution {
     }
     // Before the completion goes out, so that a client reading the session then sees the record,
     // and its next message finds the transcript at any instance.
-    if (session.worktree) await this.recordWorktree(session, git);
-    const storeTranscript = () => transcripts && this.saveTranscript(run, completion, transcripts);
+    if (session.worktree) await this.workspace.recordWorktree(session, git);
+    const storeTranscript = () =>
+      transcripts && this.workspace.saveTranscript(run, completion, transcripts);
     await storeTranscript();
-    if (run.interruptedBy) completion = ended(completion, "interrupted", run.interruptedBy);
-    else if (run.cancelled) completion = ended(completion, "cancelled", "cancelled by a client");
+    const { stop } = run.life;
+    if (stop) completion = ended(completion, stop.status, stop.reason);
     await marking;
     await this.complete(run, completion);
     try {
@@ -137,15 +143,18 @@ export class Execution {
     await storeTranscript();
   }
 
-  /** Ends a run that never started (cancelled, or the server shut down) with its completion. */
-  async endUnstarted(
-    run: ActiveRun,
-    status: "cancelled" | "interrupted",
-    reason: string,
-  ): Promise<void> {
-    run.outcome = status;
+  /**
+   * Ends a run that never started (cancelled, or the server shut down: its lifecycle says how)
+   * with its completion.
+   */
+  async endUnstarted(run: ActiveRun): Promise<void> {
+    const { stop } = run.life;
+    if (!run.life.endedUnstarted || !stop) {
+      throw new Error(`run ${run.id} is ${run.life.state}, not ended before it started`);
+    }
     appendStarted(run, new Date(), this.watch(run).trace);
     await run.log.drain().catch(() => {});
+    const { status, reason } = stop;
     await this.complete(run, ended(bareCompletion(status, reason), status, reason));
   }
 
@@ -263,73 +272,10 @@ export class Execution {
       error = "the bridge failed running the CLI; see its log";
       logger.error("run failed unexpectedly", { run_id: run.row.id, error: errorText(err) });
     }
-    run.outcome = run.cancelled ? "cancelled" : "failed";
+    run.life.fire({ type: "outcome", status: "failed" });
     return reported
       ? { ...reported, status: "failed", is_error: true, error }
       : bareCompletion("failed", error);
-  }
-
-  /**
-   * A failure here is logged, not fatal: the CLI then finds the session as this instance last
-   * saw it, or not at all (Claude then starts it afresh, see resume.ts).
-   */
-  private async restoreTranscript(
-    run: ActiveRun,
-    agent: AgentBackend,
-    identity: AgentIdentity | undefined,
-  ) {
-    try {
-      const location = agent.transcripts(identity);
-      await restoreTranscript(this.opts.db, run.session.id, location, this.opts.logger);
-    } catch (err) {
-      this.opts.logger.error("could not restore the session's transcript", {
-        session_id: run.session.id,
-        error: errorText(err),
-      });
-    }
-  }
-
-  /** A failure here is logged: the session goes on, on this instance at least. */
-  private async saveTranscript(
-    run: ActiveRun,
-    completion: CompletionEvent | undefined,
-    { agent, identity }: { agent: AgentBackend; identity: AgentIdentity | undefined },
-  ) {
-    const agentSessionId = completion?.agent_session_id ?? run.session.agentSessionId;
-    if (!agentSessionId) return;
-    try {
-      const location = agent.transcripts(identity);
-      await saveTranscript(this.opts.db, run.session.id, agentSessionId, location);
-    } catch (err) {
-      this.opts.logger.error("could not store the session's transcript", {
-        session_id: run.session.id,
-        error: errorText(err),
-      });
-    }
-  }
-
-  /** A failure here is logged, not fatal: the CLI then makes a fresh worktree by itself. */
-  private async prepareWorktree(session: SessionRow, git: Git) {
-    const { logger } = this.opts;
-    try {
-      await prepareSessionWorktree(git, session.id, logger);
-    } catch (err) {
-      logger.error("could not restore the session's worktree", {
-        session_id: session.id,
-        error: errorText(err),
-      });
-    }
-  }
-
-  private async recordWorktree(session: SessionRow, git: Git) {
-    try {
-      await recordSessionWorktree(this.opts.db, git, session.id, this.opts.host);
-    } catch (err) {
-      this.opts.logger.error("could not record the session's worktree", {
-        session_id: session.id,
-        error: errorText(err),
-      });
-    }
   }
 
   private workDirOf(session: SessionRow): string {
@@ -380,7 +326,10 @@ async function relay(
 ) {
   for (;;) {
     const next = await events.next();
-    if (next.done) return bareCompletion("failed", "the runner ended without a completion");
+    if (next.done) {
+      run.life.fire({ type: "outcome", status: "failed" });
+      return bareCompletion("failed", "the runner ended without a completion");
+    }
     for (const event of next.value) {
       if (event.type === "session_status" && event.agent_session_id) {
         onAgentSession(event.agent_session_id);
@@ -390,7 +339,7 @@ async function relay(
         continue;
       }
       // Decided here, in one place: a cancel that comes after this is too late (409).
-      run.outcome = run.cancelled ? "cancelled" : event.status;
+      run.life.fire({ type: "outcome", status: event.status });
       return event;
     }
     await run.log.keepPace();
@@ -412,7 +361,7 @@ const START_REFUSALS: Partial<Record<ErrorCode, CompletionErrorCode>> = {
 function refusedAtStart(run: ActiveRun, err: unknown): CompletionEvent | undefined {
   const code = err instanceof DomainError && START_REFUSALS[err.code];
   if (!code) return undefined;
-  run.outcome = run.cancelled ? "cancelled" : "failed";
+  run.life.fire({ type: "outcome", status: "failed" });
   return { ...bareCompletion("failed", err.message), error_code: code };
 }
 

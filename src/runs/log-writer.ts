@@ -4,7 +4,16 @@ import type { Database } from "../store/db.js";
 import { appendEvents, type EventBatch } from "../store/events.js";
 import { DatabaseOutageError, withDbRetries } from "../store/retry.js";
 import { RunAlreadyClosedError } from "../store/run-lifecycle.js";
-import type { RunLog } from "./run-log.js";
+
+/** What the writer needs of a run's log (RunLog): its next batch, and how writing it went. */
+export interface WritableLog {
+  /** The next events to store, up to the size of a batch. */
+  takeBatch(): EventBatch | undefined;
+  /** The batch taken last is stored. */
+  stored(batch: EventBatch): void;
+  /** The batch taken last could not be stored; nothing more will be. */
+  failed(err: unknown): void;
+}
 
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
@@ -19,7 +28,7 @@ const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
  * bound) and the logs' backlogs grow until their runs wait for it (RunLog.keepPace).
  */
 export class LogWriter {
-  private readonly ready = new Set<RunLog>();
+  private readonly ready = new Set<WritableLog>();
   private writing = false;
 
   private readonly metrics: Metrics | undefined;
@@ -37,7 +46,7 @@ export class LogWriter {
   }
 
   /** The log has events waiting: they go with the next statement. */
-  schedule(log: RunLog): void {
+  schedule(log: WritableLog): void {
     this.ready.add(log);
     if (!this.writing) {
       this.writing = true;
@@ -51,7 +60,7 @@ export class LogWriter {
         // Waiting for the next turn lets each batch take every read of its CLI's stdout that this
         // turn's poll made (taking one read at a time: PGlite relay 107 000 -> 60 000 events/s).
         await nextTurn();
-        const taken: [RunLog, EventBatch][] = [];
+        const taken: [WritableLog, EventBatch][] = [];
         for (const log of this.ready) {
           const batch = log.takeBatch();
           if (batch) taken.push([log, batch]);
@@ -68,7 +77,7 @@ export class LogWriter {
    * Stores the batches, retrying a failed statement; if the database refuses it, each batch is
    * tried alone, so that one run's bad batch fails only that run's log.
    */
-  private async write(taken: [RunLog, EventBatch][]): Promise<void> {
+  private async write(taken: [WritableLog, EventBatch][]): Promise<void> {
     const outcome = await this.attempt(taken.map(([, batch]) => batch));
     if (outcome instanceof Set) {
       for (const [log, batch] of taken) this.settle(log, batch, outcome);
@@ -89,7 +98,7 @@ export class LogWriter {
   }
 
   /** A batch the statement did not store belongs to a run closed elsewhere: its log ends. */
-  private settle(log: RunLog, batch: EventBatch, stored: Set<string>) {
+  private settle(log: WritableLog, batch: EventBatch, stored: Set<string>) {
     if (stored.has(batch.runId)) {
       log.stored(batch);
       return;

@@ -1,4 +1,3 @@
-import type { DeadInstance } from "../cluster/lease.js";
 import { bareCompletion } from "../events.js";
 import type { Logger } from "../log.js";
 import { bootId, terminateGroup } from "../process/groups.js";
@@ -6,6 +5,7 @@ import type { Database } from "../store/db.js";
 import { lastEventSeqs } from "../store/events.js";
 import { cancelPendingRequests } from "../store/permissions.js";
 import { unfinishedRuns } from "../store/runs.js";
+import type { DeadInstance } from "./cluster-port.js";
 import type { CompletionRecorder, RunTransactionHook } from "./recording.js";
 
 export interface RecoveryOptions {

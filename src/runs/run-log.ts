@@ -7,7 +7,7 @@ import {
   type SequencedEvent,
   sequenced,
 } from "../store/events.js";
-import type { LogWriter } from "./log-writer.js";
+import type { LogWriter, WritableLog } from "./log-writer.js";
 import { readStoredLog } from "./stored-log.js";
 
 export interface CompletionPosition {
@@ -41,7 +41,7 @@ interface Kept {
  * client has seen is always one the database has. Memory keeps the latest stored events; a
  * subscriber behind them reads the database until it has caught up.
  */
-export class RunLog {
+export class RunLog implements WritableLog {
   /** Stored events of each view, the latest `keep` to `2 * keep` of them. */
   private readonly fullView: Kept = { events: [], dropped: 0 };
   private readonly publicView: Kept = { events: [], dropped: 0 };

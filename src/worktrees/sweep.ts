@@ -1,5 +1,4 @@
 import { errorText, type Logger } from "../log.js";
-import type { RunManager } from "../runs/manager.js";
 import type { Database } from "../store/db.js";
 import { expireSession, idleSessions, sessionById } from "../store/expiry.js";
 import type { GitRunner } from "./git.js";
@@ -9,9 +8,18 @@ import { discardSessionWorktree } from "./sessions.js";
 // but takes no more messages) and its worktree and branch are removed. A dirty worktree is kept
 // and recorded `kept_dirty`. One sweep at a time; never on a session with an active run.
 
+/** What the sweep needs of the runs (the run manager is one). */
+export interface SessionRuns {
+  /**
+   * Calls `task` in the session's admission order when the session has no active run, else
+   * resolves undefined without calling it.
+   */
+  whenIdle<T>(sessionId: string, task: () => Promise<T>): Promise<T | undefined>;
+}
+
 export interface SweeperOptions {
   db: Database;
-  runs: RunManager;
+  runs: SessionRuns;
   logger: Logger;
   ttlMs: number;
   intervalMs: number;

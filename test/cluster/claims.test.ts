@@ -21,7 +21,7 @@ import {
 import { SseReader } from "../support/sse.js";
 import { makeRepo } from "../worktrees/repo.js";
 
-// Where a run executes when several instances share one Postgres (src/cluster/claims.ts): a run
+// Where a run executes when several instances share one Postgres (src/runs/puller.ts, src/runs/queue.ts): a run
 // the receiving instance cannot start is queued in the database, unowned, and claimed by one that
 // can, the key running the fewest runs first; a worktree session's runs run on the host that holds
 // its worktree; a stopping instance hands its queued runs over. Real server processes, the held fake CLI.

@@ -8,8 +8,8 @@ import {
   ShuttingDownError,
 } from "../../src/runs/errors.js";
 
-// Admission alone, in memory: no database, no process. The store's part (claiming a session for
-// a waiting run) is a handler here that says "claimed".
+// Admission alone, in memory: no database, no process. The store's part (promoting a waiting run to
+// its session's queued run) is a handler here that says "promoted".
 
 type Run = Admittable;
 
@@ -21,7 +21,7 @@ function admissionWith(limits: Partial<AdmissionLimits> = {}) {
   const events = new EventEmitter();
   const started: Run[] = [];
   const left: Run[] = [];
-  const claimed: Run[] = [];
+  const promoted: Run[] = [];
   const failures: unknown[] = [];
   const admission = new Admission<Run>(
     { maxConcurrent: 1, maxQueued: 10, ...limits },
@@ -30,9 +30,9 @@ function admissionWith(limits: Partial<AdmissionLimits> = {}) {
         started.push(r);
         events.emit("start", r);
       },
-      claim: async (r) => {
-        claimed.push(r);
-        return "claimed";
+      promote: async (r) => {
+        promoted.push(r);
+        return "promoted";
       },
       left: (r) => left.push(r),
       failed: (_sessionId, err) => failures.push(err),
@@ -40,7 +40,7 @@ function admissionWith(limits: Partial<AdmissionLimits> = {}) {
   );
   /** Resolves with the next run to start; ask before what starts it. */
   const nextStart = async () => ((await once(events, "start")) as [Run])[0];
-  return { admission, started, left, claimed, failures, nextStart };
+  return { admission, started, left, promoted, failures, nextStart };
 }
 
 describe("admission", () => {
@@ -106,7 +106,7 @@ describe("admission", () => {
   });
 
   it("gives a busy session to the runs waiting for it one at a time, oldest first", async () => {
-    const { admission, started, claimed, failures, nextStart } = admissionWith({
+    const { admission, started, promoted, failures, nextStart } = admissionWith({
       maxConcurrent: 4,
     });
     const [a, b, c] = [run("a", "s"), run("b", "s"), run("c", "s")];
@@ -119,7 +119,7 @@ describe("admission", () => {
     let next = nextStart();
     admission.finished(a);
     expect(await next).toBe(b);
-    expect(claimed).toEqual([b]);
+    expect(promoted).toEqual([b]);
     expect(admission.waitingFor("s")).toEqual([c]);
 
     next = nextStart();

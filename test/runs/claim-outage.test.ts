@@ -95,7 +95,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a claimed run the database took
     const id = await queuedForAny();
     if (answer === "delivered") void proxy.downAfterAnswer(CLAIM);
     else void proxy.downLosingAnswer(CLAIM);
-    await t.deps.runs.claimWork();
+    await t.deps.runs.pullWork();
     // Claimed, and neither started nor given back.
     expect(await row(id)).toEqual({ status: "queued", instanceId: t.deps.lease.id });
     proxy.up();
@@ -109,7 +109,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a claimed run the database took
       const stored = new Promise<void>((resolve) =>
         t.deps.runs.onCompletion((runId) => runId === id && resolve()),
       );
-      await t.deps.runs.claimWork();
+      await t.deps.runs.pullWork();
       await stored;
       expect(await row(id)).toEqual({ status: "succeeded", instanceId: t.deps.lease.id });
     });
@@ -126,7 +126,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a claimed run the database took
     await instance();
     const id = await queuedForAny();
     const down = proxy.downAfterAnswer(CLAIM);
-    const claiming = t.deps.runs.claimWork();
+    const claiming = t.deps.runs.pullWork();
     // Claimed, and the run not started yet.
     await down;
     const stopping = t.deps.runs.shutdown(0);
@@ -171,7 +171,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a claimed run the database took
     }
     await t.deps.runs.cancel(a);
     expect(await row(a)).toMatchObject({ status: "cancelled" });
-    await t.deps.runs.claimWork();
+    await t.deps.runs.pullWork();
     expect(await row(b)).toEqual({ status: "queued", instanceId: null });
   });
 
@@ -212,7 +212,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a claimed run the database took
     try {
       // Held before the claim: a claim that came first would take the lock, commit and run.
       await Promise.race([lockHeld, holding]);
-      const claiming = t.deps.runs.claimWork();
+      const claiming = t.deps.runs.pullWork();
       const waiting = async () => {
         const [locks] = (await direct.db.execute(
           sql`select count(*)::int as n from pg_locks, pg_database d
@@ -225,7 +225,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a claimed run the database took
       proxy.cutClientOf(CLAIM);
       await claiming;
       // The next claim's give-back finds nothing of that claim: its update has not committed.
-      await t.deps.runs.claimWork();
+      await t.deps.runs.pullWork();
       expect(await row(id)).toEqual({ status: "queued", instanceId: null });
     } finally {
       // Failing too: the lock's transaction would otherwise hold the test's database.
@@ -237,7 +237,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a claimed run the database took
     const stored = new Promise<void>((resolve) =>
       t.deps.runs.onCompletion((runId) => runId === id && resolve()),
     );
-    await t.deps.runs.claimWork();
+    await t.deps.runs.pullWork();
     await stored;
     expect(await row(id)).toEqual({ status: "succeeded", instanceId: t.deps.lease.id });
   });

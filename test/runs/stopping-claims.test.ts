@@ -36,7 +36,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("an instance told to stop, on po
   it("claims a queued run that no instance owns while it takes work", async () => {
     const t = await instance();
     const { id } = await insertSessionRun(t.database.db);
-    await t.deps.runs.claimWork();
+    await t.deps.runs.pullWork();
     expect(await ownerOf(t, id)).toBe(t.deps.lease.id);
   });
 
@@ -50,7 +50,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("an instance told to stop, on po
     it("gives back the run it was claiming when it was told to stop", async () => {
       const { id } = await insertSessionRun(t.database.db);
       // Its claim's statement is in flight when the stop comes.
-      const claiming = t.deps.runs.claimWork();
+      const claiming = t.deps.runs.pullWork();
       t.deps.runs.stopTaking();
       await claiming;
       expect(await ownerOf(t, id)).toBeNull();
@@ -58,7 +58,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("an instance told to stop, on po
 
     it("claims no queued run once it was told to stop", async () => {
       const { id } = await insertSessionRun(t.database.db);
-      await t.deps.runs.claimWork();
+      await t.deps.runs.pullWork();
       expect(await ownerOf(t, id)).toBeNull();
     });
   });

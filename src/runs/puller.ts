@@ -2,35 +2,35 @@ import { errorText, type Logger } from "../log.js";
 
 // Queued runs that no instance owns (written by an instance with no free slot, or handed over by
 // one with none when a run waiting there for its session got its turn; pinned to a worktree's
-// host; or handed back by one shutting down) are claimed by an instance with a free slot:
-// `claimOne` takes the one whose turn it is of those this host may run (the key running the fewest
-// runs first; FOR UPDATE SKIP LOCKED, src/store/run-claims.ts) and starts it here. Looked for when the
-// doorbell rings for work (a NOTIFY when such a run is written), at each lease tick, and when one
-// of this instance's runs ends.
+// host; or handed back by one shutting down) are pulled by an instance with a free slot:
+// `pullOne` claims the one whose turn it is of those this host may run (the key running the
+// fewest runs first; FOR UPDATE SKIP LOCKED, src/store/run-claims.ts) and starts it here. Looked for
+// when the doorbell rings for work (a NOTIFY when such a run is written), at each lease tick, and
+// when one of this instance's runs ends.
 
-export class Claimer {
-  private claiming: Promise<void> | undefined;
+export class Puller {
+  private pulling: Promise<void> | undefined;
   private again = false;
 
   constructor(
     private readonly opts: {
       logger: Logger;
       /** Claims and starts one run if a slot is free and one waits; false otherwise. */
-      claimOne: () => Promise<boolean>;
+      pullOne: () => Promise<boolean>;
     },
   ) {}
 
-  /** Claims runs while slots are free and runs wait (or right after the claim in progress). */
+  /** Pulls runs while slots are free and runs wait (or right after the pull in progress). */
   check(): Promise<void> {
-    if (this.claiming) {
+    if (this.pulling) {
       this.again = true;
-      return this.claiming;
+      return this.pulling;
     }
-    this.claiming = (async () => {
+    this.pulling = (async () => {
       do {
         this.again = false;
         try {
-          while (await this.opts.claimOne()) {
+          while (await this.opts.pullOne()) {
             // One more: a slot may still be free.
           }
         } catch (err) {
@@ -39,8 +39,8 @@ export class Claimer {
         }
       } while (this.again);
     })().finally(() => {
-      this.claiming = undefined;
+      this.pulling = undefined;
     });
-    return this.claiming;
+    return this.pulling;
   }
 }

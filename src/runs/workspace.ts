@@ -1,0 +1,90 @@
+import type { AgentBackend } from "../agents/agent.js";
+import type { CompletionEvent } from "../events.js";
+import { errorText, type Logger } from "../log.js";
+import type { AgentIdentity } from "../process/tenant-homes.js";
+import type { Database } from "../store/db.js";
+import type { SessionRow } from "../store/schema.js";
+import type { Git } from "../worktrees/git.js";
+import { prepareSessionWorktree, recordSessionWorktree } from "../worktrees/sessions.js";
+import type { ActiveRun } from "./active-run.js";
+import { restoreTranscript, saveTranscript } from "./transcripts.js";
+
+/**
+ * What a run leaves with its session besides its events: its git worktree, prepared before the
+ * run and recorded after it, and its CLI's transcript, restored before a resume and stored after,
+ * so that the session's next run finds both at any instance. A failure of either is logged; the
+ * run goes on.
+ */
+export class RunWorkspace {
+  constructor(
+    private readonly opts: {
+      db: Database;
+      logger: Logger;
+      /** This instance's host, recorded with the worktrees it makes. */
+      host: string;
+    },
+  ) {}
+
+  /**
+   * A failure here is logged, not fatal: the CLI then finds the session as this instance last
+   * saw it, or not at all (Claude then starts it afresh, see resume.ts).
+   */
+  async restoreTranscript(
+    run: ActiveRun,
+    agent: AgentBackend,
+    identity: AgentIdentity | undefined,
+  ) {
+    try {
+      const location = agent.transcripts(identity);
+      await restoreTranscript(this.opts.db, run.session.id, location, this.opts.logger);
+    } catch (err) {
+      this.opts.logger.error("could not restore the session's transcript", {
+        session_id: run.session.id,
+        error: errorText(err),
+      });
+    }
+  }
+
+  /** A failure here is logged: the session goes on, on this instance at least. */
+  async saveTranscript(
+    run: ActiveRun,
+    completion: CompletionEvent | undefined,
+    { agent, identity }: { agent: AgentBackend; identity: AgentIdentity | undefined },
+  ) {
+    const agentSessionId = completion?.agent_session_id ?? run.session.agentSessionId;
+    if (!agentSessionId) return;
+    try {
+      const location = agent.transcripts(identity);
+      await saveTranscript(this.opts.db, run.session.id, agentSessionId, location);
+    } catch (err) {
+      this.opts.logger.error("could not store the session's transcript", {
+        session_id: run.session.id,
+        error: errorText(err),
+      });
+    }
+  }
+
+  /** A failure here is logged, not fatal: the CLI then makes a fresh worktree by itself. */
+  async prepareWorktree(session: SessionRow, git: Git) {
+    const { logger } = this.opts;
+    try {
+      await prepareSessionWorktree(git, session.id, logger);
+    } catch (err) {
+      logger.error("could not restore the session's worktree", {
+        session_id: session.id,
+        error: errorText(err),
+      });
+    }
+  }
+
+  async recordWorktree(session: SessionRow, git: Git) {
+    try {
+      await recordSessionWorktree(this.opts.db, git, session.id, this.opts.host);
+    } catch (err) {
+      this.opts.logger.error("could not record the session's worktree", {
+        session_id: session.id,
+        error: errorText(err),
+      });
+    }
+  }
+}
