@@ -1,7 +1,6 @@
 import type { PermissionAnswer, PermissionRequest, RunContext } from "../agents/agent.js";
 import { isRecord } from "../agents/line-fields.js";
 import { isQuestion } from "../agents/registry.js";
-import type { BridgeEvent } from "../events.js";
 import { errorText, type Logger } from "../log.js";
 import type { Approvals as ApprovalMode } from "../session-settings.js";
 import type { Database } from "../store/db.js";

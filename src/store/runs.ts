@@ -1,6 +1,5 @@
 import { and, eq, inArray, isNotNull, isNull, sql } from "drizzle-orm";
 import { type AnyPgColumn, alias, QueryBuilder } from "drizzle-orm/pg-core";
-import type { Usage } from "../events.js";
 import type { Principal } from "../principal.js";
 import type { Database } from "./db.js";
 import { newestFirst, olderThan, type PageKey } from "./paging.js";

@@ -12,7 +12,6 @@ import {
 } from "../../process/errors.js";
 import { withRunFiles } from "../../process/run-files.js";
 import type { SandboxGateway } from "../../process/sandbox-gateway.js";
-import type { AgentIdentity } from "../../process/tenant-homes.js";
 import type { RunContext } from "../agent.js";
 import { buildClaudeArgs, userMessageLine } from "./command.js";
 import { interruptRequestLine, permissionResponseLine, readControlRequest } from "./control.js";
