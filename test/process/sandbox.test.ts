@@ -3,6 +3,7 @@ import { mkdir, mkdtemp, realpath, rename, rm, symlink, writeFile } from "node:f
 import { createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { finished } from "node:stream/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import { createLogger, silentLogger } from "../../src/log.js";
@@ -24,7 +25,8 @@ function readAll(stream: Socket): Promise<string> {
   stream.on("data", (d: Buffer) => {
     text += d.toString();
   });
-  return new Promise((resolve) => stream.once("close", () => resolve(text)));
+  // The pipe may have ended before the caller got it (nothing on it): finished() knows.
+  return finished(stream).then(() => text);
 }
 
 const base = {

@@ -4,6 +4,7 @@ import { mkdir, mkdtemp, readFile, realpath, rm, symlink } from "node:fs/promise
 import type { Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { finished } from "node:stream/promises";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { groupAlive, liveGroupMembers, terminateGroup } from "../../src/process/groups.js";
@@ -19,7 +20,8 @@ function readAll(stream: Socket): Promise<string> {
   stream.on("data", (d: Buffer) => {
     text += d.toString();
   });
-  return new Promise((resolve) => stream.once("close", () => resolve(text)));
+  // The pipe may have ended before the caller got it (nothing on it): finished() knows.
+  return finished(stream).then(() => text);
 }
 
 const root = fileURLToPath(new URL("../..", import.meta.url));

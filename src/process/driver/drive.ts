@@ -1,3 +1,4 @@
+import { finished } from "node:stream/promises";
 import type { BridgeEvent, CompletionEvent } from "../../events.js";
 import { silentLogger } from "../../log.js";
 import {
@@ -118,7 +119,10 @@ export async function* driveAgentProcess(
     exitStatus = { code, signal };
     inbox.push({ kind: "exit", code, signal });
   });
-  const stderrClosed = new Promise<void>((resolve) => child.stderr.once("close", resolve));
+  // Either pipe may have ended before the driver got it (a CLI that exits at once with nothing on
+  // it): finished() knows, where a "close" listener added now would wait for good.
+  const ended = (stream: NodeJS.ReadableStream) => finished(stream).catch(() => {});
+  const stderrClosed = ended(child.stderr);
   child.stdout.on("data", (chunk: Buffer) => {
     activity.lastOutputAt = performance.now();
     for (const line of reader.push(chunk)) inbox.push({ kind: "line", line });
@@ -127,7 +131,7 @@ export async function* driveAgentProcess(
       child.stdout.pause();
     }
   });
-  child.stdout.once("close", () => {
+  void ended(child.stdout).then(() => {
     for (const line of reader.end()) inbox.push({ kind: "line", line });
     inbox.push({ kind: "stdout_closed" });
   });
