@@ -1,4 +1,5 @@
 import { errorText, type Logger } from "../log.js";
+import { OnceMore } from "../once-more.js";
 import { postRunCommand, type RunCommand, takeRunCommands } from "../store/commands.js";
 import type { Database } from "../store/db.js";
 import { lastEventSeqs } from "../store/events.js";
@@ -40,40 +41,29 @@ export async function stopElsewhere(
  * one take at a time (rings during a take lead to one more).
  */
 export class CommandInbox {
-  private taking: Promise<void> | undefined;
-  private again = false;
+  private readonly takes: OnceMore;
 
-  constructor(
-    private readonly opts: {
-      db: Database;
-      logger: Logger;
-      self: () => string;
-      apply: (command: RunCommand) => void;
-    },
-  ) {}
+  constructor(opts: {
+    db: Database;
+    logger: Logger;
+    self: () => string;
+    apply: (command: RunCommand) => void;
+  }) {
+    this.takes = new OnceMore(async () => {
+      try {
+        const commands = await takeRunCommands(opts.db, opts.self());
+        for (const command of commands) opts.apply(command);
+      } catch (err) {
+        // The next ring or lease tick looks again.
+        opts.logger.warn("could not read the commands for this instance's runs", {
+          error: errorText(err),
+        });
+      }
+    });
+  }
 
   /** Looks for commands now (or right after the take in progress). Never rejects. */
   check(): Promise<void> {
-    if (this.taking) {
-      this.again = true;
-      return this.taking;
-    }
-    this.taking = (async () => {
-      do {
-        this.again = false;
-        try {
-          const commands = await takeRunCommands(this.opts.db, this.opts.self());
-          for (const command of commands) this.opts.apply(command);
-        } catch (err) {
-          // The next ring or lease tick looks again.
-          this.opts.logger.warn("could not read the commands for this instance's runs", {
-            error: errorText(err),
-          });
-        }
-      } while (this.again);
-    })().finally(() => {
-      this.taking = undefined;
-    });
-    return this.taking;
+    return this.takes.run();
   }
 }

@@ -1,4 +1,5 @@
 import { errorText, type Logger } from "../log.js";
+import { OnceMore } from "../once-more.js";
 
 // Queued runs that no instance owns (written by an instance with no free slot, or handed over by
 // one with none when a run waiting there for its session got its turn; pinned to a worktree's
@@ -9,38 +10,27 @@ import { errorText, type Logger } from "../log.js";
 // when one of this instance's runs ends.
 
 export class Puller {
-  private pulling: Promise<void> | undefined;
-  private again = false;
+  private readonly pulls: OnceMore;
 
-  constructor(
-    private readonly opts: {
-      logger: Logger;
-      /** Claims and starts one run if a slot is free and one waits; false otherwise. */
-      pullOne: () => Promise<boolean>;
-    },
-  ) {}
+  constructor(opts: {
+    logger: Logger;
+    /** Claims and starts one run if a slot is free and one waits; false otherwise. */
+    pullOne: () => Promise<boolean>;
+  }) {
+    this.pulls = new OnceMore(async () => {
+      try {
+        while (await opts.pullOne()) {
+          // One more: a slot may still be free.
+        }
+      } catch (err) {
+        // The next ring or lease tick looks again.
+        opts.logger.warn("could not claim a queued run", { error: errorText(err) });
+      }
+    });
+  }
 
   /** Pulls runs while slots are free and runs wait (or right after the pull in progress). */
   check(): Promise<void> {
-    if (this.pulling) {
-      this.again = true;
-      return this.pulling;
-    }
-    this.pulling = (async () => {
-      do {
-        this.again = false;
-        try {
-          while (await this.opts.pullOne()) {
-            // One more: a slot may still be free.
-          }
-        } catch (err) {
-          // The next ring or lease tick looks again.
-          this.opts.logger.warn("could not claim a queued run", { error: errorText(err) });
-        }
-      } while (this.again);
-    })().finally(() => {
-      this.pulling = undefined;
-    });
-    return this.pulling;
+    return this.pulls.run();
   }
 }
