@@ -3,7 +3,7 @@
 // the CLI writes a big tool output whole into one line (twice: the message and `tool_use_result`),
 // and the bridge keeps only the start of it (a `tool_result` event holds 16 384 characters). Cut
 // as it arrives, such a line costs neither its size in memory nor a parse of all of it, which
-// held the event loop of every run for 150 ms per 64 MB (`npm run bench`, "A 64 MB line").
+// held up the event loop of every run (`npm run bench`, "A 64 MB line").
 //
 // Only string contents are cut, at a character boundary (never inside an escape or a UTF-8
 // sequence), so the result is valid JSON whenever the input is. Outside strings the text is

@@ -1,8 +1,8 @@
 // The spawner: a small process that starts each CLI for the server and hands its stdio pipes
 // over. `fork()` copies the page tables of the process that calls it, so spawning from the server
-// itself blocked its event loop for about 60 µs per MB it held (35–45 ms with the embedded
-// database loaded, for every run; `npm run bench`, README "Performance"). From here it costs a few
-// ms, and the server's loop is not blocked at all.
+// itself blocked its event loop for a time that grows with the memory it holds (the embedded
+// database's included), at every run (`npm run bench`, README "Performance"). From here the
+// server's loop is not blocked at all.
 //
 // Plain JavaScript, so that it starts without the TypeScript loader. Protocol (JSON over the IPC
 // channel, see spawner.ts): the server sends {id, bin, args, cwd, env, dirs}; the answer is either

@@ -74,7 +74,7 @@ export class DatabaseOpenError extends Error {
  * PGlite runs in this thread, and its statements resolve as microtasks: a chain of them (a
  * request's lookups, a run's completion) ran to its end before any `process.nextTick` callback.
  * Node corks an HTTP response's writes until the next tick, so SSE frames already sent waited
- * behind unrelated statements: 5 ms for a run's first text delta (`npm run bench -- --only
+ * behind unrelated statements, a run's first text delta among them (`npm run bench -- --only
  * first`). Each statement, and each transaction as a whole, therefore waits for the ticks already
  * queued before it starts.
  */

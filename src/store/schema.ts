@@ -269,9 +269,9 @@ export const runCommands = pgTable(
 
 // The hottest table. A row is one batch of a run's events (whatever the run log gathered while
 // its previous write was in flight), not one event: a row per event cost the database a tuple and
-// an index entry each, which held the relay of 100 000 deltas to 34 000 events/s on PGlite and a
-// replay of 50 000 to 1.3 s (`npm run bench`, README "Performance"). `events` holds one line per
-// event, in the format of `src/store/events.ts`.
+// an index entry each, which made the relay and the replay of a long run several times slower
+// (`npm run bench`, README "Performance"). `events` holds one line per event, in the format of
+// `src/store/events.ts`.
 export const runEventBatches = pgTable(
   "run_event_batches",
   {
