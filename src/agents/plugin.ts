@@ -4,7 +4,6 @@ import type { Upstream } from "../gateway/upstream.js";
 import type { PriceTable } from "../prices.js";
 import type { RunAs } from "../process/agent-user.js";
 import type { DriverConfig } from "../process/driver/driver-config.js";
-import type { LongLine } from "../process/framer.js";
 import type { WorktreeLayout } from "../worktrees/worktree.js";
 import type { AgentBackend } from "./agent.js";
 import type { EnvPolicy } from "./child-env.js";
@@ -83,8 +82,6 @@ export interface AgentPlugin<
   section(settings: z.infer<z.ZodObject<Env>>, env: Record<string, string>): AgentSection;
   /** Which of the server's variables its CLI gets. */
   readonly envPolicy: EnvPolicy;
-  /** How its CLI's long stdout lines are cut (src/process/framer.ts); none: kept whole. */
-  readonly longLine: LongLine | undefined;
   readonly worktree: WorktreeLayout;
   readonly capabilities: AgentCapabilities;
   /** Whether a permission request for `toolName` asks the user questions (answered with answers). */

@@ -8,7 +8,6 @@ import { installedBin } from "../installed-bin.js";
 import type { AgentPlugin } from "../plugin.js";
 import { CLAUDE_CAPABILITIES, claudeBackend } from "./backend.js";
 import { anthropicUpstream, CREDENTIAL_VARIABLES, withoutUpstream } from "./credentials.js";
-import { CLAUDE_LONG_LINE } from "./long-line.js";
 import { ASK_USER_QUESTION } from "./tools.js";
 
 /** The `claude` shipped in the installed @anthropic-ai/claude-code package, else the one on PATH. */
@@ -68,7 +67,6 @@ export const claudePlugin: AgentPlugin<"claude", typeof env> = {
     };
   },
   envPolicy,
-  longLine: CLAUDE_LONG_LINE,
   worktree: CLAUDE_WORKTREES,
   capabilities: CLAUDE_CAPABILITIES,
   isQuestion: (toolName) => toolName === ASK_USER_QUESTION,

@@ -74,8 +74,6 @@ export const codexPlugin: AgentPlugin<"codex", typeof env> = {
     };
   },
   envPolicy,
-  // Its lines are events of one item each, none of them a tool's whole output twice over.
-  longLine: undefined,
   worktree: CODEX_WORKTREES,
   capabilities: CODEX_CAPABILITIES,
   // `codex exec` asks no questions.
