@@ -55,10 +55,6 @@ export function signStandard(secret: string, id: string, timestamp: number, body
   return `v1,${mac}`;
 }
 
-export function signGithub(secret: string, body: Buffer | string): string {
-  return `sha256=${createHmac("sha256", secret).update(body).digest("hex")}`;
-}
-
 function verifyGithub(secret: string, body: Buffer, header: Headers): Verdict {
   const given = header("x-hub-signature-256");
   if (!given) return refuse("missing X-Hub-Signature-256");
