@@ -42,12 +42,6 @@ export interface AdmissionHandlers<R> {
   failed(sessionId: string, err: unknown): void;
 }
 
-interface Entry<R> {
-  run: R;
-  /** In its session's line, not yet queued or running. */
-  waiting: boolean;
-}
-
 /** How often the lines look for sessions freed by another process, whose runs' ends none sees here. */
 const LINE_POLL_MS = 1000;
 
@@ -56,9 +50,12 @@ const SECONDS_PER_QUEUED_RUN = 30;
 
 export class Admission<R extends Admittable> {
   /** Every run admitted that has not left: waiting, queued or running. */
-  private readonly admitted = new Map<string, Entry<R>>();
+  private readonly admitted = new Map<string, R>();
   private readonly queue: R[] = [];
-  /** Runs waiting for their session to be free, per session, oldest first. */
+  /**
+   * Runs waiting for their session to be free, per session, oldest first: the one record of which
+   * admitted runs wait (the rest are queued or running).
+   */
   private readonly lines = new Map<string, R[]>();
   private linePoll: NodeJS.Timeout | undefined;
   private running = 0;
@@ -158,7 +155,7 @@ export class Admission<R extends Admittable> {
 
   /** Takes in a written run: into its session's line when it must `wait`, else a slot or the queue. */
   add(run: R, wait: boolean): void {
-    this.admitted.set(run.id, { run, waiting: wait });
+    this.admitted.set(run.id, run);
     if (wait) this.enqueueWaiting(run);
     else this.place(run);
   }
@@ -181,7 +178,7 @@ export class Admission<R extends Admittable> {
    * one stays. Until `remove`, it still counts for its session and its key.
    */
   withdraw(run: R): "waiting" | "queued" | "running" {
-    if (this.admitted.get(run.id)?.waiting) {
+    if (this.inLine(run)) {
       this.removeWaiting(run);
       return "waiting";
     }
@@ -191,12 +188,14 @@ export class Admission<R extends Admittable> {
     return "queued";
   }
 
-  /** A withdrawn run has ended: it leaves, and a session it held is free for its line. */
+  /**
+   * A withdrawn run has ended: it leaves, and its session's line looks again (a run that held the
+   * session frees it; one that only waited changes nothing, which the line finds out).
+   */
   remove(run: R): void {
-    const entry = this.admitted.get(run.id);
-    this.admitted.delete(run.id);
+    const admitted = this.admitted.delete(run.id);
     this.handlers.left(run);
-    if (entry && !entry.waiting) this.release(run.sessionId);
+    if (admitted) this.release(run.sessionId);
   }
 
   /** Whether runs are admitted (until the server is told to stop). */
@@ -221,12 +220,12 @@ export class Admission<R extends Admittable> {
   }
 
   get(runId: string): R | undefined {
-    return this.admitted.get(runId)?.run;
+    return this.admitted.get(runId);
   }
 
   /** Every run admitted that has not left. */
   all(): R[] {
-    return [...this.admitted.values()].map((entry) => entry.run);
+    return [...this.admitted.values()];
   }
 
   /** The session's runs here: waiting, queued or running. */
@@ -286,10 +285,14 @@ export class Admission<R extends Admittable> {
 
   /** Whether a run here is queued or running on the session (not just waiting). */
   private holdsSession(sessionId: string): boolean {
-    for (const { run, waiting } of this.admitted.values()) {
-      if (run.sessionId === sessionId && !waiting) return true;
+    for (const run of this.admitted.values()) {
+      if (run.sessionId === sessionId && !this.inLine(run)) return true;
     }
     return false;
+  }
+
+  private inLine(run: R): boolean {
+    return this.lines.get(run.sessionId)?.includes(run) ?? false;
   }
 
   private enqueueWaiting(run: R) {
@@ -335,8 +338,6 @@ export class Admission<R extends Admittable> {
       this.handlers.left(next);
       return;
     }
-    const entry = this.admitted.get(next.id);
-    if (entry) entry.waiting = false;
     this.place(next);
   }
 }
