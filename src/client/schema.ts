@@ -335,7 +335,7 @@ export interface paths {
     put?: never;
     /**
      * Retry a run: a new run of its session without the run's turn
-     * @description Starts a new run of the session that resumes the agent's conversation at the last message a run before this one confirmed (its `last_message_uuid`), so that the turn of this run, e.g. one that failed on an API error, is left out of it; with `text`, a new prompt, else this run's. Only for the session's latest run, once it has finished (409 otherwise), and only for an agent that can resume at an earlier message (Claude Code; a codex session gets 400 `retry_unsupported`). Otherwise as a message: the same admission (a busy session is a 409), `Idempotency-Key`, and answers (SSE, `Accept: application/json`, `Prefer: respond-async`).
+     * @description Starts a new run of the session that resumes the agent's conversation at the last message a run before this one confirmed (its `resume_at`), so that the turn of this run, e.g. one that failed on an API error, is left out of it; with `text`, a new prompt, else this run's. Only for the session's latest run, once it has finished (409 otherwise), and only for an agent that can resume at an earlier message (Claude Code; a codex session gets 400 `retry_unsupported`). Otherwise as a message: the same admission (a busy session is a 409), `Idempotency-Key`, and answers (SSE, `Accept: application/json`, `Prefer: respond-async`).
      */
     post: operations["retryRun"];
     delete?: never;
@@ -1233,6 +1233,12 @@ export interface components {
        * @description `agent_session_id` of a Claude Code run.
        */
       claude_session_id: string | null;
+      /** @description Where the conversation stood once this run's turn was confirmed, opaque (the agent's own mark); null until then, and for an agent that cannot resume at a message. */
+      resume_at: string | null;
+      /**
+       * @deprecated
+       * @description `resume_at` (the same value).
+       */
       last_message_uuid: string | null;
       events_url: string;
       /** @description The run's last event, once it has ended. */

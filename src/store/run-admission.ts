@@ -129,7 +129,7 @@ export async function admissionState(
 
 /**
  * What a retry of `runId` needs of its session: the session's newest run (a retry must be of
- * it), and the last message a run before `runId` confirmed (`last_message_uuid`), where the retry
+ * it), and the last message a run before `runId` confirmed (`resume_at`), where the retry
  * resumes the conversation; null when none did.
  */
 export async function retryPoint(

@@ -81,7 +81,14 @@ export const Run = z
       .string()
       .nullable()
       .openapi({ deprecated: true, description: "`agent_session_id` of a Claude Code run." }),
-    last_message_uuid: z.string().nullable(),
+    resume_at: z.string().nullable().openapi({
+      description:
+        "Where the conversation stood once this run's turn was confirmed, opaque (the agent's own mark); null until then, and for an agent that cannot resume at a message.",
+    }),
+    last_message_uuid: z
+      .string()
+      .nullable()
+      .openapi({ deprecated: true, description: "`resume_at` (the same value)." }),
     events_url: z.string(),
     // A union, not .nullable(): zod-openapi renders a nullable $ref as an allOf that can never be null.
     completion: z.union([CompletionEvent, z.null()]).openapi({
@@ -151,6 +158,7 @@ export function toRun(
     agent: row.agent,
     agent_session_id: row.agentSessionId,
     claude_session_id: row.agent === "claude" ? row.agentSessionId : null,
+    resume_at: row.lastMessageUuid,
     last_message_uuid: row.lastMessageUuid,
     events_url: `/v1/runs/${row.id}/events`,
     completion,

@@ -32,11 +32,16 @@ describe.each(REAL_CLI_BACKENDS)("retries and usage with the real claude CLI on 
     const session = await api.newSession();
     mock.script({ blocks: [{ type: "text", text: "Noted: apricot." }] });
     const good = await send(session.id, "remember the word apricot");
-    expect(good.completion.last_message_uuid).toMatch(/^[0-9a-f-]{36}$/);
+    expect(good.completion.resume_at).toMatch(/^[0-9a-f-]{36}$/);
+    // The run says where its turn left the conversation, under the generic name and the old one.
+    expect(good.run).toMatchObject({
+      resume_at: good.completion.resume_at,
+      last_message_uuid: good.completion.resume_at,
+    });
 
     mock.script({ error: { status: 400, type: "invalid_request_error", message: "no luck" } });
     const failed = await send(session.id, "which word was it?");
-    expect(failed.completion).toMatchObject({ status: "failed", last_message_uuid: null });
+    expect(failed.completion).toMatchObject({ status: "failed", resume_at: null });
 
     mock.script({ blocks: [{ type: "text", text: "It was apricot." }] });
     const retried = await asJson(

@@ -74,7 +74,7 @@ export const retryRun = createRoute({
   summary: "Retry a run: a new run of its session without the run's turn",
   description: [
     "Starts a new run of the session that resumes the agent's conversation at the last message",
-    "a run before this one confirmed (its `last_message_uuid`), so that the turn of this run,",
+    "a run before this one confirmed (its `resume_at`), so that the turn of this run,",
     "e.g. one that failed on an API error, is left out of it; with `text`, a new prompt, else",
     "this run's. Only for the session's latest run, once it has finished (409 otherwise), and",
     "only for an agent that can resume at an earlier message (Claude Code; a codex session gets",
