@@ -154,7 +154,7 @@ async function settledDelivery(db: Database, hookId: string, deliveryId: string)
 }
 
 /**
- * One tick of the hook's schedule: claimed in the database (so that of several processes one
+ * One tick of the hook's schedule: recorded in the database first (so that of several processes one
  * fires it), skipped and recorded as such while the hook's previous scheduled run is going.
  */
 export async function fireSchedule(
@@ -319,7 +319,7 @@ async function sessionFor(deps: HookDeps, hook: HookRow, key: string): Promise<S
     return fresh;
   }
   const fresh = await newSession(deps, hook, key);
-  const winner = await store.claimSessionKey(db, hook.id, key, fresh.id);
+  const winner = await store.bindSessionKey(db, hook.id, key, fresh.id);
   if (winner === fresh.id) return fresh;
   // Another delivery with the same key made the session first: continue that one.
   await deleteSession(db, fresh.id);

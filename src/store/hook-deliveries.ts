@@ -8,7 +8,7 @@ import { type HookDeliveryRow, hookDeliveries, hookSessions, runs } from "./sche
 // is settled, and the session a delivery's key leads to.
 
 /** A delivery (or tick) still `received` after this long was left by a process that died starting its run. */
-const CLAIM_STALE_MS = 60_000;
+const RECEIPT_STALE_MS = 60_000;
 
 export interface NewDelivery {
   hookId: string;
@@ -64,7 +64,7 @@ export async function insertDeliveryOfBody(
   );
   return db.transaction(async (tx) => {
     const now = new Date();
-    const claim = { receivedAt: now, detail: input.deliveryId };
+    const receipt = { receivedAt: now, detail: input.deliveryId };
     const [inserted] = await tx
       .insert(hookDeliveries)
       .values({
@@ -74,7 +74,7 @@ export async function insertDeliveryOfBody(
         source: BODY_GUARD_SOURCE,
         event: input.event,
         outcome: "guard",
-        ...claim,
+        ...receipt,
       })
       .onConflictDoNothing()
       .returning({ id: hookDeliveries.id });
@@ -83,7 +83,7 @@ export async function insertDeliveryOfBody(
       // delivery that is gone (a failed one forgotten by a retry that never came).
       const [taken] = await tx
         .update(hookDeliveries)
-        .set(claim)
+        .set(receipt)
         .where(
           and(
             guard,
@@ -131,7 +131,7 @@ export async function settleDelivery(
 }
 
 /**
- * Settles as failed the hook's deliveries still `received` after CLAIM_STALE_MS: starting a run
+ * Settles as failed the hook's deliveries still `received` after RECEIPT_STALE_MS: starting a run
  * takes milliseconds, so such a delivery was left by a process that died (or lost its database)
  * while starting it, and nothing else will ever move it on.
  */
@@ -146,7 +146,7 @@ export async function settleAbandonedDeliveries(db: Database, hookId: string) {
       and(
         eq(hookDeliveries.hookId, hookId),
         eq(hookDeliveries.outcome, "received"),
-        lt(hookDeliveries.receivedAt, new Date(Date.now() - CLAIM_STALE_MS)),
+        lt(hookDeliveries.receivedAt, new Date(Date.now() - RECEIPT_STALE_MS)),
       ),
     );
 }
@@ -179,7 +179,7 @@ export async function listDeliveries(
 }
 
 /**
- * The hook's last scheduled tick that is still going: claimed but not started yet, or whose run
+ * The hook's last scheduled tick that is still going: recorded but not started yet, or whose run
  * has not finished. A new tick is skipped while there is one.
  */
 export async function busyScheduledDelivery(
@@ -195,10 +195,10 @@ export async function busyScheduledDelivery(
         eq(hookDeliveries.hookId, hookId),
         eq(hookDeliveries.source, "schedule"),
         or(
-          // A tick claimed by a process that died before starting its run holds nothing for long.
+          // A tick recorded by a process that died before starting its run holds nothing for long.
           and(
             eq(hookDeliveries.outcome, "received"),
-            gt(hookDeliveries.receivedAt, new Date(Date.now() - CLAIM_STALE_MS)),
+            gt(hookDeliveries.receivedAt, new Date(Date.now() - RECEIPT_STALE_MS)),
           ),
           and(
             eq(hookDeliveries.outcome, "accepted"),
@@ -227,7 +227,7 @@ export async function sessionForKey(
 }
 
 /** Points the key at the session unless another delivery got there first; returns the winner. */
-export async function claimSessionKey(
+export async function bindSessionKey(
   db: Database,
   hookId: string,
   key: string,
