@@ -8,7 +8,7 @@ import { createTestApp, listen, type TestApp } from "../support/app.js";
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
 import { type MockAnthropic, startMockAnthropic } from "../support/mock-anthropic.js";
 import { runCommand } from "../support/process.js";
-import { readmeSection } from "../support/readme.js";
+import { docSection } from "../support/readme.js";
 import { BIN } from "./run-cli.js";
 
 // The README's `send … --approvals ask` as a user runs it: the command as the README writes it,
@@ -41,11 +41,11 @@ describe("the README's --approvals ask with the real claude CLI", () => {
   });
 
   it("asks before the agent writes the file, and the file is written once allowed", async () => {
-    const section = await readmeSection("Using the API");
+    const section = await docSection("docs/api.md", "Using the API");
     const command = /`(agent-bridge send "Write hello to hello\.txt" --approvals ask[^`]*)`/.exec(
       section,
     )?.[1];
-    if (!command) throw new Error("README shows no `agent-bridge send … --approvals ask`");
+    if (!command) throw new Error("docs/api.md shows no `agent-bridge send … --approvals ask`");
     const file = join(ce.cwd, "hello.txt");
     mock.script(
       {

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { crashBeforeResult, toolThenReply } from "../client/live.js";
 import { runCommand } from "../support/process.js";
-import { codeBlocks, readmeSection } from "../support/readme.js";
+import { codeBlocks, docSection } from "../support/readme.js";
 import { type UserServer, userServer } from "../support/user-server.js";
 import { BIN, ROOT } from "./run-cli.js";
 
@@ -90,9 +90,11 @@ describe("the README examples", () => {
   });
 
   it("the client example is test/client/readme-example.ts, and it runs in a new `npm init -y` project set up as the README says", async () => {
-    const section = await readmeSection("Client");
+    const section = await docSection("docs/client.md", "Client");
     const [example] = codeBlocks(section, "ts");
     expect(example).toBe(await readFile(join(ROOT, "test/client/readme-example.ts"), "utf8"));
+    // The README's front page shows the same example.
+    expect(codeBlocks(await docSection("README.md", "The client"), "ts")).toEqual([example]);
     const [setup] = codeBlocks(section, "sh");
     if (!setup?.includes("/path/to/agent-bridge")) throw new Error("README shows no set-up");
 
@@ -124,8 +126,12 @@ describe("the README examples", () => {
   });
 
   it("the terminal session prints what the README shows", async () => {
-    const [block] = codeBlocks(await readmeSection("Command line"), "console");
-    if (!block) throw new Error("README has no console block under Command line");
+    const [block] = codeBlocks(await docSection("docs/cli.md", "Command line"), "console");
+    if (!block) throw new Error("docs/cli.md has no console block under Command line");
+    // The README's front page shows this session's start.
+    const [start] = codeBlocks(await docSection("README.md", "The command line"), "console");
+    if (!start || !block.startsWith(start))
+      throw new Error("the README's session is not the start of docs/cli.md's");
     const steps: { command: string; expected: string[] }[] = [];
     for (const line of block.trimEnd().split("\n")) {
       if (line.startsWith("$ ")) steps.push({ command: line.slice(2), expected: [] });
@@ -158,7 +164,7 @@ describe("the README examples", () => {
   });
 
   it("the CI step's script succeeds with the review, and fails with the run's exit code", async () => {
-    const [block] = codeBlocks(await readmeSection("Command line"), "yaml");
+    const [block] = codeBlocks(await docSection("docs/cli.md", "Command line"), "yaml");
     const [step] = parse(block ?? "") as { env: Record<string, string>; run: string }[];
     if (!step) throw new Error("README has no CI step");
     expect(Object.keys(step.env)).toEqual(["AGENT_BRIDGE_URL", "AGENT_BRIDGE_KEY"]);

@@ -5,24 +5,15 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { streamedReply } from "../support/fake-scenarios.js";
 import { type CommandResult, runCommand } from "../support/process.js";
+import { codeBlocks, docSection } from "../support/readme.js";
 import { type UserServer, userServer } from "../support/user-server.js";
 import { createHook, newStandardSecret } from "./support.js";
 
-// The README's CI examples are run as they are shown: the GitHub Actions steps (their `run`
+// The CI examples of docs/webhooks.md are run as they are shown: the GitHub Actions steps (their `run`
 // scripts, with the environment the step gives them) and the plain shell script, against a server
 // as a user has it (API keys on, the key it printed) and a scripted stand-in for the CLI.
 
-const ROOT = new URL("../../", import.meta.url);
-
-async function section(): Promise<string> {
-  const readme = await readFile(new URL("README.md", ROOT), "utf8");
-  const start = readme.indexOf("\n## Webhooks and schedules\n");
-  const end = readme.indexOf("\n## ", start + 1);
-  return readme.slice(start, end < 0 ? undefined : end);
-}
-
-const blocks = (text: string, lang: string) =>
-  [...text.matchAll(new RegExp(`\`\`\`${lang}\\n([\\s\\S]*?)\`\`\``, "g"))].map((m) => m[1] ?? "");
+const section = () => docSection("docs/webhooks.md", "Webhooks and schedules");
 
 function sh(
   shell: string,
@@ -67,7 +58,7 @@ describe("the README's CI examples", () => {
   });
 
   it("the GitHub Actions steps deliver, wait, and write the review to the summary", async () => {
-    const [yaml] = blocks(await section(), "yaml");
+    const [yaml] = codeBlocks(await section(), "yaml");
     const steps = parse(yaml ?? "") as { run: string }[];
     const [deliverStep, waitStep] = steps;
     if (!deliverStep || !waitStep) throw new Error("two steps expected");
@@ -103,7 +94,7 @@ describe("the README's CI examples", () => {
   });
 
   it("the plain shell script does the same", async () => {
-    const script = blocks(await section(), "sh").find((b) => b.startsWith("#!/bin/sh"));
+    const script = codeBlocks(await section(), "sh").find((b) => b.startsWith("#!/bin/sh"));
     if (!script) throw new Error("no shell script in the section");
     const result = await sh("sh", script, ["acme/widgets", "13", "Add a thing"], {
       AGENT_BRIDGE_URL: server.url,

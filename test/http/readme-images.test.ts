@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { streamedReply } from "../support/fake-scenarios.js";
 import { runCommand } from "../support/process.js";
-import { codeBlocks, readmeSection } from "../support/readme.js";
+import { codeBlocks, docSection } from "../support/readme.js";
 import { type UserServer, userServer } from "../support/user-server.js";
 
 // The README's image example, run as a user runs it, with a screenshot's size: an image over
@@ -27,9 +27,9 @@ describe("the README's image example", () => {
   });
 
   it("sends a 272 KB screenshot and gets the answer, the image reaching the CLI whole", async () => {
-    const section = await readmeSection("Using the API");
+    const section = await docSection("docs/api.md", "Using the API");
     const block = codeBlocks(section, "sh").find((b) => b.includes("shot.png"));
-    if (!block) throw new Error("the README has no image example under Using the API");
+    if (!block) throw new Error("docs/api.md has no image example under Using the API");
     const image = Buffer.concat([PNG_SIGNATURE, randomBytes(272 * 1024 - PNG_SIGNATURE.length)]);
     await writeFile(join(cwd, "shot.png"), image);
     const session = await (

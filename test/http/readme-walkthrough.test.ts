@@ -6,14 +6,15 @@ import { toolThenReply } from "../client/live.js";
 import type { FakeScenario } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
 import { runCommand } from "../support/process.js";
-import { codeBlocks, readmeSection } from "../support/readme.js";
+import { codeBlocks, docSection } from "../support/readme.js";
 import { type UserServer, userServer } from "../support/user-server.js";
 
-// The README's curl walk-through, run as a user runs it: top to bottom against a server started
-// as `npm start` starts it, with the key it printed, each command in bash with the variables set
-// so far. Its comment lines right after a command are that command's output, compared loosely:
-// `…` is anything, `6f1c…` is some id (the same one wherever the README abbreviates it alike),
-// numbers and timestamps in JSON are any. A line `S=6f1c…` takes the id the output showed.
+// The curl walk-throughs (the README's short one, docs/api.md's whole one), run as a user runs
+// them: top to bottom against a server started as `npm start` starts it, with the key it printed,
+// each command in bash with the variables set so far. Its comment lines right after a command
+// are that command's output, compared loosely: `…` is anything, `6f1c…` is some id (the same one
+// wherever the page abbreviates it alike), numbers and timestamps in JSON are any. A line
+// `S=6f1c…` takes the id the output showed.
 
 /** The message whose run is still working when the walk-through looks at it, then cancels it. */
 const WORKING = "Write a summary to SUMMARY.md";
@@ -116,10 +117,11 @@ describe("the README's curl walk-through", () => {
   });
 
   it("the problem the README shows is the server's answer to the request it names", async () => {
-    const section = await readmeSection("Using the API");
+    const section = await docSection("docs/api.md", "Using the API");
     const body = /`POST \/v1\/sessions`\s+with `(\{[^`]*\})`/.exec(section)?.[1];
     const [block] = codeBlocks(section, "json");
-    if (!body || !block) throw new Error("README shows no request and problem under Using the API");
+    if (!body || !block)
+      throw new Error("docs/api.md shows no request and problem under Using the API");
     const res = await fetch(`${server.url}/v1/sessions`, {
       method: "POST",
       headers: { Authorization: `Bearer ${server.key}`, "Content-Type": "application/json" },
@@ -133,9 +135,13 @@ describe("the README's curl walk-through", () => {
     expect(problem).toEqual({ ...shown, request_id: res.headers.get("x-request-id") });
   });
 
-  it("runs top to bottom and prints what the README shows", async () => {
-    const [block] = codeBlocks(await readmeSection("Using the API"), "sh");
-    if (!block) throw new Error("README has no sh block under Using the API");
+  // The README's short one, then the whole one in docs/api.md.
+  it.each([
+    ["README.md", "Try it with curl"],
+    ["docs/api.md", "Using the API"],
+  ])("%s: runs top to bottom and prints what it shows", async (page, title) => {
+    const [block] = codeBlocks(await docSection(page, title), "sh");
+    if (!block) throw new Error(`${page} has no sh block under ${title}`);
     const ids = new Map<string, string>();
     const assignments: string[] = [];
     for (const { command, output } of walkthrough(block)) {
@@ -162,7 +168,7 @@ describe("the README's curl walk-through", () => {
       const match = pattern.exec(res.stdout.replaceAll("\r\n", "\n"));
       if (!match)
         expect.fail(
-          `${command}\nprinted\n${res.stdout}\nnot as the README shows:\n${output.join("\n")}`,
+          `${command}\nprinted\n${res.stdout}\nnot as the page shows:\n${output.join("\n")}`,
         );
       for (const [abbreviation, group] of captured)
         ids.set(abbreviation, match.groups?.[group] ?? "");

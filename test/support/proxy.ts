@@ -5,7 +5,7 @@ import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { waitUntil } from "./process.js";
-import { codeBlocks, readmeSection } from "./readme.js";
+import { codeBlocks, docSection } from "./readme.js";
 import { freePort } from "./server.js";
 
 // Real reverse proxies in front of the test's instances: Debian's nginx and haproxy (installed by
@@ -42,8 +42,8 @@ async function readmeBlock(
   servers: { lines: RegExp; line: (host: string, i: number) => string },
   listen: { line: RegExp; to: string },
 ): Promise<string> {
-  const [block] = codeBlocks(await readmeSection("Scaling out"), lang);
-  if (!block) throw new Error(`README "Scaling out" has no ${lang} block`);
+  const [block] = codeBlocks(await docSection("docs/scaling-out.md", "Scaling out"), lang);
+  if (!block) throw new Error(`docs/scaling-out.md has no ${lang} block`);
   const ours = upstreams.map((u, i) => servers.line(new URL(u).host, i)).join("\n");
   const config = block.replace(servers.lines, `${ours}\n`).replace(listen.line, listen.to);
   if (!config.includes(ours) || !config.includes(listen.to)) {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CODEX_TEST_KEY, type CodexEnv, makeCodexEnv } from "../../support/codex-env.js";
 import { type MockOpenAI, startMockOpenAI } from "../../support/mock-openai.js";
 import { runCommand } from "../../support/process.js";
-import { codeBlocks, readmeSection } from "../../support/readme.js";
+import { codeBlocks, docSection } from "../../support/readme.js";
 import { SseReader } from "../../support/sse.js";
 import { type UserServer, userServer } from "../../support/user-server.js";
 
@@ -17,8 +17,8 @@ describe("the README's Agents example", () => {
   let curl: string;
 
   beforeAll(async () => {
-    const [block] = codeBlocks(await readmeSection("Agents"), "sh");
-    if (!block) throw new Error("README has no sh block under Agents");
+    const [block] = codeBlocks(await docSection("docs/agents.md", "Agents"), "sh");
+    if (!block) throw new Error("docs/agents.md has no sh block under Agents");
     const lines = block
       .replaceAll("\\\n", "")
       .split("\n")
