@@ -111,6 +111,7 @@ export function buildDeps(
           ? {
               gateway: {
                 variable: served.upstream.variable,
+                source: served.upstream.source,
                 open: (runId, maxBudgetUsd) => gateway.open(served.api.prefix, runId, maxBudgetUsd),
               },
             }

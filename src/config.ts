@@ -92,6 +92,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       ...(telemetry.debugCaptureDir ? [telemetry.debugCaptureDir] : []),
       ...(e.AGENT_BRIDGE_MCP_CONFIG ? [path.resolve(e.AGENT_BRIDGE_MCP_CONFIG)] : []),
       ...secrets.files,
+      ...Object.values(agents.sections).flatMap((section) => section.secretFiles ?? []),
       ...(present.HOME ? [path.resolve(present.HOME)] : []),
     ],
     searchPath: present.PATH ?? "/usr/local/bin:/usr/bin:/bin",

@@ -14,8 +14,10 @@ import { bypassProxyFor } from "./child-env.js";
 
 /** The model gateway as a back-end uses it. */
 export interface GatewayAccess {
-  /** The operator's credential variable: /readyz names it, the CLI gets its run's token in it. */
+  /** The variable the CLI gets its run's token in. */
   variable: string;
+  /** Where the operator's credential came from: /readyz names it. */
+  source: string;
   /**
    * The API's address at the gateway and a token for the run, good until it is closed; the
    * gateway refuses its calls past `maxBudgetUsd`, the run's own cap.

@@ -16,8 +16,10 @@ import type { McpCatalog } from "./mcp-servers.js";
 
 /** The model API an agent calls with the operator's credential, as the gateway's upstream. */
 export interface AgentUpstream extends Upstream {
-  /** The variable the credential came from: /readyz names it, the CLI gets its run's token in it. */
+  /** The variable the CLI gets its run's token in. */
   variable: string;
+  /** Where the operator's credential came from (a variable's or a file's name): /readyz names it. */
+  source: string;
 }
 
 /** An agent's section of the configuration (`config[name]`), built by its plugin. */
@@ -35,6 +37,13 @@ export interface AgentSection {
    * forwards the CLI's calls to, with that credential. Unset: the CLI calls its API itself.
    */
   upstream: AgentUpstream | undefined;
+  /**
+   * Set when the CLI has no credential the gateway can hold and may not call its API itself: what
+   * the operator must give. /readyz says so, and its runs fail before they start.
+   */
+  missingCredentials?: Error;
+  /** The operator's files of the CLI's holding a credential the gateway holds: no run sees them. */
+  secretFiles?: string[];
   /** Prices its own settings give (AGENT_BRIDGE_MODEL_PRICES goes over them). */
   prices: PriceTable;
 }

@@ -65,6 +65,13 @@ export class WorkDirNotFoundError extends RunnerError {
   }
 }
 
+/** The CLI has no credentials it may use here; the message says what the operator must give. */
+export class AgentNotAuthenticatedError extends RunnerError {
+  readonly status = "failed";
+  override readonly name = "AgentNotAuthenticatedError";
+  readonly code = "agent_not_authenticated";
+}
+
 export class AgentSpawnError extends RunnerError {
   readonly status = "failed";
   override readonly name = "AgentSpawnError";

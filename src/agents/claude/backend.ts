@@ -63,7 +63,7 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
     async ready() {
       const [version, credentials] = await Promise.all([
         probe(),
-        config.gateway ? config.gateway.variable : findCredentials(config.env),
+        config.gateway ? config.gateway.source : findCredentials(config.env),
       ]);
       return { bin: config.bin, version, credentials };
     },

@@ -95,6 +95,8 @@ export interface AnthropicUpstream extends Upstream {
    * beta headers and defaults of its own).
    */
   variable: (typeof CREDENTIAL_VARIABLES)[number];
+  /** The same variable: the operator's credential came from it. */
+  source: (typeof CREDENTIAL_VARIABLES)[number];
 }
 
 /**
@@ -118,6 +120,7 @@ export function anthropicUpstream(env: Record<string, string>): AnthropicUpstrea
         ...(given(authToken) ? { authorization: `Bearer ${authToken}` } : {}),
       },
       variable: given(apiKey) ? "ANTHROPIC_API_KEY" : "ANTHROPIC_AUTH_TOKEN",
+      source: given(apiKey) ? "ANTHROPIC_API_KEY" : "ANTHROPIC_AUTH_TOKEN",
     };
   }
   const oauthToken = env.CLAUDE_CODE_OAUTH_TOKEN;
@@ -126,6 +129,7 @@ export function anthropicUpstream(env: Record<string, string>): AnthropicUpstrea
     baseUrl,
     credential: { authorization: `Bearer ${oauthToken}` },
     variable: "CLAUDE_CODE_OAUTH_TOKEN",
+    source: "CLAUDE_CODE_OAUTH_TOKEN",
   };
 }
 

@@ -8,6 +8,7 @@ import type { AgentCommand, LineProtocol } from "../../process/driver/agent-comm
 import { driveAgentProcess } from "../../process/driver/drive.js";
 import type { DriverConfig } from "../../process/driver/driver-config.js";
 import {
+  AgentNotAuthenticatedError,
   AgentSpawnError,
   InvalidRunRequestError,
   RunnerError,
@@ -23,18 +24,18 @@ import { type GatewayAccess, sandboxGateway, throughGateway } from "../gateway-a
 import { imageExtension } from "../images.js";
 import type { AgentCapabilities } from "../plugin.js";
 import { buildCodexArgs, type CodexProvider } from "./command.js";
-import { findCodexCredentials } from "./credentials.js";
+import { operatorCodexHome } from "./credentials.js";
 import { CodexMapper, type CodexUsageTotals } from "./mapper.js";
 import { CodexSettings, codexSandboxing, SANDBOX_OF } from "./options.js";
-import { operatorCodexHome, seedTenantCodexHome } from "./tenant-config.js";
+import { seedTenantCodexHome } from "./tenant-config.js";
 import { codexTranscripts } from "./transcripts.js";
 
 // OpenAI's Codex CLI as an agent back-end, on the shared process driver: `codex exec --json` for a
 // session's first run, `codex exec resume <thread>` once a run has reported its thread id (kept as
 // the session's agent_session_id); the prompt on stdin, which then closes, and its images as
-// files of the run's (`--image`), removed once codex is gone. With the model gateway, codex's
-// model provider is the gateway, with a token of the run's own that dies with the run, and codex
-// never holds the operator's key.
+// files of the run's (`--image`), removed once codex is gone. codex's model provider is the model
+// gateway, with a token of the run's own that dies with the run: codex never holds the operator's
+// key.
 
 export interface CodexBackendConfig {
   bin: string;
@@ -45,8 +46,10 @@ export interface CodexBackendConfig {
   prices: PriceTable;
   /** Set: the version probe runs as the agents' user. */
   runAs?: RunAs;
-  /** Set: codex's calls go through the model gateway (its env then holds no key). */
+  /** Set: codex's calls go through the model gateway (its env holds no key in any case). */
   gateway?: GatewayAccess;
+  /** Set when the operator gave codex no key: why its runs fail before they start. */
+  missingCredentials?: Error;
   /** Where a session's worktree is made. */
   worktree: WorktreeLayout;
 }
@@ -79,23 +82,20 @@ export function codexBackend(config: CodexBackendConfig): AgentBackend {
         agentFiles(config.env, identity?.runAs),
       ),
     async ready() {
-      const [version, credentials] = await Promise.all([
-        probe(),
-        config.gateway ? config.gateway.variable : findCodexCredentials(config.env),
-      ]);
-      return { bin: config.bin, version, credentials };
+      const version = await probe();
+      if (!config.gateway) throw config.missingCredentials ?? new Error("codex has no gateway");
+      return { bin: config.bin, version, credentials: config.gateway.source };
     },
     run(request, context, signal) {
-      const run = (
-        env: Record<string, string>,
-        provider?: CodexProvider,
-        gateway?: SandboxGateway,
-      ) =>
+      const run = (env: Record<string, string>, provider: CodexProvider, gateway: SandboxGateway) =>
         withRunFiles(config.env, request.identity, (files) =>
           runCodex(request, config, { env, provider, gateway }, context, signal, files),
         );
       const { gateway } = config;
-      if (!gateway) return run(config.env);
+      if (!gateway) {
+        const why = config.missingCredentials?.message ?? "codex has no gateway";
+        return failedCodexRun(new AgentNotAuthenticatedError(why));
+      }
       return throughGateway(
         gateway,
         config.env,
@@ -133,10 +133,10 @@ async function totalsBefore(request: AgentRunRequest): Promise<CodexUsageTotals 
 /** How this run's codex reaches its model: its environment, and the provider it is given. */
 interface ModelRoute {
   env: Record<string, string>;
-  /** Unset: the provider codex's config.toml selects. */
-  provider: CodexProvider | undefined;
-  /** The gateway as the run's sandbox reaches it, when its provider is the gateway. */
-  gateway: SandboxGateway | undefined;
+  /** The gateway, in place of the provider codex's config.toml selects. */
+  provider: CodexProvider;
+  /** The gateway as the run's sandbox reaches it. */
+  gateway: SandboxGateway;
 }
 
 async function* runCodex(
@@ -188,7 +188,7 @@ async function* runCodex(
       ...(developerInstructions ? { developerInstructions } : {}),
       ...(threadId ? { threadId } : {}),
       images,
-      ...(model.provider ? { provider: model.provider } : {}),
+      provider: model.provider,
     });
   } catch (err) {
     const invalid =
@@ -239,7 +239,7 @@ async function* runCodex(
         ...(settings.worktree && !sandboxing.workDirReadOnly ? [join(request.cwd, ".git")] : []),
       ],
       readOnly: images.map((image) => dirname(image)),
-      ...(model.gateway ? { gateway: model.gateway } : {}),
+      gateway: model.gateway,
     },
     input: request.prompt,
     closeInput: true,

@@ -1,28 +1,25 @@
-import { stat } from "node:fs/promises";
+import { readFileSync } from "node:fs";
+import { homedir } from "node:os";
 import { join } from "node:path";
 import type { Upstream } from "../../gateway/upstream.js";
 
-// Where codex finds its credentials, seen without calling the API: a key in its environment, or
-// the login `codex login` saved under CODEX_HOME (default ~/.codex).
+// Where codex's API key comes from, read once at start-up: the server's environment, else the key
+// `codex login --with-api-key` saved in the operator's CODEX_HOME (default ~/.codex). Either way
+// it stays with the gateway: codex gets a token of its run's instead, and a tenant's CODEX_HOME
+// never gets the operator's auth.json. A ChatGPT login (`codex login`) holds refreshable tokens
+// for another API, which the gateway does not carry: codex then has no credentials here.
 
 const KEY_VARIABLES = ["OPENAI_API_KEY", "CODEX_API_KEY"] as const;
 
+/** Why codex cannot run here: no API key the gateway can hold for it. */
 export class CodexMissingCredentialsError extends Error {
-  constructor() {
+  constructor(chatgptLogin: boolean) {
     super(
-      "the codex CLI has no credentials: set OPENAI_API_KEY in the server's environment, or log codex in (`codex login`) as the user the server runs as",
+      chatgptLogin
+        ? "the codex CLI is logged in with ChatGPT, which the model gateway cannot carry: give it an API key (OPENAI_API_KEY in the server's environment, or `codex login --with-api-key` as the user the server runs as)"
+        : "the codex CLI has no credentials: set OPENAI_API_KEY in the server's environment, or save a key with `codex login --with-api-key` as the user the server runs as",
     );
   }
-}
-
-/** The variable or file codex would authenticate with; throws when it has none. */
-export async function findCodexCredentials(env: Record<string, string>): Promise<string> {
-  for (const name of KEY_VARIABLES) if (env[name]?.trim()) return name;
-  const home = env.CODEX_HOME ?? (env.HOME ? join(env.HOME, ".codex") : undefined);
-  if (home && (await stat(join(home, "auth.json")).catch(() => undefined))?.isFile()) {
-    return "auth.json";
-  }
-  throw new CodexMissingCredentialsError();
 }
 
 /** Where codex's model API is when the operator names none. */
@@ -30,28 +27,59 @@ export const DEFAULT_CODEX_BASE_URL = "https://api.openai.com/v1";
 
 /** The API codex calls with the operator's key, as the gateway's upstream. */
 export interface CodexUpstream extends Upstream {
-  /** The variable the operator's key came from: /readyz names it, codex gets its token in it. */
+  /** The variable codex gets its run's token in. */
   variable: (typeof KEY_VARIABLES)[number];
+  /** Where the operator's key came from, as /readyz names it: the variable, or `auth.json`. */
+  source: string;
+}
+
+/** The operator's CODEX_HOME: as the server's environment names it, else ~/.codex. */
+export function operatorCodexHome(env: Record<string, string>): string {
+  return env.CODEX_HOME ?? join(env.HOME ?? homedir(), ".codex");
+}
+
+/** What `codex login` saved in the operator's CODEX_HOME; empty when nothing readable is there. */
+function savedLogin(env: Record<string, string>): { apiKey?: string; chatgpt: boolean } {
+  let saved: unknown;
+  try {
+    saved = JSON.parse(readFileSync(join(operatorCodexHome(env), "auth.json"), "utf8"));
+  } catch {
+    return { chatgpt: false };
+  }
+  if (typeof saved !== "object" || saved === null) return { chatgpt: false };
+  const { OPENAI_API_KEY: apiKey, tokens } = saved as Record<string, unknown>;
+  return {
+    ...(typeof apiKey === "string" && apiKey.trim() !== "" ? { apiKey } : {}),
+    chatgpt: typeof tokens === "object" && tokens !== null,
+  };
 }
 
 /**
- * The upstream of codex's calls when the operator gave its key in the environment (OPENAI_API_KEY,
- * its `_FILE` read already, else CODEX_API_KEY), sent as codex sends a key: a bearer token; at
- * `baseUrl` (an OpenAI base URL, which ends in `/v1`). Undefined without a key: codex then calls
- * its API itself, as it is logged in (`codex login`).
+ * The upstream of codex's calls: the operator's key (OPENAI_API_KEY, its `_FILE` read already,
+ * else CODEX_API_KEY, else auth.json's), sent as codex sends a key, a bearer token, at `baseUrl`
+ * (an OpenAI base URL, which ends in `/v1`). Without a key, the error that says what to give.
  */
 export function codexUpstream(
   env: Record<string, string>,
   baseUrl: string,
-): CodexUpstream | undefined {
+): CodexUpstream | CodexMissingCredentialsError {
   const variable = KEY_VARIABLES.find((name) => env[name]?.trim());
-  if (!variable) return undefined;
-  return { baseUrl, credential: { authorization: `Bearer ${env[variable]}` }, variable };
+  const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
+  if (variable)
+    return { baseUrl, credential: bearer(env[variable] ?? ""), variable, source: variable };
+  const login = savedLogin(env);
+  if (login.apiKey === undefined) return new CodexMissingCredentialsError(login.chatgpt);
+  return {
+    baseUrl,
+    credential: bearer(login.apiKey),
+    variable: "OPENAI_API_KEY",
+    source: "auth.json",
+  };
 }
 
 /**
- * codex's environment when its calls go through the gateway: none of the operator's keys and no
- * API address of its own (each run adds the gateway's provider, and its token).
+ * codex's environment: none of the operator's keys and no API address of its own (each run adds
+ * the gateway's provider, and its token).
  */
 export function withoutCodexUpstream(env: Record<string, string>): Record<string, string> {
   const out = { ...env };

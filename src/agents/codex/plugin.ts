@@ -7,7 +7,12 @@ import { childEnvironment, type EnvPolicy } from "../child-env.js";
 import { installedBin } from "../installed-bin.js";
 import type { AgentPlugin } from "../plugin.js";
 import { CODEX_CAPABILITIES, codexBackend } from "./backend.js";
-import { codexUpstream, DEFAULT_CODEX_BASE_URL, withoutCodexUpstream } from "./credentials.js";
+import {
+  codexUpstream,
+  DEFAULT_CODEX_BASE_URL,
+  operatorCodexHome,
+  withoutCodexUpstream,
+} from "./credentials.js";
 
 /** The `codex` shipped in the installed @openai/codex package, else the one on PATH. */
 export function defaultCodexBin(): string {
@@ -59,11 +64,15 @@ export const codexPlugin: AgentPlugin<"codex", typeof env> = {
       environment,
       settings.AGENT_BRIDGE_CODEX_BASE_URL ?? settings.OPENAI_BASE_URL ?? DEFAULT_CODEX_BASE_URL,
     );
+    const found = !(upstream instanceof Error);
     return {
       bin: settings.AGENT_BRIDGE_CODEX_BIN ?? defaultCodexBin(),
       model: settings.AGENT_BRIDGE_CODEX_MODEL,
-      childEnv: upstream ? withoutCodexUpstream(childEnv) : childEnv,
-      upstream,
+      childEnv: withoutCodexUpstream(childEnv),
+      upstream: found ? upstream : undefined,
+      ...(found ? {} : { missingCredentials: upstream }),
+      // Runs without an agent user have the operator's CODEX_HOME as theirs (its threads).
+      secretFiles: [path.join(operatorCodexHome(environment), "auth.json")],
       prices: Object.fromEntries(
         Object.entries(settings.AGENT_BRIDGE_CODEX_PRICES).map(([model, p]) => [
           model,
@@ -88,5 +97,6 @@ export const codexPlugin: AgentPlugin<"codex", typeof env> = {
       worktree: CODEX_WORKTREES,
       ...(deps.runAs ? { runAs: deps.runAs } : {}),
       ...(deps.gateway ? { gateway: deps.gateway } : {}),
+      ...(section.missingCredentials ? { missingCredentials: section.missingCredentials } : {}),
     }),
 };

@@ -1,7 +1,7 @@
 import path from "node:path";
 import { type AgentFiles, globLiteral } from "../../process/agent-files.js";
 import type { TranscriptLocation } from "../agent.js";
-import { operatorCodexHome } from "./tenant-config.js";
+import { operatorCodexHome } from "./credentials.js";
 
 // Codex keeps a thread as `sessions/<yyyy>/<mm>/<dd>/rollout-<time>-<thread id>.jsonl` under its
 // CODEX_HOME, dated by the thread's first turn; should there be several, the newest is taken.

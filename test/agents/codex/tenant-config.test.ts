@@ -1,4 +1,5 @@
 import { execFileSync } from "node:child_process";
+import { existsSync } from "node:fs";
 import { chown, link, lstat, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -8,9 +9,10 @@ import { agentFiles } from "../../../src/process/agent-files.js";
 import type { RunAs } from "../../../src/process/agent-user.js";
 import { ensureAgentUser, isRoot } from "../../support/agent-user.js";
 
-// Before each codex run the operator's config.toml and auth.json are copied into the tenant's
-// CODEX_HOME, which is the agent's to change: the copies are written as the agent, in place of
-// whatever it left there, and never through it. Needs root, as the agent user does.
+// Before each codex run the operator's config.toml is copied into the tenant's CODEX_HOME, which
+// is the agent's to change: the copy is written as the agent, in place of whatever it left there,
+// and never through it. The operator's auth.json is never copied (the gateway holds its key), and
+// whatever is at that name is removed, the same way. Needs root, as the agent user does.
 
 describe.skipIf(!isRoot)("the operator's codex configuration in a tenant's CODEX_HOME", () => {
   let runAs: RunAs;
@@ -58,16 +60,26 @@ describe.skipIf(!isRoot)("the operator's codex configuration in a tenant's CODEX
       agentFiles({ PATH: process.env.PATH ?? "" }, runAs),
     );
 
-  /** Each copy is a file of the agent's own, with the operator's content. */
+  /** The copy is a file of the agent's own, with the operator's content; no login is there. */
   const expectCopies = async () => {
-    for (const name of ["config.toml", "auth.json"]) {
-      expect(await readFile(join(tenantHome, name), "utf8")).toBe(
-        await readFile(join(operatorHome, name), "utf8"),
-      );
-      expect(await lstat(join(tenantHome, name))).toMatchObject({ uid: runAs.uid, nlink: 1 });
-      expect((await lstat(join(tenantHome, name))).isFile()).toBe(true);
-    }
+    expect(await readFile(join(tenantHome, "config.toml"), "utf8")).toBe(
+      await readFile(join(operatorHome, "config.toml"), "utf8"),
+    );
+    expect(await lstat(join(tenantHome, "config.toml"))).toMatchObject({
+      uid: runAs.uid,
+      nlink: 1,
+    });
+    expect((await lstat(join(tenantHome, "config.toml"))).isFile()).toBe(true);
+    expect(existsSync(join(tenantHome, "auth.json"))).toBe(false);
   };
+
+  it("copies the settings and never the login: a copy an earlier version left is removed", async () => {
+    await seed();
+    await expectCopies();
+    await writeFile(join(tenantHome, "auth.json"), await readFile(join(operatorHome, "auth.json")));
+    await seed();
+    await expectCopies();
+  });
 
   it("replaces a link and a hard link to root's files, which stay as they were", async () => {
     const [linked, hardLinked] = [await rootFile("linked"), await rootFile("hard-linked")];
