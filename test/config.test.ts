@@ -173,6 +173,7 @@ describe("config", () => {
       baseUrl: "http://llm.internal:8080/anthropic",
       credential: { "x-api-key": "sk-test" },
       variable: "ANTHROPIC_API_KEY",
+      source: "ANTHROPIC_API_KEY",
     });
   });
 
@@ -193,6 +194,7 @@ describe("config", () => {
       baseUrl: "http://llm:1/v1",
       credential: { authorization: "Bearer sk-proj" },
       variable: "OPENAI_API_KEY",
+      source: "OPENAI_API_KEY",
     });
     const named = { ...env, AGENT_BRIDGE_CODEX_BASE_URL: "https://gw.example/openai/v1" };
     expect(loadConfig(named).codex.upstream?.baseUrl).toBe("https://gw.example/openai/v1");
@@ -200,14 +202,13 @@ describe("config", () => {
       baseUrl: "https://api.openai.com/v1",
       credential: { authorization: "Bearer sk-codex" },
       variable: "CODEX_API_KEY",
+      source: "CODEX_API_KEY",
     });
-    // Without a key codex calls its API itself, as it is logged in.
-    const loggedIn = loadConfig({ HOME: "/home/x", OPENAI_BASE_URL: "http://llm:1/v1" });
-    expect(loggedIn.codex.upstream).toBeUndefined();
-    expect(loggedIn.codex.childEnv).toEqual({
-      HOME: "/home/x",
-      OPENAI_BASE_URL: "http://llm:1/v1",
-    });
+    // Without a key codex has no gateway, and says what to give it; its env holds no API address.
+    const keyless = loadConfig({ HOME: "/home/x", OPENAI_BASE_URL: "http://llm:1/v1" });
+    expect(keyless.codex.upstream).toBeUndefined();
+    expect(keyless.codex.missingCredentials?.message).toContain("codex login --with-api-key");
+    expect(keyless.codex.childEnv).toEqual({ HOME: "/home/x" });
     expect(problems({ AGENT_BRIDGE_CODEX_BASE_URL: "llm:1" })).toEqual([
       'AGENT_BRIDGE_CODEX_BASE_URL: expected an http:// or https:// URL (got "llm:1")',
     ]);
@@ -251,6 +252,7 @@ describe("config", () => {
         "/var/lib/bridge/homes",
         "/var/log/bridge-capture",
         keyFile,
+        "/home/bridge/.codex/auth.json",
         "/home/bridge",
       ]);
     });
