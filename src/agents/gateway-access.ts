@@ -3,7 +3,7 @@ import type { CallRefusal } from "../gateway/admission.js";
 import type { RunAccess } from "../gateway/server.js";
 import { errorText } from "../log.js";
 import type { SandboxGateway } from "../process/sandbox-gateway.js";
-import type { MeteredUsage } from "../store/model-calls.js";
+import { type MeteredUsage, meteredSpend } from "../store/model-calls.js";
 import type { AgentRunRequest, RunContext } from "./agent.js";
 import { bypassProxyFor } from "./child-env.js";
 
@@ -91,18 +91,9 @@ function refused(completion: CompletionEvent, refusal: CallRefusal): CompletionE
  * a price). What a CLI did report stands.
  */
 function withMetered(completion: CompletionEvent, metered: MeteredUsage): CompletionEvent {
-  if (completion.cost_usd !== null || metered.calls === 0) return completion;
-  return {
-    ...completion,
-    usage: {
-      ...completion.usage,
-      input_tokens: metered.inputTokens,
-      output_tokens: metered.outputTokens,
-      cache_read_tokens: metered.cacheReadTokens,
-      cache_creation_tokens: metered.cacheCreationTokens,
-    },
-    cost_usd: metered.pricedCalls === metered.calls ? metered.costUsd : null,
-  };
+  if (completion.cost_usd !== null) return completion;
+  const { usage, costUsd } = meteredSpend(completion.usage, null, metered);
+  return { ...completion, usage, cost_usd: costUsd };
 }
 
 /** The gateway as the run's sandbox reaches it: its socket, served on the gateway's port. */

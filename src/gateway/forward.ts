@@ -32,6 +32,8 @@ export interface ForwardedCall {
   admit: Admission;
   /** Told of a call refused. */
   refused(refusal: CallRefusal): void;
+  /** Records a metered call (never rejects: a failure is logged). */
+  record(call: MeteredCall): Promise<void>;
 }
 
 class RequestTooLarge extends Error {}
@@ -93,15 +95,17 @@ function answerError(status: number, usage: CallUsage, broke: "caller" | "upstre
 }
 
 /**
- * Forwards the call; resolves once it is over, with its record when the route is metered and a
- * run's token was presented (the run, the usage the answer reported, how it ended).
+ * Forwards the call; resolves once it is over and, when the route is metered and a run's token was
+ * presented, recorded (the run, the usage the answer reported, how it ended). A whole answer's last
+ * bytes wait for its record: a caller that makes its next call once this one is answered is
+ * admitted on a spend that counts it.
  */
 export async function forward(
   req: IncomingMessage,
   res: ServerResponse,
   call: ForwardedCall,
   client: UpstreamClient,
-): Promise<MeteredCall | undefined> {
+): Promise<void> {
   const startedAt = new Date();
   const started = performance.now();
   let body: Buffer;
@@ -125,33 +129,45 @@ export async function forward(
       return undefined;
     }
   }
-  const outcome = await exchange(req, res, call, client, body, meter);
-  if (!meter || !call.grant) return undefined;
-  const { usage } = outcome;
-  return {
-    runId: call.grant.runId,
-    endpoint: call.path.split("?")[0] ?? call.path,
-    model: usage.model ?? requestedModel(body),
-    inputTokens: usage.inputTokens,
-    outputTokens: usage.outputTokens,
-    cacheReadTokens: usage.cacheReadTokens,
-    cacheCreationTokens: usage.cacheCreationTokens,
-    status: outcome.status,
-    error: outcome.error,
-    requestId: outcome.requestId,
-    startedAt,
-    durationMs: Math.round(performance.now() - started),
+  const { grant } = call;
+  if (!meter || !grant) {
+    await exchange(req, res, call, client, body, undefined);
+    return;
+  }
+  let recording: Promise<void> | undefined;
+  const record = (outcome: Outcome) => {
+    const { usage } = outcome;
+    recording ??= call.record({
+      runId: grant.runId,
+      endpoint: call.path.split("?")[0] ?? call.path,
+      model: usage.model ?? requestedModel(body),
+      inputTokens: usage.inputTokens,
+      outputTokens: usage.outputTokens,
+      cacheReadTokens: usage.cacheReadTokens,
+      cacheCreationTokens: usage.cacheCreationTokens,
+      status: outcome.status,
+      error: outcome.error,
+      requestId: outcome.requestId,
+      startedAt,
+      durationMs: Math.round(performance.now() - started),
+    });
+    return recording;
   };
+  // A broken answer is recorded once it is over: the caller has no whole answer to wait for.
+  await record(await exchange(req, res, call, client, body, record));
 }
 
-/** The call upstream and its answer back to the caller, metered when `meter`. */
+/**
+ * The call upstream and its answer back to the caller; metered when `beforeEnd` is given, which
+ * the whole answer's end then waits for.
+ */
 async function exchange(
   req: IncomingMessage,
   res: ServerResponse,
   { api, route, path }: ForwardedCall,
   client: UpstreamClient,
   body: Buffer,
-  meter: boolean,
+  beforeEnd: ((outcome: Outcome) => Promise<void>) | undefined,
 ): Promise<Outcome> {
   const { response, abort } = client.send(api.upstream, {
     method: req.method ?? "GET",
@@ -181,7 +197,17 @@ async function exchange(
   }
   const status = upstream.statusCode ?? 502;
   res.writeHead(status, downstreamResponseHeaders(upstream.rawHeaders));
-  const usageMeter = meter ? api.meter(upstream.headers["content-type"]) : undefined;
+  const usageMeter = beforeEnd ? api.meter(upstream.headers["content-type"]) : undefined;
+  const requestId = upstream.headers[api.requestIdHeader];
+  const outcome = (): Outcome => {
+    const usage = usageMeter?.usage() ?? noUsage();
+    return {
+      status,
+      usage,
+      error: answerError(status, usage, broke),
+      requestId: typeof requestId === "string" ? requestId : null,
+    };
+  };
   try {
     await pipeline(
       upstream,
@@ -190,18 +216,15 @@ async function exchange(
           usageMeter?.push(chunk);
           done(null, chunk);
         },
+        flush(done) {
+          if (!beforeEnd) return done();
+          beforeEnd(outcome()).then(() => done(), done);
+        },
       }),
       res,
     );
   } catch {
     broke ??= "upstream";
   }
-  const usage = usageMeter?.usage() ?? noUsage();
-  const requestId = upstream.headers[api.requestIdHeader];
-  return {
-    status,
-    usage,
-    error: answerError(status, usage, broke),
-    requestId: typeof requestId === "string" ? requestId : null,
-  };
+  return outcome();
 }

@@ -201,7 +201,7 @@ export class ModelGateway {
       }
     }
     try {
-      const call = await forward(
+      await forward(
         req,
         res,
         {
@@ -214,10 +214,10 @@ export class ModelGateway {
             if (grant) this.refusals.set(grant.runId, refusal);
             this.opts.logger.info("refused a model call", { run_id: grant?.runId, ...refusal });
           },
+          record: (call) => this.record(call),
         },
         this.client,
       );
-      if (call) this.record(call);
     } catch (err) {
       // Not foreseen: the caller gets a bare close, as from an API that fell over.
       this.opts.logger.error("a call through the model gateway failed", {
@@ -240,18 +240,30 @@ export class ModelGateway {
     answer(res, api, status, message);
   }
 
-  private record(metered: MeteredCall): void {
+  /**
+   * Records the call, retrying through an outage (`recorded` waits for that); resolves once its
+   * first try is over, which is what the caller's answer waits for: an outage delays no answer.
+   * Never rejects (a failure is logged).
+   */
+  private record(metered: MeteredCall): Promise<void> {
     const { db, logger, dbOutageBoundMs, prices } = this.opts;
     const call = { ...metered, costUsd: costOf(priceOf(prices, metered.model), metered) };
-    const writing = withDbRetries(() => recordModelCall(db, call), dbOutageBoundMs).catch((err) =>
-      logger.error("could not record a model call", {
-        run_id: call.runId,
-        model: call.model,
-        error: errorText(err),
-      }),
-    );
+    const first = recordModelCall(db, call);
+    const writing = first
+      .catch(() => withDbRetries(() => recordModelCall(db, call), dbOutageBoundMs))
+      .catch((err) =>
+        logger.error("could not record a model call", {
+          run_id: call.runId,
+          model: call.model,
+          error: errorText(err),
+        }),
+      );
     this.writing.set(writing, call.runId);
     void writing.finally(() => this.writing.delete(writing));
+    return first.then(
+      () => {},
+      () => {},
+    );
   }
 }
 

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { type AnyColumn, asc, count, eq, inArray, sql } from "drizzle-orm";
+import type { Usage } from "../events.js";
 import type { Database } from "./db.js";
 import { addKeySpend, keyOfRun } from "./keys.js";
 import { type ModelCallRow, modelCalls } from "./schema.js";
@@ -22,16 +23,6 @@ export async function recordModelCall(db: Database, call: NewModelCall, at = new
   });
 }
 
-/** Whether any call of the run's was metered. */
-export async function hasModelCalls(db: Database, runId: string): Promise<boolean> {
-  const [row] = await db
-    .select({ id: modelCalls.id })
-    .from(modelCalls)
-    .where(eq(modelCalls.runId, runId))
-    .limit(1);
-  return row !== undefined;
-}
-
 /** A run's calls, in the order they started. */
 export function listModelCalls(db: Database, runId: string): Promise<ModelCallRow[]> {
   return db
@@ -52,6 +43,28 @@ export interface MeteredUsage {
   costUsd: number;
   /** Its calls of priced models: all of them, when `costUsd` is the whole cost. */
   pricedCalls: number;
+}
+
+/**
+ * `usage` with its tokens as the run's calls were metered and its cost theirs when every call's
+ * model had a price (else `costUsd`, what the CLI said); as given when no call was metered.
+ */
+export function meteredSpend(
+  usage: Usage,
+  costUsd: number | null,
+  metered: MeteredUsage,
+): { usage: Usage; costUsd: number | null } {
+  if (metered.calls === 0) return { usage, costUsd };
+  return {
+    usage: {
+      ...usage,
+      input_tokens: metered.inputTokens,
+      output_tokens: metered.outputTokens,
+      cache_read_tokens: metered.cacheReadTokens,
+      cache_creation_tokens: metered.cacheCreationTokens,
+    },
+    costUsd: metered.pricedCalls === metered.calls ? metered.costUsd : costUsd,
+  };
 }
 
 /**

@@ -2,7 +2,7 @@ import { and, eq, inArray, sql } from "drizzle-orm";
 import type { Usage } from "../events.js";
 import type { Database } from "./db.js";
 import { addKeySpend } from "./keys.js";
-import { hasModelCalls } from "./model-calls.js";
+import { meteredSpend, meteredUsage } from "./model-calls.js";
 import { ACTIVE_STATUSES } from "./runs.js";
 import { type RunRow, runs, sessions } from "./schema.js";
 import { sessionUsageColumns } from "./sessions.js";
@@ -64,10 +64,16 @@ export class RunAlreadyClosedError extends Error {
  * spend this month, in one SQL statement each (no read-modify-write), returning the session's new
  * totals. Once: throws RunAlreadyClosedError when the run is no longer open, so that it never gets
  * a second completion. Call inside the transaction that also appends the run's completion event.
+ *
+ * The run's row keeps what its CLI reported (as its completion does); its session's totals add what
+ * the model gateway metered of its calls, when any went through it: a CLI's report is a line on its
+ * output, which an agent running commands can forge, and a killed CLI reports nothing.
  */
 export async function finishRun(db: Database, run: RunRow, outcome: RunOutcome) {
   const now = new Date();
   const { usage } = outcome;
+  const metered = await meteredUsage(db, run.id);
+  const spent = meteredSpend(usage, outcome.costUsd, metered);
   const closed = await db
     .update(runs)
     .set({
@@ -95,12 +101,12 @@ export async function finishRun(db: Database, run: RunRow, outcome: RunOutcome) 
   const [updated] = await db
     .update(sessions)
     .set({
-      inputTokens: sql`${sessions.inputTokens} + ${usage.input_tokens}`,
-      outputTokens: sql`${sessions.outputTokens} + ${usage.output_tokens}`,
-      cacheReadTokens: sql`${sessions.cacheReadTokens} + ${usage.cache_read_tokens}`,
-      cacheCreationTokens: sql`${sessions.cacheCreationTokens} + ${usage.cache_creation_tokens}`,
+      inputTokens: sql`${sessions.inputTokens} + ${spent.usage.input_tokens}`,
+      outputTokens: sql`${sessions.outputTokens} + ${spent.usage.output_tokens}`,
+      cacheReadTokens: sql`${sessions.cacheReadTokens} + ${spent.usage.cache_read_tokens}`,
+      cacheCreationTokens: sql`${sessions.cacheCreationTokens} + ${spent.usage.cache_creation_tokens}`,
       // A session's cost is the sum of its runs' known costs, added as decimals (exactly).
-      costUsd: sql`${sessions.costUsd} + ${String(outcome.costUsd ?? 0)}::numeric`,
+      costUsd: sql`${sessions.costUsd} + ${String(spent.costUsd ?? 0)}::numeric`,
       numTurns: sql`${sessions.numTurns} + ${usage.num_turns}`,
       runs: sql`${sessions.runs} + 1`,
       // A run that ended before its CLI said which session it was keeps the one known.
@@ -115,7 +121,7 @@ export async function finishRun(db: Database, run: RunRow, outcome: RunOutcome) 
   // A run whose calls the model gateway metered was charged for each as it was recorded (all
   // recorded before its end is: src/agents/gateway-access.ts); a run without any is charged what
   // its CLI reported (it called its API itself, or spent nothing).
-  if (ownerKeyId && outcome.costUsd && !(await hasModelCalls(db, run.id))) {
+  if (ownerKeyId && outcome.costUsd && metered.calls === 0) {
     await addKeySpend(db, ownerKeyId, now, outcome.costUsd);
   }
   return totals;

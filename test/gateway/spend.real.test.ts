@@ -33,15 +33,15 @@ describe.each(BACKENDS)(
     afterAll(() => app.close());
 
     /** A key granted bypass, a way to send messages (each in a session of its own), and its spend. */
-    const tenant = async (policy: KeyPolicyColumns = {}) => {
-      const { key } = await issueKey(app.t.database.db, {
+    const tenant = async (policy: KeyPolicyColumns = {}, on = app) => {
+      const { key } = await issueKey(on.t.database.db, {
         name: "tenant",
         admin: false,
         permissionModes: ["bypassPermissions"],
         ...policy,
       });
       const call = (path: string, init: RequestInit = {}) =>
-        fetchAs(app.server.url, key, path, init);
+        fetchAs(on.server.url, key, path, init);
       return {
         /** Posts a message in a new session and waits for its run's end. */
         send: async (text: string) => {
@@ -66,11 +66,8 @@ describe.each(BACKENDS)(
     };
 
     /** What the run's metered calls cost. */
-    const meteredCost = async (runId: string) =>
-      (await listModelCalls(app.t.database.db, runId)).reduce(
-        (sum, c) => sum + (c.costUsd ?? 0),
-        0,
-      );
+    const meteredCost = async (runId: string, on = app) =>
+      (await listModelCalls(on.t.database.db, runId)).reduce((sum, c) => sum + (c.costUsd ?? 0), 0);
 
     it("charges each call to the run's key as it is made: once for a run that ends well, and for one whose agent kills its CLI after the call", async () => {
       const { send, spent } = await tenant({ maxBudgetUsd: 100 });
@@ -133,6 +130,38 @@ describe.each(BACKENDS)(
         usage: { cost_usd: number };
       };
       expect(session.usage.cost_usd).toBe(COSTLY_USD);
+    });
+
+    it("adds what was metered to the session's totals and /v1/usage, whatever its CLI reported: the run keeps the CLI's own figures beside them", async () => {
+      // The operator prices the model at twice what the CLI's own table says.
+      const priced = await realClaudeApp(backend, {
+        AGENT_BRIDGE_AUTH: "keys",
+        AGENT_BRIDGE_MODEL_PRICES: JSON.stringify({
+          "claude-opus-5-5": { input: 8, output: 40, cache_read: 0.8, cache_creation: 10 },
+        }),
+      });
+      try {
+        const { send, get } = await tenant({}, priced);
+        priced.mock.script({ blocks: [{ type: "text", text: "Counted." }], usage: COSTLY });
+        const run = await send("count it");
+        expect(run.body.completion.cost_usd).toBeCloseTo(COSTLY_USD, 9);
+        expect(await meteredCost(run.body.run.id, priced)).toBeCloseTo(2 * COSTLY_USD, 9);
+        expect(await get(`/v1/runs/${run.body.run.id}`)).toMatchObject({
+          cost_usd: run.body.completion.cost_usd,
+          metered: { cost_usd: 2 * COSTLY_USD },
+        });
+        const session = (await get(`/v1/sessions/${run.body.run.session_id}`)) as {
+          usage: Record<string, number>;
+        };
+        expect(session.usage).toMatchObject({
+          cost_usd: 2 * COSTLY_USD,
+          input_tokens: 100_000,
+          output_tokens: 1_000,
+        });
+        expect(await get("/v1/usage")).toMatchObject({ cost_usd: 2 * COSTLY_USD });
+      } finally {
+        await priced.close();
+      }
     });
 
     it("stops the issue's attack at the cap: four messages whose agent kills its CLI after its call are each charged, and the key's next message is refused once the cap is spent", async () => {
