@@ -4,17 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Problem } from "../../src/client/index.js";
 import { sessions } from "../../src/store/schema.js";
 import { createTestApp, type TestApp } from "../support/app.js";
-import { appClient } from "../support/app-client.js";
+import { appClient, untyped } from "../support/app-client.js";
 import { BACKENDS } from "../support/db.js";
-
-/**
- * A request the contract's types forbid (an unknown field, a wrong type, a method or route the API
- * lacks), sent raw; its answer read as the typed client reads one.
- */
-async function untyped(answer: Response | Promise<Response>) {
-  const response = await answer;
-  return { response, error: (await response.json()) as Problem };
-}
 
 describe.each(BACKENDS)("sessions API on %s", (backend) => {
   let t: TestApp;

@@ -1,4 +1,4 @@
-import { type AgentBridgeClient, createClient } from "../../src/client/index.js";
+import { type AgentBridgeClient, createClient, type Problem } from "../../src/client/index.js";
 import type { TestApp } from "./app.js";
 
 /**
@@ -10,7 +10,8 @@ import type { TestApp } from "./app.js";
  * throw ApiProblem on an error answer, for a test's set-up.
  *
  * A test that must send what the contract's types forbid (a wrong type, an unknown field, a
- * method or route the API lacks, a body that is not JSON) keeps `app.request`.
+ * method or route the API lacks, a body that is not JSON) keeps `app.request`, and may read its
+ * error answer with `untyped`.
  */
 export function appClient(app: TestApp["app"], key?: string): AgentBridgeClient {
   return createClient({
@@ -19,4 +20,10 @@ export function appClient(app: TestApp["app"], key?: string): AgentBridgeClient 
     ...(key ? { key } : {}),
     fetch: async (request) => app.fetch(request),
   });
+}
+
+/** A raw request's error answer, read as the typed client reads one: `{ response, error }`. */
+export async function untyped(answer: Response | Promise<Response>) {
+  const response = await answer;
+  return { response, error: (await response.json()) as Problem };
 }
