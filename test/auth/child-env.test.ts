@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generateKey } from "../../src/auth/keys.js";
 import { createTestApp, type TestApp } from "../support/app.js";
+import { appClient } from "../support/app-client.js";
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
 import { type MockAnthropic, startMockAnthropic } from "../support/mock-anthropic.js";
 
@@ -35,13 +36,10 @@ describe("the agent's environment", () => {
       { blocks: [{ type: "tool_use", name: "Bash", input: { command: "env" } }] },
       { blocks: [{ type: "text", text: "That is the environment." }] },
     );
-    const session = await (await t.app.request("/v1/sessions", { method: "POST" })).json();
-    const res = await t.app.request(`/v1/sessions/${session.id}/messages`, {
-      method: "POST",
-      headers: { "Content-Type": "application/json", Accept: "application/json" },
-      body: JSON.stringify({ text: "print your environment" }),
-    });
-    expect((await res.json()).run.status).toBe("succeeded");
+    const api = appClient(t.app);
+    const session = await api.createSession();
+    const { run } = await api.send(session.id, "print your environment");
+    expect(run.status).toBe("succeeded");
 
     const toolOutput = JSON.stringify(mock.mainRequests().at(-1)?.messages.at(-1));
     expect(toolOutput).toContain("ANTHROPIC_BASE_URL="); // the command really ran

@@ -3,8 +3,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
+import type { Run } from "../../src/client/index.js";
 import { apiKeys } from "../../src/store/schema.js";
-import { createTestApp, createTestAppOn, requestAs, type TestApp } from "../support/app.js";
+import { createTestApp, createTestAppOn, type TestApp } from "../support/app.js";
+import { appClient } from "../support/app-client.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { longRun } from "../support/fake-scenarios.js";
@@ -41,24 +43,18 @@ describe.each(BACKENDS)("keys and tenants on %s", (backend) => {
     rmSync(root, { recursive: true, force: true });
   });
 
-  const as = (key: string | undefined, path: string, init: RequestInit = {}) =>
-    requestAs(t.app, key, path, init);
-  const postJson = (
-    key: string,
-    path: string,
-    body: unknown,
-    headers: Record<string, string> = {},
-  ) =>
-    as(key, path, {
-      method: "POST",
-      headers: { "Content-Type": "application/json", ...headers },
-      body: JSON.stringify(body),
-    });
+  const as = (key?: string) => appClient(t.app, key);
+  // `admin` defaults to false, but the generated types (openapi-typescript) require a field
+  // with a default: the tests spell it.
+  const createKey = (key: string, name: string, admin = false) =>
+    as(key).POST("/v1/keys", { body: { name, admin } });
   async function createKeyAs(adminKey: string, name: string): Promise<string> {
-    const res = await postJson(adminKey, "/v1/keys", { name });
-    expect(res.status).toBe(201);
-    return (await res.json()).key;
+    const { data, response } = await createKey(adminKey, name);
+    expect(response.status).toBe(201);
+    return data?.key ?? "";
   }
+  const sessionsStatus = async (key?: string) =>
+    (await as(key).GET("/v1/sessions")).response.status;
 
   describe("without a valid key every /v1 route is a 401 with WWW-Authenticate", () => {
     const cases: [string, () => string | undefined][] = [
@@ -67,27 +63,34 @@ describe.each(BACKENDS)("keys and tenants on %s", (backend) => {
       ["an unknown key", () => `ab_${"x".repeat(43)}`],
     ];
     it.each(cases)("%s", async (_name, key) => {
-      for (const path of ["/v1/sessions", "/v1/usage", "/v1/keys"]) {
-        const res = await as(key(), path);
-        expect(res.status).toBe(401);
-        expect(res.headers.get("www-authenticate")).toBe('Bearer realm="agent-bridge"');
-        expect((await res.json()).code).toBe("unauthorized");
+      const api = as(key());
+      for (const { error, response } of [
+        await api.GET("/v1/sessions"),
+        await api.GET("/v1/usage"),
+        await api.GET("/v1/keys"),
+      ]) {
+        expect(response.status, response.url).toBe(401);
+        expect(response.headers.get("www-authenticate")).toBe('Bearer realm="agent-bridge"');
+        expect(error?.code).toBe("unauthorized");
       }
     });
 
     it("a revoked key", async () => {
-      const created = await (await postJson(admin, "/v1/keys", { name: "short-lived" })).json();
-      expect((await as(created.key, "/v1/sessions")).status).toBe(200);
-      const revoked = await as(admin, `/v1/keys/${created.id}`, { method: "DELETE" });
-      expect((await revoked.json()).revoked_at).not.toBeNull();
-      expect((await as(created.key, "/v1/sessions")).status).toBe(401);
+      const { data: created } = await createKey(admin, "short-lived");
+      const id = created?.id ?? "";
+      expect(await sessionsStatus(created?.key)).toBe(200);
+      const revoked = await as(admin).DELETE("/v1/keys/{id}", { params: { path: { id } } });
+      expect(revoked.data?.revoked_at).not.toBeNull();
+      expect(await sessionsStatus(created?.key)).toBe(401);
     });
 
     it("while health, readiness, docs and the spec stay open", async () => {
-      for (const path of ["/healthz", "/docs", "/openapi.json"]) {
-        expect((await as(undefined, path)).status, path).toBe(200);
+      expect((await as().GET("/healthz")).response.status).toBe(200);
+      // Not in the API's contract: the pages about it.
+      for (const path of ["/docs", "/openapi.json"]) {
+        expect((await t.app.request(path)).status, path).toBe(200);
       }
-      expect((await as(undefined, "/readyz")).status).not.toBe(401);
+      expect((await as().GET("/readyz")).response.status).not.toBe(401);
     });
   });
 
@@ -101,78 +104,82 @@ describe.each(BACKENDS)("keys and tenants on %s", (backend) => {
   });
 
   it("records when a key was last used", async () => {
-    const created = await (await postJson(admin, "/v1/keys", { name: "fresh" })).json();
-    expect(created.last_used_at).toBeNull();
-    expect((await as(created.key, "/v1/sessions")).status).toBe(200);
+    const { data: created } = await createKey(admin, "fresh");
+    expect(created?.last_used_at).toBeNull();
+    expect(await sessionsStatus(created?.key)).toBe(200);
     await expect
       .poll(async () => {
-        const list = await (await as(admin, "/v1/keys")).json();
-        return list.data.find((k: { id: string }) => k.id === created.id)?.last_used_at;
+        const { data: list } = await as(admin).GET("/v1/keys");
+        return list?.data.find((k) => k.id === created?.id)?.last_used_at;
       })
       .not.toBeNull();
   });
 
   it("manages keys with admin keys only", async () => {
-    expect((await as(alice, "/v1/keys")).status).toBe(403);
-    expect((await postJson(alice, "/v1/keys", { name: "sneaky", admin: true })).status).toBe(403);
-    const list = await (await as(admin, "/v1/keys")).json();
-    expect(list.data.map((k: { name: string }) => k.name)).toEqual(
+    expect((await as(alice).GET("/v1/keys")).response.status).toBe(403);
+    expect((await createKey(alice, "sneaky", true)).response.status).toBe(403);
+    const { data: list } = await as(admin).GET("/v1/keys");
+    expect(list?.data.map((k) => k.name)).toEqual(
       expect.arrayContaining(["admin", "alice", "bob"]),
     );
     expect(JSON.stringify(list)).not.toContain(alice);
   });
 
   it("gives another tenant 404 on every route that names a session or run, and never lists it", async () => {
-    const session = await (await postJson(alice, "/v1/sessions", { title: "alice's" })).json();
-    const run = await (
-      await postJson(
-        alice,
-        `/v1/sessions/${session.id}/messages`,
-        { text: "hi" },
-        { Prefer: "respond-async" },
-      )
-    ).json();
+    const session = await as(alice).createSession({ title: "alice's" });
+    const run: Run = await as(alice).sendAsync(session.id, "hi");
 
-    const probes: [string, string, RequestInit?][] = [
-      ["GET", `/v1/sessions/${session.id}`],
-      ["POST", `/v1/sessions/${session.id}/messages`],
-      ["GET", `/v1/runs/${run.id}`],
-      ["GET", `/v1/runs/${run.id}/events`],
-      ["POST", `/v1/runs/${run.id}/cancel`],
-      ["DELETE", `/v1/sessions/${session.id}`],
+    const bobs = as(bob);
+    const ofSession = { params: { path: { id: session.id } } };
+    const ofRun = { params: { path: { id: run.id } } };
+    const probes: [string, () => Promise<{ response: Response }>][] = [
+      ["GET /v1/sessions/{id}", () => bobs.GET("/v1/sessions/{id}", ofSession)],
+      [
+        "POST /v1/sessions/{id}/messages",
+        () =>
+          bobs.POST("/v1/sessions/{id}/messages", { ...ofSession, body: { text: "let me in" } }),
+      ],
+      ["GET /v1/runs/{id}", () => bobs.GET("/v1/runs/{id}", ofRun)],
+      [
+        "GET /v1/runs/{id}/events",
+        () => bobs.GET("/v1/runs/{id}/events", { ...ofRun, parseAs: "stream" }),
+      ],
+      ["POST /v1/runs/{id}/cancel", () => bobs.POST("/v1/runs/{id}/cancel", ofRun)],
+      ["DELETE /v1/sessions/{id}", () => bobs.DELETE("/v1/sessions/{id}", ofSession)],
     ];
-    for (const [method, path] of probes) {
-      const res =
-        method === "POST" && path.endsWith("/messages")
-          ? await postJson(bob, path, { text: "let me in" })
-          : await as(bob, path, { method });
-      expect(res.status, `${method} ${path}`).toBe(404);
+    for (const [probe, send] of probes) {
+      expect((await send()).response.status, probe).toBe(404);
     }
-    const bobsList = await (await as(bob, "/v1/sessions")).json();
-    expect(bobsList.data.map((s: { id: string }) => s.id)).not.toContain(session.id);
+    const bobsList = await bobs.listSessions();
+    expect(bobsList.data.map((s) => s.id)).not.toContain(session.id);
 
     // The owner and an admin still see it.
-    expect((await as(alice, `/v1/sessions/${session.id}`)).status).toBe(200);
-    expect((await as(admin, `/v1/runs/${run.id}`)).status).toBe(200);
-    const adminList = await (await as(admin, "/v1/sessions?limit=100")).json();
-    expect(adminList.data.map((s: { id: string }) => s.id)).toContain(session.id);
+    expect((await as(alice).GET("/v1/sessions/{id}", ofSession)).response.status).toBe(200);
+    expect((await as(admin).GET("/v1/runs/{id}", ofRun)).response.status).toBe(200);
+    const adminList = await as(admin).listSessions({ limit: 100 });
+    expect(adminList.data.map((s) => s.id)).toContain(session.id);
   });
 
   it("counts usage per key, and over every key for an admin", async () => {
-    const aliceUsage = await (await as(alice, "/v1/usage")).json();
-    const bobUsage = await (await as(bob, "/v1/usage")).json();
-    const all = await (await as(admin, "/v1/usage")).json();
-    expect(bobUsage.sessions).toBe(0);
-    expect(aliceUsage.sessions).toBeGreaterThan(0);
-    expect(all.sessions).toBeGreaterThanOrEqual(aliceUsage.sessions + bobUsage.sessions);
+    const usage = async (key: string) => (await as(key).GET("/v1/usage")).data?.sessions ?? NaN;
+    const [aliceSessions, bobSessions, all] = [
+      await usage(alice),
+      await usage(bob),
+      await usage(admin),
+    ];
+    expect(bobSessions).toBe(0);
+    expect(aliceSessions).toBeGreaterThan(0);
+    expect(all).toBeGreaterThanOrEqual(aliceSessions + bobSessions);
   });
 
   describe("a session's work_dir must resolve inside an allowed root", () => {
     it("a directory inside the root is taken, as its real path", async () => {
       mkdirSync(join(root, "allowed", "repo"), { recursive: true });
-      const res = await postJson(alice, "/v1/sessions", { work_dir: "repo" });
-      expect(res.status).toBe(201);
-      expect((await res.json()).work_dir).toBe(join(root, "allowed", "repo"));
+      const { data, response } = await as(alice).POST("/v1/sessions", {
+        body: { work_dir: "repo" },
+      });
+      expect(response.status).toBe(201);
+      expect(data?.work_dir).toBe(join(root, "allowed", "repo"));
     });
 
     const escapes: [string, () => string][] = [
@@ -182,11 +189,12 @@ describe.each(BACKENDS)("keys and tenants on %s", (backend) => {
       ["a path that does not exist", () => "nope"],
     ];
     it.each(escapes)("%s is a 400 naming the allowed roots", async (_name, workDir) => {
-      const res = await postJson(alice, "/v1/sessions", { work_dir: workDir() });
-      expect(res.status).toBe(400);
-      const body = await res.json();
-      expect(body.code).toBe("work_dir_not_allowed");
-      expect(body.detail).toContain(join(root, "allowed"));
+      const { error, response } = await as(alice).POST("/v1/sessions", {
+        body: { work_dir: workDir() },
+      });
+      expect(response.status).toBe(400);
+      expect(error?.code).toBe("work_dir_not_allowed");
+      expect(error?.detail).toContain(join(root, "allowed"));
     });
   });
 });
@@ -205,14 +213,14 @@ describe("per-key limits", () => {
         const statuses = [];
         for (let i = 0; i < 6; i++) {
           const app = i % 2 === 0 ? t.app : other;
-          statuses.push((await requestAs(app, key, "/v1/sessions")).status);
+          statuses.push((await appClient(app, key).GET("/v1/sessions")).response.status);
         }
         expect(statuses).toEqual([200, 200, 200, 200, 200, 429]);
-        const res = await requestAs(other, key, "/v1/sessions");
-        expect(Number(res.headers.get("retry-after"))).toBeGreaterThan(0);
-        expect((await res.json()).code).toBe("rate_limited");
+        const { error, response } = await appClient(other, key).GET("/v1/sessions");
+        expect(Number(response.headers.get("retry-after"))).toBeGreaterThan(0);
+        expect(error?.code).toBe("rate_limited");
         // Another key has its own allowance.
-        expect((await requestAs(other, calm, "/v1/sessions")).status).toBe(200);
+        expect((await appClient(other, calm).GET("/v1/sessions")).response.status).toBe(200);
       } finally {
         await t.close();
       }
@@ -228,26 +236,20 @@ describe("per-key limits", () => {
     });
     try {
       const { key } = await issueKey(t.database.db, { name: "one-at-a-time", admin: false });
-      const headers = {
-        Authorization: `Bearer ${key}`,
-        "Content-Type": "application/json",
-        Prefer: "respond-async",
-      };
-      const post = async () => {
-        const session = await (
-          await t.app.request("/v1/sessions", { method: "POST", headers, body: "{}" })
-        ).json();
-        return t.app.request(`/v1/sessions/${session.id}/messages`, {
-          method: "POST",
-          headers,
-          body: JSON.stringify({ text: "work" }),
+      const api = appClient(t.app, key);
+      const post = async () =>
+        api.POST("/v1/sessions/{id}/messages", {
+          params: {
+            path: { id: (await api.createSession()).id },
+            header: { prefer: "respond-async" },
+          },
+          body: { text: "work" },
         });
-      };
-      expect((await post()).status).toBe(202);
+      expect((await post()).response.status).toBe(202);
       const second = await post();
-      expect(second.status).toBe(429);
-      expect((await second.json()).code).toBe("rate_limited");
-      expect(second.headers.get("retry-after")).not.toBeNull();
+      expect(second.response.status).toBe(429);
+      expect(second.error?.code).toBe("rate_limited");
+      expect(second.response.headers.get("retry-after")).not.toBeNull();
     } finally {
       await t.close();
       await fake.cleanup();
@@ -273,14 +275,12 @@ describe.each(BACKENDS)("a second tenant where runs cannot be sandboxed, on %s",
   afterAll(() => t.close());
 
   it("is refused a key (409 sandbox_required, saying what to install), and nothing is made", async () => {
-    const res = await requestAs(t.app, admin, "/v1/keys", {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ name: "tenant b" }),
+    const { error, response } = await appClient(t.app, admin).POST("/v1/keys", {
+      body: { name: "tenant b", admin: false },
     });
-    expect(res.status).toBe(409);
-    expect(res.headers.get("content-type")).toBe("application/problem+json");
-    expect(await res.json()).toMatchObject({
+    expect(response.status).toBe(409);
+    expect(response.headers.get("content-type")).toBe("application/problem+json");
+    expect(error).toMatchObject({
       code: "sandbox_required",
       detail:
         "2 API keys could run agents here, but runs cannot be sandboxed: bubblewrap (bwrap) is not installed; install them (Debian: apt-get install bubblewrap socat), or set AGENT_BRIDGE_SANDBOX=off to run the agents of several tenants without one",
@@ -289,21 +289,16 @@ describe.each(BACKENDS)("a second tenant where runs cannot be sandboxed, on %s",
   });
 
   it("runs no message once a second key came another way (the command line, another instance): 409 sandbox_required", async () => {
-    const session = await (
-      await requestAs(t.app, admin, "/v1/sessions", {
-        method: "POST",
-        headers: { "Content-Type": "application/json" },
-        body: "{}",
-      })
-    ).json();
+    const api = appClient(t.app, admin);
+    const session = await api.createSession();
     await issueKey(t.database.db, { name: "made elsewhere", admin: false });
-    const res = await requestAs(t.app, admin, `/v1/sessions/${session.id}/messages`, {
-      method: "POST",
-      headers: { "Content-Type": "application/json", Accept: "application/json" },
-      body: JSON.stringify({ text: "hello" }),
+    const { error, response } = await api.POST("/v1/sessions/{id}/messages", {
+      params: { path: { id: session.id } },
+      body: { text: "hello" },
+      headers: { Accept: "application/json" },
     });
-    expect(res.status).toBe(409);
-    expect(await res.json()).toMatchObject({
+    expect(response.status).toBe(409);
+    expect(error).toMatchObject({
       code: "sandbox_required",
       detail: expect.stringContaining("2 API keys could run agents here"),
     });

@@ -3,7 +3,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
-import { createTestApp, requestAs, type TestApp } from "../support/app.js";
+import type { components, Run } from "../../src/client/index.js";
+import { createTestApp, type TestApp } from "../support/app.js";
+import { appClient } from "../support/app-client.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { longRun } from "../support/fake-scenarios.js";
@@ -38,57 +40,52 @@ describe.each(BACKENDS)("key policies on %s", (backend) => {
     rmSync(root, { recursive: true, force: true });
   });
 
-  const send = (key: string, method: string, path: string, body?: unknown) =>
-    requestAs(t.app, key, path, {
-      method,
-      ...(body === undefined
-        ? {}
-        : { headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) }),
-    });
+  const as = (key: string) => appClient(t.app, key);
+  type KeyPolicy = Omit<components["schemas"]["CreateApiKey"], "name" | "admin">;
   /** A key made by the admin over the API, with its record. */
-  async function newKey(body: Record<string, unknown> = {}, asKey = admin) {
-    const res = await send(asKey, "POST", "/v1/keys", {
-      name: `k-${crypto.randomUUID()}`,
-      ...body,
+  async function newKey(body: KeyPolicy & { admin?: boolean } = {}, asKey = admin) {
+    const { data, response } = await as(asKey).POST("/v1/keys", {
+      body: { name: `k-${crypto.randomUUID()}`, admin: false, ...body },
     });
-    expect(res.status).toBe(201);
-    return (await res.json()) as { key: string; id: string } & Record<string, unknown>;
+    expect(response.status).toBe(201);
+    return data as NonNullable<typeof data>;
   }
-  const sessionCount = async (key: string) =>
-    ((await (await send(key, "GET", "/v1/sessions")).json()) as { data: unknown[] }).data.length;
+  const patchKey = (id: string, body: components["schemas"]["UpdateApiKey"]) =>
+    as(admin).PATCH("/v1/keys/{id}", { params: { path: { id } }, body });
+  const newSession = (key: string, body: components["schemas"]["CreateSession"]) =>
+    as(key).POST("/v1/sessions", { body });
+  const message = (key: string, sessionId: string, body: components["schemas"]["PostMessage"]) =>
+    as(key).POST("/v1/sessions/{id}/messages", { params: { path: { id: sessionId } }, body });
+  const keys = async () => (await as(admin).GET("/v1/keys")).data?.data ?? [];
+  const sessionCount = async (key: string) => (await as(key).listSessions()).data.length;
 
   it("a non-admin key asking for bypassPermissions gets 403 policy_denied naming the field, and no session", async () => {
     const { key } = await newKey();
-    for (const mode of ["bypassPermissions", "dangerously-skip-permissions"]) {
-      const res = await send(key, "POST", "/v1/sessions", { permission_mode: mode });
-      expect(res.status).toBe(403);
-      expect(res.headers.get("content-type")).toBe("application/problem+json");
-      const problem = await res.json();
-      expect(problem.code).toBe("policy_denied");
-      expect(problem.detail).toContain("permission_modes");
-      expect(problem.detail).toContain(`${mode} is not among`);
-      expect(problem.detail).toContain("default, acceptEdits, auto, plan, dontAsk");
+    for (const mode of ["bypassPermissions", "dangerously-skip-permissions"] as const) {
+      const { error, response } = await newSession(key, { permission_mode: mode });
+      expect(response.status).toBe(403);
+      expect(response.headers.get("content-type")).toBe("application/problem+json");
+      expect(error?.code).toBe("policy_denied");
+      expect(error?.detail).toContain("permission_modes");
+      expect(error?.detail).toContain(`${mode} is not among`);
+      expect(error?.detail).toContain("default, acceptEdits, auto, plan, dontAsk");
     }
     expect(await sessionCount(key)).toBe(0);
-    expect((await send(key, "POST", "/v1/sessions", { permission_mode: "plan" })).status).toBe(201);
+    expect((await newSession(key, { permission_mode: "plan" })).response.status).toBe(201);
   });
 
   it("a key an admin granted bypassPermissions may use it; admin keys may by default", async () => {
     const { key, id } = await newKey();
-    const granted = await send(admin, "PATCH", `/v1/keys/${id}`, {
-      permission_modes: ["bypassPermissions", "default"],
-    });
-    expect(granted.status).toBe(200);
-    expect((await granted.json()).permission_modes).toEqual(["default", "bypassPermissions"]);
-    const res = await send(key, "POST", "/v1/sessions", { permission_mode: "bypassPermissions" });
-    expect(res.status).toBe(201);
-    expect((await res.json()).permission_mode).toBe("bypassPermissions");
+    const granted = await patchKey(id, { permission_modes: ["bypassPermissions", "default"] });
+    expect(granted.response.status).toBe(200);
+    expect(granted.data?.permission_modes).toEqual(["default", "bypassPermissions"]);
+    const { data, response } = await newSession(key, { permission_mode: "bypassPermissions" });
+    expect(response.status).toBe(201);
+    expect(data?.permission_mode).toBe("bypassPermissions");
     // Now only those two: acceptEdits is no longer among them.
-    expect((await send(key, "POST", "/v1/sessions", {})).status).toBe(403);
-    const asAdmin = await send(admin, "POST", "/v1/sessions", {
-      permission_mode: "dangerously-skip-permissions",
-    });
-    expect(asAdmin.status).toBe(201);
+    expect((await newSession(key, {})).response.status).toBe(403);
+    const asAdmin = await newSession(admin, { permission_mode: "dangerously-skip-permissions" });
+    expect(asAdmin.response.status).toBe(201);
   });
 
   it("the key listing shows each key's policy with its defaults filled in, and null restores a default", async () => {
@@ -99,10 +96,7 @@ describe.each(BACKENDS)("key policies on %s", (backend) => {
       worktrees: false,
       models: [" claude-opus-5-5", "claude-opus-5-5"],
     });
-    const listed = async () =>
-      (
-        (await (await send(admin, "GET", "/v1/keys")).json()) as { data: { id: string }[] }
-      ).data.find((k) => k.id === id);
+    const listed = async () => (await keys()).find((k) => k.id === id);
     expect(await listed()).toMatchObject({
       permission_modes: ["plan"],
       work_roots: [join(root, "b")],
@@ -110,13 +104,13 @@ describe.each(BACKENDS)("key policies on %s", (backend) => {
       worktrees: false,
       models: ["claude-opus-5-5"],
     });
-    const reset = await send(admin, "PATCH", `/v1/keys/${id}`, {
+    const reset = await patchKey(id, {
       permission_modes: null,
       work_roots: null,
       max_budget_usd: null,
       models: null,
     });
-    expect(reset.status).toBe(200);
+    expect(reset.response.status).toBe(200);
     expect(await listed()).toMatchObject({
       permission_modes: ["default", "acceptEdits", "auto", "plan", "dontAsk"],
       work_roots: [join(root, "a"), join(root, "b")],
@@ -128,76 +122,67 @@ describe.each(BACKENDS)("key policies on %s", (backend) => {
   });
 
   it("work roots must lie inside the server's allowed roots (400, nothing stored), and only admins set policies", async () => {
-    const before = ((await (await send(admin, "GET", "/v1/keys")).json()) as { data: unknown[] })
-      .data.length;
-    const res = await send(admin, "POST", "/v1/keys", {
-      name: "escaping",
-      work_roots: [join(root, "b"), join(root, "outside")],
+    const before = (await keys()).length;
+    const { error, response } = await as(admin).POST("/v1/keys", {
+      body: {
+        name: "escaping",
+        admin: false,
+        work_roots: [join(root, "b"), join(root, "outside")],
+      },
     });
-    expect(res.status).toBe(400);
-    const problem = await res.json();
-    expect(problem.code).toBe("validation_failed");
-    expect(problem.errors).toEqual([
+    expect(response.status).toBe(400);
+    expect(error?.code).toBe("validation_failed");
+    expect(error?.errors).toEqual([
       expect.objectContaining({ location: "body", path: "work_roots.1" }),
     ]);
-    expect(problem.detail).toContain("outside the allowed roots");
-    expect(
-      ((await (await send(admin, "GET", "/v1/keys")).json()) as { data: unknown[] }).data,
-    ).toHaveLength(before);
+    expect(error?.detail).toContain("outside the allowed roots");
+    expect(await keys()).toHaveLength(before);
     const { key, id } = await newKey();
-    const bad = await send(admin, "PATCH", `/v1/keys/${id}`, { work_roots: ["/"] });
-    expect(bad.status).toBe(400);
-    const selfGrant = await send(key, "PATCH", `/v1/keys/${id}`, {
-      permission_modes: ["bypassPermissions"],
+    const bad = await patchKey(id, { work_roots: ["/"] });
+    expect(bad.response.status).toBe(400);
+    const selfGrant = await as(key).PATCH("/v1/keys/{id}", {
+      params: { path: { id } },
+      body: { permission_modes: ["bypassPermissions"] },
     });
-    expect(selfGrant.status).toBe(403);
-    expect((await selfGrant.json()).code).toBe("forbidden");
-    const missing = await send(admin, "PATCH", `/v1/keys/${crypto.randomUUID()}`, {
-      worktrees: true,
-    });
-    expect(missing.status).toBe(404);
-    expect((await missing.json()).code).toBe("key_not_found");
+    expect(selfGrant.response.status).toBe(403);
+    expect(selfGrant.error?.code).toBe("forbidden");
+    const missing = await patchKey(crypto.randomUUID(), { worktrees: true });
+    expect(missing.response.status).toBe(404);
+    expect(missing.error?.code).toBe("key_not_found");
   });
 
   it("a session's work dir (given or the server's) must lie in the key's work roots", async () => {
     const { key } = await newKey({ work_roots: [join(root, "b")] });
-    const outside = await send(key, "POST", "/v1/sessions", { work_dir: join(root, "a") });
-    expect(outside.status).toBe(403);
-    const problem = await outside.json();
-    expect(problem.code).toBe("policy_denied");
-    expect(problem.detail).toContain("work_roots");
-    expect(problem.detail).toContain(join(root, "b"));
+    const outside = await newSession(key, { work_dir: join(root, "a") });
+    expect(outside.response.status).toBe(403);
+    expect(outside.error?.code).toBe("policy_denied");
+    expect(outside.error?.detail).toContain("work_roots");
+    expect(outside.error?.detail).toContain(join(root, "b"));
     // Without a work_dir the session would work in the server's (root/a): refused the same.
-    expect((await send(key, "POST", "/v1/sessions", {})).status).toBe(403);
+    expect((await newSession(key, {})).response.status).toBe(403);
     expect(await sessionCount(key)).toBe(0);
-    const inside = await send(key, "POST", "/v1/sessions", { work_dir: join(root, "b") });
-    expect(inside.status).toBe(201);
+    const inside = await newSession(key, { work_dir: join(root, "b") });
+    expect(inside.response.status).toBe(201);
   });
 
   it("a key without worktrees may not ask for worktree mode", async () => {
     const { key } = await newKey({ worktrees: false });
-    const res = await send(key, "POST", "/v1/sessions", { worktree: true });
-    expect(res.status).toBe(403);
-    const problem = await res.json();
-    expect(problem.code).toBe("policy_denied");
-    expect(problem.detail).toContain("worktrees");
+    const { error, response } = await newSession(key, { worktree: true });
+    expect(response.status).toBe(403);
+    expect(error?.code).toBe("policy_denied");
+    expect(error?.detail).toContain("worktrees");
     expect(await sessionCount(key)).toBe(0);
   });
 
   it("a policy narrowed after a session was made holds for its next message: 403, no run started", async () => {
     const { key, id } = await newKey();
-    const session = await (
-      await send(key, "POST", "/v1/sessions", { permission_mode: "plan" })
-    ).json();
-    expect(
-      (await send(admin, "PATCH", `/v1/keys/${id}`, { permission_modes: ["default"] })).status,
-    ).toBe(200);
-    const res = await send(key, "POST", `/v1/sessions/${session.id}/messages`, { text: "hi" });
-    expect(res.status).toBe(403);
-    const problem = await res.json();
-    expect(problem.code).toBe("policy_denied");
-    expect(problem.detail).toContain("plan is not among its permission_modes (default)");
-    const after = await (await send(key, "GET", `/v1/sessions/${session.id}`)).json();
+    const session = await as(key).createSession({ permission_mode: "plan" });
+    expect((await patchKey(id, { permission_modes: ["default"] })).response.status).toBe(200);
+    const { error, response } = await message(key, session.id, { text: "hi" });
+    expect(response.status).toBe(403);
+    expect(error?.code).toBe("policy_denied");
+    expect(error?.detail).toContain("plan is not among its permission_modes (default)");
+    const after = await as(key).getSession(session.id);
     expect(after.usage.runs).toBe(0);
     const started = (await fake.invocations()).filter((r) => r.args.includes(session.id));
     expect(started).toEqual([]);
@@ -205,21 +190,18 @@ describe.each(BACKENDS)("key policies on %s", (backend) => {
 
   it("a message's own permission_mode is asked of the key's policy: 403 naming it, no run started", async () => {
     const { key } = await newKey();
-    const session = await (
-      await send(key, "POST", "/v1/sessions", { permission_mode: "default" })
-    ).json();
-    for (const mode of ["bypassPermissions", "dangerously-skip-permissions"]) {
-      const res = await send(key, "POST", `/v1/sessions/${session.id}/messages`, {
+    const session = await as(key).createSession({ permission_mode: "default" });
+    for (const mode of ["bypassPermissions", "dangerously-skip-permissions"] as const) {
+      const { error, response } = await message(key, session.id, {
         text: "hi",
         permission_mode: mode,
       });
-      expect(res.status).toBe(403);
-      expect(res.headers.get("content-type")).toBe("application/problem+json");
-      const problem = await res.json();
-      expect(problem.code).toBe("policy_denied");
-      expect(problem.detail).toContain(`${mode} is not among its permission_modes`);
+      expect(response.status).toBe(403);
+      expect(response.headers.get("content-type")).toBe("application/problem+json");
+      expect(error?.code).toBe("policy_denied");
+      expect(error?.detail).toContain(`${mode} is not among its permission_modes`);
     }
-    const after = await (await send(key, "GET", `/v1/sessions/${session.id}`)).json();
+    const after = await as(key).getSession(session.id);
     expect(after.usage.runs).toBe(0);
     expect(after.active_run_id).toBeNull();
     expect(await fake.startsFor(session.id)).toEqual([]);
@@ -227,62 +209,58 @@ describe.each(BACKENDS)("key policies on %s", (backend) => {
 
   it("a message's own permission_mode that the key was granted runs in that mode", async () => {
     const { key, id } = await newKey();
-    await send(admin, "PATCH", `/v1/keys/${id}`, {
-      permission_modes: ["default", "bypassPermissions"],
+    await patchKey(id, { permission_modes: ["default", "bypassPermissions"] });
+    const session = await as(key).createSession({ permission_mode: "default" });
+    const { data, response } = await as(key).POST("/v1/sessions/{id}/messages", {
+      params: { path: { id: session.id }, header: { prefer: "respond-async" } },
+      body: { text: "hi", permission_mode: "bypassPermissions" },
     });
-    const session = await (
-      await send(key, "POST", "/v1/sessions", { permission_mode: "default" })
-    ).json();
-    const res = await requestAs(t.app, key, `/v1/sessions/${session.id}/messages`, {
-      method: "POST",
-      headers: { "Content-Type": "application/json", Prefer: "respond-async" },
-      body: JSON.stringify({ text: "hi", permission_mode: "bypassPermissions" }),
-    });
-    expect(res.status).toBe(202);
-    const run = await res.json();
-    const events = SseReader.of(await send(key, "GET", `/v1/runs/${run.id}/events`));
+    expect(response.status).toBe(202);
+    const run = data as Run;
+    const events = await eventsOf(as(key), run.id);
     await events.until("text_delta");
     const [start] = await fake.startsFor(session.id);
     expect(start?.args.join(" ")).toContain("--permission-mode bypassPermissions");
-    expect((await send(key, "POST", `/v1/runs/${run.id}/cancel`)).status).toBe(200);
+    const cancelled = await as(key).POST("/v1/runs/{id}/cancel", {
+      params: { path: { id: run.id } },
+    });
+    expect(cancelled.response.status).toBe(200);
     await events.until("completion");
   });
 
   it("hooks: made only within their creator's policy, and each delivery runs with it", async () => {
     const ops = await newKey({ admin: true, permission_modes: ["acceptEdits"] });
     const name = `policy-${crypto.randomUUID()}`;
-    const hook = (body: Record<string, unknown>) =>
-      send(ops.key, "POST", "/v1/hooks", {
-        name,
-        verification: "bearer",
-        secret: HOOK_SECRET,
-        prompt_template: "Look at {{event}}",
-        ...body,
+    const definition = {
+      verification: "bearer",
+      prompt_template: "Look at {{event}}",
+    } as const;
+    const hook = (permission_mode: components["schemas"]["PermissionMode"]) =>
+      as(ops.key).POST("/v1/hooks", {
+        body: { name, secret: HOOK_SECRET, ...definition, permission_mode },
       });
-    const refused = await hook({ permission_mode: "bypassPermissions" });
-    expect(refused.status).toBe(403);
-    expect((await refused.json()).detail).toContain("permission_modes (acceptEdits)");
-    expect((await send(admin, "GET", `/v1/hooks/${name}`)).status).toBe(404);
-    expect((await hook({ permission_mode: "acceptEdits" })).status).toBe(201);
+    const refused = await hook("bypassPermissions");
+    expect(refused.response.status).toBe(403);
+    expect(refused.error?.detail).toContain("permission_modes (acceptEdits)");
+    const ofHook = { params: { path: { name } } };
+    expect((await as(admin).GET("/v1/hooks/{name}", ofHook)).response.status).toBe(404);
+    expect((await hook("acceptEdits")).response.status).toBe(201);
 
     // Its creator's policy narrowed afterwards: a delivery asks for more than it allows now.
-    expect(
-      (await send(admin, "PATCH", `/v1/keys/${ops.id}`, { permission_modes: ["plan"] })).status,
-    ).toBe(200);
-    const delivery = await t.app.request(`/v1/hooks/${name}/deliveries`, {
-      method: "POST",
-      headers: {
-        "Content-Type": "application/json",
-        Authorization: `Bearer ${HOOK_SECRET}`,
-        "X-Delivery-Id": crypto.randomUUID(),
-        "X-Event": "push",
+    expect((await patchKey(ops.id, { permission_modes: ["plan"] })).response.status).toBe(200);
+    // Signed with the hook's secret, no API key.
+    const delivery = await appClient(t.app).POST("/v1/hooks/{name}/deliveries", {
+      params: {
+        path: { name },
+        header: { "x-delivery-id": crypto.randomUUID(), "x-event": "push" },
       },
-      body: "{}",
+      headers: { Authorization: `Bearer ${HOOK_SECRET}` },
+      body: {},
     });
-    expect(delivery.status).toBe(403);
-    expect((await delivery.json()).code).toBe("policy_denied");
-    const deliveries = await (await send(admin, "GET", `/v1/hooks/${name}/deliveries`)).json();
-    expect(deliveries.data).toEqual([
+    expect(delivery.response.status).toBe(403);
+    expect(delivery.error?.code).toBe("policy_denied");
+    const deliveries = await as(admin).GET("/v1/hooks/{name}/deliveries", ofHook);
+    expect(deliveries.data?.data).toEqual([
       expect.objectContaining({
         outcome: "failed",
         detail: expect.stringContaining("permission_modes (plan)"),
@@ -290,12 +268,11 @@ describe.each(BACKENDS)("key policies on %s", (backend) => {
       }),
     ]);
     // An update is judged by the policy the hook runs with: its creator's.
-    const update = await send(admin, "PUT", `/v1/hooks/${name}`, {
-      verification: "bearer",
-      prompt_template: "Look at {{event}}",
-      permission_mode: "default",
+    const update = await as(admin).PUT("/v1/hooks/{name}", {
+      ...ofHook,
+      body: { ...definition, permission_mode: "default" },
     });
-    expect(update.status).toBe(403);
+    expect(update.response.status).toBe(403);
   });
 });
 
@@ -318,48 +295,42 @@ describe.each(BACKENDS)("a queued run's own settings on %s", (backend) => {
     await fake.cleanup();
   });
 
-  const send = (key: string, method: string, path: string, body?: unknown, prefer?: string) =>
-    requestAs(t.app, key, path, {
-      method,
-      headers: { "Content-Type": "application/json", ...(prefer ? { Prefer: prefer } : {}) },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
+  const as = (key: string) => appClient(t.app, key);
 
   it("are asked of the key's policy again when the run starts: narrowed meanwhile, it fails policy_denied unstarted", async () => {
-    const created = await send(admin, "POST", "/v1/keys", {
-      name: `k-${crypto.randomUUID()}`,
-      permission_modes: ["default", "bypassPermissions"],
+    const created = await as(admin).POST("/v1/keys", {
+      body: {
+        name: `k-${crypto.randomUUID()}`,
+        admin: false,
+        permission_modes: ["default", "bypassPermissions"],
+      },
     });
-    const { key, id } = await created.json();
-    const newSession = async () =>
-      (await send(key, "POST", "/v1/sessions", { permission_mode: "default" })).json();
+    const { key, id } = created.data as NonNullable<typeof created.data>;
+    const newSession = () => as(key).createSession({ permission_mode: "default" });
     const [first, second] = [await newSession(), await newSession()];
-    const holding = await send(
-      key,
-      "POST",
-      `/v1/sessions/${first.id}/messages`,
-      { text: "hold" },
-      "respond-async",
-    );
-    const held = await holding.json();
-    const holder = SseReader.of(await send(key, "GET", `/v1/runs/${held.id}/events`));
+    const queue = (sessionId: string, body: components["schemas"]["PostMessage"]) =>
+      as(key).POST("/v1/sessions/{id}/messages", {
+        params: { path: { id: sessionId }, header: { prefer: "respond-async" } },
+        body,
+      });
+    const held = (await queue(first.id, { text: "hold" })).data as Run;
+    const holder = await eventsOf(as(key), held.id);
     await holder.until("text_delta");
     // The one slot is taken: this run waits in the queue with its own mode.
-    const queued = await send(
-      key,
-      "POST",
-      `/v1/sessions/${second.id}/messages`,
-      { text: "bypass", permission_mode: "bypassPermissions" },
-      "respond-async",
-    );
-    expect(queued.status).toBe(202);
-    const run = await queued.json();
+    const queued = await queue(second.id, { text: "bypass", permission_mode: "bypassPermissions" });
+    expect(queued.response.status).toBe(202);
+    const run = queued.data as Run;
     expect(run.status).toBe("queued");
-    expect(
-      (await send(admin, "PATCH", `/v1/keys/${id}`, { permission_modes: ["default"] })).status,
-    ).toBe(200);
-    expect((await send(key, "POST", `/v1/runs/${held.id}/cancel`)).status).toBe(200);
-    const events = SseReader.of(await send(key, "GET", `/v1/runs/${run.id}/events`));
+    const narrowed = await as(admin).PATCH("/v1/keys/{id}", {
+      params: { path: { id } },
+      body: { permission_modes: ["default"] },
+    });
+    expect(narrowed.response.status).toBe(200);
+    const cancelled = await as(key).POST("/v1/runs/{id}/cancel", {
+      params: { path: { id: held.id } },
+    });
+    expect(cancelled.response.status).toBe(200);
+    const events = await eventsOf(as(key), run.id);
     const completion = (await events.until("completion")).at(-1)?.data;
     expect(completion).toMatchObject({
       status: "failed",
@@ -371,3 +342,12 @@ describe.each(BACKENDS)("a queued run's own settings on %s", (backend) => {
     expect(await fake.startsFor(second.id)).toEqual([]);
   });
 });
+
+/** Reads the run's events (replay, then live) as they come. */
+async function eventsOf(api: ReturnType<typeof appClient>, runId: string): Promise<SseReader> {
+  const { response } = await api.GET("/v1/runs/{id}/events", {
+    params: { path: { id: runId } },
+    parseAs: "stream",
+  });
+  return SseReader.of(response);
+}

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestApp, type TestApp } from "../support/app.js";
+import { appClient } from "../support/app-client.js";
 import { BACKENDS } from "../support/db.js";
 
 const { version: packageVersion } = JSON.parse(
@@ -20,9 +21,9 @@ describe.each(BACKENDS)("health on %s", (backend) => {
   it("GET / says what this is and where its docs are, without a key", async () => {
     const keyed = await createTestApp(backend, { AGENT_BRIDGE_AUTH: "keys" });
     try {
-      const res = await keyed.app.request("/");
-      expect(res.status).toBe(200);
-      expect(await res.json()).toEqual({
+      const { data, response } = await appClient(keyed.app).GET("/");
+      expect(response.status).toBe(200);
+      expect(data).toEqual({
         name: "agent-bridge",
         version: packageVersion,
         api_version: "1.0.0",
@@ -35,22 +36,21 @@ describe.each(BACKENDS)("health on %s", (backend) => {
   });
 
   it("healthz answers while the process is up", async () => {
-    const res = await t.app.request("/healthz");
-    expect(res.status).toBe(200);
-    expect(await res.json()).toEqual({ status: "ok" });
+    const { data, response } = await appClient(t.app).GET("/healthz");
+    expect(response.status).toBe(200);
+    expect(data).toEqual({ status: "ok" });
   });
 
   it("readyz names the database and each agent back-end with its CLI's version", async () => {
-    const res = await t.app.request("/readyz");
-    expect(res.status).toBe(200);
-    const body = await res.json();
+    const { data: body, response } = await appClient(t.app).GET("/readyz");
+    expect(response.status).toBe(200);
     expect(body).toMatchObject({
       status: "ok",
       database: backend,
       default_agent: "claude",
       agents: { claude: { bin: t.config.claude.bin, credentials: "ANTHROPIC_API_KEY" } },
     });
-    expect(body.agents.claude.version).toMatch(/\d+\.\d+\.\d+/);
+    expect(body?.agents.claude?.version).toMatch(/\d+\.\d+\.\d+/);
   });
 });
 
@@ -58,13 +58,12 @@ describe("readiness failures", () => {
   it("readyz is 503 naming the missing claude binary", async () => {
     const t = await createTestApp("pglite", { AGENT_BRIDGE_CLAUDE_BIN: "/nonexistent/claude" });
     try {
-      const res = await t.app.request("/readyz");
-      expect(res.status).toBe(503);
-      expect(res.headers.get("content-type")).toBe("application/problem+json");
-      const body = await res.json();
-      expect(body.code).toBe("not_ready");
-      expect(body.detail).toContain("/nonexistent/claude");
-      expect(body.detail).toContain("not found");
+      const { error, response } = await appClient(t.app).GET("/readyz");
+      expect(response.status).toBe(503);
+      expect(response.headers.get("content-type")).toBe("application/problem+json");
+      expect(error?.code).toBe("not_ready");
+      expect(error?.detail).toContain("/nonexistent/claude");
+      expect(error?.detail).toContain("not found");
     } finally {
       await t.close();
     }
@@ -73,9 +72,9 @@ describe("readiness failures", () => {
   it("readyz is 503 when the database no longer answers", async () => {
     const t = await createTestApp("pglite");
     await t.database.close();
-    const res = await t.app.request("/readyz");
-    expect(res.status).toBe(503);
-    expect((await res.json()).detail).toContain("database unreachable");
+    const { error, response } = await appClient(t.app).GET("/readyz");
+    expect(response.status).toBe(503);
+    expect(error?.detail).toContain("database unreachable");
   });
 });
 
@@ -83,9 +82,9 @@ describe("readiness and the runs' sandbox", () => {
   const sandboxOf = async (env: Record<string, string>) => {
     const t = await createTestApp("pglite", env);
     try {
-      const res = await t.app.request("/readyz");
-      expect(res.status).toBe(200);
-      return (await res.json()).sandbox;
+      const { data, response } = await appClient(t.app).GET("/readyz");
+      expect(response.status).toBe(200);
+      return data?.sandbox;
     } finally {
       await t.close();
     }
@@ -100,17 +99,19 @@ describe("readiness and the runs' sandbox", () => {
       limits: expect.objectContaining({ enabled: expect.any(Boolean) }),
     });
     expect(
-      (
-        await sandboxOf({
-          AGENT_BRIDGE_SANDBOX: "on",
-          AGENT_BRIDGE_RUN_MEMORY_MB: "0",
-          AGENT_BRIDGE_RUN_MAX_PROCESSES: "0",
-        })
-      ).limits,
-    ).toEqual({
-      enabled: false,
-      reason: "AGENT_BRIDGE_RUN_MEMORY_MB and AGENT_BRIDGE_RUN_MAX_PROCESSES are 0",
-    });
+      await sandboxOf({
+        AGENT_BRIDGE_SANDBOX: "on",
+        AGENT_BRIDGE_RUN_MEMORY_MB: "0",
+        AGENT_BRIDGE_RUN_MAX_PROCESSES: "0",
+      }),
+    ).toEqual(
+      expect.objectContaining({
+        limits: {
+          enabled: false,
+          reason: "AGENT_BRIDGE_RUN_MEMORY_MB and AGENT_BRIDGE_RUN_MAX_PROCESSES are 0",
+        },
+      }),
+    );
   });
 
   it("says why not, where bubblewrap is missing on a set-up of one user (auto)", async () => {
@@ -133,12 +134,12 @@ describe("readiness and the CLI's credentials", () => {
     const home = await mkdtemp(join(tmpdir(), "agent-bridge-home-"));
     const t = await createTestApp("pglite", { HOME: home, ANTHROPIC_API_KEY: "" });
     try {
-      const res = await t.app.request("/readyz");
-      expect(res.status).toBe(503);
-      const body = await res.json();
-      expect(body.code).toBe("not_ready");
-      expect(body.detail).toContain("the claude CLI has no credentials: set ANTHROPIC_API_KEY");
-      expect((await t.app.request("/healthz")).status).toBe(200);
+      const api = appClient(t.app);
+      const { error, response } = await api.GET("/readyz");
+      expect(response.status).toBe(503);
+      expect(error?.code).toBe("not_ready");
+      expect(error?.detail).toContain("the claude CLI has no credentials: set ANTHROPIC_API_KEY");
+      expect((await api.GET("/healthz")).response.status).toBe(200);
     } finally {
       await t.close();
       await rm(home, { recursive: true, force: true });

@@ -5,9 +5,17 @@ import { join } from "node:path";
 import { count } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_IMAGE_BASE64_CHARS } from "../../src/agents/images.js";
+import type {
+  CreateSession,
+  components,
+  FinishedRun,
+  Problem,
+  Run,
+} from "../../src/client/index.js";
 import { hooks, sessions } from "../../src/store/schema.js";
 import { createSession } from "../../src/store/sessions.js";
 import { createTestApp, type TestApp } from "../support/app.js";
+import { appClient, untyped } from "../support/app-client.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
@@ -20,6 +28,9 @@ import { imageData, LARGEST_PNG, PNG_1X1 } from "../support/images.js";
 
 const SECRET_TOKEN = "ghp_not-in-any-argv";
 
+type PostMessage = components["schemas"]["PostMessage"];
+
+/** A raw POST, for bodies the contract's types forbid (wrong types, unknown fields). */
 const post = (body: unknown, headers: Record<string, string> = {}) => ({
   method: "POST",
   headers: { "Content-Type": "application/json", ...headers },
@@ -30,6 +41,7 @@ describe.each(BACKENDS)("MCP servers, images and run caps through the API on %s"
   let dir: string;
   let fake: FakeCli;
   let t: TestApp;
+  let api: ReturnType<typeof appClient>;
   const reply = streamedReply(["Done."]);
 
   beforeAll(async () => {
@@ -56,6 +68,7 @@ describe.each(BACKENDS)("MCP servers, images and run caps through the API on %s"
       // Far below one image at its largest: a message has room for its images on top of it.
       AGENT_BRIDGE_BODY_LIMIT_BYTES: "4096",
     });
+    api = appClient(t.app);
   });
   afterAll(async () => {
     await t.close();
@@ -64,32 +77,52 @@ describe.each(BACKENDS)("MCP servers, images and run caps through the API on %s"
   });
 
   const request = (path: string, init?: RequestInit) => t.app.request(path, init);
-  const newSession = async (body: Record<string, unknown> = {}) => {
-    const res = await request("/v1/sessions", post(body));
-    expect(res.status).toBe(201);
-    return (await res.json()) as { id: string } & Record<string, unknown>;
+  const postSession = (body: CreateSession) => api.POST("/v1/sessions", { body });
+  const newSession = async (body: CreateSession = {}) => {
+    const { data, response } = await postSession(body);
+    expect(response.status).toBe(201);
+    return data as NonNullable<typeof data>;
   };
-  const runsOf = async (id: string) =>
-    ((await (await request(`/v1/sessions/${id}/runs`)).json()) as { data: unknown[] }).data;
+  const runsOf = async (id: string) => (await api.listRuns({ sessionId: id })).data;
   const sessionCount = async () =>
     (await t.database.db.select({ n: count() }).from(sessions))[0]?.n;
+  /** A message answered at once with its queued run (`Prefer: respond-async`). */
+  const queue = (sessionId: string, body: PostMessage, idempotencyKey?: string) =>
+    api.POST("/v1/sessions/{id}/messages", {
+      params: {
+        path: { id: sessionId },
+        header: {
+          prefer: "respond-async",
+          ...(idempotencyKey ? { "idempotency-key": idempotencyKey } : {}),
+        },
+      },
+      body,
+    });
 
   /** Posts a message and waits for its run; returns the answer and what the fake saw. */
-  async function run(sessionId: string, body: Record<string, unknown>) {
-    const res = await request(
-      `/v1/sessions/${sessionId}/messages`,
-      post(body, { Accept: "application/json" }),
-    );
-    return { res, record: await fake.record() };
+  async function run(sessionId: string, body: PostMessage) {
+    const answer = await api.POST("/v1/sessions/{id}/messages", {
+      params: { path: { id: sessionId } },
+      body,
+      headers: { Accept: "application/json" },
+    });
+    // With `Accept: application/json` a message is answered with its finished run.
+    return {
+      res: answer.response,
+      finished: answer.data as FinishedRun | undefined,
+      record: await fake.record(),
+    };
   }
 
   /** A 400 naming `path` in the body. */
-  async function expectRefused(res: Response, path: string) {
-    expect(res.status).toBe(400);
-    const problem = await res.json();
-    expect(problem.code).toBe("validation_failed");
-    expect(problem.errors).toContainEqual(expect.objectContaining({ location: "body", path }));
-    return problem;
+  function expectRefused(
+    { error, response }: { error?: Problem; response: Response },
+    path: string,
+  ) {
+    expect(response.status).toBe(400);
+    expect(error?.code).toBe("validation_failed");
+    expect(error?.errors).toContainEqual(expect.objectContaining({ location: "body", path }));
+    return error as Problem;
   }
 
   it("keeps a session's MCP servers and run caps, and shows them", async () => {
@@ -105,14 +138,14 @@ describe.each(BACKENDS)("MCP servers, images and run caps through the API on %s"
       max_turns: 12,
       max_budget_usd: 0.75,
     });
-    const read = await (await request(`/v1/sessions/${session.id}`)).json();
+    const read = await api.getSession(session.id);
     expect(read).toMatchObject({ mcp_servers: ["github", "docs"], max_turns: 12 });
   });
 
   it("refuses an MCP server the admin's file does not have, bad caps and NULs, and makes no session", async () => {
     const before = await sessionCount();
-    const unknown = await expectRefused(
-      await request("/v1/sessions", post({ mcp_servers: ["github", "gitlab"] })),
+    const unknown = expectRefused(
+      await postSession({ mcp_servers: ["github", "gitlab"] }),
       "mcp_servers",
     );
     expect(unknown.detail).toContain('no MCP server named "gitlab"');
@@ -129,41 +162,34 @@ describe.each(BACKENDS)("MCP servers, images and run caps through the API on %s"
       [{ max_budget_usd: -5 }, "max_budget_usd"],
       [{ max_budget_usd: 1e9 }, "max_budget_usd"],
     ] as const) {
-      await expectRefused(await request("/v1/sessions", post(body)), path);
+      // Raw: some of these are what the contract's types forbid.
+      expectRefused(await untyped(request("/v1/sessions", post(body))), path);
     }
     expect(await sessionCount()).toBe(before);
   });
 
   it("refuses what a codex session cannot honour: MCP servers, caps on turns or spend, approvals over the API, on the session or its message", async () => {
     const before = await sessionCount();
-    for (const [field, value] of [
-      ["mcp_servers", ["github"]],
-      ["max_turns", 3],
-      ["max_budget_usd", 1],
-      ["approvals", "api"],
-    ] as const) {
-      const problem = await expectRefused(
-        await request("/v1/sessions", post({ agent: "codex", [field]: value })),
-        field,
-      );
+    const asks: [string, CreateSession][] = [
+      ["mcp_servers", { mcp_servers: ["github"] }],
+      ["max_turns", { max_turns: 3 }],
+      ["max_budget_usd", { max_budget_usd: 1 }],
+      ["approvals", { approvals: "api" }],
+    ];
+    for (const [field, asked] of asks) {
+      const problem = expectRefused(await postSession({ agent: "codex", ...asked }), field);
       expect(problem.detail).toContain("the codex agent cannot honour this");
     }
     expect(await sessionCount()).toBe(before);
 
     const session = await newSession({ agent: "codex" });
-    for (const [field, value] of [
-      ["max_turns", 3],
-      ["max_budget_usd", 1],
-      ["approvals", "api"],
-      ["permission_mode", "auto"],
+    for (const [field, asked] of [
+      ["max_turns", { max_turns: 3 }],
+      ["max_budget_usd", { max_budget_usd: 1 }],
+      ["approvals", { approvals: "api" }],
+      ["permission_mode", { permission_mode: "auto" }],
     ] as const) {
-      await expectRefused(
-        await request(
-          `/v1/sessions/${session.id}/messages`,
-          post({ text: "hi", [field]: value }, { Prefer: "respond-async" }),
-        ),
-        field,
-      );
+      expectRefused(await queue(session.id, { text: "hi", ...asked }), field);
     }
     expect(await runsOf(session.id)).toEqual([]);
   });
@@ -192,13 +218,7 @@ describe.each(BACKENDS)("MCP servers, images and run caps through the API on %s"
       expect(record.args.join(" ")).toMatch(/--model[= ]opus/);
       expect(record.args.join(" ")).toMatch(/--effort[= ]low/);
     }
-    await expectRefused(
-      await request(
-        `/v1/sessions/${session.id}/messages`,
-        post({ text: "x", model: "no such; model" }, { Prefer: "respond-async" }),
-      ),
-      "model",
-    );
+    expectRefused(await queue(session.id, { text: "x", model: "no such; model" }), "model");
   });
 
   it("refuses a message's bad attachments and caps, and starts no run", async () => {
@@ -233,35 +253,34 @@ describe.each(BACKENDS)("MCP servers, images and run caps through the API on %s"
       [{ max_budget_usd: -0.1 }, "max_budget_usd"],
     ];
     for (const [fields, path] of cases) {
-      const res = await request(
+      // Raw: some of these are what the contract's types forbid.
+      const res = request(
         `/v1/sessions/${session.id}/messages`,
         post({ text: "look", ...fields }, { Prefer: "respond-async" }),
       );
-      await expectRefused(res, path);
+      expectRefused(await untyped(res), path);
     }
     expect(await runsOf(session.id)).toEqual([]);
   });
 
   it("takes a message with its images at their largest beyond AGENT_BRIDGE_BODY_LIMIT_BYTES, and nothing bigger", async () => {
-    const images = ["image/png", "image/jpeg", "image/gif", "image/webp"].map((type) => ({
-      type: "image",
+    const types = ["image/png", "image/jpeg", "image/gif", "image/webp"] as const;
+    const images = types.map((type) => ({
+      type: "image" as const,
       media_type: type,
-      data: imageData(type as "image/png", (MAX_IMAGE_BASE64_CHARS / 4) * 3),
+      data: imageData(type, (MAX_IMAGE_BASE64_CHARS / 4) * 3),
     }));
     // Read whole and validated: the session is looked up only after that.
     const missing = "00000000-0000-4000-8000-000000000000";
-    const fits = await request(
-      `/v1/sessions/${missing}/messages`,
-      post({ text: "x".repeat(3000), attachments: images }),
-    );
-    expect(fits.status).toBe(404);
-    const over = await request(
-      `/v1/sessions/${missing}/messages`,
-      post({ text: "x".repeat(10_000), attachments: images }),
-    );
-    expect(over.status).toBe(413);
+    const message = (text: string) =>
+      api.POST("/v1/sessions/{id}/messages", {
+        params: { path: { id: missing } },
+        body: { text, attachments: images },
+      });
+    expect((await message("x".repeat(3000))).response.status).toBe(404);
+    expect((await message("x".repeat(10_000))).response.status).toBe(413);
     // Other routes keep the limit.
-    expect((await request("/v1/sessions", post({ title: "x".repeat(5000) }))).status).toBe(413);
+    expect((await postSession({ title: "x".repeat(5000) })).response.status).toBe(413);
   });
 
   it("gives the run its session's MCP servers in a file of its own, removed after the run; never their secrets in argv", async () => {
@@ -312,8 +331,8 @@ describe.each(BACKENDS)("MCP servers, images and run caps through the API on %s"
       metadata: {},
     });
     const starts = (await fake.invocations()).length;
-    const { res } = await run(session.id, { text: "use it" });
-    expect((await res.json()).completion).toMatchObject({
+    const { finished } = await run(session.id, { text: "use it" });
+    expect(finished?.completion).toMatchObject({
       status: "failed",
       error_code: "invalid_run_request",
       error: `the server's MCP configuration has no server named "retired"`,
@@ -348,7 +367,7 @@ describe.each(BACKENDS)("MCP servers, images and run caps through the API on %s"
   it("sends a message's images to the CLI as image blocks before its text, and keeps only the text", async () => {
     const session = await newSession();
     const gif = imageData("image/gif");
-    const { res, record } = await run(session.id, {
+    const { res, finished, record } = await run(session.id, {
       text: "what are these?",
       attachments: [
         { type: "image", media_type: "image/png", data: PNG_1X1 },
@@ -362,31 +381,25 @@ describe.each(BACKENDS)("MCP servers, images and run caps through the API on %s"
       { type: "image", source: { type: "base64", media_type: "image/gif", data: gif } },
       { type: "text", text: "what are these?" },
     ]);
-    const { run: shown } = await res.json();
-    expect(shown.prompt).toBe("what are these?");
+    const shown = finished?.run;
+    expect(shown?.prompt).toBe("what are these?");
     expect(JSON.stringify(shown)).not.toContain(PNG_1X1);
   });
 
   it("holds an Idempotency-Key to the message's images and caps too", async () => {
     const session = await newSession();
-    const image = { type: "image", media_type: "image/png", data: PNG_1X1 };
-    const send = (body: Record<string, unknown>) =>
-      request(
-        `/v1/sessions/${session.id}/messages`,
-        post(
-          { text: "same text", ...body },
-          { Prefer: "respond-async", "Idempotency-Key": "key-1" },
-        ),
-      );
+    const image = { type: "image", media_type: "image/png", data: PNG_1X1 } as const;
+    const send = (body: Omit<PostMessage, "text">) =>
+      queue(session.id, { text: "same text", ...body }, "key-1");
     const first = await send({ attachments: [image], max_turns: 2 });
-    expect(first.status).toBe(202);
-    const { id } = await first.json();
+    expect(first.response.status).toBe(202);
+    const { id } = first.data as Run;
     const again = await send({ attachments: [image], max_turns: 2 });
-    expect((await again.json()).id).toBe(id);
+    expect((again.data as Run).id).toBe(id);
     for (const other of [{ attachments: [image] }, { attachments: [image], max_turns: 3 }, {}]) {
-      const res = await send(other);
-      expect(res.status).toBe(422);
-      expect((await res.json()).code).toBe("idempotency_key_reused");
+      const { error, response } = await send(other);
+      expect(response.status).toBe(422);
+      expect(error?.code).toBe("idempotency_key_reused");
     }
   });
 
@@ -396,28 +409,25 @@ describe.each(BACKENDS)("MCP servers, images and run caps through the API on %s"
       verification: "bearer",
       secret: "bearer-secret-0123456789",
       prompt_template: "Look at {{payload.note}}",
-    };
+    } as const;
+    const createHook = (fields: Omit<components["schemas"]["CreateHook"], keyof typeof hook>) =>
+      api.POST("/v1/hooks", { body: { ...hook, ...fields } });
     const before = (await t.database.db.select({ n: count() }).from(hooks))[0]?.n;
-    await expectRefused(
-      await request("/v1/hooks", post({ ...hook, mcp_servers: ["nope"] })),
-      "mcp_servers",
-    );
-    await expectRefused(
-      await request("/v1/hooks", post({ ...hook, agent: "codex", mcp_servers: ["github"] })),
-      "mcp_servers",
-    );
+    expectRefused(await createHook({ mcp_servers: ["nope"] }), "mcp_servers");
+    expectRefused(await createHook({ agent: "codex", mcp_servers: ["github"] }), "mcp_servers");
     expect((await t.database.db.select({ n: count() }).from(hooks))[0]?.n).toBe(before);
-    const created = await request("/v1/hooks", post({ ...hook, mcp_servers: ["docs"] }));
-    expect(created.status).toBe(201);
-    expect(await created.json()).toMatchObject({ mcp_servers: ["docs"] });
+    const created = await createHook({ mcp_servers: ["docs"] });
+    expect(created.response.status).toBe(201);
+    expect(created.data).toMatchObject({ mcp_servers: ["docs"] });
 
+    // Raw: the contract types a delivery's payload as an empty object.
     const delivered = await request(
       "/v1/hooks/with-mcp/deliveries",
       post({ note: "it" }, { Authorization: `Bearer ${hook.secret}` }),
     );
     expect(delivered.status).toBe(202);
     const { session_id } = await delivered.json();
-    const session = await (await request(`/v1/sessions/${session_id}`)).json();
+    const session = await api.getSession(session_id);
     expect(session.mcp_servers).toEqual(["docs"]);
   });
 });

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
-import { createTestApp, requestAs, type TestApp } from "../support/app.js";
+import { createTestApp, type TestApp } from "../support/app.js";
+import { appClient } from "../support/app-client.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
@@ -37,21 +38,19 @@ describe.each(BACKENDS)("metrics on %s", (backend) => {
     await fake.cleanup();
   });
 
-  const as = (key: string | undefined, path: string, init: RequestInit = {}) =>
-    requestAs(t.app, key, path, init);
-  const scrape = async () => (await as(admin, "/metrics")).text();
+  const as = (key?: string) => appClient(t.app, key);
+  const metrics = (key?: string) => as(key).GET("/metrics", { parseAs: "text" });
+  const scrape = async () => (await metrics(admin)).data ?? "";
 
   it("counts a finished run: its status, cost, tokens, events, and the request that made it", async () => {
     const before = await scrape();
-    const session = await (await as(user, "/v1/sessions", { method: "POST" })).json();
-    const res = await as(user, `/v1/sessions/${session.id}/messages`, {
-      method: "POST",
-      headers: { "Content-Type": "application/json", Accept: "application/json" },
-      body: JSON.stringify({ text: "hi" }),
+    const session = await as(user).createSession();
+    // Answered 200 with the finished run (any other answer throws).
+    const { run } = await as(user).send(session.id, "hi");
+    const { data: log = "" } = await as(user).GET("/v1/runs/{id}/events", {
+      params: { path: { id: run.id }, query: { events: "full" } },
+      parseAs: "text",
     });
-    expect(res.status).toBe(200);
-    const { run } = await res.json();
-    const log = await (await as(user, `/v1/runs/${run.id}/events?events=full`)).text();
     // The answer goes out before the CLI is gone; the run holds its slot until then.
     await waitUntil(() => !t.deps.runs.isActive(session.id), "the run's slot is free");
     const after = await scrape();
@@ -75,20 +74,19 @@ describe.each(BACKENDS)("metrics on %s", (backend) => {
   });
 
   it("serves the Prometheus text format, with Node's own metrics", async () => {
-    const res = await as(admin, "/metrics");
-    expect(res.status).toBe(200);
-    expect(res.headers.get("content-type")).toBe("text/plain; version=0.0.4; charset=utf-8");
-    const text = await res.text();
+    const { data: text = "", response } = await metrics(admin);
+    expect(response.status).toBe(200);
+    expect(response.headers.get("content-type")).toBe("text/plain; version=0.0.4; charset=utf-8");
     expect(text).toContain("# TYPE agent_bridge_runs_finished_total counter");
     expect(sample(text, "process_resident_memory_bytes")).toBeGreaterThan(0);
     expect(text).toContain("nodejs_eventloop_lag_seconds");
   });
 
   it("needs an admin key: 401 without a key, 403 with another", async () => {
-    expect((await as(undefined, "/metrics")).status).toBe(401);
-    const res = await as(user, "/metrics");
-    expect(res.status).toBe(403);
-    expect(res.headers.get("content-type")).toBe("application/problem+json");
+    expect((await metrics()).response.status).toBe(401);
+    const { response } = await metrics(user);
+    expect(response.status).toBe(403);
+    expect(response.headers.get("content-type")).toBe("application/problem+json");
   });
 });
 
@@ -99,8 +97,9 @@ describe("metrics opened to scrapers", () => {
       AGENT_BRIDGE_PUBLIC_METRICS: "true",
     });
     try {
-      expect((await t.app.request("/metrics")).status).toBe(200);
-      expect((await t.app.request("/v1/sessions")).status).toBe(401);
+      const api = appClient(t.app);
+      expect((await api.GET("/metrics", { parseAs: "text" })).response.status).toBe(200);
+      expect((await api.GET("/v1/sessions")).response.status).toBe(401);
     } finally {
       await t.close();
     }

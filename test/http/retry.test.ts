@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
-import { createTestApp, requestAs, type TestApp } from "../support/app.js";
+import type { CreateSession, Run } from "../../src/client/index.js";
+import { createTestApp, type TestApp } from "../support/app.js";
+import { appClient } from "../support/app-client.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { longRun, streamedReply } from "../support/fake-scenarios.js";
@@ -43,28 +45,26 @@ describe.each(BACKENDS)("retrying a run on %s", (backend) => {
     await fake.cleanup();
   });
 
-  const as = (key: string, path: string, init: RequestInit = {}) =>
-    requestAs(t.app, key, path, init);
-  const post = (key: string, path: string, body: unknown, headers: Record<string, string> = {}) =>
-    as(key, path, {
-      method: "POST",
-      headers: { "Content-Type": "application/json", ...headers },
-      body: JSON.stringify(body),
-    });
-  const newSession = async (key = alice, body: Record<string, unknown> = {}) =>
-    (await (await post(key, "/v1/sessions", body)).json()).id as string;
+  const as = (key: string) => appClient(t.app, key);
+  const newSession = async (key = alice, body: CreateSession = {}) =>
+    (await as(key).createSession(body)).id;
   /** A message run to its end: its FinishedRun. */
-  const send = async (sessionId: string, text: string) =>
-    (
-      await post(
-        alice,
-        `/v1/sessions/${sessionId}/messages`,
-        { text },
-        { Accept: "application/json" },
-      )
-    ).json();
-  const retry = (runId: string, body: unknown = {}, key = alice) =>
-    post(key, `/v1/runs/${runId}/retry`, body, { Accept: "application/json" });
+  const send = (sessionId: string, text: string) => as(alice).send(sessionId, text);
+  const retry = (runId: string, body: { text?: string } = {}, key = alice) =>
+    as(key).POST("/v1/runs/{id}/retry", {
+      params: { path: { id: runId } },
+      body,
+      headers: { Accept: "application/json" },
+    });
+  // The contract cannot tie the answer (200 FinishedRun or 202 Run) to `Prefer`: the test does.
+  const retryAsync = (runId: string, idempotencyKey: string) =>
+    as(alice).POST("/v1/runs/{id}/retry", {
+      params: {
+        path: { id: runId },
+        header: { prefer: "respond-async", "idempotency-key": idempotencyKey },
+      },
+      body: {},
+    });
 
   it("runs the session again from the last message a run before the retried one confirmed, with its prompt", async () => {
     const session = await newSession();
@@ -80,9 +80,9 @@ describe.each(BACKENDS)("retrying a run on %s", (backend) => {
     expect(failed.completion).toMatchObject({ status: "failed", last_message_uuid: null });
 
     await fake.setScenario(streamedReply(["Retried."], { uuid: "uuid-retried" }));
-    const res = await retry(failed.run.id);
-    expect(res.status).toBe(200);
-    expect(await res.json()).toMatchObject({
+    const { data, response } = await retry(failed.run.id);
+    expect(response.status).toBe(200);
+    expect(data).toMatchObject({
       run: { trigger: "retry", prompt: "the prompt that failed", status: "succeeded" },
       text: "Retried.",
     });
@@ -98,8 +98,8 @@ describe.each(BACKENDS)("retrying a run on %s", (backend) => {
     await send(session, "one");
     await fake.setScenario(streamedReply(["Two."], { uuid: "uuid-two" }));
     const second = await send(session, "two");
-    const res = await retry(second.run.id, { text: "two, said better" });
-    expect((await res.json()).run).toMatchObject({ prompt: "two, said better" });
+    const { data } = await retry(second.run.id, { text: "two, said better" });
+    expect(data).toMatchObject({ run: { prompt: "two, said better" } });
     const cli = await fake.record();
     expect(cli.args).toContain("--resume-session-at=uuid-one");
     expect(cli.stdin.at(-1)).toContain("two, said better");
@@ -110,7 +110,11 @@ describe.each(BACKENDS)("retrying a run on %s", (backend) => {
     await fake.setScenario(streamedReply(["Hello"]));
     const done = await send(session, "hi");
 
-    const sse = await post(alice, `/v1/runs/${done.run.id}/retry?events=full`, {});
+    const { response: sse } = await as(alice).POST("/v1/runs/{id}/retry", {
+      params: { path: { id: done.run.id }, query: { events: "full" } },
+      body: {},
+      parseAs: "stream",
+    });
     expect(sse.headers.get("content-type")).toBe("text/event-stream; charset=utf-8");
     const frames = await SseReader.of(sse).events();
     // The full view, numbered as it is: the init line's session events are there.
@@ -119,27 +123,11 @@ describe.each(BACKENDS)("retrying a run on %s", (backend) => {
     expect(frames[0]?.data).toMatchObject({ type: "run_started", trigger: "retry" });
     const retried = sse.headers.get("x-run-id") ?? "";
 
-    const once = await post(
-      alice,
-      `/v1/runs/${retried}/retry`,
-      {},
-      {
-        Prefer: "respond-async",
-        "Idempotency-Key": "retry-1",
-      },
-    );
-    expect(once.status).toBe(202);
-    const queued = await once.json();
-    const again = await post(
-      alice,
-      `/v1/runs/${retried}/retry`,
-      {},
-      {
-        Prefer: "respond-async",
-        "Idempotency-Key": "retry-1",
-      },
-    );
-    expect((await again.json()).id).toBe(queued.id);
+    const once = await retryAsync(retried, "retry-1");
+    expect(once.response.status).toBe(202);
+    const queued = once.data as Run;
+    const again = await retryAsync(retried, "retry-1");
+    expect((again.data as Run).id).toBe(queued.id);
   });
 
   it("refuses a run that is not its session's latest, one still going, and another key's run", async () => {
@@ -148,31 +136,22 @@ describe.each(BACKENDS)("retrying a run on %s", (backend) => {
     const first = await send(session, "one");
     const second = await send(session, "two");
     const stale = await retry(first.run.id);
-    expect(stale.status).toBe(409);
-    expect(stale.headers.get("content-type")).toBe("application/problem+json");
-    expect(await stale.json()).toMatchObject({
+    expect(stale.response.status).toBe(409);
+    expect(stale.response.headers.get("content-type")).toBe("application/problem+json");
+    expect(stale.error).toMatchObject({
       code: "run_not_latest",
       detail: `run ${first.run.id} is not its session's latest run (${second.run.id} is): only the latest run can be retried`,
     });
 
     // Another key cannot even learn that the run exists.
-    expect((await retry(second.run.id, {}, bob)).status).toBe(404);
+    expect((await retry(second.run.id, {}, bob)).response.status).toBe(404);
 
     await fake.setScenario(longRun(60));
-    const going = await (
-      await post(
-        alice,
-        `/v1/sessions/${session}/messages`,
-        { text: "slow" },
-        {
-          Prefer: "respond-async",
-        },
-      )
-    ).json();
+    const going = await as(alice).sendAsync(session, "slow");
     const busy = await retry(going.id);
-    expect(busy.status).toBe(409);
-    expect(await busy.json()).toMatchObject({ code: "session_busy", active_run_id: going.id });
-    await as(alice, `/v1/runs/${going.id}/cancel`, { method: "POST" });
+    expect(busy.response.status).toBe(409);
+    expect(busy.error).toMatchObject({ code: "session_busy", active_run_id: going.id });
+    await as(alice).cancelRun(going.id);
   });
 
   it("refuses a codex session's run with 400 retry_unsupported, saying why", async () => {
@@ -180,9 +159,9 @@ describe.each(BACKENDS)("retrying a run on %s", (backend) => {
     await fake.setScenario(streamedReply(["Hello"]));
     const run = await send(session, "hello codex");
     expect(run.run.status).toBe("failed");
-    const res = await retry(run.run.id);
-    expect(res.status).toBe(400);
-    expect(await res.json()).toMatchObject({
+    const { error, response } = await retry(run.run.id);
+    expect(response.status).toBe(400);
+    expect(error).toMatchObject({
       code: "retry_unsupported",
       detail:
         "Runs of a codex session cannot be retried: its CLI can only continue a conversation from its end, not from the message before the run",

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildDeps, createApp } from "../../src/app.js";
+import { createClient } from "../../src/client/index.js";
 import { loadConfig } from "../../src/config.js";
 import { type BridgeEvent, bareCompletion } from "../../src/events.js";
 import { createLogger } from "../../src/log.js";
@@ -39,6 +40,21 @@ async function storedRun(db: Database, rest: BridgeEvent[][]): Promise<string> {
 
 const text = (t: string): BridgeEvent => ({ type: "text_delta", text: t });
 
+/** GET /v1/runs/{id}/events through the typed client, over the socket, its body unread. */
+function eventsOver(
+  url: string,
+  runId: string,
+  params: {
+    query?: { after?: number; follow?: "true" | "false" };
+    header?: { "last-event-id"?: string };
+  } = {},
+) {
+  return createClient({ baseUrl: url }).GET("/v1/runs/{id}/events", {
+    params: { path: { id: runId }, ...params },
+    parseAs: "stream",
+  });
+}
+
 describe.each(BACKENDS)("where a replay starts, on %s", (backend) => {
   let t: TestApp;
   let server: { url: string; close(): Promise<void> };
@@ -54,11 +70,17 @@ describe.each(BACKENDS)("where a replay starts, on %s", (backend) => {
     await t.close();
   });
 
-  const events = (headers: Record<string, string> = {}, query = "") =>
-    fetch(`${server.url}/v1/runs/${runId}/events${query}`, { headers });
+  const events = (from: { lastEventId?: string; after?: number }) =>
+    eventsOver(server.url, runId, {
+      ...(from.after !== undefined ? { query: { after: from.after } } : {}),
+      ...(from.lastEventId !== undefined ? { header: { "last-event-id": from.lastEventId } } : {}),
+    });
 
   it("replays after a Last-Event-ID, and after ?after=", async () => {
-    for (const res of [await events({ "Last-Event-ID": "1" }), await events({}, "?after=1")]) {
+    for (const { response: res } of [
+      await events({ lastEventId: "1" }),
+      await events({ after: 1 }),
+    ]) {
       expect(res.status).toBe(200);
       const frames = await SseReader.of(res).events();
       expect(frames.map((f) => [f.id, f.event])).toEqual([
@@ -69,9 +91,9 @@ describe.each(BACKENDS)("where a replay starts, on %s", (backend) => {
   });
 
   it("takes the largest position the log can hold (2147483647): nothing after it, and closes", async () => {
-    for (const res of [
-      await events({ "Last-Event-ID": "2147483647" }),
-      await events({}, "?after=2147483647"),
+    for (const { response: res } of [
+      await events({ lastEventId: "2147483647" }),
+      await events({ after: 2147483647 }),
     ]) {
       expect(res.status).toBe(200);
       expect(await res.text()).toBe("");
@@ -81,10 +103,10 @@ describe.each(BACKENDS)("where a replay starts, on %s", (backend) => {
   const invalid = ["2147483648", "99999999999999999999", "-1", "1.5", "1e3", "0x10", "abc", ""];
 
   it.each(invalid)("Last-Event-ID %j: 400 naming the header", async (value) => {
-    const res = await events({ "Last-Event-ID": value });
-    expect(res.status).toBe(400);
-    expect(res.headers.get("content-type")).toBe("application/problem+json");
-    expect(await res.json()).toMatchObject({
+    const { error, response } = await events({ lastEventId: value });
+    expect(response.status).toBe(400);
+    expect(response.headers.get("content-type")).toBe("application/problem+json");
+    expect(error).toMatchObject({
       code: "validation_failed",
       errors: [
         {
@@ -97,7 +119,10 @@ describe.each(BACKENDS)("where a replay starts, on %s", (backend) => {
   });
 
   it.each(invalid)("?after=%s: 400 naming the parameter", async (value) => {
-    const res = await events({}, `?after=${encodeURIComponent(value)}`);
+    // Raw: the contract's types take a number, and these are what they forbid.
+    const res = await fetch(
+      `${server.url}/v1/runs/${runId}/events?after=${encodeURIComponent(value)}`,
+    );
     expect(res.status).toBe(400);
     expect(await res.json()).toMatchObject({
       code: "validation_failed",
@@ -128,10 +153,13 @@ describe.each(BACKENDS)("?follow=false, on %s", (backend) => {
     await t.close();
   });
 
-  const events = (query: string) => fetch(`${server.url}/v1/runs/${runId}/events${query}`);
+  const stored = (after?: number) =>
+    eventsOver(server.url, runId, {
+      query: { follow: "false", ...(after !== undefined ? { after } : {}) },
+    });
 
   it("replays what a run going on has stored so far, then closes without a completion", async () => {
-    const res = await events("?follow=false");
+    const { response: res } = await stored();
     expect(res.status).toBe(200);
     const frames = await SseReader.of(res).events();
     expect(frames.map((f) => [f.id, f.event])).toEqual([
@@ -139,12 +167,13 @@ describe.each(BACKENDS)("?follow=false, on %s", (backend) => {
       ["2", "text_delta"],
       ["3", "text_delta"],
     ]);
-    const rest = await SseReader.of(await events("?follow=false&after=2")).events();
+    const rest = await SseReader.of((await stored(2)).response).events();
     expect(rest.map((f) => [f.id, f.data])).toEqual([["3", text("three")]]);
   });
 
   it("?follow=maybe: 400 naming the parameter", async () => {
-    const res = await events("?follow=maybe");
+    // Raw: the contract's types take "true" or "false" alone.
+    const res = await fetch(`${server.url}/v1/runs/${runId}/events?follow=maybe`);
     expect(res.status).toBe(400);
     expect(await res.json()).toMatchObject({
       code: "validation_failed",
@@ -180,10 +209,10 @@ describe.each(BACKENDS)("a stream that fails mid-way, on %s", (backend) => {
         [bareCompletion("failed", "end")],
       ]);
 
-      const res = await fetch(`${server.url}/v1/runs/${runId}/events`);
-      expect(res.status).toBe(200);
+      const { data, response } = await eventsOver(server.url, runId);
+      expect(response.status).toBe(200);
       // Read as raw bytes (a frame-by-frame reader would scan each 4 MiB frame once per chunk).
-      const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+      const reader = (data as ReadableStream<Uint8Array>).getReader();
       const decoder = new TextDecoder();
       let wire = "";
       while (!wire.includes("\n\n")) wire += decoder.decode((await reader.read()).value);

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
-import { createTestApp, requestAs, type TestApp } from "../support/app.js";
+import { createTestApp, type TestApp } from "../support/app.js";
+import { appClient } from "../support/app-client.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { longRun } from "../support/fake-scenarios.js";
@@ -28,38 +29,22 @@ describe.each(BACKENDS)("listing runs on %s", (backend) => {
     await fake.cleanup();
   });
 
-  const as = (key: string, path: string, init: RequestInit = {}) =>
-    requestAs(t.app, key, path, init);
-  const json = async (key: string, path: string, init: RequestInit = {}) => {
-    const res = await as(key, path, init);
-    expect(res.status, `${init.method ?? "GET"} ${path}`).toBeLessThan(300);
-    return res.json();
-  };
-  const newSession = (key: string): Promise<{ id: string }> =>
-    json(key, "/v1/sessions", { method: "POST" });
+  const as = (key: string) => appClient(t.app, key);
+  const newSession = (key: string) => as(key).createSession();
   /** Starts a run (it keeps going until cancelled) and returns its id. */
   const startRun = async (key: string, sessionId: string): Promise<string> =>
-    (
-      await json(key, `/v1/sessions/${sessionId}/messages`, {
-        method: "POST",
-        headers: { "Content-Type": "application/json", Prefer: "respond-async" },
-        body: JSON.stringify({ text: "work" }),
-      })
-    ).id;
-  const cancel = (key: string, runId: string) =>
-    json(key, `/v1/runs/${runId}/cancel`, { method: "POST" });
+    (await as(key).sendAsync(sessionId, "work")).id;
+  const cancel = (key: string, runId: string) => as(key).cancelRun(runId);
 
   it("a session names its active run while it goes on, and null once it has ended", async () => {
     const session = await newSession(alice);
-    expect((await json(alice, `/v1/sessions/${session.id}`)).active_run_id).toBeNull();
+    expect((await as(alice).getSession(session.id)).active_run_id).toBeNull();
     const runId = await startRun(alice, session.id);
-    expect((await json(alice, `/v1/sessions/${session.id}`)).active_run_id).toBe(runId);
-    const listed = (await json(alice, "/v1/sessions")).data.find(
-      (s: { id: string }) => s.id === session.id,
-    );
-    expect(listed.active_run_id).toBe(runId);
+    expect((await as(alice).getSession(session.id)).active_run_id).toBe(runId);
+    const listed = (await as(alice).listSessions()).data.find((s) => s.id === session.id);
+    expect(listed?.active_run_id).toBe(runId);
     await cancel(alice, runId);
-    expect((await json(alice, `/v1/sessions/${session.id}`)).active_run_id).toBeNull();
+    expect((await as(alice).getSession(session.id)).active_run_id).toBeNull();
   });
 
   it("lists a session's runs newest first, a page at a time", async () => {
@@ -70,9 +55,9 @@ describe.each(BACKENDS)("listing runs on %s", (backend) => {
       ids.unshift(runId);
       if (i < 2) await cancel(alice, runId);
     }
-    const all = await json(alice, `/v1/sessions/${session.id}/runs`);
-    expect(all.data.map((r: { id: string }) => r.id)).toEqual(ids);
-    const [newest, ...older] = all.data.map((r: { status: string }) => r.status);
+    const all = await as(alice).listRuns({ sessionId: session.id });
+    expect(all.data.map((r) => r.id)).toEqual(ids);
+    const [newest, ...older] = all.data.map((r) => r.status);
     expect(["queued", "running"]).toContain(newest);
     expect(older).toEqual(["cancelled", "cancelled"]);
     expect(all.data[1]).toMatchObject({
@@ -86,16 +71,19 @@ describe.each(BACKENDS)("listing runs on %s", (backend) => {
     const seen: string[] = [];
     let cursor: string | null = null;
     do {
-      const query: string = cursor ? `?limit=2&cursor=${cursor}` : "?limit=2";
-      const page = await json(alice, `/v1/sessions/${session.id}/runs${query}`);
-      seen.push(...page.data.map((r: { id: string }) => r.id));
+      const page = await as(alice).listRuns({
+        sessionId: session.id,
+        limit: 2,
+        ...(cursor ? { cursor } : {}),
+      });
+      seen.push(...page.data.map((r) => r.id));
       cursor = page.next_cursor;
     } while (cursor);
     expect(seen).toEqual(ids);
     await cancel(alice, ids[0] as string);
     // A page reads its runs' parts together; each run is listed as its own view shows it.
-    const ended = await json(alice, `/v1/sessions/${session.id}/runs`);
-    for (const run of ended.data) expect(run).toEqual(await json(alice, `/v1/runs/${run.id}`));
+    const ended = await as(alice).listRuns({ sessionId: session.id });
+    for (const run of ended.data) expect(run).toEqual(await as(alice).getRun(run.id));
   });
 
   it("shows a key only its own sessions' runs: 404 for another's session, absent from /v1/runs", async () => {
@@ -103,11 +91,13 @@ describe.each(BACKENDS)("listing runs on %s", (backend) => {
     const runId = await startRun(alice, session.id);
     await cancel(alice, runId);
 
-    const res = await as(bob, `/v1/sessions/${session.id}/runs`);
-    expect(res.status).toBe(404);
-    expect((await res.json()).code).toBe("session_not_found");
+    const { error, response } = await as(bob).GET("/v1/sessions/{id}/runs", {
+      params: { path: { id: session.id } },
+    });
+    expect(response.status).toBe(404);
+    expect(error?.code).toBe("session_not_found");
     const ids = async (key: string) =>
-      (await json(key, "/v1/runs?limit=100")).data.map((r: { id: string }) => r.id);
+      (await as(key).listRuns({ limit: 100 })).data.map((r) => r.id);
     expect(await ids(bob)).not.toContain(runId);
     expect(await ids(alice)).toContain(runId);
     expect(await ids(admin)).toContain(runId);
@@ -120,10 +110,12 @@ describe.each(BACKENDS)("listing runs on %s", (backend) => {
 
   it("refuses a cursor it did not make, and a session id that is not one, with a problem", async () => {
     const session = await newSession(alice);
-    const bad = await as(alice, `/v1/sessions/${session.id}/runs?cursor=nonsense`);
-    expect(bad.status).toBe(400);
-    expect((await bad.json()).code).toBe("invalid_cursor");
-    const notId = await as(alice, "/v1/sessions/not-a-uuid/runs");
-    expect(notId.status).toBe(400);
+    const runsOf = (id: string, query: { cursor?: string } = {}) =>
+      as(alice).GET("/v1/sessions/{id}/runs", { params: { path: { id }, query } });
+    const bad = await runsOf(session.id, { cursor: "nonsense" });
+    expect(bad.response.status).toBe(400);
+    expect(bad.error?.code).toBe("invalid_cursor");
+    const notId = await runsOf("not-a-uuid");
+    expect(notId.response.status).toBe(400);
   });
 });

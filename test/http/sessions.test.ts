@@ -1,45 +1,45 @@
 import { randomUUID } from "node:crypto";
 import { count } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Problem } from "../../src/client/index.js";
 import { sessions } from "../../src/store/schema.js";
 import { createTestApp, type TestApp } from "../support/app.js";
+import { appClient, untyped } from "../support/app-client.js";
 import { BACKENDS } from "../support/db.js";
-
-const json = (body: unknown) => ({
-  method: "POST",
-  headers: { "Content-Type": "application/json" },
-  body: JSON.stringify(body),
-});
 
 describe.each(BACKENDS)("sessions API on %s", (backend) => {
   let t: TestApp;
+  let api: ReturnType<typeof appClient>;
   beforeAll(async () => {
     t = await createTestApp(backend, {
       AGENT_BRIDGE_PERMISSION_MODE: "plan",
       AGENT_BRIDGE_EFFORT: "high",
       AGENT_BRIDGE_BODY_LIMIT_BYTES: "4096",
     });
+    api = appClient(t.app);
   });
   afterAll(() => t.close());
 
   const rowCount = async () => (await t.database.db.select({ n: count() }).from(sessions))[0]?.n;
 
-  async function expectProblem(res: Response, status: number, code: string) {
-    expect(res.status).toBe(status);
-    expect(res.headers.get("content-type")).toBe("application/problem+json");
-    const body = await res.json();
-    expect(body).toMatchObject({ status, code, type: `urn:agent-bridge:problem:${code}` });
-    expect(body.title).toEqual(expect.any(String));
-    expect(body.detail).toEqual(expect.any(String));
-    expect(body.request_id).toBe(res.headers.get("x-request-id"));
-    return body;
+  function expectProblem(
+    { response, error }: { response: Response; error?: Problem },
+    status: number,
+    code: Problem["code"],
+  ): Problem {
+    expect(response.status).toBe(status);
+    expect(response.headers.get("content-type")).toBe("application/problem+json");
+    expect(error).toMatchObject({ status, code, type: `urn:agent-bridge:problem:${code}` });
+    expect(error?.title).toEqual(expect.any(String));
+    expect(error?.detail).toEqual(expect.any(String));
+    expect(error?.request_id).toBe(response.headers.get("x-request-id"));
+    return error as Problem;
   }
 
   it("creates a session with the server's defaults fixed on it", async () => {
-    const res = await t.app.request("/v1/sessions", { method: "POST" });
-    expect(res.status).toBe(201);
-    const body = await res.json();
-    expect(res.headers.get("location")).toBe(`/v1/sessions/${body.id}`);
+    const { data: body, response } = await api.POST("/v1/sessions");
+    expect(response.status).toBe(201);
+    expect(response.headers.get("location")).toBe(`/v1/sessions/${body?.id}`);
     expect(body).toMatchObject({
       agent: "claude",
       agent_session_id: null,
@@ -51,7 +51,7 @@ describe.each(BACKENDS)("sessions API on %s", (backend) => {
       metadata: {},
       usage: { input_tokens: 0, output_tokens: 0, cost_usd: 0, runs: 0, num_turns: 0 },
     });
-    expect(body.id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(body?.id).toMatch(/^[0-9a-f-]{36}$/);
   });
 
   it("gives each agent's session that agent's default model", async () => {
@@ -61,13 +61,14 @@ describe.each(BACKENDS)("sessions API on %s", (backend) => {
       AGENT_BRIDGE_CODEX_MODEL: "gpt-5.5",
     });
     try {
-      const claude = await (await two.app.request("/v1/sessions", json({}))).json();
-      const codex = await (await two.app.request("/v1/sessions", json({ agent: "codex" }))).json();
+      const twoApi = appClient(two.app);
+      const claude = await twoApi.createSession({});
+      const codex = await twoApi.createSession({ agent: "codex" });
       expect(claude).toMatchObject({ agent: "claude", model: "sonnet" });
       expect(codex).toMatchObject({ agent: "codex", model: "gpt-5.5" });
       // An agent the server does not run is the client's to fix: 400 naming the field.
-      const res = await t.app.request("/v1/sessions", json({ agent: "codex" }));
-      const body = await expectProblem(res, 400, "validation_failed");
+      const answer = await api.POST("/v1/sessions", { body: { agent: "codex" } });
+      const body = expectProblem(answer, 400, "validation_failed");
       expect(body.errors).toEqual([expect.objectContaining({ path: "agent" })]);
       expect(body.detail).toBe(
         "body agent: this server does not run the codex agent (AGENT_BRIDGE_AGENTS)",
@@ -79,8 +80,14 @@ describe.each(BACKENDS)("sessions API on %s", (backend) => {
 
   it("refuses an agent the server does not know, and changes nothing", async () => {
     const before = await rowCount();
-    const res = await t.app.request("/v1/sessions", json({ agent: "gpt-engineer" }));
-    const body = await expectProblem(res, 400, "validation_failed");
+    const answer = await untyped(
+      t.app.request("/v1/sessions", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ agent: "gpt-engineer" }),
+      }),
+    );
+    const body = expectProblem(answer, 400, "validation_failed");
     expect(body.errors).toEqual([expect.objectContaining({ location: "body", path: "agent" })]);
     expect(await rowCount()).toBe(before);
   });
@@ -100,11 +107,15 @@ describe.each(BACKENDS)("sessions API on %s", (backend) => {
         lastActivityAt: new Date(),
       })
       .returning();
-    const res = await t.app.request(`/v1/sessions/${row?.id}/messages`, json({ text: "hi" }));
-    const body = await expectProblem(res, 503, "agent_unavailable");
+    const id = row?.id ?? "";
+    const answer = await api.POST("/v1/sessions/{id}/messages", {
+      params: { path: { id } },
+      body: { text: "hi" },
+    });
+    const body = expectProblem(answer, 503, "agent_unavailable");
     expect(body.detail).toContain("AGENT_BRIDGE_AGENTS");
-    const runs = await t.app.request(`/v1/sessions/${row?.id}/runs`);
-    expect((await runs.json()).data).toEqual([]);
+    const runs = await api.GET("/v1/sessions/{id}/runs", { params: { path: { id } } });
+    expect(runs.data?.data).toEqual([]);
   });
 
   it("creates a session with the options a client gives, and returns them on get", async () => {
@@ -116,31 +127,30 @@ describe.each(BACKENDS)("sessions API on %s", (backend) => {
       system_prompt: "Be brief.",
       worktree: false,
       metadata: { ticket: "AB-1" },
-    };
-    const created = await (await t.app.request("/v1/sessions", json(options))).json();
+    } as const;
+    const created = await api.createSession(options);
     expect(created).toMatchObject(options);
-    const res = await t.app.request(`/v1/sessions/${created.id}`);
-    expect(res.status).toBe(200);
-    expect(await res.json()).toEqual(created);
+    const { data, response } = await api.GET("/v1/sessions/{id}", {
+      params: { path: { id: created.id } },
+    });
+    expect(response.status).toBe(200);
+    expect(data).toEqual(created);
   });
 
   it("pages through sessions newest first, each exactly once", async () => {
     const mine: string[] = [];
-    for (let i = 0; i < 5; i++) {
-      mine.push(
-        (await (await t.app.request("/v1/sessions", json({ title: `page ${i}` }))).json()).id,
-      );
-    }
+    for (let i = 0; i < 5; i++) mine.push((await api.createSession({ title: `page ${i}` })).id);
     const seen: string[] = [];
     let cursor: string | null = null;
     do {
-      const query: string = cursor ? `?limit=2&cursor=${cursor}` : "?limit=2";
-      const res = await t.app.request(`/v1/sessions${query}`);
-      expect(res.status).toBe(200);
-      const page = await res.json();
-      expect(page.data.length).toBeLessThanOrEqual(2);
-      seen.push(...page.data.map((s: { id: string }) => s.id));
-      cursor = page.next_cursor;
+      const query: { limit: number; cursor?: string } = cursor
+        ? { limit: 2, cursor }
+        : { limit: 2 };
+      const { data: page, response } = await api.GET("/v1/sessions", { params: { query } });
+      expect(response.status).toBe(200);
+      expect(page?.data.length).toBeLessThanOrEqual(2);
+      seen.push(...(page?.data ?? []).map((s) => s.id));
+      cursor = page?.next_cursor ?? null;
     } while (cursor);
     expect(new Set(seen).size).toBe(seen.length);
     expect(seen.filter((id) => mine.includes(id))).toEqual([...mine].reverse());
@@ -148,21 +158,18 @@ describe.each(BACKENDS)("sessions API on %s", (backend) => {
   });
 
   it("deletes a session, after which it is gone", async () => {
-    const { id } = await (await t.app.request("/v1/sessions", { method: "POST" })).json();
-    expect((await t.app.request(`/v1/sessions/${id}`, { method: "DELETE" })).status).toBe(204);
-    await expectProblem(await t.app.request(`/v1/sessions/${id}`), 404, "session_not_found");
-    await expectProblem(
-      await t.app.request(`/v1/sessions/${id}`, { method: "DELETE" }),
-      404,
-      "session_not_found",
-    );
+    const { id } = await api.createSession();
+    const path = { params: { path: { id } } };
+    expect((await api.DELETE("/v1/sessions/{id}", path)).response.status).toBe(204);
+    expectProblem(await api.GET("/v1/sessions/{id}", path), 404, "session_not_found");
+    expectProblem(await api.DELETE("/v1/sessions/{id}", path), 404, "session_not_found");
   });
 
   describe("bad input is a problem+json that says what is wrong, and writes nothing", () => {
     it("unknown session id: 404", async () => {
       const id = randomUUID();
-      const body = await expectProblem(
-        await t.app.request(`/v1/sessions/${id}`),
+      const body = expectProblem(
+        await api.GET("/v1/sessions/{id}", { params: { path: { id } } }),
         404,
         "session_not_found",
       );
@@ -170,8 +177,8 @@ describe.each(BACKENDS)("sessions API on %s", (backend) => {
     });
 
     it("malformed session id: 400 naming the path parameter", async () => {
-      const body = await expectProblem(
-        await t.app.request("/v1/sessions/not-a-uuid"),
+      const body = expectProblem(
+        await api.GET("/v1/sessions/{id}", { params: { path: { id: "not-a-uuid" } } }),
         400,
         "validation_failed",
       );
@@ -182,74 +189,94 @@ describe.each(BACKENDS)("sessions API on %s", (backend) => {
 
     it("malformed JSON: 400", async () => {
       const before = await rowCount();
-      const res = await t.app.request("/v1/sessions", {
-        method: "POST",
-        headers: { "Content-Type": "application/json" },
-        body: '{"title": ',
-      });
-      await expectProblem(res, 400, "malformed_json");
+      const answer = await untyped(
+        t.app.request("/v1/sessions", {
+          method: "POST",
+          headers: { "Content-Type": "application/json" },
+          body: '{"title": ',
+        }),
+      );
+      expectProblem(answer, 400, "malformed_json");
       expect(await rowCount()).toBe(before);
     });
 
     it("a body that is not JSON: 415", async () => {
       const before = await rowCount();
-      const res = await t.app.request("/v1/sessions", {
-        method: "POST",
-        headers: { "Content-Type": "text/plain" },
-        body: "title=x",
-      });
-      const body = await expectProblem(res, 415, "unsupported_media_type");
+      const answer = await untyped(
+        t.app.request("/v1/sessions", {
+          method: "POST",
+          headers: { "Content-Type": "text/plain" },
+          body: "title=x",
+        }),
+      );
+      const body = expectProblem(answer, 415, "unsupported_media_type");
       expect(body.detail).toContain("text/plain");
       expect(await rowCount()).toBe(before);
     });
 
     it("unknown fields and bad enum values: 400 listing every issue", async () => {
       const before = await rowCount();
-      const res = await t.app.request(
-        "/v1/sessions",
-        json({ permission_mode: "yolo", effort: "extreme", colour: "blue", worktree: "yes" }),
+      const answer = await untyped(
+        t.app.request("/v1/sessions", {
+          method: "POST",
+          headers: { "Content-Type": "application/json" },
+          body: JSON.stringify({
+            permission_mode: "yolo",
+            effort: "extreme",
+            colour: "blue",
+            worktree: "yes",
+          }),
+        }),
       );
-      const body = await expectProblem(res, 400, "validation_failed");
-      const byPath = Object.fromEntries(
-        body.errors.map((e: { path: string; message: string }) => [e.path, e.message]),
-      );
+      const body = expectProblem(answer, 400, "validation_failed");
+      const byPath = Object.fromEntries((body.errors ?? []).map((e) => [e.path, e.message]));
       expect(byPath.permission_mode).toContain("acceptEdits");
       expect(byPath.permission_mode).toContain("dangerously-skip-permissions");
       expect(byPath.effort).toContain("xhigh");
       expect(byPath.worktree).toBeDefined();
-      expect(body.errors.some((e: { message: string }) => e.message.includes("colour"))).toBe(true);
+      expect(body.errors?.some((e) => e.message.includes("colour"))).toBe(true);
       expect(await rowCount()).toBe(before);
     });
 
     it("a body over the documented limit: 413", async () => {
       const before = await rowCount();
-      const res = await t.app.request("/v1/sessions", json({ system_prompt: "x".repeat(5000) }));
-      const body = await expectProblem(res, 413, "payload_too_large");
+      const answer = await api.POST("/v1/sessions", { body: { system_prompt: "x".repeat(5000) } });
+      const body = expectProblem(answer, 413, "payload_too_large");
       expect(body.detail).toContain("4096");
       expect(await rowCount()).toBe(before);
     });
 
     it("a cursor the server never gave: 400", async () => {
-      await expectProblem(await t.app.request("/v1/sessions?cursor=bm9wZQ"), 400, "invalid_cursor");
+      expectProblem(
+        await api.GET("/v1/sessions", { params: { query: { cursor: "bm9wZQ" } } }),
+        400,
+        "invalid_cursor",
+      );
     });
 
     it("a page size out of range: 400", async () => {
-      const body = await expectProblem(
-        await t.app.request("/v1/sessions?limit=0"),
+      const body = expectProblem(
+        await api.GET("/v1/sessions", { params: { query: { limit: 0 } } }),
         400,
         "validation_failed",
       );
-      expect(body.errors[0]).toMatchObject({ location: "query", path: "limit" });
+      expect(body.errors?.[0]).toMatchObject({ location: "query", path: "limit" });
     });
 
     it("a method the path does not take: 405 with Allow", async () => {
-      const res = await t.app.request("/v1/sessions", { ...json({}), method: "PUT" });
-      await expectProblem(res, 405, "method_not_allowed");
-      expect(res.headers.get("allow")).toContain("POST");
+      const answer = await untyped(
+        t.app.request("/v1/sessions", {
+          method: "PUT",
+          headers: { "Content-Type": "application/json" },
+          body: "{}",
+        }),
+      );
+      expectProblem(answer, 405, "method_not_allowed");
+      expect(answer.response.headers.get("allow")).toContain("POST");
     });
 
     it("an unknown route: 404", async () => {
-      await expectProblem(await t.app.request("/v1/nothing-here"), 404, "not_found");
+      expectProblem(await untyped(t.app.request("/v1/nothing-here")), 404, "not_found");
     });
   });
 });

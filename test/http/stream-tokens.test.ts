@@ -4,7 +4,8 @@ import { issueStreamToken, STREAM_TOKEN_TTL_SECONDS } from "../../src/auth/strea
 import { createLogger } from "../../src/log.js";
 import { openDatabase } from "../../src/store/db.js";
 import { revokeKey } from "../../src/store/keys.js";
-import { createTestAppOn, requestAs, type TestApp } from "../support/app.js";
+import { createTestAppOn, type TestApp } from "../support/app.js";
+import { appClient } from "../support/app-client.js";
 import { BACKENDS, openTestDatabase } from "../support/db.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
@@ -38,29 +39,37 @@ describe.each(BACKENDS)("stream tokens on %s", (backend) => {
     await fake.cleanup();
   });
 
-  const as = (key: string | undefined, path: string, init: RequestInit = {}) =>
-    requestAs(t.app, key, path, init);
+  const as = (key: string) => appClient(t.app, key);
+  // Without a key: the token is all a browser's EventSource has.
+  const anonymous = () => appClient(t.app);
 
-  /** A finished run of a new session of `key`. */
+  /** A finished run of a new session of `key` (answered 200, or `send` throws). */
   async function finishedRun(key: string): Promise<string> {
-    const session = await (await as(key, "/v1/sessions", { method: "POST" })).json();
-    const res = await as(key, `/v1/sessions/${session.id}/messages`, {
-      method: "POST",
-      headers: { "Content-Type": "application/json", Accept: "application/json" },
-      body: JSON.stringify({ text: "hi" }),
-    });
-    expect(res.status).toBe(200);
-    return (await res.json()).run.id;
+    const session = await as(key).createSession();
+    return (await as(key).send(session.id, "hi")).run.id;
   }
 
   async function tokenFor(key: string, runId: string) {
-    const res = await as(key, `/v1/runs/${runId}/stream-token`, { method: "POST" });
-    expect(res.status).toBe(201);
-    return res.json() as Promise<{ token: string; expires_at: string; events_url: string }>;
+    const { data, response } = await as(key).POST("/v1/runs/{id}/stream-token", {
+      params: { path: { id: runId } },
+    });
+    expect(response.status).toBe(201);
+    return data as NonNullable<typeof data>;
   }
 
+  /** The run's events, with `token` in place of a key. */
+  const eventsWith = (runId: string, token: string, after?: number) =>
+    anonymous().GET("/v1/runs/{id}/events", {
+      params: { path: { id: runId }, query: { token, ...(after ? { after } : {}) } },
+      parseAs: "stream",
+    });
+
+  /**
+   * A request with no key, refused 401; its detail. Raw, as the token is tried where the contract
+   * takes none (other routes, other methods), and links are followed as the server wrote them.
+   */
   async function refused(path: string, init: RequestInit = {}): Promise<string> {
-    const res = await as(undefined, path, init);
+    const res = await t.app.request(path, init);
     expect(res.status, path).toBe(401);
     const problem = await res.json();
     expect(problem.code).toBe("unauthorized");
@@ -78,7 +87,7 @@ describe.each(BACKENDS)("stream tokens on %s", (backend) => {
     expect(Date.parse(expires_at)).toBeGreaterThanOrEqual(inTtl(before));
     expect(Date.parse(expires_at)).toBeLessThanOrEqual(inTtl(after));
 
-    const res = await as(undefined, events_url);
+    const { response: res } = await eventsWith(runId, token);
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toMatch(/^text\/event-stream/);
     const frames = await SseReader.of(res).events(100);
@@ -89,7 +98,7 @@ describe.each(BACKENDS)("stream tokens on %s", (backend) => {
       "completion",
     ]);
     // Last-Event-ID and the other query parameters still work beside it.
-    const resumed = await as(undefined, `${events_url}&after=3`);
+    const { response: resumed } = await eventsWith(runId, token, 3);
     expect((await SseReader.of(resumed).events(100)).map((f) => f.event)).toEqual(["completion"]);
   });
 
@@ -153,18 +162,20 @@ describe.each(BACKENDS)("stream tokens on %s", (backend) => {
     // The expiry with a leading zero is the same number.
     expect(await refused(events(`0${expires}.${key}.${signature}`))).toBe("malformed stream token");
     // As made, it is good.
-    expect((await as(undefined, events(token))).status).toBe(200);
+    expect((await eventsWith(runId, token)).response.status).toBe(200);
   });
 
   it("is made only for a run the key may see, and ends with the key that made it", async () => {
     const runId = await finishedRun(alice);
-    const res = await as(bob, `/v1/runs/${runId}/stream-token`, { method: "POST" });
-    expect(res.status).toBe(404);
+    const { response } = await as(bob).POST("/v1/runs/{id}/stream-token", {
+      params: { path: { id: runId } },
+    });
+    expect(response.status).toBe(404);
 
     const carol = await issueKey(t.database.db, { name: "carol", admin: false });
     const carolRun = await finishedRun(carol.key);
-    const { events_url } = await tokenFor(carol.key, carolRun);
-    expect((await as(undefined, events_url)).status).toBe(200);
+    const { token, events_url } = await tokenFor(carol.key, carolRun);
+    expect((await eventsWith(carolRun, token)).response.status).toBe(200);
     await revokeKey(t.database.db, carol.row.id);
     expect(await refused(events_url)).toBe("the key this stream token was made with is revoked");
   });
@@ -192,7 +203,7 @@ describe.each(BACKENDS)("stream tokens on %s", (backend) => {
   it("never reaches the log", async () => {
     const runId = await finishedRun(alice);
     const { token, events_url } = await tokenFor(alice, runId);
-    await (await as(undefined, events_url)).text();
+    await (await t.app.request(events_url)).text();
     await refused(`/v1/runs/${runId}?token=${token}`);
     const requests = logs.filter((line) => line.includes('"msg":"request"'));
     expect(requests.some((line) => line.includes(`/v1/runs/${runId}/events`))).toBe(true);

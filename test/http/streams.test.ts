@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
+import { createClient, type Problem, type Run } from "../../src/client/index.js";
 import { agentMatrix } from "../support/agents.js";
-import { createTestApp, fetchAs, listen, type TestApp } from "../support/app.js";
+import { createTestApp, listen, type TestApp } from "../support/app.js";
 import type { FakeCli } from "../support/fake-cli.js";
 import { longRun } from "../support/fake-scenarios.js";
 import { waitUntil } from "../support/process.js";
@@ -38,33 +39,42 @@ describe.each(agentMatrix)("event streams per key, $agent on $db", (agent) => {
     await fake.cleanup();
   });
 
-  const call = (key: string, path: string, init: RequestInit = {}) =>
-    fetchAs(server.url, key, path, init);
-  const newSession = async (key: string): Promise<string> =>
-    (await (await call(key, "/v1/sessions", { method: "POST", body: "{}" })).json()).id;
+  /** The typed client over the socket, with `key`. */
+  const call = (key: string) => createClient({ baseUrl: server.url, key });
+  const newSession = async (key: string): Promise<string> => (await call(key).createSession()).id;
   /** A run of the key that goes on (the fake works for a minute), started without a stream. */
   async function longRunOf(key: string): Promise<string> {
-    const res = await call(key, `/v1/sessions/${await newSession(key)}/messages`, {
-      method: "POST",
-      headers: { Prefer: "respond-async" },
-      body: JSON.stringify({ text: "work" }),
+    const { data, response } = await call(key).POST("/v1/sessions/{id}/messages", {
+      params: { path: { id: await newSession(key) }, header: { prefer: "respond-async" } },
+      body: { text: "work" },
     });
-    expect(res.status).toBe(202);
-    return (await res.json()).id;
+    expect(response.status).toBe(202);
+    return (data as Run).id;
   }
   /** Follows the run; the reader is kept (and cancelled at the end) when the stream opened. */
   async function follow(
     key: string,
     runId: string,
-  ): Promise<{ status: number; res: Response; reader?: SseReader }> {
-    const res = await call(key, `/v1/runs/${runId}/events`);
-    if (res.status !== 200) return { status: res.status, res };
+  ): Promise<{ status: number; res: Response; problem?: Problem; reader?: SseReader }> {
+    const { error, response: res } = await call(key).GET("/v1/runs/{id}/events", {
+      params: { path: { id: runId } },
+      parseAs: "stream",
+    });
+    if (res.status !== 200)
+      return { status: res.status, res, ...(error ? { problem: error } : {}) };
     const reader = SseReader.of(res);
     open.push(reader);
     // The first frame: the stream is served, its place taken.
     expect((await reader.events(1))[0]?.event).toBe("run_started");
     return { status: 200, res, reader };
   }
+  /** A message answered with its run's events (the default). */
+  const streamedMessage = async (key: string, sessionId: string, text: string) =>
+    call(key).POST("/v1/sessions/{id}/messages", {
+      params: { path: { id: sessionId } },
+      body: { text },
+      parseAs: "stream",
+    });
 
   /** Tries to follow the run until a stream is admitted: the server frees a place on its own time. */
   async function followOnceAdmitted(key: string, runId: string, what: string) {
@@ -75,22 +85,22 @@ describe.each(agentMatrix)("event streams per key, $agent on $db", (agent) => {
     const run = await longRunOf(alice);
     const first = await follow(alice, run);
     // A message's own SSE answer counts as one of the key's streams too.
-    const message = await call(alice, `/v1/sessions/${await newSession(alice)}/messages`, {
-      method: "POST",
-      body: JSON.stringify({ text: "stream it" }),
-    });
+    const { response: message } = await streamedMessage(
+      alice,
+      await newSession(alice),
+      "stream it",
+    );
     expect(message.status).toBe(200);
     const messageStream = SseReader.of(message);
     open.push(messageStream);
     expect((await messageStream.events(1))[0]?.event).toBe("run_started");
 
-    const { res: third } = await follow(alice, run);
+    const { res: third, problem } = await follow(alice, run);
     expect(third.status).toBe(429);
     expect(third.headers.get("content-type")).toBe("application/problem+json");
     expect(third.headers.get("retry-after")).toBe("5");
-    const problem = await third.json();
-    expect(problem.code).toBe("too_many_streams");
-    expect(problem.detail).toContain("2 event streams open");
+    expect(problem?.code).toBe("too_many_streams");
+    expect(problem?.detail).toContain("2 event streams open");
     // Another key's streams are its own.
     expect((await follow(bob, await longRunOf(bob))).status).toBe(200);
 
@@ -104,14 +114,11 @@ describe.each(agentMatrix)("event streams per key, $agent on $db", (agent) => {
     expect((await follow(carol, run)).status).toBe(200);
     expect((await follow(carol, run)).status).toBe(200);
     const session = await newSession(carol);
-    const refused = await call(carol, `/v1/sessions/${session}/messages`, {
-      method: "POST",
-      // Names the session, as the CLI's start would (FakeCli.startsFor).
-      body: JSON.stringify({ text: `one stream too many in ${session}` }),
-    });
-    expect(refused.status).toBe(429);
-    expect((await refused.json()).code).toBe("too_many_streams");
-    const after = await (await call(carol, `/v1/sessions/${session}`)).json();
+    // Names the session, as the CLI's start would (FakeCli.startsFor).
+    const refused = await streamedMessage(carol, session, `one stream too many in ${session}`);
+    expect(refused.response.status).toBe(429);
+    expect(refused.error?.code).toBe("too_many_streams");
+    const after = await call(carol).getSession(session);
     expect(after.usage.runs).toBe(0);
     expect(await fake.startsFor(session)).toEqual([]);
   });
@@ -122,7 +129,10 @@ describe.each(agentMatrix)("event streams per key, $agent on $db", (agent) => {
     const streams = [await follow(dave, run), await follow(dave, run)];
     expect(streams.map((s) => s.status)).toEqual([200, 200]);
     expect((await follow(dave, run)).status).toBe(429);
-    expect((await call(dave, `/v1/runs/${run}/cancel`, { method: "POST" })).status).toBe(200);
+    const cancelled = await call(dave).POST("/v1/runs/{id}/cancel", {
+      params: { path: { id: run } },
+    });
+    expect(cancelled.response.status).toBe(200);
     // Both streams read to their end (the completion), then the key has its places again.
     for (const { reader } of streams) {
       const rest = (await reader?.events()) ?? [];

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { getTableName } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type AgentBridgeClient, createClient } from "../../src/client/index.js";
 import {
   DEPTH_MESSAGE,
   inputIssues,
@@ -61,6 +62,7 @@ describe("the walk of a request's JSON", () => {
 describe.each(BACKENDS)("input that cannot be handled as sent, on %s", (backend) => {
   let t: TestApp;
   let server: { url: string; close(): Promise<void> };
+  let api: AgentBridgeClient;
   let root: string;
   let fake: FakeCli;
   let sessionId: string;
@@ -83,7 +85,8 @@ describe.each(BACKENDS)("input that cannot be handled as sent, on %s", (backend)
       AGENT_BRIDGE_WORK_DIR: root,
     });
     server = await listen(t.app);
-    sessionId = (await (await fetch(`${server.url}/v1/sessions`, { method: "POST" })).json()).id;
+    api = createClient({ baseUrl: server.url });
+    sessionId = (await api.createSession()).id;
     await createHook(server.url, {
       name: hook,
       verification: "bearer",
@@ -108,6 +111,9 @@ describe.each(BACKENDS)("input that cannot be handled as sent, on %s", (backend)
     );
   };
 
+  // Raw: the values these tests send are ones no client should (U+0000, lone surrogates, JSON
+  // nested thousands deep, hand-written JSON text); where a test's set-up or check is ordinary,
+  // it goes through the typed client.
   const send = (method: string, path: string, body: unknown) =>
     fetch(`${server.url}${path}`, {
       method,
@@ -228,12 +234,9 @@ describe.each(BACKENDS)("input that cannot be handled as sent, on %s", (backend)
   });
 
   it("a surrogate pair is text: a title with an emoji is stored as sent", async () => {
-    const res = await send("POST", "/v1/sessions", { title: "ship it 🚀" });
-    expect(res.status).toBe(201);
-    const { id } = await res.json();
-    expect((await (await fetch(`${server.url}/v1/sessions/${id}`)).json()).title).toBe(
-      "ship it 🚀",
-    );
+    const { data, response } = await api.POST("/v1/sessions", { body: { title: "ship it 🚀" } });
+    expect(response.status).toBe(201);
+    expect((await api.getSession(data?.id ?? "")).title).toBe("ship it 🚀");
   });
 
   const delivery = (body: string) =>
@@ -284,14 +287,17 @@ describe.each(BACKENDS)("input that cannot be handled as sent, on %s", (backend)
   }
 
   it("an answer whose updated_input cannot be handled is a 400 naming it; the request stays pending, and answerable", async () => {
-    const session = await (await send("POST", "/v1/sessions", { approvals: "api" })).json();
-    const res = await send("POST", `/v1/sessions/${session.id}/messages`, { text: "deploy" });
-    const runId = res.headers.get("x-run-id");
+    const session = await api.createSession({ approvals: "api" });
+    const { response: res } = await api.POST("/v1/sessions/{id}/messages", {
+      params: { path: { id: session.id } },
+      body: { text: "deploy" },
+      parseAs: "stream",
+    });
+    const runId = res.headers.get("x-run-id") ?? "";
     const sse = SseReader.of(res);
     await sse.until("permission_request");
     const answer = (body: string) => send("POST", `/v1/runs/${runId}/permissions/req_1`, body);
-    const pending = async () =>
-      (await (await fetch(`${server.url}/v1/runs/${runId}/permissions`)).json()).data;
+    const pending = () => api.listPermissions(runId);
     const before = await pending();
     expect(before).toEqual([expect.objectContaining({ request_id: "req_1", state: "pending" })]);
     const refusals = [
@@ -333,25 +339,42 @@ describe.each(BACKENDS)("input that cannot be handled as sent, on %s", (backend)
   const cursorOf = (t: string) =>
     Buffer.from(JSON.stringify({ t, id: crypto.randomUUID() })).toString("base64url");
 
-  for (const [route, path] of [
-    ["/v1/sessions", () => "/v1/sessions"],
-    ["/v1/runs", () => "/v1/runs"],
-    ["/v1/sessions/{id}/runs", () => `/v1/sessions/${sessionId}/runs`],
-    ["/v1/hooks/{name}/deliveries", () => `/v1/hooks/${hook}/deliveries`],
+  type Page = { data?: unknown; error?: unknown; response: Response };
+  for (const [route, page] of [
+    [
+      "/v1/sessions",
+      (cursor: string): Promise<Page> => api.GET("/v1/sessions", { params: { query: { cursor } } }),
+    ],
+    [
+      "/v1/runs",
+      (cursor: string): Promise<Page> => api.GET("/v1/runs", { params: { query: { cursor } } }),
+    ],
+    [
+      "/v1/sessions/{id}/runs",
+      (cursor: string): Promise<Page> =>
+        api.GET("/v1/sessions/{id}/runs", {
+          params: { path: { id: sessionId }, query: { cursor } },
+        }),
+    ],
+    [
+      "/v1/hooks/{name}/deliveries",
+      (cursor: string): Promise<Page> =>
+        api.GET("/v1/hooks/{name}/deliveries", {
+          params: { path: { name: hook }, query: { cursor } },
+        }),
+    ],
   ] as const) {
     it(`a cursor of year 0 (JS holds it, Postgres does not) on ${route}: 400 invalid_cursor; year 1 pages`, async () => {
-      const res = await fetch(`${server.url}${path()}?cursor=${cursorOf("0000-01-01T00:00:00Z")}`);
-      expect(res.status).toBe(400);
-      expect(res.headers.get("content-type")).toBe("application/problem+json");
-      expect(await res.json()).toMatchObject({
+      const { error, response } = await page(cursorOf("0000-01-01T00:00:00Z"));
+      expect(response.status).toBe(400);
+      expect(response.headers.get("content-type")).toBe("application/problem+json");
+      expect(error).toMatchObject({
         code: "invalid_cursor",
         detail: expect.stringMatching(/^cursor /),
       });
-      const earliest = await fetch(
-        `${server.url}${path()}?cursor=${cursorOf("0001-01-01T00:00:00Z")}`,
-      );
-      expect(earliest.status).toBe(200);
-      expect(await earliest.json()).toEqual({ data: [], next_cursor: null });
+      const earliest = await page(cursorOf("0001-01-01T00:00:00Z"));
+      expect(earliest.response.status).toBe(200);
+      expect(earliest.data).toEqual({ data: [], next_cursor: null });
     });
   }
 });

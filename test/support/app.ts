@@ -64,7 +64,11 @@ export function createTestAppOn(
   };
 }
 
-/** A request to the app with `key` as its API key (none when undefined). */
+/**
+ * A raw request to the app with `key` as its API key (none when undefined). Route tests call
+ * through the typed `appClient` (app-client.ts) instead, and keep raw requests for what its types
+ * forbid.
+ */
 export function requestAs(
   app: TestApp["app"],
   key: string | undefined,
