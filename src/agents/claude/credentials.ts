@@ -113,14 +113,15 @@ export function anthropicUpstream(env: Record<string, string>): AnthropicUpstrea
   const { ANTHROPIC_API_KEY: apiKey, ANTHROPIC_AUTH_TOKEN: authToken } = env;
   const given = (value: string | undefined): value is string => nonEmpty(value);
   if (given(apiKey) || given(authToken)) {
+    const variable = given(apiKey) ? "ANTHROPIC_API_KEY" : "ANTHROPIC_AUTH_TOKEN";
     return {
       baseUrl,
       credential: {
         ...(given(apiKey) ? { "x-api-key": apiKey } : {}),
         ...(given(authToken) ? { authorization: `Bearer ${authToken}` } : {}),
       },
-      variable: given(apiKey) ? "ANTHROPIC_API_KEY" : "ANTHROPIC_AUTH_TOKEN",
-      source: given(apiKey) ? "ANTHROPIC_API_KEY" : "ANTHROPIC_AUTH_TOKEN",
+      variable,
+      source: variable,
     };
   }
   const oauthToken = env.CLAUDE_CODE_OAUTH_TOKEN;
