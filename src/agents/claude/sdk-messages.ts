@@ -8,7 +8,7 @@ import type { Json } from "../line-fields.js";
 // CLI and types its lines as trusted (every field present) through @anthropic-ai/sdk's types,
 // while a line is untrusted here (a field is absent when missing or of the wrong type), and the
 // CLI writes fields the SDK does not type (`api_message_id`, `is_api_error_message`,
-// `model_usage_since_last_result`, `api_error_status`, `isReplay`).
+// `model_usage_since_last_result`).
 
 /** Fields every line may carry. */
 interface SDKLine {
@@ -41,7 +41,7 @@ export interface SDKToolResultBlock {
   type: "tool_result";
   tool_use_id: string;
   is_error: boolean;
-  /** A string, or content blocks (text, images…): see tool-results.ts. */
+  /** A string, or content blocks (text, images…): tool-uses.ts makes it one text. */
   content: unknown;
 }
 
@@ -103,7 +103,7 @@ export interface SDKPartialAssistantMessage extends SDKLine {
   event: SDKStreamEvent;
 }
 
-/** `rate_limit_info`, passed on whole in the `rate_limit` event; status.ts reads a few fields. */
+/** `rate_limit_info`, passed on whole in the `rate_limit` event; system-lines.ts reads it. */
 export type SDKRateLimitInfo = Json;
 
 export interface SDKRateLimitEvent extends SDKLine {
