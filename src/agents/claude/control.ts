@@ -1,5 +1,7 @@
 import { PERMISSION_DETAILS, type PermissionAnswer, type PermissionRequest } from "../agent.js";
-import { isRecord, type Json } from "../line-fields.js";
+import type { Json } from "../line-fields.js";
+import { readLine } from "./sdk-lines.js";
+import type { SDKControlResponse } from "./sdk-messages.js";
 import { ASK_USER_QUESTION, parseQuestions } from "./tools.js";
 
 // The CLI's control protocol (`--permission-prompt-tool stdio`), as data both ways: a
@@ -27,15 +29,16 @@ export type ControlRequest =
   | { kind: "permission"; request: PermissionRequest }
   | { kind: "unsupported"; line: string };
 
-function responseLine(response: Json): string {
-  return `${JSON.stringify({ type: "control_response", response })}\n`;
+function responseLine(response: SDKControlResponse["response"]): string {
+  const line: SDKControlResponse = { type: "control_response", response };
+  return `${JSON.stringify(line)}\n`;
 }
 
 /** What one `control_request` line asks; undefined when it carries no request id. */
 export function readControlRequest(line: Json): ControlRequest | undefined {
-  const requestId = line.request_id;
-  if (typeof requestId !== "string") return undefined;
-  const request = isRecord(line.request) ? line.request : {};
+  const message = readLine(line);
+  if (message.type !== "control_request") return undefined;
+  const { request_id: requestId, request } = message;
   if (request.subtype !== "can_use_tool") {
     // Nothing else is configured (no hooks, no SDK MCP servers); say so rather than hang the CLI.
     return {
@@ -43,26 +46,24 @@ export function readControlRequest(line: Json): ControlRequest | undefined {
       line: responseLine({
         subtype: "error",
         request_id: requestId,
-        error: `agent-bridge does not handle control requests of subtype ${String(request.subtype)}`,
+        error: `agent-bridge does not handle control requests of subtype ${request.requested}`,
       }),
     };
   }
   const details: PermissionRequest["details"] = {};
   for (const name of PERMISSION_DETAILS) {
     const value = request[name];
-    if (typeof value === "string") details[name] = value;
+    if (value !== undefined) details[name] = value;
   }
-  const toolName = typeof request.tool_name === "string" ? request.tool_name : "this tool";
+  const toolName = request.tool_name ?? "this tool";
   return {
     kind: "permission",
     request: {
       requestId,
       toolName,
-      toolUseId: typeof request.tool_use_id === "string" ? request.tool_use_id : null,
-      input: isRecord(request.input) ? request.input : {},
-      suggestions: Array.isArray(request.permission_suggestions)
-        ? request.permission_suggestions
-        : [],
+      toolUseId: request.tool_use_id ?? null,
+      input: request.input,
+      suggestions: request.permission_suggestions,
       details,
       questions: toolName === ASK_USER_QUESTION ? parseQuestions(request.input) : [],
     },

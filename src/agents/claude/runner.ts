@@ -19,6 +19,7 @@ import { CLAUDE_LONG_LINE } from "./long-line.js";
 import { StreamMapper } from "./mapper.js";
 import { withSessionFallback } from "./resume.js";
 import type { RunRequest } from "./run-request.js";
+import { readLine } from "./sdk-lines.js";
 
 // Runs one `claude -p` for one message on the shared process driver (src/process/driver/): the
 // command line and stdin message come from command.ts, the meaning of its stream-json lines from
@@ -124,9 +125,10 @@ async function* runClaudeOnce(
         return question ? [question] : [];
       }
       if (line.type === "control_cancel_request") {
-        if (typeof line.request_id === "string") {
-          withdrawn.add(line.request_id);
-          config.withdraw?.(line.request_id);
+        const cancel = readLine(line);
+        if (cancel.type === "control_cancel_request") {
+          withdrawn.add(cancel.request_id);
+          config.withdraw?.(cancel.request_id);
         }
         return [];
       }

@@ -1,5 +1,6 @@
 import type { BridgeEvent } from "../../events.js";
-import { int, isRecord, type Json, str } from "../line-fields.js";
+import { str } from "../line-fields.js";
+import type { SDKAPIRetryMessage, SDKRateLimitInfo, SDKSystemMessage } from "./sdk-messages.js";
 
 // The CLI's own notices that a client is told of: the `system` `init` line (the session, its
 // model, tools, MCP servers and slash commands), the API being retried (`system` `api_retry`) and
@@ -8,27 +9,23 @@ import { int, isRecord, type Json, str } from "../line-fields.js";
 
 type StatusEvent = Extract<BridgeEvent, { type: "status" }>;
 
-const strings = (value: unknown): string[] =>
-  Array.isArray(value) ? value.filter((v): v is string => typeof v === "string") : [];
-
 /** `session_status` and `available_commands` from the init line. */
-export function initEvents(line: Json, resumed: boolean): BridgeEvent[] {
-  const servers = Array.isArray(line.mcp_servers) ? line.mcp_servers.filter(isRecord) : [];
+export function initEvents(line: SDKSystemMessage, resumed: boolean): BridgeEvent[] {
   return [
     {
       type: "session_status",
       status: resumed ? "resumed" : "new",
-      agent_session_id: str(line.session_id) ?? null,
-      model: str(line.model) ?? null,
-      tools: strings(line.tools),
-      mcp_servers: servers.flatMap((s) => {
-        const name = str(s.name);
-        return name === undefined ? [] : [{ name, status: str(s.status) ?? "unknown" }];
-      }),
+      agent_session_id: line.session_id ?? null,
+      model: line.model ?? null,
+      tools: line.tools,
+      mcp_servers: line.mcp_servers.map(({ name, status }) => ({
+        name,
+        status: status ?? "unknown",
+      })),
     },
     {
       type: "available_commands",
-      commands: strings(line.slash_commands).map((name) => ({ name })),
+      commands: line.slash_commands.map((name) => ({ name })),
     },
   ];
 }
@@ -40,19 +37,18 @@ function seconds(ms: number): string {
 }
 
 /** "API error (529 overloaded), retrying 3/10 in 8 s" from an `api_retry` line. */
-export function apiRetryStatus(line: Json): StatusEvent {
-  const status = typeof line.error_status === "number" ? line.error_status : undefined;
-  const error = str(line.error);
+export function apiRetryStatus(line: SDKAPIRetryMessage): StatusEvent {
+  const { error_status: status, error } = line;
   const named = error !== undefined && error !== "unknown" ? error : undefined;
   const what =
     status !== undefined
       ? `API error (${[status, named].filter((p) => p !== undefined).join(" ")})`
       : `API unreachable${named ? ` (${named})` : ""}`;
-  const max = int(line.max_retries);
-  const attempt = `${int(line.attempt)}${max > 0 ? `/${max}` : ""}`;
+  const max = line.max_retries;
+  const attempt = `${line.attempt}${max > 0 ? `/${max}` : ""}`;
   return {
     type: "status",
-    message: `${what}, retrying ${attempt} in ${seconds(int(line.retry_delay_ms))}`,
+    message: `${what}, retrying ${attempt} in ${seconds(line.retry_delay_ms)}`,
   };
 }
 
@@ -60,7 +56,7 @@ export function apiRetryStatus(line: Json): StatusEvent {
  * A status for a rate limit the run is close to or has hit (none while the limit allows it, as
  * with most subscription runs): "Rate limited (five hour limit) until 2026-05-01T17:00:00.000Z".
  */
-export function rateLimitStatus(info: Json): StatusEvent | undefined {
+export function rateLimitStatus(info: SDKRateLimitInfo): StatusEvent | undefined {
   const what =
     info.status === "rejected"
       ? "Rate limited"

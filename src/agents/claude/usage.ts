@@ -1,5 +1,5 @@
 import type { BridgeEvent, Usage } from "../../events.js";
-import { int, isRecord, type Json } from "../line-fields.js";
+import type { SDKModelUsage, SDKResultMessage, SDKUsage } from "./sdk-messages.js";
 
 // What a Claude Code run spent, and how full the model's context is, from what the CLI reports:
 // each API message's usage as it streams (message_start, the assistant lines, message_delta),
@@ -24,14 +24,14 @@ interface MessageUsage {
 export class UsageLedger {
   private readonly messages = new Map<string, MessageUsage>();
 
-  report(messageId: string, usage: unknown, main: boolean): void {
-    if (!isRecord(usage)) return;
+  report(messageId: string, usage: SDKUsage | undefined, main: boolean): void {
+    if (usage === undefined) return;
     const known = this.messages.get(messageId);
     this.messages.set(messageId, {
-      input: Math.max(known?.input ?? 0, int(usage.input_tokens)),
-      cacheRead: Math.max(known?.cacheRead ?? 0, int(usage.cache_read_input_tokens)),
-      cacheCreation: Math.max(known?.cacheCreation ?? 0, int(usage.cache_creation_input_tokens)),
-      output: Math.max(known?.output ?? 0, int(usage.output_tokens)),
+      input: Math.max(known?.input ?? 0, usage.input_tokens),
+      cacheRead: Math.max(known?.cacheRead ?? 0, usage.cache_read_input_tokens),
+      cacheCreation: Math.max(known?.cacheCreation ?? 0, usage.cache_creation_input_tokens),
+      output: Math.max(known?.output ?? 0, usage.output_tokens),
       main: main || (known?.main ?? false),
     });
   }
@@ -72,12 +72,14 @@ export function documentedWindow(model: string | undefined): number {
 }
 
 /** The context window of `model` as the result's `modelUsage` reports it (else the largest one). */
-export function reportedWindow(modelUsage: unknown, model: string | undefined): number | undefined {
-  if (!isRecord(modelUsage)) return undefined;
-  const of = (m: unknown) => (isRecord(m) ? int(m.contextWindow) : 0);
-  const own = model !== undefined ? of(modelUsage[model]) : 0;
+export function reportedWindow(
+  modelUsage: Record<string, SDKModelUsage> | undefined,
+  model: string | undefined,
+): number | undefined {
+  if (modelUsage === undefined) return undefined;
+  const own = model !== undefined ? (modelUsage[model]?.contextWindow ?? 0) : 0;
   if (own > 0) return own;
-  const largest = Math.max(0, ...Object.values(modelUsage).map(of));
+  const largest = Math.max(0, ...Object.values(modelUsage).map((m) => m.contextWindow));
   return largest > 0 ? largest : undefined;
 }
 
@@ -95,16 +97,18 @@ export function contextWindow(used: number, size: number): ContextWindowEvent {
  * This run's cost. On --resume the CLI restores the session's cost, so `total_cost_usd` is the
  * session's running total; `model_usage_since_last_result` holds this run's usage per model.
  */
-export function runCost(line: Json): number {
+export function runCost(line: SDKResultMessage): number {
   const since = line.model_usage_since_last_result;
-  if (isRecord(since)) {
-    const costs = Object.values(since).flatMap((m) =>
-      isRecord(m) && typeof m.costUSD === "number" && Number.isFinite(m.costUSD) ? [m.costUSD] : [],
-    );
-    if (costs.length > 0) return costs.reduce((a, b) => a + b, 0);
+  if (since !== undefined) {
+    let sum: number | undefined;
+    for (const model in since) {
+      const cost = since[model]?.costUSD;
+      if (cost !== undefined) sum = (sum ?? 0) + cost;
+    }
+    if (sum !== undefined) return sum;
   }
-  const total = typeof line.total_cost_usd === "number" ? line.total_cost_usd : line.cost_usd;
-  return typeof total === "number" && Number.isFinite(total) ? total : 0;
+  const total = line.total_cost_usd ?? line.cost_usd;
+  return total !== undefined && Number.isFinite(total) ? total : 0;
 }
 
 /**

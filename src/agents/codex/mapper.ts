@@ -4,21 +4,24 @@ import {
   type CompletionErrorCode,
   type CompletionEvent,
   type CompletionStatusValue,
-  type Usage,
 } from "../../events.js";
-import { costOf, type ModelPrice } from "../../prices.js";
+import type { ModelPrice } from "../../prices.js";
 import type { ToolKind } from "../../tool-calls.js";
-import {
-  cut,
-  DEFAULT_MAX_TOOL_RESULT_CHARS,
-  int,
-  isRecord,
-  type Json,
-  str,
-} from "../line-fields.js";
+import { cut, DEFAULT_MAX_TOOL_RESULT_CHARS, isRecord, type Json, str } from "../line-fields.js";
 import { MessageJoiner } from "../message-text.js";
 import { toolStatusMessage, unfinishedOutcome } from "../tool-payloads.js";
+import { itemFailed, itemInput, itemResult } from "./item-results.js";
 import { itemOutcome, itemTool, normalizeItem } from "./tools.js";
+import {
+  bridgeUsage,
+  type CodexUsageTotals,
+  runCost,
+  runShare,
+  totalsOf,
+  ZERO_CODEX_USAGE,
+} from "./usage-totals.js";
+
+export type { CodexUsageTotals };
 
 // Turns the JSONL lines of `codex exec --json` (already parsed) into BridgeEvents. Pure and
 // synchronous: feed it lines in order with `push`; `turn.completed` or `turn.failed` yields the
@@ -31,26 +34,8 @@ import { itemOutcome, itemTool, normalizeItem } from "./tools.js";
 // `tool_call` (normalized, see tools.ts); `item.completed` gives the `tool_result` (for items with
 // output) and the `tool_update`. Each is emitted once per item id; `turn.completed` closes the
 // calls still open.
-// Usage: `turn.completed.usage` is the thread's running total (it counts every earlier turn after
-// `exec resume`), so a run's own usage is the difference from the totals its previous run ended
-// with, which the caller passes in and reads back from `usageTotals`.
-
-/** `turn.completed.usage` of codex-cli 0.171.0: running totals over the thread. */
-export interface CodexUsageTotals {
-  input_tokens: number;
-  cached_input_tokens: number;
-  cache_write_input_tokens: number;
-  output_tokens: number;
-  reasoning_output_tokens: number;
-}
-
-const ZERO_CODEX_USAGE: CodexUsageTotals = {
-  input_tokens: 0,
-  cached_input_tokens: 0,
-  cache_write_input_tokens: 0,
-  output_tokens: 0,
-  reasoning_output_tokens: 0,
-};
+// Usage: a run's own share of the thread's running totals (usage-totals.ts), from the totals its
+// previous run ended with, which the caller passes in and reads back from `usageTotals`.
 
 export interface CodexMapperOptions {
   /** The thread's usage totals when this run started (from the previous run's `usageTotals`). */
@@ -72,30 +57,6 @@ const NOT_AUTHENTICATED =
 /** How codex reports a refused or missing key (HTTP 401 from the API, or no key at all). */
 const AUTH_FAILURE = /\b401 Unauthorized\b|Missing environment variable: `OPENAI_API_KEY`/;
 
-function totalsOf(usage: unknown): CodexUsageTotals {
-  const u = isRecord(usage) ? usage : {};
-  return {
-    input_tokens: int(u.input_tokens),
-    cached_input_tokens: int(u.cached_input_tokens),
-    cache_write_input_tokens: int(u.cache_write_input_tokens),
-    output_tokens: int(u.output_tokens),
-    reasoning_output_tokens: int(u.reasoning_output_tokens),
-  };
-}
-
-/**
- * This run's share of the thread's totals. Totals below the previous ones mean the previous
- * totals are not this thread's baseline (another thread, or a history codex rebuilt): then the
- * totals are all this run's.
- */
-function runShare(totals: CodexUsageTotals, previous: CodexUsageTotals): CodexUsageTotals {
-  const keys = Object.keys(totals) as Array<keyof CodexUsageTotals>;
-  if (keys.some((k) => totals[k] < previous[k])) return totals;
-  const share = { ...totals };
-  for (const k of keys) share[k] = totals[k] - previous[k];
-  return share;
-}
-
 /**
  * codex reports an HTTP error as the response body when it is not one it knows
  * (`{"error":{"message":…}}`): the message inside is what a person should read.
@@ -109,30 +70,6 @@ function readableError(message: string): string {
   } catch {
     return message;
   }
-}
-
-/** A file_change item's changes as lines "add <path>", for its tool_result. */
-function changesText(item: Json): string {
-  if (!Array.isArray(item.changes)) return "";
-  return item.changes
-    .flatMap((c) =>
-      isRecord(c) && typeof c.path === "string" ? [`${str(c.kind) ?? "change"} ${c.path}`] : [],
-    )
-    .join("\n");
-}
-
-/** An MCP tool call's result as text: its text blocks joined, other blocks named. */
-function mcpResultText(item: Json): string {
-  if (isRecord(item.error)) return str(item.error.message) ?? "";
-  const result = isRecord(item.result) ? item.result : {};
-  if (!Array.isArray(result.content)) return "";
-  return result.content
-    .map((b) =>
-      isRecord(b) && b.type === "text" && typeof b.text === "string"
-        ? b.text
-        : `[${isRecord(b) ? (str(b.type) ?? "content") : "content"}]`,
-    )
-    .join("\n");
 }
 
 export class CodexMapper {
@@ -264,7 +201,7 @@ export class CodexMapper {
         tool_name: tool.name,
         kind: tool.kind,
         normalized: normalizeItem(item, this.maxToolResultChars),
-        input: this.inputOf(item),
+        input: itemInput(item),
       },
     ];
   }
@@ -290,52 +227,15 @@ export class CodexMapper {
     }
   }
 
-  private inputOf(item: Json): unknown {
-    switch (item.type) {
-      case "command_execution":
-        return { command: str(item.command) ?? "" };
-      case "file_change":
-        return { changes: Array.isArray(item.changes) ? item.changes : [] };
-      case "mcp_tool_call":
-        return item.arguments ?? {};
-      case "web_search":
-        return {
-          query: str(item.query) ?? "",
-          ...(isRecord(item.action) ? { action: item.action } : {}),
-        };
-      case "todo_list":
-        return { items: Array.isArray(item.items) ? item.items : [] };
-      default:
-        return {};
-    }
-  }
-
   /** The tool_result of a finished tool item; none for items that produce no output. */
   private toolResult(item: Json): BridgeEvent[] {
     const id = str(item.id);
     if (id === undefined || this.resultSent.has(id)) return [];
-    let text: string;
-    let isError: boolean;
-    switch (item.type) {
-      case "command_execution":
-        text = str(item.aggregated_output) ?? "";
-        isError =
-          item.status !== "completed" || (item.exit_code !== 0 && item.exit_code !== undefined);
-        break;
-      case "file_change":
-        text = changesText(item);
-        isError = item.status !== "completed";
-        break;
-      case "mcp_tool_call":
-        text = mcpResultText(item);
-        isError = item.status !== "completed";
-        break;
-      default:
-        return [];
-    }
+    const result = itemResult(item);
+    if (result === undefined) return [];
     this.resultSent.add(id);
-    const { content, truncated } = cut(text, this.maxToolResultChars);
-    return [{ type: "tool_result", tool_use_id: id, is_error: isError, content, truncated }];
+    const { content, truncated } = cut(result.text, this.maxToolResultChars);
+    return [{ type: "tool_result", tool_use_id: id, is_error: result.isError, content, truncated }];
   }
 
   /** The `tool_update` that ends a finished tool item's call. */
@@ -344,15 +244,11 @@ export class CodexMapper {
     const kind = id === undefined ? undefined : this.openCalls.get(id);
     if (id === undefined || kind === undefined) return [];
     this.openCalls.delete(id);
-    const failed =
-      item.status === "failed" ||
-      item.status === "declined" ||
-      (typeof item.exit_code === "number" && item.exit_code !== 0);
     return [
       {
         type: "tool_update",
         tool_use_id: id,
-        status: failed ? "error" : "complete",
+        status: itemFailed(item) ? "error" : "complete",
         normalized: itemOutcome(item, kind, this.maxToolResultChars),
       },
     ];
@@ -380,9 +276,9 @@ export class CodexMapper {
       is_error: false,
       result: this.lastMessage,
       error: null,
-      cost_usd: this.cost(run),
+      cost_usd: runCost(this.price, run),
       duration_ms: Math.round(this.elapsedMs()),
-      usage: this.bridgeUsage(run),
+      usage: bridgeUsage(run),
       agent_session_id: this.thread,
       claude_session_id: null,
       resume_at: null,
@@ -407,38 +303,12 @@ export class CodexMapper {
       // turn's totals).
       cost_usd: null,
       duration_ms: Math.round(this.elapsedMs()),
-      usage: this.bridgeUsage(ZERO_CODEX_USAGE),
+      usage: bridgeUsage(ZERO_CODEX_USAGE),
       agent_session_id: this.thread,
       claude_session_id: null,
       resume_at: null,
       last_message_uuid: null,
       ...this.dropped(),
     };
-  }
-
-  /**
-   * The bridge's usage: its `input_tokens` are the uncached ones (as Anthropic counts them),
-   * while OpenAI's `input_tokens` include the cached ones.
-   */
-  private bridgeUsage(run: CodexUsageTotals): Usage {
-    return {
-      input_tokens: Math.max(0, run.input_tokens - run.cached_input_tokens),
-      output_tokens: run.output_tokens,
-      cache_read_tokens: run.cached_input_tokens,
-      cache_creation_tokens: run.cache_write_input_tokens,
-      // One codex turn per run (codex does not count its model requests).
-      num_turns: 1,
-      duration_api_ms: 0,
-    };
-  }
-
-  private cost(run: CodexUsageTotals): number | null {
-    // Cache writes are among the uncached input tokens, and billed as input.
-    return costOf(this.price, {
-      inputTokens: Math.max(0, run.input_tokens - run.cached_input_tokens),
-      outputTokens: run.output_tokens,
-      cacheReadTokens: run.cached_input_tokens,
-      cacheCreationTokens: 0,
-    });
   }
 }
