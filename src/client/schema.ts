@@ -671,7 +671,7 @@ export interface components {
        * @description Admin keys see every tenant and manage keys.
        * @default false
        */
-      admin: boolean;
+      admin?: boolean;
       /** @description Permission modes its sessions and hooks may use; null: the default, every mode for an admin key and every mode but `bypassPermissions` and `dangerously-skip-permissions` otherwise. */
       permission_modes?: components["schemas"]["PermissionMode"][] | null;
       /** @description Directories a session's work dir must lie in, each inside `AGENT_BRIDGE_ALLOWED_ROOTS` (stored as real paths); null: the server's allowed roots. */
@@ -2296,7 +2296,9 @@ export interface operations {
     };
     requestBody: {
       content: {
-        "application/json": Record<string, never>;
+        "application/json": {
+          [key: string]: unknown;
+        };
       };
     };
     responses: {

@@ -145,7 +145,13 @@ export const deliverHook = createRoute({
       required: true,
       content: {
         // A plain schema, not zod: the handler verifies the raw bytes before it parses them.
-        "application/json": { schema: { type: "object", description: "The sender's payload" } },
+        "application/json": {
+          schema: {
+            type: "object",
+            additionalProperties: true,
+            description: "The sender's payload",
+          },
+        },
       },
     },
   },
