@@ -1,0 +1,98 @@
+import { sql } from "drizzle-orm";
+import {
+  boolean,
+  doublePrecision,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  text,
+  uuid,
+} from "drizzle-orm/pg-core";
+import { bytea, ts, usageColumns } from "./columns.js";
+import { apiKeys } from "./keys.js";
+
+// Sessions, their git worktrees and their agents' saved transcripts.
+
+export const sessions = pgTable(
+  "sessions",
+  {
+    // Also the CLI's session id (`--session-id`), which must be a UUID.
+    id: uuid("id").primaryKey(),
+    /** The key that created the session: its tenant. Null when auth is off. */
+    ownerKeyId: uuid("owner_key_id").references(() => apiKeys.id),
+    /** Real path the agent works in (inside an allowed root); null: the server's work dir. */
+    workDir: text("work_dir"),
+    title: text("title"),
+    /** The back-end its runs use (src/agents/); fixed for the session's life. */
+    agent: text("agent").notNull().default("claude"),
+    /** The back-end's own session (thread) id, as its last run reported it; null before. */
+    agentSessionId: text("agent_session_id"),
+    permissionMode: text("permission_mode").notNull(),
+    model: text("model"),
+    effort: text("effort").notNull(),
+    systemPrompt: text("system_prompt"),
+    worktree: boolean("worktree").notNull(),
+    /** Names of the admin's MCP servers (AGENT_BRIDGE_MCP_CONFIG) its runs get. */
+    mcpServers: jsonb("mcp_servers").$type<string[]>().notNull().default([]),
+    /** Caps of each run (a message may set its own); null: none. */
+    maxTurns: integer("max_turns"),
+    maxBudgetUsd: doublePrecision("max_budget_usd"),
+    /** Who answers its runs' permission requests: `deny` (the bridge) or `api` (a client). */
+    approvals: text("approvals").notNull().default("deny"),
+    /** How long a request waits for an answer; null: the server's default. */
+    approvalTimeoutSeconds: integer("approval_timeout_seconds"),
+    /** Tool rules allowed for the rest of the session (answers with `scope: "session"`). */
+    allowedTools: jsonb("allowed_tools").$type<string[]>().notNull().default([]),
+    metadata: jsonb("metadata").$type<Record<string, string>>().notNull().default({}),
+    createdAt: ts("created_at").notNull(),
+    updatedAt: ts("updated_at").notNull(),
+    lastActivityAt: ts("last_activity_at").notNull(),
+    /** Set by the sweep once the session outlived its TTL; it then takes no more messages. */
+    expiredAt: ts("expired_at"),
+    ...usageColumns(),
+    runs: integer("runs").notNull().default(0),
+  },
+  (t) => [
+    index("sessions_created_at_id_idx").on(t.createdAt.desc(), t.id.desc()),
+    index("sessions_owner_key_id_idx").on(t.ownerKeyId),
+    // The sweep looks for live sessions idle for longer than the TTL.
+    index("sessions_live_last_activity_idx")
+      .on(t.lastActivityAt)
+      .where(sql`${t.expiredAt} is null`),
+  ],
+);
+
+export const worktrees = pgTable(
+  "worktrees",
+  {
+    id: uuid("id").primaryKey(),
+    sessionId: uuid("session_id")
+      .notNull()
+      .references(() => sessions.id, { onDelete: "cascade" }),
+    path: text("path").notNull(),
+    branch: text("branch").notNull(),
+    baseRef: text("base_ref"),
+    state: text("state").notNull(),
+    /** The host whose disk holds the worktree (null: recorded before hosts were): its runs run there. */
+    host: text("host"),
+    createdAt: ts("created_at").notNull(),
+    removedAt: ts("removed_at"),
+  },
+  (t) => [index("worktrees_session_id_idx").on(t.sessionId)],
+);
+
+/**
+ * Each session's CLI transcript (the file its next run resumes from), as of its latest run, so
+ * that the session can go on at any instance: gzipped, with the path it has under the CLI's
+ * state dir and the SHA-256 of its uncompressed bytes, to tell whether a copy on disk is current.
+ */
+export const agentTranscripts = pgTable("agent_transcripts", {
+  sessionId: uuid("session_id")
+    .primaryKey()
+    .references(() => sessions.id, { onDelete: "cascade" }),
+  path: text("path").notNull(),
+  sha256: text("sha256").notNull(),
+  gzipped: bytea("gzipped").notNull(),
+  updatedAt: ts("updated_at").notNull(),
+});
