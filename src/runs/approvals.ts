@@ -20,10 +20,7 @@ import {
   requestEvent,
   resolvedEvent,
 } from "./approval-events.js";
-import {
-  PermissionRequestNotFoundError,
-  PermissionRequestResolvedError,
-} from "./errors.js";
+import { PermissionRequestNotFoundError, PermissionRequestResolvedError } from "./errors.js";
 
 // Who answers an agent's permission requests, and the wait for the answer. With `approvals:
 // "deny"` the bridge refuses each at once; with `"api"` each is recorded (before its event goes
