@@ -9,10 +9,10 @@ export interface Timer {
 }
 
 /**
- * What the callback of a timer may return: a promise of its work, which a manual clock waits for
- * before it moves on (the real one ignores it, so it must not reject).
+ * A timer's callback. It may return a promise of its work, which a manual clock waits for before
+ * it moves on; the real one ignores it, so it must not reject.
  */
-export type TimerCallback = () => void | Promise<unknown>;
+export type TimerCallback = () => unknown;
 
 export interface Clock {
   /** Milliseconds since the epoch. */

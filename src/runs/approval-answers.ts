@@ -2,11 +2,21 @@ import type { PermissionAnswer } from "../agents/agent.js";
 import { isRecord } from "../agents/line-fields.js";
 import { isQuestion } from "../agents/registry.js";
 import type { PermissionRequestRow } from "../store/schema.js";
-import type { ClientReply } from "./approvals.js";
 import { PermissionAnswerMismatchError } from "./errors.js";
 
 // A client's reply to a permission request, as the CLI takes it: what src/runs/approvals.ts
 // records and delivers.
+
+/** A client's answer, as the route takes it. */
+export type ClientReply =
+  | {
+      decision: "allow" | "deny";
+      scope?: "once" | "session" | undefined;
+      updatedInput?: Record<string, unknown> | undefined;
+      message?: string | undefined;
+      interrupt?: boolean | undefined;
+    }
+  | { answers: Record<string, string | string[]> };
 
 /**
  * What the CLI gets for a client's reply: a question's answers are an allow whose input carries

@@ -12,7 +12,7 @@ import {
 } from "../store/permissions.js";
 import type { PermissionRequestRow, RunRow } from "../store/schema.js";
 import type { ActiveRun } from "./active-run.js";
-import { answerOf } from "./approval-answers.js";
+import { answerOf, type ClientReply } from "./approval-answers.js";
 import {
   appendRequest,
   clientResolution,
@@ -29,16 +29,7 @@ import { PermissionRequestNotFoundError, PermissionRequestResolvedError } from "
 // row, so exactly one of them wins; the winner's answer goes to the CLI and its
 // `permission_resolved` to the run's log.
 
-/** A client's answer, as the route takes it. */
-export type ClientReply =
-  | {
-      decision: "allow" | "deny";
-      scope?: "once" | "session" | undefined;
-      updatedInput?: Record<string, unknown> | undefined;
-      message?: string | undefined;
-      interrupt?: boolean | undefined;
-    }
-  | { answers: Record<string, string | string[]> };
+export type { ClientReply } from "./approval-answers.js";
 
 interface Waiter {
   run: ActiveRun;
