@@ -6,6 +6,7 @@ import { methodNotAllowed } from "hono/method-not-allowed";
 import { requestId } from "hono/request-id";
 import { AGENT_PLUGINS, AgentRegistry } from "./agents/registry.js";
 import { callAdmission, NO_KEY_EGRESS, policyGate } from "./auth/policy.js";
+import { type Clock, systemClock } from "./clock.js";
 import { CommandInbox } from "./cluster/commands.js";
 import { Doorbell } from "./cluster/doorbell.js";
 import { InstanceLease } from "./cluster/lease.js";
@@ -50,6 +51,7 @@ export function buildDeps(
   database: DatabaseHandle,
   logger: Logger,
   tracing: Tracing = tracingOff,
+  clock: Clock = systemClock,
 ): AppDeps {
   const capture = config.debugCaptureDir
     ? new DebugCapture(config.debugCaptureDir, logger)
@@ -128,6 +130,7 @@ export function buildDeps(
     exclusive: database.kind === "pglite",
     reap: async (instance) => void (await runs.reap(instance)),
     onLost: () => runs.abandonAll(),
+    clock,
     onTick: () => {
       doorbell.ringEveryone();
       runs.closeStranded().catch((err) =>
@@ -144,6 +147,7 @@ export function buildDeps(
     ...(database.listen ? { listen: database.listen } : {}),
     self: () => lease.id,
     host: config.lease.host,
+    clock,
   });
   const runs = new RunManager({
     db: database.db,
@@ -163,6 +167,7 @@ export function buildDeps(
     agents,
     killGraceMs: DRIVER_DEFAULTS.killGraceMs,
     approvalTimeoutSeconds: config.agents.approvalTimeoutSeconds,
+    clock,
     // A message's callback is written with its run and falls due with its completion.
     transactionHooks: [callbackHook],
     tracing,
@@ -194,6 +199,7 @@ export function buildDeps(
     git,
     tracing,
     ...(capture ? { capture } : {}),
+    clock,
   };
 }
 
@@ -225,6 +231,7 @@ export function buildSweeper(deps: AppDeps): SessionSweeper {
     intervalMs: deps.config.sessions.sweepIntervalMs,
     workDir: deps.config.workDir,
     git: deps.git,
+    clock: deps.clock,
   });
 }
 
@@ -237,6 +244,7 @@ export function buildHookWorkers(deps: AppDeps): { outbox: CallbackOutbox; sched
     logger,
     ...config.hooks.callback,
     buildBody: (runId) => callbackBody(db, runId),
+    clock: deps.clock,
   });
   // A completed run's callback goes out at once rather than at the next poll.
   runs.onCompletion(() => void outbox.poke());
@@ -246,6 +254,7 @@ export function buildHookWorkers(deps: AppDeps): { outbox: CallbackOutbox; sched
     config,
     logger,
     tickMs: config.hooks.scheduleTickMs,
+    clock: deps.clock,
   });
   return { outbox, scheduler };
 }

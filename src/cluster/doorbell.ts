@@ -1,3 +1,4 @@
+import { type Clock, systemClock, type Timer } from "../clock.js";
 import { COMMANDS_CHANNEL } from "../store/commands.js";
 import type { Listen } from "../store/db.js";
 import { RUN_EVENTS_CHANNEL } from "../store/events.js";
@@ -23,6 +24,8 @@ export interface DoorbellOptions {
   self: () => string;
   /** This instance's host: a ring for a pinned run names the host it is for. */
   host: string;
+  /** Times the polls. */
+  clock?: Clock;
 }
 
 /** A follower's wait for new events of one run. */
@@ -67,9 +70,12 @@ export class Doorbell {
   private readonly watches = new Map<string, Set<RunWatch>>();
   private commandsHandler: (() => void) | undefined;
   private workHandler: (() => void) | undefined;
-  private timer: NodeJS.Timeout | undefined;
+  private timer: Timer | undefined;
+  private readonly clock: Clock;
 
-  constructor(private readonly opts: DoorbellOptions) {}
+  constructor(private readonly opts: DoorbellOptions) {
+    this.clock = opts.clock ?? systemClock;
+  }
 
   /** Whether owners ring when they store events or post commands (only LISTEN hears it). */
   get rings(): boolean {
@@ -85,7 +91,7 @@ export class Doorbell {
   async start(): Promise<void> {
     const { mode, listen, pollMs } = this.opts;
     if (mode === "poll") {
-      this.timer = setInterval(() => this.ringEveryone(), pollMs);
+      this.timer = this.clock.setInterval(() => this.ringEveryone(), pollMs);
       this.timer.unref();
     }
     if (mode !== "notify") return;
@@ -112,7 +118,7 @@ export class Doorbell {
   }
 
   stop(): void {
-    clearInterval(this.timer);
+    this.clock.clear(this.timer);
   }
 
   /** Rings for the run's events from now on; `close` it when done. */

@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { type Clock, systemClock, type Timer } from "../clock.js";
 import { errorText, type Logger } from "../log.js";
 import { bootId } from "../process/groups.js";
 import type { DeadInstance } from "../runs/cluster-port.js";
@@ -39,6 +40,8 @@ export interface LeaseOptions {
   onLost: () => void;
   /** After each renewal: what a missed doorbell ring left waiting is looked at again. */
   onTick?: () => void;
+  /** Times the renewals (the lease's expiry is the database's time). */
+  clock?: Clock;
 }
 
 /** How long a reaped instance's row is kept, as a record. */
@@ -46,13 +49,16 @@ const KEEP_REAPED_MS = 24 * 3600_000;
 
 export class InstanceLease {
   private current = randomUUID();
-  private timer: NodeJS.Timeout | undefined;
+  private timer: Timer | undefined;
   private sweeping: Promise<void> | undefined;
   /** The last renewal failed: an outage is on. */
   private failing = false;
   private readonly boot = bootId();
+  private readonly clock: Clock;
 
-  constructor(private readonly opts: LeaseOptions) {}
+  constructor(private readonly opts: LeaseOptions) {
+    this.clock = opts.clock ?? systemClock;
+  }
 
   /** The host this instance runs on. */
   get host(): string {
@@ -69,13 +75,13 @@ export class InstanceLease {
     await this.register();
     await this.opts.reap(null);
     await this.sweep();
-    this.timer = setInterval(() => void this.tick(), this.opts.renewMs);
+    this.timer = this.clock.setInterval(() => this.tick(), this.opts.renewMs);
     this.timer.unref();
   }
 
   /** Stops renewing and marks this instance's end (its runs are closed by then). */
   async stop(): Promise<void> {
-    clearInterval(this.timer);
+    this.clock.clear(this.timer);
     await this.sweeping;
     await markReaped(this.opts.db, this.current);
   }

@@ -1,4 +1,5 @@
 import { backoffMs } from "../backoff.js";
+import { type Clock, systemClock, type Timer } from "../clock.js";
 import { errorText, type Logger } from "../log.js";
 import type { Cidr } from "../net/targets.js";
 import { CallbackTargets } from "../net/targets.js";
@@ -26,6 +27,8 @@ export interface OutboxOptions {
   allow: readonly Cidr[];
   /** The body of a run's callback (built once, at its first attempt). */
   buildBody: (runId: string) => Promise<string>;
+  /** Times the polls, the backoff and the signature's timestamp. */
+  clock?: Clock;
 }
 
 const BATCH = 16;
@@ -33,7 +36,7 @@ const BATCH = 16;
 const LEASE_MARGIN_MS = 5000;
 
 export class CallbackOutbox {
-  private timer: NodeJS.Timeout | undefined;
+  private timer: Timer | undefined;
   private draining: Promise<void> | undefined;
   private again = false;
   /** Resolved when the pass asked for while one was running has finished. */
@@ -42,14 +45,16 @@ export class CallbackOutbox {
   private readonly stopping = new AbortController();
 
   private readonly targets: CallbackTargets;
+  private readonly clock: Clock;
 
   constructor(private readonly opts: OutboxOptions) {
     this.targets = new CallbackTargets(opts.allow);
+    this.clock = opts.clock ?? systemClock;
   }
 
   start() {
     this.stopped = false;
-    this.timer = setInterval(() => void this.poke(), this.opts.pollMs);
+    this.timer = this.clock.setInterval(() => this.poke(), this.opts.pollMs);
     this.timer.unref();
     void this.poke();
   }
@@ -84,14 +89,14 @@ export class CallbackOutbox {
   /** Stops looking; an attempt in flight is abandoned and retried by the next process. */
   async stop() {
     this.stopped = true;
-    clearInterval(this.timer);
+    this.clock.clear(this.timer);
     this.stopping.abort();
     await this.draining;
   }
 
   private async drain() {
     while (!this.stopped) {
-      const due = await store.dueCallbacks(this.opts.db, new Date(), BATCH);
+      const due = await store.dueCallbacks(this.opts.db, new Date(this.clock.now()), BATCH);
       if (due.length === 0) return;
       await Promise.all(due.map((runId) => this.attempt(runId)));
     }
@@ -99,7 +104,7 @@ export class CallbackOutbox {
 
   private async attempt(runId: string) {
     const { db, logger, timeoutMs } = this.opts;
-    const now = new Date();
+    const now = new Date(this.clock.now());
     const row = await store.claimCallback(
       db,
       runId,
@@ -139,7 +144,7 @@ export class CallbackOutbox {
       state: failed ? "failed" : "pending",
       status: result.status,
       error: result.error,
-      nextAttemptAt: new Date(Date.now() + (this.stopped ? 0 : wait)),
+      nextAttemptAt: new Date(this.clock.now() + (this.stopped ? 0 : wait)),
     });
     logger.warn(failed ? "callback failed for good" : "callback failed; will retry", {
       run_id: runId,
@@ -151,7 +156,7 @@ export class CallbackOutbox {
   }
 
   private send(row: CallbackRow, body: string): Promise<PostOutcome> {
-    const timestamp = Math.floor(Date.now() / 1000);
+    const timestamp = Math.floor(this.clock.now() / 1000);
     const headers = {
       "Content-Type": "application/json",
       "User-Agent": "agent-bridge",

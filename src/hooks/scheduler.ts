@@ -1,4 +1,5 @@
 import { Cron } from "croner";
+import { type Clock, systemClock, type Timer } from "../clock.js";
 import { errorText } from "../log.js";
 import { scheduledHooks } from "../store/hooks.js";
 import type { HookRow } from "../store/schema.js";
@@ -31,30 +32,35 @@ export function nextTick(hook: Pick<HookRow, "schedule" | "timezone">, after: Da
 }
 
 export class Scheduler {
-  private timer: NodeJS.Timeout | undefined;
+  private timer: Timer | undefined;
   private pass: Promise<void> | undefined;
   /** Per hook: the time up to which its ticks have been looked at. */
   private readonly seen = new Map<string, number>();
-  private readonly startedAt = Date.now();
+  private readonly clock: Clock;
+  private readonly startedAt: number;
 
-  constructor(private readonly deps: HookDeps & { tickMs: number }) {}
+  constructor(private readonly deps: HookDeps & { tickMs: number; clock?: Clock }) {
+    this.clock = deps.clock ?? systemClock;
+    this.startedAt = this.clock.now();
+  }
 
   start() {
-    this.timer = setInterval(() => {
+    this.timer = this.clock.setInterval(() => {
       this.pass ??= this.tick().finally(() => {
         this.pass = undefined;
       });
+      return this.pass;
     }, this.deps.tickMs);
     this.timer.unref();
   }
 
   async stop() {
-    clearInterval(this.timer);
+    this.clock.clear(this.timer);
     await this.pass;
   }
 
   /** Fires what fell due up to `now`; exposed for tests. */
-  async tick(now = new Date()): Promise<void> {
+  async tick(now = new Date(this.clock.now())): Promise<void> {
     const { logger } = this.deps;
     let hooks: HookRow[];
     try {

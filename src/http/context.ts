@@ -1,4 +1,5 @@
 import type { AgentRegistry } from "../agents/registry.js";
+import type { Clock } from "../clock.js";
 import type { Doorbell } from "../cluster/doorbell.js";
 import type { InstanceLease } from "../cluster/lease.js";
 import type { Config } from "../config.js";
@@ -48,6 +49,11 @@ export interface AppDeps {
   tracing: Tracing;
   /** Set: runs' raw CLI output and events go to files (AGENT_BRIDGE_DEBUG_CAPTURE). */
   capture?: DebugCapture;
+  /**
+   * The time of the lease's renewals, the doorbell's polls, approvals' timeouts and the workers
+   * `buildSweeper` and `buildHookWorkers` make (the real clock but in tests).
+   */
+  clock: Clock;
 }
 
 /** What a handler finds on its context: the app's dependencies and the request's id. */

@@ -1,6 +1,5 @@
 import type { PermissionAnswer, PermissionRequest, RunContext } from "../agents/agent.js";
-import { isRecord } from "../agents/line-fields.js";
-import { isQuestion } from "../agents/registry.js";
+import { type Clock, systemClock, type Timer } from "../clock.js";
 import { errorText, type Logger } from "../log.js";
 import type { Approvals as ApprovalMode } from "../session-settings.js";
 import type { Database } from "../store/db.js";
@@ -13,6 +12,7 @@ import {
 } from "../store/permissions.js";
 import type { PermissionRequestRow, RunRow } from "../store/schema.js";
 import type { ActiveRun } from "./active-run.js";
+import { answerOf, type ClientReply } from "./approval-answers.js";
 import {
   appendRequest,
   clientResolution,
@@ -20,11 +20,7 @@ import {
   requestEvent,
   resolvedEvent,
 } from "./approval-events.js";
-import {
-  PermissionAnswerMismatchError,
-  PermissionRequestNotFoundError,
-  PermissionRequestResolvedError,
-} from "./errors.js";
+import { PermissionRequestNotFoundError, PermissionRequestResolvedError } from "./errors.js";
 
 // Who answers an agent's permission requests, and the wait for the answer. With `approvals:
 // "deny"` the bridge refuses each at once; with `"api"` each is recorded (before its event goes
@@ -33,22 +29,13 @@ import {
 // row, so exactly one of them wins; the winner's answer goes to the CLI and its
 // `permission_resolved` to the run's log.
 
-/** A client's answer, as the route takes it. */
-export type ClientReply =
-  | {
-      decision: "allow" | "deny";
-      scope?: "once" | "session" | undefined;
-      updatedInput?: Record<string, unknown> | undefined;
-      message?: string | undefined;
-      interrupt?: boolean | undefined;
-    }
-  | { answers: Record<string, string | string[]> };
+export type { ClientReply } from "./approval-answers.js";
 
 interface Waiter {
   run: ActiveRun;
   request: PermissionRequest;
   resolve: (answer: PermissionAnswer) => void;
-  timer: NodeJS.Timeout;
+  timer: Timer;
   /** Settles once the request is recorded and its event out; whatever resolves it waits for it. */
   recorded: Promise<void>;
 }
@@ -58,6 +45,8 @@ export interface ApprovalsOptions {
   logger: Logger;
   /** How long a request waits when its session sets no `approval_timeout_seconds`. */
   timeoutSeconds: number;
+  /** Times the wait for an answer. */
+  clock?: Clock;
 }
 
 /** One run's side of it: the RunContext callbacks, and `close` once its outcome is known. */
@@ -72,8 +61,11 @@ export type RunApprovals = Pick<
 export class Approvals {
   /** Requests of this process's runs that wait for an answer, by run and request id. */
   private readonly waiting = new Map<string, Waiter>();
+  private readonly clock: Clock;
 
-  constructor(private readonly opts: ApprovalsOptions) {}
+  constructor(private readonly opts: ApprovalsOptions) {
+    this.clock = opts.clock ?? systemClock;
+  }
 
   forRun(run: ActiveRun, mode: ApprovalMode): RunApprovals {
     let closed = false;
@@ -185,7 +177,7 @@ export class Approvals {
       run,
       request,
       resolve,
-      timer: setTimeout(() => void this.expire(run, request, seconds), seconds * 1000),
+      timer: this.clock.setTimeout(() => this.expire(run, request, seconds), seconds * 1000),
       recorded: Promise.resolve(),
     };
     this.waiting.set(key(run.id, request.requestId), waiter);
@@ -197,7 +189,7 @@ export class Approvals {
   /** Records the request, then sends its event; refuses it when it cannot be recorded. */
   private async record(waiter: Waiter, seconds: number): Promise<void> {
     const { run, request } = waiter;
-    const createdAt = new Date();
+    const createdAt = new Date(this.clock.now());
     const expiresAt = new Date(createdAt.getTime() + seconds * 1000);
     try {
       await insertPermissionRequest(this.opts.db, {
@@ -304,7 +296,7 @@ export class Approvals {
   private take(waiter: Waiter): boolean {
     const k = key(waiter.run.id, waiter.request.requestId);
     if (this.waiting.get(k) !== waiter) return false;
-    clearTimeout(waiter.timer);
+    this.clock.clear(waiter.timer);
     this.waiting.delete(k);
     const { run } = waiter;
     if (![...this.waiting.values()].some((w) => w.run === run)) {
@@ -327,77 +319,3 @@ export class Approvals {
 }
 
 const key = (runId: string, requestId: string) => `${runId}\u0000${requestId}`;
-
-/**
- * What the CLI gets for a client's reply: a question's answers are an allow whose input carries
- * them (as the CLI's own dialog does), and `scope: "session"` adds the request's suggested rules
- * (or its tool) for the CLI's session and, as `rules`, for the bridge session's later runs.
- */
-function answerOf(
-  agent: string,
-  row: PermissionRequestRow,
-  reply: ClientReply,
-): { answer: PermissionAnswer; scope?: "once" | "session"; rules: string[] } {
-  const question = isQuestion(agent, row.toolName);
-  if ("answers" in reply !== question && !("decision" in reply && reply.decision === "deny")) {
-    throw question
-      ? new PermissionAnswerMismatchError(
-          "decision",
-          `request ${row.requestId} asks the user a question: answer it with answers, or deny it`,
-        )
-      : new PermissionAnswerMismatchError(
-          "answers",
-          `request ${row.requestId} asks to use ${row.toolName}, not a question: answer it with a decision`,
-        );
-  }
-  if ("answers" in reply) {
-    return {
-      answer: { behavior: "allow", updatedInput: { ...row.input, answers: reply.answers } },
-      rules: [],
-    };
-  }
-  if (reply.decision === "deny") {
-    const answer: PermissionAnswer = {
-      behavior: "deny",
-      message: reply.message ?? `The user denied the use of ${row.toolName}.`,
-      ...(reply.interrupt ? { interrupt: true } : {}),
-    };
-    // A scope means what an allow covers; a denial is always this request's alone.
-    return { answer, rules: [] };
-  }
-  const scope = reply.scope ?? "once";
-  const updatedInput = reply.updatedInput ?? row.input;
-  if (scope === "once") return { answer: { behavior: "allow", updatedInput }, scope, rules: [] };
-  const rules = sessionRules(row);
-  return {
-    answer: {
-      behavior: "allow",
-      updatedInput,
-      updatedPermissions: [{ type: "addRules", rules, behavior: "allow", destination: "session" }],
-    },
-    scope,
-    rules: rules.map((r) => (r.ruleContent ? `${r.toolName}(${r.ruleContent})` : r.toolName)),
-  };
-}
-
-interface Rule {
-  toolName: string;
-  ruleContent?: string;
-}
-
-/** The allow rules the CLI suggested for the request; else its tool, whatever the input. */
-function sessionRules(row: PermissionRequestRow): Rule[] {
-  const rules: Rule[] = [];
-  for (const suggestion of row.suggestions) {
-    if (!isRecord(suggestion) || suggestion.type !== "addRules") continue;
-    if (suggestion.behavior !== "allow" || !Array.isArray(suggestion.rules)) continue;
-    for (const rule of suggestion.rules) {
-      if (!isRecord(rule) || typeof rule.toolName !== "string") continue;
-      rules.push({
-        toolName: rule.toolName,
-        ...(typeof rule.ruleContent === "string" ? { ruleContent: rule.ruleContent } : {}),
-      });
-    }
-  }
-  return rules.length > 0 ? rules : [{ toolName: row.toolName }];
-}

@@ -53,6 +53,7 @@ export class RunManager {
       db,
       logger,
       timeoutSeconds: opts.approvalTimeoutSeconds,
+      ...(opts.clock ? { clock: opts.clock } : {}),
     });
     const execution = new Execution({
       approvals,

@@ -1,5 +1,6 @@
 import type { AgentRegistry } from "../agents/registry.js";
 import type { RunGate } from "../auth/policy.js";
+import type { Clock } from "../clock.js";
 import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
 import type { TenantHomes } from "../process/tenant-homes.js";
@@ -23,6 +24,8 @@ export interface RunManagerOptions {
   killGraceMs: number;
   /** How long a permission request waits when its session sets no timeout. */
   approvalTimeoutSeconds: number;
+  /** Times that wait (the real clock by default). */
+  clock?: Clock;
   workDir: string;
   maxConcurrent: number;
   maxQueued: number;

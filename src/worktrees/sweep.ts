@@ -1,3 +1,4 @@
+import { type Clock, systemClock, type Timer } from "../clock.js";
 import { errorText, type Logger } from "../log.js";
 import type { Database } from "../store/db.js";
 import { expireSession, idleSessions, sessionById } from "../store/expiry.js";
@@ -29,6 +30,8 @@ export interface SweeperOptions {
   git: GitRunner;
   /** Sessions looked at per sweep; the rest wait for the next one. */
   batchSize?: number;
+  /** Times the sweeps and says what is idle for longer than the TTL. */
+  clock?: Clock;
 }
 
 export interface SweepReport {
@@ -42,35 +45,37 @@ export interface SweepReport {
 }
 
 export class SessionSweeper {
-  private timer: NodeJS.Timeout | undefined;
+  private timer: Timer | undefined;
   private current: Promise<SweepReport> | undefined;
   private stopped = false;
+  private readonly clock: Clock;
 
-  constructor(private readonly opts: SweeperOptions) {}
+  constructor(private readonly opts: SweeperOptions) {
+    this.clock = opts.clock ?? systemClock;
+  }
 
   /** Sweeps now, then every interval, until `stop`. */
   start(): void {
     if (this.timer || this.stopped) return;
-    const tick = () => {
+    const tick = () =>
       this.sweep().catch((err) =>
         this.opts.logger.error("session sweep failed", { error: errorText(err) }),
       );
-    };
-    this.timer = setInterval(tick, this.opts.intervalMs);
+    this.timer = this.clock.setInterval(tick, this.opts.intervalMs);
     this.timer.unref();
-    tick();
+    void tick();
   }
 
   /** No more sweeps; resolves once the one in progress, if any, has finished. */
   async stop(): Promise<void> {
     this.stopped = true;
-    clearInterval(this.timer);
+    this.clock.clear(this.timer);
     this.timer = undefined;
     await this.current?.catch(() => {});
   }
 
   /** One sweep; while one is in progress, a call gets that one instead of starting another. */
-  sweep(now: Date = new Date()): Promise<SweepReport> {
+  sweep(now: Date = new Date(this.clock.now())): Promise<SweepReport> {
     this.current ??= this.sweepOnce(now).finally(() => {
       this.current = undefined;
     });

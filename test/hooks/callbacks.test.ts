@@ -6,6 +6,7 @@ import { type Cleanups, undo } from "../support/cleanups.js";
 import { BACKENDS, serverDatabases } from "../support/db.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
+import { ManualClock } from "../support/manual-clock.js";
 import { startServer } from "../support/server.js";
 import {
   createHook,
@@ -20,7 +21,8 @@ import {
 } from "./support.js";
 
 // Callbacks: the outcome of a hook's run POSTed to its callback URL from the durable outbox,
-// signed the Standard Webhooks way, retried on failure and timeout, and never after a 2xx.
+// signed the Standard Webhooks way, retried on failure and timeout, and never after a 2xx. In one
+// process the outbox runs on a manual clock: an attempt goes out when the test moves time to it.
 
 const SECRET = "bearer-secret-0123456789";
 const CALLBACK_ENV = {
@@ -30,6 +32,9 @@ const CALLBACK_ENV = {
   AGENT_BRIDGE_CALLBACK_POLL_MS: "100",
   AGENT_BRIDGE_CALLBACK_MAX_ATTEMPTS: "4",
 };
+
+/** Past any retry's backoff (at most AGENT_BRIDGE_CALLBACK_BACKOFF_MAX_MS). */
+const LATER_MS = 1_000;
 
 const headers = { "Content-Type": "application/json", Authorization: `Bearer ${SECRET}` };
 
@@ -50,10 +55,12 @@ describe.each(BACKENDS)("callbacks on %s", (backend) => {
   let outbox: CallbackOutbox;
   let server: { url: string; close(): Promise<void> };
   const receivers: Receiver[] = [];
+  let clock: ManualClock;
 
   beforeAll(async () => {
     fake = await fakeCli(streamedReply(["All ", "good."]));
-    t = await createTestApp(backend, { ...fake.bridgeEnv, ...CALLBACK_ENV });
+    clock = new ManualClock();
+    t = await createTestApp(backend, { ...fake.bridgeEnv, ...CALLBACK_ENV }, clock);
     ({ outbox } = buildHookWorkers(t.deps));
     outbox.start();
     server = await listen(t.app);
@@ -87,10 +94,37 @@ describe.each(BACKENDS)("callbacks on %s", (backend) => {
     return (await res.json()).run_id;
   }
 
+  /**
+   * Waits for the run's completion, which makes its callback due at the wall clock's time, and
+   * moves the outbox's time there unless it is past it (then the completion's own pass tried it);
+   * resolves once a pass then has finished.
+   */
+  async function firstAttempt(runId: string) {
+    const due = await until(async () => {
+      const { callback } = await getRun(server.url, runId);
+      return callback?.next_attempt_at ? callback : undefined;
+    });
+    if (due.attempts > 0) await outbox.poke();
+    else await at(Math.max(clock.now(), Date.parse(due.next_attempt_at ?? "")));
+  }
+
+  /** The run's callback as it stands. */
+  const callbackOf = async (runId: string) => (await getRun(server.url, runId)).callback;
+
+  /**
+   * Moves the outbox's time to `offsetMs` from `time` (ms, or a callback's `next_attempt_at`);
+   * resolves once a pass at that time has finished.
+   */
+  async function at(time: number | string | null | undefined, offsetMs = 0) {
+    await clock.advanceTo((typeof time === "number" ? time : Date.parse(time ?? "")) + offsetMs);
+    await outbox.poke();
+  }
+
   it("reaches the receiver with {run, completion, text}, signed so that it verifies, once", async () => {
     const { receiver, callbackSecret } = await hookWithReceiver("cb-ok");
     const runId = await fire("cb-ok");
-    const [callback] = await until(() => receiver.received.length > 0 && receiver.received);
+    await firstAttempt(runId);
+    const [callback] = receiver.received;
     if (!callback) throw new Error("no callback");
     expect(callback.headers["content-type"]).toBe("application/json");
     expect(callback.headers["webhook-id"]).toBe(runId);
@@ -104,13 +138,13 @@ describe.each(BACKENDS)("callbacks on %s", (backend) => {
     });
     expect(body.run).not.toHaveProperty("callback");
 
-    const run = await until(async () => {
-      const r = await getRun(server.url, runId);
-      return r.callback?.state === "delivered" && r;
+    expect(await callbackOf(runId)).toMatchObject({
+      state: "delivered",
+      attempts: 1,
+      last_status: 200,
     });
-    expect(run.callback).toMatchObject({ state: "delivered", attempts: 1, last_status: 200 });
-    // A whole pass of the outbox after the delivery sends nothing more.
-    await outbox.poke();
+    // A pass of the outbox well after the delivery sends nothing more.
+    await at(clock.now(), LATER_MS);
     expect(receiver.received).toHaveLength(1);
   });
 
@@ -119,45 +153,51 @@ describe.each(BACKENDS)("callbacks on %s", (backend) => {
       n === 1 ? { status: 500 } : n === 2 ? { status: 200, delayMs: 1500 } : { status: 204 };
     const { receiver, callbackSecret } = await hookWithReceiver("cb-retry", plan);
     const runId = await fire("cb-retry");
+    await firstAttempt(runId);
+    const afterFirst = await callbackOf(runId);
+    expect(afterFirst).toMatchObject({ state: "pending", attempts: 1, last_error: "http_500" });
+    // Backoff: the retry falls due between half the minimum and the minimum after the failure.
+    const backoff = Date.parse(afterFirst?.next_attempt_at ?? "") - clock.now();
+    expect(backoff).toBeGreaterThanOrEqual(50);
+    expect(backoff).toBeLessThanOrEqual(100);
+    await at(afterFirst?.next_attempt_at, -1);
+    expect(receiver.received).toHaveLength(1);
 
-    const afterFirst = await until(async () => {
-      const r = await getRun(server.url, runId);
-      return r.callback && r.callback.attempts >= 1 && r.callback.last_status === 500 && r;
+    await at(afterFirst?.next_attempt_at);
+    const afterSecond = await callbackOf(runId);
+    expect(afterSecond).toMatchObject({ state: "pending", attempts: 2, last_error: "timeout" });
+    await at(afterSecond?.next_attempt_at);
+    expect(await callbackOf(runId)).toMatchObject({
+      state: "delivered",
+      attempts: 3,
+      last_status: 204,
+      last_error: null,
     });
-    expect(afterFirst.callback).toMatchObject({
-      state: "pending",
-      last_error: "http_500",
-    });
-    const run = await until(async () => {
-      const r = await getRun(server.url, runId);
-      return r.callback?.state === "delivered" && r;
-    });
-    expect(run.callback).toMatchObject({ attempts: 3, last_status: 204, last_error: null });
     expect(receiver.received).toHaveLength(3);
     const [first, second, third] = receiver.received;
     if (!first || !second || !third) throw new Error("three callbacks expected");
     expect(second.body).toBe(first.body);
     expect(third.body).toBe(first.body);
     for (const callback of receiver.received) expect(verifies(callback, callbackSecret)).toBe(true);
-    // Backoff: each retry waited at least half the minimum.
-    expect(second.at - first.at).toBeGreaterThanOrEqual(50);
-    await outbox.poke();
+    await at(clock.now(), LATER_MS);
     expect(receiver.received).toHaveLength(3);
   });
 
   it("gives up after the configured attempts and says so on the run", async () => {
     const { receiver } = await hookWithReceiver("cb-down", () => ({ status: 503 }));
     const runId = await fire("cb-down");
-    const run = await until(async () => {
-      const r = await getRun(server.url, runId);
-      return r.callback?.state === "failed" && r;
-    });
-    expect(run.callback).toMatchObject({
-      attempts: 4,
-      last_status: 503,
-      last_error: "http_503",
-    });
-    await outbox.poke();
+    await firstAttempt(runId);
+    for (let attempts = 1; attempts <= 4; attempts++) {
+      if (attempts > 1) await at((await callbackOf(runId))?.next_attempt_at);
+      const callback = await callbackOf(runId);
+      expect(callback).toMatchObject({
+        state: attempts < 4 ? "pending" : "failed",
+        attempts,
+        last_status: 503,
+        last_error: "http_503",
+      });
+    }
+    await at(clock.now(), LATER_MS);
     expect(receiver.received).toHaveLength(4);
   });
 

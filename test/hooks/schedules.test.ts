@@ -2,17 +2,19 @@ import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildHookWorkers } from "../../src/app.js";
 import type { Scheduler } from "../../src/hooks/scheduler.js";
+import { createLogger } from "../../src/log.js";
 import { hooks } from "../../src/store/schema.js";
-import { createTestApp, listen, type TestApp } from "../support/app.js";
-import { BACKENDS } from "../support/db.js";
+import { tracingOff } from "../../src/telemetry/tracing.js";
+import { createTestApp, createTestAppOn, listen, type TestApp } from "../support/app.js";
+import { BACKENDS, openTestDatabase } from "../support/db.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
-import { createServerDatabase } from "../support/postgres-databases.js";
-import { type ServerProcess, startServer } from "../support/server.js";
+import { ManualClock } from "../support/manual-clock.js";
 import { createHook, getRun, type RunJson, until } from "./support.js";
 
 // Schedules: a hook with a cron pattern fires by itself, skips a tick (and records it) while its
-// previous scheduled run is still going, and fires each tick once however many servers run.
+// previous scheduled run is still going, and fires each tick once however many instances run. The
+// schedulers run on manual clocks: a tick falls due when the test moves time to it.
 
 interface Delivery {
   delivery_id: string;
@@ -40,11 +42,17 @@ describe.each(BACKENDS)("schedules on %s", (backend) => {
   let t: TestApp;
   let scheduler: Scheduler;
   let server: { url: string; close(): Promise<void> };
+  // The scheduler's time: a tick falls due when the test moves it there.
+  const clock = new ManualClock();
 
   beforeAll(async () => {
-    // Each run takes about 2.5 s, so that an every-second schedule finds it busy.
-    fake = await fakeCli(streamedReply(["Nothing ", "to ", "do."], { delayMs: 800 }));
-    t = await createTestApp(backend, { ...fake.bridgeEnv, AGENT_BRIDGE_SCHEDULE_TICK_MS: "200" });
+    // Each run takes over a second of wall time: the next tick, moved to at once, finds it busy.
+    fake = await fakeCli(streamedReply(["Nothing ", "to ", "do."], { delayMs: 300 }));
+    t = await createTestApp(
+      backend,
+      { ...fake.bridgeEnv, AGENT_BRIDGE_SCHEDULE_TICK_MS: "200" },
+      clock,
+    );
     ({ scheduler } = buildHookWorkers(t.deps));
     scheduler.start();
     server = await listen(t.app);
@@ -59,24 +67,35 @@ describe.each(BACKENDS)("schedules on %s", (backend) => {
   it("fires at each tick with the scheduled framing, skipping ticks while its run is going", async () => {
     const hook = await createHook(server.url, { name: "heartbeat", ...everySecond });
     expect(hook.next_fire_at).toEqual(expect.any(String));
-    const seen = await until(
-      async () => {
-        const all = await deliveries(server.url, "heartbeat");
-        const accepted = all.filter((d) => d.outcome === "accepted");
-        return accepted.length >= 2 && all.some((d) => d.outcome === "skipped") && all;
-      },
+    // The first whole second after the hook was made and after the clock's now: its first tick.
+    const first =
+      Math.floor(Math.max(Date.parse(hook.updated_at as string), clock.now()) / 1000) * 1000 + 1000;
+    const tick = (n: number) => `schedule:${new Date(first + n * 1000).toISOString()}`;
+    // Up to a scheduler pass after it: it fires, and nothing before it did.
+    await clock.advanceTo(first - 1);
+    expect(await deliveries(server.url, "heartbeat")).toEqual([]);
+    await clock.advanceTo(first + 200);
+    expect(await deliveries(server.url, "heartbeat")).toMatchObject([
+      { delivery_id: tick(0), outcome: "accepted" },
+    ]);
+    // Its run still going, the next tick is skipped.
+    await clock.advance(1000);
+    const [firstRun] = await deliveries(server.url, "heartbeat");
+    await until(
+      async () => (await getRun(server.url, firstRun?.run_id ?? "")).status === "succeeded",
       30_000,
-      "two scheduled runs and a skipped tick",
+      "the first scheduled run's end",
     );
+    // Its run over, the one after is accepted.
+    await clock.advance(1000);
+    const seen = await deliveries(server.url, "heartbeat");
     await fetch(`${server.url}/v1/hooks/heartbeat`, { method: "DELETE" });
-
-    for (const d of seen) {
-      expect(d.source).toBe("schedule");
-      expect(d.delivery_id).toMatch(/^schedule:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.000Z$/);
-    }
-    // Ticks a second apart, each once.
-    const times = seen.map((d) => Date.parse(d.delivery_id.slice("schedule:".length)));
-    for (let i = 1; i < times.length; i++) expect(times[i]).toBe((times[i - 1] ?? 0) + 1000);
+    expect(seen).toMatchObject([
+      { delivery_id: tick(0), outcome: "accepted" },
+      { delivery_id: tick(1), outcome: "skipped" },
+      { delivery_id: tick(2), outcome: "accepted" },
+    ]);
+    for (const d of seen) expect(d.source).toBe("schedule");
 
     const skipped = seen.find((d) => d.outcome === "skipped");
     expect(skipped?.run_id).toBeNull();
@@ -85,16 +104,16 @@ describe.each(BACKENDS)("schedules on %s", (backend) => {
     const accepted = seen.filter((d) => d.outcome === "accepted");
     const runs: RunJson[] = [];
     for (const d of accepted) runs.push(await getRun(server.url, d.run_id ?? ""));
-    const [firstRun] = runs;
+    const [acceptedRun] = runs;
     const fireTime = accepted[0]?.delivery_id.slice("schedule:".length);
-    expect(firstRun).toMatchObject({
+    expect(acceptedRun).toMatchObject({
       trigger: "schedule",
       prompt: `Heartbeat of heartbeat at ${fireTime}: anything to do?`,
     });
-    expect(firstRun?.system_prompt).toContain("scheduled invocation");
-    expect(firstRun?.system_prompt).toContain("Nobody is listening");
-    expect(firstRun?.system_prompt).toContain(`fired at ${fireTime}`);
-    expect(firstRun?.system_prompt).toContain("Europe/Berlin");
+    expect(acceptedRun?.system_prompt).toContain("scheduled invocation");
+    expect(acceptedRun?.system_prompt).toContain("Nobody is listening");
+    expect(acceptedRun?.system_prompt).toContain(`fired at ${fireTime}`);
+    expect(acceptedRun?.system_prompt).toContain("Europe/Berlin");
     // Without a session key, every tick is a new session.
     expect(new Set(runs.map((r) => r.session_id)).size).toBe(runs.length);
   });
@@ -202,60 +221,69 @@ describe.each(BACKENDS)("schedules on %s", (backend) => {
   });
 });
 
-describe.skipIf(!process.env.TEST_DATABASE_URL)("two servers on one Postgres", () => {
-  const servers: ServerProcess[] = [];
+describe.skipIf(!process.env.TEST_DATABASE_URL)("two instances on one Postgres", () => {
+  interface Instance {
+    t: TestApp;
+    clock: ManualClock;
+    scheduler: Scheduler;
+    /** The ticks it logged as fired. */
+    fired: () => number;
+  }
+  const instances: Instance[] = [];
   let fake: FakeCli;
-  let drop: () => Promise<void>;
+  let server: { url: string; close(): Promise<void> } | undefined;
   afterAll(async () => {
-    for (const s of servers) await s.stop("SIGKILL");
+    await server?.close();
+    for (const { scheduler } of instances) await scheduler.stop();
+    // B shares A's database, which A's close drops: B's runs end first.
+    const [a, b] = instances;
+    await b?.t.deps.runs.shutdown(0);
+    await b?.t.deps.gateway.close();
+    await a?.t.close();
     await fake?.cleanup();
-    await drop?.();
   });
 
   it("fire each tick once", async () => {
     fake = await fakeCli(streamedReply(["ok"]));
-    const database = await createServerDatabase({ migrated: true });
-    drop = database.drop;
-    const env = {
-      DATABASE_URL: database.url,
-      ...fake.bridgeEnv,
-      AGENT_BRIDGE_SCHEDULE_TICK_MS: "100",
-    };
-    servers.push(await startServer(env), await startServer(env));
-    const [a, b] = servers;
-    if (!a || !b) throw new Error("two servers expected");
-    await createHook(a.url, { name: "both", ...everySecond, schedule: "*/2 * * * * *" });
-    await until(
-      async () =>
-        (await deliveries(b.url, "both")).filter((d) => d.outcome === "accepted").length >= 3,
-      30_000,
-      "three ticks",
-    );
-    // Unscheduled (not deleted, so that its deliveries stay listed); a pass under way may end.
-    const { schedule: _, timezone: __, ...unscheduled } = everySecond;
-    const put = await fetch(`${b.url}/v1/hooks/both`, {
-      method: "PUT",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify(unscheduled),
-    });
-    expect(put.status).toBe(200);
-    await new Promise((r) => setTimeout(r, 1000));
-    const list = await deliveries(a.url, "both");
-    const ticks = list.map((d) => d.delivery_id);
-    expect(new Set(ticks).size).toBe(ticks.length);
-    const times = ticks.map((id) => Date.parse(id.slice("schedule:".length)));
-    for (let i = 1; i < times.length; i++) expect(times[i]).toBe((times[i - 1] ?? 0) + 2000);
-    // One CLI process per accepted tick, over both servers.
-    await until(async () => {
-      const runs = await Promise.all(
-        list.map((d) => (d.run_id ? getRun(a.url, d.run_id) : undefined)),
+    const database = await openTestDatabase("postgres");
+    const env = { ...fake.bridgeEnv, AGENT_BRIDGE_SCHEDULE_TICK_MS: "100" };
+    const start = Date.now();
+    for (let i = 0; i < 2; i++) {
+      const lines: string[] = [];
+      const logger = createLogger("info", {}, (line) => lines.push(line));
+      // A clock each: their passes race, as two processes' would.
+      const clock = new ManualClock(start);
+      const t = createTestAppOn(database, env, logger, tracingOff, clock);
+      const { scheduler } = buildHookWorkers(t.deps);
+      scheduler.start();
+      const fired = () => lines.filter((line) => line.includes('"msg":"schedule fired"')).length;
+      instances.push({ t, clock, scheduler, fired });
+    }
+    const [a, b] = instances;
+    if (!a || !b) throw new Error("two instances expected");
+    server = await listen(a.t.app);
+    const { url } = server;
+    const hook = await createHook(url, { name: "both", ...everySecond, schedule: "*/2 * * * * *" });
+    // The first even second after the hook was made: its first tick.
+    const first = Math.floor(Date.parse(hook.updated_at as string) / 2000) * 2000 + 2000;
+    const tick = (n: number) => `schedule:${new Date(first + n * 2000).toISOString()}`;
+    for (let n = 0; n < 3; n++) {
+      // Both move past the tick together, then its run ends, so that the next is not skipped.
+      await Promise.all(instances.map(({ clock }) => clock.advanceTo(first + n * 2000 + 100)));
+      const [fired] = (await deliveries(url, "both")).slice(n);
+      await until(
+        async () => (await getRun(url, fired?.run_id ?? "")).status === "succeeded",
+        30_000,
+        `the run of tick ${n}`,
       );
-      return runs.every((r) => !r || !["queued", "running"].includes(r.status));
-    });
-    const accepted = list.filter((d) => d.outcome === "accepted").length;
-    expect((await fake.invocations()).length).toBe(accepted);
+    }
+    const list = await deliveries(url, "both");
+    expect(list).toMatchObject(
+      [0, 1, 2].map((n) => ({ delivery_id: tick(n), outcome: "accepted" })),
+    );
+    // One CLI process per tick, over both instances.
+    expect((await fake.invocations()).length).toBe(3);
     // Each tick was fired (and logged) by one of the two, never both.
-    const fired = (s: ServerProcess) => s.output().match(/"msg":"schedule fired"/g)?.length ?? 0;
-    expect(fired(a) + fired(b)).toBe(list.length);
+    expect(a.fired() + b.fired()).toBe(3);
   });
 });

@@ -139,6 +139,7 @@ export interface RunJson {
     attempts: number;
     last_error: string | null;
     last_status: number | null;
+    next_attempt_at: string | null;
   } | null;
 }
 

@@ -9,6 +9,7 @@ import { markRunning } from "../../src/store/run-lifecycle.js";
 import { createTestApp, requestAs, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
+import { ManualClock } from "../support/manual-clock.js";
 import { type Frame, SseReader } from "../support/sse.js";
 import { controlRequest, result, systemInit } from "../support/stream-json-lines.js";
 
@@ -248,9 +249,14 @@ describe.each(BACKENDS)("the audit trail of answers on %s", (backend) => {
   });
 });
 
+/** The run's timeout: its own work takes far less, the wait for an answer longer. */
+const RUN_TIMEOUT_SECONDS = 4;
+
 describe.each(BACKENDS)("a request left unanswered past the run's timeout on %s", (backend) => {
   let fake: FakeCli;
   let t: TestApp;
+  // The approvals' time; the run's own timeout is the driver's, on the wall clock.
+  const clock = new ManualClock();
 
   beforeAll(async () => {
     fake = await fakeCli({
@@ -261,15 +267,18 @@ describe.each(BACKENDS)("a request left unanswered past the run's timeout on %s"
         { emit: result({ result: "Nobody answered." }) },
       ],
     });
-    // The run's own time is far below its timeout; the wait for an answer is longer than it.
-    t = await createTestApp(backend, { ...fake.bridgeEnv, AGENT_BRIDGE_RUN_TIMEOUT_SECONDS: "4" });
+    t = await createTestApp(
+      backend,
+      { ...fake.bridgeEnv, AGENT_BRIDGE_RUN_TIMEOUT_SECONDS: String(RUN_TIMEOUT_SECONDS) },
+      clock,
+    );
   });
   afterAll(async () => {
     await t.close();
     await fake.cleanup();
   });
 
-  /** A message in a session whose requests wait `approvalTimeoutSeconds`: its run's frames. */
+  /** A message in a session whose requests wait `approvalTimeoutSeconds`: its run's stream. */
   async function runWaiting(approvalTimeoutSeconds: number) {
     const post = (path: string, body: unknown) =>
       t.app.request(path, {
@@ -284,22 +293,43 @@ describe.each(BACKENDS)("a request left unanswered past the run's timeout on %s"
       })
     ).json();
     const res = await post(`/v1/sessions/${session.id}/messages`, { text: "deploy" });
-    const frames = await SseReader.of(res).events();
-    return {
-      resolved: frames.find((f) => f.event === "permission_resolved")?.data,
-      completion: frames.at(-1)?.data,
-    };
+    return { runId: res.headers.get("x-run-id") ?? "", stream: SseReader.of(res) };
   }
 
-  it("is denied by its approval timeout, not cut by the run's: the wall clock stops while it waits", async () => {
-    const { resolved, completion } = await runWaiting(5);
-    expect(resolved).toMatchObject({ request_id: "req_late", decision: "deny", by: "timeout" });
-    expect(completion).toMatchObject({ status: "succeeded", result: "Nobody answered." });
+  const resolvedIn = (frames: Frame[]) => frames.find((f) => f.event === "permission_resolved");
+
+  it("is denied by its approval timeout, not a moment before, and the run goes on with the denial", async () => {
+    const { runId, stream } = await runWaiting(5);
+    const asked = (await stream.until("permission_request")).at(-1)?.data;
+    const askedAt = clock.now();
+    expect(asked).toMatchObject({
+      request_id: "req_late",
+      expires_at: new Date(askedAt + 5_000).toISOString(),
+    });
+    await clock.advance(4_999);
+    expect(await listPermissionRequests(t.database.db, runId)).toMatchObject([
+      { requestId: "req_late", state: "pending" },
+    ]);
+    await clock.advance(1);
+    const frames = await stream.events();
+    expect(resolvedIn(frames)?.data).toMatchObject({
+      request_id: "req_late",
+      decision: "deny",
+      by: "timeout",
+    });
+    expect(frames.at(-1)?.data).toMatchObject({ status: "succeeded", result: "Nobody answered." });
+    expect(await listPermissionRequests(t.database.db, runId)).toMatchObject([
+      { requestId: "req_late", state: "expired" },
+    ]);
   });
 
-  it("stops the wall clock for as long again at most: a run whose request may wait a day ends timed_out at twice its timeout", async () => {
-    const { resolved, completion } = await runWaiting(86_400);
-    expect(resolved).toMatchObject({ request_id: "req_late", by: "cancel" });
-    expect(completion).toMatchObject({ status: "timed_out" });
+  it("stops the wall clock while it waits, for as long again at most: a run whose request may wait a day ends timed_out at twice its timeout", async () => {
+    const started = performance.now();
+    const { stream } = await runWaiting(86_400);
+    const frames = await stream.events();
+    expect(resolvedIn(frames)?.data).toMatchObject({ request_id: "req_late", by: "cancel" });
+    expect(frames.at(-1)?.data).toMatchObject({ status: "timed_out" });
+    // Cut at its own timeout had its clock not stopped while the request waited.
+    expect(performance.now() - started).toBeGreaterThan(1.5 * RUN_TIMEOUT_SECONDS * 1000);
   });
 });

@@ -1,4 +1,5 @@
 import { buildDeps, createApp } from "../../src/app.js";
+import { type Clock, systemClock } from "../../src/clock.js";
 import { loadConfig } from "../../src/config.js";
 import type { AppDeps } from "../../src/http/context.js";
 import { type Logger, silentLogger } from "../../src/log.js";
@@ -19,24 +20,27 @@ export interface TestApp {
 /**
  * The real app on a fresh database of the given back-end, configured from `env` alone. API keys
  * are off unless `env` turns them on (`AGENT_BRIDGE_AUTH: "keys"`), as the tests of auth do; the
- * CLI has an API key unless `env` takes it away.
+ * CLI has an API key unless `env` takes it away. Its timers and timestamps read `clock` (a test's
+ * ManualClock, test/support/manual-clock.ts), the real one by default.
  */
 export async function createTestApp(
   backend: Backend,
   env: NodeJS.ProcessEnv = {},
+  clock: Clock = systemClock,
 ): Promise<TestApp> {
-  return createTestAppOn(await openTestDatabase(backend), env);
+  return createTestAppOn(await openTestDatabase(backend), env, silentLogger, tracingOff, clock);
 }
 
 /**
  * The real app on a database the test opened itself (e.g. on a Postgres server it owns), logging
- * to `logger` (nowhere by default).
+ * to `logger` (nowhere by default), on `clock` (the real one by default).
  */
 export function createTestAppOn(
   database: TestDatabase,
   env: NodeJS.ProcessEnv = {},
   logger: Logger = silentLogger,
   tracing: Tracing = tracingOff,
+  clock: Clock = systemClock,
 ): TestApp {
   const config = loadConfig({
     PATH: process.env.PATH,
@@ -48,7 +52,7 @@ export function createTestAppOn(
     ANTHROPIC_API_KEY: TEST_CLI_KEY,
     ...env,
   });
-  const deps = buildDeps(config, database, logger, tracing);
+  const deps = buildDeps(config, database, logger, tracing, clock);
   return {
     app: createApp(deps),
     database,

@@ -1,0 +1,55 @@
+import { describe, expect, it } from "vitest";
+import { silentLogger } from "../../src/log.js";
+import { sessionById } from "../../src/store/expiry.js";
+import { createSession } from "../../src/store/sessions.js";
+import { GitRunner } from "../../src/worktrees/git.js";
+import { SessionSweeper } from "../../src/worktrees/sweep.js";
+import { BACKENDS, openTestDatabase } from "../support/db.js";
+import { ManualClock } from "../support/manual-clock.js";
+
+// The session sweep on a manual clock: it sweeps at each interval, and a session is idle past the
+// TTL by the sweep's clock, not a moment before.
+
+describe.each(BACKENDS)("the session sweep on %s", (backend) => {
+  it("expires a session at the first sweep after it has been idle past the TTL, and not before", async () => {
+    const database = await openTestDatabase(backend);
+    const { db } = database;
+    try {
+      const session = await createSession(db, {
+        ownerKeyId: null,
+        workDir: null,
+        title: null,
+        agent: "claude",
+        permissionMode: "acceptEdits",
+        model: null,
+        effort: "high",
+        systemPrompt: null,
+        worktree: false,
+        metadata: {},
+      });
+      const idleSince = session.lastActivityAt.getTime();
+      const clock = new ManualClock(idleSince);
+      const sweeper = new SessionSweeper({
+        db,
+        runs: { whenIdle: (_id, task) => task() },
+        logger: silentLogger,
+        ttlMs: 60_000,
+        intervalMs: 10_000,
+        workDir: "/nonexistent",
+        git: new GitRunner({ env: {} }),
+        clock,
+      });
+      sweeper.start();
+      const expiredAt = async () => (await sessionById(db, session.id))?.expiredAt ?? null;
+      // Sweeps at 10 s, 20 s, ... 60 s: at 60 s it is idle for the TTL exactly, not past it.
+      await clock.advance(60_000);
+      expect(await expiredAt()).toBeNull();
+      await clock.advance(10_000);
+      expect(await expiredAt()).toEqual(new Date(idleSince + 70_000));
+      await sweeper.stop();
+      expect(clock.pending).toBe(0);
+    } finally {
+      await database.destroy();
+    }
+  });
+});
