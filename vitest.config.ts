@@ -9,39 +9,17 @@ import { TEST_NODE_FLAGS } from "./test/support/node-flags.js";
 // process (which inherits the environment) agree on where the database template is.
 if (!process.env.TMPDIR && existsSync("/dev/shm")) process.env.TMPDIR = "/dev/shm";
 
-// The suite in three tiers, by what a test file starts (README "Development"):
-// - unit: nothing but the code it imports: no database, no process, no global setup;
-// - integration: the app in-process and the test databases (./test/support/db.ts), no process;
-// - system: processes: the server, real agent CLIs and the fake one, git, bubblewrap, the agent
-//   user's tools, proxies, Chromium, Postgres servers of its own.
-// Unit and integration name their files; system takes every other, so a new file runs in the
-// tier with every set-up until it is named elsewhere (test/tiers.test.ts checks that each file
-// is in one tier, and that no name here is stale).
-export const unitFiles = [
-  "test/{backoff,config,once-more,prices}.test.ts",
-  "test/agents/{child-env,run-budget}.test.ts",
-  "test/agents/claude/{command,control,credentials,mapper}.test.ts",
-  "test/agents/codex/{command,mapper}.test.ts",
-  "test/gateway/upstream.test.ts",
-  "test/hooks/verify.test.ts",
-  "test/http/error-map.test.ts",
-  "test/process/{framer,json-cutter,tenant-ids}.test.ts",
-  "test/runs/{admission,run-state}.test.ts",
-  "test/worktrees/config.test.ts",
-  "test/tiers.test.ts",
-];
+// The suite in three tiers, by what a test file starts (docs/development.md), named by its suffix:
+// - unit (`*.unit.test.ts`): nothing but the code it imports: no database, no process, no global
+//   setup;
+// - integration (`*.integration.test.ts`): the app in-process and the test databases
+//   (./test/support/db.ts), no process;
+// - system (every other): processes: the server, real agent CLIs and the fake one, git,
+//   bubblewrap, the agent user's tools, proxies, Chromium, Postgres servers of its own. A new file
+//   runs in the tier with every set-up until its name says otherwise.
+const unitFiles = ["test/**/*.unit.test.ts"];
+const integrationFiles = ["test/**/*.integration.test.ts"];
 
-export const integrationFiles = [
-  "test/auth/call-admission.test.ts",
-  "test/cluster/doorbell.test.ts",
-  "test/gateway/{egress,gateway,openai}.test.ts",
-  "test/http/{health,run-events,sessions,work-dir}.test.ts",
-  "test/runs/{key-run-limit,log-writer,run-log,transaction-hooks}.test.ts",
-  "test/store/{claim-queued,database,event-log,migrations,snapshot}.test.ts",
-  "test/support/*.test.ts",
-];
-
-// The embedded databases, and the servers the system tests start from the compiled build.
 const databases = "test/support/global-setup.ts";
 const serverBuild = "test/support/build-setup.ts";
 

@@ -6,7 +6,7 @@ import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypt
 // Written here rather than taken from `standardwebhooks` or `@octokit/webhooks-methods`: the first
 // reads the timestamp with parseInt against its own whole-second clock and hashes in plain JS (ten
 // times slower, work the decoy would have to match); the second verifies the body as text, so
-// bytes never signed pass when they read as signed text (test/hooks/verify.test.ts).
+// bytes never signed pass when they read as signed text (test/hooks/verify.unit.test.ts).
 
 export const VERIFICATION_KINDS = ["github", "standard", "bearer"] as const;
 export type VerificationKind = (typeof VERIFICATION_KINDS)[number];

@@ -12,7 +12,7 @@ import { result, systemInit } from "../support/stream-json-lines.js";
 // POST /v1/runs/{id}/retry with the scripted fake CLI: which run may be retried, where its run
 // resumes the conversation (the argv the CLI gets), and that it is answered as a message is.
 // The real CLI's side (the failed turn gone from the model's view) is in
-// test/runs/retry.real.test.ts.
+// test/runs/retry-usage.real.test.ts.
 
 const FAILED_TURN = {
   steps: [

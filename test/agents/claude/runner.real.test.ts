@@ -155,7 +155,7 @@ describe("runClaude with the real CLI", () => {
 
   it("describes the file tools the CLI really ran as data, each closed by its tool_update", async () => {
     // CLI 2.1.328 offers no Grep, Glob or TodoWrite (it searches through Bash): the other kinds
-    // are the mapper's tests' (test/agents/claude/mapper.test.ts).
+    // are the mapper's tests' (test/agents/claude/mapper.unit.test.ts).
     const { mock, ce, config } = await setup();
     const file = join(ce.cwd, "notes.txt");
     mock.script(
