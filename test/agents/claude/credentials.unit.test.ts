@@ -94,7 +94,12 @@ describe("anthropicUpstream", () => {
       "ANTHROPIC_AUTH_TOKEN",
     ],
   ])("%j: sends %j, and the CLI's token goes in %s", (env, credential, variable) => {
-    expect(anthropicUpstream(env)).toEqual({ baseUrl: API, credential, variable, source: variable });
+    expect(anthropicUpstream(env)).toEqual({
+      baseUrl: API,
+      credential,
+      variable,
+      source: variable,
+    });
   });
 
   it("forwards to the operator's ANTHROPIC_BASE_URL when set", () => {
