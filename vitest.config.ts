@@ -32,14 +32,14 @@ export default defineConfig({
     // The embedded database is WebAssembly. V8 compiles it with its baseline compiler and then
     // again, optimized, for the functions that run hot; a test process lives too short for the
     // second to pay: without it an embedded database costs 30-40 % less CPU to open and query
-    // (README "Development"). The test servers' processes run with it too (support/server.ts).
+    // (docs/development.md). The test servers' processes run with it too (support/server.ts).
     execArgv: [...TEST_NODE_FLAGS],
     // One process runs many files: importing the app and its dependencies again for each file
     // cost more CPU than most files' tests. Each file still makes its own databases, servers and
     // temporary files, and no test changes module state (mocks, globals) it does not restore.
     isolate: false,
     // Most tests wait on processes, timers and servers rather than compute, so five files at a
-    // time use a 2-core machine best (README "Development" has the measurements). One number for
+    // time use a 2-core machine best (bench/results/HISTORY.md has the measurements). One number for
     // every tier: vitest runs projects with different ones one after the other, not side by side.
     maxWorkers: 5,
     // Every test by name, so the output shows each database test ran on each back-end.

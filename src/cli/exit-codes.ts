@@ -1,6 +1,6 @@
 import type { RunStatus } from "../client/index.js";
 
-// Exit codes of `agent-bridge`, documented in the README: a CI step can tell a run that failed
+// Exit codes of `agent-bridge`, documented in docs/cli.md: a CI step can tell a run that failed
 // from one that was cancelled or timed out, and both from a command that could not be done.
 
 export const EXIT = {

@@ -1248,7 +1248,7 @@ export interface components {
       /** @description Its calls as the model gateway metered them, beside what its CLI reported (`completion`); `usage` and `cost_usd` are the metered figures when the CLI reported no cost (killed, crashed). null: no call of its went through the gateway. */
       metered: components["schemas"]["MeteredUsage"] | null;
     };
-    /** @description Each sandboxed run's memory and process limits (README Security), or why there are none: a run that hits one ends `failed` with `memory_limit` or `process_limit`. */
+    /** @description Each sandboxed run's memory and process limits (docs/security.md), or why there are none: a run that hits one ends `failed` with `memory_limit` or `process_limit`. */
     RunLimitsReadiness:
       | {
           /** @enum {boolean} */
@@ -1306,7 +1306,7 @@ export interface components {
       | "cancelled"
       | "timed_out"
       | "interrupted";
-    /** @description Whether each run's CLI runs in a sandbox of its own (AGENT_BRIDGE_SANDBOX; README Security): its mechanism and version, or why not. */
+    /** @description Whether each run's CLI runs in a sandbox of its own (AGENT_BRIDGE_SANDBOX; docs/security.md): its mechanism and version, or why not. */
     SandboxReadiness:
       | {
           /** @enum {boolean} */

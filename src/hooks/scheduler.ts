@@ -15,7 +15,7 @@ const MAX_TICKS_PER_PASS = 10;
 
 /**
  * Parses a schedule of 5 fields, or 6 with seconds first (croner also takes a 7th, the year,
- * which the README does not offer); throws on another pattern or an unknown time zone.
+ * which docs/webhooks.md does not offer); throws on another pattern or an unknown time zone.
  */
 export function parseSchedule(pattern: string, timezone: string): Cron {
   return new Cron(pattern, { timezone, mode: "5-or-6-parts" });

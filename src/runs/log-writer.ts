@@ -21,7 +21,7 @@ const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
  * Writes the event logs of every run in progress: once per turn of the event loop, it takes what
  * each log has waiting and stores all of it in one statement. One statement per run and turn held
  * 50 concurrent runs streaming 200 lines a second each to about 3 700 events/s on PGlite, whose
- * cost is mostly per statement (`npm run bench`, README "Performance").
+ * cost is mostly per statement (`npm run bench`, docs/performance.md).
  *
  * Writes are one after another, so each log has at most one batch in flight, and its events are
  * stored in order. While the database is unreachable the writer keeps trying (up to the outage

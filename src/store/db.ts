@@ -93,7 +93,7 @@ class TickYieldingPGlite extends PGlite {
 /**
  * The embedded server's settings beyond PGlite's own. Its shared buffers live in its WebAssembly
  * memory, which never shrinks: 16 MB instead of initdb's 128 MB keeps about 90 MB less resident
- * for a database this service's size, whose pages the OS caches anyway (README "Performance").
+ * for a database this service's size, whose pages the OS caches anyway (docs/performance.md).
  */
 const pgliteOptions = {
   startParams: [...PGlite.defaultStartParams, "-c", "shared_buffers=16MB"],

@@ -49,7 +49,7 @@ function processWithHome(home: string): number {
 
 /**
  * Whether the agent user can run `bin` where this checkout is: one under a directory private to
- * root (a fresh clone in a 0700 temp dir) is out of its reach, as the README says it must not be.
+ * root (a fresh clone in a 0700 temp dir) is out of its reach, as docs/security.md says it must not be.
  */
 function agentUserCanRun(bin: string): boolean {
   try {
@@ -84,7 +84,7 @@ describe.skipIf(!claudeReachable)("agents run as another OS user (AGENT_BRIDGE_A
     // The operator's codex set-up: a CODEX_HOME with the provider's config, which only the
     // server's user can read (mkdtemp makes it 0700).
     codex = await makeCodexEnv(openai.url);
-    // The work dir, as the README asks of one: group-writable by the agent user's group.
+    // The work dir, as docs/security.md asks of one: group-writable by the agent user's group.
     chownSync(ce.cwd, 0, agent.gid);
     chmodSync(ce.cwd, 0o2770);
   });

@@ -11,7 +11,7 @@ import { callOutput, type MockOpenAI, shellCall, startMockOpenAI } from "../supp
 // API as the operator's upstream: what the agent holds, what its run's token is worth, and what
 // the gateway meters. On each database, since the metering is stored there.
 
-/** The operator's key: given to the server in a file, as the README's production set-up does. */
+/** The operator's key: given to the server in a file, as docs/security.md's production set-up does. */
 const OPERATOR_KEY = "sk-proj-operator-secret-0123456789";
 
 describe.each(BACKENDS)("the model gateway with the real codex CLI on %s", (backend) => {

@@ -18,7 +18,7 @@ import { type Frame, SseReader } from "../support/sse.js";
 // answers reach the CLI, and what the gateway meters. On each database, since the metering is
 // stored there.
 
-/** The operator's key: given to the server in a file, as the README's production set-up does. */
+/** The operator's key: given to the server in a file, as docs/security.md's production set-up does. */
 const OPERATOR_KEY = "sk-ant-operator-secret-0123456789";
 
 const data = <T = Record<string, unknown>>(frame: Frame | undefined) => frame?.data as T;

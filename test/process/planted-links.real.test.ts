@@ -63,7 +63,7 @@ describe.skipIf(!isRoot).each(BACKENDS)(
       agent = ensureAgentUser();
       mock = await startMockAnthropic({ quiet: true });
       ce = await makeClaudeEnv(mock.url);
-      // The work dir, as the README asks of one: the agent user's group may write it.
+      // The work dir, as docs/security.md asks of one: the agent user's group may write it.
       chownSync(ce.cwd, 0, agent.gid);
       chmodSync(ce.cwd, 0o2770);
       homes = mkdtempSync(join(tmpdir(), "agent-bridge-homes-"));

@@ -133,7 +133,7 @@ describe.skipIf(!isRoot)("each run in a sandbox of its own (AGENT_BRIDGE_SANDBOX
     agent = ensureAgentUser();
     mock = await startMockAnthropic({ quiet: true });
     ce = await makeClaudeEnv(mock.url);
-    // Two allowed roots, each a tenant's work dir, made as the README asks: the agent user's.
+    // Two allowed roots, each a tenant's work dir, made as docs/security.md asks: the agent user's.
     root = realpathSync(mkdtempSync(join(tmpdir(), "agent-bridge-sandbox-")));
     chmodSync(root, 0o711);
     rootA = join(root, "a");

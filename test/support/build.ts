@@ -13,7 +13,7 @@ import { build, type Plugin } from "esbuild";
 
 // The server as one precompiled JavaScript file, for the tests that start it as a process: through
 // tsx's loader each start takes most of a second longer, and loading the 530 modules of src/ and
-// its dependencies one by one cost a third of a start's CPU (README "Development"); the tests start
+// its dependencies one by one cost a third of a start's CPU (docs/development.md); the tests start
 // it over a hundred times. The README's curl walk-through still starts it as `npm start` does
 // (./user-server.ts).
 

@@ -27,7 +27,7 @@ export interface Relation {
  * One statement deleting every row of the tables, each table before those it references, and
  * restarting the sequences, so that the next key is numbered as a new database's first is.
  * Deleting the few rows a test leaves costs a tenth of truncating every table, which makes each
- * table's files again (README "Development").
+ * table's files again (docs/development.md).
  */
 export function emptyingStatement(relations: Relation[]): string {
   const left = new Map(

@@ -13,7 +13,7 @@ const FAKE_CLI_SCRIPT = resolve(import.meta.dirname, "fake-cli.mjs");
 /**
  * What runs the fake: Bun (a devDependency), the runtime the real claude binary is built on. The
  * suite starts the fake about 500 times, and a run of it costs half the CPU on Bun that it does on
- * Node (README "Development").
+ * Node (docs/development.md).
  */
 const FAKE_CLI_RUNTIME = resolve(import.meta.dirname, "../../node_modules/.bin/bun");
 

@@ -11,7 +11,7 @@ import { seedDataDir } from "./pglite-template.js";
 
 // The embedded test databases of this test process, kept open and emptied between callers:
 // copying a data dir, opening it, closing it and removing it cost about 0.2 s of CPU, and a run
-// opens about ninety; emptying one (./emptying.ts) costs a fraction of that (README "Development"). A caller gets
+// opens about ninety; emptying one (./emptying.ts) costs a fraction of that (docs/development.md). A caller gets
 // a view of its own: once it closes that view, every statement through it fails as a closed
 // PGlite's does, so that nothing a test left running reaches the next caller's data. A database
 // whose schema a test changed (a trigger, a function) is closed instead of kept.

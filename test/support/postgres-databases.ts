@@ -9,7 +9,7 @@ import { migrationsDigest } from "./pglite-template.js";
 // migrated template database made once per run: running every migration cost each new database
 // 150 ms, most of it the server's CPU. Copying the template still cost the server about 0.4 s of
 // CPU (writing and syncing the copy), so a test process lends its migrated databases again once
-// emptied, which costs a tenth of that (README "Development"). A database given back is closed to
+// emptied, which costs a tenth of that (docs/development.md). A database given back is closed to
 // connections, its sessions ended, and renamed before it is emptied: whatever still holds its old
 // URL (a server a test left running, a pool it did not close) reaches nothing, as after a drop.
 // One whose schema a caller changed, or that would not close, is dropped instead.

@@ -64,7 +64,7 @@ function spawnEntry(
       PATH: process.env.PATH,
       HOME: process.env.HOME,
       // Node 22+ reuses the code an earlier start compiled, for the hundred-odd servers of a run
-      // (README "Development"); Node 20 ignores it.
+      // (docs/development.md); Node 20 ignores it.
       NODE_COMPILE_CACHE: join(inject("serverBuild"), "compile-cache"),
       ...env,
     },

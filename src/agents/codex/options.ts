@@ -16,7 +16,7 @@ export type CodexSandbox = (typeof CODEX_SANDBOX_MODES)[number];
 export const CODEX_REASONING_EFFORTS = ["low", "medium", "high", "xhigh", "max", "ultra"] as const;
 export type CodexReasoningEffort = (typeof CODEX_REASONING_EFFORTS)[number];
 
-/** The sandbox of each permission mode that has one (the README's Agents table). */
+/** The sandbox of each permission mode that has one (docs/agents.md's table). */
 export const SANDBOX_OF: Partial<Record<PermissionMode, CodexSandbox>> = {
   plan: "read-only",
   // Claude's default asks before edits and commands, and nobody can answer in a bridged run.

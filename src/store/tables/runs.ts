@@ -122,7 +122,7 @@ export const runCommands = pgTable(
 // The hottest table. A row is one batch of a run's events (whatever the run log gathered while
 // its previous write was in flight), not one event: a row per event cost the database a tuple and
 // an index entry each, which made the relay and the replay of a long run several times slower
-// (`npm run bench`, README "Performance"). `events` holds one line per event, in the format of
+// (`npm run bench`, docs/performance.md). `events` holds one line per event, in the format of
 // `src/store/events.ts`.
 export const runEventBatches = pgTable(
   "run_event_batches",

@@ -39,7 +39,7 @@ const RunLimitsReadiness = z
   ])
   .openapi("RunLimitsReadiness", {
     description:
-      "Each sandboxed run's memory and process limits (README Security), or why there are none: a run that hits one ends `failed` with `memory_limit` or `process_limit`.",
+      "Each sandboxed run's memory and process limits (docs/security.md), or why there are none: a run that hits one ends `failed` with `memory_limit` or `process_limit`.",
   });
 
 export const Readiness = z
@@ -81,7 +81,7 @@ export const Readiness = z
       ])
       .openapi("SandboxReadiness", {
         description:
-          "Whether each run's CLI runs in a sandbox of its own (AGENT_BRIDGE_SANDBOX; README Security): its mechanism and version, or why not.",
+          "Whether each run's CLI runs in a sandbox of its own (AGENT_BRIDGE_SANDBOX; docs/security.md): its mechanism and version, or why not.",
       }),
   })
   .openapi("Readiness");

@@ -53,7 +53,7 @@ export const CreateSessionBody = z
     title: z.string().min(1).max(200).optional().openapi({ description: "A label for people." }),
     agent: AgentName.optional().openapi({
       description:
-        "The agent CLI the session's runs use, one of those the server runs (`GET /readyz` lists them). Default: the server's `AGENT_BRIDGE_AGENT`. The settings below apply to every agent; a value an agent has no equivalent for is refused (400) rather than ignored: see the README's Agents section.",
+        "The agent CLI the session's runs use, one of those the server runs (`GET /readyz` lists them). Default: the server's `AGENT_BRIDGE_AGENT`. The settings below apply to every agent; a value an agent has no equivalent for is refused (400) rather than ignored: see docs/agents.md.",
     }),
     permission_mode: PermissionMode.optional().openapi({
       description:
