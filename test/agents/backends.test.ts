@@ -8,6 +8,7 @@ import type { AgentBackend, AgentRunRequest } from "../../src/agents/agent.js";
 import { claudeBackend } from "../../src/agents/claude/backend.js";
 import { codexBackend } from "../../src/agents/codex/backend.js";
 import { codexPlugin } from "../../src/agents/codex/plugin.js";
+import type { GatewayAccess } from "../../src/agents/gateway-access.js";
 import type { AgentName } from "../../src/agents/registry.js";
 import type { BridgeEvent, CompletionEvent } from "../../src/events.js";
 import { createLogger, type Logger, silentLogger } from "../../src/log.js";
@@ -24,6 +25,32 @@ import { collect, completionOf } from "./run-events.js";
 
 type Json = Record<string, unknown>;
 type DriverLimits = Omit<DriverConfig, "logger" | "onSpawn">;
+
+/**
+ * codex runs through the model gateway only; the fake CLI makes no call, so the access each run
+ * gets from it is never used: an address nothing listens on, and no calls to account for.
+ */
+const NO_CALLS_GATEWAY: GatewayAccess = {
+  variable: "OPENAI_API_KEY",
+  source: "OPENAI_API_KEY",
+  open: async () => ({
+    baseUrl: "http://127.0.0.1:9/openai",
+    token: "unused",
+    socket: "/nonexistent",
+    close: () => {},
+    recorded: async () => {},
+    refusal: () => undefined,
+    metered: async () => ({
+      calls: 0,
+      inputTokens: 0,
+      outputTokens: 0,
+      cacheReadTokens: 0,
+      cacheCreationTokens: 0,
+      costUsd: 0,
+      pricedCalls: 0,
+    }),
+  }),
+};
 
 interface BackendCase {
   name: AgentName;
@@ -59,7 +86,14 @@ const BACKENDS: BackendCase[] = [
     name: "codex",
     binVariable: "AGENT_BRIDGE_CODEX_BIN",
     build: (bin, env, driver) =>
-      codexBackend({ bin, env, driver, prices: {}, worktree: codexPlugin.worktree }),
+      codexBackend({
+        bin,
+        env,
+        driver,
+        prices: {},
+        worktree: codexPlugin.worktree,
+        gateway: NO_CALLS_GATEWAY,
+      }),
     succeeded: {
       usage: {
         input_tokens: 100,
