@@ -153,5 +153,27 @@ describe.each(BACKENDS)(
       });
       expect(askedSince(before)).toEqual(["POST /v1/responses"]);
     });
+
+    it("stops codex at the call that would pass the run's own max_budget_usd, its session's or its message's, the same way: the run ends max_budget", async () => {
+      const { send } = await tenant();
+      for (const settings of [
+        { session: { max_budget_usd: COSTLY_USD } },
+        { message: { max_budget_usd: COSTLY_USD } },
+      ]) {
+        const before = mock.requests.length;
+        mock.script(spend);
+        const { body } = await send("spend the run's cap", settings);
+        expect(body.completion).toMatchObject({
+          status: "failed",
+          error_code: "max_budget",
+          error: `the run's max_budget_usd of $${COSTLY_USD} is spent ($${COSTLY_USD})`,
+          cost_usd: COSTLY_USD,
+        });
+        expect(askedSince(before)).toEqual(["POST /v1/responses"]);
+        expect(refusedCalls(body.run.id)).toEqual([
+          expect.objectContaining({ code: "max_budget" }),
+        ]);
+      }
+    });
   },
 );
