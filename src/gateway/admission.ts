@@ -22,8 +22,14 @@ export interface CallAsk {
 export type Admission = (ask: CallAsk) => Promise<CallRefusal | null>;
 
 /**
- * The status of a refusal: 402 for a budget (a status the CLIs report at once, as the API's
- * `billing_error`), 403 for a model the key may not use.
+ * The statuses a model API refuses a call with, each the one its CLI takes as final and reports
+ * at once: one for a budget (the key's or the run's own), one for a model the key may not use.
  */
-export const refusalStatus = (refusal: CallRefusal) =>
-  refusal.code === "policy_denied" ? 403 : 402;
+export interface RefusalStatuses {
+  budget: number;
+  model: number;
+}
+
+/** The status of a refusal, in the API's own terms. */
+export const refusalStatus = (refusal: CallRefusal, statuses: RefusalStatuses) =>
+  refusal.code === "policy_denied" ? statuses.model : statuses.budget;

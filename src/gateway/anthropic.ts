@@ -49,6 +49,9 @@ export function anthropicApi(upstream: Upstream): ModelApi {
     route,
     tokenOf,
     requestIdHeader: "request-id",
+    // Claude Code reports a 402 `billing_error` at once (a 400 it retries six times, a 403 it
+    // takes for a bad credential).
+    refusals: { budget: 402, model: 403 },
     errorBody: (status, message) => ({
       type: "error",
       error: { type: ERROR_TYPES[status] ?? "api_error", message },

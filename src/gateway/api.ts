@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from "node:http";
+import type { RefusalStatuses } from "./admission.js";
 import type { Upstream } from "./upstream.js";
 
 // What the gateway knows of one model API (./anthropic.ts, ./openai.ts): which of its calls it
@@ -58,6 +59,8 @@ export interface ModelApi {
   tokenOf(headers: IncomingHttpHeaders): string | undefined;
   /** The response header in which the upstream names its request, for its support. */
   readonly requestIdHeader: string;
+  /** The statuses it answers a call the bridge refuses with (./admission.ts). */
+  readonly refusals: RefusalStatuses;
   /** An error answered by the gateway itself, in the API's own shape. */
   errorBody(status: number, message: string): Record<string, unknown>;
   /** A meter for a metered call's response, given its content type. */

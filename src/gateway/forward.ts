@@ -125,7 +125,9 @@ export async function forward(
     if (refusal) {
       call.refused(refusal);
       // Not to be retried: asked again, the answer would be the same.
-      answer(res, call.api, refusalStatus(refusal), refusal.message, { "x-should-retry": "false" });
+      answer(res, call.api, refusalStatus(refusal, call.api.refusals), refusal.message, {
+        "x-should-retry": "false",
+      });
       return undefined;
     }
   }

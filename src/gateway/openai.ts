@@ -12,14 +12,20 @@ import { ResponseMeter } from "./usage-meter.js";
 const METERED: Route = { metered: true, open: false };
 const FORWARDED: Route = { metered: false, open: false };
 
-/** The API's `error.type` and `error.code` of the answers the gateway gives itself. */
+/**
+ * The API's `error.type` and `error.code` of the answers the gateway gives itself. A refusal is
+ * answered as the API refuses a spent quota (429 `insufficient_quota`) or a model the project may
+ * not use (403 `model_not_found`): the two codex 0.171.0 gives up on at once. Any other 402 or 403
+ * it takes for a passing fault and asks again, five times over some six seconds, heedless of
+ * `x-should-retry`.
+ */
 const ERRORS: Record<number, { type: string; code: string | null }> = {
   400: { type: "invalid_request_error", code: null },
   401: { type: "invalid_request_error", code: "invalid_api_key" },
-  402: { type: "insufficient_quota", code: "insufficient_quota" },
-  403: { type: "invalid_request_error", code: "model_not_allowed" },
+  403: { type: "invalid_request_error", code: "model_not_found" },
   404: { type: "invalid_request_error", code: "unknown_url" },
   413: { type: "invalid_request_error", code: "request_too_large" },
+  429: { type: "insufficient_quota", code: "insufficient_quota" },
   502: { type: "server_error", code: null },
 };
 
@@ -42,6 +48,7 @@ export function openaiApi(upstream: Upstream): ModelApi {
     route,
     tokenOf,
     requestIdHeader: "x-request-id",
+    refusals: { budget: 429, model: 403 },
     errorBody: (status, message) => ({
       error: { message, ...(ERRORS[status] ?? ERRORS[502]), param: null },
     }),

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { CallRefusal } from "../../src/gateway/admission.js";
 import type { CallUsage } from "../../src/gateway/api.js";
 import { openaiApi } from "../../src/gateway/openai.js";
 import { responsesUsage } from "../../src/gateway/responses-usage.js";
@@ -14,6 +15,12 @@ import { MOCK_MODEL, type MockOpenAI, startMockOpenAI } from "../support/mock-op
 // the operator's upstream; and the reading of a Responses answer's usage.
 
 const OPERATOR_KEY = "sk-proj-operator";
+
+/** What the bridge's policy refuses, by the model asked for. */
+const REFUSALS: Record<string, CallRefusal> = {
+  "gpt-over-budget": { code: "budget_exhausted", message: "the key's budget is spent" },
+  "gpt-not-listed": { code: "policy_denied", message: "the key's policy does not allow it" },
+};
 
 describe.each(BACKENDS)("the model gateway's Responses API on %s", (backend) => {
   let mock: MockOpenAI;
@@ -31,7 +38,11 @@ describe.each(BACKENDS)("the model gateway's Responses API on %s", (backend) => 
           credential: { authorization: `Bearer ${OPERATOR_KEY}` },
         }),
       ],
-      { prices: { [MOCK_MODEL]: { input: 2, output: 10, cache_read: 0.1, cache_creation: 2.5 } } },
+      {
+        prices: { [MOCK_MODEL]: { input: 2, output: 10, cache_read: 0.1, cache_creation: 2.5 } },
+        // The bridge's policy decides; here a model's name does.
+        admit: async ({ model }) => REFUSALS[model ?? ""] ?? null,
+      },
     );
   });
   afterAll(async () => {
@@ -132,6 +143,31 @@ describe.each(BACKENDS)("the model gateway's Responses API on %s", (backend) => 
     expect(await listModelCalls(database.db, run.id)).toMatchObject([
       { status: 429, error: "rate_limit_exceeded", inputTokens: 0 },
     ]);
+  });
+
+  it("refuses a call its run may not make as the API refuses a spent quota (429 insufficient_quota) or a model the project may not use (403 model_not_found), not to be retried, without forwarding or metering it", async () => {
+    const { run, baseUrl, token } = await access();
+    const before = mock.requests.length;
+    const refusals: [string, number, string, string][] = [
+      ["gpt-over-budget", 429, "insufficient_quota", "insufficient_quota"],
+      ["gpt-not-listed", 403, "invalid_request_error", "model_not_found"],
+    ];
+    for (const [model, status, type, code] of refusals) {
+      const answer = await call(
+        `${baseUrl}/responses`,
+        "POST",
+        { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        { model, input: "hello", stream: true },
+      );
+      expect(answer.status).toBe(status);
+      expect(answer.headers["x-should-retry"]).toBe("false");
+      expect(JSON.parse(answer.body)).toEqual({
+        error: { message: REFUSALS[model]?.message, type, code, param: null },
+      });
+    }
+    expect(mock.requests.length).toBe(before);
+    await gateway.recorded();
+    expect(await listModelCalls(database.db, run.id)).toEqual([]);
   });
 
   it("forwards the model list unmetered", async () => {

@@ -168,12 +168,11 @@ describe.each(BACKENDS)("MCP servers, images and run caps through the API on %s"
     expect(await sessionCount()).toBe(before);
   });
 
-  it("refuses what a codex session cannot honour: MCP servers, caps on turns or spend, approvals over the API, on the session or its message", async () => {
+  it("refuses what a codex session cannot honour: MCP servers, a cap on turns, approvals over the API, on the session or its message; a cap on spend, which the model gateway keeps, it takes", async () => {
     const before = await sessionCount();
     const asks: [string, CreateSession][] = [
       ["mcp_servers", { mcp_servers: ["github"] }],
       ["max_turns", { max_turns: 3 }],
-      ["max_budget_usd", { max_budget_usd: 1 }],
       ["approvals", { approvals: "api" }],
     ];
     for (const [field, asked] of asks) {
@@ -182,10 +181,10 @@ describe.each(BACKENDS)("MCP servers, images and run caps through the API on %s"
     }
     expect(await sessionCount()).toBe(before);
 
-    const session = await newSession({ agent: "codex" });
+    const session = await newSession({ agent: "codex", max_budget_usd: 1 });
+    expect(session).toMatchObject({ agent: "codex", max_budget_usd: 1 });
     for (const [field, asked] of [
       ["max_turns", { max_turns: 3 }],
-      ["max_budget_usd", { max_budget_usd: 1 }],
       ["approvals", { approvals: "api" }],
       ["permission_mode", { permission_mode: "auto" }],
     ] as const) {

@@ -6,9 +6,11 @@ import { type SessionSettings, SessionSettings as Settings } from "../../session
 // mode, so a permission mode becomes the sandbox its commands run in; a mode that has no such
 // equivalent is refused rather than run as something else. Efforts are those its bundled model
 // catalog offers (`codex debug models`): codex itself passes any string on to the API unchecked,
-// so this schema is the only guard. codex has no cap on turns or spend, and takes MCP servers only
-// from its config.toml or as `-c` overrides in its argv (where their secrets would be readable by
-// every process on the machine), so a session or message asking for those is refused too.
+// so this schema is the only guard. codex has no cap on turns, and takes MCP servers only from its
+// config.toml or as `-c` overrides in its argv (where their secrets would be readable by every
+// process on the machine), so a session or message asking for those is refused too. A cap on
+// spend needs nothing of codex: the model gateway refuses a run's call once its metered calls
+// have spent it (src/gateway/admission.ts).
 
 export const CODEX_SANDBOX_MODES = ["read-only", "workspace-write", "danger-full-access"] as const;
 export type CodexSandbox = (typeof CODEX_SANDBOX_MODES)[number];
@@ -65,7 +67,6 @@ export const CodexSettings: z.ZodType<SessionSettings> = Settings.superRefine((s
   const unsupported = [
     ["mcpServers", s.mcpServers.length > 0, "codex takes MCP servers only in its config"],
     ["maxTurns", s.maxTurns !== null, "codex exec has no cap on turns"],
-    ["maxBudgetUsd", s.maxBudgetUsd !== null, "codex exec has no cap on spend"],
     ["approvals", s.approvals === "api", "codex exec asks for no approvals"],
   ] as const;
   for (const [path, asked, message] of unsupported) {
