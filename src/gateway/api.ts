@@ -47,6 +47,10 @@ export interface UsageMeter {
   push(chunk: Buffer): void;
   /** What the bytes so far said. */
   usage(): CallUsage;
+  /** The answer is one body, read once it has ended (not a stream of events). */
+  readonly whole: boolean;
+  /** A stream has sent its last event: what follows is its close. */
+  readonly ended: boolean;
 }
 
 export interface ModelApi {

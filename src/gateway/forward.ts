@@ -21,6 +21,9 @@ export type MeteredCall = Omit<NewModelCall, "costUsd">;
 /** Largest request forwarded: the Messages API's own limit. */
 export const MAX_REQUEST_BYTES = 32 * 1024 * 1024;
 
+/** Most of a whole answer held until its call is recorded: far more than an answer's usual size. */
+const MAX_HELD_BYTES = 8 * 1024 * 1024;
+
 export interface ForwardedCall {
   api: ModelApi;
   route: Route;
@@ -210,17 +213,35 @@ async function exchange(
       requestId: typeof requestId === "string" ? requestId : null,
     };
   };
+  // What the caller must not have before the call is recorded: a stream's last event (the CLI
+  // goes on once it has it), or the whole of a body (it may be read by its length). Held bytes
+  // are bounded: past the bound the meter reads no more, and the answer passes as it comes.
+  let held: Buffer[] | undefined = usageMeter?.whole && beforeEnd ? [] : undefined;
+  let heldBytes = 0;
   try {
     await pipeline(
       upstream,
       new Transform({
         transform(chunk: Buffer, _encoding, done) {
           usageMeter?.push(chunk);
+          if (held) {
+            held.push(chunk);
+            heldBytes += chunk.length;
+            if (heldBytes <= MAX_HELD_BYTES) return done();
+            const all = Buffer.concat(held);
+            held = undefined;
+            return done(null, all);
+          }
+          if (beforeEnd && usageMeter?.ended) {
+            beforeEnd(outcome()).then(() => done(null, chunk));
+            return;
+          }
           done(null, chunk);
         },
         flush(done) {
-          if (!beforeEnd) return done();
-          beforeEnd(outcome()).then(() => done(), done);
+          const end = () => done(null, held ? Buffer.concat(held) : undefined);
+          if (!beforeEnd) return end();
+          beforeEnd(outcome()).then(end);
         },
       }),
       res,

@@ -25,6 +25,9 @@ import { UpstreamClient } from "./upstream.js";
 // the run's only way out, a proxy that lets through what its key's egress list allows
 // (./egress.ts).
 
+/** The longest an answer's end waits for its call's record: far more than a write takes. */
+const RECORD_WAIT_MS = 5000;
+
 /** Where the gateway listens for CLIs outside a sandbox. */
 export interface GatewayAddress {
   /** `http://127.0.0.1:PORT` */
@@ -242,8 +245,8 @@ export class ModelGateway {
 
   /**
    * Records the call, retrying through an outage (`recorded` waits for that); resolves once its
-   * first try is over, which is what the caller's answer waits for: an outage delays no answer.
-   * Never rejects (a failure is logged).
+   * first try is over, or after RECORD_WAIT_MS, which is what the caller's answer waits for: an
+   * outage or a stuck connection delays no answer by more. Never rejects (a failure is logged).
    */
   private record(metered: MeteredCall): Promise<void> {
     const { db, logger, dbOutageBoundMs, prices } = this.opts;
@@ -260,10 +263,15 @@ export class ModelGateway {
       );
     this.writing.set(writing, call.runId);
     void writing.finally(() => this.writing.delete(writing));
-    return first.then(
-      () => {},
-      () => {},
-    );
+    return new Promise((resolve) => {
+      const late = setTimeout(resolve, RECORD_WAIT_MS);
+      late.unref();
+      const over = () => {
+        clearTimeout(late);
+        resolve();
+      };
+      first.then(over, over);
+    });
   }
 }
 

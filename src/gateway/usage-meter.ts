@@ -85,6 +85,14 @@ export class ResponseMeter implements UsageMeter {
     else this.body.push(chunk);
   }
 
+  get whole(): boolean {
+    return this.stream === undefined;
+  }
+
+  get ended(): boolean {
+    return this.stream !== undefined && this.state.complete;
+  }
+
   usage(): CallUsage {
     if (!this.stream && this.body) {
       this.reading.body(parseObject(Buffer.concat(this.body).toString("utf8")), this.state);

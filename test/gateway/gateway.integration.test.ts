@@ -108,6 +108,68 @@ describe.each(BACKENDS)("the model gateway on %s", (backend) => {
     expect(await meteredUsage(database.db, run.id)).toMatchObject({ calls: 1, inputTokens: 7 });
   });
 
+  it("writes a call's record before its caller has the whole answer, or a stream's last event: the caller's next call is admitted on a spend that counts it", async () => {
+    // The database as the gateway sees it, saying when a call's record is in.
+    let recorded = 0;
+    const watched = new Proxy(database.db, {
+      get(target, key, receiver) {
+        const value = Reflect.get(target, key, receiver);
+        if (key !== "transaction") return value;
+        return async (...args: unknown[]) => {
+          const done = await (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+          recorded++;
+          return done;
+        };
+      },
+    }) as typeof database.db;
+    const watching = testGateway(watched, [
+      anthropicApi({ baseUrl: mock.url, credential: { "x-api-key": OPERATOR_KEY } }),
+    ]);
+    try {
+      const run = await insertSessionRun(database.db);
+      const { baseUrl, token } = await watching.open("anthropic", run.id, null);
+      const ask = (stream: boolean) => {
+        mock.script({ blocks: [{ type: "text", text: "Counted." }] });
+        return new Promise<{ recordedAtLast: number; body: string }>((resolve, reject) => {
+          const req = request(
+            `${baseUrl}/v1/messages`,
+            { method: "POST", headers: { "x-api-key": token, "content-type": "application/json" } },
+            (res) => {
+              let body = "";
+              let recordedAtLast = -1;
+              res.setEncoding("utf8");
+              res.on("data", (chunk: string) => {
+                body += chunk;
+                if (recordedAtLast < 0 && body.includes("message_stop")) recordedAtLast = recorded;
+              });
+              res.on("end", () =>
+                resolve({ recordedAtLast: stream ? recordedAtLast : recorded, body }),
+              );
+            },
+          );
+          req.on("error", reject);
+          req.end(
+            JSON.stringify({
+              model: "claude-mock",
+              max_tokens: 10,
+              stream,
+              tools: [{ name: "Bash" }],
+              messages: [{ role: "user", content: "count me" }],
+            }),
+          );
+        });
+      };
+      const whole = await ask(false);
+      expect(JSON.parse(whole.body)).toMatchObject({ content: [{ text: "Counted." }] });
+      expect(whole.recordedAtLast).toBe(1);
+      const streamed = await ask(true);
+      expect(streamed.body).toContain("message_stop");
+      expect(streamed.recordedAtLast).toBe(2);
+    } finally {
+      await watching.close();
+    }
+  });
+
   it("records a call of a model without a price with its tokens and no cost", async () => {
     const { run, baseUrl, token } = await access();
     mock.script({ blocks: [{ type: "text", text: "Unpriced." }] });
