@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { closeSync, constants, fstatSync, openSync, readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import type { Upstream } from "../../gateway/upstream.js";
@@ -38,11 +38,30 @@ export function operatorCodexHome(env: Record<string, string>): string {
   return env.CODEX_HOME ?? join(env.HOME ?? homedir(), ".codex");
 }
 
+/** Larger than any auth.json codex writes. */
+const MAX_LOGIN_BYTES = 64 * 1024;
+
+/**
+ * The file at `path` when it is a regular file of at most MAX_LOGIN_BYTES, opened without
+ * following a link or waiting on a FIFO: without an agent user, runs share the operator's HOME and
+ * could have put either there.
+ */
+function readLoginFile(path: string): string {
+  const fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  try {
+    const stat = fstatSync(fd);
+    if (!stat.isFile() || stat.size > MAX_LOGIN_BYTES) throw new Error(`${path}: not a login file`);
+    return readFileSync(fd, "utf8");
+  } finally {
+    closeSync(fd);
+  }
+}
+
 /** What `codex login` saved in the operator's CODEX_HOME; empty when nothing readable is there. */
 function savedLogin(env: Record<string, string>): { apiKey?: string; chatgpt: boolean } {
   let saved: unknown;
   try {
-    saved = JSON.parse(readFileSync(join(operatorCodexHome(env), "auth.json"), "utf8"));
+    saved = JSON.parse(readLoginFile(join(operatorCodexHome(env), "auth.json")));
   } catch {
     return { chatgpt: false };
   }

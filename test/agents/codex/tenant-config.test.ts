@@ -4,6 +4,7 @@ import { chown, link, lstat, mkdtemp, readFile, rm, stat, writeFile } from "node
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { codexUpstream } from "../../../src/agents/codex/credentials.js";
 import { seedTenantCodexHome } from "../../../src/agents/codex/tenant-config.js";
 import { agentFiles } from "../../../src/process/agent-files.js";
 import type { RunAs } from "../../../src/process/agent-user.js";
@@ -96,5 +97,31 @@ describe.skipIf(!isRoot)("the operator's codex configuration in a tenant's CODEX
     asAgent(`cd ${tenantHome}; rm -f config.toml auth.json; mkfifo config.toml auth.json`);
     await seed();
     await expectCopies();
+  });
+});
+
+// The operator's saved key is read at start-up from their CODEX_HOME, which runs share when there
+// is no agent user: a link or a FIFO an agent left there is not followed, nor waited on.
+describe("the operator's saved codex key", () => {
+  const baseUrl = "https://api.example/v1";
+  it("is read from a regular auth.json, and not through a link nor from a FIFO", async () => {
+    const home = await mkdtemp(join(tmpdir(), "operator-login-"));
+    try {
+      const env = { CODEX_HOME: home };
+      await writeFile(join(home, "elsewhere.json"), '{"OPENAI_API_KEY":"sk-planted"}');
+      execFileSync("ln", ["-s", join(home, "elsewhere.json"), join(home, "auth.json")]);
+      expect(codexUpstream(env, baseUrl)).toBeInstanceOf(Error);
+      await rm(join(home, "auth.json"));
+      execFileSync("mkfifo", [join(home, "auth.json")]);
+      expect(codexUpstream(env, baseUrl)).toBeInstanceOf(Error);
+      await rm(join(home, "auth.json"));
+      await writeFile(join(home, "auth.json"), '{"OPENAI_API_KEY":"sk-saved"}');
+      expect(codexUpstream(env, baseUrl)).toMatchObject({
+        credential: { authorization: "Bearer sk-saved" },
+        source: "auth.json",
+      });
+    } finally {
+      await rm(home, { recursive: true, force: true });
+    }
   });
 });
