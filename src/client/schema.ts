@@ -777,7 +777,7 @@ export interface components {
       mcp_servers?: string[];
       /** @description The most agentic turns (model calls) a run may take; a run stopped by it ends `failed` with `error_code: max_turns`. Claude Code only (`--max-turns`); 400 for a codex session. A message may set its own for its run. */
       max_turns?: number;
-      /** @description The most USD a run may spend; the agent stops after the turn that reaches it, and the run ends `failed` with `error_code: max_budget`. With a key's monthly budget the run gets the smaller of the two (stopped by the key's, it ends `budget_exhausted`). Enforced by the model gateway for every agent: the run's call that would start past it is refused (Claude Code also gets `--max-budget-usd`). A message may set its own for its run. */
+      /** @description The most USD a run may spend; the agent stops after the turn that reaches it, and the run ends `failed` with `error_code: max_budget`. With a key's monthly budget the run gets the smaller of the two (stopped by the key's, it ends `budget_exhausted`). At the model gateway, a call of the run that would start past it is refused, whatever the agent; Claude Code also gets `--max-budget-usd`. A message may set its own for its run. */
       max_budget_usd?: number;
       approvals?: components["schemas"]["Approvals"] & unknown;
       /** @description How long a permission request waits for an answer (`approvals: api`) before it is denied `by: timeout`. Default: `AGENT_BRIDGE_APPROVAL_TIMEOUT_SECONDS`. The run's wall-clock timeout keeps counting while a request waits; its idle timeout does not. */
@@ -1101,7 +1101,7 @@ export interface components {
       attachments?: components["schemas"]["ImageAttachment"][];
       /** @description The most agentic turns (model calls) a run may take; a run stopped by it ends `failed` with `error_code: max_turns`. Claude Code only (`--max-turns`); 400 for a codex session. For this message's run, in place of the session's. */
       max_turns?: number;
-      /** @description The most USD a run may spend; the agent stops after the turn that reaches it, and the run ends `failed` with `error_code: max_budget`. With a key's monthly budget the run gets the smaller of the two (stopped by the key's, it ends `budget_exhausted`). Enforced by the model gateway for every agent: the run's call that would start past it is refused (Claude Code also gets `--max-budget-usd`). For this message's run, in place of the session's. */
+      /** @description The most USD a run may spend; the agent stops after the turn that reaches it, and the run ends `failed` with `error_code: max_budget`. With a key's monthly budget the run gets the smaller of the two (stopped by the key's, it ends `budget_exhausted`). At the model gateway, a call of the run that would start past it is refused, whatever the agent; Claude Code also gets `--max-budget-usd`. For this message's run, in place of the session's. */
       max_budget_usd?: number;
       approvals?: components["schemas"]["Approvals"] & unknown;
       permission_mode?: components["schemas"]["PermissionMode"] & unknown;

@@ -30,7 +30,7 @@ export const MaxBudgetUsd = z
 export const MAX_TURNS_HELP =
   "The most agentic turns (model calls) a run may take; a run stopped by it ends `failed` with `error_code: max_turns`. Claude Code only (`--max-turns`); 400 for a codex session.";
 export const MAX_BUDGET_HELP =
-  "The most USD a run may spend; the agent stops after the turn that reaches it, and the run ends `failed` with `error_code: max_budget`. With a key's monthly budget the run gets the smaller of the two (stopped by the key's, it ends `budget_exhausted`). Enforced by the model gateway for every agent: the run's call that would start past it is refused (Claude Code also gets `--max-budget-usd`).";
+  "The most USD a run may spend; the agent stops after the turn that reaches it, and the run ends `failed` with `error_code: max_budget`. With a key's monthly budget the run gets the smaller of the two (stopped by the key's, it ends `budget_exhausted`). At the model gateway, a call of the run that would start past it is refused, whatever the agent; Claude Code also gets `--max-budget-usd`.";
 
 export const McpServerNames = z
   .array(
