@@ -272,37 +272,50 @@ export function policyGate(db: Database, config: PolicyConfig, sandbox: SandboxS
  * (as may calls under way at once): the next is refused.
  */
 export function callAdmission(db: Database, config: PolicyConfig): Admission {
-  return async ({ runId, model, maxBudgetUsd }) => {
-    if (maxBudgetUsd !== null) {
-      const { costUsd } = await meteredUsage(db, runId);
-      if (costUsd >= maxBudgetUsd) {
+  return ({ runId, maxBudgetUsd }) => {
+    // The run's key is its session's for the run's life: read once, from the run's start (before
+    // its first call), and read again only after a read that failed.
+    let key: Promise<string | null> | undefined;
+    const keyOf = () => {
+      key ??= keyOfRun(db, runId).catch((err: unknown) => {
+        key = undefined;
+        throw err;
+      });
+      return key;
+    };
+    keyOf().catch(() => {});
+    return async (model) => {
+      const [spent, keyId] = await Promise.all([
+        maxBudgetUsd === null ? undefined : meteredUsage(db, runId),
+        keyOf(),
+      ]);
+      if (maxBudgetUsd !== null && spent && spent.costUsd >= maxBudgetUsd) {
         return {
           code: "max_budget",
-          message: `the run's max_budget_usd of $${maxBudgetUsd} is spent ($${round(costUsd)})`,
+          message: `the run's max_budget_usd of $${maxBudgetUsd} is spent ($${round(spent.costUsd)})`,
         };
       }
-    }
-    const keyId = await keyOfRun(db, runId);
-    if (!keyId) return null;
-    const policy = await loadPolicy(db, keyId, config);
-    if (policy.models && !(model !== null && policy.models.includes(model))) {
-      return {
-        code: "policy_denied",
-        message: `the key's policy does not allow the model ${model ?? "(none named)"}: it is not among its models (${policy.models.join(", ")})`,
-      };
-    }
-    const budget = await budgetOf(db, keyId, policy);
-    if (!budget) return null;
-    if (budget.leftUsd <= 0) {
-      return { code: "budget_exhausted", message: new BudgetExhaustedError(budget).message };
-    }
-    if (!priceOf(config.prices, model)) {
-      return {
-        code: "policy_denied",
-        message: `the key has a budget, and the model ${model ?? "(none named)"} has no price to count its spend at (AGENT_BRIDGE_MODEL_PRICES)`,
-      };
-    }
-    return null;
+      if (!keyId) return null;
+      const policy = await loadPolicy(db, keyId, config);
+      if (policy.models && !(model !== null && policy.models.includes(model))) {
+        return {
+          code: "policy_denied",
+          message: `the key's policy does not allow the model ${model ?? "(none named)"}: it is not among its models (${policy.models.join(", ")})`,
+        };
+      }
+      const budget = await budgetOf(db, keyId, policy);
+      if (!budget) return null;
+      if (budget.leftUsd <= 0) {
+        return { code: "budget_exhausted", message: new BudgetExhaustedError(budget).message };
+      }
+      if (!priceOf(config.prices, model)) {
+        return {
+          code: "policy_denied",
+          message: `the key has a budget, and the model ${model ?? "(none named)"} has no price to count its spend at (AGENT_BRIDGE_MODEL_PRICES)`,
+        };
+      }
+      return null;
+    };
   };
 }
 

@@ -10,16 +10,24 @@ export interface CallRefusal {
   message: string;
 }
 
-export interface CallAsk {
+/** The run whose calls are asked about. */
+export interface RunAsk {
   runId: string;
-  /** The model the request asks for; null when it names none. */
-  model: string | null;
   /** The run's own cap on its spend (the session's or its message's `max_budget_usd`). */
   maxBudgetUsd: number | null;
 }
 
-/** Null: the call may go. */
-export type Admission = (ask: CallAsk) => Promise<CallRefusal | null>;
+/**
+ * Whether one call of the run may go, given the model it asks for (null: it names none); null: it
+ * may.
+ */
+export type CallAdmission = (model: string | null) => Promise<CallRefusal | null>;
+
+/**
+ * The admission of a run's calls, made as the run opens its access: what cannot change while the
+ * run lives is read once, not before each of its calls.
+ */
+export type Admission = (run: RunAsk) => CallAdmission;
 
 /**
  * The status of a refusal: 402 for a budget (a status the CLIs report at once, as the API's

@@ -45,7 +45,7 @@ describe.each(BACKENDS)("a metered call's admission on %s", (backend) => {
       durationMs: 1,
     });
   const ask = (runId: string, model: string | null, maxBudgetUsd: number | null = null) =>
-    admit({ runId, model, maxBudgetUsd });
+    admit({ runId, maxBudgetUsd })(model);
 
   it("lets a call go while the key's month and the run's own cap have something left, and refuses the next once either is spent", async () => {
     const runId = await runOf({ maxBudgetUsd: 1 });
