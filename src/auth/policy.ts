@@ -1,6 +1,6 @@
 import { realpath } from "node:fs/promises";
 import { DomainError } from "../errors.js";
-import type { Admission } from "../gateway/admission.js";
+import type { Admission, CallRefusal } from "../gateway/admission.js";
 import { EgressRuleError, parseEgressRule } from "../gateway/egress.js";
 import { PERMISSION_MODES } from "../permission-modes.js";
 import { type PriceTable, priceOf } from "../prices.js";
@@ -284,37 +284,38 @@ export function callAdmission(db: Database, config: PolicyConfig): Admission {
       return key;
     };
     keyOf().catch(() => {});
-    return async (model) => {
+    return async () => {
       const [spent, keyId] = await Promise.all([
         maxBudgetUsd === null ? undefined : meteredUsage(db, runId),
         keyOf(),
       ]);
-      if (maxBudgetUsd !== null && spent && spent.costUsd >= maxBudgetUsd) {
-        return {
-          code: "max_budget",
-          message: `the run's max_budget_usd of $${maxBudgetUsd} is spent ($${round(spent.costUsd)})`,
-        };
-      }
-      if (!keyId) return null;
-      const policy = await loadPolicy(db, keyId, config);
-      if (policy.models && !(model !== null && policy.models.includes(model))) {
-        return {
-          code: "policy_denied",
-          message: `the key's policy does not allow the model ${model ?? "(none named)"}: it is not among its models (${policy.models.join(", ")})`,
-        };
-      }
-      const budget = await budgetOf(db, keyId, policy);
-      if (!budget) return null;
-      if (budget.leftUsd <= 0) {
-        return { code: "budget_exhausted", message: new BudgetExhaustedError(budget).message };
-      }
-      if (!priceOf(config.prices, model)) {
-        return {
-          code: "policy_denied",
-          message: `the key has a budget, and the model ${model ?? "(none named)"} has no price to count its spend at (AGENT_BRIDGE_MODEL_PRICES)`,
-        };
-      }
-      return null;
+      const policy = keyId ? await loadPolicy(db, keyId, config) : undefined;
+      const budget = keyId && policy ? await budgetOf(db, keyId, policy) : null;
+      return (model): CallRefusal | null => {
+        if (maxBudgetUsd !== null && spent && spent.costUsd >= maxBudgetUsd) {
+          return {
+            code: "max_budget",
+            message: `the run's max_budget_usd of $${maxBudgetUsd} is spent ($${round(spent.costUsd)})`,
+          };
+        }
+        if (policy?.models && !(model !== null && policy.models.includes(model))) {
+          return {
+            code: "policy_denied",
+            message: `the key's policy does not allow the model ${model ?? "(none named)"}: it is not among its models (${policy.models.join(", ")})`,
+          };
+        }
+        if (!budget) return null;
+        if (budget.leftUsd <= 0) {
+          return { code: "budget_exhausted", message: new BudgetExhaustedError(budget).message };
+        }
+        if (!priceOf(config.prices, model)) {
+          return {
+            code: "policy_denied",
+            message: `the key has a budget, and the model ${model ?? "(none named)"} has no price to count its spend at (AGENT_BRIDGE_MODEL_PRICES)`,
+          };
+        }
+        return null;
+      };
     };
   };
 }

@@ -17,11 +17,14 @@ export interface RunAsk {
   maxBudgetUsd: number | null;
 }
 
+/** Whether a call may go, given the model its request asks for (null: it names none); null: it may. */
+export type Ruling = (model: string | null) => CallRefusal | null;
+
 /**
- * Whether one call of the run may go, given the model it asks for (null: it names none); null: it
- * may.
+ * A call's admission: reads what it rests on (the spend so far, the key's policy) from when the
+ * call arrives, while its request is still being read; resolves with the ruling on its model.
  */
-export type CallAdmission = (model: string | null) => Promise<CallRefusal | null>;
+export type CallAdmission = () => Promise<Ruling>;
 
 /**
  * The admission of a run's calls, made as the run opens its access: what cannot change while the

@@ -106,6 +106,10 @@ export async function forward(
 ): Promise<void> {
   const startedAt = new Date();
   const started = performance.now();
+  const meter = call.route.metered && call.grant !== undefined;
+  // Its reads overlap the request's; a request that never comes whole leaves them unasked for.
+  const admission = meter ? call.grant?.admit() : undefined;
+  admission?.catch(() => {});
   let body: Buffer;
   try {
     body = await readBody(req);
@@ -116,9 +120,8 @@ export async function forward(
     // Otherwise the caller went away while sending it: nothing was spent.
     return undefined;
   }
-  const meter = call.route.metered && call.grant !== undefined;
-  if (meter && call.grant) {
-    const refusal = await call.grant.admit(requestedModel(body));
+  if (admission) {
+    const refusal = (await admission)(requestedModel(body));
     if (refusal) {
       call.refused(refusal);
       // Not to be retried: asked again, the answer would be the same.
