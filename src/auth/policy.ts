@@ -9,6 +9,7 @@ import { type SandboxStatus, tenantsUnsandboxed } from "../process/sandbox-start
 import type { PermissionMode, SessionSettings } from "../session-settings.js";
 import type { Database } from "../store/db.js";
 import {
+  callLimitsOfKey,
   countActiveKeys,
   getKey,
   type KeyPolicyColumns,
@@ -213,7 +214,7 @@ export async function enforcePolicy(
 export async function budgetOf(
   db: Database,
   keyId: string,
-  policy: KeyPolicy,
+  policy: Pick<KeyPolicy, "maxBudgetUsd">,
   now = new Date(),
 ): Promise<Budget | null> {
   if (policy.maxBudgetUsd === null) return null;
@@ -289,8 +290,9 @@ export function callAdmission(db: Database, config: PolicyConfig): Admission {
         maxBudgetUsd === null ? undefined : meteredUsage(db, runId),
         keyOf(),
       ]);
-      const policy = keyId ? await loadPolicy(db, keyId, config) : undefined;
-      const budget = keyId && policy ? await budgetOf(db, keyId, policy) : null;
+      // Of the key's policy, the fields that rule on a call (a key that is gone: none).
+      const limits = keyId ? await callLimitsOfKey(db, keyId) : undefined;
+      const budget = keyId && limits ? await budgetOf(db, keyId, limits) : null;
       return (model): CallRefusal | null => {
         if (maxBudgetUsd !== null && spent && spent.costUsd >= maxBudgetUsd) {
           return {
@@ -298,10 +300,10 @@ export function callAdmission(db: Database, config: PolicyConfig): Admission {
             message: `the run's max_budget_usd of $${maxBudgetUsd} is spent ($${round(spent.costUsd)})`,
           };
         }
-        if (policy?.models && !(model !== null && policy.models.includes(model))) {
+        if (limits?.models && !(model !== null && limits.models.includes(model))) {
           return {
             code: "policy_denied",
-            message: `the key's policy does not allow the model ${model ?? "(none named)"}: it is not among its models (${policy.models.join(", ")})`,
+            message: `the key's policy does not allow the model ${model ?? "(none named)"}: it is not among its models (${limits.models.join(", ")})`,
           };
         }
         if (!budget) return null;
