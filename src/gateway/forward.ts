@@ -107,7 +107,8 @@ export async function forward(
   const startedAt = new Date();
   const started = performance.now();
   const meter = call.route.metered && call.grant !== undefined;
-  // Its reads overlap the request's; a request that never comes whole leaves them unasked for.
+  // The admission's reads go on while the request is read; a request that never comes whole
+  // leaves their answer unread.
   const admission = meter ? call.grant?.admit() : undefined;
   admission?.catch(() => {});
   let body: Buffer;
