@@ -1,6 +1,6 @@
 import { realpath } from "node:fs/promises";
 import { DomainError } from "../errors.js";
-import type { Admission } from "../gateway/admission.js";
+import type { Admission, CallRefusal } from "../gateway/admission.js";
 import { EgressRuleError, parseEgressRule } from "../gateway/egress.js";
 import { PERMISSION_MODES } from "../permission-modes.js";
 import { type PriceTable, priceOf } from "../prices.js";
@@ -9,6 +9,7 @@ import { type SandboxStatus, tenantsUnsandboxed } from "../process/sandbox-start
 import type { PermissionMode, SessionSettings } from "../session-settings.js";
 import type { Database } from "../store/db.js";
 import {
+  callLimitsOfKey,
   countActiveKeys,
   getKey,
   type KeyPolicyColumns,
@@ -213,7 +214,7 @@ export async function enforcePolicy(
 export async function budgetOf(
   db: Database,
   keyId: string,
-  policy: KeyPolicy,
+  policy: Pick<KeyPolicy, "maxBudgetUsd">,
   now = new Date(),
 ): Promise<Budget | null> {
   if (policy.maxBudgetUsd === null) return null;
@@ -272,37 +273,52 @@ export function policyGate(db: Database, config: PolicyConfig, sandbox: SandboxS
  * (as may calls under way at once): the next is refused.
  */
 export function callAdmission(db: Database, config: PolicyConfig): Admission {
-  return async ({ runId, model, maxBudgetUsd }) => {
-    if (maxBudgetUsd !== null) {
-      const { costUsd } = await meteredUsage(db, runId);
-      if (costUsd >= maxBudgetUsd) {
-        return {
-          code: "max_budget",
-          message: `the run's max_budget_usd of $${maxBudgetUsd} is spent ($${round(costUsd)})`,
-        };
-      }
-    }
-    const keyId = await keyOfRun(db, runId);
-    if (!keyId) return null;
-    const policy = await loadPolicy(db, keyId, config);
-    if (policy.models && !(model !== null && policy.models.includes(model))) {
-      return {
-        code: "policy_denied",
-        message: `the key's policy does not allow the model ${model ?? "(none named)"}: it is not among its models (${policy.models.join(", ")})`,
+  return ({ runId, maxBudgetUsd }) => {
+    // The run's key is its session's for the run's life: read once, from the run's start (before
+    // its first call), and read again only after a read that failed.
+    let key: Promise<string | null> | undefined;
+    const keyOf = () => {
+      key ??= keyOfRun(db, runId).catch((err: unknown) => {
+        key = undefined;
+        throw err;
+      });
+      return key;
+    };
+    keyOf().catch(() => {});
+    return async () => {
+      const [spent, keyId] = await Promise.all([
+        maxBudgetUsd === null ? undefined : meteredUsage(db, runId),
+        keyOf(),
+      ]);
+      // Of the key's policy, the fields that rule on a call (a key that is gone: none).
+      const limits = keyId ? await callLimitsOfKey(db, keyId) : undefined;
+      const budget = keyId && limits ? await budgetOf(db, keyId, limits) : null;
+      return (model): CallRefusal | null => {
+        if (maxBudgetUsd !== null && spent && spent.costUsd >= maxBudgetUsd) {
+          return {
+            code: "max_budget",
+            message: `the run's max_budget_usd of $${maxBudgetUsd} is spent ($${round(spent.costUsd)})`,
+          };
+        }
+        if (limits?.models && !(model !== null && limits.models.includes(model))) {
+          return {
+            code: "policy_denied",
+            message: `the key's policy does not allow the model ${model ?? "(none named)"}: it is not among its models (${limits.models.join(", ")})`,
+          };
+        }
+        if (!budget) return null;
+        if (budget.leftUsd <= 0) {
+          return { code: "budget_exhausted", message: new BudgetExhaustedError(budget).message };
+        }
+        if (!priceOf(config.prices, model)) {
+          return {
+            code: "policy_denied",
+            message: `the key has a budget, and the model ${model ?? "(none named)"} has no price to count its spend at (AGENT_BRIDGE_MODEL_PRICES)`,
+          };
+        }
+        return null;
       };
-    }
-    const budget = await budgetOf(db, keyId, policy);
-    if (!budget) return null;
-    if (budget.leftUsd <= 0) {
-      return { code: "budget_exhausted", message: new BudgetExhaustedError(budget).message };
-    }
-    if (!priceOf(config.prices, model)) {
-      return {
-        code: "policy_denied",
-        message: `the key has a budget, and the model ${model ?? "(none named)"} has no price to count its spend at (AGENT_BRIDGE_MODEL_PRICES)`,
-      };
-    }
-    return null;
+    };
   };
 }
 

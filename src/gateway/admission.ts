@@ -10,16 +10,27 @@ export interface CallRefusal {
   message: string;
 }
 
-export interface CallAsk {
+/** The run whose calls are asked about. */
+export interface RunAsk {
   runId: string;
-  /** The model the request asks for; null when it names none. */
-  model: string | null;
   /** The run's own cap on its spend (the session's or its message's `max_budget_usd`). */
   maxBudgetUsd: number | null;
 }
 
-/** Null: the call may go. */
-export type Admission = (ask: CallAsk) => Promise<CallRefusal | null>;
+/** Whether a call may go, given the model its request asks for (null: it names none); null: it may. */
+export type Ruling = (model: string | null) => CallRefusal | null;
+
+/**
+ * A call's admission: reads what it rests on (the spend so far, the key's policy) from when the
+ * call arrives, while its request is still being read; resolves with the ruling on its model.
+ */
+export type CallAdmission = () => Promise<Ruling>;
+
+/**
+ * The admission of a run's calls, made as the run opens its access: what cannot change while the
+ * run lives is read once, not before each of its calls.
+ */
+export type Admission = (run: RunAsk) => CallAdmission;
 
 /**
  * The statuses a model API refuses a call with, each the one its CLI takes as final and reports

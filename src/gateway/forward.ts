@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { NewModelCall } from "../store/model-calls.js";
-import { type Admission, type CallRefusal, refusalStatus } from "./admission.js";
+import { type CallRefusal, refusalStatus } from "./admission.js";
 import { type CallUsage, type ModelApi, noUsage, type Route } from "./api.js";
 import { downstreamResponseHeaders, upstreamRequestHeaders } from "./headers.js";
 import type { RunGrant } from "./tokens.js";
@@ -31,8 +31,6 @@ export interface ForwardedCall {
   path: string;
   /** The run whose token the caller presented; absent on an open route. */
   grant: RunGrant | undefined;
-  /** Asked before a metered call goes upstream. */
-  admit: Admission;
   /** Told of a call refused. */
   refused(refusal: CallRefusal): void;
   /** Records a metered call (never rejects: a failure is logged). */
@@ -111,6 +109,11 @@ export async function forward(
 ): Promise<void> {
   const startedAt = new Date();
   const started = performance.now();
+  const meter = call.route.metered && call.grant !== undefined;
+  // The admission's reads go on while the request is read; a request that never comes whole
+  // leaves their answer unread.
+  const admission = meter ? call.grant?.admit() : undefined;
+  admission?.catch(() => {});
   let body: Buffer;
   try {
     body = await readBody(req);
@@ -121,10 +124,8 @@ export async function forward(
     // Otherwise the caller went away while sending it: nothing was spent.
     return undefined;
   }
-  const meter = call.route.metered && call.grant !== undefined;
-  if (meter && call.grant) {
-    const { runId, maxBudgetUsd } = call.grant;
-    const refusal = await call.admit({ runId, model: requestedModel(body), maxBudgetUsd });
+  if (admission) {
+    const refusal = (await admission)(requestedModel(body));
     if (refusal) {
       call.refused(refusal);
       // Not to be retried: asked again, the answer would be the same.

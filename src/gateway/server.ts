@@ -62,7 +62,7 @@ export interface ModelGatewayOptions {
   dbOutageBoundMs: number;
   /** What each model's tokens cost: a metered call is priced as it is recorded. */
   prices: PriceTable;
-  /** Whether a metered call may go upstream. */
+  /** Whether a run's metered calls may go upstream: made once per run, asked per call. */
   admit: Admission;
   /** The egress list of a run's key, as stored now. */
   egressOf(runId: string): Promise<readonly string[]>;
@@ -122,7 +122,8 @@ export class ModelGateway {
     if (!this.apis.has(prefix)) throw new Error(`the gateway serves no API under /${prefix}`);
     const { url } = await this.listen();
     const socket = await this.sockets.listen();
-    const { token, revoke } = this.tokens.issue({ runId, maxBudgetUsd });
+    const admit = this.opts.admit({ runId, maxBudgetUsd });
+    const { token, revoke } = this.tokens.issue({ runId, admit });
     return {
       baseUrl: `${url}/${prefix}`,
       token,
@@ -212,7 +213,6 @@ export class ModelGateway {
           route,
           path,
           grant,
-          admit: this.opts.admit,
           refused: (refusal) => {
             if (grant) this.refusals.set(grant.runId, refusal);
             this.opts.logger.info("refused a model call", { run_id: grant?.runId, ...refusal });

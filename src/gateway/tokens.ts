@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
+import type { CallAdmission } from "./admission.js";
 
 // The credentials made for runs: an opaque token each run's CLI presents to the gateway in place
 // of the operator's. Only a token's hash is kept, and only in this process's memory, because only
@@ -11,8 +12,8 @@ import { createHash, randomBytes } from "node:crypto";
 /** What a token stands for. */
 export interface RunGrant {
   runId: string;
-  /** The run's own cap on its spend, in USD; null: none (its key's budget still holds). */
-  maxBudgetUsd: number | null;
+  /** Whether a metered call of the run's may go (its own cap, its key's budget and models). */
+  admit: CallAdmission;
 }
 
 /** A token as handed to a run, once. */

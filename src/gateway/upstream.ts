@@ -27,14 +27,15 @@ export interface UpstreamCall {
  * through the proxy the server's environment names for the upstream's URL (`HTTPS_PROXY`,
  * `HTTP_PROXY`, less `NO_PROXY`, as curl and the CLIs read them), as the CLI went before the
  * gateway stood between it and its API.
+ *
+ * A `HEAD` (the CLI's connectivity check) goes on a connection of its own, closed after it: Node's
+ * client cannot tell where the answer to a `HEAD` without a `Content-Length` ends, so it closes
+ * the connection the answer came on. Taken from the kept ones, that would be the connection the
+ * run's first Messages call was to reuse, which would then wait for a new one.
  */
 export class UpstreamClient {
-  private readonly agents = {
-    "http:": new http.Agent({ keepAlive: true }),
-    "https:": new https.Agent({ keepAlive: true }),
-  };
-  /** By proxy URL and the upstream's protocol. */
-  private readonly proxied = new Map<string, http.Agent>();
+  /** By the upstream's protocol, its proxy URL (if any), and whether its connections are kept. */
+  private readonly agents = new Map<string, http.Agent>();
 
   /**
    * The call, sent; `response` settles once the upstream's status and headers are in (its body is
@@ -61,7 +62,7 @@ export class UpstreamClient {
         const sent = transport.request(url, {
           method: call.method,
           headers,
-          agent: this.agent(url),
+          agent: this.agent(url, call.method !== "HEAD"),
         });
         request = sent;
         let answered = false;
@@ -89,25 +90,32 @@ export class UpstreamClient {
     };
   }
 
-  /** The agent for `url`: a proxy's, when the environment names one for it. */
-  private agent(url: URL): http.Agent {
+  /**
+   * The agent for `url`, whose connections are `kept` or not: a proxy's, when the environment
+   * names one for it.
+   */
+  private agent(url: URL, kept: boolean): http.Agent {
     const protocol = url.protocol === "https:" ? "https:" : "http:";
     const proxy = getProxyForUrl(url.href);
-    if (!proxy) return this.agents[protocol];
-    const key = `${protocol} ${proxy}`;
-    let agent = this.proxied.get(key);
+    const key = `${protocol} ${proxy} ${kept}`;
+    let agent = this.agents.get(key);
     if (!agent) {
+      const options = { keepAlive: kept };
       // A tunnel (CONNECT) for TLS, whose bytes the proxy cannot read; plain HTTP by full URL.
-      agent =
-        protocol === "https:"
-          ? new HttpsProxyAgent(proxy, { keepAlive: true })
-          : new HttpProxyAgent(proxy, { keepAlive: true });
-      this.proxied.set(key, agent);
+      if (!proxy) {
+        agent = protocol === "https:" ? new https.Agent(options) : new http.Agent(options);
+      } else {
+        agent =
+          protocol === "https:"
+            ? new HttpsProxyAgent(proxy, options)
+            : new HttpProxyAgent(proxy, options);
+      }
+      this.agents.set(key, agent);
     }
     return agent;
   }
 
   close(): void {
-    for (const agent of [...Object.values(this.agents), ...this.proxied.values()]) agent.destroy();
+    for (const agent of this.agents.values()) agent.destroy();
   }
 }

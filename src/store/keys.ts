@@ -33,6 +33,21 @@ export async function getKey(db: Database, id: string): Promise<ApiKeyRow | unde
   return row;
 }
 
+/**
+ * What the model gateway's admission of a call reads of a key: its `models` and its monthly cap,
+ * and no more; undefined for a key that is gone.
+ */
+export async function callLimitsOfKey(
+  db: Database,
+  id: string,
+): Promise<Pick<ApiKeyRow, "models" | "maxBudgetUsd"> | undefined> {
+  const [row] = await db
+    .select({ models: apiKeys.models, maxBudgetUsd: apiKeys.maxBudgetUsd })
+    .from(apiKeys)
+    .where(eq(apiKeys.id, id));
+  return row;
+}
+
 export async function listKeys(db: Database): Promise<ApiKeyRow[]> {
   return db.select().from(apiKeys).orderBy(asc(apiKeys.createdAt), asc(apiKeys.id));
 }

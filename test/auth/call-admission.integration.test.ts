@@ -44,8 +44,8 @@ describe.each(BACKENDS)("a metered call's admission on %s", (backend) => {
       startedAt: new Date(),
       durationMs: 1,
     });
-  const ask = (runId: string, model: string | null, maxBudgetUsd: number | null = null) =>
-    admit({ runId, model, maxBudgetUsd });
+  const ask = async (runId: string, model: string | null, maxBudgetUsd: number | null = null) =>
+    (await admit({ runId, maxBudgetUsd })())(model);
 
   it("lets a call go while the key's month and the run's own cap have something left, and refuses the next once either is spent", async () => {
     const runId = await runOf({ maxBudgetUsd: 1 });

@@ -28,7 +28,7 @@ describe.each(BACKENDS)("the model gateway on %s", (backend) => {
         // The mock's model, priced: USD per million tokens.
         prices: { "claude-mock": { input: 3, output: 15, cache_read: 0.3, cache_creation: 3.75 } },
         // The bridge's policy decides; here a model's name does.
-        admit: async ({ model }) =>
+        admit: () => async () => (model) =>
           model === "claude-over-budget"
             ? { code: "budget_exhausted", message: "the key's budget is spent" }
             : null,

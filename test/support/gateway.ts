@@ -21,7 +21,7 @@ export function testGateway(
     logger: silentLogger,
     dbOutageBoundMs: 5000,
     prices: {},
-    admit: async () => null,
+    admit: () => async () => () => null,
     egressOf: async () => [],
     ...own,
   });
