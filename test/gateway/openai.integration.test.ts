@@ -41,7 +41,7 @@ describe.each(BACKENDS)("the model gateway's Responses API on %s", (backend) => 
       {
         prices: { [MOCK_MODEL]: { input: 2, output: 10, cache_read: 0.1, cache_creation: 2.5 } },
         // The bridge's policy decides; here a model's name does.
-        admit: async ({ model }) => REFUSALS[model ?? ""] ?? null,
+        admit: () => async () => (model) => REFUSALS[model ?? ""] ?? null,
       },
     );
   });
