@@ -269,8 +269,9 @@ export function policyGate(db: Database, config: PolicyConfig, sandbox: SandboxS
 /**
  * What the model gateway asks before it forwards a run's metered call: whether the run's own cap,
  * and its key's budget this month, have anything left; whether the key's `models` has the model;
- * and, for a key with a budget, whether the model has a price its spend can be counted at. A call that starts under a cap may end past it
- * (as may calls under way at once): the next is refused.
+ * and, for a run with a cap or a key with a budget, whether the model has a price its spend can be
+ * counted at. A call that starts under a cap may end past it (as may calls under way at once): the
+ * next is refused.
  */
 export function callAdmission(db: Database, config: PolicyConfig): Admission {
   return ({ runId, maxBudgetUsd }) => {
@@ -306,11 +307,18 @@ export function callAdmission(db: Database, config: PolicyConfig): Admission {
             message: `the key's policy does not allow the model ${model ?? "(none named)"}: it is not among its models (${limits.models.join(", ")})`,
           };
         }
+        const unpriced = !priceOf(config.prices, model);
+        if (maxBudgetUsd !== null && unpriced) {
+          return {
+            code: "policy_denied",
+            message: `the run has a max_budget_usd, and the model ${model ?? "(none named)"} has no price to count its spend at (AGENT_BRIDGE_MODEL_PRICES)`,
+          };
+        }
         if (!budget) return null;
         if (budget.leftUsd <= 0) {
           return { code: "budget_exhausted", message: new BudgetExhaustedError(budget).message };
         }
-        if (!priceOf(config.prices, model)) {
+        if (unpriced) {
           return {
             code: "policy_denied",
             message: `the key has a budget, and the model ${model ?? "(none named)"} has no price to count its spend at (AGENT_BRIDGE_MODEL_PRICES)`,

@@ -64,7 +64,7 @@ describe.each(BACKENDS)("a metered call's admission on %s", (backend) => {
     });
   });
 
-  it("refuses a model outside the key's list, and, for a key with a budget, a model without a price; a run without a key or a cap may call any", async () => {
+  it("refuses a model outside the key's list, and, for a key with a budget or a run with its own cap, a model without a price; a run without a key or a cap may call any", async () => {
     const listed = await runOf({ models: ["claude-opus-5-5"] });
     expect(await ask(listed, "claude-opus-5-5")).toBeNull();
     expect(await ask(listed, "claude-haiku-4-5")).toMatchObject({ code: "policy_denied" });
@@ -74,6 +74,12 @@ describe.each(BACKENDS)("a metered call's admission on %s", (backend) => {
       code: "policy_denied",
       message:
         "the key has a budget, and the model claude-unpriced has no price to count its spend at (AGENT_BRIDGE_MODEL_PRICES)",
+    });
+    // A cap its spend cannot be counted against is no cap.
+    expect(await ask(await runOf({}), "claude-unpriced", 5)).toEqual({
+      code: "policy_denied",
+      message:
+        "the run has a max_budget_usd, and the model claude-unpriced has no price to count its spend at (AGENT_BRIDGE_MODEL_PRICES)",
     });
     expect(await ask(await runOf({}), "claude-unpriced")).toBeNull();
     expect(await ask(await runOf(), "claude-unpriced")).toBeNull();
