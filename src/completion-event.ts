@@ -112,6 +112,18 @@ export type SessionUsage = z.infer<typeof SessionUsage>;
 export type UsageBefore = SessionUsage & { duration_api_ms: number };
 export type CompletionStatusValue = z.infer<typeof CompletionStatus>;
 
+/** A run's usage before anything is counted. */
+export function noUsage(): Usage {
+  return {
+    input_tokens: 0,
+    output_tokens: 0,
+    cache_read_tokens: 0,
+    cache_creation_tokens: 0,
+    num_turns: 0,
+    duration_api_ms: 0,
+  };
+}
+
 /** A completion for a run that ended without the CLI reporting usage (never started, crashed). */
 export function bareCompletion(status: CompletionStatusValue, error: string): CompletionEvent {
   return {
@@ -122,14 +134,7 @@ export function bareCompletion(status: CompletionStatusValue, error: string): Co
     error,
     cost_usd: 0,
     duration_ms: 0,
-    usage: {
-      input_tokens: 0,
-      output_tokens: 0,
-      cache_read_tokens: 0,
-      cache_creation_tokens: 0,
-      num_turns: 0,
-      duration_api_ms: 0,
-    },
+    usage: noUsage(),
     agent_session_id: null,
     claude_session_id: null,
     resume_at: null,

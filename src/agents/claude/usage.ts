@@ -1,3 +1,4 @@
+import { noUsage } from "../../completion-event.js";
 import type { BridgeEvent, Usage } from "../../events.js";
 import type { SDKModelUsage, SDKResultMessage, SDKUsage } from "./sdk-messages.js";
 
@@ -44,14 +45,7 @@ export class UsageLedger {
 
   /** Every message's usage added up (num_turns: the main thread's messages); no API time. */
   total(): Usage {
-    const usage: Usage = {
-      input_tokens: 0,
-      output_tokens: 0,
-      cache_read_tokens: 0,
-      cache_creation_tokens: 0,
-      num_turns: 0,
-      duration_api_ms: 0,
-    };
+    const usage = noUsage();
     for (const m of this.messages.values()) {
       usage.input_tokens += m.input;
       usage.output_tokens += m.output;
