@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import type { NewModelCall } from "../store/model-calls.js";
+import type { ModelCallRow } from "../store/schema.js";
 import { type CallRefusal, refusalStatus } from "./admission.js";
 import { type CallUsage, type ModelApi, noUsage, type Route } from "./api.js";
 import { downstreamResponseHeaders, upstreamRequestHeaders } from "./headers.js";
@@ -16,7 +16,7 @@ import type { UpstreamClient } from "./upstream.js";
 // stream cut where it cut it. A caller that goes away takes the upstream call with it.
 
 /** A metered call as it went, before it is priced. */
-export type MeteredCall = Omit<NewModelCall, "costUsd">;
+export type MeteredCall = Omit<ModelCallRow, "id" | "costUsd">;
 
 /** Largest request forwarded: the Messages API's own limit. */
 export const MAX_REQUEST_BYTES = 32 * 1024 * 1024;

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { errorText, type Logger } from "../log.js";
@@ -250,7 +251,11 @@ export class ModelGateway {
    */
   private record(metered: MeteredCall): Promise<void> {
     const { db, logger, dbOutageBoundMs, prices } = this.opts;
-    const call = { ...metered, costUsd: costOf(priceOf(prices, metered.model), metered) };
+    const call = {
+      id: randomUUID(),
+      ...metered,
+      costUsd: costOf(priceOf(prices, metered.model), metered),
+    };
     const first = recordModelCall(db, call);
     const writing = first
       .catch(() => withDbRetries(() => recordModelCall(db, call), dbOutageBoundMs))

@@ -1,4 +1,3 @@
-import { randomUUID } from "node:crypto";
 import { type AnyColumn, asc, count, eq, inArray, sql } from "drizzle-orm";
 import type { Usage } from "../events.js";
 import type { Database } from "./db.js";
@@ -8,16 +7,19 @@ import { type ModelCallRow, modelCalls } from "./schema.js";
 // The metered calls of runs to the model APIs (src/gateway/), one row a call, and what a run's
 // calls add up to.
 
-export type NewModelCall = Omit<ModelCallRow, "id">;
-
 /**
  * Records the call and adds its cost to the spend of its run's key in the month it ended, together:
  * a key's spend is its metered calls', whatever becomes of their runs (killed, crashed, lying).
+ * Once per call id: a record tried again after a commit whose answer was lost changes nothing.
  */
-export async function recordModelCall(db: Database, call: NewModelCall, at = new Date()) {
+export async function recordModelCall(db: Database, call: ModelCallRow, at = new Date()) {
   await db.transaction(async (tx) => {
-    await tx.insert(modelCalls).values({ id: randomUUID(), ...call });
-    if (!call.costUsd) return;
+    const inserted = await tx
+      .insert(modelCalls)
+      .values(call)
+      .onConflictDoNothing()
+      .returning({ id: modelCalls.id });
+    if (inserted.length === 0 || !call.costUsd) return;
     const keyId = await keyOfRun(tx, call.runId);
     if (keyId) await addKeySpend(tx, keyId, at, call.costUsd);
   });

@@ -1,10 +1,11 @@
+import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
 import { callAdmission } from "../../src/auth/policy.js";
 import { loadConfig } from "../../src/config.js";
 import type { Admission } from "../../src/gateway/admission.js";
-import { type KeyPolicyColumns, keyOfRun } from "../../src/store/keys.js";
-import { recordModelCall } from "../../src/store/model-calls.js";
+import { type KeyPolicyColumns, keyOfRun, monthOf, monthSpend } from "../../src/store/keys.js";
+import { listModelCalls, recordModelCall } from "../../src/store/model-calls.js";
 import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
 
 // What the model gateway asks before it forwards a run's metered call (src/auth/policy.ts
@@ -27,9 +28,10 @@ describe.each(BACKENDS)("a metered call's admission on %s", (backend) => {
       : null;
     return (await insertSessionRun(database.db, "hi", key)).id;
   };
-  /** Records a call of the run's that cost `usd`. */
-  const spend = (runId: string, usd: number) =>
+  /** Records a call of the run's that cost `usd` (as the call `id`, by default a new one). */
+  const spend = (runId: string, usd: number, id: string = randomUUID()) =>
     recordModelCall(database.db, {
+      id,
       runId,
       endpoint: "/v1/messages",
       model: "claude-opus-5-5",
@@ -83,6 +85,16 @@ describe.each(BACKENDS)("a metered call's admission on %s", (backend) => {
     });
     expect(await ask(await runOf({}), "claude-unpriced")).toBeNull();
     expect(await ask(await runOf(), "claude-unpriced")).toBeNull();
+  });
+
+  it("counts a call recorded twice once: a record tried again after a commit whose answer was lost", async () => {
+    const runId = await runOf({ maxBudgetUsd: 1 });
+    const call = randomUUID();
+    await spend(runId, 0.25, call);
+    await spend(runId, 0.25, call);
+    expect(await listModelCalls(database.db, runId)).toHaveLength(1);
+    const keyId = (await keyOfRun(database.db, runId)) as string;
+    expect(await monthSpend(database.db, keyId, monthOf(new Date()))).toBe(0.25);
   });
 
   /** Another run in a session of the same key as `runId`'s. */
