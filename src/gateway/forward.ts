@@ -135,6 +135,8 @@ export async function forward(
       return undefined;
     }
   }
+  // The caller went away while its call was admitted (its run's access closed): nothing is sent.
+  if (res.destroyed) return;
   const { grant } = call;
   if (!meter || !grant) {
     await exchange(req, res, call, client, body, undefined);

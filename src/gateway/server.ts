@@ -7,11 +7,11 @@ import type { Database } from "../store/db.js";
 import { type MeteredUsage, meteredUsage, recordModelCall } from "../store/model-calls.js";
 import { withDbRetries } from "../store/retry.js";
 import type { Admission, CallRefusal } from "./admission.js";
-import type { ModelApi } from "./api.js";
+import type { ModelApi, Route } from "./api.js";
 import { EgressProxy, parseEgressRule } from "./egress.js";
 import { answer, forward, type MeteredCall } from "./forward.js";
 import { RunSockets } from "./run-sockets.js";
-import { RunTokens } from "./tokens.js";
+import { type RunGrant, RunTokens } from "./tokens.js";
 import { UpstreamClient } from "./upstream.js";
 
 // The model gateway: the model APIs as each instance serves them to the CLIs of the runs it
@@ -85,6 +85,8 @@ export class ModelGateway {
   private readonly refusals = new Map<string, CallRefusal>();
   /** Records of calls being written, with their runs. */
   private readonly writing = new Map<Promise<void>, string>();
+  /** Each run's calls under way: their answers (cut when the run's access closes), and their ends. */
+  private readonly underWay = new Map<string, Map<ServerResponse, Promise<void>>>();
 
   constructor(private readonly opts: ModelGatewayOptions) {
     this.apis = new Map(opts.apis.map((api) => [api.prefix, api]));
@@ -133,6 +135,8 @@ export class ModelGateway {
         revoke();
         socket.close();
         this.refusals.delete(runId);
+        // A call still under way is the CLI's no more: it is cut, and recorded as it went.
+        for (const res of this.underWay.get(runId)?.keys() ?? []) res.destroy();
       },
       recorded: () => this.recorded(runId),
       refusal: () => this.refusals.get(runId),
@@ -141,10 +145,12 @@ export class ModelGateway {
   }
 
   /**
-   * Resolves once the records of the calls over so far (of the run `runId`, or of all) are written,
-   * or given up.
+   * Resolves once the calls under way (of the run `runId`, or of all) are over, and the records of
+   * all its calls so far are written, or given up.
    */
   async recorded(runId?: string): Promise<void> {
+    const calls = runId === undefined ? [...this.underWay.values()] : [this.underWay.get(runId)];
+    await Promise.all(calls.flatMap((run) => [...(run?.values() ?? [])]));
     const writes = [...this.writing].filter(([, run]) => runId === undefined || run === runId);
     await Promise.all(writes.map(([write]) => write));
   }
@@ -205,6 +211,31 @@ export class ModelGateway {
         );
       }
     }
+    const going = this.pass(req, res, api, route, path, grant);
+    if (grant) this.track(grant.runId, res, going);
+    await going;
+  }
+
+  /** A run's call under way until `going` settles. */
+  private track(runId: string, res: ServerResponse, going: Promise<void>): void {
+    const calls = this.underWay.get(runId) ?? new Map<ServerResponse, Promise<void>>();
+    this.underWay.set(runId, calls);
+    calls.set(res, going);
+    void going.finally(() => {
+      calls.delete(res);
+      if (calls.size === 0 && this.underWay.get(runId) === calls) this.underWay.delete(runId);
+    });
+  }
+
+  /** Forwards the call (./forward.ts); never rejects. */
+  private async pass(
+    req: IncomingMessage,
+    res: ServerResponse,
+    api: ModelApi,
+    route: Route,
+    path: string,
+    grant: RunGrant | undefined,
+  ): Promise<void> {
     try {
       await forward(
         req,

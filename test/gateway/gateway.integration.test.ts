@@ -6,7 +6,11 @@ import type { ModelGateway } from "../../src/gateway/server.js";
 import { listModelCalls, meteredUsage } from "../../src/store/model-calls.js";
 import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
 import { call, testGateway } from "../support/gateway.js";
-import { type MockAnthropic, startMockAnthropic } from "../support/mock-anthropic.js";
+import {
+  holdUntilReleased,
+  type MockAnthropic,
+  startMockAnthropic,
+} from "../support/mock-anthropic.js";
 
 // The gateway as any client of the API meets it, without a CLI: what it forwards and how, what it
 // refuses, and what it records, against the mock Messages API as the operator's upstream.
@@ -168,6 +172,49 @@ describe.each(BACKENDS)("the model gateway on %s", (backend) => {
     } finally {
       await watching.close();
     }
+  });
+
+  it("cuts a call still under way when its run's access closes, and counts it before the run's records are said to be in", async () => {
+    const { run, baseUrl, token, close, recorded } = await access();
+    const held = holdUntilReleased();
+    mock.script({
+      blocks: [{ type: "text", text: "Never finished." }],
+      usage: { input_tokens: 11, output_tokens: 4 },
+      holdMidStream: held.hold,
+    });
+    const cut = new Promise<string>((resolve) => {
+      const req = request(
+        `${baseUrl}/v1/messages`,
+        { method: "POST", headers: { "x-api-key": token, "content-type": "application/json" } },
+        (res) => {
+          let body = "";
+          res.setEncoding("utf8");
+          res.on("data", (chunk: string) => {
+            body += chunk;
+          });
+          res.on("close", () => resolve(body));
+        },
+      );
+      req.on("error", () => resolve(""));
+      req.end(
+        JSON.stringify({
+          model: "claude-mock",
+          max_tokens: 10,
+          stream: true,
+          tools: [{ name: "Bash" }],
+          messages: [{ role: "user", content: "take your time" }],
+        }),
+      );
+    });
+    await held.arrived;
+    close();
+    await recorded();
+    // Counted already, as far as it went: its input, and no end.
+    expect(await listModelCalls(database.db, run.id)).toMatchObject([
+      { inputTokens: 11, error: expect.any(String) },
+    ]);
+    expect(await cut).not.toContain("message_stop");
+    held.release();
   });
 
   it("records a call of a model without a price with its tokens and no cost", async () => {
