@@ -70,6 +70,11 @@ export function codexBackend(config: CodexBackendConfig): AgentBackend {
     ...(config.runAs ? { runAs: config.runAs } : {}),
     ...(config.driver.sandbox ? { sandbox: config.driver.sandbox } : {}),
   });
+  // Without a gateway codex may not run at all: it would call its API with a credential of its own.
+  const { gateway } = config;
+  const unavailable = gateway
+    ? undefined
+    : (config.missingCredentials ?? new Error("codex has no model gateway"));
   return {
     name: "codex",
     settings: CodexSettings,
@@ -83,19 +88,15 @@ export function codexBackend(config: CodexBackendConfig): AgentBackend {
       ),
     async ready() {
       const version = await probe();
-      if (!config.gateway) throw config.missingCredentials ?? new Error("codex has no gateway");
-      return { bin: config.bin, version, credentials: config.gateway.source };
+      if (!gateway) throw unavailable;
+      return { bin: config.bin, version, credentials: gateway.source };
     },
     run(request, context, signal) {
       const run = (env: Record<string, string>, provider: CodexProvider, gateway: SandboxGateway) =>
         withRunFiles(config.env, request.identity, (files) =>
           runCodex(request, config, { env, provider, gateway }, context, signal, files),
         );
-      const { gateway } = config;
-      if (!gateway) {
-        const why = config.missingCredentials?.message ?? "codex has no gateway";
-        return failedCodexRun(new AgentNotAuthenticatedError(why));
-      }
+      if (!gateway) return failedCodexRun(new AgentNotAuthenticatedError(unavailable?.message));
       return throughGateway(
         gateway,
         config.env,
