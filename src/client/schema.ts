@@ -705,11 +705,13 @@ export interface components {
       secret: string;
       /** @description Write-only: a `whsec_` secret (base64 of 16 to 64 bytes) to sign callbacks with. */
       callback_secret?: string;
+      /** @description Write-only: a token for the forge's API (a GitHub token with `issues`, `pull_requests` and `checks` or `statuses` write; a GitLab token with `api`). Never returned and never in an agent's environment. */
+      forge_token?: string;
       /**
-       * @description How a delivery proves it comes from the sender: `github` (`X-Hub-Signature-256`, HMAC-SHA256 of the body with the secret), `standard` (Standard Webhooks: `webhook-id`, `webhook-timestamp` within 5 minutes, `webhook-signature: v1,<base64>`; secret `whsec_…`), `bearer` (`Authorization: Bearer <secret>`).
+       * @description How a delivery proves it comes from the sender: `github` (`X-Hub-Signature-256`, HMAC-SHA256 of the body with the secret), `gitlab` (`X-Gitlab-Token` equal to the secret; the delivery id is `Idempotency-Key` or `X-Gitlab-Event-UUID`, the event the payload's `object_kind`), `standard` (Standard Webhooks: `webhook-id`, `webhook-timestamp` within 5 minutes, `webhook-signature: v1,<base64>`; secret `whsec_…`), `bearer` (`Authorization: Bearer <secret>`).
        * @enum {string}
        */
-      verification: "github" | "standard" | "bearer";
+      verification: "github" | "gitlab" | "standard" | "bearer";
       /** @description The prompt of each run. Placeholders: `{{payload.a.b}}` (a path into the delivery's JSON; a number indexes an array), `{{event}}`, `{{delivery_id}}`, `{{hook}}`, `{{fire_time}}` (scheduled runs). A value is inserted as text, never evaluated (a `{{…}}` inside it stays as it is), cut to 16384 characters; a missing path is empty; an object is inserted as JSON. The rendered text is bounded by `AGENT_BRIDGE_HOOK_PROMPT_MAX_BYTES` (default 256 KiB): a template whose fixed text plus 16384 bytes a placeholder exceeds it is refused. */
       prompt_template: string;
       /** @description Appended to the system prompt of each run. Without it, a webhook's run is told it is an automated invocation from CI with nobody watching; a scheduled run is always told it is a scheduled invocation with nobody listening, and this follows. */
@@ -738,6 +740,19 @@ export interface components {
        * @description Where the outcome of each run is POSTed when it completes, signed the Standard Webhooks way with `callback_secret`. Only a global unicast address (an IPv6 address carrying an IPv4 one, as IPv4-mapped, NAT64, 6to4, Teredo or IPv4-compatible, is judged as that one) unless `AGENT_BRIDGE_CALLBACK_ALLOW` lists it, checked here and, for a name, at each attempt after resolving it; not `localhost` or a name under it; no `user:pass@`.
        */
       callback_url?: string;
+      /** @description The GitHub or GitLab the deliveries come from: what their payloads are read as (for `triggers`) and whose API the hook calls with `forge_token`. */
+      forge?: {
+        /**
+         * @description Default: the hook's `verification` when that is `github` or `gitlab`; needed otherwise.
+         * @enum {string}
+         */
+        kind?: "github" | "gitlab";
+        /**
+         * Format: uri
+         * @description The forge's REST API, for GitHub Enterprise or a self-managed GitLab (e.g. `https://gitlab.example.com/api/v4`). Default: https://api.github.com or https://gitlab.com/api/v4. Reached under the same address rules as `callback_url`.
+         */
+        api_url?: string;
+      };
       /**
        * @description A cron pattern (5 fields, or 6 with seconds first) that fires: one matching no date, such as `0 0 30 2 *`, is refused. The hook then also fires by itself at each tick.
        * @example 0 6 * * 1-5
@@ -834,7 +849,7 @@ export interface components {
     Hook: {
       name: string;
       /** @enum {string} */
-      verification: "github" | "standard" | "bearer";
+      verification: "github" | "gitlab" | "standard" | "bearer";
       prompt_template: string;
       system_prompt_template: string | null;
       session_key_template: string | null;
@@ -851,6 +866,13 @@ export interface components {
       approvals: components["schemas"]["Approvals"];
       events: string[];
       callback_url: string | null;
+      forge: {
+        /** @enum {string} */
+        kind: "github" | "gitlab";
+        api_url: string;
+        /** @description Whether the hook has a `forge_token`. */
+        token_set: boolean;
+      } | null;
       schedule: string | null;
       timezone: string | null;
       /**
@@ -1600,11 +1622,13 @@ export interface components {
       secret?: string;
       /** @description Left out: the hook keeps its callback secret. */
       callback_secret?: string;
+      /** @description Left out: the hook keeps its token; null: it has none. */
+      forge_token?: string | null;
       /**
-       * @description How a delivery proves it comes from the sender: `github` (`X-Hub-Signature-256`, HMAC-SHA256 of the body with the secret), `standard` (Standard Webhooks: `webhook-id`, `webhook-timestamp` within 5 minutes, `webhook-signature: v1,<base64>`; secret `whsec_…`), `bearer` (`Authorization: Bearer <secret>`).
+       * @description How a delivery proves it comes from the sender: `github` (`X-Hub-Signature-256`, HMAC-SHA256 of the body with the secret), `gitlab` (`X-Gitlab-Token` equal to the secret; the delivery id is `Idempotency-Key` or `X-Gitlab-Event-UUID`, the event the payload's `object_kind`), `standard` (Standard Webhooks: `webhook-id`, `webhook-timestamp` within 5 minutes, `webhook-signature: v1,<base64>`; secret `whsec_…`), `bearer` (`Authorization: Bearer <secret>`).
        * @enum {string}
        */
-      verification: "github" | "standard" | "bearer";
+      verification: "github" | "gitlab" | "standard" | "bearer";
       /** @description The prompt of each run. Placeholders: `{{payload.a.b}}` (a path into the delivery's JSON; a number indexes an array), `{{event}}`, `{{delivery_id}}`, `{{hook}}`, `{{fire_time}}` (scheduled runs). A value is inserted as text, never evaluated (a `{{…}}` inside it stays as it is), cut to 16384 characters; a missing path is empty; an object is inserted as JSON. The rendered text is bounded by `AGENT_BRIDGE_HOOK_PROMPT_MAX_BYTES` (default 256 KiB): a template whose fixed text plus 16384 bytes a placeholder exceeds it is refused. */
       prompt_template: string;
       /** @description Appended to the system prompt of each run. Without it, a webhook's run is told it is an automated invocation from CI with nobody watching; a scheduled run is always told it is a scheduled invocation with nobody listening, and this follows. */
@@ -1633,6 +1657,19 @@ export interface components {
        * @description Where the outcome of each run is POSTed when it completes, signed the Standard Webhooks way with `callback_secret`. Only a global unicast address (an IPv6 address carrying an IPv4 one, as IPv4-mapped, NAT64, 6to4, Teredo or IPv4-compatible, is judged as that one) unless `AGENT_BRIDGE_CALLBACK_ALLOW` lists it, checked here and, for a name, at each attempt after resolving it; not `localhost` or a name under it; no `user:pass@`.
        */
       callback_url?: string;
+      /** @description The GitHub or GitLab the deliveries come from: what their payloads are read as (for `triggers`) and whose API the hook calls with `forge_token`. */
+      forge?: {
+        /**
+         * @description Default: the hook's `verification` when that is `github` or `gitlab`; needed otherwise.
+         * @enum {string}
+         */
+        kind?: "github" | "gitlab";
+        /**
+         * Format: uri
+         * @description The forge's REST API, for GitHub Enterprise or a self-managed GitLab (e.g. `https://gitlab.example.com/api/v4`). Default: https://api.github.com or https://gitlab.com/api/v4. Reached under the same address rules as `callback_url`.
+         */
+        api_url?: string;
+      };
       /**
        * @description A cron pattern (5 fields, or 6 with seconds first) that fires: one matching no date, such as `0 0 30 2 *`, is refused. The hook then also fires by itself at each tick.
        * @example 0 6 * * 1-5
@@ -2284,6 +2321,12 @@ export interface operations {
         "webhook-timestamp"?: string;
         /** @description `standard`: `v1,<base64 HMAC-SHA256 of id.timestamp.body>`, space-separated if several. */
         "webhook-signature"?: string;
+        /** @description `gitlab`: the hook's secret. */
+        "x-gitlab-token"?: string;
+        /** @description `gitlab`: the delivery id (the same on GitLab's retries). */
+        "idempotency-key"?: string;
+        /** @description `gitlab`: the delivery id when `Idempotency-Key` is absent (GitLab < 17.4). */
+        "x-gitlab-event-uuid"?: string;
         /** @description `bearer`: the delivery id (optional). */
         "x-delivery-id"?: string;
         /** @description `bearer`: the event (optional). */

@@ -8,7 +8,7 @@ import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypt
 // times slower, work the decoy would have to match); the second verifies the body as text, so
 // bytes never signed pass when they read as signed text (test/hooks/verify.unit.test.ts).
 
-export const VERIFICATION_KINDS = ["github", "standard", "bearer"] as const;
+export const VERIFICATION_KINDS = ["github", "gitlab", "standard", "bearer"] as const;
 export type VerificationKind = (typeof VERIFICATION_KINDS)[number];
 
 /** Standard Webhooks: a delivery's timestamp may differ from our clock by this much. */
@@ -88,12 +88,29 @@ function verifyStandard(secret: string, body: Buffer, header: Headers, now: numb
   return { ok, deliveryId: id, event: undefined };
 }
 
+const digest = (s: string) => createHash("sha256").update(s).digest();
+
 function verifyBearer(secret: string, header: Headers): Verdict {
   const given = /^Bearer\s+(\S+)\s*$/i.exec(header("authorization") ?? "")?.[1];
   if (!given) return refuse("missing Authorization: Bearer <hook secret>");
-  const digest = (s: string) => createHash("sha256").update(s).digest();
   if (!sameBytes(digest(given), digest(secret))) return refuse("wrong bearer secret");
   return { ok: true, deliveryId: header("x-delivery-id"), event: header("x-event") };
+}
+
+/**
+ * GitLab sends the hook's secret token as it is, in `X-Gitlab-Token`; a delivery's id is its
+ * `X-Gitlab-Event-UUID` (or, from GitLab 17.4, `Idempotency-Key`, the same on its retries). Its
+ * event is the payload's `object_kind`, read by the caller.
+ */
+function verifyGitlab(secret: string, header: Headers): Verdict {
+  const given = header("x-gitlab-token");
+  if (!given) return refuse("missing X-Gitlab-Token");
+  if (!sameBytes(digest(given), digest(secret))) return refuse("X-Gitlab-Token does not match");
+  return {
+    ok: true,
+    deliveryId: header("idempotency-key") ?? header("x-gitlab-event-uuid"),
+    event: undefined,
+  };
 }
 
 export function verifyDelivery(
@@ -105,6 +122,7 @@ export function verifyDelivery(
 ): Verdict {
   if (kind === "github") return verifyGithub(secret, body, header);
   if (kind === "standard") return verifyStandard(secret, body, header, now);
+  if (kind === "gitlab") return verifyGitlab(secret, header);
   return verifyBearer(secret, header);
 }
 

@@ -23,7 +23,7 @@ export const hooks = pgTable("hooks", {
   name: text("name").notNull().unique(),
   /** The key that made the hook: the sessions its deliveries start belong to it. */
   ownerKeyId: uuid("owner_key_id").references(() => apiKeys.id),
-  /** `github`, `standard` (Standard Webhooks) or `bearer`. */
+  /** `github`, `gitlab`, `standard` (Standard Webhooks) or `bearer`. */
   verification: text("verification").notNull(),
   /** Kept as given, since an HMAC needs it; never returned by the API and never logged. */
   secret: text("secret").notNull(),
@@ -45,6 +45,12 @@ export const hooks = pgTable("hooks", {
   events: jsonb("events").$type<string[]>().notNull().default([]),
   callbackUrl: text("callback_url"),
   callbackSecret: text("callback_secret"),
+  /** `github` or `gitlab`: whose deliveries these are and whose API it calls; null: neither. */
+  forge: text("forge"),
+  /** The forge's REST API (null: github.com's or gitlab.com's). */
+  forgeApiUrl: text("forge_api_url"),
+  /** The token for that API, kept like the secret: never returned, never in an agent's reach. */
+  forgeToken: text("forge_token"),
   /** A cron pattern and its time zone: the hook also fires by itself. */
   schedule: text("schedule"),
   timezone: text("timezone"),

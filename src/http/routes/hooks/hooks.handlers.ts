@@ -64,7 +64,7 @@ async function definition(
   /** Git in a work dir as the hook's tenant: its sessions' git. */
   gitIn: (workDir: string) => Git,
   body: UpdateHookBody,
-  secrets: { secret: string; callbackSecret: string | null },
+  secrets: { secret: string; callbackSecret: string | null; forgeToken: string | null },
 ): Promise<Omit<store.HookInput, "name" | "ownerKeyId">> {
   const errors: ValidationIssue[] = [];
   const issue = (path: string, message: string) => errors.push({ location: "body", path, message });
@@ -83,6 +83,22 @@ async function definition(
     issue("callback_secret", "a callback_url needs a callback_secret to sign with");
   } else if (callbackSecret && !isStandardSecret(callbackSecret)) {
     issue("callback_secret", "expected whsec_ and base64 of 16 to 64 bytes");
+  }
+  const forge =
+    body.forge?.kind ??
+    (body.verification === "github" || body.verification === "gitlab" ? body.verification : null);
+  if (body.forge && !forge) {
+    issue("forge.kind", "a hook verified by `standard` or `bearer` names its forge's kind");
+  }
+  const apiRefusal =
+    body.forge?.api_url &&
+    new CallbackTargets(config.hooks.callback.allow).urlRefusal(body.forge.api_url);
+  if (apiRefusal) issue("forge.api_url", apiRefusal);
+  if (secrets.forgeToken && !forge) {
+    issue(
+      "forge_token",
+      "a forge token goes with a forge: `verification` github or gitlab, or `forge.kind`",
+    );
   }
   for (const field of [
     "prompt_template",
@@ -173,6 +189,9 @@ async function definition(
     events: body.events ?? [],
     callbackUrl: body.callback_url ?? null,
     callbackSecret,
+    forge,
+    forgeApiUrl: forge ? (body.forge?.api_url?.replace(/\/+$/, "") ?? null) : null,
+    forgeToken: forge ? secrets.forgeToken : null,
     schedule: body.schedule ?? null,
     timezone: body.schedule ? (body.timezone ?? "UTC") : null,
   };
@@ -197,6 +216,7 @@ export const createHook: RouteHandler<typeof routes.createHook, AppEnv> = async 
   const fields = await definition(c.var.config, c.var.agents, gitIn, body, {
     secret: body.secret,
     callbackSecret: body.callback_secret ?? null,
+    forgeToken: body.forge_token ?? null,
   });
   await enforceHookPolicy(c, c.var.principal.keyId, fields);
   let row: HookRow;
@@ -232,6 +252,7 @@ export const updateHook: RouteHandler<typeof routes.updateHook, AppEnv> = async 
   const fields = await definition(c.var.config, c.var.agents, gitIn, body, {
     secret: body.secret ?? existing.secret,
     callbackSecret: body.callback_secret ?? existing.callbackSecret,
+    forgeToken: body.forge_token === undefined ? existing.forgeToken : body.forge_token,
   });
   await enforceHookPolicy(c, existing.ownerKeyId, fields);
   const row = await store.updateHook(c.var.db, name, fields);
@@ -313,16 +334,23 @@ export const deliverHook: RouteHandler<typeof routes.deliverHook, AppEnv> = asyn
       `delivery ids starting with ${reserved} are reserved`,
     );
   }
+  // Without an event header, the event is the payload's own: GitLab's `object_kind`, else `type`.
+  const field = hook.verification === "gitlab" ? "object_kind" : "type";
   const type =
-    payload !== null && typeof payload === "object" && "type" in payload ? payload.type : undefined;
+    payload !== null && typeof payload === "object" && field in payload
+      ? (payload as Record<string, unknown>)[field]
+      : undefined;
   const event = (verdict.event ?? (typeof type === "string" ? type : "")).slice(0, MAX_EVENT_CHARS);
   const receipt = await receiveDelivery({ db, runs, config, logger }, hook, {
     deliveryId,
     event,
     payload,
-    // GitHub signs the body alone: the same body under a new delivery id is a replay.
+    // GitHub signs the body alone and GitLab's token signs nothing: the same body under a new
+    // delivery id is a replay.
     bodySha256:
-      hook.verification === "github" ? createHash("sha256").update(body).digest("hex") : undefined,
+      hook.verification === "github" || hook.verification === "gitlab"
+        ? createHash("sha256").update(body).digest("hex")
+        : undefined,
   });
   const answer = toReceipt(hook.name, receipt.delivery, receipt.duplicate);
   if (receipt.duplicate || !answer.run_url) return c.json(answer, 200);

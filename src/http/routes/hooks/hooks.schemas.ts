@@ -1,5 +1,8 @@
 import { z } from "@hono/zod-openapi";
 import { AgentName } from "../../../agents/registry.js";
+import { DEFAULT_API_URLS } from "../../../forges/api.js";
+import { FORGES } from "../../../forges/delivery.js";
+import { apiUrlOf, forgeOf } from "../../../forges/hook-forge.js";
 import { nextTick } from "../../../hooks/scheduler.js";
 import { MAX_VALUE_CHARS } from "../../../hooks/template.js";
 import { VERIFICATION_KINDS } from "../../../hooks/verify.js";
@@ -25,7 +28,7 @@ const TEMPLATE_HELP = `Placeholders: \`{{payload.a.b}}\` (a path into the delive
 const hookFields = {
   verification: z.enum(VERIFICATION_KINDS).openapi({
     description:
-      "How a delivery proves it comes from the sender: `github` (`X-Hub-Signature-256`, HMAC-SHA256 of the body with the secret), `standard` (Standard Webhooks: `webhook-id`, `webhook-timestamp` within 5 minutes, `webhook-signature: v1,<base64>`; secret `whsec_…`), `bearer` (`Authorization: Bearer <secret>`).",
+      "How a delivery proves it comes from the sender: `github` (`X-Hub-Signature-256`, HMAC-SHA256 of the body with the secret), `gitlab` (`X-Gitlab-Token` equal to the secret; the delivery id is `Idempotency-Key` or `X-Gitlab-Event-UUID`, the event the payload's `object_kind`), `standard` (Standard Webhooks: `webhook-id`, `webhook-timestamp` within 5 minutes, `webhook-signature: v1,<base64>`; secret `whsec_…`), `bearer` (`Authorization: Bearer <secret>`).",
   }),
   prompt_template: template(100_000, `The prompt of each run. ${TEMPLATE_HELP}`),
   system_prompt_template: template(
@@ -71,6 +74,25 @@ const hookFields = {
       description:
         "Where the outcome of each run is POSTed when it completes, signed the Standard Webhooks way with `callback_secret`. Only a global unicast address (an IPv6 address carrying an IPv4 one, as IPv4-mapped, NAT64, 6to4, Teredo or IPv4-compatible, is judged as that one) unless `AGENT_BRIDGE_CALLBACK_ALLOW` lists it, checked here and, for a name, at each attempt after resolving it; not `localhost` or a name under it; no `user:pass@`.",
     }),
+  forge: z
+    .strictObject({
+      kind: z.enum(FORGES).optional().openapi({
+        description:
+          "Default: the hook's `verification` when that is `github` or `gitlab`; needed otherwise.",
+      }),
+      api_url: z
+        .url({ protocol: /^https?$/, error: "expected an http:// or https:// URL" })
+        .max(2000)
+        .optional()
+        .openapi({
+          description: `The forge's REST API, for GitHub Enterprise or a self-managed GitLab (e.g. \`https://gitlab.example.com/api/v4\`). Default: ${Object.values(DEFAULT_API_URLS).join(" or ")}. Reached under the same address rules as \`callback_url\`.`,
+        }),
+    })
+    .optional()
+    .openapi({
+      description:
+        "The GitHub or GitLab the deliveries come from: what their payloads are read as (for `triggers`) and whose API the hook calls with `forge_token`.",
+    }),
   schedule: z.string().min(1).max(200).optional().openapi({
     description:
       "A cron pattern (5 fields, or 6 with seconds first) that fires: one matching no date, such as `0 0 30 2 *`, is refused. The hook then also fires by itself at each tick.",
@@ -86,6 +108,10 @@ const secret = z.string().min(8).max(1000).openapi({
   description:
     "Write-only: never returned. For `standard`, a `whsec_` secret (base64 of 16 to 64 bytes).",
 });
+const forgeToken = z.string().min(1).max(1000).openapi({
+  description:
+    "Write-only: a token for the forge's API (a GitHub token with `issues`, `pull_requests` and `checks` or `statuses` write; a GitLab token with `api`). Never returned and never in an agent's environment.",
+});
 const callbackSecret = z.string().max(1000).openapi({
   description: "Write-only: a `whsec_` secret (base64 of 16 to 64 bytes) to sign callbacks with.",
 });
@@ -95,6 +121,7 @@ export const CreateHookBody = z
     name: hookName.openapi({ example: "pr-review" }),
     secret,
     callback_secret: callbackSecret.optional(),
+    forge_token: forgeToken.optional(),
     ...hookFields,
   })
   .openapi("CreateHook");
@@ -106,6 +133,10 @@ export const UpdateHookBody = z
     callback_secret: callbackSecret.optional().openapi({
       description: "Left out: the hook keeps its callback secret.",
     }),
+    forge_token: forgeToken
+      .nullable()
+      .optional()
+      .openapi({ description: "Left out: the hook keeps its token; null: it has none." }),
     ...hookFields,
   })
   .openapi("UpdateHook");
@@ -128,6 +159,13 @@ export const Hook = z
     approvals: Approvals,
     events: z.array(z.string()),
     callback_url: z.string().nullable(),
+    forge: z
+      .object({
+        kind: z.enum(FORGES),
+        api_url: z.string(),
+        token_set: z.boolean().openapi({ description: "Whether the hook has a `forge_token`." }),
+      })
+      .nullable(),
     schedule: z.string().nullable(),
     timezone: z.string().nullable(),
     next_fire_at: z.string().nullable().openapi({
@@ -227,6 +265,24 @@ export const DeliveryHeaders = z.object({
       description:
         "`standard`: `v1,<base64 HMAC-SHA256 of id.timestamp.body>`, space-separated if several.",
     }),
+  "x-gitlab-token": z
+    .string()
+    .optional()
+    .openapi({ param: { in: "header" }, description: "`gitlab`: the hook's secret." }),
+  "idempotency-key": z
+    .string()
+    .optional()
+    .openapi({
+      param: { in: "header" },
+      description: "`gitlab`: the delivery id (the same on GitLab's retries).",
+    }),
+  "x-gitlab-event-uuid": z
+    .string()
+    .optional()
+    .openapi({
+      param: { in: "header" },
+      description: "`gitlab`: the delivery id when `Idempotency-Key` is absent (GitLab < 17.4).",
+    }),
   "x-delivery-id": z
     .string()
     .optional()
@@ -254,6 +310,7 @@ export function toHook(row: HookRow): z.infer<typeof Hook> {
     approvals: Approvals.parse(row.approvals),
     events: row.events,
     callback_url: row.callbackUrl,
+    forge: forgeView(row),
     schedule: row.schedule,
     timezone: row.schedule ? (row.timezone ?? "UTC") : row.timezone,
     next_fire_at: nextTick(row, new Date())?.toISOString() ?? null,
@@ -261,6 +318,12 @@ export function toHook(row: HookRow): z.infer<typeof Hook> {
     created_at: row.createdAt.toISOString(),
     updated_at: row.updatedAt.toISOString(),
   };
+}
+
+function forgeView(row: HookRow): z.infer<typeof Hook>["forge"] {
+  const kind = forgeOf(row);
+  const apiUrl = apiUrlOf(row);
+  return kind && apiUrl ? { kind, api_url: apiUrl, token_set: row.forgeToken !== null } : null;
 }
 
 export function toHookDelivery(row: HookDeliveryRow): z.infer<typeof HookDelivery> {
