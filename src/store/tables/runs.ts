@@ -45,6 +45,8 @@ export const runs = pgTable(
     trigger: text("trigger").notNull(),
     prompt: text("prompt").notNull(),
     systemPrompt: text("system_prompt"),
+    /** The JSON Schema its agent's answer must match (src/output-schema.ts); null: free text. */
+    outputSchema: jsonb("output_schema").$type<Record<string, unknown>>(),
     createdAt: ts("created_at").notNull(),
     startedAt: ts("started_at"),
     finishedAt: ts("finished_at"),
