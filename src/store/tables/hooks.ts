@@ -3,6 +3,7 @@ import {
   boolean,
   index,
   integer,
+  json,
   jsonb,
   pgTable,
   primaryKey,
@@ -43,8 +44,8 @@ export const hooks = pgTable("hooks", {
   approvals: text("approvals").notNull().default("deny"),
   /** Events (or `event.action`) a delivery must match; empty accepts all. */
   events: jsonb("events").$type<string[]>().notNull().default([]),
-  /** The output schema each delivery's run carries (src/output-schema.ts); null: none. */
-  outputSchema: jsonb("output_schema").$type<Record<string, unknown>>(),
+  /** The output schema each delivery's run carries (src/output-schema.ts), as runs keep it. */
+  outputSchema: json("output_schema").$type<Record<string, unknown>>(),
   callbackUrl: text("callback_url"),
   callbackSecret: text("callback_secret"),
   /** A cron pattern and its time zone: the hook also fires by itself. */

@@ -1,0 +1,2 @@
+ALTER TABLE "hooks" ADD COLUMN "output_schema" json;--> statement-breakpoint
+ALTER TABLE "runs" ADD COLUMN "output_schema" json;
