@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_OUTPUT_SCHEMA_BYTES, MAX_OUTPUT_SCHEMA_DEPTH } from "../../src/output-schema.js";
 import { hooks, runs } from "../../src/store/schema.js";
-import { createHook } from "../hooks/support.js";
+import { createHook, deliver, getRun, isFinished, until } from "../hooks/support.js";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
@@ -198,6 +198,27 @@ describe.each(BACKENDS)("output_schema through HTTP on %s", (backend) => {
     const started = (await fake.invocations()).find((start) => start.args.includes(session.id));
     // As the client wrote it, keys in their order (the order of `properties` is the answer's).
     expect(started?.args).toContain(`--json-schema=${JSON.stringify(VERDICT)}`);
+  });
+
+  it("a hook's schema is kept as sent, and each delivery's run carries it and its checked answer", async () => {
+    const name = `verdict-${crypto.randomUUID().slice(0, 8)}`;
+    const hook = await createHook(server.url, hookBody(name, { output_schema: VERDICT }));
+    expect(JSON.stringify(hook.output_schema)).toBe(JSON.stringify(VERDICT));
+    const res = await deliver(server.url, name, "{}", {
+      "Content-Type": "application/json",
+      Authorization: "Bearer bearer-secret-0123456789",
+    });
+    expect(res.status).toBe(202);
+    const { run_id } = (await res.json()) as { run_id: string };
+    const run = await until(async () => {
+      const shown = await getRun(server.url, run_id);
+      return isFinished(shown) && shown;
+    });
+    expect(run).toMatchObject({
+      status: "succeeded",
+      output_schema: VERDICT,
+      structured_output: { verdict: "approve" },
+    });
   });
 
   it("an idempotency key used again with another output_schema is a 422", async () => {
