@@ -124,6 +124,8 @@ describe.each(REAL_CLI_BACKENDS)("structured output of the real claude CLI on %s
       error: "the agent gave no structured output",
       result: "I think it is fine. (again)",
       structured_output: null,
+      // The turn is in the conversation all the same: the next message follows it.
+      resume_at: expect.stringMatching(/^[0-9a-f-]{36}$/),
     });
     // The CLI did send its enforce message to the model…
     expect(JSON.stringify(mock.mainRequests().at(-1)?.messages)).toContain(
