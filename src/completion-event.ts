@@ -57,10 +57,11 @@ export const COMPLETION_ERROR_CODES = [
   "memory_limit",
   "process_limit",
   "sandbox_required",
+  "output_invalid",
 ] as const;
 export const CompletionErrorCode = z.enum(COMPLETION_ERROR_CODES).openapi("CompletionErrorCode", {
   description:
-    "Why the run did not succeed, when the bridge can tell: `agent_not_authenticated` (the CLI has no valid credentials: set ANTHROPIC_API_KEY or another login in the server's environment), `agent_error` (the CLI or its API reported an error), `agent_not_found`, `agent_start_failed`, `agent_exited` (ended without a result), `agent_stalled`, `work_dir_not_found`, `invalid_run_request`, `timed_out`, `cancelled`, `interrupted` (the bridge stopped the run: its server shut down or died, or its instance lost its lease; nothing about the run itself was wrong, so sending it again may succeed), `budget_exhausted` (the run stopped at, or did not start past, its key's monthly `max_budget_usd`), `max_budget` (the run stopped at its own `max_budget_usd`, the session's or its message's), `max_turns` (the run stopped at its `max_turns`), `policy_denied` (its key's policy no longer allows the session's options), `memory_limit` (the run went over its memory limit, AGENT_BRIDGE_RUN_MEMORY_MB: the kernel killed one of its processes, and the bridge stopped the run), `process_limit` (the run reached its process limit, AGENT_BRIDGE_RUN_MAX_PROCESSES: a fork failed, and the bridge stopped the run), `sandbox_required` (runs cannot be sandboxed on this server and several API keys exist: no tenant's agent runs beside another's unsandboxed). Absent on success and when the bridge itself failed.",
+    "Why the run did not succeed, when the bridge can tell: `agent_not_authenticated` (the CLI has no valid credentials: set ANTHROPIC_API_KEY or another login in the server's environment), `agent_error` (the CLI or its API reported an error), `agent_not_found`, `agent_start_failed`, `agent_exited` (ended without a result), `agent_stalled`, `work_dir_not_found`, `invalid_run_request`, `timed_out`, `cancelled`, `interrupted` (the bridge stopped the run: its server shut down or died, or its instance lost its lease; nothing about the run itself was wrong, so sending it again may succeed), `budget_exhausted` (the run stopped at, or did not start past, its key's monthly `max_budget_usd`), `max_budget` (the run stopped at its own `max_budget_usd`, the session's or its message's), `max_turns` (the run stopped at its `max_turns`), `policy_denied` (its key's policy no longer allows the session's options), `memory_limit` (the run went over its memory limit, AGENT_BRIDGE_RUN_MEMORY_MB: the kernel killed one of its processes, and the bridge stopped the run), `process_limit` (the run reached its process limit, AGENT_BRIDGE_RUN_MAX_PROCESSES: a fork failed, and the bridge stopped the run), `sandbox_required` (runs cannot be sandboxed on this server and several API keys exist: no tenant's agent runs beside another's unsandboxed), `output_invalid` (the run had an `output_schema` and the agent's answer is missing or does not match it: `error` says how, `result` keeps its text). Absent on success and when the bridge itself failed.",
 });
 export type CompletionErrorCode = z.infer<typeof CompletionErrorCode>;
 
@@ -97,6 +98,10 @@ export const CompletionEvent = z
     last_message_uuid: z.string().nullable().openapi({
       deprecated: true,
       description: "`resume_at` (the same value).",
+    }),
+    structured_output: z.unknown().optional().openapi({
+      description:
+        "The agent's answer as the run's `output_schema` asked for it, checked against the schema (any JSON value the schema allows; an object at the top). Present only when the run had an `output_schema`; null when the run did not succeed (`error_code: output_invalid` when the answer was missing or did not match).",
     }),
     dropped_lines: z.number().int().min(1).optional().openapi({
       description:

@@ -33,6 +33,12 @@ export interface AgentRunRequest {
   /** The message's system prompt, added to the session's. */
   messageSystemPrompt: string | null;
   /**
+   * The JSON Schema the agent's answer must match (src/output-schema.ts), or null. The back-end
+   * asks its CLI for an answer of that shape and puts what the agent answered in its completion's
+   * `structured_output` (left out when it gave none); the run layer checks it against the schema.
+   */
+  outputSchema: Record<string, unknown> | null;
+  /**
    * What the session's earlier runs used (a back-end that reports running totals subtracts it);
    * undefined once the session is gone.
    */

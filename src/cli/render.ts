@@ -66,6 +66,10 @@ export class RunRenderer {
       this.out.stdout.write("\n");
       this.atLineStart = true;
     }
+    // The answer a run's output schema asked for, on stdout after its text, for a script to read.
+    if (event.structured_output !== undefined && event.structured_output !== null) {
+      this.out.stdout.write(`${JSON.stringify(event.structured_output, null, 2)}\n`);
+    }
     if (event.status !== "succeeded" && event.error) this.line(`error: ${event.error}`);
     this.line(summary(event, this.runId));
   }

@@ -1,6 +1,6 @@
 import type { Command } from "commander";
 import { listCommand } from "./list-command.js";
-import { clientOf, positiveInt } from "./options.js";
+import { clientOf, jsonObjectFile, positiveInt } from "./options.js";
 import { printJson, printRuns } from "./print.js";
 import type { Output } from "./render.js";
 import { showNewRun, watchRun } from "./watch-run.js";
@@ -18,7 +18,9 @@ export function addRunCommands(program: Command, out: Output): void {
   ).option("--session <id>", "only this session's runs");
   runs
     .command("show")
-    .description("print a run (status, timings, usage, completion) as JSON")
+    .description(
+      "print a run (status, timings, usage, completion, output schema and structured output) as JSON",
+    )
     .argument("<id>", "run id")
     .action(async (id: string, _options, command: Command) => {
       printJson(out, await clientOf(command).getRun(id));
@@ -55,11 +57,19 @@ export function addRunCommands(program: Command, out: Output): void {
     )
     .argument("<id>", "run id")
     .option("--text <text>", "a new prompt (default: the run's own)")
+    .option(
+      "--output-schema <file>",
+      "a JSON Schema file for the new run's answer (default: the run's own schema, if any)",
+      jsonObjectFile,
+    )
     .option("--json", "wait for the new run and print it as JSON (run, completion, text)")
     .option("--async", "print the new run's id at once and leave it going (with --json: the run)")
     .action(async (id: string, options, command: Command) => {
       const client = clientOf(command);
-      const retryOptions = options.text ? { text: options.text } : {};
+      const retryOptions = {
+        ...(options.text ? { text: options.text } : {}),
+        ...(options.outputSchema ? { outputSchema: options.outputSchema } : {}),
+      };
       await showNewRun(out, client, options, {
         queued: () => client.retryAsync(id, retryOptions),
         finished: () => client.retry(id, retryOptions),

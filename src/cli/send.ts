@@ -2,7 +2,7 @@ import { createReadStream } from "node:fs";
 import { type Command, Option } from "commander";
 import { PERMISSION_MODES } from "../permission-modes.js";
 import { TerminalApprover } from "./approvals.js";
-import { clientOf } from "./options.js";
+import { clientOf, jsonObjectFile } from "./options.js";
 import type { Output } from "./render.js";
 import { showNewRun } from "./watch-run.js";
 
@@ -40,6 +40,11 @@ export function addSendCommand(program: Command, out: Output): void {
         "what the agent may do without asking, for this run (default: the session's; a new session's is the server's AGENT_BRIDGE_PERMISSION_MODE, acceptEdits, which writes files unasked)",
       ).choices(PERMISSION_MODES),
     )
+    .option(
+      "--output-schema <file>",
+      "a JSON Schema file the agent's answer must match: printed as JSON on stdout after the text (the run fails output_invalid without a valid one)",
+      jsonObjectFile,
+    )
     .option("--json", "wait for the run and print it as JSON (run, completion, text)")
     .option("--async", "print the run id at once and leave the run going (with --json: the run)")
     .action(async (prompt: string, options, command: Command) => {
@@ -58,6 +63,7 @@ export function addSendCommand(program: Command, out: Output): void {
         ...(options.systemPrompt ? { systemPrompt: options.systemPrompt } : {}),
         ...(options.approvals ? { approvals: ask ? ("api" as const) : options.approvals } : {}),
         ...(options.permissionMode ? { permissionMode: options.permissionMode } : {}),
+        ...(options.outputSchema ? { outputSchema: options.outputSchema } : {}),
       };
       // The answers come from the terminal: stdin, unless it carried the prompt.
       const approver = ask

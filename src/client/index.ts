@@ -57,6 +57,8 @@ export interface StreamOptions {
   signal?: AbortSignal;
   /** Appended to the system prompt for this message only. */
   systemPrompt?: string;
+  /** The JSON Schema of the answer: the completion's `structured_output` (see `MessageOptions`). */
+  outputSchema?: Record<string, unknown>;
   /** `full` also yields the internal events, numbered in that view. */
   events?: EventsView;
 }
@@ -78,6 +80,12 @@ export interface MessageOptions {
   approvals?: "deny" | "api";
   /** How the run's agent may use tools, in place of the session's `permission_mode`. */
   permissionMode?: Schemas["PermissionMode"];
+  /**
+   * The JSON Schema the agent's answer must match: the completion then carries it, checked, as
+   * `structured_output` (typed `unknown`: check it against your own type); a run without a valid
+   * answer fails with `error_code: "output_invalid"`.
+   */
+  outputSchema?: Record<string, unknown>;
   /** The same key within 24 h returns the first request's run instead of starting another. */
   idempotencyKey?: string;
   signal?: AbortSignal;
@@ -86,6 +94,8 @@ export interface MessageOptions {
 export interface RetryOptions {
   /** A new prompt; by default the retried run's own. */
   text?: string;
+  /** A new output schema; by default the retried run's own. */
+  outputSchema?: Record<string, unknown>;
   /** The same key within 24 h returns the first request's run instead of starting another. */
   idempotencyKey?: string;
   signal?: AbortSignal;
@@ -181,6 +191,7 @@ export function createClient(clientOptions: ClientOptions): AgentBridgeClient {
       ...(options.systemPrompt !== undefined ? { system_prompt: options.systemPrompt } : {}),
       ...(options.approvals !== undefined ? { approvals: options.approvals } : {}),
       ...(options.permissionMode !== undefined ? { permission_mode: options.permissionMode } : {}),
+      ...(options.outputSchema !== undefined ? { output_schema: options.outputSchema } : {}),
     },
     ...(options.signal ? { signal: options.signal } : {}),
   });
@@ -190,7 +201,10 @@ export function createClient(clientOptions: ClientOptions): AgentBridgeClient {
       path: { id: runId },
       header: options.idempotencyKey ? { "idempotency-key": options.idempotencyKey } : {},
     },
-    body: options.text !== undefined ? { text: options.text } : {},
+    body: {
+      ...(options.text !== undefined ? { text: options.text } : {}),
+      ...(options.outputSchema !== undefined ? { output_schema: options.outputSchema } : {}),
+    },
     ...(options.signal ? { signal: options.signal } : {}),
   });
 

@@ -591,7 +591,7 @@ export interface components {
       delivered_at: string | null;
     };
     /**
-     * @description Why the run did not succeed, when the bridge can tell: `agent_not_authenticated` (the CLI has no valid credentials: set ANTHROPIC_API_KEY or another login in the server's environment), `agent_error` (the CLI or its API reported an error), `agent_not_found`, `agent_start_failed`, `agent_exited` (ended without a result), `agent_stalled`, `work_dir_not_found`, `invalid_run_request`, `timed_out`, `cancelled`, `interrupted` (the bridge stopped the run: its server shut down or died, or its instance lost its lease; nothing about the run itself was wrong, so sending it again may succeed), `budget_exhausted` (the run stopped at, or did not start past, its key's monthly `max_budget_usd`), `max_budget` (the run stopped at its own `max_budget_usd`, the session's or its message's), `max_turns` (the run stopped at its `max_turns`), `policy_denied` (its key's policy no longer allows the session's options), `memory_limit` (the run went over its memory limit, AGENT_BRIDGE_RUN_MEMORY_MB: the kernel killed one of its processes, and the bridge stopped the run), `process_limit` (the run reached its process limit, AGENT_BRIDGE_RUN_MAX_PROCESSES: a fork failed, and the bridge stopped the run), `sandbox_required` (runs cannot be sandboxed on this server and several API keys exist: no tenant's agent runs beside another's unsandboxed). Absent on success and when the bridge itself failed.
+     * @description Why the run did not succeed, when the bridge can tell: `agent_not_authenticated` (the CLI has no valid credentials: set ANTHROPIC_API_KEY or another login in the server's environment), `agent_error` (the CLI or its API reported an error), `agent_not_found`, `agent_start_failed`, `agent_exited` (ended without a result), `agent_stalled`, `work_dir_not_found`, `invalid_run_request`, `timed_out`, `cancelled`, `interrupted` (the bridge stopped the run: its server shut down or died, or its instance lost its lease; nothing about the run itself was wrong, so sending it again may succeed), `budget_exhausted` (the run stopped at, or did not start past, its key's monthly `max_budget_usd`), `max_budget` (the run stopped at its own `max_budget_usd`, the session's or its message's), `max_turns` (the run stopped at its `max_turns`), `policy_denied` (its key's policy no longer allows the session's options), `memory_limit` (the run went over its memory limit, AGENT_BRIDGE_RUN_MEMORY_MB: the kernel killed one of its processes, and the bridge stopped the run), `process_limit` (the run reached its process limit, AGENT_BRIDGE_RUN_MAX_PROCESSES: a fork failed, and the bridge stopped the run), `sandbox_required` (runs cannot be sandboxed on this server and several API keys exist: no tenant's agent runs beside another's unsandboxed), `output_invalid` (the run had an `output_schema` and the agent's answer is missing or does not match it: `error` says how, `result` keeps its text). Absent on success and when the bridge itself failed.
      * @enum {string}
      */
     CompletionErrorCode:
@@ -612,7 +612,8 @@ export interface components {
       | "policy_denied"
       | "memory_limit"
       | "process_limit"
-      | "sandbox_required";
+      | "sandbox_required"
+      | "output_invalid";
     CompletionEvent: {
       /**
        * @description discriminator enum property added by openapi-typescript
@@ -643,6 +644,8 @@ export interface components {
        * @description `resume_at` (the same value).
        */
       last_message_uuid: string | null;
+      /** @description The agent's answer as the run's `output_schema` asked for it, checked against the schema (any JSON value the schema allows; an object at the top). Present only when the run had an `output_schema`; null when the run did not succeed (`error_code: output_invalid` when the answer was missing or did not match). */
+      structured_output?: unknown;
       /** @description Lines of the CLI's output dropped for being over AGENT_BRIDGE_MAX_LINE_BYTES; the events they held (text included) are missing. Absent when none was. */
       dropped_lines?: number;
     };
@@ -735,6 +738,7 @@ export interface components {
       approvals?: components["schemas"]["Approvals"] & unknown;
       /** @description Only deliveries of these events start a run (an entry may also be `event.action`, e.g. `pull_request.opened`); others are recorded as `ignored`. Empty or absent: every event. */
       events?: string[];
+      output_schema?: components["schemas"]["OutputSchema"] & unknown;
       /**
        * Format: uri
        * @description Where the outcome of each run is POSTed when it completes, signed the Standard Webhooks way with `callback_secret`. Only a global unicast address (an IPv6 address carrying an IPv4 one, as IPv4-mapped, NAT64, 6to4, Teredo or IPv4-compatible, is judged as that one) unless `AGENT_BRIDGE_CALLBACK_ALLOW` lists it, checked here and, for a name, at each attempt after resolving it; not `localhost` or a name under it; no `user:pass@`.
@@ -865,6 +869,10 @@ export interface components {
       mcp_servers: string[];
       approvals: components["schemas"]["Approvals"];
       events: string[];
+      /** @description The output schema of each delivery's run; null: none. */
+      output_schema: {
+        [key: string]: unknown;
+      } | null;
       callback_url: string | null;
       forge: {
         /** @enum {string} */
@@ -1013,6 +1021,27 @@ export interface components {
           /** @enum {string} */
           kind: "generic";
         };
+    /**
+     * @description A JSON Schema (draft-07) the agent's final answer must match, as an object schema (`"type": "object"`), at most 65536 bytes as JSON and 32 levels deep. Strict: an unknown keyword is refused (as Claude Code refuses it); `format` is not checked. The completion then carries `structured_output`, the answer checked against it; an answer that is missing or does not match ends the run `failed` with `error_code: output_invalid`, its text kept. Codex sends it to the model in the Responses API's strict mode, which also wants `additionalProperties: false` and every property `required` in each object.
+     * @example {
+     *       "type": "object",
+     *       "properties": {
+     *         "verdict": {
+     *           "type": "string",
+     *           "enum": [
+     *             "approve",
+     *             "request_changes"
+     *           ]
+     *         }
+     *       },
+     *       "required": [
+     *         "verdict"
+     *       ]
+     *     }
+     */
+    OutputSchema: {
+      [key: string]: unknown;
+    };
     /** @description The agent withdrew the request: it wants no answer any more. */
     PermissionCancelledEvent: {
       /**
@@ -1130,6 +1159,7 @@ export interface components {
       /** @description The model of this message's run, in place of the session's. */
       model?: string;
       effort?: components["schemas"]["Effort"] & unknown;
+      output_schema?: components["schemas"]["OutputSchema"];
     };
     Problem: {
       /** @example urn:agent-bridge:problem:session_not_found */
@@ -1221,6 +1251,7 @@ export interface components {
     RetryRun: {
       /** @description The prompt of the retry; by default the retried run's own. */
       text?: string;
+      output_schema?: components["schemas"]["OutputSchema"] & unknown;
     };
     Run: {
       id: string;
@@ -1230,6 +1261,10 @@ export interface components {
       trigger: string;
       prompt: string;
       system_prompt: string | null;
+      /** @description The JSON Schema its agent's answer must match (its message's, its hook's, or the retried run's `output_schema`); null: none. */
+      output_schema: {
+        [key: string]: unknown;
+      } | null;
       /** Format: date-time */
       created_at: string;
       /** Format: date-time */
@@ -1239,6 +1274,8 @@ export interface components {
       /** @description The agent's final text. */
       result: string | null;
       error: string | null;
+      /** @description The completion's `structured_output`: present only for a run with an `output_schema` (null until it has ended, and when it did not succeed). */
+      structured_output?: unknown;
       usage: components["schemas"]["Usage"];
       /** @description null when neither the agent nor a configured price says. USD to 10 decimal places: a run's cost is kept rounded to that, and every total is the exact sum of its runs' costs (added as decimals, with no floating-point drift), shown exactly up to $100 000 (a JSON number holds about 15 significant digits; beyond, the last decimal places round). */
       cost_usd: number | null;
@@ -1652,6 +1689,7 @@ export interface components {
       approvals?: components["schemas"]["Approvals"] & unknown;
       /** @description Only deliveries of these events start a run (an entry may also be `event.action`, e.g. `pull_request.opened`); others are recorded as `ignored`. Empty or absent: every event. */
       events?: string[];
+      output_schema?: components["schemas"]["OutputSchema"] & unknown;
       /**
        * Format: uri
        * @description Where the outcome of each run is POSTed when it completes, signed the Standard Webhooks way with `callback_secret`. Only a global unicast address (an IPv6 address carrying an IPv4 one, as IPv4-mapped, NAT64, 6to4, Teredo or IPv4-compatible, is judged as that one) unless `AGENT_BRIDGE_CALLBACK_ALLOW` lists it, checked here and, for a name, at each attempt after resolving it; not `localhost` or a name under it; no `user:pass@`.

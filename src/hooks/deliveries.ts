@@ -280,6 +280,7 @@ async function submitRun(
     trigger: delivery.source,
     idempotencyKey: null,
     waitForSession: true,
+    outputSchema: hook.outputSchema,
     callback:
       hook.callbackUrl && hook.callbackSecret
         ? { url: hook.callbackUrl, secret: hook.callbackSecret }

@@ -26,6 +26,7 @@ import type { Approvals, RunApprovals } from "./approvals.js";
 import { runSettings } from "./message.js";
 import type { CompletionRecorder } from "./recording.js";
 import type { RunLog } from "./run-log.js";
+import { settleStructuredOutput } from "./structured-output.js";
 import { RunWorkspace } from "./workspace.js";
 
 export interface ExecutionOptions {
@@ -216,6 +217,7 @@ export class Execution {
         attachments: options.attachments,
         settings: runSettings(settings, options),
         messageSystemPrompt: row.systemPrompt,
+        outputSchema: row.outputSchema,
         usageBefore: () => sessionTotals(db, session.id),
         maxBudgetUsd: allowance.maxBudgetUsd,
         cwd: this.workDirOf(session),
@@ -288,7 +290,10 @@ export class Execution {
    * once the recorder has stored it or learnt that another instance closed the run first (its
    * lease lapsed in the outage), so that no client sees an outcome other than the stored one.
    */
-  private async complete(run: ActiveRun, completion: CompletionEvent) {
+  private async complete(run: ActiveRun, outcome: CompletionEvent) {
+    // Every way a run ends: one that ended otherwise than by its agent's success (a cancel after
+    // its answer, a failure in the bridge) has a null `structured_output` when it had a schema.
+    const completion = settleStructuredOutput(run.row.outputSchema, outcome);
     const at = run.log.completionPosition();
     const { entry, state } = await this.opts.recorder.record(run.row, at, completion, run.hooks);
     this.opts.metrics.runFinished(JSON.parse(entry.json) as CompletionEvent);
@@ -338,9 +343,10 @@ async function relay(
         run.log.append(event);
         continue;
       }
+      const completion = settleStructuredOutput(run.row.outputSchema, event);
       // Decided here, in one place: a cancel that comes after this is too late (409).
-      run.life.fire({ type: "outcome", status: event.status });
-      return event;
+      run.life.fire({ type: "outcome", status: completion.status });
+      return completion;
     }
     await run.log.keepPace();
   }

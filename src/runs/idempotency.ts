@@ -31,6 +31,7 @@ export function messageHash(message: Message): string {
   if (permissionMode !== null || model !== null || effort !== null) {
     hash.update(JSON.stringify({ permissionMode, model, effort }));
   }
+  if (message.outputSchema) hash.update(JSON.stringify({ outputSchema: message.outputSchema }));
   return hash.digest("hex");
 }
 

@@ -59,6 +59,11 @@ export interface Message {
    * finished; the new run resumes the conversation at the last message a run before it confirmed.
    */
   retryOf?: string;
+  /**
+   * The JSON Schema the agent's answer must match (src/output-schema.ts), kept on the run's row:
+   * whichever instance runs it, a retry of it and its callback see it. Absent: none.
+   */
+  outputSchema?: Record<string, unknown> | null;
   /** Where to POST the run's outcome once it completes (an outbox row written with the run). */
   callback?: { url: string; secret: string } | null;
 }

@@ -121,6 +121,7 @@ export class Submission {
           trigger: message.trigger,
           prompt: message.text,
           systemPrompt: message.systemPrompt,
+          outputSchema: message.outputSchema ?? null,
           idempotencyKey: message.idempotencyKey,
           requestHash,
           handover: unowned ? toHandover({ options, resumeAt }) : null,

@@ -27,6 +27,8 @@ export interface NewRun {
   trigger: string;
   prompt: string;
   systemPrompt: string | null;
+  /** The JSON Schema the run's answer must match; null: none. */
+  outputSchema?: Record<string, unknown> | null;
   idempotencyKey: string | null;
   requestHash: string | null;
 }

@@ -60,11 +60,19 @@ export const Run = z
     trigger: z.string().openapi({ example: "message" }),
     prompt: z.string(),
     system_prompt: z.string().nullable(),
+    output_schema: z.record(z.string(), z.unknown()).nullable().openapi({
+      description:
+        "The JSON Schema its agent's answer must match (its message's, its hook's, or the retried run's `output_schema`); null: none.",
+    }),
     created_at: z.string().openapi({ format: "date-time" }),
     started_at: z.string().nullable().openapi({ format: "date-time" }),
     finished_at: z.string().nullable().openapi({ format: "date-time" }),
     result: z.string().nullable().openapi({ description: "The agent's final text." }),
     error: z.string().nullable(),
+    structured_output: z.unknown().optional().openapi({
+      description:
+        "The completion's `structured_output`: present only for a run with an `output_schema` (null until it has ended, and when it did not succeed).",
+    }),
     usage: Usage,
     cost_usd: z
       .number()
@@ -139,12 +147,14 @@ export function toRun(
     trigger: row.trigger,
     prompt: row.prompt,
     system_prompt: row.systemPrompt,
+    output_schema: row.outputSchema,
     created_at: row.createdAt.toISOString(),
     started_at: row.startedAt?.toISOString() ?? null,
     finished_at: row.finishedAt?.toISOString() ?? null,
     // The completion holds the run's text as the CLI wrote it (the row keeps no copy).
     result: completion?.result ?? null,
     error: completion?.error ?? null,
+    ...(row.outputSchema ? { structured_output: completion?.structured_output ?? null } : {}),
     usage: {
       input_tokens: row.inputTokens,
       output_tokens: row.outputTokens,

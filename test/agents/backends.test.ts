@@ -196,6 +196,7 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
       },
       attachments: [],
       messageSystemPrompt: null,
+      outputSchema: null,
       usageBefore: async () => {
         throw new Error("a new session has no usage before");
       },

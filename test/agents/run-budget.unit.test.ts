@@ -25,6 +25,7 @@ function request(own: number | null, key: number | null): AgentRunRequest {
       approvals: "deny",
     },
     messageSystemPrompt: null,
+    outputSchema: null,
     usageBefore: async () => undefined,
     maxBudgetUsd: key,
     cwd: "/",

@@ -146,6 +146,31 @@ export function isMainRequest(body: MessagesBody): boolean {
   return Array.isArray(body.tools) && body.tools.length > 0;
 }
 
+// With `--json-schema` (Claude Code 2.1.328) the CLI offers the model a `StructuredOutput` tool
+// whose input schema is the schema. A valid call ends the turn at once: no further request, and the
+// `result` line carries the input as `structured_output` (its `result` the input as JSON text). An
+// invalid call gets an error tool result, and the model answers again. A turn without the call
+// gets a synthetic user message (`[structured-output-enforce] …`, `isSynthetic: true`) and one more
+// request; the CLI then ends `success` without `structured_output` whatever that one answers.
+
+/** The turn of a model that answers `input` through the StructuredOutput tool, after `text`. */
+export function structuredOutputTurn(input: Record<string, unknown>, text?: string): MockTurn {
+  return {
+    blocks: [
+      ...(text === undefined ? [] : [{ type: "text" as const, text }]),
+      { type: "tool_use", name: "StructuredOutput", input },
+    ],
+  };
+}
+
+/** The turns of a model that never calls StructuredOutput: its answer, and its answer to the enforce message. */
+export function noStructuredOutputTurns(text: string): MockTurn[] {
+  return [
+    { blocks: [{ type: "text", text }] },
+    { blocks: [{ type: "text", text: `${text} (again)` }] },
+  ];
+}
+
 /** Splits text in about `parts` chunks (at least 1 char each), for several deltas. */
 export function chunk(text: string, parts = 4): string[] {
   if (text.length === 0) return [""];

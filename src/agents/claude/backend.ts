@@ -96,6 +96,7 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
             ...(settings.maxTurns !== null ? { maxTurns: settings.maxTurns } : {}),
             ...(mcpConfig ? { mcpConfig } : {}),
             ...(request.allowedTools.length > 0 ? { allowedTools: request.allowedTools } : {}),
+            ...(request.outputSchema ? { outputSchema: request.outputSchema } : {}),
             cwd: request.cwd,
             ...(identity ? { identity } : {}),
           },

@@ -27,6 +27,8 @@ export interface CommandInput {
   mcpConfigFile?: string;
   /** Tool rules allowed without asking (`Write`, `Bash(npm test:*)`): the session's. */
   allowedTools?: readonly string[];
+  /** The JSON Schema of the answer (src/output-schema.ts): the CLI adds its StructuredOutput tool. */
+  outputSchema?: Record<string, unknown>;
 }
 
 /** Flags every run gets: one-shot print mode, stream-json both ways, permission prompts on stdio. */
@@ -74,6 +76,10 @@ export function buildClaudeArgs(input: CommandInput): string[] {
     args.push(`--max-budget-usd=${usd}`);
   }
   if (input.maxTurns !== undefined) args.push(`--max-turns=${input.maxTurns}`);
+  // On the command line (it holds no secret, and is at most 64 KiB: one argument may take 128).
+  if (input.outputSchema !== undefined) {
+    args.push(`--json-schema=${JSON.stringify(input.outputSchema)}`);
+  }
   // One rule per flag, with `=`: the option is variadic, and a rule may hold spaces.
   for (const rule of input.allowedTools ?? []) args.push(`--allowedTools=${rule}`);
   // A file, not the JSON itself: argv is readable by every process on the machine, and a server's

@@ -68,6 +68,8 @@ export function resultCompletion(line: SDKResultMessage, run: ResultContext): Co
     // The resume point, and its deprecated alias.
     resume_at: uuid,
     last_message_uuid: uuid,
+    // What the model answered through the StructuredOutput tool; the run layer checks it.
+    ...(line.structured_output === undefined ? {} : { structured_output: line.structured_output }),
     ...dropped(run),
   };
 }

@@ -231,6 +231,8 @@ export class StreamMapper {
   }
 
   private user(line: SDKUserMessage): BridgeEvent[] {
+    // The CLI's own words to the model, not the conversation's: nothing to show, nor to resume at.
+    if (line.isSynthetic) return [];
     if (line.parent_tool_use_id === null && line.uuid) this.pendingUuid = line.uuid;
     const { content } = line.message;
     if (typeof content === "string") return this.localCommandOutput(line, content);

@@ -206,6 +206,7 @@ export function readLine(line: Json): SDKMessage {
         },
         tool_use_result: line.tool_use_result,
         isReplay: line.isReplay === true,
+        isSynthetic: line.isSynthetic === true,
       };
     }
     case "rate_limit_event":
@@ -264,6 +265,7 @@ export function readLine(line: Json): SDKMessage {
         model_usage_since_last_result: modelUsages(line.model_usage_since_last_result),
         total_cost_usd: num(line.total_cost_usd),
         cost_usd: num(line.cost_usd),
+        ...("structured_output" in line ? { structured_output: line.structured_output } : {}),
       };
     case "control_request":
       if (typeof line.request_id !== "string") break;

@@ -84,6 +84,11 @@ export interface SDKUserMessage extends SDKLine {
   tool_use_result?: unknown;
   /** Replayed by the CLI, as a local slash command's output is. */
   isReplay: boolean;
+  /**
+   * Written by the CLI itself, not the user: with `--json-schema`, the `[structured-output-enforce]`
+   * reminder it adds when the model answered without calling StructuredOutput.
+   */
+  isSynthetic: boolean;
 }
 
 /** One event of the Messages API's stream (`--include-partial-messages`). */
@@ -135,6 +140,11 @@ export interface SDKResultMessage extends SDKLine {
   /** This run's usage per model, on --resume where the totals are the session's. */
   model_usage_since_last_result?: Record<string, SDKModelUsage>;
   total_cost_usd?: number;
+  /**
+   * With `--json-schema`: the input of the model's valid StructuredOutput call; absent when it
+   * never made one (the CLI still ends `success`).
+   */
+  structured_output?: unknown;
   /** The older CLIs' name of `total_cost_usd`. */
   cost_usd?: number;
 }

@@ -158,6 +158,7 @@ async function* runCodex(
     ...(price ? { price } : {}),
     elapsedMs: () => performance.now() - startedAt,
     resumed: threadId !== undefined,
+    structured: request.outputSchema !== null,
   });
   const protocol: LineProtocol = {
     onLine: (line) => mapper.push(line),
@@ -165,13 +166,20 @@ async function* runCodex(
     failure: (err, elapsedMs) => mapper.failure(err.status, err.message, err.code, elapsedMs),
   };
   const images: string[] = [];
+  let outputSchemaFile: string | undefined;
   try {
     for (const [i, image] of request.attachments.entries()) {
       const name = `image-${i + 1}.${imageExtension(image.mediaType)}`;
       images.push(await files.write(name, Buffer.from(image.data, "base64")));
     }
+    if (request.outputSchema !== null) {
+      outputSchemaFile = await files.write(
+        "output-schema.json",
+        JSON.stringify(request.outputSchema),
+      );
+    }
   } catch (err) {
-    context.logger.error("could not write the run's images", { error: errorText(err) });
+    context.logger.error("could not write the run's files", { error: errorText(err) });
     yield [protocol.failure(new AgentSpawnError(LABEL, err as Error), 0)];
     return;
   }
@@ -189,6 +197,7 @@ async function* runCodex(
       ...(developerInstructions ? { developerInstructions } : {}),
       ...(threadId ? { threadId } : {}),
       images,
+      ...(outputSchemaFile ? { outputSchemaFile } : {}),
       provider: model.provider,
     });
   } catch (err) {
@@ -232,14 +241,16 @@ async function* runCodex(
     env,
     ...(identity ? { runAs: identity.runAs } : {}),
     // In a sandbox: its state (threads, logs), what git writes in the repository of a worktree
-    // (objects, refs, the worktree's index), and the run's images.
+    // (objects, refs, the worktree's index), and the run's files (images, output schema).
     reach: {
       workDirReadOnly: sandboxing.workDirReadOnly,
       writable: [
         ...(env.CODEX_HOME ? [env.CODEX_HOME] : []),
         ...(settings.worktree && !sandboxing.workDirReadOnly ? [join(request.cwd, ".git")] : []),
       ],
-      readOnly: images.map((image) => dirname(image)),
+      readOnly: [...images, ...(outputSchemaFile ? [outputSchemaFile] : [])].map((file) =>
+        dirname(file),
+      ),
       gateway: model.gateway,
     },
     input: request.prompt,

@@ -18,6 +18,8 @@ export interface CodexCommandInput {
   threadId?: string;
   /** Image files sent with the prompt. */
   images?: readonly string[];
+  /** A file holding the JSON Schema of the answer (src/output-schema.ts). */
+  outputSchemaFile?: string;
   /** Set: codex's model provider is this one, in place of the one its config.toml selects. */
   provider?: CodexProvider;
 }
@@ -70,6 +72,8 @@ export function buildCodexArgs(input: CodexCommandInput): string[] {
   }
   // `--image=` for each: the option is variadic, and a path starting with "-" stays a value.
   for (const image of input.images ?? []) args.push(`--image=${image}`);
+  // A path, as codex takes it; `=` so that one starting with "-" stays a value.
+  if (input.outputSchemaFile !== undefined) args.push(`--output-schema=${input.outputSchemaFile}`);
   // After `--` everything is positional: the thread id, then `-` (the prompt comes on stdin).
   args.push("--");
   if (input.threadId !== undefined) args.push(input.threadId);

@@ -48,6 +48,21 @@ export interface CodexMapperOptions {
   elapsedMs?: () => number;
   /** The run continues a thread (`exec resume`): its `session_status` says `resumed`. */
   resumed?: boolean;
+  /**
+   * The run was given `--output-schema`: its final message is the answer as JSON text, which the
+   * completion carries parsed as `structured_output` (left out when it is not JSON).
+   */
+  structured?: boolean;
+}
+
+/** The final message parsed, when it is JSON; undefined when it is not. */
+function parsedAnswer(text: string | null): unknown {
+  if (text === null) return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
 }
 
 /** What an operator does about a codex without a valid key: a run's error says it. */
@@ -78,6 +93,7 @@ export class CodexMapper {
   private readonly maxToolResultChars: number;
   private readonly elapsedMs: () => number;
   private readonly resumed: boolean;
+  private readonly structured: boolean;
   private readonly joiner = new MessageJoiner();
   private thread: string | null = null;
   private totals: CodexUsageTotals;
@@ -99,6 +115,7 @@ export class CodexMapper {
     this.maxToolResultChars = options.maxToolResultChars ?? DEFAULT_MAX_TOOL_RESULT_CHARS;
     this.elapsedMs = options.elapsedMs ?? (() => 0);
     this.resumed = options.resumed ?? false;
+    this.structured = options.structured ?? false;
   }
 
   /** True once `turn.completed` / `turn.failed` has produced the completion. */
@@ -283,6 +300,7 @@ export class CodexMapper {
       claude_session_id: null,
       resume_at: null,
       last_message_uuid: null,
+      ...(this.structured ? { structured_output: parsedAnswer(this.lastMessage) } : {}),
       ...this.dropped(),
     };
   }

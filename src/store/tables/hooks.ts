@@ -3,6 +3,7 @@ import {
   boolean,
   index,
   integer,
+  json,
   jsonb,
   pgTable,
   primaryKey,
@@ -43,6 +44,8 @@ export const hooks = pgTable("hooks", {
   approvals: text("approvals").notNull().default("deny"),
   /** Events (or `event.action`) a delivery must match; empty accepts all. */
   events: jsonb("events").$type<string[]>().notNull().default([]),
+  /** The output schema each delivery's run carries (src/output-schema.ts), as runs keep it. */
+  outputSchema: json("output_schema").$type<Record<string, unknown>>(),
   callbackUrl: text("callback_url"),
   callbackSecret: text("callback_secret"),
   /** `github` or `gitlab`: whose deliveries these are and whose API it calls; null: neither. */

@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import {
   index,
   integer,
+  json,
   jsonb,
   pgTable,
   primaryKey,
@@ -45,6 +46,12 @@ export const runs = pgTable(
     trigger: text("trigger").notNull(),
     prompt: text("prompt").notNull(),
     systemPrompt: text("system_prompt"),
+    /**
+     * The JSON Schema its agent's answer must match (src/output-schema.ts); null: free text.
+     * `json`, not `jsonb`, which reorders keys: the order of `properties` is the order in which the
+     * model is asked to answer.
+     */
+    outputSchema: json("output_schema").$type<Record<string, unknown>>(),
     createdAt: ts("created_at").notNull(),
     startedAt: ts("started_at"),
     finishedAt: ts("finished_at"),

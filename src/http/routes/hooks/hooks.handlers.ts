@@ -187,6 +187,7 @@ async function definition(
     mcpServers,
     approvals: body.approvals ?? "deny",
     events: body.events ?? [],
+    outputSchema: body.output_schema ?? null,
     callbackUrl: body.callback_url ?? null,
     callbackSecret,
     forge,

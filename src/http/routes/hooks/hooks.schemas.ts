@@ -6,6 +6,7 @@ import { apiUrlOf, forgeOf } from "../../../forges/hook-forge.js";
 import { nextTick } from "../../../hooks/scheduler.js";
 import { MAX_VALUE_CHARS } from "../../../hooks/template.js";
 import { VERIFICATION_KINDS } from "../../../hooks/verify.js";
+import { OutputSchema } from "../../../output-schema.js";
 import { Approvals, Effort, PermissionMode } from "../../../session-settings.js";
 import type { HookDeliveryRow, HookRow } from "../../../store/schema.js";
 import { McpServerNames } from "../sessions/sessions.schemas.js";
@@ -65,6 +66,10 @@ const hookFields = {
   events: z.array(z.string().min(1).max(200)).max(50).optional().openapi({
     description:
       "Only deliveries of these events start a run (an entry may also be `event.action`, e.g. `pull_request.opened`); others are recorded as `ignored`. Empty or absent: every event.",
+  }),
+  output_schema: OutputSchema.optional().openapi({
+    description:
+      "The `output_schema` of each delivery's run (see `PostMessage`): its completion, and so its callback, carry `structured_output`.",
   }),
   callback_url: z
     .url({ protocol: /^https?$/, error: "expected an http:// or https:// URL" })
@@ -158,6 +163,10 @@ export const Hook = z
     mcp_servers: z.array(z.string()),
     approvals: Approvals,
     events: z.array(z.string()),
+    output_schema: z
+      .record(z.string(), z.unknown())
+      .nullable()
+      .openapi({ description: "The output schema of each delivery's run; null: none." }),
     callback_url: z.string().nullable(),
     forge: z
       .object({
@@ -309,6 +318,7 @@ export function toHook(row: HookRow): z.infer<typeof Hook> {
     mcp_servers: row.mcpServers,
     approvals: Approvals.parse(row.approvals),
     events: row.events,
+    output_schema: row.outputSchema,
     callback_url: row.callbackUrl,
     forge: forgeView(row),
     schedule: row.schedule,

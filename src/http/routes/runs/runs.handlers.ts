@@ -187,6 +187,7 @@ export const postMessage: RouteHandler<typeof routes.postMessage, AppEnv> = asyn
     options: runOptions(c, session, body),
     trigger: "message",
     idempotencyKey: headers["idempotency-key"] ?? null,
+    outputSchema: body.output_schema ?? null,
   };
   return startRun(c, session, message, viewOf(c.req.valid("query").events));
 };
@@ -211,6 +212,7 @@ export const retryRun: RouteHandler<typeof routes.retryRun, AppEnv> = async (c) 
     trigger: "retry",
     idempotencyKey: headers["idempotency-key"] ?? null,
     retryOf: run.id,
+    outputSchema: body.output_schema ?? run.outputSchema,
   };
   return startRun(c, session, message, viewOf(c.req.valid("query").events));
 };

@@ -6,6 +6,7 @@ import {
   MAX_IMAGES,
 } from "../../../agents/images.js";
 import { BridgeEvent, CompletionEvent } from "../../../events.js";
+import { OutputSchema } from "../../../output-schema.js";
 import { Approvals, Effort, ModelName, PermissionMode } from "../../../session-settings.js";
 import { Run } from "../../../wire/run.js";
 import { StreamError } from "../../sse.js";
@@ -83,6 +84,7 @@ export const PostMessageBody = z
     effort: Effort.optional().openapi({
       description: "The effort of this message's run, in place of the session's.",
     }),
+    output_schema: OutputSchema.optional(),
   })
   .openapi("PostMessage");
 export type PostMessageBody = z.infer<typeof PostMessageBody>;
@@ -134,6 +136,9 @@ export const RetryRunBody = z
   .strictObject({
     text: z.string().min(1, { error: "expected the message text" }).optional().openapi({
       description: "The prompt of the retry; by default the retried run's own.",
+    }),
+    output_schema: OutputSchema.optional().openapi({
+      description: "The retry's `output_schema`; by default the retried run's own (if it had one).",
     }),
   })
   .openapi("RetryRun");

@@ -1,0 +1,5 @@
+ALTER TABLE "hooks" ADD COLUMN "output_schema" json;--> statement-breakpoint
+ALTER TABLE "hooks" ADD COLUMN "forge" text;--> statement-breakpoint
+ALTER TABLE "hooks" ADD COLUMN "forge_api_url" text;--> statement-breakpoint
+ALTER TABLE "hooks" ADD COLUMN "forge_token" text;--> statement-breakpoint
+ALTER TABLE "runs" ADD COLUMN "output_schema" json;

@@ -1,3 +1,0 @@
-ALTER TABLE "hooks" ADD COLUMN "forge" text;--> statement-breakpoint
-ALTER TABLE "hooks" ADD COLUMN "forge_api_url" text;--> statement-breakpoint
-ALTER TABLE "hooks" ADD COLUMN "forge_token" text;
