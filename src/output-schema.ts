@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
-import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
+import { Ajv, type CodeOptions, type ErrorObject, type ValidateFunction } from "ajv";
+import { RE2JS } from "re2js";
 
 // A run's output schema (`output_schema`): the JSON Schema its agent's final answer must match.
 // Both CLIs need an object at the top (Claude Code makes it the input schema of a tool, which the
@@ -11,7 +12,11 @@ import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
 // `$schema` of draft 2020-12 or `minProperties: -1`, and it ignores `format`): strict mode stays
 // on for unknown keywords, since a schema the CLI refuses would fail every run that carries it;
 // `format` is not checked, as the CLI does not check it either. The same Ajv checks the agent's
-// answer, so that what the bridge accepts and what the CLI accepts never disagree.
+// answer, so that what the bridge accepts and what the CLI accepts never disagree, but for one
+// thing: `pattern` and `patternProperties` run on RE2 (re2js), in time linear in the answer. With
+// JavaScript's backtracking RegExp, a tenant's schema holding `^(a+)+$` and an answer its agent
+// wrote to match would hold the server's one thread for minutes; RE2 has no lookaround and no
+// backreferences, so a schema using them is refused.
 
 /** The most a schema may take, serialized as JSON (it goes on Claude Code's command line). */
 export const MAX_OUTPUT_SCHEMA_BYTES = 64 * 1024;
@@ -22,7 +27,21 @@ const ERRORS_SHOWN = 3;
 
 export type OutputSchemaValue = Record<string, unknown>;
 
-const ajv = new Ajv({ allErrors: true, validateFormats: false, strictTypes: false, logger: false });
+/** Ajv's regular expressions on RE2; `code` is what standalone code would import (none is made). */
+const linearTime: NonNullable<CodeOptions["regExp"]> = Object.assign(
+  (pattern: string) => RE2JS.compile(pattern),
+  {
+    code: 'require("re2js").RE2JS.compile',
+  },
+);
+
+const ajv = new Ajv({
+  allErrors: true,
+  validateFormats: false,
+  strictTypes: false,
+  logger: false,
+  code: { regExp: linearTime },
+});
 
 /**
  * Each schema is removed from Ajv once compiled: Ajv keeps every schema it compiled (a server
@@ -94,7 +113,7 @@ export function structuredOutputProblem(
   return `the agent's structured output does not match output_schema: ${describe(validate.errors ?? [])}`;
 }
 
-export const OUTPUT_SCHEMA_HELP = `A JSON Schema (draft-07) the agent's final answer must match, as an object schema (\`"type": "object"\`), at most ${MAX_OUTPUT_SCHEMA_BYTES} bytes as JSON and ${MAX_OUTPUT_SCHEMA_DEPTH} levels deep. Strict: an unknown keyword is refused (as Claude Code refuses it); \`format\` is not checked. The completion then carries \`structured_output\`, the answer checked against it; an answer that is missing or does not match ends the run \`failed\` with \`error_code: output_invalid\`, its text kept. Codex sends it to the model in the Responses API's strict mode, which also wants \`additionalProperties: false\` and every property \`required\` in each object.`;
+export const OUTPUT_SCHEMA_HELP = `A JSON Schema (draft-07) the agent's final answer must match, as an object schema (\`"type": "object"\`), at most ${MAX_OUTPUT_SCHEMA_BYTES} bytes as JSON and ${MAX_OUTPUT_SCHEMA_DEPTH} levels deep. Strict: an unknown keyword is refused (as Claude Code refuses it); \`format\` is not checked; \`pattern\` is RE2 syntax (no lookaround, no backreferences), matched in linear time. The completion then carries \`structured_output\`, the answer checked against it; an answer that is missing or does not match ends the run \`failed\` with \`error_code: output_invalid\`, its text kept. Codex sends it to the model in the Responses API's strict mode, which also wants \`additionalProperties: false\` and every property \`required\` in each object.`;
 
 export const OutputSchema = z
   .record(z.string(), z.unknown())
