@@ -1,0 +1,2 @@
+ALTER TABLE "hooks" ADD COLUMN "checkout" text;--> statement-breakpoint
+ALTER TABLE "runs" ADD COLUMN "checkout" jsonb;
