@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { writeFile } from "node:fs/promises";
+import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
@@ -26,12 +26,12 @@ describe.each(BACKENDS)("a hook that checks the pull request out, on %s", (backe
   /** A second clone, where the pull request's commits are made and pushed from. */
   let author: string;
 
-  /** Commits `pr-only.txt` holding `content` on the pull request's branch; pushes it as its head. */
-  const pushHead = async (content: string): Promise<string> => {
+  /** Commits `pr-only.txt` holding `content`; pushes it as the head of pull request `pr`. */
+  const pushHead = async (content: string, pr = PR): Promise<string> => {
     await writeFile(join(author, "pr-only.txt"), `${content}\n`);
     git(author, "add", "pr-only.txt");
     git(author, "commit", "-q", "-m", content);
-    git(author, "push", "-q", "--force", "origin", `HEAD:refs/pull/${PR}/head`);
+    git(author, "push", "-q", "--force", "origin", `HEAD:refs/pull/${pr}/head`);
     return git(author, "rev-parse", "HEAD");
   };
 
@@ -165,6 +165,26 @@ describe.each(BACKENDS)("a hook that checks the pull request out, on %s", (backe
     expect(gitOk(repo.clone, "rev-parse", "--verify", `refs/heads/worktree-${one.sessionId}`)).toBe(
       false,
     );
+  });
+
+  it("runs no reference-transaction hook planted in the repository while it fetches", async () => {
+    // The agent may write the repository's hooks; the fetch has the network, so it runs none.
+    // In .git: the sandbox lets git write there alone.
+    const log = join(repo.clone, ".git", "hook.log");
+    const hook = join(repo.clone, ".git", "hooks", "reference-transaction");
+    await writeFile(hook, `#!/bin/sh\ncat >> '${log}'\nexit 0\n`, { mode: 0o755 });
+    try {
+      const head = await pushHead("planted", 8);
+      const run = await deliverAndRun(pullRequest("opened", 8, head), "git rev-parse HEAD");
+      expect(run.output).toBe(head);
+      // The worktree's own commands (offline) may run it; the fetch, which made the ref, did not.
+      const seen = await readFile(log, "utf8");
+      expect(seen).toContain(`refs/heads/worktree-${run.sessionId}`);
+      expect(seen).not.toMatch(new RegExp(`^0{40} ${head} refs/agent-bridge/`, "m"));
+    } finally {
+      await rm(hook, { force: true });
+      await rm(log, { force: true });
+    }
   });
 
   it.each([
