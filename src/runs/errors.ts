@@ -124,7 +124,6 @@ export class PermissionAnswerMismatchError extends InvalidRequestError {
   }
 }
 
-/** The session's worktree is on the disk of a host where no instance runs any more. */
 /** A run's pull (merge) request head could not be checked out: the run does not start. */
 export class ChangeCheckoutError extends DomainError {
   constructor(what: string) {
@@ -135,6 +134,7 @@ export class ChangeCheckoutError extends DomainError {
   }
 }
 
+/** The session's worktree is on the disk of a host where no instance runs any more. */
 export class WorktreeHostGoneError extends DomainError {
   constructor(
     readonly sessionId: string,
