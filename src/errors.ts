@@ -26,6 +26,7 @@ export type ErrorCode =
   | "invalid_signature"
   | "prompt_empty"
   | "prompt_too_large"
+  | "checkout_unavailable"
   | "session_busy"
   | "session_expired"
   | "worktree_unavailable"

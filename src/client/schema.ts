@@ -715,7 +715,7 @@ export interface components {
        * @enum {string}
        */
       verification: "github" | "gitlab" | "standard" | "bearer";
-      /** @description The prompt of each run. Placeholders: `{{payload.a.b}}` (a path into the delivery's JSON; a number indexes an array), `{{event}}`, `{{delivery_id}}`, `{{hook}}`, `{{fire_time}}` (scheduled runs). A value is inserted as text, never evaluated (a `{{…}}` inside it stays as it is), cut to 16384 characters; a missing path is empty; an object is inserted as JSON. The rendered text is bounded by `AGENT_BRIDGE_HOOK_PROMPT_MAX_BYTES` (default 256 KiB): a template whose fixed text plus 16384 bytes a placeholder exceeds it is refused. */
+      /** @description The prompt of each run. Placeholders: `{{payload.a.b}}` (a path into the delivery's JSON; a number indexes an array), `{{event}}`, `{{delivery_id}}`, `{{hook}}`, `{{fire_time}}` (scheduled runs), `{{pull_request.number}}`, `{{pull_request.head_sha}}`, `{{pull_request.head_ref}}`, `{{pull_request.base_ref}}` (what a GitHub delivery says of its pull request, a GitLab one of its merge request; empty when it says nothing, e.g. an issue comment names the number alone). A value is inserted as text, never evaluated (a `{{…}}` inside it stays as it is), cut to 16384 characters; a missing path is empty; an object is inserted as JSON. The rendered text is bounded by `AGENT_BRIDGE_HOOK_PROMPT_MAX_BYTES` (default 256 KiB): a template whose fixed text plus 16384 bytes a placeholder exceeds it is refused. */
       prompt_template: string;
       /** @description Appended to the system prompt of each run. Without it, a webhook's run is told it is an automated invocation from CI with nobody watching; a scheduled run is always told it is a scheduled invocation with nobody listening, and this follows. */
       system_prompt_template?: string;
@@ -725,6 +725,11 @@ export interface components {
       work_dir?: string;
       agent?: components["schemas"]["AgentName"] & unknown;
       worktree?: boolean;
+      /**
+       * @description `pull_request`: each delivery about a pull request (GitHub) or merge request (GitLab) runs in a worktree of the request's head, fetched from the work dir repository's `origin` (`refs/pull/N/head`, `refs/merge-requests/N/head`), which needs worktree mode (implied; `worktree: false` is refused) and no `schedule`. A session continued by the session key keeps its worktree while the head stays; after new commits it gets a fresh worktree at the new head, and the old one is removed with the agent's uncommitted changes and commits on it. A delivery about anything else is refused (`failed`, with the reason in `detail`). The forge is GitLab for `verification: gitlab`, GitHub otherwise. Absent or null: the run works in the work dir (or its session's worktree) as without.
+       * @enum {string|null}
+       */
+      checkout?: "pull_request" | null;
       permission_mode?: components["schemas"]["PermissionMode"];
       model?: string;
       effort?: components["schemas"]["Effort"];
@@ -863,6 +868,11 @@ export interface components {
       agent: string | null;
       /** @description null: the server's default. */
       worktree: boolean | null;
+      /**
+       * @description `pull_request`: runs work on the delivery's pull (merge) request's head.
+       * @enum {string|null}
+       */
+      checkout: "pull_request" | null;
       permission_mode: components["schemas"]["PermissionMode"] & (string | null);
       model: string | null;
       effort: components["schemas"]["Effort"] & (string | null);
@@ -1192,6 +1202,7 @@ export interface components {
         | "invalid_signature"
         | "prompt_empty"
         | "prompt_too_large"
+        | "checkout_unavailable"
         | "session_busy"
         | "session_expired"
         | "worktree_unavailable"
@@ -1666,7 +1677,7 @@ export interface components {
        * @enum {string}
        */
       verification: "github" | "gitlab" | "standard" | "bearer";
-      /** @description The prompt of each run. Placeholders: `{{payload.a.b}}` (a path into the delivery's JSON; a number indexes an array), `{{event}}`, `{{delivery_id}}`, `{{hook}}`, `{{fire_time}}` (scheduled runs). A value is inserted as text, never evaluated (a `{{…}}` inside it stays as it is), cut to 16384 characters; a missing path is empty; an object is inserted as JSON. The rendered text is bounded by `AGENT_BRIDGE_HOOK_PROMPT_MAX_BYTES` (default 256 KiB): a template whose fixed text plus 16384 bytes a placeholder exceeds it is refused. */
+      /** @description The prompt of each run. Placeholders: `{{payload.a.b}}` (a path into the delivery's JSON; a number indexes an array), `{{event}}`, `{{delivery_id}}`, `{{hook}}`, `{{fire_time}}` (scheduled runs), `{{pull_request.number}}`, `{{pull_request.head_sha}}`, `{{pull_request.head_ref}}`, `{{pull_request.base_ref}}` (what a GitHub delivery says of its pull request, a GitLab one of its merge request; empty when it says nothing, e.g. an issue comment names the number alone). A value is inserted as text, never evaluated (a `{{…}}` inside it stays as it is), cut to 16384 characters; a missing path is empty; an object is inserted as JSON. The rendered text is bounded by `AGENT_BRIDGE_HOOK_PROMPT_MAX_BYTES` (default 256 KiB): a template whose fixed text plus 16384 bytes a placeholder exceeds it is refused. */
       prompt_template: string;
       /** @description Appended to the system prompt of each run. Without it, a webhook's run is told it is an automated invocation from CI with nobody watching; a scheduled run is always told it is a scheduled invocation with nobody listening, and this follows. */
       system_prompt_template?: string;
@@ -1676,6 +1687,11 @@ export interface components {
       work_dir?: string;
       agent?: components["schemas"]["AgentName"] & unknown;
       worktree?: boolean;
+      /**
+       * @description `pull_request`: each delivery about a pull request (GitHub) or merge request (GitLab) runs in a worktree of the request's head, fetched from the work dir repository's `origin` (`refs/pull/N/head`, `refs/merge-requests/N/head`), which needs worktree mode (implied; `worktree: false` is refused) and no `schedule`. A session continued by the session key keeps its worktree while the head stays; after new commits it gets a fresh worktree at the new head, and the old one is removed with the agent's uncommitted changes and commits on it. A delivery about anything else is refused (`failed`, with the reason in `detail`). The forge is GitLab for `verification: gitlab`, GitHub otherwise. Absent or null: the run works in the work dir (or its session's worktree) as without.
+       * @enum {string|null}
+       */
+      checkout?: "pull_request" | null;
       permission_mode?: components["schemas"]["PermissionMode"];
       model?: string;
       effort?: components["schemas"]["Effort"];

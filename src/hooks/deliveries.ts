@@ -9,6 +9,7 @@ import { uniqueViolation } from "../store/errors.js";
 import * as store from "../store/hook-deliveries.js";
 import type { HookDeliveryRow, HookRow, RunRow, SessionRow } from "../store/schema.js";
 import { createSession, deleteSession, getSession } from "../store/sessions.js";
+import { changeNames, checkoutFor, NO_CHANGE } from "./checkout.js";
 import { hookAgent, hookSettings } from "./hook-settings.js";
 import type { HooksConfig } from "./hooks-config.js";
 import { asText, render, type TemplateContext } from "./template.js";
@@ -135,6 +136,7 @@ export async function receiveDelivery(
     delivery_id: input.deliveryId,
     hook: hook.name,
     fire_time: "",
+    ...changeNames(hook, input.event, input.payload),
   };
   return { delivery: await start(deps, hook, delivery, context), duplicate: false };
 }
@@ -188,6 +190,7 @@ export async function fireSchedule(
     delivery_id: delivery.deliveryId,
     hook: hook.name,
     fire_time: fireTime,
+    ...NO_CHANGE,
   };
   return start(deps, hook, delivery, context);
 }
@@ -273,6 +276,8 @@ async function submitRun(
 ): Promise<{ run: RunRow; session: SessionRow }> {
   const text = render(hook.promptTemplate, context, bound(deps, "prompt_template"));
   if (text.trim() === "") throw new EmptyPromptError(hook.name);
+  // Before a session is found or made: a delivery refused here leaves nothing behind.
+  const checkout = checkoutFor(hook, context.event, context.payload);
   const systemPrompt = systemPromptOf(deps, hook, delivery.source, context);
   const message = {
     text,
@@ -281,6 +286,7 @@ async function submitRun(
     idempotencyKey: null,
     waitForSession: true,
     outputSchema: hook.outputSchema,
+    checkout,
     callback:
       hook.callbackUrl && hook.callbackSecret
         ? { url: hook.callbackUrl, secret: hook.callbackSecret }

@@ -1,4 +1,5 @@
 import { DomainError } from "../errors.js";
+import { CHANGE_TEMPLATE_NAMES, type ChangeNames } from "./checkout.js";
 
 // Prompt templates: `{{payload.pull_request.title}}`, `{{event}}`, `{{delivery_id}}` and the like,
 // filled in one pass. A value is inserted as text and never read as a template again, so a
@@ -8,12 +9,22 @@ import { DomainError } from "../errors.js";
 export const MAX_VALUE_CHARS = 16_384;
 
 /** The names a template may use besides `payload.<path>`. */
-export const TEMPLATE_NAMES = ["event", "delivery_id", "hook", "fire_time"] as const;
+export const TEMPLATE_NAMES = [
+  "event",
+  "delivery_id",
+  "hook",
+  "fire_time",
+  ...CHANGE_TEMPLATE_NAMES,
+] as const;
 
 const PLACEHOLDER = /\{\{\s*([^{}]*?)\s*\}\}/g;
 const PATH = /^payload(\.[A-Za-z0-9_-]+)*$/;
 
-export interface TemplateContext {
+/**
+ * A delivery's values; `pull_request.*` are what it says of its pull (merge) request
+ * (src/hooks/checkout.ts), empty when it says nothing.
+ */
+export interface TemplateContext extends ChangeNames {
   payload: unknown;
   event: string;
   delivery_id: string;

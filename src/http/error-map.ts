@@ -39,6 +39,7 @@ export const ERROR_MAP: Record<ErrorCode, HttpProblem> = {
   invalid_signature: { status: 401, title: "Delivery signature does not verify" },
   prompt_empty: { status: 422, title: "Hook prompt rendered empty" },
   prompt_too_large: { status: 422, title: "Hook prompt rendered too large" },
+  checkout_unavailable: { status: 422, title: "Delivery names no pull request to check out" },
   session_busy: { status: 409, title: "Session has an active run" },
   session_expired: { status: 410, title: "Session expired" },
   worktree_unavailable: { status: 400, title: "Worktree mode unavailable" },

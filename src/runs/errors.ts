@@ -124,6 +124,16 @@ export class PermissionAnswerMismatchError extends InvalidRequestError {
   }
 }
 
+/** A run's pull (merge) request head could not be checked out: the run does not start. */
+export class ChangeCheckoutError extends DomainError {
+  constructor(what: string) {
+    super(
+      "worktree_unavailable",
+      `${what} could not be checked out from the work dir's origin; the server's log says why`,
+    );
+  }
+}
+
 /** The session's worktree is on the disk of a host where no instance runs any more. */
 export class WorktreeHostGoneError extends DomainError {
   constructor(

@@ -106,7 +106,8 @@ export class Execution {
         session,
         runSettings(sessionSettings(session), run.options),
       );
-      if (session.worktree) await this.workspace.prepareWorktree(session, git);
+      if (row.checkout !== null) await this.workspace.checkOutChange(session, git, row.checkout);
+      else if (session.worktree) await this.workspace.prepareWorktree(session, git);
       const agent = this.opts.agents.get(session.agent);
       const identity = await this.opts.homes?.identityFor(session.ownerKeyId);
       transcripts = { agent, identity };
@@ -358,6 +359,8 @@ const START_REFUSALS: Partial<Record<ErrorCode, CompletionErrorCode>> = {
   policy_denied: "policy_denied",
   agent_unavailable: "agent_not_found",
   sandbox_required: "sandbox_required",
+  // The run's pull request head could not be checked out (workspace.ts).
+  worktree_unavailable: "work_dir_not_found",
 };
 
 /**

@@ -1,5 +1,6 @@
 import type { ImageAttachment } from "../agents/images.js";
 import type { Approvals, Effort, PermissionMode, SessionSettings } from "../session-settings.js";
+import type { ChangeCheckout } from "../worktrees/change.js";
 
 /**
  * What a message sets for its own run alone, over its session's settings. Held with the run in
@@ -64,6 +65,8 @@ export interface Message {
    * whichever instance runs it, a retry of it and its callback see it. Absent: none.
    */
   outputSchema?: Record<string, unknown> | null;
+  /** The pull (merge) request whose head the run works on (a hook's `checkout`). */
+  checkout?: ChangeCheckout | null;
   /** Where to POST the run's outcome once it completes (an outbox row written with the run). */
   callback?: { url: string; secret: string } | null;
 }

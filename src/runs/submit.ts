@@ -125,6 +125,7 @@ export class Submission {
           idempotencyKey: message.idempotencyKey,
           requestHash,
           handover: unowned ? toHandover({ options, resumeAt }) : null,
+          checkout: message.checkout ?? null,
           pinnedHost,
         },
         message,

@@ -1,12 +1,15 @@
 import type { AgentBackend } from "../agents/agent.js";
+import { pluginOf } from "../agents/registry.js";
 import type { CompletionEvent } from "../events.js";
 import { errorText, type Logger } from "../log.js";
 import type { AgentIdentity } from "../process/tenant-homes.js";
 import type { Database } from "../store/db.js";
 import type { SessionRow } from "../store/schema.js";
+import { changeRef, checkOutChange, readChangeCheckout } from "../worktrees/change.js";
 import type { Git } from "../worktrees/git.js";
 import { prepareSessionWorktree, recordSessionWorktree } from "../worktrees/sessions.js";
 import type { ActiveRun } from "./active-run.js";
+import { ChangeCheckoutError } from "./errors.js";
 import { restoreTranscript, saveTranscript } from "./transcripts.js";
 
 /**
@@ -74,6 +77,43 @@ export class RunWorkspace {
         session_id: session.id,
         error: errorText(err),
       });
+    }
+  }
+
+  /**
+   * Before a run that works on a pull (merge) request (`checkout`, as stored with the run): the
+   * session's worktree at the request's head. A failure fails the run before its agent starts: it
+   * must not review other code in its place.
+   */
+  async checkOutChange(session: SessionRow, git: Git, checkout: unknown) {
+    const change = readChangeCheckout(checkout);
+    const layout = pluginOf(session.agent)?.worktree;
+    // A session made before its hook checked requests out has no worktree for the agent to run in.
+    if (!change || !layout || !session.worktree) {
+      throw new ChangeCheckoutError("the run's pull request");
+    }
+    const ref = changeRef(change);
+    try {
+      const { path, head } = await checkOutChange(
+        git,
+        session.id,
+        change,
+        layout,
+        this.opts.logger,
+      );
+      this.opts.logger.info("checked the request's head out", {
+        session_id: session.id,
+        ref,
+        path,
+        head,
+      });
+    } catch (err) {
+      this.opts.logger.error("could not check the request's head out", {
+        session_id: session.id,
+        ref,
+        error: errorText(err),
+      });
+      throw new ChangeCheckoutError(`the head of ${ref}`);
     }
   }
 

@@ -22,6 +22,9 @@ const MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
  */
 const TIME_LIMIT_MS = 60_000;
 
+/** A fetch of a pull request's head may bring many objects over a slow link. */
+const NETWORK_TIME_LIMIT_MS = 10 * 60_000;
+
 /**
  * Git refuses a repository another user owns, and a tenant's git works in repositories of the
  * agent user's (the tenant's ~/.gitconfig says the same, for the CLI's git).
@@ -35,6 +38,9 @@ const ANY_OWNER = {
 /** What git's environment takes of the agents': where the tools are, and whose HOME. */
 const KEPT = ["PATH", "HOME", "TMPDIR", "USER", "LOGNAME", "LANG", "LC_ALL"] as const;
 
+/** A fetch fails rather than wait for a password nobody will type. */
+const NO_PROMPT = { GIT_TERMINAL_PROMPT: "0", GIT_ASKPASS: "", SSH_ASKPASS: "" };
+
 export class GitError extends Error {
   constructor(
     readonly args: readonly string[],
@@ -46,7 +52,19 @@ export class GitError extends Error {
 }
 
 /** How one git command starts: its command line and its complete environment. */
-type Start = (cwd: string, args: string[]) => Promise<Launch & { env: Record<string, string> }>;
+type Start = (
+  cwd: string,
+  args: string[],
+  network: boolean,
+) => Promise<Launch & { env: Record<string, string> }>;
+
+export interface GitRunOptions {
+  /**
+   * The command reaches origin (a fetch): the host's network instead of none, a longer time limit,
+   * and never a prompt for credentials (there is nobody to answer one).
+   */
+  network?: boolean;
+}
 
 const within = (p: string, dir: string) => p === dir || p.startsWith(`${dir}/`);
 
@@ -68,30 +86,32 @@ export class Git {
    * Runs `git <args>` in `cwd` (the repository, or a worktree in it); resolves with stdout,
    * rejects with a GitError.
    */
-  async run(args: readonly string[], cwd: string = this.repo): Promise<string> {
+  async run(
+    args: readonly string[],
+    cwd: string = this.repo,
+    { network = false }: GitRunOptions = {},
+  ): Promise<string> {
     if (!this.holds(cwd)) throw new GitError(args, null, `${cwd} is not in ${this.repo}`);
     // Started in the repository, and taken into a worktree by git itself: the sandbox's user
     // enters its work dir before it is the tenant's, and a worktree is the tenant's alone.
     const into = path.resolve(cwd) === path.resolve(this.repo) ? [] : ["-C", cwd];
     let ended: Ended;
+    const timeLimitMs = network
+      ? Math.max(this.timeLimitMs, NETWORK_TIME_LIMIT_MS)
+      : this.timeLimitMs;
     try {
-      const launch = await this.start(this.repo, [...into, ...args]);
-      // Only local commands are run (no fetch or push), so nothing can wait for input.
-      ended = await runToEnd(
-        launch,
-        this.repo,
-        {},
-        {
-          timeLimitMs: this.timeLimitMs,
-          maxOutputBytes: MAX_OUTPUT_BYTES,
-        },
-      );
+      const launch = await this.start(this.repo, [...into, ...args], network);
+      // stdin is closed, and a fetch asks no terminal for credentials: nothing waits for input.
+      ended = await runToEnd(launch, this.repo, network ? NO_PROMPT : {}, {
+        timeLimitMs,
+        maxOutputBytes: MAX_OUTPUT_BYTES,
+      });
     } catch (err) {
       // A missing directory, or a link planted on its path (the sandbox refuses to follow it).
       throw new GitError(args, null, (err as Error).message);
     }
     const { stdout, stderr, exit, late } = ended;
-    if (late) throw new GitError(args, null, `stopped after ${this.timeLimitMs} ms`);
+    if (late) throw new GitError(args, null, `stopped after ${timeLimitMs} ms`);
     if (exit.code === 0 && stdout !== undefined) return stdout;
     throw new GitError(args, exit.code, stderr ?? "more output than git gives here");
   }
@@ -129,9 +149,9 @@ export class GitRunner {
   forSession(ownerKeyId: string | null, repo: string): Git {
     const { homes } = this.opts;
     let identity: Promise<AgentIdentity | undefined> | undefined;
-    const start: Start = async (cwd, args) => {
+    const start: Start = async (cwd, args, network) => {
       identity ??= homes ? homes.identityFor(ownerKeyId) : Promise.resolve(undefined);
-      return this.launch(repo, cwd, args, await identity);
+      return this.launch(repo, cwd, args, await identity, network);
     };
     return new Git(repo, start, this.opts.timeLimitMs);
   }
@@ -141,6 +161,7 @@ export class GitRunner {
     cwd: string,
     args: string[],
     who: AgentIdentity | undefined,
+    network: boolean,
   ): Promise<Launch> {
     const env = gitEnv({ ...this.opts.env, ...who?.env }, who !== undefined);
     if (this.opts.sandbox) {
@@ -151,7 +172,9 @@ export class GitRunner {
         env,
         ...(who ? { runAs: who.runAs } : {}),
         // Besides `cwd`: the objects, refs and worktree records git writes.
-        reach: { writable: [path.join(repo, ".git")], offline: true },
+        // A fetch has the host's network, as the tenant: what it reaches is origin, whose
+        // address the repository's config names.
+        reach: { writable: [path.join(repo, ".git")], offline: !network },
       });
       return { ...launch, env: { ...env, ...launch.env } };
     }

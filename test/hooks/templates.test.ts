@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
+import { NO_CHANGE } from "../../src/hooks/checkout.js";
 import {
   MAX_VALUE_CHARS,
   PromptTooLargeError,
@@ -19,6 +20,7 @@ const context = (payload: unknown) => ({
   delivery_id: "d-1",
   hook: "h",
   fire_time: "",
+  ...NO_CHANGE,
 });
 
 describe("prompt templates", () => {

@@ -51,8 +51,12 @@ export type RepoShape =
   /** A plain directory. */
   | "not-a-repo";
 
-export async function makeRepo(shape: RepoShape = "complete"): Promise<TestRepo> {
-  const root = await realpath(await mkdtemp(join(tmpdir(), "bridge-repo-")));
+/** `parent`: where the temp dir is made; the system's temp dir by default. */
+export async function makeRepo(
+  shape: RepoShape = "complete",
+  parent: string = tmpdir(),
+): Promise<TestRepo> {
+  const root = await realpath(await mkdtemp(join(parent, "bridge-repo-")));
   const origin = join(root, "origin.git");
   const clone = join(root, "clone");
   const cleanup = () => rm(root, { recursive: true, force: true });

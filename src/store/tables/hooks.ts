@@ -42,6 +42,8 @@ export const hooks = pgTable("hooks", {
   mcpServers: jsonb("mcp_servers").$type<string[]>().notNull().default([]),
   /** Who answers its sessions' permission requests (`deny`: nobody is there to). */
   approvals: text("approvals").notNull().default("deny"),
+  /** `pull_request`: a delivery's run works in a worktree of its pull (merge) request's head. */
+  checkout: text("checkout"),
   /** Events (or `event.action`) a delivery must match; empty accepts all. */
   events: jsonb("events").$type<string[]>().notNull().default([]),
   /** The output schema each delivery's run carries (src/output-schema.ts), as runs keep it. */

@@ -78,6 +78,11 @@ export const runs = pgTable(
      * for it alone (src/runs/handover.ts), which the claimer runs it with. Null on every other run.
      */
     handover: jsonb("handover"),
+    /**
+     * The pull (merge) request whose head the run checks out first (src/worktrees/change.ts):
+     * `{forge, number}`; null for every other run.
+     */
+    checkout: jsonb("checkout"),
     /** Only an instance on this host may claim the run: its session's worktree is on its disk. */
     pinnedHost: text("pinned_host"),
     /**

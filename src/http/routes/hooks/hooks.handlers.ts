@@ -19,7 +19,12 @@ import {
 } from "../../../hooks/deliveries.js";
 import { hookSettings } from "../../../hooks/hook-settings.js";
 import { parseSchedule } from "../../../hooks/scheduler.js";
-import { MAX_VALUE_CHARS, reservedBytes, unknownPlaceholders } from "../../../hooks/template.js";
+import {
+  MAX_VALUE_CHARS,
+  reservedBytes,
+  TEMPLATE_NAMES,
+  unknownPlaceholders,
+} from "../../../hooks/template.js";
 import {
   isStandardSecret,
   type VerificationKind,
@@ -112,7 +117,7 @@ async function definition(
     if (unknown.length > 0) {
       issue(
         field,
-        `unknown placeholder ${unknown[0]}: use {{payload.<path>}}, {{event}}, {{delivery_id}}, {{hook}} or {{fire_time}}`,
+        `unknown placeholder ${unknown[0]}: use {{payload.<path>}}, ${TEMPLATE_NAMES.map((n) => `{{${n}}}`).join(", ")}`,
       );
     } else if (reserved > promptMaxBytes) {
       issue(
@@ -146,7 +151,23 @@ async function definition(
       issue("work_dir", err.message);
     }
   }
-  if (body.worktree && errors.length === 0) {
+  if (body.checkout && body.worktree === false) {
+    issue(
+      "checkout",
+      "checking a pull request out needs worktree mode: leave worktree unset or true",
+    );
+  }
+  if (body.checkout && !forge) {
+    issue(
+      "checkout",
+      "a checkout hook needs a forge: `verification` github or gitlab, or `forge.kind`",
+    );
+  }
+  if (body.checkout && body.schedule) {
+    issue("checkout", "a scheduled tick is about no pull request: a checkout hook has no schedule");
+  }
+  const worktree = body.worktree ?? (body.checkout ? true : undefined);
+  if (worktree && errors.length === 0) {
     try {
       await checkWorktreePrerequisites(gitIn(workDir ?? config.workDir));
     } catch (err) {
@@ -165,7 +186,7 @@ async function definition(
         permissionMode: body.permission_mode,
         effort: body.effort,
         model: body.model,
-        worktree: body.worktree,
+        worktree,
         mcpServers,
         approvals: body.approvals,
       }),
@@ -180,7 +201,8 @@ async function definition(
     systemPromptTemplate: body.system_prompt_template ?? null,
     sessionKeyTemplate: body.session_key_template ?? null,
     workDir,
-    worktree: body.worktree ?? null,
+    worktree: worktree ?? null,
+    checkout: body.checkout ?? null,
     permissionMode: body.permission_mode ?? null,
     model: body.model ?? null,
     effort: body.effort ?? null,

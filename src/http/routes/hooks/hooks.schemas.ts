@@ -3,6 +3,7 @@ import { AgentName } from "../../../agents/registry.js";
 import { DEFAULT_API_URLS } from "../../../forges/api.js";
 import { FORGES } from "../../../forges/delivery.js";
 import { apiUrlOf, forgeOf } from "../../../forges/hook-forge.js";
+import { CHECKOUT_KINDS } from "../../../hooks/checkout.js";
 import { nextTick } from "../../../hooks/scheduler.js";
 import { MAX_VALUE_CHARS } from "../../../hooks/template.js";
 import { VERIFICATION_KINDS } from "../../../hooks/verify.js";
@@ -23,7 +24,7 @@ export const HookName = hookName.openapi({
 const template = (max: number, description: string) =>
   z.string().min(1).max(max).openapi({ description });
 
-const TEMPLATE_HELP = `Placeholders: \`{{payload.a.b}}\` (a path into the delivery's JSON; a number indexes an array), \`{{event}}\`, \`{{delivery_id}}\`, \`{{hook}}\`, \`{{fire_time}}\` (scheduled runs). A value is inserted as text, never evaluated (a \`{{…}}\` inside it stays as it is), cut to ${MAX_VALUE_CHARS} characters; a missing path is empty; an object is inserted as JSON. The rendered text is bounded by \`AGENT_BRIDGE_HOOK_PROMPT_MAX_BYTES\` (default 256 KiB): a template whose fixed text plus ${MAX_VALUE_CHARS} bytes a placeholder exceeds it is refused.`;
+const TEMPLATE_HELP = `Placeholders: \`{{payload.a.b}}\` (a path into the delivery's JSON; a number indexes an array), \`{{event}}\`, \`{{delivery_id}}\`, \`{{hook}}\`, \`{{fire_time}}\` (scheduled runs), \`{{pull_request.number}}\`, \`{{pull_request.head_sha}}\`, \`{{pull_request.head_ref}}\`, \`{{pull_request.base_ref}}\` (what a GitHub delivery says of its pull request, a GitLab one of its merge request; empty when it says nothing, e.g. an issue comment names the number alone). A value is inserted as text, never evaluated (a \`{{…}}\` inside it stays as it is), cut to ${MAX_VALUE_CHARS} characters; a missing path is empty; an object is inserted as JSON. The rendered text is bounded by \`AGENT_BRIDGE_HOOK_PROMPT_MAX_BYTES\` (default 256 KiB): a template whose fixed text plus ${MAX_VALUE_CHARS} bytes a placeholder exceeds it is refused.`;
 
 /** The fields a hook is made of, without its name and secrets. */
 const hookFields = {
@@ -47,6 +48,10 @@ const hookFields = {
     description: "The agent of the hook's sessions. Default: the server's `AGENT_BRIDGE_AGENT`.",
   }),
   worktree: z.boolean().optional(),
+  checkout: z.enum(CHECKOUT_KINDS).nullable().optional().openapi({
+    description:
+      "`pull_request`: each delivery about a pull request (GitHub) or merge request (GitLab) runs in a worktree of the request's head, fetched from the work dir repository's `origin` (`refs/pull/N/head`, `refs/merge-requests/N/head`), which needs worktree mode (implied; `worktree: false` is refused) and no `schedule`. A session continued by the session key keeps its worktree while the head stays; after new commits it gets a fresh worktree at the new head, and the old one is removed with the agent's uncommitted changes and commits on it. A delivery about anything else is refused (`failed`, with the reason in `detail`). The forge is GitLab for `verification: gitlab`, GitHub otherwise. Absent or null: the run works in the work dir (or its session's worktree) as without.",
+  }),
   permission_mode: PermissionMode.optional(),
   model: z
     .string()
@@ -157,6 +162,9 @@ export const Hook = z
     work_dir: z.string().nullable().openapi({ description: "null: the server's work dir." }),
     agent: z.string().nullable().openapi({ description: "null: the server's default agent." }),
     worktree: z.boolean().nullable().openapi({ description: "null: the server's default." }),
+    checkout: z.enum(CHECKOUT_KINDS).nullable().openapi({
+      description: "`pull_request`: runs work on the delivery's pull (merge) request's head.",
+    }),
     permission_mode: PermissionMode.nullable(),
     model: z.string().nullable(),
     effort: Effort.nullable(),
@@ -312,6 +320,7 @@ export function toHook(row: HookRow): z.infer<typeof Hook> {
     agent: row.agent,
     work_dir: row.workDir,
     worktree: row.worktree,
+    checkout: row.checkout === null ? null : z.enum(CHECKOUT_KINDS).parse(row.checkout),
     permission_mode: row.permissionMode === null ? null : PermissionMode.parse(row.permissionMode),
     model: row.model,
     effort: row.effort === null ? null : Effort.parse(row.effort),
