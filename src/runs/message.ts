@@ -59,6 +59,11 @@ export interface Message {
    * finished; the new run resumes the conversation at the last message a run before it confirmed.
    */
   retryOf?: string;
+  /**
+   * Where the run's sandbox may connect, besides what its key's egress list allows (both must);
+   * stored on the run, so that whichever instance runs it holds it. Absent: the key's list alone.
+   */
+  egress?: string[] | null;
   /** Where to POST the run's outcome once it completes (an outbox row written with the run). */
   callback?: { url: string; secret: string } | null;
 }

@@ -124,6 +124,7 @@ export class Submission {
           idempotencyKey: message.idempotencyKey,
           requestHash,
           handover: unowned ? toHandover({ options, resumeAt }) : null,
+          egress: message.egress ?? null,
           pinnedHost,
         },
         message,

@@ -18,6 +18,8 @@ export interface NewRun {
   instanceId: string | null;
   /** What the message set for the run alone, for the instance that claims it (see handover.ts). */
   handover?: unknown;
+  /** Where its sandbox may connect, besides its key's list (see the runs table). */
+  egress?: string[] | null;
   /** Only an instance of this host may claim the run. */
   pinnedHost?: string | null;
   /** The session's agent: a run is always of its session's agent. */

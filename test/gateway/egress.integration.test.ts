@@ -3,12 +3,12 @@ import { createServer as createHttpServer, request } from "node:http";
 import { type AddressInfo, connect, createServer, type Server, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
-import { NO_KEY_EGRESS } from "../../src/auth/policy.js";
+import { egressListsOfRun } from "../../src/auth/policy.js";
 import { anthropicApi } from "../../src/gateway/anthropic.js";
 import { matchingRule, parseEgressRule } from "../../src/gateway/egress.js";
 import { MAX_RUN_CONNECTIONS } from "../../src/gateway/run-sockets.js";
 import type { GatewayAddress, ModelGateway } from "../../src/gateway/server.js";
-import { egressOfRun, updateKeyPolicy } from "../../src/store/keys.js";
+import { updateKeyPolicy } from "../../src/store/keys.js";
 import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
 import { testGateway } from "../support/gateway.js";
 
@@ -114,7 +114,7 @@ describe.each(BACKENDS)("the egress proxy on %s", (backend) => {
       database.db,
       // An API to open runs' tokens with; nothing here calls it.
       [anthropicApi({ baseUrl: "http://127.0.0.1:9", credential: {} })],
-      { egressOf: async (runId) => (await egressOfRun(database.db, runId)) ?? NO_KEY_EGRESS },
+      { egressOf: (runId) => egressListsOfRun(database.db, runId) },
     );
     address = await gateway.listen();
     echo = createServer((socket) => socket.pipe(socket));

@@ -71,6 +71,11 @@ export const runs = pgTable(
      * for it alone (src/runs/handover.ts), which the claimer runs it with. Null on every other run.
      */
     handover: jsonb("handover"),
+    /**
+     * Where the run's sandbox may connect besides what its key's egress list allows: both must
+     * allow a host (a fork's pull request: src/forges/fork.ts). Null: the key's list alone.
+     */
+    egress: jsonb("egress").$type<string[]>(),
     /** Only an instance on this host may claim the run: its session's worktree is on its disk. */
     pinnedHost: text("pinned_host"),
     /**
