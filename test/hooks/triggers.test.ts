@@ -8,6 +8,7 @@ import { BACKENDS } from "../support/db.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
 import { type MockForge, startMockForge } from "../support/mock-forge.js";
+import { codeBlocks, docSection } from "../support/readme.js";
 import { createHook, deliver, githubHeaders, until } from "./support.js";
 
 // Triggers over real HTTP: a signed delivery runs only when it matches one of its hook's triggers,
@@ -464,6 +465,26 @@ describe.each(BACKENDS)("hook triggers on %s", (backend) => {
         expect(receipt).toMatchObject({ outcome: "ignored", detail: expect.any(String) });
       }
     });
+  });
+
+  it("the hook of docs/webhooks.md's Triggers runs a member's mention and ignores a contributor's", async () => {
+    const [example] = codeBlocks(await docSection("docs/webhooks.md", "Triggers"), "json");
+    const name = `doc-${suffix}`;
+    await createHook(server.url, {
+      ...JSON.parse(example ?? "{}"),
+      name,
+      secret: SECRET,
+      forge: { api_url: github.url },
+      forge_token: GH_TOKEN,
+    });
+    const asked = (association: string) =>
+      fromGithub(
+        name,
+        "issue_comment",
+        comment("@agent-bridge review", { login: "mia" }, association),
+      );
+    expect((await asked("MEMBER")).receipt).toMatchObject(accepted);
+    expect((await asked("CONTRIBUTOR")).receipt).toMatchObject(ignored("@mia is CONTRIBUTOR"));
   });
 
   describe("defining triggers", () => {
