@@ -36,6 +36,7 @@ describe.each(BACKENDS)("hook triggers on %s", (backend) => {
     glBare: `gl-bare-${suffix}`,
     manual: `manual-${suffix}`,
     plain: `plain-${suffix}`,
+    plainFork: `plain-fork-${suffix}`,
   };
 
   beforeAll(async () => {
@@ -103,6 +104,13 @@ describe.each(BACKENDS)("hook triggers on %s", (backend) => {
       verification: "github",
       secret: SECRET,
       prompt_template,
+    });
+    await createHook(server.url, {
+      name: names.plainFork,
+      verification: "github",
+      secret: SECRET,
+      prompt_template,
+      fork: { permission_mode: "plan" },
     });
   });
   afterAll(async () => {
@@ -420,6 +428,17 @@ describe.each(BACKENDS)("hook triggers on %s", (backend) => {
       expect(await egressOf(onFork.receipt.run_id)).toEqual([]);
       expect(await egressOf(onOwn.receipt.run_id)).toBeNull();
       expect(await argsOf(onOwn.receipt.session_id)).toContain("bypassPermissions");
+    });
+
+    it("a hook without triggers that sets `fork` runs a fork's pull request under it", async () => {
+      const { receipt } = await fromGithub(
+        names.plainFork,
+        "pull_request",
+        pullRequest("opened", FORK),
+      );
+      expect(receipt).toMatchObject(accepted);
+      expect(await egressOf(receipt.run_id)).toEqual([]);
+      expect(await argsOf(receipt.session_id)).toContain("--permission-mode plan");
     });
 
     it("without a token, a comment's pull request counts as a fork", async () => {
