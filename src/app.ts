@@ -5,7 +5,7 @@ import { cors } from "hono/cors";
 import { methodNotAllowed } from "hono/method-not-allowed";
 import { requestId } from "hono/request-id";
 import { AGENT_PLUGINS, AgentRegistry } from "./agents/registry.js";
-import { callAdmission, NO_KEY_EGRESS, policyGate } from "./auth/policy.js";
+import { callAdmission, egressListsOfRun, policyGate } from "./auth/policy.js";
 import { type Clock, systemClock } from "./clock.js";
 import { CommandInbox } from "./cluster/commands.js";
 import { Doorbell } from "./cluster/doorbell.js";
@@ -39,7 +39,7 @@ import { startSandbox } from "./process/sandbox-start.js";
 import { TenantHomes } from "./process/tenant-homes.js";
 import { RunManager } from "./runs/manager.js";
 import type { DatabaseHandle } from "./store/db.js";
-import { egressOfRun, getKey } from "./store/keys.js";
+import { getKey } from "./store/keys.js";
 import { DebugCapture } from "./telemetry/capture.js";
 import { type Tracing, tracingOff } from "./telemetry/tracing.js";
 import { GitRunner } from "./worktrees/git.js";
@@ -83,7 +83,7 @@ export function buildDeps(
     dbOutageBoundMs: config.runs.dbOutageBoundMs,
     prices: config.prices,
     admit: callAdmission(database.db, config),
-    egressOf: async (runId) => (await egressOfRun(database.db, runId)) ?? NO_KEY_EGRESS,
+    egressOf: (runId) => egressListsOfRun(database.db, runId),
   });
   const { sandbox, limits, status: sandboxStatus } = startSandboxWithLimits(config, logger);
   const driver = {

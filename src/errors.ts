@@ -39,6 +39,7 @@ export type ErrorCode =
   | "idempotency_key_reused"
   | "shutting_down"
   | "agent_unavailable"
+  | "forge_unavailable"
   | "invalid_cursor"
   | "method_not_allowed"
   | "not_ready"

@@ -1,7 +1,7 @@
 import { realpath } from "node:fs/promises";
 import { DomainError } from "../errors.js";
 import type { Admission, CallRefusal } from "../gateway/admission.js";
-import { EgressRuleError, parseEgressRule } from "../gateway/egress.js";
+import { type EgressLists, EgressRuleError, parseEgressRule } from "../gateway/egress.js";
 import { PERMISSION_MODES } from "../permission-modes.js";
 import { type PriceTable, priceOf } from "../prices.js";
 import type { SandboxMode } from "../process/sandbox-modes.js";
@@ -11,6 +11,7 @@ import type { Database } from "../store/db.js";
 import {
   callLimitsOfKey,
   countActiveKeys,
+  egressOfRun,
   getKey,
   type KeyPolicyColumns,
   keyOfRun,
@@ -27,7 +28,7 @@ import { isWithin, resolveWorkDir, WorkDirNotAllowedError } from "./work-dir.js"
 // would get them.
 
 /** Modes that switch every permission check off: a non-admin key gets them only when granted. */
-const BYPASS_MODES: readonly PermissionMode[] = [
+export const BYPASS_MODES: readonly PermissionMode[] = [
   "bypassPermissions",
   "dangerously-skip-permissions",
 ];
@@ -107,6 +108,15 @@ export interface PolicyConfig {
 
 /** With auth off there is one user, the operator: its agents may reach any public address. */
 export const NO_KEY_EGRESS = ["*"] as const;
+
+/**
+ * Where a run's sandbox may connect: its key's egress list (any public address without a key),
+ * and the run's own list that narrows it (a fork's pull request), as stored now.
+ */
+export async function egressListsOfRun(db: Database, runId: string): Promise<EgressLists> {
+  const lists = await egressOfRun(db, runId);
+  return { key: lists.key ?? NO_KEY_EGRESS, run: lists.run };
+}
 
 const round = (usd: number) => Math.round(usd * 1e6) / 1e6;
 

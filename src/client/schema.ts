@@ -762,6 +762,9 @@ export interface components {
          */
         api_url?: string;
       };
+      triggers?: components["schemas"]["HookTriggers"];
+      trusted?: components["schemas"]["HookTrusted"];
+      fork?: components["schemas"]["HookForkPolicy"];
       /**
        * @description A cron pattern (5 fields, or 6 with seconds first) that fires: one matching no date, such as `0 0 30 2 *`, is refused. The hook then also fires by itself at each tick.
        * @example 0 6 * * 1-5
@@ -891,6 +894,30 @@ export interface components {
         /** @description Whether the hook has a `forge_token`. */
         token_set: boolean;
       } | null;
+      triggers: components["schemas"]["HookTriggers"];
+      /** @description With the defaults in place. */
+      trusted: {
+        /** @description GitHub: the `author_association` of a mention's comment, issue or pull request that may trigger. Default OWNER, MEMBER, COLLABORATOR. A labeller has none in the payload: GitHub lets only triage or more label, and with a `forge_token` the labeller's permission is looked up and must be write or more. */
+        associations: (
+          | "OWNER"
+          | "MEMBER"
+          | "COLLABORATOR"
+          | "CONTRIBUTOR"
+          | "FIRST_TIME_CONTRIBUTOR"
+          | "FIRST_TIMER"
+          | "MANNEQUIN"
+          | "NONE"
+        )[];
+        /** @description Bots that may trigger (`renovate` or `renovate[bot]`); any other bot may not. Default none. */
+        bots: string[];
+        /** @description GitLab: the least access level (looked up with the `forge_token`; without one nobody may) that may trigger. Default 30, Developer. */
+        gitlab_access_level: 10 | 15 | 20 | 30 | 40 | 50;
+      };
+      /** @description The policy of a fork's run; null when none applies (no triggers, no `fork`). `permission_mode` null: the hook's mode, unless that bypasses permission checks: then `default`. */
+      fork: {
+        permission_mode: components["schemas"]["PermissionMode"] & (string | null);
+        egress: string[];
+      } | null;
       schedule: string | null;
       timezone: string | null;
       /**
@@ -915,7 +942,7 @@ export interface components {
       /** Format: date-time */
       received_at: string;
       /**
-       * @description `accepted`: a run was queued; `ignored`: the event is not in the hook's `events`; `skipped`: a tick while the previous scheduled run was going; `failed`: no run could be queued (see `detail`; also a delivery whose server stopped while starting its run); `received`: being started (for milliseconds).
+       * @description `accepted`: a run was queued; `ignored`: the event is not in the hook's `events`, or the delivery matched none of its `triggers`, or came from someone it does not trust (`detail` says which); `skipped`: a tick while the previous scheduled run was going; `failed`: no run could be queued (see `detail`; also a delivery whose server stopped while starting its run); `received`: being started (for milliseconds).
        * @enum {string}
        */
       outcome: "received" | "accepted" | "ignored" | "skipped" | "failed";
@@ -927,8 +954,43 @@ export interface components {
       data: components["schemas"]["HookDelivery"][];
       next_cursor: string | null;
     };
+    /** @description What a run for a pull request from a fork gets in place of the hook's mode and its key's egress. Applies to a hook with `triggers`, and to one without only when set. A GitHub issue comment on a pull request does not say where its head lives: it is looked up with the `forge_token`, and counts as a fork without one. */
+    HookForkPolicy: {
+      permission_mode?: components["schemas"]["PermissionMode"] & unknown;
+      /** @description Where a sandboxed run may connect, as a key's `egress` (and only where the key's list allows it too). Default none. */
+      egress?: string[];
+    };
     HookList: {
       data: components["schemas"]["Hook"][];
+    };
+    /** @description A delivery runs only when it matches one of these (after `events`); else it is recorded `ignored`, its `detail` saying why. Absent or null: every delivery runs. */
+    HookTriggers: {
+      /** @description A handle, e.g. `@agent-bridge`: a new comment (GitHub `issue_comment`, `pull_request_review_comment`; GitLab `note` on a merge request or issue), or a new issue or pull request whose text mentions it as a word. Text carrying the bridge's marker `<!-- agent-bridge -->` (its own replies) never matches. */
+      mention?: string;
+      /** @description A pull (merge) request or issue was given one of these labels (GitHub `labeled`; GitLab an update whose `changes.labels` added it); compared regardless of case. */
+      labels?: string[];
+      /** @description Pull request actions in GitHub's words; a GitLab merge request's `open` is `opened`, `reopen` `reopened`, an `update` with new commits `synchronize`, one that takes the draft off `ready_for_review`, `close` and `merge` `closed`. */
+      pull_request?: ("opened" | "synchronize" | "reopened" | "ready_for_review" | "closed")[];
+      /** @description GitHub `workflow_dispatch` and `repository_dispatch`, and a `standard` or `bearer` hook's delivery that carries no forge payload (a CI step calling the bridge). */
+      manual?: boolean;
+    } | null;
+    /** @description Who may trigger the hook's `mention` and `labels` triggers (what a person wrote or did); `pull_request` and `manual` are not by a person's word. */
+    HookTrusted: {
+      /** @description GitHub: the `author_association` of a mention's comment, issue or pull request that may trigger. Default OWNER, MEMBER, COLLABORATOR. A labeller has none in the payload: GitHub lets only triage or more label, and with a `forge_token` the labeller's permission is looked up and must be write or more. */
+      associations?: (
+        | "OWNER"
+        | "MEMBER"
+        | "COLLABORATOR"
+        | "CONTRIBUTOR"
+        | "FIRST_TIME_CONTRIBUTOR"
+        | "FIRST_TIMER"
+        | "MANNEQUIN"
+        | "NONE"
+      )[];
+      /** @description Bots that may trigger (`renovate` or `renovate[bot]`); any other bot may not. Default none. */
+      bots?: string[];
+      /** @description GitLab: the least access level (looked up with the `forge_token`; without one nobody may) that may trigger. Default 30, Developer. */
+      gitlab_access_level?: 10 | 15 | 20 | 30 | 40 | 50;
     };
     ImageAttachment: {
       /** @enum {string} */
@@ -1215,6 +1277,7 @@ export interface components {
         | "idempotency_key_reused"
         | "shutting_down"
         | "agent_unavailable"
+        | "forge_unavailable"
         | "invalid_cursor"
         | "method_not_allowed"
         | "not_ready"
@@ -1724,6 +1787,9 @@ export interface components {
          */
         api_url?: string;
       };
+      triggers?: components["schemas"]["HookTriggers"];
+      trusted?: components["schemas"]["HookTrusted"];
+      fork?: components["schemas"]["HookForkPolicy"];
       /**
        * @description A cron pattern (5 fields, or 6 with seconds first) that fires: one matching no date, such as `0 0 30 2 *`, is refused. The hook then also fires by itself at each tick.
        * @example 0 6 * * 1-5

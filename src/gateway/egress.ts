@@ -76,11 +76,18 @@ export function matchingRule(
   );
 }
 
+/** Where a run may connect: what its key's list allows, and its own list too when it has one. */
+export interface EgressLists {
+  key: readonly string[];
+  /** A narrowing for this run alone (a fork's pull request); null: none. */
+  run: readonly string[] | null;
+}
+
 export interface EgressOptions {
   /** The grant of a live run token. */
   grantOf(token: string): RunGrant | undefined;
-  /** The egress list of the run's key, as stored now (a narrowed list holds at once). */
-  rulesOf(runId: string): Promise<EgressRule[]>;
+  /** The egress lists of the run, as stored now (a narrowed list holds at once). */
+  rulesOf(runId: string): Promise<{ key: EgressRule[]; run: EgressRule[] | null }>;
   logger: Logger;
 }
 
@@ -189,7 +196,7 @@ export class EgressProxy {
   ): Promise<Allowed | Refused> {
     const grant = this.grantOf(req);
     if (!grant) return { status: 407, message: "the run's token is the proxy's password" };
-    let rules: EgressRule[];
+    let rules: { key: EgressRule[]; run: EgressRule[] | null };
     try {
       rules = await this.opts.rulesOf(grant.runId);
     } catch (err) {
@@ -199,16 +206,20 @@ export class EgressProxy {
       });
       return { status: 503, message: "the run's egress list could not be read; try again" };
     }
-    const rule = matchingRule(rules, host, port);
-    if (!rule) {
+    const rule = matchingRule(rules.key, host, port);
+    const own = rules.run && matchingRule(rules.run, host, port);
+    if (!rule || own === undefined) {
       this.opts.logger.info("egress refused", { run_id: grant.runId, host, port });
       return {
         status: 403,
-        message: `${host}:${port} is not in the egress list of the run's API key`,
+        message: rule
+          ? `${host}:${port} is not in the run's own egress list (a fork's pull request)`
+          : `${host}:${port} is not in the egress list of the run's API key`,
       };
     }
-    // A name's addresses are checked as it resolves; an address asked for directly, here.
-    const literal = isIP(rule.host) !== 0;
+    // A name's addresses are checked as it resolves; an address asked for directly, here. Under
+    // two lists, only as written in both.
+    const literal = isIP(rule.host) !== 0 && (!own || isIP(own.host) !== 0);
     const address = unbracketed(host);
     const why = !literal && isIP(address) ? this.targets.blocked(address) : undefined;
     if (why) {

@@ -8,7 +8,7 @@ import { type MeteredUsage, meteredUsage, recordModelCall } from "../store/model
 import { withDbRetries } from "../store/retry.js";
 import type { Admission, CallRefusal } from "./admission.js";
 import type { ModelApi, Route } from "./api.js";
-import { EgressProxy, parseEgressRule } from "./egress.js";
+import { type EgressLists, EgressProxy, parseEgressRule } from "./egress.js";
 import { answer, forward, type MeteredCall } from "./forward.js";
 import { RunSockets } from "./run-sockets.js";
 import { type RunGrant, RunTokens } from "./tokens.js";
@@ -65,8 +65,8 @@ export interface ModelGatewayOptions {
   prices: PriceTable;
   /** Whether a run's metered calls may go upstream: made once per run, asked per call. */
   admit: Admission;
-  /** The egress list of a run's key, as stored now. */
-  egressOf(runId: string): Promise<readonly string[]>;
+  /** The egress lists of a run (its key's, its own), as stored now. */
+  egressOf(runId: string): Promise<EgressLists>;
 }
 
 const LOOPBACK = "127.0.0.1";
@@ -96,7 +96,13 @@ export class ModelGateway {
     this.server.keepAliveTimeout = KEEP_ALIVE_MS;
     this.egress = new EgressProxy({
       grantOf: (token) => this.tokens.find(token),
-      rulesOf: async (runId) => (await opts.egressOf(runId)).map(parseEgressRule),
+      rulesOf: async (runId) => {
+        const lists = await opts.egressOf(runId);
+        return {
+          key: lists.key.map(parseEgressRule),
+          run: lists.run?.map(parseEgressRule) ?? null,
+        };
+      },
       logger: opts.logger,
     });
     this.server.on("connect", (req: IncomingMessage, socket, head: Buffer) => {

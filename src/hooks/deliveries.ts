@@ -1,8 +1,12 @@
 import { createHash, randomUUID } from "node:crypto";
 import { DomainError } from "../errors.js";
+import type { Restriction } from "../forges/fork.js";
+import { type GateVerdict, gateDelivery } from "../forges/gate.js";
 import { errorFields, errorText, type Logger } from "../log.js";
+import { CallbackTargets } from "../net/targets.js";
 import { SessionExpiredError } from "../runs/errors.js";
 import type { RunManager } from "../runs/manager.js";
+import { NO_RUN_OPTIONS } from "../runs/message.js";
 import type { SettingsDefaults } from "../session-settings.js";
 import type { Database } from "../store/db.js";
 import { uniqueViolation } from "../store/errors.js";
@@ -130,6 +134,22 @@ export async function receiveDelivery(
     }
   }
   if (!accepted) return { delivery, duplicate: false };
+  let verdict: GateVerdict;
+  try {
+    verdict = await gateDelivery(hook, input, {
+      targets: new CallbackTargets(deps.config.hooks.callback.allow),
+      timeoutMs: deps.config.hooks.callback.timeoutMs,
+      hookMode: () => hookSettings(deps.config, hook).permissionMode,
+    });
+  } catch (err) {
+    await settleFailed(deps, hook, delivery, err);
+    throw err;
+  }
+  if (!verdict.run) {
+    const ignored = { outcome: "ignored", detail: verdict.detail };
+    await settle(deps, delivery, ignored);
+    return { delivery: { ...delivery, ...ignored }, duplicate: false };
+  }
   const context: TemplateContext = {
     payload: input.payload,
     event: input.event,
@@ -138,7 +158,10 @@ export async function receiveDelivery(
     fire_time: "",
     ...changeNames(hook, input.event, input.payload),
   };
-  return { delivery: await start(deps, hook, delivery, context), duplicate: false };
+  return {
+    delivery: await start(deps, hook, delivery, context, verdict.restriction),
+    duplicate: false,
+  };
 }
 
 /**
@@ -199,34 +222,48 @@ export async function fireSchedule(
 const INTERNAL_FAILURE =
   "the run could not be started: an internal error (the server's log has the cause)";
 
-/** Starts the delivery's run and settles the delivery on every path: `accepted` with it, or `failed`. */
+/**
+ * Starts the delivery's run (under a fork's restriction, if any) and settles the delivery on
+ * every path: `accepted` with it, or `failed`.
+ */
 async function start(
   deps: HookDeps,
   hook: HookRow,
   delivery: HookDeliveryRow,
   context: TemplateContext,
+  restriction: Restriction | null = null,
 ): Promise<HookDeliveryRow> {
   let run: RunRow;
   let session: SessionRow;
   try {
-    ({ run, session } = await submitRun(deps, hook, delivery, context));
+    ({ run, session } = await submitRun(deps, hook, delivery, context, restriction));
   } catch (err) {
-    // A refusal's message says why no run started, and holds nothing of the server's.
-    const refusal = err instanceof DomainError;
-    if (!refusal) {
-      deps.logger.error("a hook delivery could not start its run", {
-        hook: hook.name,
-        delivery_id: delivery.deliveryId,
-        ...errorFields(err),
-      });
-    }
-    const detail = refusal ? (err as Error).message : INTERNAL_FAILURE;
-    await settle(deps, delivery, { outcome: "failed", detail });
+    await settleFailed(deps, hook, delivery, err);
     throw err;
   }
   const settled = { outcome: "accepted", runId: run.id, sessionId: session.id };
   await settle(deps, delivery, settled);
   return { ...delivery, ...settled, detail: null };
+}
+
+/** Settles a delivery that started no run as `failed`, saying why when that is the client's to know. */
+async function settleFailed(
+  deps: HookDeps,
+  hook: HookRow,
+  delivery: HookDeliveryRow,
+  err: unknown,
+) {
+  // A refusal's message says why no run started, and holds nothing of the server's.
+  const refusal = err instanceof DomainError;
+  if (!refusal) {
+    deps.logger.error("a hook delivery could not start its run", {
+      hook: hook.name,
+      delivery_id: delivery.deliveryId,
+      ...errorFields(err),
+    });
+  }
+  const detail = refusal ? err.message : INTERNAL_FAILURE;
+  await settle(deps, delivery, { outcome: "failed", detail });
 }
 
 /**
@@ -273,6 +310,7 @@ async function submitRun(
   hook: HookRow,
   delivery: HookDeliveryRow,
   context: TemplateContext,
+  restriction: Restriction | null,
 ): Promise<{ run: RunRow; session: SessionRow }> {
   const text = render(hook.promptTemplate, context, bound(deps, "prompt_template"));
   if (text.trim() === "") throw new EmptyPromptError(hook.name);
@@ -287,6 +325,10 @@ async function submitRun(
     waitForSession: true,
     outputSchema: hook.outputSchema,
     checkout,
+    ...(restriction && {
+      options: { ...NO_RUN_OPTIONS, permissionMode: restriction.permissionMode },
+      egress: restriction.egress,
+    }),
     callback:
       hook.callbackUrl && hook.callbackSecret
         ? { url: hook.callbackUrl, secret: hook.callbackSecret }

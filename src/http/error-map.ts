@@ -55,6 +55,7 @@ export const ERROR_MAP: Record<ErrorCode, HttpProblem> = {
   },
   shutting_down: { status: 503, title: "Server shutting down" },
   agent_unavailable: { status: 503, title: "Agent not run by this server" },
+  forge_unavailable: { status: 502, title: "The forge's API did not answer" },
   invalid_cursor: { status: 400, title: "Invalid cursor" },
   method_not_allowed: { status: 405, title: "Method not allowed" },
   not_ready: { status: 503, title: "Service not ready" },

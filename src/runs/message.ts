@@ -67,6 +67,11 @@ export interface Message {
   outputSchema?: Record<string, unknown> | null;
   /** The pull (merge) request whose head the run works on (a hook's `checkout`). */
   checkout?: ChangeCheckout | null;
+  /**
+   * Where the run's sandbox may connect, besides what its key's egress list allows (both must);
+   * stored on the run, so that whichever instance runs it holds it. Absent: the key's list alone.
+   */
+  egress?: string[] | null;
   /** Where to POST the run's outcome once it completes (an outbox row written with the run). */
   callback?: { url: string; secret: string } | null;
 }

@@ -126,6 +126,7 @@ export class Submission {
           requestHash,
           handover: unowned ? toHandover({ options, resumeAt }) : null,
           checkout: message.checkout ?? null,
+          egress: message.egress ?? null,
           pinnedHost,
         },
         message,

@@ -74,18 +74,21 @@ export async function revokeKey(db: Database, id: string): Promise<ApiKeyRow | u
 }
 
 /**
- * The egress list of the key whose session the run is of; null for a session without a key (auth
- * off), and empty for a run that is not there.
+ * The egress list of the key whose session the run is of (null for a session without a key: auth
+ * off), and the run's own narrowing of it (null: none); for a run that is not there, nothing.
  */
-export async function egressOfRun(db: Database, runId: string): Promise<string[] | null> {
+export async function egressOfRun(
+  db: Database,
+  runId: string,
+): Promise<{ key: string[] | null; run: string[] | null }> {
   const [row] = await db
-    .select({ egress: apiKeys.egress })
+    .select({ key: apiKeys.egress, run: runs.egress })
     .from(runs)
     .innerJoin(sessions, eq(sessions.id, runs.sessionId))
     .leftJoin(apiKeys, eq(apiKeys.id, sessions.ownerKeyId))
     .where(eq(runs.id, runId));
-  if (!row) return [];
-  return row.egress;
+  if (!row) return { key: [], run: null };
+  return row;
 }
 
 /** The key whose session the run is of; null for a session without one, or a run not there. */

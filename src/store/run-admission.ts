@@ -20,6 +20,8 @@ export interface NewRun {
   handover?: unknown;
   /** The pull (merge) request whose head the run checks out first. */
   checkout?: unknown;
+  /** Where its sandbox may connect, besides its key's list (see the runs table). */
+  egress?: string[] | null;
   /** Only an instance of this host may claim the run. */
   pinnedHost?: string | null;
   /** The session's agent: a run is always of its session's agent. */

@@ -1,14 +1,16 @@
 import { once } from "node:events";
 import { createServer as createHttpServer, request } from "node:http";
 import { type AddressInfo, connect, createServer, type Server, type Socket } from "node:net";
+import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
-import { NO_KEY_EGRESS } from "../../src/auth/policy.js";
+import { egressListsOfRun } from "../../src/auth/policy.js";
 import { anthropicApi } from "../../src/gateway/anthropic.js";
 import { matchingRule, parseEgressRule } from "../../src/gateway/egress.js";
 import { MAX_RUN_CONNECTIONS } from "../../src/gateway/run-sockets.js";
 import type { GatewayAddress, ModelGateway } from "../../src/gateway/server.js";
-import { egressOfRun, updateKeyPolicy } from "../../src/store/keys.js";
+import { updateKeyPolicy } from "../../src/store/keys.js";
+import { runs } from "../../src/store/schema.js";
 import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
 import { testGateway } from "../support/gateway.js";
 
@@ -114,7 +116,7 @@ describe.each(BACKENDS)("the egress proxy on %s", (backend) => {
       database.db,
       // An API to open runs' tokens with; nothing here calls it.
       [anthropicApi({ baseUrl: "http://127.0.0.1:9", credential: {} })],
-      { egressOf: async (runId) => (await egressOfRun(database.db, runId)) ?? NO_KEY_EGRESS },
+      { egressOf: (runId) => egressListsOfRun(database.db, runId) },
     );
     address = await gateway.listen();
     echo = createServer((socket) => socket.pipe(socket));
@@ -169,6 +171,31 @@ describe.each(BACKENDS)("the egress proxy on %s", (backend) => {
     expect(await connectThrough(address, `127.0.0.1:${echoPort}`, token)).toMatchObject({
       status: 403,
     });
+  });
+
+  it("holds a run to its own list too (a fork's pull request): only what both lists allow, an address only as written in both", async () => {
+    const target = `127.0.0.1:${echoPort}`;
+    const { run, token } = await runWithEgress([target]);
+    await database.db.update(runs).set({ egress: [] }).where(eq(runs.id, run.id));
+    expect(await connectThrough(address, target, token)).toMatchObject({
+      status: 403,
+      body: `${target} is not in the run's own egress list (a fork's pull request)\n`,
+    });
+    await database.db
+      .update(runs)
+      .set({ egress: [`*:${echoPort}`] })
+      .where(eq(runs.id, run.id));
+    expect(await connectThrough(address, target, token)).toMatchObject({
+      status: 403,
+      body: expect.stringContaining("is loopback: only an address written in the egress list"),
+    });
+    await database.db
+      .update(runs)
+      .set({ egress: [target] })
+      .where(eq(runs.id, run.id));
+    const open = await connectThrough(address, target, token);
+    expect(open.status).toBe(200);
+    open.socket.destroy();
   });
 
   it("reaches no loopback or private address by a name or by `*`, only by an address written in the list", async () => {

@@ -22,7 +22,7 @@ export function testGateway(
     dbOutageBoundMs: 5000,
     prices: {},
     admit: () => async () => () => null,
-    egressOf: async () => [],
+    egressOf: async () => ({ key: [], run: null }),
     ...own,
   });
 }

@@ -11,6 +11,7 @@ import {
   uniqueIndex,
   uuid,
 } from "drizzle-orm/pg-core";
+import type { ForkPolicy, Triggers, Trusted } from "../../hook-triggers.js";
 import { ts } from "./columns.js";
 import { apiKeys } from "./keys.js";
 import { runs } from "./runs.js";
@@ -56,6 +57,12 @@ export const hooks = pgTable("hooks", {
   forgeApiUrl: text("forge_api_url"),
   /** The token for that API, kept like the secret: never returned, never in an agent's reach. */
   forgeToken: text("forge_token"),
+  /** Null: every delivery its `events` let through runs; else only one matching a trigger. */
+  triggers: jsonb("triggers").$type<Triggers>(),
+  /** Who may trigger it by what they wrote or did; null: the defaults (src/forges/trust.ts). */
+  trusted: jsonb("trusted").$type<Trusted>(),
+  /** What a run for a fork's pull request gets; null: the defaults (src/forges/fork.ts). */
+  fork: jsonb("fork").$type<ForkPolicy>(),
   /** A cron pattern and its time zone: the hook also fires by itself. */
   schedule: text("schedule"),
   timezone: text("timezone"),

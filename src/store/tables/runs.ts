@@ -83,6 +83,11 @@ export const runs = pgTable(
      * `{forge, number}`; null for every other run.
      */
     checkout: jsonb("checkout"),
+    /**
+     * Where the run's sandbox may connect besides what its key's egress list allows: both must
+     * allow a host (a fork's pull request: src/forges/fork.ts). Null: the key's list alone.
+     */
+    egress: jsonb("egress").$type<string[]>(),
     /** Only an instance on this host may claim the run: its session's worktree is on its disk. */
     pinnedHost: text("pinned_host"),
     /**

@@ -11,6 +11,7 @@ import {
   NotFoundError,
   type ValidationIssue,
 } from "../../../errors.js";
+import { EgressRuleError, parseEgressRule } from "../../../gateway/egress.js";
 import {
   deliveryIdOf,
   MAX_DELIVERY_ID_CHARS,
@@ -105,6 +106,7 @@ async function definition(
       "a forge token goes with a forge: `verification` github or gitlab, or `forge.kind`",
     );
   }
+  errors.push(...triggerIssues(body, forge));
   for (const field of [
     "prompt_template",
     "system_prompt_template",
@@ -215,9 +217,50 @@ async function definition(
     forge,
     forgeApiUrl: forge ? (body.forge?.api_url?.replace(/\/+$/, "") ?? null) : null,
     forgeToken: forge ? secrets.forgeToken : null,
+    triggers: body.triggers ?? null,
+    trusted: body.trusted ?? null,
+    fork: body.fork ?? null,
     schedule: body.schedule ?? null,
     timezone: body.schedule ? (body.timezone ?? "UTC") : null,
   };
+}
+
+/**
+ * A hook's triggers name at least one, and those that read a forge's payload have a forge; its
+ * fork's egress entries read as a key's do.
+ */
+function triggerIssues(body: UpdateHookBody, forge: string | null): ValidationIssue[] {
+  const issues: ValidationIssue[] = [];
+  const issue = (path: string, message: string) => issues.push({ location: "body", path, message });
+  const triggers = body.triggers;
+  if (triggers) {
+    const named = Object.entries(triggers).filter(
+      ([, value]) => value !== undefined && value !== false,
+    );
+    if (named.length === 0) {
+      issue(
+        "triggers",
+        "names no trigger: give mention, labels, pull_request or manual, or leave it out",
+      );
+    }
+    for (const [name] of named) {
+      if (name !== "manual" && !forge) {
+        issue(
+          `triggers.${name}`,
+          "reads a forge's payload: the hook needs `verification` github or gitlab, or `forge.kind`",
+        );
+      }
+    }
+  }
+  for (const [i, entry] of (body.fork?.egress ?? []).entries()) {
+    try {
+      parseEgressRule(entry);
+    } catch (err) {
+      if (!(err instanceof EgressRuleError)) throw err;
+      issue(`fork.egress.${i}`, err.message);
+    }
+  }
+  return issues;
 }
 
 /** A hook runs with its creator's policy: what it would ask of a session must be allowed. */

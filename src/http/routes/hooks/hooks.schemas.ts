@@ -3,6 +3,13 @@ import { AgentName } from "../../../agents/registry.js";
 import { DEFAULT_API_URLS } from "../../../forges/api.js";
 import { FORGES } from "../../../forges/delivery.js";
 import { apiUrlOf, forgeOf } from "../../../forges/hook-forge.js";
+import { REPLY_MARKER } from "../../../forges/marker.js";
+import { TRUST_DEFAULTS, trustOf } from "../../../forges/trust.js";
+import {
+  GITHUB_ASSOCIATIONS,
+  GITLAB_ACCESS_LEVELS,
+  PULL_REQUEST_ACTIONS,
+} from "../../../hook-triggers.js";
 import { CHECKOUT_KINDS } from "../../../hooks/checkout.js";
 import { nextTick } from "../../../hooks/scheduler.js";
 import { MAX_VALUE_CHARS } from "../../../hooks/template.js";
@@ -25,6 +32,97 @@ const template = (max: number, description: string) =>
   z.string().min(1).max(max).openapi({ description });
 
 const TEMPLATE_HELP = `Placeholders: \`{{payload.a.b}}\` (a path into the delivery's JSON; a number indexes an array), \`{{event}}\`, \`{{delivery_id}}\`, \`{{hook}}\`, \`{{fire_time}}\` (scheduled runs), \`{{pull_request.number}}\`, \`{{pull_request.head_sha}}\`, \`{{pull_request.head_ref}}\`, \`{{pull_request.base_ref}}\` (what a GitHub delivery says of its pull request, a GitLab one of its merge request; empty when it says nothing, e.g. an issue comment names the number alone). A value is inserted as text, never evaluated (a \`{{…}}\` inside it stays as it is), cut to ${MAX_VALUE_CHARS} characters; a missing path is empty; an object is inserted as JSON. The rendered text is bounded by \`AGENT_BRIDGE_HOOK_PROMPT_MAX_BYTES\` (default 256 KiB): a template whose fixed text plus ${MAX_VALUE_CHARS} bytes a placeholder exceeds it is refused.`;
+
+const login = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}(\[bot\])?$/, {
+  error: "expected a user name: letters, digits, '.', '_' or '-', at most 100, maybe [bot]",
+});
+
+const Triggers = z
+  .strictObject({
+    mention: z
+      .string()
+      .regex(/^@[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,98}[A-Za-z0-9_])?$/, {
+        error: "expected @ and a user name: letters, digits, '.', '_' or '-', at most 100",
+      })
+      .optional()
+      .openapi({
+        description: `A handle, e.g. \`@agent-bridge\`: a new comment (GitHub \`issue_comment\`, \`pull_request_review_comment\`; GitLab \`note\` on a merge request or issue), or a new issue or pull request whose text mentions it as a word. Text carrying the bridge's marker \`${REPLY_MARKER}\` (its own replies) never matches.`,
+      }),
+    labels: z
+      .array(
+        z
+          .string()
+          .min(1)
+          .max(255)
+          .regex(/^[^\p{Cc}]+$/u, { error: "expected a label without control characters" }),
+      )
+      .min(1)
+      .max(20)
+      .optional()
+      .openapi({
+        description:
+          "A pull (merge) request or issue was given one of these labels (GitHub `labeled`; GitLab an update whose `changes.labels` added it); compared regardless of case.",
+      }),
+    pull_request: z
+      .array(z.enum(PULL_REQUEST_ACTIONS))
+      .min(1)
+      .max(PULL_REQUEST_ACTIONS.length)
+      .optional()
+      .openapi({
+        description:
+          "Pull request actions in GitHub's words; a GitLab merge request's `open` is `opened`, `reopen` `reopened`, an `update` with new commits `synchronize`, one that takes the draft off `ready_for_review`, `close` and `merge` `closed`.",
+      }),
+    manual: z.boolean().optional().openapi({
+      description:
+        "GitHub `workflow_dispatch` and `repository_dispatch`, and a `standard` or `bearer` hook's delivery that carries no forge payload (a CI step calling the bridge).",
+    }),
+  })
+  .openapi("HookTriggers", {
+    description:
+      "A delivery runs only when it matches one of these (after `events`); else it is recorded `ignored`, its `detail` saying why. Absent or null: every delivery runs.",
+  });
+
+const Trusted = z
+  .strictObject({
+    associations: z
+      .array(z.enum(GITHUB_ASSOCIATIONS))
+      .max(GITHUB_ASSOCIATIONS.length)
+      .optional()
+      .openapi({
+        description: `GitHub: the \`author_association\` of a mention's comment, issue or pull request that may trigger. Default ${TRUST_DEFAULTS.associations.join(", ")}. A labeller has none in the payload: GitHub lets only triage or more label, and with a \`forge_token\` the labeller's permission is looked up and must be write or more.`,
+      }),
+    bots: z.array(login).max(50).optional().openapi({
+      description:
+        "Bots that may trigger (`renovate` or `renovate[bot]`); any other bot may not. Default none.",
+    }),
+    gitlab_access_level: z
+      .union(GITLAB_ACCESS_LEVELS.map((level) => z.literal(level)))
+      .optional()
+      .openapi({
+        description:
+          "GitLab: the least access level (looked up with the `forge_token`; without one nobody may) that may trigger. Default 30, Developer.",
+      }),
+  })
+  .openapi("HookTrusted", {
+    description:
+      "Who may trigger the hook's `mention` and `labels` triggers (what a person wrote or did); `pull_request` and `manual` are not by a person's word.",
+  });
+
+const ForkPolicy = z
+  .strictObject({
+    permission_mode: PermissionMode.optional().openapi({
+      description:
+        "Default: the hook's mode, unless that bypasses permission checks: then `default`.",
+    }),
+    egress: z.array(z.string().min(1).max(300)).max(100).optional().openapi({
+      description:
+        "Where a sandboxed run may connect, as a key's `egress` (and only where the key's list allows it too). Default none.",
+    }),
+  })
+  .openapi("HookForkPolicy", {
+    description:
+      "What a run for a pull request from a fork gets in place of the hook's mode and its key's egress. Applies to a hook with `triggers`, and to one without only when set. A GitHub issue comment on a pull request does not say where its head lives: it is looked up with the `forge_token`, and counts as a fork without one.",
+  });
 
 /** The fields a hook is made of, without its name and secrets. */
 const hookFields = {
@@ -103,6 +201,9 @@ const hookFields = {
       description:
         "The GitHub or GitLab the deliveries come from: what their payloads are read as (for `triggers`) and whose API the hook calls with `forge_token`.",
     }),
+  triggers: Triggers.nullable().optional(),
+  trusted: Trusted.optional(),
+  fork: ForkPolicy.optional(),
   schedule: z.string().min(1).max(200).optional().openapi({
     description:
       "A cron pattern (5 fields, or 6 with seconds first) that fires: one matching no date, such as `0 0 30 2 *`, is refused. The hook then also fires by itself at each tick.",
@@ -183,6 +284,15 @@ export const Hook = z
         token_set: z.boolean().openapi({ description: "Whether the hook has a `forge_token`." }),
       })
       .nullable(),
+    triggers: Triggers.nullable(),
+    trusted: Trusted.required().openapi({ description: "With the defaults in place." }),
+    fork: z
+      .object({ permission_mode: PermissionMode.nullable(), egress: z.array(z.string()) })
+      .nullable()
+      .openapi({
+        description:
+          "The policy of a fork's run; null when none applies (no triggers, no `fork`). `permission_mode` null: the hook's mode, unless that bypasses permission checks: then `default`.",
+      }),
     schedule: z.string().nullable(),
     timezone: z.string().nullable(),
     next_fire_at: z.string().nullable().openapi({
@@ -211,7 +321,7 @@ export const HookDelivery = z
     received_at: z.string().openapi({ format: "date-time" }),
     outcome: z.enum(DELIVERY_OUTCOMES).openapi({
       description:
-        "`accepted`: a run was queued; `ignored`: the event is not in the hook's `events`; `skipped`: a tick while the previous scheduled run was going; `failed`: no run could be queued (see `detail`; also a delivery whose server stopped while starting its run); `received`: being started (for milliseconds).",
+        "`accepted`: a run was queued; `ignored`: the event is not in the hook's `events`, or the delivery matched none of its `triggers`, or came from someone it does not trust (`detail` says which); `skipped`: a tick while the previous scheduled run was going; `failed`: no run could be queued (see `detail`; also a delivery whose server stopped while starting its run); `received`: being started (for milliseconds).",
     }),
     detail: z.string().nullable(),
     run_id: z.string().nullable(),
@@ -330,6 +440,12 @@ export function toHook(row: HookRow): z.infer<typeof Hook> {
     output_schema: row.outputSchema,
     callback_url: row.callbackUrl,
     forge: forgeView(row),
+    triggers: row.triggers,
+    trusted: trustOf(row.trusted),
+    fork:
+      row.triggers || row.fork
+        ? { permission_mode: row.fork?.permission_mode ?? null, egress: row.fork?.egress ?? [] }
+        : null,
     schedule: row.schedule,
     timezone: row.schedule ? (row.timezone ?? "UTC") : row.timezone,
     next_fire_at: nextTick(row, new Date())?.toISOString() ?? null,

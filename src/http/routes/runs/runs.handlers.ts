@@ -3,8 +3,14 @@ import type { Context } from "hono";
 import { issueStreamToken } from "../../../auth/stream-tokens.js";
 import { DomainError, InvalidRequestError, NotFoundError } from "../../../errors.js";
 import type { CompletionEvent } from "../../../events.js";
+import { restrictionOf } from "../../../forges/fork.js";
 import type { Principal } from "../../../principal.js";
-import { type Message, type RunOptions, runSettings } from "../../../runs/message.js";
+import {
+  type Message,
+  NO_RUN_OPTIONS,
+  type RunOptions,
+  runSettings,
+} from "../../../runs/message.js";
 import { readStoredLog } from "../../../runs/stored-log.js";
 import { callbacksOf } from "../../../store/callbacks.js";
 import { type Database, inOneSnapshot } from "../../../store/db.js";
@@ -213,6 +219,14 @@ export const retryRun: RouteHandler<typeof routes.retryRun, AppEnv> = async (c) 
     idempotencyKey: headers["idempotency-key"] ?? null,
     retryOf: run.id,
     outputSchema: body.output_schema ?? run.outputSchema,
+    // A fork's run stays restricted when retried: its own egress list, and no bypass.
+    ...(run.egress !== null && {
+      egress: run.egress,
+      options: {
+        ...NO_RUN_OPTIONS,
+        permissionMode: restrictionOf(null, sessionSettings(session).permissionMode).permissionMode,
+      },
+    }),
   };
   return startRun(c, session, message, viewOf(c.req.valid("query").events));
 };
