@@ -1,5 +1,6 @@
 import { createHash, randomUUID } from "node:crypto";
 import { DomainError } from "../errors.js";
+import { planReplies } from "../forges/reply-plan.js";
 import { errorFields, errorText, type Logger } from "../log.js";
 import { SessionExpiredError } from "../runs/errors.js";
 import type { RunManager } from "../runs/manager.js";
@@ -284,6 +285,7 @@ async function submitRun(
       hook.callbackUrl && hook.callbackSecret
         ? { url: hook.callbackUrl, secret: hook.callbackSecret }
         : null,
+    replies: planReplies(hook, context.event, context.payload),
   };
   const key = hook.sessionKeyTemplate
     ? sessionKey(render(hook.sessionKeyTemplate, context, bound(deps, "session_key_template")))

@@ -1,5 +1,6 @@
 import type { ImageAttachment } from "../agents/images.js";
 import type { Approvals, Effort, PermissionMode, SessionSettings } from "../session-settings.js";
+import type { NewReply } from "../store/replies.js";
 
 /**
  * What a message sets for its own run alone, over its session's settings. Held with the run in
@@ -61,4 +62,6 @@ export interface Message {
   retryOf?: string;
   /** Where to POST the run's outcome once it completes (an outbox row written with the run). */
   callback?: { url: string; secret: string } | null;
+  /** What the run posts on the forge its delivery came from (outbox rows written with the run). */
+  replies?: readonly NewReply[];
 }

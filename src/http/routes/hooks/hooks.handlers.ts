@@ -11,6 +11,7 @@ import {
   NotFoundError,
   type ValidationIssue,
 } from "../../../errors.js";
+import { replySettings } from "../../../forges/reply-plan.js";
 import {
   deliveryIdOf,
   MAX_DELIVERY_ID_CHARS,
@@ -99,6 +100,11 @@ async function definition(
       "forge_token",
       "a forge token goes with a forge: `verification` github or gitlab, or `forge.kind`",
     );
+  }
+  if (body.reply && !(forge && secrets.forgeToken)) {
+    issue("reply", "replies go through a forge's API: the hook needs a forge and a forge_token");
+  } else if (body.reply?.status === "check" && forge === "gitlab") {
+    issue("reply.status", "GitLab has commit statuses, not check runs: use `status`");
   }
   for (const field of [
     "prompt_template",
@@ -192,6 +198,7 @@ async function definition(
     forge,
     forgeApiUrl: forge ? (body.forge?.api_url?.replace(/\/+$/, "") ?? null) : null,
     forgeToken: forge ? secrets.forgeToken : null,
+    reply: forge && body.reply ? replySettings(forge, body.reply) : null,
     schedule: body.schedule ?? null,
     timezone: body.schedule ? (body.timezone ?? "UTC") : null,
   };

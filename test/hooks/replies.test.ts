@@ -1,0 +1,197 @@
+import { randomBytes } from "node:crypto";
+import { writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildHookWorkers } from "../../src/app.js";
+import { REPLY_MARKER } from "../../src/forges/marker.js";
+import type { ReplyOutbox } from "../../src/hooks/reply-outbox.js";
+import { createTestApp, listen, type TestApp } from "../support/app.js";
+import { BACKENDS } from "../support/db.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
+import { streamedReply } from "../support/fake-scenarios.js";
+import { type MockForge, startMockForge } from "../support/mock-forge.js";
+import { createHook, deliver, githubHeaders, until } from "./support.js";
+
+// Replies where a delivery came from: a hook's run comments on the GitHub pull request (or GitLab
+// merge request) that started it, keeps the comment up to date while it works and puts its result
+// there at the end, with a check run or commit status on the change's head, all through the
+// durable reply outbox against a loopback mock of each forge's API.
+
+const SECRET = "forge-secret-0123456789";
+const GITHUB_TOKEN = `ghp_${randomBytes(12).toString("hex")}`;
+const GITLAB_TOKEN = `glpat-${randomBytes(12).toString("hex")}`;
+const HEAD = "0123456789abcdef0123456789abcdef01234567";
+const ENV = {
+  AGENT_BRIDGE_REPLY_PROGRESS_MS: "100",
+  AGENT_BRIDGE_CALLBACK_POLL_MS: "50",
+  AGENT_BRIDGE_CALLBACK_BACKOFF_MIN_MS: "10",
+  AGENT_BRIDGE_CALLBACK_BACKOFF_MAX_MS: "20",
+  AGENT_BRIDGE_CALLBACK_TIMEOUT_MS: "5000",
+  AGENT_BRIDGE_CALLBACK_MAX_ATTEMPTS: "4",
+};
+
+interface ReplyJson {
+  kind: string;
+  state: string;
+  url: string | null;
+  attempts: number;
+  last_status: number | null;
+  last_error: string | null;
+}
+
+describe.each(BACKENDS)("replies on the forge on %s", (backend) => {
+  let fake: FakeCli;
+  let t: TestApp;
+  let replies: ReplyOutbox;
+  let server: { url: string; close(): Promise<void> };
+  let github: MockForge;
+  let gitlab: MockForge;
+
+  beforeAll(async () => {
+    fake = await fakeCli(streamedReply(["Looks ", "fine."]));
+    t = await createTestApp(backend, { ...fake.bridgeEnv, ...ENV });
+    ({ replies } = buildHookWorkers(t.deps));
+    replies.start();
+    server = await listen(t.app);
+    github = await startMockForge({ forge: "github", token: GITHUB_TOKEN });
+    gitlab = await startMockForge({ forge: "gitlab", token: GITLAB_TOKEN });
+    await createHook(server.url, {
+      name: "gh",
+      verification: "github",
+      secret: SECRET,
+      prompt_template: "Answer {{payload.comment.body}}",
+      forge: { api_url: github.url },
+      forge_token: GITHUB_TOKEN,
+      reply: {},
+    });
+    await createHook(server.url, {
+      name: "gl",
+      verification: "gitlab",
+      secret: SECRET,
+      prompt_template: "Answer {{payload.object_attributes.note}}",
+      forge: { api_url: gitlab.url },
+      forge_token: GITLAB_TOKEN,
+      reply: {},
+    });
+  });
+  afterAll(async () => {
+    await server.close();
+    await replies.stop();
+    await t.close();
+    await fake.cleanup();
+    await github.close();
+    await gitlab.close();
+  });
+
+  /** A signed issue_comment on pull request `number` (its payload names no head commit). */
+  async function commentOnPr(number: number): Promise<string> {
+    const body = JSON.stringify({
+      action: "created",
+      issue: { number, pull_request: { url: `https://example.test/pulls/${number}` } },
+      comment: {
+        body: "@agent-bridge have a look",
+        user: { login: "alice" },
+        author_association: "MEMBER",
+      },
+      repository: { full_name: "acme/widgets" },
+      sender: { login: "alice" },
+    });
+    github.set(`/repos/acme/widgets/pulls/${number}`, { number, head: { sha: HEAD } });
+    const res = await deliver(
+      server.url,
+      "gh",
+      body,
+      githubHeaders(SECRET, body, { event: "issue_comment" }),
+    );
+    expect(res.status).toBe(202);
+    return (await res.json()).run_id;
+  }
+
+  const repliesOf = async (runId: string): Promise<ReplyJson[]> =>
+    (await (await fetch(`${server.url}/v1/runs/${runId}`)).json()).replies;
+
+  /** The run's replies once every one of them has settled (none pending). */
+  const settled = (runId: string) =>
+    until(
+      async () => {
+        const list = await repliesOf(runId);
+        return list.length > 0 && list.every((r) => r.state !== "pending") && list;
+      },
+      30_000,
+      "the replies to settle",
+    );
+
+  const bodyText = (body: unknown) => String((body as { body?: unknown }).body);
+  const commentsOf = (number: number) => `/repos/acme/widgets/issues/${number}/comments`;
+
+  it("comments on the pull request at the start, shows the tools used, ends with the result and completes a check", async () => {
+    const go = join(fake.dir, `go-${randomBytes(4).toString("hex")}`);
+    await fake.setScenario({
+      steps: [
+        { init: true },
+        { shell: { command: "ls", output: "README.md" } },
+        { waitFile: go },
+        { reply: { parts: ["Reviewed: ", "all good."] } },
+        { succeed: { costUsd: 0.0123 } },
+      ],
+    });
+    const runId = await commentOnPr(101);
+    const created = await github.waitFor((r) => r.method === "POST" && r.path === commentsOf(101));
+    expect(bodyText(created.body)).toContain(REPLY_MARKER);
+    expect(bodyText(created.body)).toContain(runId);
+    const progress = await github.waitFor(
+      (r) =>
+        r.method === "PATCH" &&
+        r.path.startsWith("/repos/acme/widgets/issues/comments/") &&
+        bodyText(r.body).includes("Bash"),
+    );
+    expect(bodyText(progress.body)).toContain(REPLY_MARKER);
+    const check = await github.waitFor(
+      (r) => r.method === "POST" && r.path === "/repos/acme/widgets/check-runs",
+    );
+    expect(check.body).toMatchObject({
+      name: "agent-bridge/gh",
+      head_sha: HEAD,
+      status: "in_progress",
+      external_id: runId,
+    });
+    // The issue_comment named no head: the pull request was asked for it, before the check.
+    expect(
+      github.requests.findIndex((r) => r.method === "GET" && r.path.endsWith("/pulls/101")),
+    ).toBeLessThan(github.requests.indexOf(check));
+
+    await writeFile(go, "");
+    const final = await github.waitFor(
+      (r) => r.path === progress.path && bodyText(r.body).includes("Reviewed: all good."),
+    );
+    expect(bodyText(final.body)).toContain(REPLY_MARKER);
+    expect(bodyText(final.body)).toContain(`agent-bridge run ${runId}`);
+    expect(bodyText(final.body)).toContain("$0.0123");
+    const completed = await github.waitFor(
+      (r) => r.method === "PATCH" && r.path.startsWith("/repos/acme/widgets/check-runs/"),
+    );
+    expect(completed.body).toMatchObject({ status: "completed", conclusion: "success" });
+    expect((completed.body as { output: { summary: string } }).output.summary).toContain(
+      "Reviewed: all good.",
+    );
+    expect(await settled(runId)).toEqual([
+      expect.objectContaining({
+        kind: "comment",
+        state: "posted",
+        url: expect.stringMatching(
+          /^http:\/\/127\.0\.0\.1:\d+\/web\/repos\/acme\/widgets\/issues\/101\/comments\/\d+$/,
+        ),
+        last_status: 200,
+        last_error: null,
+      }),
+      expect.objectContaining({ kind: "check", state: "posted", last_status: 200 }),
+    ]);
+    // One comment and one check run, updated in place: never a second one.
+    const posts = github.requests.filter(
+      (r) => r.method === "POST" && (r.path === commentsOf(101) || r.path.endsWith("/check-runs")),
+    );
+    expect(posts).toHaveLength(2);
+    // Nothing the bridge posted carries the hook's token.
+    expect(JSON.stringify(github.requests.map((r) => r.body))).not.toContain(GITHUB_TOKEN);
+  });
+});
