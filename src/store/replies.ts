@@ -95,7 +95,8 @@ export async function markRepliesFinal(db: Database, runId: string) {
     .set({
       phase: "final",
       state: "pending",
-      nextAttemptAt: now,
+      // A reply waiting out a failure keeps its wait (the forge's Retry-After, the backoff).
+      nextAttemptAt: sql`case when ${replies.failures} > 0 then greatest(${replies.nextAttemptAt}, ${at(now)}) else ${at(now)} end`,
       revision: sql`${replies.revision} + 1`,
       updatedAt: now,
     })

@@ -10,7 +10,15 @@ import { BACKENDS } from "../support/db.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
 import { type MockForge, startMockForge } from "../support/mock-forge.js";
-import { createHook, deliver, githubHeaders, until } from "./support.js";
+import {
+  createHook,
+  deliver,
+  getRun,
+  githubHeaders,
+  isFinished,
+  type RunJson,
+  until,
+} from "./support.js";
 
 // Replies where a delivery came from: a hook's run comments on the GitHub pull request (or GitLab
 // merge request) that started it, keeps the comment up to date while it works and puts its result
@@ -30,14 +38,7 @@ const ENV = {
   AGENT_BRIDGE_CALLBACK_MAX_ATTEMPTS: "4",
 };
 
-interface ReplyJson {
-  kind: string;
-  state: string;
-  url: string | null;
-  attempts: number;
-  last_status: number | null;
-  last_error: string | null;
-}
+type ReplyJson = RunJson["replies"][number];
 
 describe.each(BACKENDS)("replies on the forge on %s", (backend) => {
   let fake: FakeCli;
@@ -110,18 +111,21 @@ describe.each(BACKENDS)("replies on the forge on %s", (backend) => {
   const repliesOf = async (runId: string): Promise<ReplyJson[]> =>
     (await (await fetch(`${server.url}/v1/runs/${runId}`)).json()).replies;
 
-  /** The run's replies once every one of them has settled (none pending). */
+  /** The run's replies once it has ended and every one of them has settled (none pending). */
   const settled = (runId: string) =>
     until(
       async () => {
-        const list = await repliesOf(runId);
-        return list.length > 0 && list.every((r) => r.state !== "pending") && list;
+        const run = await getRun(server.url, runId);
+        const list = run.replies;
+        return (
+          isFinished(run) && list.length > 0 && list.every((r) => r.state !== "pending") && list
+        );
       },
       30_000,
       "the replies to settle",
     );
 
-  const bodyText = (body: unknown) => String((body as { body?: unknown }).body);
+  const bodyText = (body: unknown) => String((body as { body?: unknown } | undefined)?.body);
   const commentsOf = (number: number) => `/repos/acme/widgets/issues/${number}/comments`;
 
   it("comments on the pull request at the start, shows the tools used, ends with the result and completes a check", async () => {
@@ -193,5 +197,138 @@ describe.each(BACKENDS)("replies on the forge on %s", (backend) => {
     expect(posts).toHaveLength(2);
     // Nothing the bridge posted carries the hook's token.
     expect(JSON.stringify(github.requests.map((r) => r.body))).not.toContain(GITHUB_TOKEN);
+  });
+
+  it("puts a note on a GitLab merge request and a commit status on its head", async () => {
+    await fake.setScenario(streamedReply(["Merge ", "away."]));
+    const sha = "89abcdef0123456789abcdef0123456789abcdef";
+    const body = JSON.stringify({
+      object_kind: "note",
+      project: { id: 42, path_with_namespace: "acme/widgets" },
+      object_attributes: { note: "@agent-bridge look", noteable_type: "MergeRequest" },
+      merge_request: {
+        iid: 5,
+        last_commit: { id: sha },
+        source_project_id: 42,
+        target_project_id: 42,
+      },
+      user: { username: "alice", id: 1 },
+    });
+    const res = await deliver(server.url, "gl", body, {
+      "Content-Type": "application/json",
+      "X-Gitlab-Token": SECRET,
+      "Idempotency-Key": crypto.randomUUID(),
+    });
+    const runId = (await res.json()).run_id;
+    const notes = "/projects/42/merge_requests/5/notes";
+    const final = await gitlab.waitFor(
+      (r) => r.path.startsWith(notes) && bodyText(r.body).includes("Merge away."),
+    );
+    expect(bodyText(final.body)).toContain(REPLY_MARKER);
+    expect(await settled(runId)).toEqual([
+      expect.objectContaining({ kind: "comment", state: "posted" }),
+      expect.objectContaining({ kind: "status", state: "posted" }),
+    ]);
+    const statuses = gitlab.requests.filter((r) => r.path === `/projects/42/statuses/${sha}`);
+    expect(statuses.map((r) => r.body)).toEqual([
+      expect.objectContaining({ state: "running", name: "agent-bridge/gl" }),
+      expect.objectContaining({ state: "success", name: "agent-bridge/gl" }),
+    ]);
+    // The note made at the start is the one that holds the result.
+    const created = gitlab.requests.filter((r) => r.method === "POST" && r.path === notes);
+    expect(created).toHaveLength(1);
+    expect(final.method).toBe("PUT");
+  });
+
+  it("retries a reply the forge answered 502, and it lands once", async () => {
+    await fake.setScenario(streamedReply(["Retried."]));
+    github.failNext({ method: "POST", path: /\/issues\/102\/comments$/, status: 502 });
+    const runId = await commentOnPr(102);
+    const [comment] = await settled(runId);
+    expect(comment).toMatchObject({ kind: "comment", state: "posted", last_error: null });
+    expect(comment?.attempts).toBeGreaterThan(1);
+    const posts = github.requests.filter((r) => r.method === "POST" && r.path === commentsOf(102));
+    expect(posts.map((r) => r.status)).toEqual([502, 201]);
+    // The comment's last body sent holds the result (made so, or updated to it).
+    const sent = github.requests.filter((r) => r.status < 300 && bodyText(r.body).includes(runId));
+    expect(bodyText(sent.at(-1)?.body)).toContain("Retried.");
+  });
+
+  it("waits as long as a secondary rate limit's Retry-After says before it tries again", async () => {
+    await fake.setScenario(streamedReply(["Patient."]));
+    github.failNext({
+      method: "POST",
+      path: /\/issues\/103\/comments$/,
+      status: 403,
+      headers: { "retry-after": "1" },
+      body: { message: "You have exceeded a secondary rate limit." },
+    });
+    const runId = await commentOnPr(103);
+    await github.waitFor((r) => r.path === commentsOf(103) && r.status === 403);
+    const limited = Date.now();
+    const pending = await until(async () => {
+      const [comment] = await repliesOf(runId);
+      return comment?.last_error === "rate_limited" && comment;
+    });
+    expect(pending).toMatchObject({ state: "pending", last_status: 403 });
+    await github.waitFor((r) => r.path === commentsOf(103) && r.status === 201);
+    // The backoff alone would have tried again within 20 ms.
+    expect(Date.now() - limited).toBeGreaterThanOrEqual(900);
+    const [comment] = await settled(runId);
+    expect(comment).toMatchObject({ state: "posted", last_error: null });
+  });
+
+  it("records a 404 as failed at once and never tries that reply again", async () => {
+    await fake.setScenario(streamedReply(["Nobody reads this."]));
+    github.failNext({ method: "POST", path: /\/issues\/104\/comments$/, status: 404 });
+    const runId = await commentOnPr(104);
+    const [comment, check] = await settled(runId);
+    expect(comment).toMatchObject({
+      kind: "comment",
+      state: "failed",
+      attempts: 1,
+      last_status: 404,
+      last_error: "http_404",
+      url: null,
+    });
+    // The check, another reply of the same run, went on.
+    expect(check).toMatchObject({ kind: "check", state: "posted" });
+    // The run's end did not revive it: one request, the refused one.
+    await replies.poke();
+    expect(github.requests.filter((r) => r.path === commentsOf(104))).toHaveLength(1);
+  });
+
+  it("refuses a reply without a forge token, and a GitLab check run, and shows the defaults", async () => {
+    const refused = async (body: Record<string, unknown>) => {
+      const res = await fetch(`${server.url}/v1/hooks`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({
+          name: `r-${randomBytes(3).toString("hex")}`,
+          secret: SECRET,
+          prompt_template: "x",
+          ...body,
+        }),
+      });
+      expect(res.status).toBe(400);
+      return (await res.json()).errors;
+    };
+    expect(await refused({ verification: "github", reply: {} })).toEqual([
+      expect.objectContaining({ path: "reply" }),
+    ]);
+    expect(await refused({ verification: "bearer", reply: {} })).toEqual([
+      expect.objectContaining({ path: "reply" }),
+    ]);
+    expect(
+      await refused({
+        verification: "gitlab",
+        forge_token: GITLAB_TOKEN,
+        reply: { status: "check" },
+      }),
+    ).toEqual([expect.objectContaining({ path: "reply.status" })]);
+    const hook = await (await fetch(`${server.url}/v1/hooks/gh`)).json();
+    expect(hook.reply).toEqual({ comment: true, status: "check", review_comments: false });
+    const gl = await (await fetch(`${server.url}/v1/hooks/gl`)).json();
+    expect(gl.reply).toEqual({ comment: true, status: "status", review_comments: false });
   });
 });
