@@ -1,11 +1,13 @@
 import { randomBytes } from "node:crypto";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { eq, sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildHookWorkers } from "../../src/app.js";
 import { REPLY_MARKER } from "../../src/forges/marker.js";
-import type { ReplyOutbox } from "../../src/hooks/reply-outbox.js";
-import { createTestApp, listen, type TestApp } from "../support/app.js";
+import { ReplyOutbox } from "../../src/hooks/reply-outbox.js";
+import { runEventBatches } from "../../src/store/schema.js";
+import { createTestApp, createTestAppOn, listen, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
@@ -330,5 +332,191 @@ describe.each(BACKENDS)("replies on the forge on %s", (backend) => {
     expect(hook.reply).toEqual({ comment: true, status: "check", review_comments: false });
     const gl = await (await fetch(`${server.url}/v1/hooks/gl`)).json();
     expect(gl.reply).toEqual({ comment: true, status: "status", review_comments: false });
+  });
+});
+
+describe.each(BACKENDS)("review comments from a structured output on %s", (backend) => {
+  let fake: FakeCli;
+  let t: TestApp;
+  let server: { url: string; close(): Promise<void> };
+  let github: MockForge;
+
+  beforeAll(async () => {
+    fake = await fakeCli(streamedReply(["Two remarks."]));
+    t = await createTestApp(backend, { ...fake.bridgeEnv, ...ENV });
+    server = await listen(t.app);
+    github = await startMockForge({ forge: "github", token: GITHUB_TOKEN });
+    await createHook(server.url, {
+      name: "review",
+      verification: "github",
+      secret: SECRET,
+      prompt_template: "Review {{payload.pull_request.number}}",
+      forge: { api_url: github.url },
+      forge_token: GITHUB_TOKEN,
+      reply: { comment: false, status: "none", review_comments: true },
+    });
+  });
+  afterAll(async () => {
+    await server.close();
+    await t.close();
+    await fake.cleanup();
+    await github.close();
+  });
+
+  /**
+   * A run of the hook for pull request `number`, ended, whose stored completion then carries
+   * `structuredOutput` (as a run with an output schema's does), and an outbox that sends its
+   * replies only now: the review is made from the stored completion.
+   */
+  async function reviewed(number: number, structuredOutput: unknown) {
+    const body = JSON.stringify({
+      action: "opened",
+      pull_request: {
+        number,
+        head: { sha: HEAD, ref: "feature", repo: { full_name: "acme/widgets" } },
+        base: { ref: "main", repo: { full_name: "acme/widgets" } },
+      },
+      repository: { full_name: "acme/widgets" },
+      sender: { login: "alice" },
+    });
+    const res = await deliver(server.url, "review", body, githubHeaders(SECRET, body));
+    const runId: string = (await res.json()).run_id;
+    await until(async () => isFinished(await getRun(server.url, runId)));
+    await t.database.db
+      .update(runEventBatches)
+      .set({
+        events: sql`replace(${runEventBatches.events}, ${"\tcompletion\t{"}, ${`\tcompletion\t{"structured_output":${JSON.stringify(structuredOutput)},`})`,
+      })
+      .where(eq(runEventBatches.runId, runId));
+    const outbox = new ReplyOutbox({
+      db: t.database.db,
+      logger: t.deps.logger,
+      ...t.config.hooks.callback,
+      progressMs: t.config.hooks.replyProgressMs,
+    });
+    await outbox.poke();
+    await outbox.stop();
+    return (await getRun(server.url, runId)).replies;
+  }
+
+  it("posts the line comments of `review_comments` as one review on the pull request's head", async () => {
+    const replies = await reviewed(9, {
+      summary: "two remarks",
+      review_comments: [
+        { path: "src/a.ts", line: 3, body: "Off by one." },
+        { path: "src/b.ts", line: 10, body: "Unused." },
+        // Not of the shape: left out.
+        { path: "src/c.ts", line: -1, body: "negative" },
+        { path: "src/d.ts", line: 2 },
+        "loose text",
+      ],
+    });
+    expect(replies).toEqual([expect.objectContaining({ kind: "review", state: "posted" })]);
+    const review = await github.waitFor((r) => r.path === "/repos/acme/widgets/pulls/9/reviews");
+    expect(review.body).toMatchObject({
+      event: "COMMENT",
+      commit_id: HEAD,
+      comments: [
+        { path: "src/a.ts", line: 3, side: "RIGHT", body: "Off by one." },
+        { path: "src/b.ts", line: 10, side: "RIGHT", body: "Unused." },
+      ],
+    });
+    expect((review.body as { body: string }).body).toContain(REPLY_MARKER);
+  });
+
+  it("skips the review when the structured output has no review_comments", async () => {
+    const replies = await reviewed(10, { summary: "nothing to say" });
+    expect(replies).toEqual([
+      expect.objectContaining({ kind: "review", state: "skipped", attempts: 1 }),
+    ]);
+    expect(github.requests.some((r) => r.path === "/repos/acme/widgets/pulls/10/reviews")).toBe(
+      false,
+    );
+  });
+});
+
+describe.each(BACKENDS)("replies from two instances on one %s database", (backend) => {
+  let fake: FakeCli;
+  let a: TestApp;
+  let b: TestApp;
+  const outboxes: ReplyOutbox[] = [];
+  let server: { url: string; close(): Promise<void> };
+  let github: MockForge;
+
+  beforeAll(async () => {
+    fake = await fakeCli(streamedReply(["Once ", "only."]));
+    a = await createTestApp(backend, { ...fake.bridgeEnv, ...ENV });
+    b = createTestAppOn(a.database, { ...fake.bridgeEnv, ...ENV });
+    for (const t of [a, b]) {
+      const { replies } = buildHookWorkers(t.deps);
+      replies.start();
+      outboxes.push(replies);
+    }
+    server = await listen(a.app);
+    github = await startMockForge({ forge: "github", token: GITHUB_TOKEN });
+    await createHook(server.url, {
+      name: "both",
+      verification: "github",
+      secret: SECRET,
+      prompt_template: "Answer {{payload.comment.body}}",
+      forge: { api_url: github.url },
+      forge_token: GITHUB_TOKEN,
+      reply: {},
+    });
+  });
+  afterAll(async () => {
+    await server.close();
+    for (const outbox of outboxes) await outbox.stop();
+    // B shares A's database, which A's close drops: B's runs end first.
+    await b.deps.runs.shutdown(0);
+    await b.deps.gateway.close();
+    await a.close();
+    await fake.cleanup();
+    await github.close();
+  });
+
+  it("post each reply once, however the two outboxes' passes meet", async () => {
+    const runIds: string[] = [];
+    for (const number of [21, 22, 23]) {
+      const body = JSON.stringify({
+        action: "created",
+        issue: { number, pull_request: {} },
+        comment: { body: "@agent-bridge go", user: { login: "alice" } },
+        repository: { full_name: "acme/widgets" },
+      });
+      github.set(`/repos/acme/widgets/pulls/${number}`, { number, head: { sha: HEAD } });
+      const res = await deliver(
+        server.url,
+        "both",
+        body,
+        githubHeaders(SECRET, body, { event: "issue_comment" }),
+      );
+      runIds.push((await res.json()).run_id);
+    }
+    for (const runId of runIds) {
+      const replies = await until(async () => {
+        const run = await getRun(server.url, runId);
+        return isFinished(run) && run.replies.every((r) => r.state === "posted") && run.replies;
+      });
+      expect(replies.map((r) => r.kind)).toEqual(["comment", "check"]);
+    }
+    for (const number of [21, 22, 23]) {
+      const created = github.requests.filter(
+        (r) => r.method === "POST" && r.path === `/repos/acme/widgets/issues/${number}/comments`,
+      );
+      expect(created).toHaveLength(1);
+    }
+    const finals = github.requests.filter((r) =>
+      String((r.body as { body?: unknown } | undefined)?.body).includes("Once only."),
+    );
+    expect(finals).toHaveLength(3);
+    const checks = github.requests.filter(
+      (r) => r.method === "POST" && r.path.endsWith("/check-runs"),
+    );
+    expect(checks).toHaveLength(3);
+    const completed = github.requests.filter(
+      (r) => (r.body as { status?: unknown } | undefined)?.status === "completed",
+    );
+    expect(completed).toHaveLength(3);
   });
 });
