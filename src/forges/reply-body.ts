@@ -86,8 +86,11 @@ function toolsLine(tools: readonly string[]): string {
   if (tools.length === 0) return "No tools used yet.";
   const counts = new Map<string, number>();
   for (const tool of tools) counts.set(tool, (counts.get(tool) ?? 0) + 1);
-  const listed = [...counts].map(([tool, n]) => (n > 1 ? `${tool} ×${n}` : tool));
-  return `Tools used so far: ${listed.map((t) => `\`${t.replaceAll("`", "")}\``).join(", ")}.`;
+  const listed = [...counts].map(([tool, n]) => {
+    const name = `\`${tool.replaceAll("`", "")}\``;
+    return n > 1 ? `${name} ×${n}` : name;
+  });
+  return `Tools used so far: ${listed.join(", ")}.`;
 }
 
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
@@ -106,14 +109,16 @@ function footer(report: RunReport, end: RunEnd): string {
 export function commentBody(report: RunReport): string {
   const { end } = report;
   if (!end) {
-    return [
-      REPLY_MARKER,
-      `**agent-bridge** is on it: the run is ${report.status}.`,
-      "",
-      toolsLine(report.tools),
-      "",
-      `<sub>agent-bridge run ${report.runId}</sub>`,
-    ].join("\n");
+    return clean(
+      [
+        REPLY_MARKER,
+        `**agent-bridge** is on it: the run is ${report.status}.`,
+        "",
+        toolsLine(report.tools),
+        "",
+        `<sub>agent-bridge run ${report.runId}</sub>`,
+      ].join("\n"),
+    );
   }
   const text = end.status === "succeeded" ? end.result : (end.error ?? end.result);
   const headline =

@@ -520,3 +520,80 @@ describe.each(BACKENDS)("replies from two instances on one %s database", (backen
     expect(completed).toHaveLength(3);
   });
 });
+
+describe.each(BACKENDS)("progress updates throttled on %s", (backend) => {
+  let fake: FakeCli;
+  let t: TestApp;
+  let replies: ReplyOutbox;
+  let server: { url: string; close(): Promise<void> };
+  let github: MockForge;
+
+  beforeAll(async () => {
+    const shell = { shell: { command: "ls", output: "a" } };
+    fake = await fakeCli({
+      steps: [
+        { init: true },
+        shell,
+        shell,
+        shell,
+        shell,
+        shell,
+        { reply: { parts: ["Busy."] } },
+        { succeed: {} },
+      ],
+    });
+    // Longer than the run: no update of its comment is due before its end.
+    t = await createTestApp(backend, {
+      ...fake.bridgeEnv,
+      ...ENV,
+      AGENT_BRIDGE_REPLY_PROGRESS_MS: "600000",
+    });
+    ({ replies } = buildHookWorkers(t.deps));
+    replies.start();
+    server = await listen(t.app);
+    github = await startMockForge({ forge: "github", token: GITHUB_TOKEN });
+    await createHook(server.url, {
+      name: "busy",
+      verification: "github",
+      secret: SECRET,
+      prompt_template: "Go",
+      forge: { api_url: github.url },
+      forge_token: GITHUB_TOKEN,
+      reply: { status: "none" },
+    });
+  });
+  afterAll(async () => {
+    await server.close();
+    await replies.stop();
+    await t.close();
+    await fake.cleanup();
+    await github.close();
+  });
+
+  it("update a comment at most once per AGENT_BRIDGE_REPLY_PROGRESS_MS, and always at the end", async () => {
+    const body = JSON.stringify({
+      action: "created",
+      issue: { number: 31 },
+      comment: { body: "@agent-bridge go", user: { login: "alice" } },
+      repository: { full_name: "acme/widgets" },
+    });
+    const res = await deliver(
+      server.url,
+      "busy",
+      body,
+      githubHeaders(SECRET, body, { event: "issue_comment" }),
+    );
+    const runId: string = (await res.json()).run_id;
+    const run = await until(async () => {
+      const shown = await getRun(server.url, runId);
+      return isFinished(shown) && shown.replies.every((r) => r.state === "posted") && shown;
+    });
+    expect(run.replies).toEqual([expect.objectContaining({ kind: "comment", state: "posted" })]);
+    // Five tools used, yet the comment was made at the start and replaced by the result once.
+    const sent = github.requests.filter((r) =>
+      String((r.body as { body?: unknown } | undefined)?.body).includes(runId),
+    );
+    expect(sent.map((r) => r.method)).toEqual(["POST", "PATCH"]);
+    expect(String((sent[1]?.body as { body?: unknown } | undefined)?.body)).toContain("Busy.");
+  });
+});
