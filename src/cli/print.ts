@@ -22,7 +22,7 @@ export function printSessions(out: Output, sessions: Session[]): void {
 
 export function printRuns(out: Output, runs: Run[]): void {
   printTable(out, [
-    ["ID", "SESSION", "STATUS", "TRIGGER", "COST", "CREATED"],
+    ["ID", "SESSION", "STATUS", "TRIGGER", "COST", "CREATED", "REPLIES"],
     ...runs.map((r) => [
       r.id,
       r.session_id,
@@ -30,6 +30,8 @@ export function printRuns(out: Output, runs: Run[]): void {
       r.trigger,
       r.cost_usd === null ? "-" : `$${r.cost_usd.toFixed(4)}`,
       r.created_at,
+      // Where a hook's run answered on its forge, and how that went: `comment:posted,check:failed`.
+      r.replies.map((reply) => `${reply.kind}:${reply.state}`).join(",") || "-",
     ]),
   ]);
 }

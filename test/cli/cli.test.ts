@@ -331,7 +331,7 @@ describe("the agent-bridge command", () => {
     const table = await runCli(["runs", "ls", "--session", session.id], env(ok));
     expect(table.code).toBe(EXIT.ok);
     const lines = table.stdout.trimEnd().split("\n");
-    expect(lines[0]).toMatch(/^ID\s+SESSION\s+STATUS\s+TRIGGER\s+COST\s+CREATED$/);
+    expect(lines[0]).toMatch(/^ID\s+SESSION\s+STATUS\s+TRIGGER\s+COST\s+CREATED\s+REPLIES$/);
     expect(lines.slice(1).map((line) => line.split(/\s+/).slice(0, 5))).toEqual(
       [second, first].map(({ run }) => [run.id, session.id, "succeeded", "message", "$0.0123"]),
     );

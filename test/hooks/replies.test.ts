@@ -7,11 +7,13 @@ import { buildHookWorkers } from "../../src/app.js";
 import { REPLY_MARKER } from "../../src/forges/marker.js";
 import { ReplyOutbox } from "../../src/hooks/reply-outbox.js";
 import { runEventBatches } from "../../src/store/schema.js";
+import { cli } from "../cli/run-cli.js";
 import { createTestApp, createTestAppOn, listen, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { streamedReply } from "../support/fake-scenarios.js";
 import { type MockForge, startMockForge } from "../support/mock-forge.js";
+import { codeBlocks, docSection } from "../support/readme.js";
 import {
   createHook,
   deliver,
@@ -58,14 +60,14 @@ describe.each(BACKENDS)("replies on the forge on %s", (backend) => {
     server = await listen(t.app);
     github = await startMockForge({ forge: "github", token: GITHUB_TOKEN });
     gitlab = await startMockForge({ forge: "gitlab", token: GITLAB_TOKEN });
+    // The hook docs/webhooks.md shows, on the mock's API.
+    const [documented] = codeBlocks(await docSection("docs/webhooks.md", "Replies"), "json");
     await createHook(server.url, {
+      ...JSON.parse(documented ?? ""),
       name: "gh",
-      verification: "github",
       secret: SECRET,
-      prompt_template: "Answer {{payload.comment.body}}",
       forge: { api_url: github.url },
       forge_token: GITHUB_TOKEN,
-      reply: {},
     });
     await createHook(server.url, {
       name: "gl",
@@ -197,6 +199,10 @@ describe.each(BACKENDS)("replies on the forge on %s", (backend) => {
       (r) => r.method === "POST" && (r.path === commentsOf(101) || r.path.endsWith("/check-runs")),
     );
     expect(posts).toHaveLength(2);
+    // The CLI's list of runs shows them.
+    const listed = await cli("--url", server.url, "runs", "ls");
+    const line = listed.stdout.split("\n").find((l) => l.startsWith(runId));
+    expect(line).toMatch(/\scomment:posted,check:posted$/);
     // Nothing the bridge posted carries the hook's token.
     expect(JSON.stringify(github.requests.map((r) => r.body))).not.toContain(GITHUB_TOKEN);
   });
