@@ -2,5 +2,3 @@
 // GitHub and GitLab shows nothing of it), so that a trigger can tell the bridge's own comments
 // from a person's and never answer itself.
 export const REPLY_MARKER = "<!-- agent-bridge -->";
-
-export const carriesMarker = (text: string): boolean => text.includes(REPLY_MARKER);

@@ -42,11 +42,12 @@ export interface ReplyOutboxOptions extends RetryPolicy {
 
 type Failure = Extract<ForgeAnswer, { ok: false }>;
 
-const finalFailure = (error: string): Failure => ({
+/** A failure the bridge met before the forge answered: `final` when no retry can help. */
+const failure = (error: string, final: boolean): Failure => ({
   ok: false,
   status: null,
   error,
-  final: true,
+  final,
   retryAt: null,
 });
 
@@ -84,33 +85,33 @@ export class ReplyOutbox {
    * starts (a `status` event) makes its comment due, no sooner than `progressMs` after the last.
    */
   async progressed(batch: EventBatch): Promise<void> {
-    let started = false;
-    const tools: string[] = [];
-    for (const event of batch.events) {
-      if (event.type === "run_started") started = true;
-      if (event.type === "status") {
-        const tool = (JSON.parse(event.json) as { tool_name?: unknown }).tool_name;
-        if (typeof tool === "string") tools.push(tool.slice(0, 200));
-      }
-    }
-    if (!started && tools.length === 0) return;
+    const started = batch.events.some((event) => event.type === "run_started");
+    const statuses = batch.events.filter((event) => event.type === "status");
+    if (!started && statuses.length === 0) return;
     const now = new Date(this.loop.clock.now());
-    const touched = await store
-      .recordReplyProgress(this.opts.db, batch.runId, { started, tools }, now, this.opts.progressMs)
-      .catch((err: unknown) => {
-        this.opts.logger.warn("could not record a run's progress for its replies", {
-          run_id: batch.runId,
-          error: errorText(err),
-        });
-        return 0;
+    try {
+      const tools = statuses
+        .map((event) => (JSON.parse(event.json) as { tool_name?: unknown }).tool_name)
+        .filter((tool) => typeof tool === "string")
+        .map((tool) => tool.slice(0, 200));
+      const progress = { started, tools };
+      const { db, progressMs } = this.opts;
+      const touched = await store.recordReplyProgress(db, batch.runId, progress, now, progressMs);
+      if (touched > 0) await this.poke();
+    } catch (err) {
+      // The run goes on; its replies say the rest at its end.
+      this.opts.logger.warn("could not record a run's progress for its replies", {
+        run_id: batch.runId,
+        error: errorText(err),
       });
-    if (touched > 0) await this.poke();
+    }
   }
 
   private async attempt(id: string) {
     const { db, logger, timeoutMs } = this.opts;
     const { clock } = this.loop;
     const now = new Date(clock.now());
+    // Held for two calls' timeouts: an attempt may look up the head commit before it replies.
     const row = await store.claimReply(
       db,
       id,
@@ -123,47 +124,49 @@ export class ReplyOutbox {
     try {
       ({ answer, body } = await this.send(row));
     } catch (err) {
-      if (err instanceof UnusableTargetError) answer = finalFailure(err.message);
+      if (err instanceof UnusableTargetError) answer = failure(err.message, true);
       else {
-        logger.error("could not prepare a reply", {
-          reply_id: id,
-          run_id: row.runId,
-          error: errorText(err),
-        });
-        answer = {
-          ...finalFailure(`could not prepare the reply: ${publicErrorText(err)}`),
-          final: false,
-        };
+        // Shown on the run: the database's own text (SQL, parameters) stays in the log.
+        logger.error("could not prepare a reply", { run_id: row.runId, error: errorText(err) });
+        answer = failure(`could not prepare the reply: ${publicErrorText(err)}`, false);
       }
     }
     const at = new Date(clock.now());
-    if ("skipped" in answer) {
-      await store.recordReplySkipped(db, id, answer.skipped, at);
-      return;
-    }
-    if (answer.ok) {
-      const json = answer.json as { id?: unknown; html_url?: unknown; web_url?: unknown } | null;
-      const objectId =
-        typeof json?.id === "number" || typeof json?.id === "string" ? String(json.id) : null;
-      const url = [json?.html_url, json?.web_url].find(
-        (u): u is string => typeof u === "string" && /^https?:\/\//.test(u),
-      );
-      await store.recordReplySent(
-        db,
-        row,
-        {
-          status: answer.status,
-          body,
-          // A commit status or a review is posted anew each time: only what is updated is kept.
-          objectId: row.kind === "comment" || row.kind === "check" ? objectId : null,
-          url: url ?? null,
-        },
-        at,
-        new Date(at.getTime() + this.opts.progressMs),
-      );
-      logger.info("reply posted", { run_id: row.runId, kind: row.kind, phase: row.phase });
-      return;
-    }
+    if ("skipped" in answer) await store.recordReplySkipped(db, id, answer.skipped, at);
+    else if (answer.ok) await this.posted(row, answer, body, at);
+    else await this.failed(row, answer, at);
+  }
+
+  private async posted(
+    row: ReplyRow,
+    answer: Extract<ForgeAnswer, { ok: true }>,
+    body: string,
+    at: Date,
+  ) {
+    const json = answer.json as { id?: unknown; html_url?: unknown; web_url?: unknown } | null;
+    const objectId =
+      typeof json?.id === "number" || typeof json?.id === "string" ? String(json.id) : null;
+    const url = [json?.html_url, json?.web_url].find(
+      (u): u is string => typeof u === "string" && /^https?:\/\//.test(u),
+    );
+    await store.recordReplySent(
+      this.opts.db,
+      row,
+      {
+        status: answer.status,
+        body,
+        // A commit status or a review is posted anew each time: only what is updated is kept.
+        objectId: row.kind === "comment" || row.kind === "check" ? objectId : null,
+        url: url ?? null,
+      },
+      at,
+      new Date(at.getTime() + this.opts.progressMs),
+    );
+    this.opts.logger.info("reply posted", { run_id: row.runId, kind: row.kind, phase: row.phase });
+  }
+
+  /** Final at once for a refusal; else retried, when the forge asked or after a backoff. */
+  private async failed(row: ReplyRow, answer: Failure, at: Date) {
     const failures = row.failures + 1;
     const next = answer.final
       ? { failed: true, at: at.getTime() }
@@ -172,8 +175,8 @@ export class ReplyOutbox {
           stopped: this.loop.isStopped,
         });
     await store.recordReplyFailure(
-      db,
-      id,
+      this.opts.db,
+      row.id,
       {
         state: next.failed ? "failed" : "pending",
         status: answer.status,
@@ -182,7 +185,7 @@ export class ReplyOutbox {
       },
       at,
     );
-    logger.warn(next.failed ? "reply failed for good" : "reply failed; will retry", {
+    this.opts.logger.warn(next.failed ? "reply failed for good" : "reply failed; will retry", {
       run_id: row.runId,
       kind: row.kind,
       failures,
@@ -200,7 +203,7 @@ export class ReplyOutbox {
     const hook = row.hookId ? await store.replyAccess(db, row.hookId) : undefined;
     const access = hook && forgeAccessOf(hook);
     if (!access || access.forge !== row.target.forge) {
-      return { answer: finalFailure("the hook, its forge or its forge_token is gone"), body: "" };
+      return { answer: failure("the hook, its forge or its forge_token is gone", true), body: "" };
     }
     const call = (forgeCall: Parameters<typeof callForge>[1]) =>
       callForge(access, forgeCall, {
