@@ -164,6 +164,25 @@ describe("reply calls", () => {
     });
   });
 
+  it("note on a GitLab issue or merge request of the project named by its id", () => {
+    const onIssue = replyCall(
+      {
+        kind: "comment",
+        target: target({ forge: "gitlab", projectId: 42, subject: { kind: "issue", number: 3 } }),
+        objectId: "77",
+      },
+      report(null),
+      [],
+    );
+    expect("call" in onIssue && onIssue.call).toMatchObject({
+      method: "PUT",
+      path: "/projects/42/issues/3/notes/77",
+    });
+    expect(headLookup(target({ forge: "gitlab", projectId: 42 })).path).toBe(
+      "/projects/42/merge_requests/7",
+    );
+  });
+
   it("complete a check run with a conclusion from the run's end", () => {
     const made = replyCall(
       { kind: "check", target: target(), objectId: "9" },

@@ -306,6 +306,31 @@ describe.each(BACKENDS)("replies on the forge on %s", (backend) => {
     expect(github.requests.filter((r) => r.path === commentsOf(104))).toHaveLength(1);
   });
 
+  it("sends nothing for a signed payload whose repository name would steer the token elsewhere", async () => {
+    await fake.setScenario(streamedReply(["Hostile."]));
+    const before = github.requests.length;
+    const body = JSON.stringify({
+      action: "created",
+      issue: { number: 1, pull_request: {} },
+      comment: { body: "@agent-bridge go", user: { login: "mallory" } },
+      repository: { full_name: "../../user/keys?x=" },
+    });
+    const res = await deliver(
+      server.url,
+      "gh",
+      body,
+      githubHeaders(SECRET, body, { event: "issue_comment" }),
+    );
+    const runId = (await res.json()).run_id;
+    const replies = await settled(runId);
+    expect(replies).toEqual([
+      expect.objectContaining({ kind: "comment", state: "failed", attempts: 1 }),
+      expect.objectContaining({ kind: "check", state: "failed", attempts: 1 }),
+    ]);
+    expect(replies[0]?.last_error).toMatch(/repository/);
+    expect(github.requests.length).toBe(before);
+  });
+
   it("refuses a reply without a forge token, and a GitLab check run, and shows the defaults", async () => {
     const refused = async (body: Record<string, unknown>) => {
       const res = await fetch(`${server.url}/v1/hooks`, {
