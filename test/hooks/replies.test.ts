@@ -208,7 +208,15 @@ describe.each(BACKENDS)("replies on the forge on %s", (backend) => {
   });
 
   it("puts a note on a GitLab merge request and a commit status on its head", async () => {
-    await fake.setScenario(streamedReply(["Merge ", "away."]));
+    const go = join(fake.dir, `go-${randomBytes(4).toString("hex")}`);
+    await fake.setScenario({
+      steps: [
+        { init: true },
+        { waitFile: go },
+        { reply: { parts: ["Merge ", "away."] } },
+        { succeed: {} },
+      ],
+    });
     const sha = "89abcdef0123456789abcdef0123456789abcdef";
     const body = JSON.stringify({
       object_kind: "note",
@@ -229,6 +237,10 @@ describe.each(BACKENDS)("replies on the forge on %s", (backend) => {
     });
     const runId = (await res.json()).run_id;
     const notes = "/projects/42/merge_requests/5/notes";
+    // The note and the status made at the start, before the run goes on.
+    await gitlab.waitFor((r) => r.method === "POST" && r.path === notes);
+    await gitlab.waitFor((r) => (r.body as { state?: unknown } | undefined)?.state === "running");
+    await writeFile(go, "");
     const final = await gitlab.waitFor(
       (r) => r.path.startsWith(notes) && bodyText(r.body).includes("Merge away."),
     );
@@ -560,20 +572,7 @@ describe.each(BACKENDS)("progress updates throttled on %s", (backend) => {
   let github: MockForge;
 
   beforeAll(async () => {
-    const shell = { shell: { command: "ls", output: "a" } };
-    fake = await fakeCli({
-      steps: [
-        { init: true },
-        shell,
-        shell,
-        shell,
-        shell,
-        shell,
-        { reply: { parts: ["Busy."] } },
-        { succeed: {} },
-      ],
-    });
-    // Longer than the run: no update of its comment is due before its end.
+    fake = await fakeCli(streamedReply(["Busy."])); // Longer than the run: no update of its comment is due before its end.
     t = await createTestApp(backend, {
       ...fake.bridgeEnv,
       ...ENV,
@@ -602,6 +601,21 @@ describe.each(BACKENDS)("progress updates throttled on %s", (backend) => {
   });
 
   it("update a comment at most once per AGENT_BRIDGE_REPLY_PROGRESS_MS, and always at the end", async () => {
+    const go = join(fake.dir, "go");
+    const shell = { shell: { command: "ls", output: "a" } };
+    await fake.setScenario({
+      steps: [
+        { init: true },
+        { waitFile: go },
+        shell,
+        shell,
+        shell,
+        shell,
+        shell,
+        { reply: { parts: ["Busy."] } },
+        { succeed: {} },
+      ],
+    });
     const body = JSON.stringify({
       action: "created",
       issue: { number: 31 },
@@ -615,6 +629,9 @@ describe.each(BACKENDS)("progress updates throttled on %s", (backend) => {
       githubHeaders(SECRET, body, { event: "issue_comment" }),
     );
     const runId: string = (await res.json()).run_id;
+    // The comment made at the start, before the tools.
+    await github.waitFor((r) => r.method === "POST" && r.path.endsWith("/issues/31/comments"));
+    await writeFile(go, "");
     const run = await until(async () => {
       const shown = await getRun(server.url, runId);
       return isFinished(shown) && shown.replies.every((r) => r.state === "posted") && shown;
