@@ -14,7 +14,7 @@ import {
 // built from parts checked here, never from a payload's text as it came: a repository name with
 // `..` or a `?` in it would send the hook's token somewhere else on the API.
 
-export interface ReplyState {
+export interface ReplyToSend {
   kind: string;
   target: ReplyTarget;
   /** The comment's, note's or check run's id once created. */
@@ -26,21 +26,24 @@ export type ReplyCall =
   /** Nothing to send (a review without line comments): why. */
   | { skip: string };
 
-const SAFE_SEGMENT = /^[A-Za-z0-9_.-]+$/;
+/** The segments of a repository's path when each is a plain name (not `.` or `..`), else null. */
+function plainSegments(repository: string | null): string[] | null {
+  const parts = repository?.split("/") ?? [];
+  const plain = (p: string) => /^[A-Za-z0-9_.-]+$/.test(p) && !/^\.+$/.test(p);
+  return parts.length > 0 && parts.every(plain) ? parts : null;
+}
 
 /** `/repos/owner/name` for a repository name of two plain segments, else null. */
 function githubRepo(target: ReplyTarget): string | null {
-  const parts = target.repository?.split("/") ?? [];
-  if (parts.length !== 2 || !parts.every((p) => SAFE_SEGMENT.test(p) && !/^\.+$/.test(p))) {
-    return null;
-  }
-  return `/repos/${parts.join("/")}`;
+  const parts = plainSegments(target.repository);
+  return parts?.length === 2 ? `/repos/${parts.join("/")}` : null;
 }
 
-/** `/projects/<id>` (or the URL-encoded path when the payload had no id). */
+/** `/projects/<id>`, or the URL-encoded path of plain segments when the payload had no id. */
 function gitlabProject(target: ReplyTarget): string | null {
   if (target.projectId !== null) return `/projects/${target.projectId}`;
-  return target.repository ? `/projects/${encodeURIComponent(target.repository)}` : null;
+  const parts = plainSegments(target.repository);
+  return parts ? `/projects/${encodeURIComponent(parts.join("/"))}` : null;
 }
 
 const safeId = (id: string) => (/^\d{1,20}$/.test(id) ? id : null);
@@ -71,7 +74,7 @@ export function headLookup(target: ReplyTarget): {
 }
 
 export function replyCall(
-  reply: ReplyState,
+  reply: ReplyToSend,
   report: RunReport,
   review: readonly ReviewComment[],
 ): ReplyCall {
@@ -82,7 +85,7 @@ export function replyCall(
 }
 
 function githubCall(
-  reply: ReplyState,
+  reply: ReplyToSend,
   report: RunReport,
   review: readonly ReviewComment[],
 ): ReplyCall {
@@ -167,7 +170,7 @@ function githubCall(
 }
 
 function gitlabCall(
-  reply: ReplyState,
+  reply: ReplyToSend,
   report: RunReport,
   review: readonly ReviewComment[],
 ): ReplyCall {

@@ -148,19 +148,22 @@ describe("reply calls", () => {
         [],
       ),
     ).toThrow(UnusableTargetError);
-    const gitlab = replyCall(
-      {
-        kind: "comment",
-        target: target({ forge: "gitlab", projectId: null, repository: "group/../../admin" }),
-        objectId: "1/../../x",
-      },
-      report(null),
-      [],
-    );
-    // An id that is no number is not used: a new note instead.
-    expect("call" in gitlab && gitlab.call).toMatchObject({
-      method: "POST",
-      path: "/projects/group%2F..%2F..%2Fadmin/merge_requests/7/notes",
+    const onGitlab = (repository: string, objectId: string | null) =>
+      replyCall(
+        {
+          kind: "comment",
+          target: target({ forge: "gitlab", projectId: null, repository }),
+          objectId,
+        },
+        report(null),
+        [],
+      );
+    for (const repository of ["..", "group/../../admin", "group/./x", "a?b"]) {
+      expect(() => onGitlab(repository, null)).toThrow(UnusableTargetError);
+    }
+    // A nested group's path is one encoded segment; an id that is no number is not used.
+    expect(onGitlab("group/sub/proj", "1/../x")).toMatchObject({
+      call: { method: "POST", path: "/projects/group%2Fsub%2Fproj/merge_requests/7/notes" },
     });
   });
 
