@@ -162,7 +162,9 @@ export class ReplyOutbox {
       at,
       new Date(at.getTime() + this.opts.progressMs),
     );
-    this.opts.logger.info("reply posted", { run_id: row.runId, kind: row.kind, phase: row.phase });
+    // A progress update every few seconds of every run would drown the log's other lines.
+    const log = row.phase === "final" ? this.opts.logger.info : this.opts.logger.debug;
+    log("reply posted", { run_id: row.runId, kind: row.kind, phase: row.phase });
   }
 
   /** Final at once for a refusal; else retried, when the forge asked or after a backoff. */
