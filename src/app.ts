@@ -17,6 +17,8 @@ import { ModelGateway } from "./gateway/server.js";
 import { callbackBody } from "./hooks/callback-body.js";
 import { callbackHook } from "./hooks/callback-hook.js";
 import { CallbackOutbox } from "./hooks/outbox.js";
+import { replyHook } from "./hooks/reply-hook.js";
+import { ReplyOutbox } from "./hooks/reply-outbox.js";
 import { Scheduler } from "./hooks/scheduler.js";
 import { authenticate, requireAdmin } from "./http/auth.js";
 import type { AppDeps, AppEnv, SandboxReadiness } from "./http/context.js";
@@ -168,8 +170,8 @@ export function buildDeps(
     killGraceMs: DRIVER_DEFAULTS.killGraceMs,
     approvalTimeoutSeconds: config.agents.approvalTimeoutSeconds,
     clock,
-    // A message's callback is written with its run and falls due with its completion.
-    transactionHooks: [callbackHook],
+    // A message's callback and replies are written with its run and fall due with its completion.
+    transactionHooks: [callbackHook, replyHook],
     tracing,
     ...(capture ? { capture } : {}),
   });
@@ -235,8 +237,12 @@ export function buildSweeper(deps: AppDeps): SessionSweeper {
   });
 }
 
-/** The callback outbox worker and the hooks' scheduler (neither started). */
-export function buildHookWorkers(deps: AppDeps): { outbox: CallbackOutbox; scheduler: Scheduler } {
+/** The callback and reply outbox workers and the hooks' scheduler (none started). */
+export function buildHookWorkers(deps: AppDeps): {
+  outbox: CallbackOutbox;
+  replies: ReplyOutbox;
+  scheduler: Scheduler;
+} {
   const { config, logger, runs } = deps;
   const db = deps.database.db;
   const outbox = new CallbackOutbox({
@@ -246,8 +252,20 @@ export function buildHookWorkers(deps: AppDeps): { outbox: CallbackOutbox; sched
     buildBody: (runId) => callbackBody(db, runId),
     clock: deps.clock,
   });
-  // A completed run's callback goes out at once rather than at the next poll.
-  runs.onCompletion(() => void outbox.poke());
+  const replies = new ReplyOutbox({
+    db,
+    logger,
+    ...config.hooks.callback,
+    progressMs: config.hooks.replyProgressMs,
+    clock: deps.clock,
+  });
+  // A completed run's callback and replies go out at once rather than at the next poll.
+  runs.onCompletion(() => {
+    void outbox.poke();
+    void replies.poke();
+  });
+  // A run's start and the tools it uses make its replies due (its comment, throttled).
+  runs.onEvents((batch) => void replies.progressed(batch));
   const scheduler = new Scheduler({
     db,
     runs,
@@ -256,7 +274,7 @@ export function buildHookWorkers(deps: AppDeps): { outbox: CallbackOutbox; sched
     tickMs: config.hooks.scheduleTickMs,
     clock: deps.clock,
   });
-  return { outbox, scheduler };
+  return { outbox, replies, scheduler };
 }
 
 /** A webhook delivery: signed by its sender instead of carrying an API key (see the route). */

@@ -87,10 +87,11 @@ async function start(config: Config, logger: Logger) {
     const sweeper = buildSweeper(deps);
     sweeper.start();
     // After recovery, so that callbacks of the runs it closed go out too.
-    const { outbox, scheduler } = buildHookWorkers(deps);
+    const { outbox, replies, scheduler } = buildHookWorkers(deps);
     outbox.start();
+    replies.start();
     scheduler.start();
-    return { server, database, deps, sweeper, outbox, scheduler, firstKey };
+    return { server, database, deps, sweeper, outbox, replies, scheduler, firstKey };
   } catch (err) {
     server.close();
     await database?.close().catch(() => {});
@@ -210,7 +211,7 @@ async function shutdown(signal: string) {
     return;
   }
   stopping = true;
-  const { server, database, deps, sweeper, outbox, scheduler } = service;
+  const { server, database, deps, sweeper, outbox, replies, scheduler } = service;
   logger.info("shutting down", { signal, grace_ms: config.runs.shutdownGraceMs });
   // Beside the JSON log, for a person at a terminal: a stop that waits on runs looks like a hang.
   const running = deps.runs.running;
@@ -288,6 +289,7 @@ async function shutdown(signal: string) {
   await step("the model gateway", () => deps.gateway.close());
   // Callbacks not sent yet stay in the outbox for the next start.
   await step("the callback outbox", () => outbox.stop());
+  await step("the reply outbox", () => replies.stop());
   // The runs' last capture lines and spans: all written, the spans sent for a few seconds at most.
   await step("the debug capture", async () => deps.capture?.flushed());
   await step("the trace exporter", () => deps.tracing.shutdown(TRACES_FLUSH_MS));

@@ -21,8 +21,11 @@ export function printSessions(out: Output, sessions: Session[]): void {
 }
 
 export function printRuns(out: Output, runs: Run[]): void {
+  // Where a hook's run answered on its forge, and how that went (`comment:posted,check:failed`):
+  // a column only when a run listed has replies.
+  const replies = runs.some((r) => r.replies.length > 0);
   printTable(out, [
-    ["ID", "SESSION", "STATUS", "TRIGGER", "COST", "CREATED"],
+    ["ID", "SESSION", "STATUS", "TRIGGER", "COST", "CREATED", ...(replies ? ["REPLIES"] : [])],
     ...runs.map((r) => [
       r.id,
       r.session_id,
@@ -30,6 +33,9 @@ export function printRuns(out: Output, runs: Run[]): void {
       r.trigger,
       r.cost_usd === null ? "-" : `$${r.cost_usd.toFixed(4)}`,
       r.created_at,
+      ...(replies
+        ? [r.replies.map((reply) => `${reply.kind}:${reply.state}`).join(",") || "-"]
+        : []),
     ]),
   ]);
 }

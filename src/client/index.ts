@@ -31,6 +31,8 @@ export type RunStatus = Schemas["RunStatus"];
 export type Run = Schemas["Run"];
 export type FinishedRun = Schemas["FinishedRun"];
 export type RunPage = Schemas["RunPage"];
+/** What a hook's run posted where its delivery came from (`Run.replies`). */
+export type ReplyState = Schemas["ReplyState"];
 export type StreamToken = Schemas["StreamToken"];
 export type AnswerPermission = Schemas["AnswerPermission"];
 export type PermissionRequest = Schemas["PermissionRequest"];

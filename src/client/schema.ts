@@ -765,6 +765,18 @@ export interface components {
       triggers?: components["schemas"]["HookTriggers"];
       trusted?: components["schemas"]["HookTrusted"];
       fork?: components["schemas"]["HookForkPolicy"];
+      /** @description Replies where the delivery came from, posted with `forge_token` from the durable outbox and listed on the run (`replies`). Needs a forge and its token. A delivery about no issue or pull request (a push, a schedule's tick) gets none. */
+      reply?: {
+        /** @description Default true: a comment on the issue or pull request (a GitLab note on the issue or merge request), made when the run starts, updated with its progress (its status and the tools it used, at most once per `AGENT_BRIDGE_REPLY_PROGRESS_MS`) and replaced by its result at the end. */
+        comment?: boolean;
+        /**
+         * @description On the pull (merge) request's head commit: a GitHub check run (`check`, GitHub's default) or a commit status (`status`, GitLab's default and only kind), pending while the run goes and success or failure at its end; `none`: neither.
+         * @enum {string}
+         */
+        status?: "check" | "status" | "none";
+        /** @description Default false: at the end, the `review_comments: [{path, line, body}]` of the run's structured output as a review on the pull request (on GitLab, as one note naming each line). */
+        review_comments?: boolean;
+      };
       /**
        * @description A cron pattern (5 fields, or 6 with seconds first) that fires: one matching no date, such as `0 0 30 2 *`, is refused. The hook then also fires by itself at each tick.
        * @example 0 6 * * 1-5
@@ -917,6 +929,13 @@ export interface components {
       fork: {
         permission_mode: components["schemas"]["PermissionMode"] & (string | null);
         egress: string[];
+      } | null;
+      /** @description What its runs post where their delivery came from; null: nothing. */
+      reply: {
+        comment: boolean;
+        /** @enum {string} */
+        status: "check" | "status" | "none";
+        review_comments: boolean;
       } | null;
       schedule: string | null;
       timezone: string | null;
@@ -1322,6 +1341,27 @@ export interface components {
       text: string;
       parent_tool_use_id?: string | null;
     };
+    ReplyState: {
+      /**
+       * @description `comment`: the comment (GitLab: note) on the issue or pull request; `check`: a GitHub check run; `status`: a commit status; `review`: the review's line comments.
+       * @enum {string}
+       */
+      kind: "comment" | "check" | "status" | "review";
+      /**
+       * @description `pending`: something to send (the run started, progressed or ended), or being retried; `posted`: what there is has been sent; `failed`: refused (401, 403, 404, 422) or out of attempts, never sent again; `skipped`: nothing to post (a review whose result has no `review_comments`).
+       * @enum {string}
+       */
+      state: "pending" | "posted" | "failed" | "skipped";
+      /** @description Where people see it on the forge (`html_url`, `web_url`), once posted. */
+      url: string | null;
+      attempts: number;
+      /** @description The forge's HTTP status at the last attempt, if it answered. */
+      last_status: number | null;
+      /** @description What the last failed attempt met (`http_404`, `rate_limited`, `timeout`…), or why a reply was skipped. */
+      last_error: string | null;
+      /** Format: date-time */
+      updated_at: string;
+    };
     RetryRun: {
       /** @description The prompt of the retry; by default the retried run's own. */
       text?: string;
@@ -1378,6 +1418,8 @@ export interface components {
       completion: components["schemas"]["CompletionEvent"] | null;
       /** @description For a run started by a hook with a `callback_url`: the state of the POST of its outcome. */
       callback: components["schemas"]["CallbackState"] | null;
+      /** @description For a run started by a hook with `reply`: what it posts where its delivery came from, and how that went. */
+      replies: components["schemas"]["ReplyState"][];
       /** @description Its calls as the model gateway metered them, beside what its CLI reported (`completion`); `usage` and `cost_usd` are the metered figures when the CLI reported no cost (killed, crashed). null: no call of its went through the gateway. */
       metered: components["schemas"]["MeteredUsage"] | null;
     };
@@ -1790,6 +1832,18 @@ export interface components {
       triggers?: components["schemas"]["HookTriggers"];
       trusted?: components["schemas"]["HookTrusted"];
       fork?: components["schemas"]["HookForkPolicy"];
+      /** @description Replies where the delivery came from, posted with `forge_token` from the durable outbox and listed on the run (`replies`). Needs a forge and its token. A delivery about no issue or pull request (a push, a schedule's tick) gets none. */
+      reply?: {
+        /** @description Default true: a comment on the issue or pull request (a GitLab note on the issue or merge request), made when the run starts, updated with its progress (its status and the tools it used, at most once per `AGENT_BRIDGE_REPLY_PROGRESS_MS`) and replaced by its result at the end. */
+        comment?: boolean;
+        /**
+         * @description On the pull (merge) request's head commit: a GitHub check run (`check`, GitHub's default) or a commit status (`status`, GitLab's default and only kind), pending while the run goes and success or failure at its end; `none`: neither.
+         * @enum {string}
+         */
+        status?: "check" | "status" | "none";
+        /** @description Default false: at the end, the `review_comments: [{path, line, body}]` of the run's structured output as a review on the pull request (on GitLab, as one note naming each line). */
+        review_comments?: boolean;
+      };
       /**
        * @description A cron pattern (5 fields, or 6 with seconds first) that fires: one matching no date, such as `0 0 30 2 *`, is refused. The hook then also fires by itself at each tick.
        * @example 0 6 * * 1-5

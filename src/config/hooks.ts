@@ -42,6 +42,7 @@ export const hooksEnv = {
   AGENT_BRIDGE_CALLBACK_ALLOW: cidrs.default([]),
   AGENT_BRIDGE_HOOK_PROMPT_MAX_BYTES: int(MAX_VALUE_CHARS).default(256 * 1024),
   AGENT_BRIDGE_SCHEDULE_TICK_MS: int(100).default(1000),
+  AGENT_BRIDGE_REPLY_PROGRESS_MS: int(100).default(10_000),
 };
 
 export function hooksSection(e: z.infer<z.ZodObject<typeof hooksEnv>>): HooksConfig {
@@ -62,5 +63,6 @@ export function hooksSection(e: z.infer<z.ZodObject<typeof hooksEnv>>): HooksCon
       allow: e.AGENT_BRIDGE_CALLBACK_ALLOW,
     },
     scheduleTickMs: e.AGENT_BRIDGE_SCHEDULE_TICK_MS,
+    replyProgressMs: e.AGENT_BRIDGE_REPLY_PROGRESS_MS,
   };
 }

@@ -2,6 +2,7 @@ import { createHash, randomUUID } from "node:crypto";
 import { DomainError } from "../errors.js";
 import type { Restriction } from "../forges/fork.js";
 import { type GateVerdict, gateDelivery } from "../forges/gate.js";
+import { planReplies } from "../forges/reply-plan.js";
 import { errorFields, errorText, type Logger } from "../log.js";
 import { CallbackTargets } from "../net/targets.js";
 import { SessionExpiredError } from "../runs/errors.js";
@@ -333,6 +334,7 @@ async function submitRun(
       hook.callbackUrl && hook.callbackSecret
         ? { url: hook.callbackUrl, secret: hook.callbackSecret }
         : null,
+    replies: planReplies(hook, context.event, context.payload),
   };
   const key = hook.sessionKeyTemplate
     ? sessionKey(render(hook.sessionKeyTemplate, context, bound(deps, "session_key_template")))

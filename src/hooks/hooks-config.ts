@@ -22,4 +22,9 @@ export interface HooksConfig {
   };
   /** How often the scheduler looks for due ticks. */
   scheduleTickMs: number;
+  /**
+   * The least time between two progress updates of a run's comment on its forge; its replies
+   * are sent with the callback settings' attempts, backoff, timeout, poll and allowed addresses.
+   */
+  replyProgressMs: number;
 }

@@ -1,5 +1,4 @@
-import { backoffMs } from "../backoff.js";
-import { type Clock, systemClock, type Timer } from "../clock.js";
+import type { Clock } from "../clock.js";
 import { errorText, type Logger } from "../log.js";
 import type { Cidr } from "../net/targets.js";
 import { CallbackTargets } from "../net/targets.js";
@@ -8,6 +7,7 @@ import type { Database } from "../store/db.js";
 import { publicErrorText } from "../store/errors.js";
 import type { CallbackRow } from "../store/schema.js";
 import { type PostOutcome, postCallback } from "./callback-post.js";
+import { LEASE_MARGIN_MS, OUTBOX_BATCH, OutboxLoop, retryAfterFailure } from "./outbox-loop.js";
 import { signStandard } from "./verify.js";
 
 // Sends each finished run's callback from the outbox table: a POST of `{run, completion, text}`
@@ -31,32 +31,24 @@ export interface OutboxOptions {
   clock?: Clock;
 }
 
-const BATCH = 16;
-/** How long past its timeout a claimed attempt holds its row, should this process die sending. */
-const LEASE_MARGIN_MS = 5000;
-
 export class CallbackOutbox {
-  private timer: Timer | undefined;
-  private draining: Promise<void> | undefined;
-  private again = false;
-  /** Resolved when the pass asked for while one was running has finished. */
-  private passAsked: (() => void)[] = [];
-  private stopped = false;
-  private readonly stopping = new AbortController();
-
+  private readonly loop: OutboxLoop;
   private readonly targets: CallbackTargets;
-  private readonly clock: Clock;
 
   constructor(private readonly opts: OutboxOptions) {
     this.targets = new CallbackTargets(opts.allow);
-    this.clock = opts.clock ?? systemClock;
+    this.loop = new OutboxLoop({
+      name: "callback outbox",
+      logger: opts.logger,
+      pollMs: opts.pollMs,
+      ...(opts.clock ? { clock: opts.clock } : {}),
+      due: (now) => store.dueCallbacks(opts.db, now, OUTBOX_BATCH),
+      attempt: (runId) => this.attempt(runId),
+    });
   }
 
   start() {
-    this.stopped = false;
-    this.timer = this.clock.setInterval(() => this.poke(), this.opts.pollMs);
-    this.timer.unref();
-    void this.poke();
+    this.loop.start();
   }
 
   /**
@@ -64,47 +56,18 @@ export class CallbackOutbox {
    * the call has finished, so that what it sends has been sent (or tried).
    */
   poke(): Promise<void> {
-    if (this.stopped) {
-      for (const resolve of this.passAsked.splice(0)) resolve();
-      return Promise.resolve();
-    }
-    if (this.draining) {
-      this.again = true;
-      return new Promise((resolve) => this.passAsked.push(resolve));
-    }
-    const asked = this.passAsked.splice(0);
-    this.draining = this.drain()
-      .catch((err) => this.opts.logger.error("callback outbox failed", { error: errorText(err) }))
-      .finally(() => {
-        this.draining = undefined;
-        for (const resolve of asked) resolve();
-        if (this.again) {
-          this.again = false;
-          void this.poke();
-        }
-      });
-    return this.draining;
+    return this.loop.poke();
   }
 
   /** Stops looking; an attempt in flight is abandoned and retried by the next process. */
-  async stop() {
-    this.stopped = true;
-    this.clock.clear(this.timer);
-    this.stopping.abort();
-    await this.draining;
-  }
-
-  private async drain() {
-    while (!this.stopped) {
-      const due = await store.dueCallbacks(this.opts.db, new Date(this.clock.now()), BATCH);
-      if (due.length === 0) return;
-      await Promise.all(due.map((runId) => this.attempt(runId)));
-    }
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
   private async attempt(runId: string) {
     const { db, logger, timeoutMs } = this.opts;
-    const now = new Date(this.clock.now());
+    const { clock } = this.loop;
+    const now = new Date(clock.now());
     const row = await store.claimCallback(
       db,
       runId,
@@ -134,29 +97,26 @@ export class CallbackOutbox {
       logger.info("callback delivered", { run_id: runId, attempts: row.attempts });
       return;
     }
-    const failed = row.attempts >= this.opts.maxAttempts;
-    const wait = backoffMs(row.attempts, {
-      firstMs: this.opts.backoffMinMs,
-      maxMs: this.opts.backoffMaxMs,
-      jitter: true,
+    const next = retryAfterFailure(row.attempts, this.opts, clock.now(), {
+      stopped: this.loop.isStopped,
     });
     await store.recordCallbackAttempt(db, runId, {
-      state: failed ? "failed" : "pending",
+      state: next.failed ? "failed" : "pending",
       status: result.status,
       error: result.error,
-      nextAttemptAt: new Date(this.clock.now() + (this.stopped ? 0 : wait)),
+      nextAttemptAt: new Date(next.at),
     });
-    logger.warn(failed ? "callback failed for good" : "callback failed; will retry", {
+    logger.warn(next.failed ? "callback failed for good" : "callback failed; will retry", {
       run_id: runId,
       attempts: row.attempts,
       error: result.error,
       ...(result.cause ? { cause: result.cause } : {}),
-      ...(failed ? {} : { retry_in_ms: wait }),
+      ...(next.failed ? {} : { retry_in_ms: next.at - clock.now() }),
     });
   }
 
   private send(row: CallbackRow, body: string): Promise<PostOutcome> {
-    const timestamp = Math.floor(this.clock.now() / 1000);
+    const timestamp = Math.floor(this.loop.clock.now() / 1000);
     const headers = {
       "Content-Type": "application/json",
       "User-Agent": "agent-bridge",
@@ -167,7 +127,7 @@ export class CallbackOutbox {
     return postCallback(row.url, headers, body, {
       targets: this.targets,
       timeoutMs: this.opts.timeoutMs,
-      stopping: this.stopping.signal,
+      stopping: this.loop.stopping,
     });
   }
 }

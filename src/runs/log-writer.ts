@@ -34,15 +34,18 @@ export class LogWriter {
   private readonly metrics: Metrics | undefined;
   /** Each stored batch rings the doorbell of followers on other instances (src/cluster/). */
   private readonly ring: boolean;
+  /** Told of each stored batch (the reply outbox watches runs' progress). */
+  private readonly onStored: ((batch: EventBatch) => void) | undefined;
 
   constructor(
     private readonly db: Database,
     private readonly logger: Logger,
     private readonly outageBoundMs: number,
-    options: { metrics?: Metrics; ring?: boolean } = {},
+    options: { metrics?: Metrics; ring?: boolean; onStored?: (batch: EventBatch) => void } = {},
   ) {
     this.metrics = options.metrics;
     this.ring = options.ring ?? false;
+    this.onStored = options.onStored;
   }
 
   /** The log has events waiting: they go with the next statement. */
@@ -101,6 +104,7 @@ export class LogWriter {
   private settle(log: WritableLog, batch: EventBatch, stored: Set<string>) {
     if (stored.has(batch.runId)) {
       log.stored(batch);
+      this.onStored?.(batch);
       return;
     }
     this.logger.warn("a run's events were refused: another instance has closed the run", {

@@ -1,6 +1,6 @@
 import { errorText, type Logger } from "../log.js";
 import type { RunCommand } from "../store/commands.js";
-import type { LogView, SequencedEvent } from "../store/events.js";
+import type { EventBatch, LogView, SequencedEvent } from "../store/events.js";
 import type { PermissionRequestRow, RunRow, SessionRow } from "../store/schema.js";
 import type { ActiveRun } from "./active-run.js";
 import { Admission } from "./admission.js";
@@ -34,6 +34,7 @@ export class RunManager {
   private readonly ending: Shutdown;
   private readonly recorder: CompletionRecorder;
   private readonly completionListeners = new Set<(runId: string) => void>();
+  private readonly eventListeners = new Set<(batch: EventBatch) => void>();
   private readonly logger: Logger;
 
   constructor(opts: RunManagerOptions) {
@@ -41,6 +42,8 @@ export class RunManager {
     const writer = new LogWriter(db, logger, opts.dbOutageBoundMs, {
       metrics: opts.metrics,
       ring: cluster.rings,
+      onStored: (batch) =>
+        this.notify(this.eventListeners, batch, batch.runId, "an event listener"),
     });
     const recorder = new CompletionRecorder({
       db,
@@ -217,6 +220,12 @@ export class RunManager {
   }
 
   /** How many runs run here now (what a shutdown lets finish). */
+  /** Called after each batch of a run's events (not its completion) is stored here. */
+  onEvents(listener: (batch: EventBatch) => void): () => void {
+    this.eventListeners.add(listener);
+    return () => this.eventListeners.delete(listener);
+  }
+
   get running(): number {
     return this.admission.counts().running;
   }
@@ -227,11 +236,15 @@ export class RunManager {
   }
 
   private notifyCompletion(runId: string) {
-    for (const listener of this.completionListeners) {
+    this.notify(this.completionListeners, runId, runId, "a completion listener");
+  }
+
+  private notify<T>(listeners: Set<(value: T) => void>, value: T, runId: string, what: string) {
+    for (const listener of listeners) {
       try {
-        listener(runId);
+        listener(value);
       } catch (err) {
-        this.logger.error("a completion listener failed", { run_id: runId, error: errorText(err) });
+        this.logger.error(`${what} failed`, { run_id: runId, error: errorText(err) });
       }
     }
   }

@@ -1,5 +1,6 @@
 import type { ImageAttachment } from "../agents/images.js";
 import type { Approvals, Effort, PermissionMode, SessionSettings } from "../session-settings.js";
+import type { NewReply } from "../store/replies.js";
 import type { ChangeCheckout } from "../worktrees/change.js";
 
 /**
@@ -74,4 +75,6 @@ export interface Message {
   egress?: string[] | null;
   /** Where to POST the run's outcome once it completes (an outbox row written with the run). */
   callback?: { url: string; secret: string } | null;
+  /** What the run posts on the forge its delivery came from (outbox rows written with the run). */
+  replies?: readonly NewReply[];
 }

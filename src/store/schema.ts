@@ -3,11 +3,13 @@
 
 import type { callbacks, hookDeliveries, hooks } from "./tables/hooks.js";
 import type { apiKeys } from "./tables/keys.js";
+import type { replies } from "./tables/replies.js";
 import type { modelCalls, permissionRequests, runs } from "./tables/runs.js";
 import type { sessions, worktrees } from "./tables/sessions.js";
 
 export * from "./tables/hooks.js";
 export * from "./tables/keys.js";
+export * from "./tables/replies.js";
 export * from "./tables/runs.js";
 export * from "./tables/sessions.js";
 
@@ -18,5 +20,6 @@ export type WorktreeRow = typeof worktrees.$inferSelect;
 export type HookRow = typeof hooks.$inferSelect;
 export type HookDeliveryRow = typeof hookDeliveries.$inferSelect;
 export type CallbackRow = typeof callbacks.$inferSelect;
+export type ReplyRow = typeof replies.$inferSelect;
 export type PermissionRequestRow = typeof permissionRequests.$inferSelect;
 export type ModelCallRow = typeof modelCalls.$inferSelect;

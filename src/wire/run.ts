@@ -2,7 +2,7 @@ import { z } from "@hono/zod-openapi";
 import { CompletionEvent, RunStatus, Usage } from "../events.js";
 import { COST_PRECISION } from "../money.js";
 import type { MeteredUsage as StoredMeteredUsage } from "../store/model-calls.js";
-import type { CallbackRow, RunRow } from "../store/schema.js";
+import type { CallbackRow, ReplyRow, RunRow } from "../store/schema.js";
 
 // A run as the API shows it (`GET /v1/runs/{id}`), and as a hook's callback sends it: one shape
 // for both, so a callback's receiver reads what a client reads.
@@ -32,6 +32,34 @@ export const CallbackState = z
   })
   .openapi("CallbackState");
 export type CallbackState = z.infer<typeof CallbackState>;
+
+export const ReplyState = z
+  .object({
+    kind: z.enum(["comment", "check", "status", "review"]).openapi({
+      description:
+        "`comment`: the comment (GitLab: note) on the issue or pull request; `check`: a GitHub check run; `status`: a commit status; `review`: the review's line comments.",
+    }),
+    state: z.enum(["pending", "posted", "failed", "skipped"]).openapi({
+      description:
+        "`pending`: something to send (the run started, progressed or ended), or being retried; `posted`: what there is has been sent; `failed`: refused (401, 403, 404, 422) or out of attempts, never sent again; `skipped`: nothing to post (a review whose result has no `review_comments`).",
+    }),
+    url: z.string().nullable().openapi({
+      description: "Where people see it on the forge (`html_url`, `web_url`), once posted.",
+    }),
+    attempts: z.number().int(),
+    last_status: z
+      .number()
+      .int()
+      .nullable()
+      .openapi({ description: "The forge's HTTP status at the last attempt, if it answered." }),
+    last_error: z.string().nullable().openapi({
+      description:
+        "What the last failed attempt met (`http_404`, `rate_limited`, `timeout`…), or why a reply was skipped.",
+    }),
+    updated_at: z.string().openapi({ format: "date-time" }),
+  })
+  .openapi("ReplyState");
+export type ReplyState = z.infer<typeof ReplyState>;
 
 export const MeteredUsage = z
   .object({
@@ -106,6 +134,10 @@ export const Run = z
       description:
         "For a run started by a hook with a `callback_url`: the state of the POST of its outcome.",
     }),
+    replies: z.array(ReplyState).openapi({
+      description:
+        "For a run started by a hook with `reply`: what it posts where its delivery came from, and how that went.",
+    }),
     metered: z.union([MeteredUsage, z.null()]).openapi({
       description:
         "Its calls as the model gateway metered them, beside what its CLI reported (`completion`); `usage` and `cost_usd` are the metered figures when the CLI reported no cost (killed, crashed). null: no call of its went through the gateway.",
@@ -126,12 +158,25 @@ export function toCallbackState(row: CallbackRow): CallbackState {
   };
 }
 
+export function toReplyState(row: ReplyRow): ReplyState {
+  return {
+    kind: ReplyState.shape.kind.parse(row.kind),
+    state: ReplyState.shape.state.parse(row.state),
+    url: row.url,
+    attempts: row.attempts,
+    last_status: row.lastStatus,
+    last_error: row.lastError,
+    updated_at: row.updatedAt.toISOString(),
+  };
+}
+
 export function toRun(
   row: RunRow,
   completion: z.infer<typeof CompletionEvent> | null,
   callback: CallbackRow | null = null,
   awaitingApproval = false,
   metered: StoredMeteredUsage | null = null,
+  replies: readonly ReplyRow[] = [],
 ): Run {
   return {
     id: row.id,
@@ -173,6 +218,7 @@ export function toRun(
     events_url: `/v1/runs/${row.id}/events`,
     completion,
     callback: callback ? toCallbackState(callback) : null,
+    replies: replies.map(toReplyState),
     metered: metered && {
       calls: metered.calls,
       input_tokens: metered.inputTokens,

@@ -141,6 +141,14 @@ export interface RunJson {
     last_status: number | null;
     next_attempt_at: string | null;
   } | null;
+  replies: {
+    kind: string;
+    state: string;
+    url: string | null;
+    attempts: number;
+    last_status: number | null;
+    last_error: string | null;
+  }[];
 }
 
 export async function getRun(base: string, id: string): Promise<RunJson> {

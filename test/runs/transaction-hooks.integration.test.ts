@@ -1,7 +1,9 @@
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bareCompletion } from "../../src/events.js";
+import { planReplies } from "../../src/forges/reply-plan.js";
 import { callbackHook } from "../../src/hooks/callback-hook.js";
+import { replyHook } from "../../src/hooks/reply-hook.js";
 import { silentLogger } from "../../src/log.js";
 import type { Message } from "../../src/runs/message.js";
 import {
@@ -10,12 +12,15 @@ import {
   recordRun,
 } from "../../src/runs/recording.js";
 import { callbacksOf } from "../../src/store/callbacks.js";
+import { insertHook } from "../../src/store/hooks.js";
+import { dueReplies, repliesOf } from "../../src/store/replies.js";
 import type { NewRun } from "../../src/store/run-admission.js";
 import { runs } from "../../src/store/schema.js";
 import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
 
 // Hooks join a run's own transactions: the callback outbox's writes a message's callback with its
-// run and makes it due with its completion, each in the same transaction or not at all.
+// run and makes it due with its completion, each in the same transaction or not at all; the reply
+// outbox's does the same with a delivery's replies.
 
 const message: Message = {
   text: "hi",
@@ -108,5 +113,74 @@ describe.each(BACKENDS)("run transaction hooks on %s", (backend) => {
     const [row] = await db.select().from(runs).where(eq(runs.id, refused.id));
     expect(row?.status).toBe("waiting");
     expect((await callbacksOf(db, [refused.id])).get(refused.id)?.nextAttemptAt).toBeNull();
+  });
+
+  it("writes a delivery's replies with its run, due only at its start, and says its result with its completion", async () => {
+    const { db } = database;
+    const hook = await insertHook(db, {
+      name: `replies-${crypto.randomUUID()}`,
+      ownerKeyId: null,
+      verification: "github",
+      secret: "s".repeat(16),
+      promptTemplate: "x",
+      systemPromptTemplate: null,
+      sessionKeyTemplate: null,
+      agent: null,
+      workDir: null,
+      worktree: null,
+      permissionMode: null,
+      model: null,
+      effort: null,
+      mcpServers: [],
+      approvals: "deny",
+      events: [],
+      outputSchema: null,
+      checkout: null,
+      callbackUrl: null,
+      callbackSecret: null,
+      forge: "github",
+      forgeApiUrl: null,
+      forgeToken: "ghp_x",
+      triggers: null,
+      trusted: null,
+      fork: null,
+      reply: { comment: true, status: "check", reviewComments: true },
+      schedule: null,
+      timezone: null,
+    });
+    const planned = planReplies(hook, "pull_request", {
+      action: "opened",
+      pull_request: { number: 4, head: { sha: "abcdef0" } },
+      repository: { full_name: "acme/widgets" },
+    });
+    const withReplies: Message = { ...message, callback: null, replies: planned };
+    expect(replyHook.joins(withReplies)).toBe(true);
+    expect(replyHook.joins({ ...withReplies, replies: [] })).toBe(false);
+
+    const run = await recordRun(db, await newRun(), withReplies, [replyHook], null);
+    const written = (await repliesOf(db, [run.id])).get(run.id) ?? [];
+    expect(written.map((r) => [r.kind, r.phase, r.state, r.nextAttemptAt])).toEqual([
+      ["comment", "progress", "pending", null],
+      ["check", "progress", "pending", null],
+      ["review", "final", "pending", null],
+    ]);
+    expect(await dueReplies(db, new Date(Date.now() + 60_000), 10)).not.toContain(written[0]?.id);
+
+    const recorder = new CompletionRecorder({
+      db,
+      logger: silentLogger,
+      outageBoundMs: 1000,
+      onSettled: () => {},
+    });
+    const completion = bareCompletion("cancelled", "cancelled by a client");
+    await recorder.record(run, { seq: 1, publicSeq: 1 }, completion, [replyHook]);
+    const ended = (await repliesOf(db, [run.id])).get(run.id) ?? [];
+    expect(ended.map((r) => [r.kind, r.phase, r.state])).toEqual([
+      ["comment", "final", "pending"],
+      ["check", "final", "pending"],
+      ["review", "final", "pending"],
+    ]);
+    const due = await dueReplies(db, new Date(Date.now() + 1000), 10);
+    expect(ended.every((r) => due.includes(r.id))).toBe(true);
   });
 });

@@ -53,6 +53,9 @@ export async function startMockForge(opts: MockForgeOptions): Promise<MockForge>
   const failures: ScriptedFailure[] = [];
   const requests: ForgeRequest[] = [];
   const waiters: { test: (r: ForgeRequest) => boolean; resolve: (r: ForgeRequest) => void }[] = [];
+  /** GitHub updates an issue comment at `/repos/o/r/issues/comments/<id>`, not where it was made. */
+  const aliases = new Map<string, string>();
+  const canonical = (path: string) => aliases.get(path) ?? path;
   let nextId = 1000;
   let url = "";
 
@@ -81,16 +84,20 @@ export async function startMockForge(opts: MockForgeOptions): Promise<MockForge>
         web_url: webUrl,
       };
       resources.set(`${path}/${id}`, created);
+      const comments = /^(\/repos\/[^/]+\/[^/]+\/issues)\/\d+\/comments$/.exec(path);
+      if (opts.forge === "github" && comments) {
+        aliases.set(`${comments[1]}/comments/${id}`, `${path}/${id}`);
+      }
       return { status: 201, json: created };
     }
     if (method === "PATCH" || method === "PUT") {
-      const existing = resources.get(path);
+      const existing = resources.get(canonical(path));
       if (existing === undefined) return { status: 404, json: { message: "Not Found" } };
       const updated = { ...(existing as object), ...(body as object) };
-      resources.set(path, updated);
+      resources.set(canonical(path), updated);
       return { status: 200, json: updated };
     }
-    const found = resources.get(path);
+    const found = resources.get(canonical(path));
     return found === undefined
       ? { status: 404, json: { message: "Not Found" } }
       : { status: 200, json: found };
@@ -123,7 +130,7 @@ export async function startMockForge(opts: MockForgeOptions): Promise<MockForge>
   return {
     url,
     requests,
-    get: (path) => resources.get(path),
+    get: (path) => resources.get(canonical(path)),
     set: (path, json) => resources.set(path, json),
     failNext: (failure) => failures.push(failure),
     waitFor: (test) => {

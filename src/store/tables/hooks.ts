@@ -19,6 +19,13 @@ import { sessions } from "./sessions.js";
 
 // Webhooks and schedules, their deliveries, the sessions their keys continue, and callbacks.
 
+/** A hook's `reply`: what its runs post where their delivery came from. */
+export interface ReplySettings {
+  comment: boolean;
+  status: "check" | "status" | "none";
+  reviewComments: boolean;
+}
+
 /** Incoming webhooks and schedules: each delivery (or tick) starts one run of the agent. */
 export const hooks = pgTable("hooks", {
   id: uuid("id").primaryKey(),
@@ -63,6 +70,8 @@ export const hooks = pgTable("hooks", {
   trusted: jsonb("trusted").$type<Trusted>(),
   /** What a run for a fork's pull request gets; null: the defaults (src/forges/fork.ts). */
   fork: jsonb("fork").$type<ForkPolicy>(),
+  /** What its runs post back on the forge (`reply` in the API); null: nothing. */
+  reply: jsonb("reply").$type<ReplySettings>(),
   /** A cron pattern and its time zone: the hook also fires by itself. */
   schedule: text("schedule"),
   timezone: text("timezone"),

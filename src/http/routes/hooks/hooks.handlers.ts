@@ -11,6 +11,7 @@ import {
   NotFoundError,
   type ValidationIssue,
 } from "../../../errors.js";
+import { replySettings } from "../../../forges/reply-plan.js";
 import { EgressRuleError, parseEgressRule } from "../../../gateway/egress.js";
 import {
   deliveryIdOf,
@@ -107,6 +108,11 @@ async function definition(
     );
   }
   errors.push(...triggerIssues(body, forge));
+  if (body.reply && !(forge && secrets.forgeToken)) {
+    issue("reply", "replies go through a forge's API: the hook needs a forge and a forge_token");
+  } else if (body.reply?.status === "check" && forge === "gitlab") {
+    issue("reply.status", "GitLab has commit statuses, not check runs: use `status`");
+  }
   for (const field of [
     "prompt_template",
     "system_prompt_template",
@@ -220,6 +226,7 @@ async function definition(
     triggers: body.triggers ?? null,
     trusted: body.trusted ?? null,
     fork: body.fork ?? null,
+    reply: forge && body.reply ? replySettings(forge, body.reply) : null,
     schedule: body.schedule ?? null,
     timezone: body.schedule ? (body.timezone ?? "UTC") : null,
   };

@@ -204,6 +204,26 @@ const hookFields = {
   triggers: Triggers.nullable().optional(),
   trusted: Trusted.optional(),
   fork: ForkPolicy.optional(),
+  reply: z
+    .strictObject({
+      comment: z.boolean().optional().openapi({
+        description:
+          "Default true: a comment on the issue or pull request (a GitLab note on the issue or merge request), made when the run starts, updated with its progress (its status and the tools it used, at most once per `AGENT_BRIDGE_REPLY_PROGRESS_MS`) and replaced by its result at the end.",
+      }),
+      status: z.enum(["check", "status", "none"]).optional().openapi({
+        description:
+          "On the pull (merge) request's head commit: a GitHub check run (`check`, GitHub's default) or a commit status (`status`, GitLab's default and only kind), pending while the run goes and success or failure at its end; `none`: neither.",
+      }),
+      review_comments: z.boolean().optional().openapi({
+        description:
+          "Default false: at the end, the `review_comments: [{path, line, body}]` of the run's structured output as a review on the pull request (on GitLab, as one note naming each line).",
+      }),
+    })
+    .optional()
+    .openapi({
+      description:
+        "Replies where the delivery came from, posted with `forge_token` from the durable outbox and listed on the run (`replies`). Needs a forge and its token. A delivery about no issue or pull request (a push, a schedule's tick) gets none.",
+    }),
   schedule: z.string().min(1).max(200).optional().openapi({
     description:
       "A cron pattern (5 fields, or 6 with seconds first) that fires: one matching no date, such as `0 0 30 2 *`, is refused. The hook then also fires by itself at each tick.",
@@ -292,6 +312,16 @@ export const Hook = z
       .openapi({
         description:
           "The policy of a fork's run; null when none applies (no triggers, no `fork`). `permission_mode` null: the hook's mode, unless that bypasses permission checks: then `default`.",
+      }),
+    reply: z
+      .object({
+        comment: z.boolean(),
+        status: z.enum(["check", "status", "none"]),
+        review_comments: z.boolean(),
+      })
+      .nullable()
+      .openapi({
+        description: "What its runs post where their delivery came from; null: nothing.",
       }),
     schedule: z.string().nullable(),
     timezone: z.string().nullable(),
@@ -446,6 +476,11 @@ export function toHook(row: HookRow): z.infer<typeof Hook> {
       row.triggers || row.fork
         ? { permission_mode: row.fork?.permission_mode ?? null, egress: row.fork?.egress ?? [] }
         : null,
+    reply: row.reply && {
+      comment: row.reply.comment,
+      status: row.reply.status,
+      review_comments: row.reply.reviewComments,
+    },
     schedule: row.schedule,
     timezone: row.schedule ? (row.timezone ?? "UTC") : row.timezone,
     next_fire_at: nextTick(row, new Date())?.toISOString() ?? null,

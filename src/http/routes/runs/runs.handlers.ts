@@ -17,6 +17,7 @@ import { type Database, inOneSnapshot } from "../../../store/db.js";
 import { completionEvents, type LogView } from "../../../store/events.js";
 import { meteredUsageOf } from "../../../store/model-calls.js";
 import { runsWithPendingRequests } from "../../../store/permissions.js";
+import { repliesOf } from "../../../store/replies.js";
 import * as runStore from "../../../store/runs.js";
 import type { RunRow, SessionRow } from "../../../store/schema.js";
 import { getSession, sessionSettings } from "../../../store/sessions.js";
@@ -31,7 +32,7 @@ import type { PostMessageBody } from "./runs.schemas.js";
 
 /**
  * Runs as the API shows them: each row with its completion, its callback's state, its metered
- * calls and, while it runs, whether a permission request of its waits for an answer; a statement per part for all
+ * calls, its replies and, while it runs, whether a permission request of its waits for an answer; a statement per part for all
  * of them. Read in the snapshot `db` the rows were read in (inOneSnapshot), so that the parts agree.
  */
 async function showRuns(db: Database, rows: RunRow[]) {
@@ -39,6 +40,7 @@ async function showRuns(db: Database, rows: RunRow[]) {
   const completions = await completionEvents(db, ids);
   const callbacks = await callbacksOf(db, ids);
   const metered = await meteredUsageOf(db, ids);
+  const replies = await repliesOf(db, ids);
   const awaiting = await runsWithPendingRequests(
     db,
     rows.filter((row) => row.status === "running").map((row) => row.id),
@@ -50,6 +52,7 @@ async function showRuns(db: Database, rows: RunRow[]) {
       callbacks.get(row.id) ?? null,
       awaiting.has(row.id),
       metered.get(row.id) ?? null,
+      replies.get(row.id),
     ),
   );
 }
