@@ -1,4 +1,5 @@
 import { isIP } from "node:net";
+import path from "node:path";
 import type { z } from "zod";
 import { int, list } from "../env-fields.js";
 import type { HooksConfig } from "../hooks/hooks-config.js";
@@ -42,6 +43,7 @@ export const hooksEnv = {
   AGENT_BRIDGE_CALLBACK_ALLOW: cidrs.default([]),
   AGENT_BRIDGE_HOOK_PROMPT_MAX_BYTES: int(MAX_VALUE_CHARS).default(256 * 1024),
   AGENT_BRIDGE_SCHEDULE_TICK_MS: int(100).default(1000),
+  AGENT_BRIDGE_CHECKOUT_LOCAL_ORIGINS: list.default([]),
 };
 
 export function hooksSection(e: z.infer<z.ZodObject<typeof hooksEnv>>): HooksConfig {
@@ -62,5 +64,6 @@ export function hooksSection(e: z.infer<z.ZodObject<typeof hooksEnv>>): HooksCon
       allow: e.AGENT_BRIDGE_CALLBACK_ALLOW,
     },
     scheduleTickMs: e.AGENT_BRIDGE_SCHEDULE_TICK_MS,
+    checkoutLocalOrigins: e.AGENT_BRIDGE_CHECKOUT_LOCAL_ORIGINS.map((dir) => path.resolve(dir)),
   };
 }

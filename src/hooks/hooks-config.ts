@@ -22,4 +22,9 @@ export interface HooksConfig {
   };
   /** How often the scheduler looks for due ticks. */
   scheduleTickMs: number;
+  /**
+   * Directories a checkout hook's origin may be a local path under (absolute); empty: https://
+   * origins alone. The server's git reads them: no tenant may write them.
+   */
+  checkoutLocalOrigins: string[];
 }

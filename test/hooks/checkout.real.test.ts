@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
@@ -10,8 +10,8 @@ import { git, gitOk, makeRepo, type TestRepo } from "../worktrees/repo.js";
 import { createHook, deliver, getRun, githubHeaders, isFinished, until } from "./support.js";
 
 // A hook with `checkout: pull_request`, end to end: a signed GitHub delivery -> the bridge fetches
-// `refs/pull/7/head` from the work dir's origin (a bare repository on disk) into the session's
-// worktree -> the real `claude` CLI (against a mock Messages API) runs its Bash tool there. On
+// `refs/pull/7/head` from the hook's origin (a bare repository on disk) into its checkout cache,
+// and the session's repository takes it from there into the session's worktree -> the real `claude` CLI (against a mock Messages API) runs its Bash tool there. On
 // each database, unlike most real-CLI tests: the run carries its checkout in its row.
 
 const SECRET = "github-secret-0123456789";
@@ -25,6 +25,8 @@ describe.each(BACKENDS)("a hook that checks the pull request out, on %s", (backe
   let server: { url: string; close(): Promise<void> };
   /** A second clone, where the pull request's commits are made and pushed from. */
   let author: string;
+  /** The server's data dir, where its checkout caches are. */
+  let dataDir: string;
 
   /** Commits `pr-only.txt` holding `content`; pushes it as the head of pull request `pr`. */
   const pushHead = async (content: string, pr = PR): Promise<string> => {
@@ -44,7 +46,14 @@ describe.each(BACKENDS)("a hook that checks the pull request out, on %s", (backe
     author = join(repo.root, "author");
     git(repo.root, "clone", "-q", repo.origin, author);
     git(author, "checkout", "-q", "-b", "feature");
-    t = await createTestApp(backend, { ...ce.env, AGENT_BRIDGE_WORK_DIR: repo.clone });
+    dataDir = await mkdtemp(join("/var/tmp", "agent-bridge-data-"));
+    t = await createTestApp(backend, {
+      ...ce.env,
+      AGENT_BRIDGE_WORK_DIR: repo.clone,
+      AGENT_BRIDGE_DATA_DIR: dataDir,
+      // The origin is a bare repository on disk: the server may fetch from there.
+      AGENT_BRIDGE_CHECKOUT_LOCAL_ORIGINS: repo.root,
+    });
     server = await listen(t.app);
     await createHook(server.url, {
       name: "review",
@@ -63,6 +72,7 @@ describe.each(BACKENDS)("a hook that checks the pull request out, on %s", (backe
     await mock.close();
     await ce.cleanup();
     await repo.cleanup();
+    await rm(dataDir, { recursive: true, force: true });
   });
 
   const pullRequest = (action: string, number: unknown, sha: string) =>

@@ -11,6 +11,7 @@ import {
   NotFoundError,
   type ValidationIssue,
 } from "../../../errors.js";
+import { pinnedOrigin } from "../../../hooks/checkout.js";
 import {
   deliveryIdOf,
   MAX_DELIVERY_ID_CHARS,
@@ -192,6 +193,18 @@ async function definition(
       }),
     ),
   );
+  if (body.checkout_origin !== undefined && !body.checkout) {
+    issue("checkout_origin", "an origin goes with `checkout`");
+  }
+  let checkoutOrigin: string | null = null;
+  if (body.checkout && errors.length === 0) {
+    const pinned = await pinnedOrigin(body.checkout_origin, gitIn(workDir ?? config.workDir), {
+      localRoots: config.hooks.checkoutLocalOrigins,
+      allow: config.hooks.callback.allow,
+    });
+    if ("refusal" in pinned) issue("checkout_origin", pinned.refusal);
+    else checkoutOrigin = pinned.origin;
+  }
   if (errors.length > 0) throw new InvalidRequestError(errors);
   return {
     agent: body.agent ?? null,
@@ -203,6 +216,7 @@ async function definition(
     workDir,
     worktree: worktree ?? null,
     checkout: body.checkout ?? null,
+    checkoutOrigin,
     permissionMode: body.permission_mode ?? null,
     model: body.model ?? null,
     effort: body.effort ?? null,

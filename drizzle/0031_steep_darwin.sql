@@ -1,0 +1,1 @@
+ALTER TABLE "hooks" ADD COLUMN "checkout_origin" text;
