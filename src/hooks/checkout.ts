@@ -50,9 +50,9 @@ export function checkoutFor(
 }
 
 /**
- * The origin a checkout hook pins, as its admin makes or changes it: the one given, else the work
- * dir repository's `origin` as it reads now (shown on the hook, so that the admin sees what a
- * tenant's config said). Never read again at fetch time. An https:// address is held to the
+ * The origin a checkout hook pins, as its admin makes or changes it: the one given (or kept), else
+ * the work dir repository's `origin` as it reads now (shown on the hook, so that the admin sees
+ * what a tenant's config said). Never read again at fetch time. An https:// address is held to the
  * callbacks' rules for an address written in it.
  */
 export async function pinnedOrigin(

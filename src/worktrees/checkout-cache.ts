@@ -70,6 +70,8 @@ export interface Cached {
 export class CheckoutCache {
   /** The caches' directory, made on the first fetch, as a real path (the sandbox binds no link). */
   private root: Promise<string> | undefined;
+  /** Each hook's cache repository while it is looked for or made: two first fetches make it once. */
+  private readonly made = new Map<string, Promise<string>>();
 
   constructor(private readonly opts: CheckoutCacheOptions) {}
 
@@ -90,6 +92,8 @@ export class CheckoutCache {
       ["core.hooksPath", "/dev/null"],
       ["credential.helper", ""],
       ["http.followRedirects", "false"],
+      // A fetch may pack the cache; it does so before it ends, leaving nothing running behind it.
+      ["gc.autoDetach", "false"],
     ];
     if (req.auth) settings.push(["http.extraHeader", tokenHeader(req.auth.forge, req.auth.token)]);
     await this.git(
@@ -128,7 +132,21 @@ export class CheckoutCache {
   }
 
   /** The hook's cache repository, made when missing. */
-  private async ensure(hook: string): Promise<string> {
+  private ensure(hook: string): Promise<string> {
+    let made = this.made.get(hook);
+    if (!made) {
+      made = this.make(hook);
+      this.made.set(hook, made);
+      // Settled, it is looked for again by the next fetch (it may have been removed meanwhile).
+      made.then(
+        () => this.made.delete(hook),
+        () => this.made.delete(hook),
+      );
+    }
+    return made;
+  }
+
+  private async make(hook: string): Promise<string> {
     const root = await this.rootDir();
     const dir = path.join(root, `${hook}.git`);
     const exists = await access(path.join(dir, "HEAD")).then(

@@ -1,4 +1,4 @@
-import { chmodSync, mkdtempSync, rmSync, statSync } from "node:fs";
+import { chmodSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -107,6 +107,13 @@ describe.skipIf(!isRoot).each(REAL_CLI_BACKENDS)(
       expect(toolResultText(mock.mainRequests().at(-1))).toBe("pull request");
       const dir = join(repo.clone, ".claude", "worktrees", session_id);
       expect(statSync(join(dir, "pr-only.txt")).uid).toBe(TENANT_UID_BASE);
+      // The fetch from origin was the server's, into a cache only the server can write.
+      const caches = join(homes, "data", "checkouts");
+      for (const entry of [caches, ...readdirSync(caches).map((e) => join(caches, e))]) {
+        const { uid, mode } = statSync(entry);
+        expect(uid).toBe(0);
+        expect(mode & 0o022).toBe(0);
+      }
     });
   },
 );

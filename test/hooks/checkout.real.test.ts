@@ -120,9 +120,60 @@ describe.each(BACKENDS)("a hook that checks the pull request out, on %s", (backe
     return { sessionId: receipt.session_id, prompt: run.prompt, output: lastToolOutput() };
   };
 
-  it("shows the hook's checkout, with worktree mode it implies", async () => {
+  it("shows the hook's checkout, with worktree mode it implies and the work dir's origin it pins", async () => {
     const hook = await (await fetch(`${server.url}/v1/hooks/review`)).json();
-    expect(hook).toMatchObject({ checkout: "pull_request", worktree: true });
+    expect(hook).toMatchObject({
+      checkout: "pull_request",
+      worktree: true,
+      checkout_origin: repo.origin,
+    });
+  });
+
+  /** Creates (POST) or changes (PUT) hook `name` with a checkout and `fields`. */
+  const putHook = (method: "POST" | "PUT", name: string, fields: Record<string, unknown>) =>
+    fetch(`${server.url}/v1/hooks${method === "PUT" ? `/${name}` : ""}`, {
+      method,
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({
+        ...(method === "POST" ? { name } : {}),
+        verification: "github",
+        secret: SECRET,
+        checkout: "pull_request",
+        prompt_template: "Review",
+        ...fields,
+      }),
+    });
+
+  it.each([
+    ["an ssh origin", { checkout_origin: "ssh://git@github.com/acme/widgets.git" }],
+    ["an scp-like origin", { checkout_origin: "git@github.com:acme/widgets.git" }],
+    ["a plain http origin", { checkout_origin: "http://github.com/acme/widgets.git" }],
+    ["a command transport", { checkout_origin: "ext::sh -c id" }],
+    ["credentials in the origin", { checkout_origin: "https://u:p@github.com/acme/w.git" }],
+    ["a link-local origin", { checkout_origin: "https://169.254.169.254/acme/widgets.git" }],
+    ["a local origin outside the allowed directories", { checkout_origin: "/etc/widgets.git" }],
+    ["an origin without checkout", { checkout: null, checkout_origin: "https://github.com/a/b" }],
+  ])("refuses a hook with %s", async (_what, fields) => {
+    const res = await putHook("POST", "refused-origin", fields);
+    expect(res.status).toBe(400);
+    expect((await res.json()).errors).toContainEqual(
+      expect.objectContaining({ path: "checkout_origin" }),
+    );
+  });
+
+  it("keeps a hook's pinned origin through a change that names none, whatever the repository's origin says by then", async () => {
+    expect((await putHook("POST", "pinned", {})).status).toBe(201);
+    const elsewhere = join(repo.root, "elsewhere.git");
+    git(repo.clone, "remote", "set-url", "origin", elsewhere);
+    try {
+      const res = await putHook("PUT", "pinned", { prompt_template: "Review again" });
+      expect(res.status).toBe(200);
+      expect(await res.json()).toMatchObject({ checkout_origin: repo.origin });
+    } finally {
+      git(repo.clone, "remote", "set-url", "origin", repo.origin);
+    }
+    const res = await putHook("PUT", "pinned", { checkout_origin: elsewhere });
+    expect(await res.json()).toMatchObject({ checkout_origin: elsewhere });
   });
 
   it.each([

@@ -71,6 +71,8 @@ async function definition(
   gitIn: (workDir: string) => Git,
   body: UpdateHookBody,
   secrets: { secret: string; callbackSecret: string | null; forgeToken: string | null },
+  /** The origin a hook being changed pins: it keeps it unless the body names another. */
+  pinned: string | null = null,
 ): Promise<Omit<store.HookInput, "name" | "ownerKeyId">> {
   const errors: ValidationIssue[] = [];
   const issue = (path: string, message: string) => errors.push({ location: "body", path, message });
@@ -198,12 +200,13 @@ async function definition(
   }
   let checkoutOrigin: string | null = null;
   if (body.checkout && errors.length === 0) {
-    const pinned = await pinnedOrigin(body.checkout_origin, gitIn(workDir ?? config.workDir), {
-      localRoots: config.hooks.checkoutLocalOrigins,
-      allow: config.hooks.callback.allow,
-    });
-    if ("refusal" in pinned) issue("checkout_origin", pinned.refusal);
-    else checkoutOrigin = pinned.origin;
+    const origin = await pinnedOrigin(
+      body.checkout_origin ?? pinned ?? undefined,
+      gitIn(workDir ?? config.workDir),
+      { localRoots: config.hooks.checkoutLocalOrigins, allow: config.hooks.callback.allow },
+    );
+    if ("refusal" in origin) issue("checkout_origin", origin.refusal);
+    else checkoutOrigin = origin.origin;
   }
   if (errors.length > 0) throw new InvalidRequestError(errors);
   return {
@@ -286,11 +289,18 @@ export const updateHook: RouteHandler<typeof routes.updateHook, AppEnv> = async 
   const existing = await store.getHookByName(c.var.db, name);
   if (!existing) throw new NotFoundError("hook", name);
   const gitIn = (dir: string) => c.var.git.forSession(existing.ownerKeyId, dir);
-  const fields = await definition(c.var.config, c.var.agents, gitIn, body, {
-    secret: body.secret ?? existing.secret,
-    callbackSecret: body.callback_secret ?? existing.callbackSecret,
-    forgeToken: body.forge_token === undefined ? existing.forgeToken : body.forge_token,
-  });
+  const fields = await definition(
+    c.var.config,
+    c.var.agents,
+    gitIn,
+    body,
+    {
+      secret: body.secret ?? existing.secret,
+      callbackSecret: body.callback_secret ?? existing.callbackSecret,
+      forgeToken: body.forge_token === undefined ? existing.forgeToken : body.forge_token,
+    },
+    existing.checkoutOrigin,
+  );
   await enforceHookPolicy(c, existing.ownerKeyId, fields);
   const row = await store.updateHook(c.var.db, name, fields);
   if (!row) throw new NotFoundError("hook", name);

@@ -55,7 +55,7 @@ const hookFields = {
   }),
   checkout_origin: z.string().min(1).max(MAX_ORIGIN_CHARS).optional().openapi({
     description:
-      "With `checkout`: where the server fetches the requests' heads from, pinned here and never read from the work dir's repository at fetch time: an `https://` URL (no `user:pass@`: a private repository is read with `forge_token`; an address written in it is held to `callback_url`'s rules), or an absolute path under `AGENT_BRIDGE_CHECKOUT_LOCAL_ORIGINS`. Left out: the work dir repository's `origin` as it reads when the hook is made or changed (shown as `checkout_origin`; check it).",
+      "With `checkout`: where the server fetches the requests' heads from, pinned here and never read from the work dir's repository at fetch time: an `https://` URL (no `user:pass@`: a private repository is read with `forge_token`; an address written in it is held to `callback_url`'s rules), or an absolute path under `AGENT_BRIDGE_CHECKOUT_LOCAL_ORIGINS`. Left out: on a change, the origin the hook pins already; else the work dir repository's `origin` as it reads now (shown as `checkout_origin`; check it).",
     example: "https://github.com/acme/widgets.git",
   }),
   permission_mode: PermissionMode.optional(),
