@@ -1,8 +1,7 @@
 import { DomainError } from "../errors.js";
 import { readDelivery } from "../forges/delivery.js";
 import { forgeOf } from "../forges/hook-forge.js";
-import type { Cidr } from "../net/targets.js";
-import { CallbackTargets } from "../net/targets.js";
+import { CallbackTargets, type Cidr } from "../net/targets.js";
 import type { HookRow } from "../store/schema.js";
 import { type ChangeCheckout, isChangeNumber, MAX_CHANGE_NUMBER } from "../worktrees/change.js";
 import { isLocalOrigin, originRefusal } from "../worktrees/checkout-origin.js";

@@ -99,7 +99,9 @@ export class RunWorkspace {
     const ref = changeRef(change);
     // Read now, not from the run's row: the origin and token are the hook's as they are today.
     const hook = await getHookById(this.opts.db, change.hook);
-    if (!hook?.checkoutOrigin) throw new ChangeCheckoutError(`${ref} (its hook is gone)`);
+    if (!hook?.checkoutOrigin) {
+      throw new ChangeCheckoutError(`${ref} (its hook is gone, or checks requests out no more)`);
+    }
     const { checkouts, logger } = this.opts;
     try {
       const cached = await checkouts.fetch({

@@ -28,6 +28,9 @@ export const FETCH_TIME_LIMIT_MS = 10 * 60_000;
 export const isId = (value: string) =>
   /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(value);
 
+/** The refs a forge keeps requests' heads under (change.ts changeRef). */
+const CHANGE_REF = /^refs\/(pull|merge-requests)\/[1-9][0-9]{0,9}\/head$/;
+
 /** Output past this is a failure: a fetch says little. */
 const MAX_OUTPUT_BYTES = 1024 * 1024;
 
@@ -80,8 +83,8 @@ export class CheckoutCache {
     // Checked again here: the operator may have narrowed the local roots since the hook was made.
     const refusal = originRefusal(req.origin, this.opts.localRoots);
     if (refusal) throw new GitError(["fetch", req.origin], null, `origin refused: ${refusal}`);
-    if (!isId(req.hook) || !isId(req.key)) {
-      throw new RangeError("a checkout cache is named by ids");
+    if (!isId(req.hook) || !isId(req.key) || !CHANGE_REF.test(req.ref)) {
+      throw new RangeError("a checkout cache is named by ids, and fetches a request's head alone");
     }
     const dir = await this.ensure(req.hook);
     const ref = `refs/checkouts/${req.key}`;
@@ -113,6 +116,9 @@ export class CheckoutCache {
     const head = (
       await this.git(dir, ["rev-parse", "--verify", "--quiet", `${ref}^{commit}`])
     ).trim();
+    if (!/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(head)) {
+      throw new GitError(["rev-parse", ref], null, `not a commit id: ${JSON.stringify(head)}`);
+    }
     return { dir, ref, head };
   }
 
