@@ -1,3 +1,4 @@
+import path from "node:path";
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { except } from "hono/combine";
@@ -44,6 +45,7 @@ import type { DatabaseHandle } from "./store/db.js";
 import { getKey } from "./store/keys.js";
 import { DebugCapture } from "./telemetry/capture.js";
 import { type Tracing, tracingOff } from "./telemetry/tracing.js";
+import { CheckoutCache } from "./worktrees/checkout-cache.js";
 import { GitRunner } from "./worktrees/git.js";
 import { SessionSweeper } from "./worktrees/sweep.js";
 
@@ -165,6 +167,12 @@ export function buildDeps(
     metrics,
     ...(homes ? { homes } : {}),
     git,
+    checkouts: new CheckoutCache({
+      dir: path.join(config.dataDir, "checkouts"),
+      searchPath: config.agents.toolEnv.PATH ?? "",
+      ...(sandbox ? { sandbox } : {}),
+      localRoots: config.hooks.checkoutLocalOrigins,
+    }),
     gate: policyGate(database.db, config, sandboxStatus),
     agents,
     killGraceMs: DRIVER_DEFAULTS.killGraceMs,

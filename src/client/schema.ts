@@ -726,10 +726,15 @@ export interface components {
       agent?: components["schemas"]["AgentName"] & unknown;
       worktree?: boolean;
       /**
-       * @description `pull_request`: each delivery about a pull request (GitHub) or merge request (GitLab) runs in a worktree of the request's head, fetched from the work dir repository's `origin` (`refs/pull/N/head`, `refs/merge-requests/N/head`), which needs worktree mode (implied; `worktree: false` is refused) and no `schedule`. A session continued by the session key keeps its worktree while the head stays; after new commits it gets a fresh worktree at the new head, and the old one is removed with the agent's uncommitted changes and commits on it. A delivery about anything else is refused (`failed`, with the reason in `detail`). The forge is GitLab for `verification: gitlab`, GitHub otherwise. Absent or null: the run works in the work dir (or its session's worktree) as without.
+       * @description `pull_request`: each delivery about a pull request (GitHub) or merge request (GitLab) runs in a worktree of the request's head, fetched by the server from `checkout_origin` (`refs/pull/N/head`, `refs/merge-requests/N/head`), which needs worktree mode (implied; `worktree: false` is refused) and no `schedule`. A session continued by the session key keeps its worktree while the head stays; after new commits it gets a fresh worktree at the new head, and the old one is removed with the agent's uncommitted changes and commits on it. A delivery about anything else is refused (`failed`, with the reason in `detail`). The forge is GitLab for `verification: gitlab`, GitHub otherwise. Absent or null: the run works in the work dir (or its session's worktree) as without.
        * @enum {string|null}
        */
       checkout?: "pull_request" | null;
+      /**
+       * @description With `checkout`: where the server fetches the requests' heads from, pinned here and never read from the work dir's repository at fetch time: an `https://` URL (no `user:pass@`: a private repository is read with `forge_token`; an address written in it is held to `callback_url`'s rules), or an absolute path under `AGENT_BRIDGE_CHECKOUT_LOCAL_ORIGINS`. Left out: on a change, the origin the hook pins already; else the work dir repository's `origin` as it reads now (shown as `checkout_origin`; check it).
+       * @example https://github.com/acme/widgets.git
+       */
+      checkout_origin?: string;
       permission_mode?: components["schemas"]["PermissionMode"];
       model?: string;
       effort?: components["schemas"]["Effort"];
@@ -888,6 +893,8 @@ export interface components {
        * @enum {string|null}
        */
       checkout: "pull_request" | null;
+      /** @description Where the server fetches the requests' heads from; null without `checkout`. */
+      checkout_origin: string | null;
       permission_mode: components["schemas"]["PermissionMode"] & (string | null);
       model: string | null;
       effort: components["schemas"]["Effort"] & (string | null);
@@ -1793,10 +1800,15 @@ export interface components {
       agent?: components["schemas"]["AgentName"] & unknown;
       worktree?: boolean;
       /**
-       * @description `pull_request`: each delivery about a pull request (GitHub) or merge request (GitLab) runs in a worktree of the request's head, fetched from the work dir repository's `origin` (`refs/pull/N/head`, `refs/merge-requests/N/head`), which needs worktree mode (implied; `worktree: false` is refused) and no `schedule`. A session continued by the session key keeps its worktree while the head stays; after new commits it gets a fresh worktree at the new head, and the old one is removed with the agent's uncommitted changes and commits on it. A delivery about anything else is refused (`failed`, with the reason in `detail`). The forge is GitLab for `verification: gitlab`, GitHub otherwise. Absent or null: the run works in the work dir (or its session's worktree) as without.
+       * @description `pull_request`: each delivery about a pull request (GitHub) or merge request (GitLab) runs in a worktree of the request's head, fetched by the server from `checkout_origin` (`refs/pull/N/head`, `refs/merge-requests/N/head`), which needs worktree mode (implied; `worktree: false` is refused) and no `schedule`. A session continued by the session key keeps its worktree while the head stays; after new commits it gets a fresh worktree at the new head, and the old one is removed with the agent's uncommitted changes and commits on it. A delivery about anything else is refused (`failed`, with the reason in `detail`). The forge is GitLab for `verification: gitlab`, GitHub otherwise. Absent or null: the run works in the work dir (or its session's worktree) as without.
        * @enum {string|null}
        */
       checkout?: "pull_request" | null;
+      /**
+       * @description With `checkout`: where the server fetches the requests' heads from, pinned here and never read from the work dir's repository at fetch time: an `https://` URL (no `user:pass@`: a private repository is read with `forge_token`; an address written in it is held to `callback_url`'s rules), or an absolute path under `AGENT_BRIDGE_CHECKOUT_LOCAL_ORIGINS`. Left out: on a change, the origin the hook pins already; else the work dir repository's `origin` as it reads now (shown as `checkout_origin`; check it).
+       * @example https://github.com/acme/widgets.git
+       */
+      checkout_origin?: string;
       permission_mode?: components["schemas"]["PermissionMode"];
       model?: string;
       effort?: components["schemas"]["Effort"];

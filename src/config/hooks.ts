@@ -1,4 +1,5 @@
 import { isIP } from "node:net";
+import path from "node:path";
 import type { z } from "zod";
 import { int, list } from "../env-fields.js";
 import type { HooksConfig } from "../hooks/hooks-config.js";
@@ -43,6 +44,7 @@ export const hooksEnv = {
   AGENT_BRIDGE_HOOK_PROMPT_MAX_BYTES: int(MAX_VALUE_CHARS).default(256 * 1024),
   AGENT_BRIDGE_SCHEDULE_TICK_MS: int(100).default(1000),
   AGENT_BRIDGE_REPLY_PROGRESS_MS: int(100).default(10_000),
+  AGENT_BRIDGE_CHECKOUT_LOCAL_ORIGINS: list.default([]),
 };
 
 export function hooksSection(e: z.infer<z.ZodObject<typeof hooksEnv>>): HooksConfig {
@@ -64,5 +66,6 @@ export function hooksSection(e: z.infer<z.ZodObject<typeof hooksEnv>>): HooksCon
     },
     scheduleTickMs: e.AGENT_BRIDGE_SCHEDULE_TICK_MS,
     replyProgressMs: e.AGENT_BRIDGE_REPLY_PROGRESS_MS,
+    checkoutLocalOrigins: e.AGENT_BRIDGE_CHECKOUT_LOCAL_ORIGINS.map((dir) => path.resolve(dir)),
   };
 }

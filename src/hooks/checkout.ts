@@ -1,8 +1,11 @@
 import { DomainError } from "../errors.js";
 import { readDelivery } from "../forges/delivery.js";
 import { forgeOf } from "../forges/hook-forge.js";
+import { CallbackTargets, type Cidr } from "../net/targets.js";
 import type { HookRow } from "../store/schema.js";
 import { type ChangeCheckout, isChangeNumber, MAX_CHANGE_NUMBER } from "../worktrees/change.js";
+import { isLocalOrigin, originRefusal } from "../worktrees/checkout-origin.js";
+import type { Git } from "../worktrees/git.js";
 
 // A hook's `checkout`: which pull (merge) request a delivery's run works on, and the template
 // names that tell its prompt about that request.
@@ -25,7 +28,7 @@ export class NotAPullRequestError extends DomainError {
  * a number past what a forge gives out (readDelivery already took only positive safe integers).
  */
 export function checkoutFor(
-  hook: Pick<HookRow, "name" | "checkout" | "forge">,
+  hook: Pick<HookRow, "id" | "name" | "checkout" | "forge">,
   event: string,
   payload: unknown,
 ): ChangeCheckout | null {
@@ -42,7 +45,28 @@ export function checkoutFor(
       `names a request number past ${MAX_CHANGE_NUMBER}, which no forge gives out`,
     );
   }
-  return { forge, number: subject.number };
+  return { forge, number: subject.number, hook: hook.id };
+}
+
+/**
+ * The origin a checkout hook pins, as its admin makes or changes it: the one given (or kept), else
+ * the work dir repository's `origin` as it reads now (shown on the hook, so that the admin sees
+ * what a tenant's config said). Never read again at fetch time. An https:// address is held to the
+ * callbacks' rules for an address written in it.
+ */
+export async function pinnedOrigin(
+  given: string | undefined,
+  workDir: Git,
+  rules: { localRoots: readonly string[]; allow: readonly Cidr[] },
+): Promise<{ origin: string } | { refusal: string }> {
+  const origin = given ?? (await workDir.maybe(["remote", "get-url", "origin"]));
+  if (origin === undefined) return { refusal: "the work dir's repository names no origin" };
+  const refusal =
+    originRefusal(origin, rules.localRoots) ??
+    (isLocalOrigin(origin) ? undefined : new CallbackTargets(rules.allow).urlRefusal(origin));
+  if (!refusal) return { origin };
+  const whose = given === undefined ? `the work dir's origin ${JSON.stringify(origin)}` : "it";
+  return { refusal: `${whose} cannot be fetched from: ${refusal}` };
 }
 
 /** The template names of a delivery's pull (merge) request. */

@@ -27,4 +27,9 @@ export interface HooksConfig {
    * are sent with the callback settings' attempts, backoff, timeout, poll and allowed addresses.
    */
   replyProgressMs: number;
+  /**
+   * Directories a checkout hook's origin may be a local path under (absolute); empty: https://
+   * origins alone. The server's git reads them: no tenant may write them.
+   */
+  checkoutLocalOrigins: string[];
 }

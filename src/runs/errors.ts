@@ -129,7 +129,7 @@ export class ChangeCheckoutError extends DomainError {
   constructor(what: string) {
     super(
       "worktree_unavailable",
-      `${what} could not be checked out from the work dir's origin; the server's log says why`,
+      `${what} could not be checked out from the hook's origin; the server's log says why`,
     );
   }
 }

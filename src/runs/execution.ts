@@ -20,6 +20,7 @@ import type { SessionRow } from "../store/schema.js";
 import { sessionSettings, sessionTotals } from "../store/sessions.js";
 import type { DebugCapture, RunCapture } from "../telemetry/capture.js";
 import type { RunTrace, Tracing } from "../telemetry/tracing.js";
+import type { CheckoutCache } from "../worktrees/checkout-cache.js";
 import type { Git, GitRunner } from "../worktrees/git.js";
 import type { ActiveRun } from "./active-run.js";
 import type { Approvals, RunApprovals } from "./approvals.js";
@@ -39,6 +40,8 @@ export interface ExecutionOptions {
   homes?: TenantHomes | undefined;
   /** Runs git in a worktree session's repository as its tenant. */
   git: GitRunner;
+  /** Where pull requests' heads are fetched, by the server, before a tenant takes them. */
+  checkouts: CheckoutCache;
   /** Where a session without a work dir of its own runs. */
   workDir: string;
   /** This instance's host, recorded with the worktrees it makes. */

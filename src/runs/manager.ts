@@ -66,6 +66,7 @@ export class RunManager {
       gate: opts.gate,
       homes: opts.homes,
       git: opts.git,
+      checkouts: opts.checkouts,
       workDir: opts.workDir,
       host: opts.host,
       metrics: opts.metrics,

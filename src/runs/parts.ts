@@ -7,6 +7,7 @@ import type { TenantHomes } from "../process/tenant-homes.js";
 import type { Database } from "../store/db.js";
 import type { DebugCapture } from "../telemetry/capture.js";
 import type { Tracing } from "../telemetry/tracing.js";
+import type { CheckoutCache } from "../worktrees/checkout-cache.js";
 import type { GitRunner } from "../worktrees/git.js";
 import type { ActiveRun } from "./active-run.js";
 import type { Admission } from "./admission.js";
@@ -40,6 +41,8 @@ export interface RunManagerOptions {
   homes?: TenantHomes;
   /** Runs git in a worktree session's repository as its tenant. */
   git: GitRunner;
+  /** Where pull requests' heads are fetched, by the server, before a tenant takes them. */
+  checkouts: CheckoutCache;
   /** Work that joins each run's transactions (the callback outbox's). */
   transactionHooks: readonly RunTransactionHook[];
   /** The id of this instance (src/cluster/), written on each run it admits. */

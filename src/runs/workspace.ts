@@ -4,8 +4,10 @@ import type { CompletionEvent } from "../events.js";
 import { errorText, type Logger } from "../log.js";
 import type { AgentIdentity } from "../process/tenant-homes.js";
 import type { Database } from "../store/db.js";
+import { getHookById } from "../store/hooks.js";
 import type { SessionRow } from "../store/schema.js";
 import { changeRef, checkOutChange, readChangeCheckout } from "../worktrees/change.js";
+import type { CheckoutCache } from "../worktrees/checkout-cache.js";
 import type { Git } from "../worktrees/git.js";
 import { prepareSessionWorktree, recordSessionWorktree } from "../worktrees/sessions.js";
 import type { ActiveRun } from "./active-run.js";
@@ -25,6 +27,8 @@ export class RunWorkspace {
       logger: Logger;
       /** This instance's host, recorded with the worktrees it makes. */
       host: string;
+      /** Where pull requests' heads are fetched, by the server, before a tenant takes them. */
+      checkouts: CheckoutCache;
     },
   ) {}
 
@@ -93,22 +97,32 @@ export class RunWorkspace {
       throw new ChangeCheckoutError("the run's pull request");
     }
     const ref = changeRef(change);
+    // Read now, not from the run's row: the origin and token are the hook's as they are today.
+    const hook = await getHookById(this.opts.db, change.hook);
+    if (!hook?.checkoutOrigin) {
+      throw new ChangeCheckoutError(`${ref} (its hook is gone, or checks requests out no more)`);
+    }
+    const { checkouts, logger } = this.opts;
     try {
-      const { path, head } = await checkOutChange(
-        git,
-        session.id,
-        change,
-        layout,
-        this.opts.logger,
-      );
-      this.opts.logger.info("checked the request's head out", {
-        session_id: session.id,
+      const cached = await checkouts.fetch({
+        hook: hook.id,
+        key: session.id,
+        origin: hook.checkoutOrigin,
         ref,
-        path,
-        head,
+        ...(hook.forgeToken ? { auth: { forge: change.forge, token: hook.forgeToken } } : {}),
       });
+      try {
+        const { path, head } = await checkOutChange(git, session.id, cached, layout, logger);
+        logger.info("checked the request's head out", { session_id: session.id, ref, path, head });
+      } finally {
+        await checkouts
+          .release(cached)
+          .catch((err) =>
+            logger.warn("could not release a fetched head", { ref, error: errorText(err) }),
+          );
+      }
     } catch (err) {
-      this.opts.logger.error("could not check the request's head out", {
+      logger.error("could not check the request's head out", {
         session_id: session.id,
         ref,
         error: errorText(err),

@@ -23,6 +23,11 @@ export async function getHookByName(db: Database, name: string): Promise<HookRow
   return row;
 }
 
+export async function getHookById(db: Database, id: string): Promise<HookRow | undefined> {
+  const [row] = await db.select().from(hooks).where(eq(hooks.id, id));
+  return row;
+}
+
 export async function listHooks(db: Database): Promise<HookRow[]> {
   return db.select().from(hooks).orderBy(asc(hooks.name));
 }

@@ -1,6 +1,7 @@
 import type { Forge } from "../forges/delivery.js";
 import type { Logger } from "../log.js";
-import type { Git } from "./git.js";
+import { type Cached, FETCH_TIME_LIMIT_MS, isId } from "./checkout-cache.js";
+import { type Git, GitError } from "./git.js";
 import {
   findSessionWorktree,
   removeSessionWorktree,
@@ -9,7 +10,8 @@ import {
 } from "./worktree.js";
 
 // A session's worktree at a pull request's (GitHub) or merge request's (GitLab) head, fetched
-// from the work dir repository's `origin`: what a hook with `checkout: pull_request` runs in.
+// from the hook's pinned origin into the server's cache (checkout-cache.ts) and taken from there,
+// offline: what a hook with `checkout: pull_request` runs in.
 //
 // One worktree per head: a run whose request's head is the one the session's worktree was made
 // from continues in it, with whatever the agent left there; a run after the head moved (new
@@ -24,6 +26,8 @@ export const MAX_CHANGE_NUMBER = 2_147_483_647;
 export interface ChangeCheckout {
   forge: Forge;
   number: number;
+  /** The hook's id: whose origin, token and cache the fetch uses. */
+  hook: string;
 }
 
 /** A request number that can name a ref: a whole number from 1 to MAX_CHANGE_NUMBER. */
@@ -42,16 +46,17 @@ export function isChangeNumber(value: unknown): value is number {
  */
 export function readChangeCheckout(stored: unknown): ChangeCheckout | undefined {
   if (stored === null || typeof stored !== "object") return undefined;
-  const { forge, number } = stored as Record<string, unknown>;
+  const { forge, number, hook } = stored as Record<string, unknown>;
   if ((forge !== "github" && forge !== "gitlab") || !isChangeNumber(number)) return undefined;
-  return { forge, number };
+  if (typeof hook !== "string" || !isId(hook)) return undefined;
+  return { forge, number, hook };
 }
 
 /**
  * The ref the forge keeps the request's head under. Built from a checked integer alone, so that
  * nothing a payload wrote (`../`, a leading `-`, U+0000) can reach a ref name or a git option.
  */
-export function changeRef(change: ChangeCheckout): string {
+export function changeRef(change: Pick<ChangeCheckout, "forge" | "number">): string {
   if (!isChangeNumber(change.number))
     throw new RangeError(`not a request number: ${change.number}`);
   const n = change.number.toFixed(0);
@@ -59,15 +64,15 @@ export function changeRef(change: ChangeCheckout): string {
 }
 
 /**
- * The fetch's own settings over whatever the repository's config says (the agent can write it):
- * no hooks (a `reference-transaction` hook runs on fetch), and no transport that runs a command
- * (`ext::`, `fd::`, which `url.<x>.insteadOf` could otherwise route origin to).
+ * The tenant's fetch from the cache, over whatever its repository's config says (the agent can
+ * write it): no hooks (a `reference-transaction` hook runs on fetch), and the local transport
+ * alone. It runs offline anyway; what these keep it from is taking its head from elsewhere, which
+ * the check of the head after it catches too.
  */
 const FETCH_OVERRIDES = [
   ["core.hooksPath", "/dev/null"],
   ["protocol.allow", "never"],
-  ...["https", "http", "ssh", "git", "file"].map((p) => [`protocol.${p}.allow`, "always"]),
-  ...["ext", "fd"].map((p) => [`protocol.${p}.allow`, "never"]),
+  ["protocol.file.allow", "always"],
 ].flatMap(([key, value]) => ["-c", `${key}=${value}`]);
 
 /** Where a fetched head waits for its worktree: one ref a session, so fetches never race. */
@@ -81,35 +86,38 @@ export interface CheckedOut {
 }
 
 /**
- * Fetches the request's head from `origin` and makes the session's worktree there (branch
+ * Takes the request's head from the server's checkout cache (`cached`, fetched there from the
+ * hook's origin) into the session's repository, and makes the session's worktree at it (branch
  * `worktree-<id>`, where the agent's `layout` puts it, as any session worktree), or keeps the
  * session's worktree when it was made at that head. Throws a GitError when the head cannot be
- * fetched or checked out.
+ * taken or checked out, or when what the repository took is not the cache's head.
  */
 export async function checkOutChange(
   git: Git,
   sessionId: string,
-  change: ChangeCheckout,
+  cached: Cached,
   layout: WorktreeLayout,
   logger: Logger,
 ): Promise<CheckedOut> {
   const local = fetchedRef(sessionId);
-  await git.run(
-    [
-      ...FETCH_OVERRIDES,
-      "fetch",
-      "--quiet",
-      "--no-tags",
-      "--no-recurse-submodules",
-      "--no-write-fetch-head",
-      "origin",
-      `+${changeRef(change)}:${local}`,
-    ],
-    git.repo,
-    { network: true },
-  );
+  const fetch = [
+    ...FETCH_OVERRIDES,
+    "fetch",
+    "--quiet",
+    "--no-tags",
+    "--no-recurse-submodules",
+    "--no-write-fetch-head",
+    "--",
+    cached.dir,
+    `+${cached.ref}:${local}`,
+  ];
+  await git.run(fetch, git.repo, { reads: [cached.dir], timeLimitMs: FETCH_TIME_LIMIT_MS });
   try {
-    const head = (await git.run(["rev-parse", "--verify", "--quiet", `${local}^{commit}`])).trim();
+    const { head } = cached;
+    const taken = await git.maybe(["rev-parse", "--verify", "--quiet", `${local}^{commit}`]);
+    if (taken !== head) {
+      throw new GitError(fetch, null, `took ${taken ?? "nothing"}, not the cache's head ${head}`);
+    }
     const found = await findSessionWorktree(git, sessionId);
     if (found && found.baseCommit === head) return { path: found.path, head, replaced: false };
     // Another head's worktree, or what is left of one (a branch, a registration).

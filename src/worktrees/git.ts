@@ -22,9 +22,6 @@ const MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
  */
 const TIME_LIMIT_MS = 60_000;
 
-/** A fetch of a pull request's head may bring many objects over a slow link. */
-const NETWORK_TIME_LIMIT_MS = 10 * 60_000;
-
 /**
  * Git refuses a repository another user owns, and a tenant's git works in repositories of the
  * agent user's (the tenant's ~/.gitconfig says the same, for the CLI's git).
@@ -37,9 +34,6 @@ const ANY_OWNER = {
 
 /** What git's environment takes of the agents': where the tools are, and whose HOME. */
 const KEPT = ["PATH", "HOME", "TMPDIR", "USER", "LOGNAME", "LANG", "LC_ALL"] as const;
-
-/** A fetch fails rather than wait for a password nobody will type. */
-const NO_PROMPT = { GIT_TERMINAL_PROMPT: "0", GIT_ASKPASS: "", SSH_ASKPASS: "" };
 
 export class GitError extends Error {
   constructor(
@@ -55,15 +49,17 @@ export class GitError extends Error {
 type Start = (
   cwd: string,
   args: string[],
-  network: boolean,
+  reads: readonly string[],
 ) => Promise<Launch & { env: Record<string, string> }>;
 
 export interface GitRunOptions {
   /**
-   * The command reaches origin (a fetch): the host's network instead of none, a longer time limit,
-   * and never a prompt for credentials (there is nobody to answer one).
+   * Directories outside the repository the command reads (a checkout cache to fetch from): shown
+   * read-only in its sandbox, where they would be hidden.
    */
-  network?: boolean;
+  reads?: readonly string[];
+  /** Its own time limit: a fetch may bring many objects. Default: the runner's. */
+  timeLimitMs?: number;
 }
 
 const within = (p: string, dir: string) => p === dir || p.startsWith(`${dir}/`);
@@ -89,23 +85,25 @@ export class Git {
   async run(
     args: readonly string[],
     cwd: string = this.repo,
-    { network = false }: GitRunOptions = {},
+    { reads = [], timeLimitMs = this.timeLimitMs }: GitRunOptions = {},
   ): Promise<string> {
     if (!this.holds(cwd)) throw new GitError(args, null, `${cwd} is not in ${this.repo}`);
     // Started in the repository, and taken into a worktree by git itself: the sandbox's user
     // enters its work dir before it is the tenant's, and a worktree is the tenant's alone.
     const into = path.resolve(cwd) === path.resolve(this.repo) ? [] : ["-C", cwd];
     let ended: Ended;
-    const timeLimitMs = network
-      ? Math.max(this.timeLimitMs, NETWORK_TIME_LIMIT_MS)
-      : this.timeLimitMs;
     try {
-      const launch = await this.start(this.repo, [...into, ...args], network);
-      // stdin is closed, and a fetch asks no terminal for credentials: nothing waits for input.
-      ended = await runToEnd(launch, this.repo, network ? NO_PROMPT : {}, {
-        timeLimitMs,
-        maxOutputBytes: MAX_OUTPUT_BYTES,
-      });
+      const launch = await this.start(this.repo, [...into, ...args], reads);
+      // stdin is closed: nothing waits for input.
+      ended = await runToEnd(
+        launch,
+        this.repo,
+        {},
+        {
+          timeLimitMs,
+          maxOutputBytes: MAX_OUTPUT_BYTES,
+        },
+      );
     } catch (err) {
       // A missing directory, or a link planted on its path (the sandbox refuses to follow it).
       throw new GitError(args, null, (err as Error).message);
@@ -149,9 +147,9 @@ export class GitRunner {
   forSession(ownerKeyId: string | null, repo: string): Git {
     const { homes } = this.opts;
     let identity: Promise<AgentIdentity | undefined> | undefined;
-    const start: Start = async (cwd, args, network) => {
+    const start: Start = async (cwd, args, reads) => {
       identity ??= homes ? homes.identityFor(ownerKeyId) : Promise.resolve(undefined);
-      return this.launch(repo, cwd, args, await identity, network);
+      return this.launch(repo, cwd, args, await identity, reads);
     };
     return new Git(repo, start, this.opts.timeLimitMs);
   }
@@ -161,7 +159,7 @@ export class GitRunner {
     cwd: string,
     args: string[],
     who: AgentIdentity | undefined,
-    network: boolean,
+    reads: readonly string[],
   ): Promise<Launch> {
     const env = gitEnv({ ...this.opts.env, ...who?.env }, who !== undefined);
     if (this.opts.sandbox) {
@@ -171,10 +169,9 @@ export class GitRunner {
         cwd,
         env,
         ...(who ? { runAs: who.runAs } : {}),
-        // Besides `cwd`: the objects, refs and worktree records git writes.
-        // A fetch has the host's network, as the tenant: what it reaches is origin, whose
-        // address the repository's config names.
-        reach: { writable: [path.join(repo, ".git")], offline: !network },
+        // Besides `cwd`: the objects, refs and worktree records git writes. Never a network: a
+        // pull request's head comes from the server's checkout cache (checkout-cache.ts).
+        reach: { writable: [path.join(repo, ".git")], readOnly: [...reads], offline: true },
       });
       return { ...launch, env: { ...env, ...launch.env } };
     }

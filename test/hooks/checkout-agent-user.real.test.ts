@@ -1,4 +1,4 @@
-import { chmodSync, mkdtempSync, rmSync, statSync } from "node:fs";
+import { chmodSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -21,8 +21,9 @@ import {
 import { git, makeRepo, type TestRepo } from "../worktrees/repo.js";
 import { createHook, deliver, getRun, githubHeaders, isFinished, until } from "./support.js";
 
-// A checkout hook with the agents as other OS users: the fetch and the worktree are the tenant's
-// git's, as every git command of a session, never the server's (root's).
+// A checkout hook with the agents as other OS users: the fetch from origin is the server's, into its
+// own cache; taking the head from there and making the worktree are the tenant's git's, as every
+// git command in a session's repository, never the server's (root's).
 
 const SECRET = "github-secret-0123456789";
 
@@ -50,7 +51,9 @@ describe.skipIf(!isRoot).each(REAL_CLI_BACKENDS)(
       git(author, "commit", "-q", "-m", "pull request");
       git(author, "push", "-q", "origin", "HEAD:refs/pull/3/head");
       git(repo.clone, "config", "core.sharedRepository", "group");
-      shareWithAgents(repo.root, agent);
+      // The clone is the tenant's; the origin stays root's, as the server's git fetches from it
+      // (git refuses a repository another user owns, and the server's git should).
+      shareWithAgents(repo.clone, agent);
       // Found by path on the host's disk, not in a tmpfs the sandbox makes: bubblewrap enters the
       // work dir before the switch to the tenant's user, so its parents must let anyone pass.
       chmodSync(repo.root, 0o771);
@@ -61,6 +64,8 @@ describe.skipIf(!isRoot).each(REAL_CLI_BACKENDS)(
         AGENT_BRIDGE_AGENT_USER: AGENT_USER,
         AGENT_BRIDGE_AGENT_HOMES_DIR: join(homes, "homes"),
         AGENT_BRIDGE_WORK_DIR: repo.clone,
+        AGENT_BRIDGE_DATA_DIR: join(homes, "data"),
+        AGENT_BRIDGE_CHECKOUT_LOCAL_ORIGINS: repo.root,
       });
       server = await listen(t.app);
       await createHook(server.url, {
@@ -81,7 +86,7 @@ describe.skipIf(!isRoot).each(REAL_CLI_BACKENDS)(
       rmSync(homes, { recursive: true, force: true });
     });
 
-    it("fetches the head and makes its worktree as the tenant's user", async () => {
+    it("takes the head from the server's cache and makes its worktree as the tenant's user", async () => {
       mock.script(
         { blocks: [{ type: "tool_use", name: "Bash", input: { command: "cat pr-only.txt" } }] },
         { blocks: [{ type: "text", text: "Reviewed." }] },
@@ -102,6 +107,13 @@ describe.skipIf(!isRoot).each(REAL_CLI_BACKENDS)(
       expect(toolResultText(mock.mainRequests().at(-1))).toBe("pull request");
       const dir = join(repo.clone, ".claude", "worktrees", session_id);
       expect(statSync(join(dir, "pr-only.txt")).uid).toBe(TENANT_UID_BASE);
+      // The fetch from origin was the server's, into a cache only the server can write.
+      const caches = join(homes, "data", "checkouts");
+      for (const entry of [caches, ...readdirSync(caches).map((e) => join(caches, e))]) {
+        const { uid, mode } = statSync(entry);
+        expect(uid).toBe(0);
+        expect(mode & 0o022).toBe(0);
+      }
     });
   },
 );

@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
@@ -10,8 +10,8 @@ import { git, gitOk, makeRepo, type TestRepo } from "../worktrees/repo.js";
 import { createHook, deliver, getRun, githubHeaders, isFinished, until } from "./support.js";
 
 // A hook with `checkout: pull_request`, end to end: a signed GitHub delivery -> the bridge fetches
-// `refs/pull/7/head` from the work dir's origin (a bare repository on disk) into the session's
-// worktree -> the real `claude` CLI (against a mock Messages API) runs its Bash tool there. On
+// `refs/pull/7/head` from the hook's origin (a bare repository on disk) into its checkout cache,
+// and the session's repository takes it from there into the session's worktree -> the real `claude` CLI (against a mock Messages API) runs its Bash tool there. On
 // each database, unlike most real-CLI tests: the run carries its checkout in its row.
 
 const SECRET = "github-secret-0123456789";
@@ -25,6 +25,8 @@ describe.each(BACKENDS)("a hook that checks the pull request out, on %s", (backe
   let server: { url: string; close(): Promise<void> };
   /** A second clone, where the pull request's commits are made and pushed from. */
   let author: string;
+  /** The server's data dir, where its checkout caches are. */
+  let dataDir: string;
 
   /** Commits `pr-only.txt` holding `content`; pushes it as the head of pull request `pr`. */
   const pushHead = async (content: string, pr = PR): Promise<string> => {
@@ -44,7 +46,14 @@ describe.each(BACKENDS)("a hook that checks the pull request out, on %s", (backe
     author = join(repo.root, "author");
     git(repo.root, "clone", "-q", repo.origin, author);
     git(author, "checkout", "-q", "-b", "feature");
-    t = await createTestApp(backend, { ...ce.env, AGENT_BRIDGE_WORK_DIR: repo.clone });
+    dataDir = await mkdtemp(join("/var/tmp", "agent-bridge-data-"));
+    t = await createTestApp(backend, {
+      ...ce.env,
+      AGENT_BRIDGE_WORK_DIR: repo.clone,
+      AGENT_BRIDGE_DATA_DIR: dataDir,
+      // The origin is a bare repository on disk: the server may fetch from there.
+      AGENT_BRIDGE_CHECKOUT_LOCAL_ORIGINS: repo.root,
+    });
     server = await listen(t.app);
     await createHook(server.url, {
       name: "review",
@@ -63,6 +72,7 @@ describe.each(BACKENDS)("a hook that checks the pull request out, on %s", (backe
     await mock.close();
     await ce.cleanup();
     await repo.cleanup();
+    await rm(dataDir, { recursive: true, force: true });
   });
 
   const pullRequest = (action: string, number: unknown, sha: string) =>
@@ -110,9 +120,60 @@ describe.each(BACKENDS)("a hook that checks the pull request out, on %s", (backe
     return { sessionId: receipt.session_id, prompt: run.prompt, output: lastToolOutput() };
   };
 
-  it("shows the hook's checkout, with worktree mode it implies", async () => {
+  it("shows the hook's checkout, with worktree mode it implies and the work dir's origin it pins", async () => {
     const hook = await (await fetch(`${server.url}/v1/hooks/review`)).json();
-    expect(hook).toMatchObject({ checkout: "pull_request", worktree: true });
+    expect(hook).toMatchObject({
+      checkout: "pull_request",
+      worktree: true,
+      checkout_origin: repo.origin,
+    });
+  });
+
+  /** Creates (POST) or changes (PUT) hook `name` with a checkout and `fields`. */
+  const putHook = (method: "POST" | "PUT", name: string, fields: Record<string, unknown>) =>
+    fetch(`${server.url}/v1/hooks${method === "PUT" ? `/${name}` : ""}`, {
+      method,
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({
+        ...(method === "POST" ? { name } : {}),
+        verification: "github",
+        secret: SECRET,
+        checkout: "pull_request",
+        prompt_template: "Review",
+        ...fields,
+      }),
+    });
+
+  it.each([
+    ["an ssh origin", { checkout_origin: "ssh://git@github.com/acme/widgets.git" }],
+    ["an scp-like origin", { checkout_origin: "git@github.com:acme/widgets.git" }],
+    ["a plain http origin", { checkout_origin: "http://github.com/acme/widgets.git" }],
+    ["a command transport", { checkout_origin: "ext::sh -c id" }],
+    ["credentials in the origin", { checkout_origin: "https://u:p@github.com/acme/w.git" }],
+    ["a link-local origin", { checkout_origin: "https://169.254.169.254/acme/widgets.git" }],
+    ["a local origin outside the allowed directories", { checkout_origin: "/etc/widgets.git" }],
+    ["an origin without checkout", { checkout: null, checkout_origin: "https://github.com/a/b" }],
+  ])("refuses a hook with %s", async (_what, fields) => {
+    const res = await putHook("POST", "refused-origin", fields);
+    expect(res.status).toBe(400);
+    expect((await res.json()).errors).toContainEqual(
+      expect.objectContaining({ path: "checkout_origin" }),
+    );
+  });
+
+  it("keeps a hook's pinned origin through a change that names none, whatever the repository's origin says by then", async () => {
+    expect((await putHook("POST", "pinned", {})).status).toBe(201);
+    const elsewhere = join(repo.root, "elsewhere.git");
+    git(repo.clone, "remote", "set-url", "origin", elsewhere);
+    try {
+      const res = await putHook("PUT", "pinned", { prompt_template: "Review again" });
+      expect(res.status).toBe(200);
+      expect(await res.json()).toMatchObject({ checkout_origin: repo.origin });
+    } finally {
+      git(repo.clone, "remote", "set-url", "origin", repo.origin);
+    }
+    const res = await putHook("PUT", "pinned", { checkout_origin: elsewhere });
+    expect(await res.json()).toMatchObject({ checkout_origin: elsewhere });
   });
 
   it.each([

@@ -9,7 +9,8 @@ import { render } from "../../src/hooks/template.js";
 
 // What a checkout hook takes from a delivery: the request to check out, and the template values.
 
-const github = { name: "review", checkout: "pull_request", forge: "github" };
+const HOOK_ID = "0b8f6c1e-3d2a-4f5b-9c7d-1e2f3a4b5c6d";
+const github = { id: HOOK_ID, name: "review", checkout: "pull_request", forge: "github" };
 const gitlab = { ...github, forge: "gitlab" };
 
 const pr = {
@@ -33,13 +34,25 @@ const mr = {
 
 describe("a checkout hook's delivery", () => {
   it("checks out the pull request a GitHub delivery, or an issue comment on one, is about", () => {
-    expect(checkoutFor(github, "pull_request", pr)).toEqual({ forge: "github", number: 12 });
+    expect(checkoutFor(github, "pull_request", pr)).toEqual({
+      forge: "github",
+      number: 12,
+      hook: HOOK_ID,
+    });
     const comment = { action: "created", issue: { number: 9, pull_request: {} }, comment: {} };
-    expect(checkoutFor(github, "issue_comment", comment)).toEqual({ forge: "github", number: 9 });
+    expect(checkoutFor(github, "issue_comment", comment)).toEqual({
+      forge: "github",
+      number: 9,
+      hook: HOOK_ID,
+    });
   });
 
   it("checks out the merge request of a GitLab delivery, by its iid", () => {
-    expect(checkoutFor(gitlab, "Merge Request Hook", mr)).toEqual({ forge: "gitlab", number: 5 });
+    expect(checkoutFor(gitlab, "Merge Request Hook", mr)).toEqual({
+      forge: "gitlab",
+      number: 5,
+      hook: HOOK_ID,
+    });
   });
 
   it("refuses a delivery about an issue, a push or nothing", () => {

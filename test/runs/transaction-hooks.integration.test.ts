@@ -136,6 +136,7 @@ describe.each(BACKENDS)("run transaction hooks on %s", (backend) => {
       events: [],
       outputSchema: null,
       checkout: null,
+      checkoutOrigin: null,
       callbackUrl: null,
       callbackSecret: null,
       forge: "github",

@@ -25,19 +25,24 @@ describe("a pull (merge) request's ref", () => {
     }
   });
 
-  it("reads back only a stored checkout of a known forge and a valid number", () => {
-    expect(readChangeCheckout({ forge: "gitlab", number: 3 })).toEqual({
+  it("reads back only a stored checkout of a known forge, a valid number and a hook's id", () => {
+    const hook = "0b8f6c1e-3d2a-4f5b-9c7d-1e2f3a4b5c6d";
+    expect(readChangeCheckout({ forge: "gitlab", number: 3, hook })).toEqual({
       forge: "gitlab",
       number: 3,
+      hook,
     });
     for (const stored of [
       null,
       "refs/pull/7/head",
-      { forge: "github", number: "7" },
-      { forge: "github", number: "../7" },
-      { forge: "github", number: 1e300 },
-      { forge: "bitbucket", number: 7 },
-      { forge: "github" },
+      { forge: "github", number: "7", hook },
+      { forge: "github", number: "../7", hook },
+      { forge: "github", number: 1e300, hook },
+      { forge: "bitbucket", number: 7, hook },
+      { forge: "github", hook },
+      { forge: "github", number: 7 },
+      { forge: "github", number: 7, hook: "../../etc" },
+      { forge: "github", number: 7, hook: `${hook}\u0000` },
     ]) {
       expect(readChangeCheckout(stored)).toBeUndefined();
     }

@@ -52,6 +52,11 @@ export const hooks = pgTable("hooks", {
   approvals: text("approvals").notNull().default("deny"),
   /** `pull_request`: a delivery's run works in a worktree of its pull (merge) request's head. */
   checkout: text("checkout"),
+  /**
+   * Where a checkout's fetch takes heads from (an https:// URL, or a local path the operator
+   * allows): pinned by the admin, never read from a tenant's repository at fetch time.
+   */
+  checkoutOrigin: text("checkout_origin"),
   /** Events (or `event.action`) a delivery must match; empty accepts all. */
   events: jsonb("events").$type<string[]>().notNull().default([]),
   /** The output schema each delivery's run carries (src/output-schema.ts), as runs keep it. */

@@ -13,6 +13,7 @@ import {
 } from "../../../errors.js";
 import { replySettings } from "../../../forges/reply-plan.js";
 import { EgressRuleError, parseEgressRule } from "../../../gateway/egress.js";
+import { pinnedOrigin } from "../../../hooks/checkout.js";
 import {
   deliveryIdOf,
   MAX_DELIVERY_ID_CHARS,
@@ -72,6 +73,8 @@ async function definition(
   gitIn: (workDir: string) => Git,
   body: UpdateHookBody,
   secrets: { secret: string; callbackSecret: string | null; forgeToken: string | null },
+  /** The origin a hook being changed pins: it keeps it unless the body names another. */
+  pinned: string | null = null,
 ): Promise<Omit<store.HookInput, "name" | "ownerKeyId">> {
   const errors: ValidationIssue[] = [];
   const issue = (path: string, message: string) => errors.push({ location: "body", path, message });
@@ -200,6 +203,19 @@ async function definition(
       }),
     ),
   );
+  if (body.checkout_origin !== undefined && !body.checkout) {
+    issue("checkout_origin", "an origin goes with `checkout`");
+  }
+  let checkoutOrigin: string | null = null;
+  if (body.checkout && errors.length === 0) {
+    const origin = await pinnedOrigin(
+      body.checkout_origin ?? pinned ?? undefined,
+      gitIn(workDir ?? config.workDir),
+      { localRoots: config.hooks.checkoutLocalOrigins, allow: config.hooks.callback.allow },
+    );
+    if ("refusal" in origin) issue("checkout_origin", origin.refusal);
+    else checkoutOrigin = origin.origin;
+  }
   if (errors.length > 0) throw new InvalidRequestError(errors);
   return {
     agent: body.agent ?? null,
@@ -211,6 +227,7 @@ async function definition(
     workDir,
     worktree: worktree ?? null,
     checkout: body.checkout ?? null,
+    checkoutOrigin,
     permissionMode: body.permission_mode ?? null,
     model: body.model ?? null,
     effort: body.effort ?? null,
@@ -322,11 +339,18 @@ export const updateHook: RouteHandler<typeof routes.updateHook, AppEnv> = async 
   const existing = await store.getHookByName(c.var.db, name);
   if (!existing) throw new NotFoundError("hook", name);
   const gitIn = (dir: string) => c.var.git.forSession(existing.ownerKeyId, dir);
-  const fields = await definition(c.var.config, c.var.agents, gitIn, body, {
-    secret: body.secret ?? existing.secret,
-    callbackSecret: body.callback_secret ?? existing.callbackSecret,
-    forgeToken: body.forge_token === undefined ? existing.forgeToken : body.forge_token,
-  });
+  const fields = await definition(
+    c.var.config,
+    c.var.agents,
+    gitIn,
+    body,
+    {
+      secret: body.secret ?? existing.secret,
+      callbackSecret: body.callback_secret ?? existing.callbackSecret,
+      forgeToken: body.forge_token === undefined ? existing.forgeToken : body.forge_token,
+    },
+    existing.checkoutOrigin,
+  );
   await enforceHookPolicy(c, existing.ownerKeyId, fields);
   const row = await store.updateHook(c.var.db, name, fields);
   if (!row) throw new NotFoundError("hook", name);

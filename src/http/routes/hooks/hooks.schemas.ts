@@ -17,6 +17,7 @@ import { VERIFICATION_KINDS } from "../../../hooks/verify.js";
 import { OutputSchema } from "../../../output-schema.js";
 import { Approvals, Effort, PermissionMode } from "../../../session-settings.js";
 import type { HookDeliveryRow, HookRow } from "../../../store/schema.js";
+import { MAX_ORIGIN_CHARS } from "../../../worktrees/checkout-origin.js";
 import { McpServerNames } from "../sessions/sessions.schemas.js";
 
 const hookName = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/, {
@@ -148,7 +149,12 @@ const hookFields = {
   worktree: z.boolean().optional(),
   checkout: z.enum(CHECKOUT_KINDS).nullable().optional().openapi({
     description:
-      "`pull_request`: each delivery about a pull request (GitHub) or merge request (GitLab) runs in a worktree of the request's head, fetched from the work dir repository's `origin` (`refs/pull/N/head`, `refs/merge-requests/N/head`), which needs worktree mode (implied; `worktree: false` is refused) and no `schedule`. A session continued by the session key keeps its worktree while the head stays; after new commits it gets a fresh worktree at the new head, and the old one is removed with the agent's uncommitted changes and commits on it. A delivery about anything else is refused (`failed`, with the reason in `detail`). The forge is GitLab for `verification: gitlab`, GitHub otherwise. Absent or null: the run works in the work dir (or its session's worktree) as without.",
+      "`pull_request`: each delivery about a pull request (GitHub) or merge request (GitLab) runs in a worktree of the request's head, fetched by the server from `checkout_origin` (`refs/pull/N/head`, `refs/merge-requests/N/head`), which needs worktree mode (implied; `worktree: false` is refused) and no `schedule`. A session continued by the session key keeps its worktree while the head stays; after new commits it gets a fresh worktree at the new head, and the old one is removed with the agent's uncommitted changes and commits on it. A delivery about anything else is refused (`failed`, with the reason in `detail`). The forge is GitLab for `verification: gitlab`, GitHub otherwise. Absent or null: the run works in the work dir (or its session's worktree) as without.",
+  }),
+  checkout_origin: z.string().min(1).max(MAX_ORIGIN_CHARS).optional().openapi({
+    description:
+      "With `checkout`: where the server fetches the requests' heads from, pinned here and never read from the work dir's repository at fetch time: an `https://` URL (no `user:pass@`: a private repository is read with `forge_token`; an address written in it is held to `callback_url`'s rules), or an absolute path under `AGENT_BRIDGE_CHECKOUT_LOCAL_ORIGINS`. Left out: on a change, the origin the hook pins already; else the work dir repository's `origin` as it reads now (shown as `checkout_origin`; check it).",
+    example: "https://github.com/acme/widgets.git",
   }),
   permission_mode: PermissionMode.optional(),
   model: z
@@ -285,6 +291,9 @@ export const Hook = z
     worktree: z.boolean().nullable().openapi({ description: "null: the server's default." }),
     checkout: z.enum(CHECKOUT_KINDS).nullable().openapi({
       description: "`pull_request`: runs work on the delivery's pull (merge) request's head.",
+    }),
+    checkout_origin: z.string().nullable().openapi({
+      description: "Where the server fetches the requests' heads from; null without `checkout`.",
     }),
     permission_mode: PermissionMode.nullable(),
     model: z.string().nullable(),
@@ -461,6 +470,7 @@ export function toHook(row: HookRow): z.infer<typeof Hook> {
     work_dir: row.workDir,
     worktree: row.worktree,
     checkout: row.checkout === null ? null : z.enum(CHECKOUT_KINDS).parse(row.checkout),
+    checkout_origin: row.checkoutOrigin,
     permission_mode: row.permissionMode === null ? null : PermissionMode.parse(row.permissionMode),
     model: row.model,
     effort: row.effort === null ? null : Effort.parse(row.effort),

@@ -22,6 +22,7 @@ CREATE TABLE "replies" (
 	"updated_at" timestamp with time zone NOT NULL
 );
 --> statement-breakpoint
+ALTER TABLE "hooks" ADD COLUMN "checkout_origin" text;--> statement-breakpoint
 ALTER TABLE "hooks" ADD COLUMN "triggers" jsonb;--> statement-breakpoint
 ALTER TABLE "hooks" ADD COLUMN "trusted" jsonb;--> statement-breakpoint
 ALTER TABLE "hooks" ADD COLUMN "fork" jsonb;--> statement-breakpoint
