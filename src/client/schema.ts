@@ -775,7 +775,7 @@ export interface components {
         /** @description Default true: a comment on the issue or pull request (a GitLab note on the issue or merge request), made when the run starts, updated with its progress (its status and the tools it used, at most once per `AGENT_BRIDGE_REPLY_PROGRESS_MS`) and replaced by its result at the end. */
         comment?: boolean;
         /**
-         * @description On the pull (merge) request's head commit: a GitHub check run (`check`, GitHub's default) or a commit status (`status`, GitLab's default and only kind), pending while the run goes and success or failure at its end; `none`: neither.
+         * @description On the pull (merge) request's head commit: a commit status (`status`, the default; GitLab's only kind) or a GitHub check run (`check`: GitHub lets only a GitHub App's installation token create one), pending while the run goes and success or failure at its end; `none`: neither.
          * @enum {string}
          */
         status?: "check" | "status" | "none";
@@ -1849,7 +1849,7 @@ export interface components {
         /** @description Default true: a comment on the issue or pull request (a GitLab note on the issue or merge request), made when the run starts, updated with its progress (its status and the tools it used, at most once per `AGENT_BRIDGE_REPLY_PROGRESS_MS`) and replaced by its result at the end. */
         comment?: boolean;
         /**
-         * @description On the pull (merge) request's head commit: a GitHub check run (`check`, GitHub's default) or a commit status (`status`, GitLab's default and only kind), pending while the run goes and success or failure at its end; `none`: neither.
+         * @description On the pull (merge) request's head commit: a commit status (`status`, the default; GitLab's only kind) or a GitHub check run (`check`: GitHub lets only a GitHub App's installation token create one), pending while the run goes and success or failure at its end; `none`: neither.
          * @enum {string}
          */
         status?: "check" | "status" | "none";

@@ -105,6 +105,16 @@ function footer(report: RunReport, end: RunEnd): string {
   return `<sub>${parts.join(" · ")}</sub>`;
 }
 
+/**
+ * What a run's reply says it did: the error of a run that did not succeed; else its structured
+ * output's `summary`, when that is a string (the run's text is then its answer as JSON, shown
+ * folded below), or else its text.
+ */
+function textOf(end: NonNullable<RunReport["end"]>): string | null {
+  if (end.status !== "succeeded") return end.error ?? end.result;
+  return str(obj(end.structuredOutput)?.summary) ?? end.result;
+}
+
 /** The comment (or GitLab note): progress while the run goes, its result once it has ended. */
 export function commentBody(report: RunReport): string {
   const { end } = report;
@@ -120,7 +130,7 @@ export function commentBody(report: RunReport): string {
       ].join("\n"),
     );
   }
-  const text = end.status === "succeeded" ? end.result : (end.error ?? end.result);
+  const text = textOf(end);
   const headline =
     end.status === "succeeded" ? "" : `**The run ${end.status.replaceAll("_", " ")}.**\n\n`;
   const structured =
@@ -140,7 +150,7 @@ export function commentBody(report: RunReport): string {
 export function checkOutput(report: RunReport): { title: string; summary: string } {
   const { end } = report;
   if (!end) return { title: `Run ${report.status}`, summary: `agent-bridge run ${report.runId}` };
-  const text = end.status === "succeeded" ? end.result : (end.error ?? end.result);
+  const text = textOf(end);
   return {
     title: `Run ${end.status.replaceAll("_", " ")}`,
     summary: clean(`${cut(text?.trim() || "(no text)", MAX_BODY_CHARS)}\n\n${footer(report, end)}`),

@@ -8,14 +8,19 @@ import { forgeOf } from "./hook-forge.js";
 // request's head commit (looked up when the payload does not carry it); a review on the pull
 // request. A delivery about neither (a push, a schedule's tick) gets no reply at all.
 
-/** The defaults of each field of `reply` not given: a comment, and GitHub's check or GitLab's status. */
-export function replySettings(
-  forge: "github" | "gitlab",
-  given: { comment?: boolean; status?: ReplySettings["status"]; review_comments?: boolean },
-): ReplySettings {
+/**
+ * The defaults of each field of `reply` not given: a comment and a commit status. A check run is
+ * asked for by name: GitHub lets only a GitHub App's token create one, and a hook's token is more
+ * often a person's (a fine-grained token), which may set statuses.
+ */
+export function replySettings(given: {
+  comment?: boolean;
+  status?: ReplySettings["status"];
+  review_comments?: boolean;
+}): ReplySettings {
   return {
     comment: given.comment ?? true,
-    status: given.status ?? (forge === "github" ? "check" : "status"),
+    status: given.status ?? "status",
     reviewComments: given.review_comments ?? false,
   };
 }

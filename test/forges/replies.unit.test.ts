@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { REPLY_MARKER } from "../../src/forges/marker.js";
 import {
+  checkOutput,
   commentBody,
   cut,
   type RunReport,
@@ -60,6 +61,17 @@ describe("reply bodies", () => {
     expect(fence).toBeDefined();
     expect(body.split(fence ?? "")).toHaveLength(3);
     expect(body).toContain("<details><summary>Structured output</summary>");
+  });
+
+  it("say a structured output's summary in place of the run's text, which is its answer as JSON", () => {
+    const structuredOutput = { summary: "Two issues in the parser.", verdict: "comment" };
+    const body = commentBody(
+      report({ result: JSON.stringify(structuredOutput), structuredOutput }),
+    );
+    expect(body).toMatch(new RegExp(`^${REPLY_MARKER}\nTwo issues in the parser.\n`));
+    expect(checkOutput(report({ structuredOutput })).summary).toMatch(/^Two issues/);
+    const noSummary = commentBody(report({ result: "{}", structuredOutput: { summary: 3 } }));
+    expect(noSummary).toMatch(new RegExp(`^${REPLY_MARKER}\n{}`));
   });
 
   it("say the error of a run that failed", () => {
@@ -214,11 +226,11 @@ describe("reply plans", () => {
     repository: { full_name: "acme/widgets" },
   };
 
-  it("plan a comment and a check on a pull request, and only a comment on an issue", () => {
-    const settings = replySettings("github", { review_comments: true });
+  it("plan a comment and a commit status on a pull request, and only a comment on an issue", () => {
+    const settings = replySettings({ review_comments: true });
     expect(planReplies(hook(settings), "issue_comment", prComment).map((r) => r.kind)).toEqual([
       "comment",
-      "check",
+      "status",
       "review",
     ]);
     const onIssue = { ...prComment, issue: { number: 3 } };
@@ -228,7 +240,7 @@ describe("reply plans", () => {
   });
 
   it("plan nothing for a push, a hook without reply, or a payload of the wrong shape", () => {
-    const settings = replySettings("github", {});
+    const settings = replySettings({});
     expect(planReplies(hook(settings), "push", { ref: "refs/heads/main", after: SHA })).toEqual([]);
     expect(planReplies(hook(null), "issue_comment", prComment)).toEqual([]);
     expect(planReplies(hook(settings), "issue_comment", "not an object")).toEqual([]);

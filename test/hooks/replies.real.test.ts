@@ -47,7 +47,7 @@ describe.each(REAL_CLI_BACKENDS)("replies of a real CLI's run on %s", (backend) 
       permission_mode: "bypassPermissions",
       forge: { api_url: github.url },
       forge_token: TOKEN,
-      reply: {},
+      reply: { status: "check" },
     });
   });
   afterAll(async () => {

@@ -60,10 +60,14 @@ describe.each(BACKENDS)("replies on the forge on %s", (backend) => {
     server = await listen(t.app);
     github = await startMockForge({ forge: "github", token: GITHUB_TOKEN });
     gitlab = await startMockForge({ forge: "gitlab", token: GITLAB_TOKEN });
-    // The hook docs/webhooks.md shows, on the mock's API.
+    // The hook docs/webhooks.md shows, on the mock's API, with a check run (a GitHub App's token
+    // may make one) in place of its commit status: the status's flow is GitLab's below.
     const [documented] = codeBlocks(await docSection("docs/webhooks.md", "Replies"), "json");
+    const hook = JSON.parse(documented ?? "");
+    expect(hook.reply).toEqual({ comment: true, status: "status", review_comments: false });
     await createHook(server.url, {
-      ...JSON.parse(documented ?? ""),
+      ...hook,
+      reply: { ...hook.reply, status: "check" },
       name: "gh",
       secret: SECRET,
       forge: { api_url: github.url },
@@ -375,6 +379,15 @@ describe.each(BACKENDS)("replies on the forge on %s", (backend) => {
     expect(hook.reply).toEqual({ comment: true, status: "check", review_comments: false });
     const gl = await (await fetch(`${server.url}/v1/hooks/gl`)).json();
     expect(gl.reply).toEqual({ comment: true, status: "status", review_comments: false });
+    const github = await createHook(server.url, {
+      name: "gh-defaults",
+      verification: "github",
+      secret: SECRET,
+      prompt_template: "x",
+      forge_token: GITHUB_TOKEN,
+      reply: {},
+    });
+    expect(github.reply).toEqual({ comment: true, status: "status", review_comments: false });
   });
 });
 
@@ -504,7 +517,7 @@ describe.each(BACKENDS)("replies from two instances on one %s database", (backen
       prompt_template: "Answer {{payload.comment.body}}",
       forge: { api_url: github.url },
       forge_token: GITHUB_TOKEN,
-      reply: {},
+      reply: { status: "check" },
     });
   });
   afterAll(async () => {

@@ -243,7 +243,7 @@ async function definition(
     triggers: body.triggers ?? null,
     trusted: body.trusted ?? null,
     fork: body.fork ?? null,
-    reply: forge && body.reply ? replySettings(forge, body.reply) : null,
+    reply: forge && body.reply ? replySettings(body.reply) : null,
     schedule: body.schedule ?? null,
     timezone: body.schedule ? (body.timezone ?? "UTC") : null,
   };

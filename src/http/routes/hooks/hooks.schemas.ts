@@ -218,7 +218,7 @@ const hookFields = {
       }),
       status: z.enum(["check", "status", "none"]).optional().openapi({
         description:
-          "On the pull (merge) request's head commit: a GitHub check run (`check`, GitHub's default) or a commit status (`status`, GitLab's default and only kind), pending while the run goes and success or failure at its end; `none`: neither.",
+          "On the pull (merge) request's head commit: a commit status (`status`, the default; GitLab's only kind) or a GitHub check run (`check`: GitHub lets only a GitHub App's installation token create one), pending while the run goes and success or failure at its end; `none`: neither.",
       }),
       review_comments: z.boolean().optional().openapi({
         description:
