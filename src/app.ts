@@ -153,6 +153,12 @@ export function buildDeps(
     host: config.lease.host,
     clock,
   });
+  const checkouts = new CheckoutCache({
+    dir: path.join(config.dataDir, "checkouts"),
+    searchPath: config.agents.toolEnv.PATH ?? "",
+    ...(sandbox ? { sandbox } : {}),
+    localRoots: config.hooks.checkoutLocalOrigins,
+  });
   const runs = new RunManager({
     db: database.db,
     logger,
@@ -167,12 +173,7 @@ export function buildDeps(
     metrics,
     ...(homes ? { homes } : {}),
     git,
-    checkouts: new CheckoutCache({
-      dir: path.join(config.dataDir, "checkouts"),
-      searchPath: config.agents.toolEnv.PATH ?? "",
-      ...(sandbox ? { sandbox } : {}),
-      localRoots: config.hooks.checkoutLocalOrigins,
-    }),
+    checkouts,
     gate: policyGate(database.db, config, sandboxStatus),
     agents,
     killGraceMs: DRIVER_DEFAULTS.killGraceMs,
@@ -207,6 +208,7 @@ export function buildDeps(
     sandbox: sandboxStatus,
     ...(homes ? { homes } : {}),
     git,
+    checkouts,
     tracing,
     ...(capture ? { capture } : {}),
     clock,
@@ -241,6 +243,7 @@ export function buildSweeper(deps: AppDeps): SessionSweeper {
     intervalMs: deps.config.sessions.sweepIntervalMs,
     workDir: deps.config.workDir,
     git: deps.git,
+    checkouts: deps.checkouts,
     clock: deps.clock,
   });
 }

@@ -14,6 +14,7 @@ import type { RunManager } from "../runs/manager.js";
 import type { Database, DatabaseHandle } from "../store/db.js";
 import type { DebugCapture } from "../telemetry/capture.js";
 import type { Tracing } from "../telemetry/tracing.js";
+import type { CheckoutCache } from "../worktrees/checkout-cache.js";
 import type { GitRunner } from "../worktrees/git.js";
 import type { StreamLimiter } from "./streams.js";
 
@@ -43,6 +44,8 @@ export interface AppDeps {
   homes?: TenantHomes;
   /** The server's git in the sessions' repositories (src/worktrees/git.ts). */
   git: GitRunner;
+  /** The server's caches of pull requests' heads (a checkout hook's fetch). */
+  checkouts: CheckoutCache;
   /** The model APIs as this instance serves them to its runs' CLIs (src/gateway/). */
   gateway: ModelGateway;
   /** Spans of requests and runs (OTEL_EXPORTER_OTLP_ENDPOINT); off by default. */

@@ -32,6 +32,12 @@ export async function listHooks(db: Database): Promise<HookRow[]> {
   return db.select().from(hooks).orderBy(asc(hooks.name));
 }
 
+/** The ids of every hook there is. */
+export async function hookIds(db: Database): Promise<Set<string>> {
+  const rows = await db.select({ id: hooks.id }).from(hooks);
+  return new Set(rows.map((row) => row.id));
+}
+
 export async function scheduledHooks(db: Database): Promise<HookRow[]> {
   return db.select().from(hooks).where(isNotNull(hooks.schedule));
 }

@@ -1,4 +1,4 @@
-import { access, mkdir, realpath } from "node:fs/promises";
+import { access, mkdir, readdir, realpath, rm } from "node:fs/promises";
 import path from "node:path";
 import type { Forge } from "../forges/delivery.js";
 import { runToEnd } from "../process/run-to-end.js";
@@ -125,6 +125,26 @@ export class CheckoutCache {
   /** Lets go of a fetched head once the tenant's repository has it. */
   async release(cached: Cached): Promise<void> {
     await this.git(cached.dir, ["update-ref", "-d", cached.ref]);
+  }
+
+  /**
+   * Removes the caches of hooks that are gone (not in `hooks`), which no fetch will use again; a
+   * cache being made is left alone. The directory is the server's alone (tenants only read it), so
+   * nothing in it is anyone else's link to follow. Returns the hook ids whose cache went.
+   */
+  async prune(hooks: ReadonlySet<string>): Promise<string[]> {
+    const entries = await readdir(this.opts.dir).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === "ENOENT") return [];
+      throw err;
+    });
+    const gone: string[] = [];
+    for (const entry of entries) {
+      const hook = entry.replace(/\.git$/, "");
+      if (hook === entry || !isId(hook) || hooks.has(hook) || this.made.has(hook)) continue;
+      await rm(path.join(this.opts.dir, entry), { recursive: true, force: true });
+      gone.push(hook);
+    }
+    return gone;
   }
 
   /** The caches' directory, with the fetch's HOME in it; made on the first call. */

@@ -2,12 +2,15 @@ import { type Clock, systemClock, type Timer } from "../clock.js";
 import { errorText, type Logger } from "../log.js";
 import type { Database } from "../store/db.js";
 import { expireSession, idleSessions, sessionById } from "../store/expiry.js";
+import { hookIds } from "../store/hooks.js";
+import type { CheckoutCache } from "./checkout-cache.js";
 import type { GitRunner } from "./git.js";
 import { discardSessionWorktree } from "./sessions.js";
 
 // The periodic sweep: a session idle for longer than the TTL is expired (it keeps its history
 // but takes no more messages) and its worktree and branch are removed. A dirty worktree is kept
-// and recorded `kept_dirty`. One sweep at a time; never on a session with an active run.
+// and recorded `kept_dirty`. One sweep at a time; never on a session with an active run. Each
+// sweep also removes this instance's checkout caches of hooks that are gone.
 
 /** What the sweep needs of the runs (the run manager is one). */
 export interface SessionRuns {
@@ -28,6 +31,8 @@ export interface SweeperOptions {
   workDir: string;
   /** Runs git in a session's repository as its tenant. */
   git: GitRunner;
+  /** This instance's checkout caches, pruned of deleted hooks' at each sweep. */
+  checkouts?: CheckoutCache;
   /** Sessions looked at per sweep; the rest wait for the next one. */
   batchSize?: number;
   /** Times the sweeps and says what is idle for longer than the TTL. */
@@ -42,6 +47,8 @@ export interface SweepReport {
   busy: string[];
   /** Left for the next sweep after an error (logged). */
   failed: string[];
+  /** Hooks whose checkout cache was removed: they are gone. */
+  prunedCaches: string[];
 }
 
 export class SessionSweeper {
@@ -85,7 +92,13 @@ export class SessionSweeper {
   private async sweepOnce(now: Date): Promise<SweepReport> {
     const { db, runs, logger } = this.opts;
     const cutoff = new Date(now.getTime() - this.opts.ttlMs);
-    const report: SweepReport = { expired: [], keptDirty: [], busy: [], failed: [] };
+    const report: SweepReport = {
+      expired: [],
+      keptDirty: [],
+      busy: [],
+      failed: [],
+      prunedCaches: await this.pruneCaches(),
+    };
     for (const candidate of await idleSessions(db, cutoff, this.opts.batchSize ?? 200)) {
       if (this.stopped) break;
       const id = candidate.id;
@@ -113,6 +126,21 @@ export class SessionSweeper {
       });
     }
     return report;
+  }
+
+  /** Removes the checkout caches of deleted hooks; a failure is logged and left for the next sweep. */
+  private async pruneCaches(): Promise<string[]> {
+    const { checkouts, db, logger } = this.opts;
+    if (!checkouts) return [];
+    try {
+      const pruned = await checkouts.prune(await hookIds(db));
+      if (pruned.length > 0)
+        logger.info("removed the checkout caches of deleted hooks", { hooks: pruned });
+      return pruned;
+    } catch (err) {
+      logger.error("could not prune the checkout caches", { error: errorText(err) });
+      return [];
+    }
   }
 
   private async expire(

@@ -1,7 +1,13 @@
+import { randomUUID } from "node:crypto";
+import { mkdir, mkdtemp, readdir, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { silentLogger } from "../../src/log.js";
 import { sessionById } from "../../src/store/expiry.js";
+import { insertHook } from "../../src/store/hooks.js";
 import { createSession } from "../../src/store/sessions.js";
+import { CheckoutCache } from "../../src/worktrees/checkout-cache.js";
 import { GitRunner } from "../../src/worktrees/git.js";
 import { SessionSweeper } from "../../src/worktrees/sweep.js";
 import { BACKENDS, openTestDatabase } from "../support/db.js";
@@ -49,6 +55,64 @@ describe.each(BACKENDS)("the session sweep on %s", (backend) => {
       await sweeper.stop();
       expect(clock.pending).toBe(0);
     } finally {
+      await database.destroy();
+    }
+  });
+
+  it("removes the checkout caches of hooks that are gone, and keeps a live hook's", async () => {
+    const database = await openTestDatabase(backend);
+    const dir = await mkdtemp(join(tmpdir(), "checkouts-"));
+    try {
+      const hook = await insertHook(database.db, {
+        name: `live-${randomUUID()}`,
+        ownerKeyId: null,
+        verification: "github",
+        secret: "s".repeat(16),
+        promptTemplate: "x",
+        systemPromptTemplate: null,
+        sessionKeyTemplate: null,
+        agent: null,
+        workDir: null,
+        worktree: null,
+        checkout: null,
+        checkoutOrigin: null,
+        permissionMode: null,
+        model: null,
+        effort: null,
+        mcpServers: [],
+        approvals: "deny",
+        events: [],
+        outputSchema: null,
+        callbackUrl: null,
+        callbackSecret: null,
+        forge: "github",
+        forgeApiUrl: null,
+        forgeToken: null,
+        triggers: null,
+        trusted: null,
+        fork: null,
+        reply: null,
+        schedule: null,
+        timezone: null,
+      });
+      const gone = randomUUID();
+      for (const id of [hook.id, gone])
+        await mkdir(join(dir, `${id}.git`, "objects"), { recursive: true });
+      await mkdir(join(dir, "home"));
+      const sweeper = new SessionSweeper({
+        db: database.db,
+        runs: { whenIdle: (_id, task) => task() },
+        logger: silentLogger,
+        ttlMs: 60_000,
+        intervalMs: 10_000,
+        workDir: "/nonexistent",
+        git: new GitRunner({ env: {} }),
+        checkouts: new CheckoutCache({ dir, searchPath: "", localRoots: [] }),
+      });
+      expect((await sweeper.sweep()).prunedCaches).toEqual([gone]);
+      expect((await readdir(dir)).sort()).toEqual([`${hook.id}.git`, "home"].sort());
+    } finally {
+      await rm(dir, { recursive: true, force: true });
       await database.destroy();
     }
   });
