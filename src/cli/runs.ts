@@ -19,7 +19,7 @@ export function addRunCommands(program: Command, out: Output): void {
   runs
     .command("show")
     .description(
-      "print a run (status, timings, usage, completion, output schema and structured output) as JSON",
+      "print a run (status, timings, usage, completion, output schema and structured output, replies on a forge) as JSON",
     )
     .argument("<id>", "run id")
     .action(async (id: string, _options, command: Command) => {

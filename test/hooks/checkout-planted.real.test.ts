@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
-import { BACKENDS } from "../support/db.js";
+import { REAL_CLI_BACKENDS } from "../support/db.js";
 import {
   type MockAnthropic,
   startMockAnthropic,
@@ -23,7 +23,7 @@ const SECRET = "github-secret-0123456789";
 const TOKEN = "ghs_planted-test-token-0123456789";
 const HEADER = Buffer.from(`x-access-token:${TOKEN}`).toString("base64");
 
-describe.each(BACKENDS)(
+describe.each(REAL_CLI_BACKENDS)(
   "a checkout whose repository's config an agent planted, on %s",
   (backend) => {
     let mock: MockAnthropic;
