@@ -17,6 +17,7 @@ import { dueReplies, repliesOf } from "../../src/store/replies.js";
 import type { NewRun } from "../../src/store/run-admission.js";
 import { runs } from "../../src/store/schema.js";
 import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
+import { hookInput } from "../support/hook-input.js";
 
 // Hooks join a run's own transactions: the callback outbox's writes a message's callback with its
 // run and makes it due with its completion, each in the same transaction or not at all; the reply
@@ -117,38 +118,13 @@ describe.each(BACKENDS)("run transaction hooks on %s", (backend) => {
 
   it("writes a delivery's replies with its run, due only at its start, and says its result with its completion", async () => {
     const { db } = database;
-    const hook = await insertHook(db, {
-      name: `replies-${crypto.randomUUID()}`,
-      ownerKeyId: null,
-      verification: "github",
-      secret: "s".repeat(16),
-      promptTemplate: "x",
-      systemPromptTemplate: null,
-      sessionKeyTemplate: null,
-      agent: null,
-      workDir: null,
-      worktree: null,
-      permissionMode: null,
-      model: null,
-      effort: null,
-      mcpServers: [],
-      approvals: "deny",
-      events: [],
-      outputSchema: null,
-      checkout: null,
-      checkoutOrigin: null,
-      callbackUrl: null,
-      callbackSecret: null,
-      forge: "github",
-      forgeApiUrl: null,
-      forgeToken: "ghp_x",
-      triggers: null,
-      trusted: null,
-      fork: null,
-      reply: { comment: true, status: "check", reviewComments: true },
-      schedule: null,
-      timezone: null,
-    });
+    const hook = await insertHook(
+      db,
+      hookInput({
+        forgeToken: "ghp_x",
+        reply: { comment: true, status: "check", reviewComments: true },
+      }),
+    );
     const planned = planReplies(hook, "pull_request", {
       action: "opened",
       pull_request: { number: 4, head: { sha: "abcdef0" } },

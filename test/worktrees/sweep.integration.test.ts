@@ -11,6 +11,7 @@ import { CheckoutCache } from "../../src/worktrees/checkout-cache.js";
 import { GitRunner } from "../../src/worktrees/git.js";
 import { SessionSweeper } from "../../src/worktrees/sweep.js";
 import { BACKENDS, openTestDatabase } from "../support/db.js";
+import { hookInput } from "../support/hook-input.js";
 import { ManualClock } from "../support/manual-clock.js";
 
 // The session sweep on a manual clock: it sweeps at each interval, and a session is idle past the
@@ -63,38 +64,7 @@ describe.each(BACKENDS)("the session sweep on %s", (backend) => {
     const database = await openTestDatabase(backend);
     const dir = await mkdtemp(join(tmpdir(), "checkouts-"));
     try {
-      const hook = await insertHook(database.db, {
-        name: `live-${randomUUID()}`,
-        ownerKeyId: null,
-        verification: "github",
-        secret: "s".repeat(16),
-        promptTemplate: "x",
-        systemPromptTemplate: null,
-        sessionKeyTemplate: null,
-        agent: null,
-        workDir: null,
-        worktree: null,
-        checkout: null,
-        checkoutOrigin: null,
-        permissionMode: null,
-        model: null,
-        effort: null,
-        mcpServers: [],
-        approvals: "deny",
-        events: [],
-        outputSchema: null,
-        callbackUrl: null,
-        callbackSecret: null,
-        forge: "github",
-        forgeApiUrl: null,
-        forgeToken: null,
-        triggers: null,
-        trusted: null,
-        fork: null,
-        reply: null,
-        schedule: null,
-        timezone: null,
-      });
+      const hook = await insertHook(database.db, hookInput());
       const gone = randomUUID();
       for (const id of [hook.id, gone])
         await mkdir(join(dir, `${id}.git`, "objects"), { recursive: true });
