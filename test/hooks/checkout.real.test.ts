@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
@@ -226,6 +226,48 @@ describe.each(BACKENDS)("a hook that checks the pull request out, on %s", (backe
     expect(gitOk(repo.clone, "rev-parse", "--verify", `refs/heads/worktree-${one.sessionId}`)).toBe(
       false,
     );
+  });
+
+  it("lets a .claude/settings.json in the pull request's head allow the agent no tool", async () => {
+    await createHook(server.url, {
+      name: "review-asking",
+      verification: "github",
+      secret: SECRET,
+      checkout: "pull_request",
+      prompt_template: "Review #{{pull_request.number}}",
+      session_key_template: "asking-{{pull_request.number}}",
+      permission_mode: "default",
+    });
+    // What a pull request's author could commit: every Bash command allowed without asking.
+    await mkdir(join(author, ".claude"), { recursive: true });
+    await writeFile(
+      join(author, ".claude", "settings.json"),
+      JSON.stringify({ permissions: { allow: ["Bash"] } }),
+    );
+    git(author, "add", "-f", ".claude/settings.json");
+    const head = await pushHead("the head with settings", 43);
+    git(author, "rm", "-q", "-r", ".claude");
+    git(author, "commit", "-q", "-m", "no settings");
+    mock.script(
+      // A command that writes: one the CLI never runs unasked (a read-only one it may).
+      {
+        blocks: [
+          {
+            type: "tool_use",
+            name: "Bash",
+            input: { command: "cp pr-only.txt copied.txt && cat copied.txt" },
+          },
+        ],
+      },
+      { blocks: [{ type: "text", text: "Could not look." }] },
+    );
+    const body = pullRequest("opened", 43, head);
+    const res = await deliver(server.url, "review-asking", body, githubHeaders(SECRET, body));
+    expect(res.status).toBe(202);
+    const { run_id } = (await res.json()) as { run_id: string };
+    await until(async () => isFinished(await getRun(server.url, run_id)), 60_000, "the run");
+    // The hook's own mode asks, nobody answers (approvals deny): the command never ran.
+    expect(lastToolOutput()).not.toContain("the head with settings");
   });
 
   it("runs no reference-transaction hook planted in the repository while it fetches", async () => {
