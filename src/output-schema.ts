@@ -69,6 +69,17 @@ function depthOf(value: unknown): number {
   return deepest;
 }
 
+/** Whether any object in `schema` has `uniqueItems: true` (walked with a stack). */
+function holdsUniqueItems(schema: unknown): boolean {
+  const stack: unknown[] = [schema];
+  for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
+    if (item === null || typeof item !== "object") continue;
+    if (!Array.isArray(item) && (item as Record<string, unknown>).uniqueItems === true) return true;
+    stack.push(...Object.values(item));
+  }
+  return false;
+}
+
 /** Why `schema` is not one a run may carry; undefined when it is. */
 export function outputSchemaProblem(schema: OutputSchemaValue): string | undefined {
   if (depthOf(schema) > MAX_OUTPUT_SCHEMA_DEPTH) {
@@ -80,6 +91,10 @@ export function outputSchemaProblem(schema: OutputSchemaValue): string | undefin
   if (schema.type !== "object") {
     return 'must be an object schema (`"type": "object"`): both agents need an object as the answer';
   }
+  // Ajv compares an array's objects pairwise for it: an answer of 100 000 objects would hold the
+  // server's thread for minutes.
+  if (holdsUniqueItems(schema))
+    return "must not use `uniqueItems`, whose check takes time quadratic in the answer";
   // An async schema's validation is a promise, which the run's end does not wait for.
   if (schema.$async !== undefined) return "must not be an async schema (`$async`)";
   try {
@@ -113,7 +128,7 @@ export function structuredOutputProblem(
   return `the agent's structured output does not match output_schema: ${describe(validate.errors ?? [])}`;
 }
 
-export const OUTPUT_SCHEMA_HELP = `A JSON Schema (draft-07) the agent's final answer must match, as an object schema (\`"type": "object"\`), at most ${MAX_OUTPUT_SCHEMA_BYTES} bytes as JSON and ${MAX_OUTPUT_SCHEMA_DEPTH} levels deep. Strict: an unknown keyword is refused (as Claude Code refuses it); \`format\` is not checked; \`pattern\` is RE2 syntax (no lookaround, no backreferences), matched in linear time. The completion then carries \`structured_output\`, the answer checked against it; an answer that is missing or does not match ends the run \`failed\` with \`error_code: output_invalid\`, its text kept. Codex sends it to the model in the Responses API's strict mode, which also wants \`additionalProperties: false\` and every property \`required\` in each object.`;
+export const OUTPUT_SCHEMA_HELP = `A JSON Schema (draft-07) the agent's final answer must match, as an object schema (\`"type": "object"\`), at most ${MAX_OUTPUT_SCHEMA_BYTES} bytes as JSON and ${MAX_OUTPUT_SCHEMA_DEPTH} levels deep. Strict: an unknown keyword is refused (as Claude Code refuses it); \`format\` is not checked; \`pattern\` is RE2 syntax (no lookaround, no backreferences), matched in linear time; \`uniqueItems\` is refused (its check is quadratic in the answer). The completion then carries \`structured_output\`, the answer checked against it; an answer that is missing or does not match ends the run \`failed\` with \`error_code: output_invalid\`, its text kept. Codex sends it to the model in the Responses API's strict mode, which also wants \`additionalProperties: false\` and every property \`required\` in each object.`;
 
 export const OutputSchema = z
   .record(z.string(), z.unknown())

@@ -38,4 +38,18 @@ describe("an output schema's pattern", () => {
     expect(outputSchemaProblem(schema)).toBeUndefined();
     expect(structuredOutputProblem(schema, { [`${"x".repeat(40)}`]: "no" })).toMatch(/number/);
   });
+
+  it("refuses uniqueItems anywhere in a schema, whose check is quadratic in the answer", () => {
+    const schema = {
+      type: "object",
+      properties: { list: { type: "array", items: { type: "object" }, uniqueItems: true } },
+    };
+    expect(outputSchemaProblem(schema)).toMatch(/uniqueItems/);
+    expect(
+      outputSchemaProblem({
+        type: "object",
+        properties: { list: { type: "array", uniqueItems: false } },
+      }),
+    ).toBeUndefined();
+  });
 });

@@ -1,5 +1,6 @@
 import type { ReplyTarget } from "../store/schema.js";
 import type { ForgeCall } from "./api.js";
+import { REPLY_MARKER } from "./marker.js";
 import {
   checkOutput,
   commentBody,
@@ -157,7 +158,8 @@ function githubCall(
               path: c.path,
               line: c.line,
               side: "RIGHT",
-              body: c.body,
+              // Each becomes a review comment of its own, which a mention trigger reads.
+              body: `${c.body}\n\n${REPLY_MARKER}`,
             })),
           },
         },

@@ -44,7 +44,10 @@ export async function mayTrigger(
   const actor = delivery.actor;
   if (!actor) return refused("the delivery names nobody who did it");
   const who = `@${actor.login.slice(0, 100)}`;
-  if (trusted.bots.some((bot) => botName(bot) === botName(actor.login))) return { trusted: true };
+  // A listed name trusts the bot account alone, never a person who took the same name.
+  if (actor.bot && trusted.bots.some((bot) => botName(bot) === botName(actor.login))) {
+    return { trusted: true };
+  }
   if (actor.bot) return refused(`${who} is a bot not listed in trusted.bots`);
   if (delivery.forge === "gitlab") return gitlabMember(trusted, delivery, who, lookup);
   if (trigger === "labels") return githubLabeller(delivery, who, lookup);

@@ -31,9 +31,13 @@ export interface RetryPolicy {
 
 /**
  * After `failures` failures in a row: given up (`failed`), or when to try again: when the other
- * side asked (`retryAt`), else after a jittered backoff; at once when the server is stopping (the
- * next process tries it).
+ * side asked (`retryAt`, but within MAX_ASKED_WAIT_MS or the longest backoff: a hostile or
+ * broken answer's `Retry-After: 9999999` holds nothing for months), else after a jittered backoff;
+ * at once when the server is stopping (the next process tries it).
  */
+/** The longest wait the other side may ask for: GitHub's and GitLab's rate limits reset within an hour. */
+export const MAX_ASKED_WAIT_MS = 60 * 60 * 1000;
+
 export function retryAfterFailure(
   failures: number,
   policy: RetryPolicy,
@@ -45,7 +49,9 @@ export function retryAfterFailure(
     maxMs: policy.backoffMaxMs,
     jitter: true,
   });
-  const at = opts.stopped ? now : (opts.retryAt ?? now + wait);
+  const longest = now + Math.max(policy.backoffMaxMs, MAX_ASKED_WAIT_MS);
+  const asked = opts.retryAt == null ? null : Math.min(opts.retryAt, longest);
+  const at = opts.stopped ? now : (asked ?? now + wait);
   return { failed: failures >= policy.maxAttempts, at };
 }
 

@@ -1,6 +1,7 @@
 import type { AgentBackend } from "../agents/agent.js";
 import { pluginOf } from "../agents/registry.js";
 import type { CompletionEvent } from "../events.js";
+import { apiUrlOf } from "../forges/hook-forge.js";
 import { errorText, type Logger } from "../log.js";
 import type { AgentIdentity } from "../process/tenant-homes.js";
 import type { Database } from "../store/db.js";
@@ -8,6 +9,7 @@ import { getHookById } from "../store/hooks.js";
 import type { SessionRow } from "../store/schema.js";
 import { changeRef, checkOutChange, readChangeCheckout } from "../worktrees/change.js";
 import type { CheckoutCache } from "../worktrees/checkout-cache.js";
+import { tokenGoesTo } from "../worktrees/checkout-origin.js";
 import type { Git } from "../worktrees/git.js";
 import { prepareSessionWorktree, recordSessionWorktree } from "../worktrees/sessions.js";
 import type { ActiveRun } from "./active-run.js";
@@ -109,7 +111,9 @@ export class RunWorkspace {
         key: session.id,
         origin: hook.checkoutOrigin,
         ref,
-        ...(hook.forgeToken ? { auth: { forge: change.forge, token: hook.forgeToken } } : {}),
+        ...(hook.forgeToken && tokenGoesTo(hook.checkoutOrigin, apiUrlOf(hook) ?? "")
+          ? { auth: { forge: change.forge, token: hook.forgeToken } }
+          : {}),
       });
       try {
         const { path, head } = await checkOutChange(git, session.id, cached, layout, logger);

@@ -55,3 +55,20 @@ export function tokenHeader(forge: Forge, token: string): string {
   const user = forge === "github" ? "x-access-token" : "oauth2";
   return `Authorization: Basic ${Buffer.from(`${user}:${token}`, "utf8").toString("base64")}`;
 }
+
+/**
+ * Whether the hook's forge token may go with a fetch from `origin`: only to the forge it is for,
+ * the host of its API (`gitlab.example.com`) or the one whose API that is (`github.com` for
+ * `api.github.com`). An origin elsewhere (one the work dir's config named when the hook was made)
+ * is fetched without it.
+ */
+export function tokenGoesTo(origin: string, apiUrl: string): boolean {
+  if (isLocalOrigin(origin)) return false;
+  try {
+    const host = new URL(origin).hostname.toLowerCase();
+    const api = new URL(apiUrl).hostname.toLowerCase();
+    return host === api || api === `api.${host}`;
+  } catch {
+    return false;
+  }
+}

@@ -198,6 +198,16 @@ describe("reply calls", () => {
     );
   });
 
+  it("mark each line comment of a review, which a mention trigger reads as a comment of its own", () => {
+    const review = replyCall({ kind: "review", target: target(), objectId: null }, report({}), [
+      { path: "a.ts", line: 3, body: "@agent-bridge look here" },
+    ]);
+    const comments =
+      "call" in review ? (review.call.body as { comments: { body: string }[] }).comments : [];
+    expect(comments).toHaveLength(1);
+    expect(comments[0]?.body).toContain(REPLY_MARKER);
+  });
+
   it("complete a check run with a conclusion from the run's end", () => {
     const made = replyCall(
       { kind: "check", target: target(), objectId: "9" },

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { readDelivery } from "../../src/forges/delivery.js";
 import { restrictionOf } from "../../src/forges/fork.js";
 import { matchTrigger } from "../../src/forges/triggers.js";
+import { mayTrigger, trustOf } from "../../src/forges/trust.js";
 import type { Triggers } from "../../src/hook-triggers.js";
 
 // Which trigger a forge's delivery matches, read from its payload alone; and a fork's restriction
@@ -99,6 +100,29 @@ describe("a fork's restriction", () => {
     expect(restrictionOf({ permission_mode: "plan", egress: ["github.com"] }, "auto")).toEqual({
       permissionMode: "plan",
       egress: ["github.com"],
+    });
+  });
+});
+
+describe("a listed bot", () => {
+  const comment = (login: string, type: string) =>
+    readDelivery("github", "issue_comment", {
+      action: "created",
+      repository: { full_name: "acme/widgets" },
+      issue: { number: 1 },
+      comment: { body: "@agent-bridge go", user: { login, type }, author_association: "NONE" },
+    });
+  const trusted = trustOf({ bots: ["renovate"] });
+
+  it("trusts that bot account, with or without its [bot] suffix written", async () => {
+    expect(await mayTrigger(trusted, comment("renovate[bot]", "Bot"), "mention", null)).toEqual({
+      trusted: true,
+    });
+  });
+
+  it("trusts no person who took the bot's name", async () => {
+    expect(await mayTrigger(trusted, comment("renovate", "User"), "mention", null)).toMatchObject({
+      trusted: false,
     });
   });
 });

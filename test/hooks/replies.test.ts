@@ -473,8 +473,8 @@ describe.each(BACKENDS)("review comments from a structured output on %s", (backe
       event: "COMMENT",
       commit_id: HEAD,
       comments: [
-        { path: "src/a.ts", line: 3, side: "RIGHT", body: "Off by one." },
-        { path: "src/b.ts", line: 10, side: "RIGHT", body: "Unused." },
+        { path: "src/a.ts", line: 3, side: "RIGHT", body: `Off by one.\n\n${REPLY_MARKER}` },
+        { path: "src/b.ts", line: 10, side: "RIGHT", body: `Unused.\n\n${REPLY_MARKER}` },
       ],
     });
     expect((review.body as { body: string }).body).toContain(REPLY_MARKER);

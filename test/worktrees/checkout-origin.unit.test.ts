@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { originRefusal, tokenHeader } from "../../src/worktrees/checkout-origin.js";
+import { originRefusal, tokenGoesTo, tokenHeader } from "../../src/worktrees/checkout-origin.js";
 
 // What a checkout hook may pin as its origin, and the header its forge token becomes. The header
 // is tested here alone: an https origin cannot be reached from the tests, which run offline.
@@ -65,5 +65,27 @@ describe("a forge token's header for a fetch", () => {
     const header = tokenHeader("github", token);
     expect(header).toMatch(/^Authorization: Basic [A-Za-z0-9+/]+=*$/);
     expect(decoded(header)).toBe(`x-access-token:${token}`);
+  });
+});
+
+describe("where a forge token goes with a fetch", () => {
+  it("goes to the forge it is for: its API's host, or the host whose API that is", () => {
+    expect(tokenGoesTo("https://github.com/acme/widgets.git", "https://api.github.com")).toBe(true);
+    expect(
+      tokenGoesTo("https://ghe.example.com/acme/w.git", "https://ghe.example.com/api/v3"),
+    ).toBe(true);
+    expect(
+      tokenGoesTo("https://gitlab.example.com/a/w.git", "https://gitlab.example.com/api/v4"),
+    ).toBe(true);
+  });
+
+  it("goes nowhere else: another host, a look-alike, a local path", () => {
+    expect(tokenGoesTo("https://evil.example/acme/widgets.git", "https://api.github.com")).toBe(
+      false,
+    );
+    expect(tokenGoesTo("https://github.com.evil.example/x.git", "https://api.github.com")).toBe(
+      false,
+    );
+    expect(tokenGoesTo("/var/tmp/origin.git", "https://api.github.com")).toBe(false);
   });
 });
