@@ -28,7 +28,14 @@ export interface GateOptions {
 /** How the gate reads the hook's columns: as they were written through the API's schema. */
 type GatedHook = Pick<
   HookRow,
-  "verification" | "forge" | "forgeApiUrl" | "forgeToken" | "triggers" | "trusted" | "fork"
+  | "verification"
+  | "forge"
+  | "forgeApiUrl"
+  | "forgeToken"
+  | "triggers"
+  | "trusted"
+  | "fork"
+  | "checkout"
 >;
 
 /**
@@ -50,7 +57,8 @@ export async function gateDelivery(
   input: { event: string; payload: unknown },
   opts: GateOptions,
 ): Promise<GateVerdict> {
-  if (!hook.triggers && !hook.fork) return { run: true, restriction: null };
+  // A hook that checks pull requests out runs their code: a fork's is anybody's, with triggers or without.
+  if (!hook.triggers && !hook.fork && !hook.checkout) return { run: true, restriction: null };
   const delivery = deliveryOf(hook, input.event, input.payload);
   const access = forgeAccessOf(hook);
   const lookup: ForgeLookup =

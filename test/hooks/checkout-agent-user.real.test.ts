@@ -91,7 +91,12 @@ describe.skipIf(!isRoot).each(REAL_CLI_BACKENDS)(
         { blocks: [{ type: "tool_use", name: "Bash", input: { command: "cat pr-only.txt" } }] },
         { blocks: [{ type: "text", text: "Reviewed." }] },
       );
-      const body = JSON.stringify({ action: "opened", pull_request: { number: 3 } });
+      // A pull request from a branch of the repository itself: a fork's would run restricted.
+      const own = { full_name: "acme/widgets" };
+      const body = JSON.stringify({
+        action: "opened",
+        pull_request: { number: 3, head: { repo: own }, base: { repo: own } },
+      });
       const res = await deliver(server.url, "review", body, githubHeaders(SECRET, body));
       expect(res.status).toBe(202);
       const { run_id, session_id } = await res.json();

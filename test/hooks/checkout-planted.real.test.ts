@@ -21,6 +21,7 @@ import { createHook, deliver, getRun, githubHeaders, isFinished, until } from ".
 
 const SECRET = "github-secret-0123456789";
 const TOKEN = "ghs_planted-test-token-0123456789";
+const SAME_REPO = { full_name: "acme/widgets" };
 const HEADER = Buffer.from(`x-access-token:${TOKEN}`).toString("base64");
 
 describe.each(REAL_CLI_BACKENDS)(
@@ -108,7 +109,12 @@ describe.each(REAL_CLI_BACKENDS)(
       const requests = mock.mainRequests().length;
       // Each delivery's body its own: the same body again is a replay, and starts nothing.
       sent += 1;
-      const body = JSON.stringify({ action: "synchronize", sent, pull_request: { number: pr } });
+      // A pull request from a branch of the repository itself: a fork's would run restricted.
+      const body = JSON.stringify({
+        action: "synchronize",
+        sent,
+        pull_request: { number: pr, head: { repo: SAME_REPO }, base: { repo: SAME_REPO } },
+      });
       const res = await deliver(server.url, "review", body, githubHeaders(SECRET, body));
       expect(res.status).toBe(202);
       const receipt = (await res.json()) as { run_id: string; session_id: string };

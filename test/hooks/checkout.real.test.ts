@@ -270,6 +270,37 @@ describe.each(BACKENDS)("a hook that checks the pull request out, on %s", (backe
     expect(lastToolOutput()).not.toContain("the head with settings");
   });
 
+  it("runs a fork's pull request without the hook's bypass, though the hook has no triggers", async () => {
+    const head = await pushHead("a fork's head", 44);
+    mock.script(
+      {
+        blocks: [
+          {
+            type: "tool_use",
+            name: "Bash",
+            input: { command: "cp pr-only.txt copied.txt && cat copied.txt" },
+          },
+        ],
+      },
+      { blocks: [{ type: "text", text: "Could not look." }] },
+    );
+    const body = JSON.stringify({
+      action: "opened",
+      repository: { full_name: "acme/widgets" },
+      pull_request: {
+        number: 44,
+        head: { sha: head, ref: "feature", repo: { full_name: "mallory/widgets" } },
+        base: { ref: "main", repo: { full_name: "acme/widgets" } },
+      },
+    });
+    const res = await send(body);
+    expect(res.status).toBe(202);
+    const { run_id } = (await res.json()) as { run_id: string };
+    await until(async () => isFinished(await getRun(server.url, run_id)), 60_000, "the run");
+    // Its mode is the default one (asking, with nobody to answer): the command never ran.
+    expect(lastToolOutput()).not.toContain("a fork's head");
+  });
+
   it("runs no reference-transaction hook planted in the repository while it fetches", async () => {
     // The agent may write the repository's hooks; the fetch has the network, so it runs none.
     // In .git: the sandbox lets git write there alone.
