@@ -1120,7 +1120,7 @@ export interface components {
           kind: "generic";
         };
     /**
-     * @description A JSON Schema (draft-07) the agent's final answer must match, as an object schema (`"type": "object"`), at most 65536 bytes as JSON and 32 levels deep. Strict: an unknown keyword is refused (as Claude Code refuses it); `format` is not checked; `pattern` is RE2 syntax (no lookaround, no backreferences), matched in linear time. The completion then carries `structured_output`, the answer checked against it; an answer that is missing or does not match ends the run `failed` with `error_code: output_invalid`, its text kept. Codex sends it to the model in the Responses API's strict mode, which also wants `additionalProperties: false` and every property `required` in each object.
+     * @description A JSON Schema (draft-07) the agent's final answer must match, as an object schema (`"type": "object"`), at most 65536 bytes as JSON and 32 levels deep. Strict: an unknown keyword is refused (as Claude Code refuses it); `format` is not checked; `pattern` is RE2 syntax (no lookaround, no backreferences), matched in linear time; `uniqueItems` is refused (its check is quadratic in the answer). The completion then carries `structured_output`, the answer checked against it; an answer that is missing or does not match ends the run `failed` with `error_code: output_invalid`, its text kept. Codex sends it to the model in the Responses API's strict mode, which also wants `additionalProperties: false` and every property `required` in each object.
      * @example {
      *       "type": "object",
      *       "properties": {
