@@ -9,6 +9,8 @@ import { appClient } from "../support/app-client.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { longRun, streamedReply } from "../support/fake-scenarios.js";
+import { runCommand } from "../support/process.js";
+import { codeBlocks, docSection } from "../support/readme.js";
 import { result, systemInit } from "../support/stream-json-lines.js";
 
 // POST /v1/sessions/{id}/fork with the scripted fake CLI: what the fork takes of its session,
@@ -189,6 +191,28 @@ describe.each(BACKENDS)("forking a session on %s", (backend) => {
       detail:
         "A codex session cannot be forked: the bridge cannot start its CLI's conversation as a copy of another's up to a given message",
     });
+  });
+
+  it("forks as the curl in docs/conversations.md's Fork section shows", async () => {
+    const [block] = codeBlocks(await docSection("docs/conversations.md", "Fork"), "sh");
+    const curl = block?.split("\n").find((line) => line.startsWith("curl")) ?? "";
+    const original = await newSession();
+    await fake.setScenario(streamedReply(["One."], { uuid: "uuid-doc" }));
+    const one = await send(original, "one");
+    const server = await listen(t.app);
+    try {
+      const vars = [`B=${server.url}`, `H="Authorization: Bearer ${alice}"`];
+      vars.push(`S=${original}`, `R=${one.run.id}`);
+      const res = await runCommand("bash", ["-c", [...vars, curl].join("\n")], {
+        env: { PATH: process.env.PATH },
+      });
+      expect(JSON.parse(res.stdout)).toMatchObject({
+        title: "the other way",
+        forked_from: { session_id: original, run_id: one.run.id },
+      });
+    } finally {
+      await server.close();
+    }
   });
 
   it("agent-bridge sessions fork ID --at-run RUN prints the new session's id", async () => {
