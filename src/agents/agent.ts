@@ -25,6 +25,12 @@ export interface AgentRunRequest {
    * from, leaving out what came after it. Only for a back-end that `resumesAtMessage`.
    */
   resumeAt: string | null;
+  /**
+   * Set on a forked session (POST /v1/sessions/{id}/fork): the conversation it branched from, which
+   * a run that starts the session (`resume` false) continues from that message, as the session's
+   * own. Only for a back-end whose plugin can `fork`.
+   */
+  forkOf?: ForkOf;
   prompt: string;
   /** Images sent with the prompt. */
   attachments: readonly ImageAttachment[];
@@ -52,6 +58,12 @@ export interface AgentRunRequest {
   git: Git;
   /** Tool rules allowed for the rest of the session (answers with `scope: "session"`). */
   allowedTools: readonly string[];
+}
+
+/** A forked session's starting point: the agent's own session, and the message to go on after. */
+export interface ForkOf {
+  agentSessionId: string;
+  resumeAt: string;
 }
 
 /** What the CLI may say of a permission request, passed on as it says it. */

@@ -5,7 +5,7 @@ import { clientOf } from "./options.js";
 import { printJson, printSessions } from "./print.js";
 import type { Output } from "./render.js";
 
-/** `sessions ls|new|show|rm`. */
+/** `sessions ls|new|fork|show|rm`. */
 export function addSessionCommands(program: Command, out: Output): void {
   const sessions = program.command("sessions").description("list, show and delete sessions");
   listCommand(out, sessions, "list sessions, newest first", printSessions, (client, page) =>
@@ -31,6 +31,21 @@ export function addSessionCommands(program: Command, out: Output): void {
       });
       if (options.json) printJson(out, session);
       else out.stdout.write(`${session.id}\n`);
+    });
+  sessions
+    .command("fork")
+    .description("fork a session: a new one that goes on from one of its runs; print its id")
+    .argument("<id>", "session id")
+    .option("--at-run <run>", "the finished run to branch after (default: the newest finished run)")
+    .option("--title <title>", "a label for people (default: the session's)")
+    .option("--json", "print the new session as JSON")
+    .action(async (id: string, options, command: Command) => {
+      const fork = await clientOf(command).forkSession(id, {
+        ...(options.atRun ? { at_run: options.atRun } : {}),
+        ...(options.title ? { title: options.title } : {}),
+      });
+      if (options.json) printJson(out, fork);
+      else out.stdout.write(`${fork.id}\n`);
     });
   sessions
     .command("show")

@@ -27,6 +27,7 @@ type Schemas = components["schemas"];
 export type Session = Schemas["Session"];
 export type SessionPage = Schemas["SessionPage"];
 export type CreateSession = Schemas["CreateSession"];
+export type ForkSession = Schemas["ForkSession"];
 export type RunStatus = Schemas["RunStatus"];
 export type Run = Schemas["Run"];
 export type FinishedRun = Schemas["FinishedRun"];
@@ -108,6 +109,11 @@ export type AgentBridgeClient = Client<paths, Media> & {
   listSessions(query?: { limit?: number; cursor?: string }): Promise<SessionPage>;
   getSession(id: string): Promise<Session>;
   deleteSession(id: string): Promise<void>;
+  /**
+   * A new session that goes on from the end of `at_run` (default: the newest finished run) while
+   * this one goes on untouched (`POST /v1/sessions/{id}/fork`).
+   */
+  forkSession(id: string, body?: ForkSession): Promise<Session>;
   /** Sends a message and waits for the run to finish (`Accept: application/json`). */
   send(sessionId: string, text: string, options?: MessageOptions): Promise<FinishedRun>;
   /** Sends a message and returns the queued run at once (`Prefer: respond-async`). */
@@ -220,6 +226,8 @@ export function createClient(clientOptions: ClientOptions): AgentBridgeClient {
     deleteSession: async (id) => {
       await ok(api.DELETE("/v1/sessions/{id}", { params: { path: { id } } }));
     },
+    forkSession: (id, body = {}) =>
+      ok(api.POST("/v1/sessions/{id}/fork", { params: { path: { id } }, body })),
     send: (sessionId, text, options = {}) =>
       ok(
         api.POST("/v1/sessions/{id}/messages", {

@@ -406,6 +406,26 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  "/v1/sessions/{id}/fork": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Fork a session: a new session that goes on from one of its runs
+     * @description A new session, with the session's settings and owner, whose first message continues the conversation as it was at the end of `at_run`; the session itself goes on untouched, and neither sees the other's later turns. A worktree session's fork gets a worktree of its own, on a branch made from the session's at its current commit, with the session's uncommitted changes (untracked files too, ignored ones not) as its own uncommitted changes. A session with an active run may be forked at a finished run. Claude Code only: a codex session gets 400 `fork_unsupported`. 404 `run_not_found` when `at_run` is not a run of this session; 409 `run_not_finished` when it has not finished; 409 `no_fork_point` when no run up to it confirmed a message (or the session has no finished run); 410 for an expired session; 409 `worktree_elsewhere` when the session's worktree is on another host than the instance asked.
+     */
+    post: operations["forkSession"];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   "/v1/sessions/{id}/messages": {
     parameters: {
       query?: never;
@@ -871,6 +891,31 @@ export interface components {
       /** @description Every text_delta of the run, joined: the main thread's text, no subagent's. */
       text: string;
     };
+    /**
+     * @example {
+     *       "title": "try the other way"
+     *     }
+     */
+    ForkSession: {
+      /**
+       * Format: uuid
+       * @description A finished run of this session whose end the fork branches after. Default: the session's newest finished run. A run that failed confirmed no message of its own: the fork then branches after the last message a run before it confirmed.
+       */
+      at_run?: string;
+      /** @description Default: the session's. */
+      title?: string;
+      /** @description Default: the session's. */
+      metadata?: {
+        [key: string]: string;
+      };
+    };
+    /** @description Set on a session made by `POST /v1/sessions/{id}/fork`: the session and run it branched after. */
+    ForkedFrom: {
+      /** @description The session it was forked from. */
+      session_id: string;
+      /** @description The run of that session it branched after. */
+      run_id: string;
+    } | null;
     Health: {
       /** @enum {string} */
       status: "ok";
@@ -1299,6 +1344,10 @@ export interface components {
         | "run_finished"
         | "run_not_latest"
         | "retry_unsupported"
+        | "fork_unsupported"
+        | "run_not_finished"
+        | "no_fork_point"
+        | "worktree_elsewhere"
         | "queue_full"
         | "idempotency_key_reused"
         | "shutting_down"
@@ -1571,6 +1620,7 @@ export interface components {
        */
       expired_at: string | null;
       git_worktree: components["schemas"]["Worktree"];
+      forked_from: components["schemas"]["ForkedFrom"];
       /** @description The session's queued or running run, if any: follow it at `/v1/runs/{active_run_id}/events`. Its other runs are at `/v1/sessions/{id}/runs`. */
       active_run_id: string | null;
       usage: components["schemas"]["SessionUsage"];
@@ -3827,6 +3877,114 @@ export interface operations {
       };
       /** @description Conflict */
       409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
+  forkSession: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: {
+      content: {
+        "application/json": components["schemas"]["ForkSession"];
+      };
+    };
+    responses: {
+      /** @description The new session; `Location` names it. */
+      201: {
+        headers: {
+          Location: string;
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["Session"];
+        };
+      };
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description The key lacks the admin role, or its policy does not allow what was asked (`policy_denied`) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Not found */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Conflict */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description The session has expired */
+      410: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Body larger than the configured limit */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Body is not JSON */
+      415: {
         headers: {
           [name: string]: unknown;
         };

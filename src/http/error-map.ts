@@ -48,6 +48,10 @@ export const ERROR_MAP: Record<ErrorCode, HttpProblem> = {
   run_finished: { status: 409, title: "Run already finished" },
   run_not_latest: { status: 409, title: "Run is not its session's latest" },
   retry_unsupported: { status: 400, title: "The session's agent cannot retry a run" },
+  fork_unsupported: { status: 400, title: "The session's agent cannot fork a session" },
+  run_not_finished: { status: 409, title: "Run has not finished" },
+  no_fork_point: { status: 409, title: "No finished turn to fork after" },
+  worktree_elsewhere: { status: 409, title: "The session's worktree is on another host" },
   queue_full: { status: 429, title: "Too many runs" },
   idempotency_key_reused: {
     status: 422,

@@ -114,7 +114,10 @@ export class Execution {
       const agent = this.opts.agents.get(session.agent);
       const identity = await this.opts.homes?.identityFor(session.ownerKeyId);
       transcripts = { agent, identity };
-      if (run.resume) await this.workspace.restoreTranscript(run, agent, identity);
+      // A fork's first run resumes the conversation it was copied from.
+      if (run.resume || session.forkedFrom) {
+        await this.workspace.restoreTranscript(run, agent, identity);
+      }
       events = await this.runAgent(run, agent, { identity, git }, allowance, approvals, capture);
       run.life.fire({ type: "launch" });
       completion = await relay(run, events, (id) => this.noteAgentSession(run, id));
@@ -217,6 +220,12 @@ export class Execution {
         agentSessionId: session.agentSessionId,
         resume: run.resume,
         resumeAt: run.resumeAt,
+        ...(session.forkedFrom && {
+          forkOf: {
+            agentSessionId: session.forkedFrom.agentSessionId,
+            resumeAt: session.forkedFrom.resumeAt,
+          },
+        }),
         prompt: row.prompt,
         attachments: options.attachments,
         settings: runSettings(settings, options),

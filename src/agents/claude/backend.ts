@@ -19,7 +19,7 @@ import { ownApiMs } from "./usage.js";
 
 // Claude Code as an agent back-end: every session setting is its own, the bridge's session id is
 // also the CLI's (`--session-id` on the first run, `--resume` after, `--resume-session-at` for a
-// retry), a run's budget is the CLI's `--max-budget-usd`, and its MCP servers are the admin's
+// retry, `--fork-session` for a fork's first run: fork.ts), a run's budget is the CLI's `--max-budget-usd`, and its MCP servers are the admin's
 // named by the session, alone. With the model gateway, the CLI calls its API through it, with a
 // token of the run's own that dies with the run, and never holds the operator's credential.
 
@@ -36,12 +36,12 @@ export interface ClaudeBackendConfig {
   gateway?: GatewayAccess;
 }
 
-/** Everything the bridge asks of an agent, Claude Code can do but fork and steer. */
+/** Everything the bridge asks of an agent, Claude Code can do but steer. */
 export const CLAUDE_CAPABILITIES: AgentCapabilities = {
   resumeAtMessage: true,
   interrupt: true,
   approvals: true,
-  fork: false,
+  fork: true,
   steering: false,
 };
 
@@ -86,6 +86,7 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
             attachments: request.attachments,
             claudeSessionId: request.sessionId,
             resume: request.resume,
+            ...(request.forkOf ? { forkOf: request.forkOf } : {}),
             ...(request.resumeAt !== null ? { resumeAt: request.resumeAt } : {}),
             ...(settings.worktree ? { worktree: request.sessionId } : {}),
             permissionMode: settings.permissionMode,

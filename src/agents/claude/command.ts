@@ -1,6 +1,8 @@
 import { InvalidRunRequestError } from "../../process/errors.js";
 import type { Effort, PermissionMode } from "../../session-settings.js";
+import type { ForkOf } from "../agent.js";
 import type { ImageAttachment } from "../images.js";
+import { forkArgs } from "./fork.js";
 
 // The `claude` command line for one run, as an argument array (never a shell string). The prompt
 // is not an argument at all: it goes in on stdin as a stream-json user message (see
@@ -14,6 +16,11 @@ export interface CommandInput {
    * it (a retry drops the turn that failed).
    */
   resumeAt?: string;
+  /**
+   * Without `resume`: the session starts as a fork of this conversation, cut after this message
+   * (see fork.ts).
+   */
+  forkOf?: ForkOf;
   worktree?: string;
   permissionMode: PermissionMode;
   effort?: Effort;
@@ -49,7 +56,8 @@ export function buildClaudeArgs(input: CommandInput): string[] {
     throw new InvalidRunRequestError("claudeSessionId is empty");
   }
   const args = [...BASE_ARGS];
-  args.push(input.resume ? "--resume" : "--session-id", input.claudeSessionId);
+  if (!input.resume && input.forkOf) args.push(...forkArgs(input.claudeSessionId, input.forkOf));
+  else args.push(input.resume ? "--resume" : "--session-id", input.claudeSessionId);
   // A uuid the CLI reported, passed as `--flag=value` so that it can never be read as a flag.
   if (input.resume && input.resumeAt !== undefined)
     args.push(`--resume-session-at=${input.resumeAt}`);

@@ -14,6 +14,16 @@ import { apiKeys } from "./keys.js";
 
 // Sessions, their git worktrees and their agents' saved transcripts.
 
+/** Where a forked session came from. */
+export interface ForkOrigin {
+  sessionId: string;
+  runId: string;
+  /** The agent's own session the fork's conversation is copied from (Claude Code: `--resume`). */
+  agentSessionId: string;
+  /** The message of that conversation the fork goes on after (`--resume-session-at`). */
+  resumeAt: string;
+}
+
 export const sessions = pgTable(
   "sessions",
   {
@@ -48,6 +58,11 @@ export const sessions = pgTable(
     createdAt: ts("created_at").notNull(),
     updatedAt: ts("updated_at").notNull(),
     lastActivityAt: ts("last_activity_at").notNull(),
+    /**
+     * Set on a fork (POST /v1/sessions/{id}/fork): the session and run it branched after, and the
+     * agent's conversation and message its first run continues from (http/routes/sessions/fork.handlers.ts).
+     */
+    forkedFrom: jsonb("forked_from").$type<ForkOrigin>(),
     /** Set by the sweep once the session outlived its TTL; it then takes no more messages. */
     expiredAt: ts("expired_at"),
     ...usageColumns(),

@@ -51,6 +51,20 @@ describe("buildClaudeArgs", () => {
     expect(buildClaudeArgs({ ...base, resume: true }).join(" ")).not.toContain("resume-session-at");
   });
 
+  it("starts a fork's session as a fork of the original's conversation at its message, and resumes its own after", () => {
+    const forkOf = { agentSessionId: "11111111-2222-3333-4444-555555555555", resumeAt: "at-uuid" };
+    const first = buildClaudeArgs({ ...base, forkOf });
+    expect(first.slice(BASE_ARGS.length, BASE_ARGS.length + 4)).toEqual([
+      `--resume=${forkOf.agentSessionId}`,
+      "--fork-session",
+      `--session-id=${SID}`,
+      "--resume-session-at=at-uuid",
+    ]);
+    const next = buildClaudeArgs({ ...base, forkOf, resume: true });
+    expect(flagValue(next, "--resume")).toBe(SID);
+    expect(next).not.toContain("--fork-session");
+  });
+
   it("adds -w with the worktree name only when given", () => {
     expect(buildClaudeArgs(base)).not.toContain("-w");
     expect(flagValue(buildClaudeArgs({ ...base, worktree: "sess-42" }), "-w")).toBe("sess-42");

@@ -1,4 +1,6 @@
 import { createRouter } from "../../router.js";
+import * as forkHandlers from "./fork.handlers.js";
+import * as forkRoutes from "./fork.routes.js";
 import * as handlers from "./sessions.handlers.js";
 import * as routes from "./sessions.routes.js";
 
@@ -6,4 +8,5 @@ export const sessionsRouter = createRouter()
   .openapi(routes.createSession, handlers.createSession)
   .openapi(routes.listSessions, handlers.listSessions)
   .openapi(routes.getSession, handlers.getSession)
-  .openapi(routes.deleteSession, handlers.deleteSession);
+  .openapi(routes.deleteSession, handlers.deleteSession)
+  .openapi(forkRoutes.forkSession, forkHandlers.forkSession);

@@ -128,6 +128,13 @@ export const WorktreeInfo = z
   .openapi("Worktree");
 export type WorktreeInfo = z.infer<typeof WorktreeInfo>;
 
+export const ForkedFrom = z
+  .object({
+    session_id: z.string().openapi({ description: "The session it was forked from." }),
+    run_id: z.string().openapi({ description: "The run of that session it branched after." }),
+  })
+  .openapi("ForkedFrom");
+
 export const Session = z
   .object({
     id: z.string().openapi({ description: "Also the Claude Code CLI's session id." }),
@@ -174,6 +181,10 @@ export const Session = z
     git_worktree: WorktreeInfo.nullable().openapi({
       description:
         "The session's git worktree as found on disk after its last run; null until a run of a `worktree` session has made one.",
+    }),
+    forked_from: ForkedFrom.nullable().openapi({
+      description:
+        "Set on a session made by `POST /v1/sessions/{id}/fork`: the session and run it branched after.",
     }),
     active_run_id: z.string().nullable().openapi({
       description:
@@ -246,6 +257,9 @@ export function toSession(
     last_activity_at: row.lastActivityAt.toISOString(),
     expired_at: row.expiredAt?.toISOString() ?? null,
     git_worktree: worktree ? toWorktreeInfo(worktree) : null,
+    forked_from: row.forkedFrom
+      ? { session_id: row.forkedFrom.sessionId, run_id: row.forkedFrom.runId }
+      : null,
     active_run_id: activeRunId ?? null,
     usage: {
       input_tokens: row.inputTokens,

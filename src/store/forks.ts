@@ -1,0 +1,106 @@
+import { randomUUID } from "node:crypto";
+import { and, eq, isNotNull, notInArray, or, sql } from "drizzle-orm";
+import type { Database } from "./db.js";
+import { newestFirst, olderThan } from "./paging.js";
+import { OPEN_STATUSES } from "./runs.js";
+import { agentTranscripts, type RunRow, runs, type SessionRow, sessions } from "./schema.js";
+
+// What forking a session reads and writes: the run it branches after and the message its
+// conversation goes on from, and the new session with a copy of the original's transcript.
+
+export type ForkPoint =
+  /** `run` is finished; `resumeAt`: the last message it or a run before it confirmed, if any. */
+  | { kind: "found"; run: RunRow; resumeAt: string | null }
+  /** The run named is not one of the session's (or the session has no finished run). */
+  | { kind: "missing" }
+  /** The run named has not finished. */
+  | { kind: "open"; run: RunRow };
+
+/**
+ * The session's run `atRunId` (default: its newest finished run) and the last message a run of
+ * the session up to it, itself included, confirmed: where a fork's conversation goes on from.
+ */
+export async function forkPoint(
+  db: Database,
+  sessionId: string,
+  atRunId: string | undefined,
+): Promise<ForkPoint> {
+  const [run] =
+    atRunId === undefined
+      ? await db
+          .select()
+          .from(runs)
+          .where(and(eq(runs.sessionId, sessionId), notInArray(runs.status, [...OPEN_STATUSES])))
+          .orderBy(...newestFirst(runs.createdAt, runs.id))
+          .limit(1)
+      : await db
+          .select()
+          .from(runs)
+          .where(and(eq(runs.sessionId, sessionId), eq(runs.id, atRunId)));
+  if (!run) return { kind: "missing" };
+  if (OPEN_STATUSES.includes(run.status)) return { kind: "open", run };
+  const [confirmed] = await db
+    .select({ uuid: runs.lastMessageUuid })
+    .from(runs)
+    .where(
+      and(
+        eq(runs.sessionId, sessionId),
+        isNotNull(runs.lastMessageUuid),
+        or(eq(runs.id, run.id), olderThan(runs.createdAt, runs.id, run)),
+      ),
+    )
+    .orderBy(...newestFirst(runs.createdAt, runs.id))
+    .limit(1);
+  return { kind: "found", run, resumeAt: confirmed?.uuid ?? null };
+}
+
+/** What a fork's row takes besides its id and times (its usage starts at nothing). */
+export type NewFork = Omit<
+  SessionRow,
+  | "id"
+  | "createdAt"
+  | "updatedAt"
+  | "lastActivityAt"
+  | "expiredAt"
+  | "agentSessionId"
+  | "inputTokens"
+  | "outputTokens"
+  | "cacheReadTokens"
+  | "cacheCreationTokens"
+  | "costUsd"
+  | "numTurns"
+  | "runs"
+>;
+
+/**
+ * Inserts the fork with a copy of the original's stored transcript as its own, in one
+ * transaction: the fork's first run resumes from the copy, whatever the original does after.
+ */
+export async function createFork(
+  db: Database,
+  fork: NewFork,
+  originalId: string,
+  id: string = randomUUID(),
+): Promise<SessionRow> {
+  return db.transaction(async (tx) => {
+    const now = new Date();
+    const [row] = await tx
+      .insert(sessions)
+      .values({ ...fork, id, createdAt: now, updatedAt: now, lastActivityAt: now })
+      .returning();
+    if (!row) throw new Error("insert into sessions returned no row");
+    await tx.insert(agentTranscripts).select(
+      tx
+        .select({
+          sessionId: sql<string>`${id}::uuid`.as("session_id"),
+          path: agentTranscripts.path,
+          sha256: agentTranscripts.sha256,
+          gzipped: agentTranscripts.gzipped,
+          updatedAt: sql<Date>`${now.toISOString()}::timestamptz`.as("updated_at"),
+        })
+        .from(agentTranscripts)
+        .where(eq(agentTranscripts.sessionId, originalId)),
+    );
+    return row;
+  });
+}
