@@ -26,7 +26,8 @@ export function conversationLines(item: ConversationItem): string[] {
         ...item.images.map((i) => `> [${i.name}, ${i.media_type}, ${i.size_bytes} bytes]`),
       ];
     case "assistant_text":
-      return item.text.replace(/\n+$/, "").split("\n");
+      // A run's later texts start with the blank line that parts them from the earlier.
+      return item.text.replace(/^\n+|\n+$/g, "").split("\n");
     case "tool_call": {
       const call = `• ${item.tool_name} (${item.kind}) ${clip(JSON.stringify(item.input))}`;
       if (!item.result) return [call, "  … no result yet"];
