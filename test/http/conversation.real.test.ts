@@ -4,6 +4,7 @@ import { type ConversationItem, createClient } from "../../src/client/index.js";
 import { cli } from "../cli/run-cli.js";
 import { BACKENDS } from "../support/db.js";
 import { PNG_1X1 } from "../support/images.js";
+import { codeBlocks, docSection } from "../support/readme.js";
 import { type RealClaudeApp, realClaudeApp } from "../support/real-claude.js";
 import { type Frame, SseReader } from "../support/sse.js";
 
@@ -214,6 +215,14 @@ describe.each(BACKENDS)("a session's conversation of real claude runs on %s", (b
       expect.stringMatching(/^■ succeeded · /),
       "",
     ]);
+    // docs/conversations.md shows items of the shapes a real run's have, field for field.
+    const [documented] = codeBlocks(await docSection("docs/conversations.md", "History"), "json");
+    const shapes = (items: ConversationItem[]) =>
+      new Map(items.map((item) => [item.type, Object.keys(item).sort()]));
+    const real = shapes(all);
+    for (const [type, keys] of shapes(JSON.parse(documented ?? "").data)) {
+      expect(keys, type).toEqual(real.get(type));
+    }
     const plain = await cli("--url", app.server.url, "sessions", "show", session.id);
     expect(JSON.parse(plain.stdout)).toMatchObject({ id: session.id, usage: { runs: 4 } });
   });
