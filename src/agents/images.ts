@@ -52,3 +52,18 @@ export function imageProblem(image: ImageAttachment): string | undefined {
 export function imageExtension(mediaType: ImageMediaType): string {
   return mediaType.slice("image/".length).replace("jpeg", "jpg");
 }
+
+/**
+ * What a run keeps of its message's images: a name, the media type and the size in bytes, never
+ * the bytes themselves; null when there are none. Named as codex gets them as files.
+ */
+export function storedImages(
+  images: readonly ImageAttachment[],
+): { name: string; media_type: string; size_bytes: number }[] | null {
+  if (images.length === 0) return null;
+  return images.map((image, i) => ({
+    name: `image-${i + 1}.${imageExtension(image.mediaType)}`,
+    media_type: image.mediaType,
+    size_bytes: Buffer.byteLength(image.data, "base64"),
+  }));
+}

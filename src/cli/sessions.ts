@@ -1,5 +1,6 @@
 import { type Command, Option } from "commander";
 import { PERMISSION_MODES } from "../permission-modes.js";
+import { printConversation } from "./conversation.js";
 import { listCommand } from "./list-command.js";
 import { clientOf } from "./options.js";
 import { printJson, printSessions } from "./print.js";
@@ -49,10 +50,13 @@ export function addSessionCommands(program: Command, out: Output): void {
     });
   sessions
     .command("show")
-    .description("print a session with its usage totals, as JSON")
+    .description("print a session with its usage totals, as JSON; or its conversation")
     .argument("<id>", "session id")
-    .action(async (id: string, _options, command: Command) => {
-      printJson(out, await clientOf(command).getSession(id));
+    .option("--messages", "print its conversation instead: each run's message, text, tool calls")
+    .action(async (id: string, options, command: Command) => {
+      const client = clientOf(command);
+      if (options.messages) return printConversation(out, client.messages(id, { limit: 100 }));
+      printJson(out, await client.getSession(id));
     });
   sessions
     .command("rm")

@@ -37,6 +37,9 @@ export type ReplyState = Schemas["ReplyState"];
 export type StreamToken = Schemas["StreamToken"];
 export type AnswerPermission = Schemas["AnswerPermission"];
 export type PermissionRequest = Schemas["PermissionRequest"];
+/** An item of a session's conversation (`user_message`, `assistant_text`, `tool_call`…). */
+export type ConversationItem = Schemas["ConversationItem"];
+export type ConversationPage = Schemas["ConversationPage"];
 
 /** JSON answers and problem+json errors; SSE bodies are read with `parseAs: "stream"`. */
 type Media = "application/json" | "application/problem+json";
@@ -119,6 +122,19 @@ export type AgentBridgeClient = Client<paths, Media> & {
   /** Sends a message and returns the queued run at once (`Prefer: respond-async`). */
   sendAsync(sessionId: string, text: string, options?: MessageOptions): Promise<Run>;
   getRun(id: string): Promise<Run>;
+  /** One page of the session's conversation, oldest first (`GET /v1/sessions/{id}/messages`). */
+  listMessages(
+    sessionId: string,
+    query?: { limit?: number; cursor?: string },
+  ): Promise<ConversationPage>;
+  /**
+   * Yields the session's whole conversation, item by item, fetching page after page (of `limit`
+   * items) until the last; a live run's items are those stored so far.
+   */
+  messages(
+    sessionId: string,
+    options?: { limit?: number; signal?: AbortSignal },
+  ): AsyncGenerator<ConversationItem>;
   /** Runs newest first: of one session with `sessionId`, else every run the key may see. */
   listRuns(query?: { limit?: number; cursor?: string; sessionId?: string }): Promise<RunPage>;
   cancelRun(id: string): Promise<Run>;
@@ -243,6 +259,27 @@ export function createClient(clientOptions: ClientOptions): AgentBridgeClient {
         }),
       ) as Promise<Run>,
     getRun: (id) => ok(api.GET("/v1/runs/{id}", { params: { path: { id } } })),
+    listMessages: (sessionId, query = {}) =>
+      ok(api.GET("/v1/sessions/{id}/messages", { params: { path: { id: sessionId }, query } })),
+    async *messages(sessionId, options = {}) {
+      let cursor: string | undefined;
+      do {
+        const page: ConversationPage = await ok(
+          api.GET("/v1/sessions/{id}/messages", {
+            params: {
+              path: { id: sessionId },
+              query: {
+                ...(options.limit === undefined ? {} : { limit: options.limit }),
+                ...(cursor === undefined ? {} : { cursor }),
+              },
+            },
+            ...(options.signal ? { signal: options.signal } : {}),
+          }),
+        );
+        yield* page.data;
+        cursor = page.next_cursor ?? undefined;
+      } while (cursor !== undefined);
+    },
     listRuns: ({ sessionId, ...query } = {}) =>
       sessionId === undefined
         ? ok(api.GET("/v1/runs", { params: { query } }))

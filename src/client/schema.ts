@@ -433,7 +433,11 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    get?: never;
+    /**
+     * The session's conversation: its turns in order, across its runs
+     * @description Items oldest first, each with its run's id and the `seq` of the run's event it comes from: per run, the user's message (`user_message`, with who sent it and its images named), then what its event log holds — the agent's text (`assistant_text`: its `text_delta` events joined between two other items), its tool calls with their outcome (`tool_call`), permission requests with their answer (`permission`), and how the run ended (`run_end`). Read from the stored runs and their logs; a run still going shows its items so far, marked `live`. Paged by item (`limit` items a page), the cursor a position (run, seq) in the conversation.
+     */
+    get: operations["listSessionMessages"];
     put?: never;
     /**
      * Send a message: starts a run of the agent
@@ -561,6 +565,20 @@ export interface components {
      * @enum {string}
      */
     Approvals: "deny" | "api";
+    /** @description What the agent said to the user between two other items: its `text_delta` events joined. */
+    AssistantTextItem: {
+      /**
+       * @description discriminator enum property added by openapi-typescript
+       * @enum {string}
+       */
+      type: "assistant_text";
+      run_id: string;
+      /** @description The `seq` of the run's event the item comes from (its first, for text; `?events=full` numbering); 0 for the user's message, which comes from the run itself. */
+      seq: number;
+      /** @description The run has not finished: the item holds what its log holds so far (text may grow, an outcome or answer may still come). */
+      live: boolean;
+      text: string;
+    };
     AvailableCommandsEvent: {
       /**
        * @description discriminator enum property added by openapi-typescript
@@ -686,6 +704,25 @@ export interface components {
       remaining: number;
       /** @description `used / size`: the fraction in use. */
       efficiency: number;
+    };
+    /** @description An image the message carried: named and measured; its bytes are never stored. */
+    ConversationImage: {
+      /** @example image-1.png */
+      name: string;
+      /** @example image/png */
+      media_type: string;
+      size_bytes: number;
+    };
+    ConversationItem:
+      | components["schemas"]["UserMessageItem"]
+      | components["schemas"]["AssistantTextItem"]
+      | components["schemas"]["ToolCallItem"]
+      | components["schemas"]["PermissionItem"]
+      | components["schemas"]["RunEndItem"];
+    ConversationPage: {
+      data: components["schemas"]["ConversationItem"][];
+      /** @description null on the last page. A position after the page's last item: a `live` item before it may still grow (text) or get its outcome; to see it as it is later, read its page again. */
+      next_cursor: string | null;
     };
     CreateApiKey: {
       /** @example ci */
@@ -1194,6 +1231,39 @@ export interface components {
       type: "permission_cancelled";
       request_id: string;
     };
+    /** @description A `permission_request` and its answer. */
+    PermissionItem: {
+      /**
+       * @description discriminator enum property added by openapi-typescript
+       * @enum {string}
+       */
+      type: "permission";
+      run_id: string;
+      /** @description The `seq` of the run's event the item comes from (its first, for text; `?events=full` numbering); 0 for the user's message, which comes from the run itself. */
+      seq: number;
+      /** @description The run has not finished: the item holds what its log holds so far (text may grow, an outcome or answer may still come). */
+      live: boolean;
+      request_id: string;
+      tool_name: string;
+      tool_use_id: string | null;
+      input: {
+        [key: string]: unknown;
+      };
+      /** @description Its `permission_resolved`; null while it waits. */
+      answer: {
+        seq: number;
+        /**
+         * @description `withdrawn`: the agent withdrew the request (`permission_cancelled`).
+         * @enum {string}
+         */
+        decision: "allow" | "deny" | "withdrawn";
+        /** @enum {string} */
+        by: "client" | "timeout" | "policy" | "cancel" | "agent";
+        /** @enum {string} */
+        scope?: "once" | "session";
+        message?: string;
+      } | null;
+    };
     /** @enum {string} */
     PermissionMode:
       | "default"
@@ -1291,7 +1361,7 @@ export interface components {
       text: string;
       /** @description Appended to the system prompt for this message only. */
       system_prompt?: string;
-      /** @description Images for the agent with the text: PNG, JPEG, GIF or WebP, up to 4, each at most 5242880 characters of base64 (3.75 MiB of image), checked to decode and to start as its `media_type` does. The body may then exceed `AGENT_BRIDGE_BODY_LIMIT_BYTES` by what they take. Claude Code gets them as image blocks of the message, codex as `--image` files (in a directory of the run's, removed after it). Never stored: the run shows only its text as `prompt`. */
+      /** @description Images for the agent with the text: PNG, JPEG, GIF or WebP, up to 4, each at most 5242880 characters of base64 (3.75 MiB of image), checked to decode and to start as its `media_type` does. The body may then exceed `AGENT_BRIDGE_BODY_LIMIT_BYTES` by what they take. Claude Code gets them as image blocks of the message, codex as `--image` files (in a directory of the run's, removed after it). Their bytes are never stored: the run keeps their names, media types and sizes (the conversation's `user_message`), and shows its text as `prompt`. */
       attachments?: components["schemas"]["ImageAttachment"][];
       /** @description The most agentic turns (model calls) a run may take; a run stopped by it ends `failed` with `error_code: max_turns`. Claude Code only (`--max-turns`); 400 for a codex session. For this message's run, in place of the session's. */
       max_turns?: number;
@@ -1478,6 +1548,24 @@ export interface components {
       replies: components["schemas"]["ReplyState"][];
       /** @description Its calls as the model gateway metered them, beside what its CLI reported (`completion`); `usage` and `cost_usd` are the metered figures when the CLI reported no cost (killed, crashed). null: no call of its went through the gateway. */
       metered: components["schemas"]["MeteredUsage"] | null;
+    };
+    /** @description The run's `completion`. */
+    RunEndItem: {
+      /**
+       * @description discriminator enum property added by openapi-typescript
+       * @enum {string}
+       */
+      type: "run_end";
+      run_id: string;
+      /** @description The `seq` of the run's event the item comes from (its first, for text; `?events=full` numbering); 0 for the user's message, which comes from the run itself. */
+      seq: number;
+      /** @description The run has not finished: the item holds what its log holds so far (text may grow, an outcome or answer may still come). */
+      live: boolean;
+      status: components["schemas"]["CompletionStatus"];
+      error_code: components["schemas"]["CompletionErrorCode"] & (string | null);
+      error: string | null;
+      /** @description As the run's completion says. USD to 10 decimal places: a run's cost is kept rounded to that, and every total is the exact sum of its runs' costs (added as decimals, with no floating-point drift), shown exactly up to $100 000 (a JSON number holds about 15 significant digits; beyond, the last decimal places round). */
+      cost_usd: number | null;
     };
     /** @description Each sandboxed run's memory and process limits (docs/security.md), or why there are none: a run that hits one ends `failed` with `memory_limit` or `process_limit`. */
     RunLimitsReadiness:
@@ -1728,6 +1816,31 @@ export interface components {
       input?: unknown;
       parent_tool_use_id?: string | null;
     };
+    ToolCallItem: {
+      /**
+       * @description discriminator enum property added by openapi-typescript
+       * @enum {string}
+       */
+      type: "tool_call";
+      run_id: string;
+      /** @description The `seq` of the run's event the item comes from (its first, for text; `?events=full` numbering); 0 for the user's message, which comes from the run itself. */
+      seq: number;
+      /** @description The run has not finished: the item holds what its log holds so far (text may grow, an outcome or answer may still come). */
+      live: boolean;
+      tool_use_id: string;
+      tool_name: string;
+      kind: components["schemas"]["ToolKind"];
+      input?: unknown;
+      /** @description The subagent's tool call this call was made in; null on the main thread. */
+      parent_tool_use_id: string | null;
+      /** @description Its `tool_result`, as stored (content cut to a bound, with `truncated`); null while it runs, and for a call that never got one. */
+      result: {
+        seq: number;
+        is_error: boolean;
+        content: string;
+        truncated: boolean;
+      } | null;
+    };
     /**
      * @description What a tool call does, whichever agent made it: `read_file`, `modify_file` (edits, writes, patches), `shell_exec`, `code_search` (glob, grep), `http_request` (fetch, web search), `subagent_task`, `create_task`, `manage_todos`, `generic` (anything else, MCP tools included).
      * @enum {string}
@@ -1945,6 +2058,28 @@ export interface components {
       /** @description Sessions counted (deleted sessions are not). */
       sessions: number;
       budget: components["schemas"]["UsageBudget"];
+    };
+    UserMessageItem: {
+      /**
+       * @description discriminator enum property added by openapi-typescript
+       * @enum {string}
+       */
+      type: "user_message";
+      run_id: string;
+      /** @description The `seq` of the run's event the item comes from (its first, for text; `?events=full` numbering); 0 for the user's message, which comes from the run itself. */
+      seq: number;
+      /** @description The run has not finished: the item holds what its log holds so far (text may grow, an outcome or answer may still come). */
+      live: boolean;
+      /** @description The run's prompt. */
+      text: string;
+      images: components["schemas"]["ConversationImage"][];
+      /**
+       * @description Who sent it (the run's `trigger`): `message` (POST …/messages), `retry` (POST /v1/runs/{id}/retry), `webhook` (a hook's delivery) or `schedule` (a hook's schedule).
+       * @example message
+       */
+      trigger: string;
+      /** Format: date-time */
+      created_at: string;
     };
     UserQuestion: {
       question: string;
@@ -3985,6 +4120,68 @@ export interface operations {
       };
       /** @description Body is not JSON */
       415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
+  listSessionMessages: {
+    parameters: {
+      query?: {
+        limit?: number;
+        /** @description `next_cursor` of the previous page. */
+        cursor?: string;
+      };
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description One page of the conversation */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ConversationPage"];
+        };
+      };
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Not found */
+      404: {
         headers: {
           [name: string]: unknown;
         };

@@ -1,4 +1,5 @@
 import { type Context, context } from "@opentelemetry/api";
+import { storedImages } from "../agents/images.js";
 import type { Database } from "../store/db.js";
 import { uniqueViolation } from "../store/errors.js";
 import { countLiveInstances } from "../store/instances.js";
@@ -122,6 +123,7 @@ export class Submission {
           prompt: message.text,
           systemPrompt: message.systemPrompt,
           outputSchema: message.outputSchema ?? null,
+          images: storedImages(options.attachments),
           idempotencyKey: message.idempotencyKey,
           requestHash,
           handover: unowned ? toHandover({ options, resumeAt }) : null,

@@ -3,7 +3,7 @@ import { and, count, eq, getTableColumns, inArray, isNotNull, isNull, lt, sql } 
 import type { Database } from "./db.js";
 import { newestFirst, olderThan } from "./paging.js";
 import { ACTIVE_STATUSES, cliSessionStarted } from "./runs.js";
-import { type RunRow, runs, sessions } from "./schema.js";
+import { type RunRow, runs, type StoredImage, sessions } from "./schema.js";
 
 // What admitting a message as a run reads and writes: the run's row, the locks and counts its
 // limits are checked under, its idempotency key, the session's state, a retry's resume point, and
@@ -33,6 +33,8 @@ export interface NewRun {
   systemPrompt: string | null;
   /** The JSON Schema the run's answer must match; null: none. */
   outputSchema?: Record<string, unknown> | null;
+  /** The images its message carried, named and measured (no bytes); null: none. */
+  images?: StoredImage[] | null;
   idempotencyKey: string | null;
   requestHash: string | null;
 }

@@ -1,5 +1,6 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv } from "../context.js";
+import { conversationRouter } from "./conversation/conversation.index.js";
 import { healthRouter } from "./health/health.index.js";
 import { hooksRouter } from "./hooks/hooks.index.js";
 import { keysRouter } from "./keys/keys.index.js";
@@ -14,6 +15,7 @@ export function mountRoutes(app: OpenAPIHono<AppEnv>) {
     .route("/", healthRouter)
     .route("/", sessionsRouter)
     .route("/", runsRouter)
+    .route("/", conversationRouter)
     .route("/", permissionsRouter)
     .route("/", usageRouter)
     .route("/", keysRouter)

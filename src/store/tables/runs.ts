@@ -15,6 +15,14 @@ import { tokens, ts, usageColumns, usd } from "./columns.js";
 import { apiKeys } from "./keys.js";
 import { sessions } from "./sessions.js";
 
+/** An image a run's message carried, as the run keeps it: no bytes. */
+export interface StoredImage {
+  /** `image-<n>.<ext>`, n from 1 in the message's order (as codex gets them as files). */
+  name: string;
+  media_type: string;
+  size_bytes: number;
+}
+
 // Instances, runs, commands to a run's owner, the event log, permission requests and metered
 // model calls.
 
@@ -52,6 +60,11 @@ export const runs = pgTable(
      * model is asked to answer.
      */
     outputSchema: json("output_schema").$type<Record<string, unknown>>(),
+    /**
+     * The images its message carried, named and measured, never their bytes (src/agents/images.ts):
+     * what the conversation (`GET /v1/sessions/{id}/messages`) shows of them. Null: none.
+     */
+    images: jsonb("images").$type<StoredImage[]>(),
     createdAt: ts("created_at").notNull(),
     startedAt: ts("started_at"),
     finishedAt: ts("finished_at"),

@@ -62,7 +62,7 @@ export const PostMessageBody = z
       .max(MAX_IMAGES, { error: `at most ${MAX_IMAGES} attachments` })
       .optional()
       .openapi({
-        description: `Images for the agent with the text: PNG, JPEG, GIF or WebP, up to ${MAX_IMAGES}, each at most ${MAX_IMAGE_BASE64_CHARS} characters of base64 (3.75 MiB of image), checked to decode and to start as its \`media_type\` does. The body may then exceed \`AGENT_BRIDGE_BODY_LIMIT_BYTES\` by what they take. Claude Code gets them as image blocks of the message, codex as \`--image\` files (in a directory of the run's, removed after it). Never stored: the run shows only its text as \`prompt\`.`,
+        description: `Images for the agent with the text: PNG, JPEG, GIF or WebP, up to ${MAX_IMAGES}, each at most ${MAX_IMAGE_BASE64_CHARS} characters of base64 (3.75 MiB of image), checked to decode and to start as its \`media_type\` does. The body may then exceed \`AGENT_BRIDGE_BODY_LIMIT_BYTES\` by what they take. Claude Code gets them as image blocks of the message, codex as \`--image\` files (in a directory of the run's, removed after it). Their bytes are never stored: the run keeps their names, media types and sizes (the conversation's \`user_message\`), and shows its text as \`prompt\`.`,
       }),
     max_turns: MaxTurns.optional().openapi({
       description: `${MAX_TURNS_HELP} For this message's run, in place of the session's.`,
