@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REAL_CLI_BACKENDS } from "../support/db.js";
 import { holdUntilReleased, type MessagesBody } from "../support/mock-anthropic.js";
 import { waitUntil } from "../support/process.js";
+import { codeBlocks, docSection } from "../support/readme.js";
 import { type RealClaudeApp, realClaudeApp } from "../support/real-claude.js";
 import { SseReader } from "../support/sse.js";
 
@@ -80,6 +81,9 @@ describe.each(REAL_CLI_BACKENDS)("follow-ups while a run is live, on %s", (backe
     );
     expect(bodyWins.status).toBe(409);
     expect(bodyWins.headers.get("preference-applied")).toBeNull();
+    const unknown = await post(session.id, { text: "later?", when_busy: "later" });
+    expect(unknown.status).toBe(400);
+    expect(JSON.stringify(await unknown.json())).toContain("when_busy");
 
     const one = await post(
       session.id,
@@ -195,7 +199,25 @@ describe.each(REAL_CLI_BACKENDS)("follow-ups while a run is live, on %s", (backe
       expect(res.status).toBe(202);
       return ((await res.json()) as { id: string }).id;
     };
-    const first = await queue("queued one");
+    // The first as the docs show it.
+    const example = codeBlocks(
+      await docSection("docs/conversations.md", "Follow-ups while a run is live"),
+      "http",
+    )[0] as string;
+    const [head = "", bodyText = ""] = example.split("\n\n");
+    const [requestLine = "", ...headerLines] = head.split("\n");
+    const path = requestLine.replace("POST ", "").replace("{id}", session.id);
+    const headers = Object.fromEntries(
+      headerLines.map((line) => line.split(": ", 2) as [string, string]),
+    );
+    const documented = await fetch(`${app.server.url}${path}`, {
+      method: "POST",
+      headers,
+      body: bodyText,
+    });
+    expect(documented.status).toBe(202);
+    expect(documented.headers.get("preference-applied")).toBe("respond-async, when-busy=queue");
+    const first = ((await documented.json()) as { id: string }).id;
     const dropped = await queue("queued two");
     const third = await queue("queued three");
 
@@ -219,10 +241,10 @@ describe.each(REAL_CLI_BACKENDS)("follow-ups while a run is live, on %s", (backe
       started_at: null,
     });
     expect(await getRun(live.id)).toMatchObject({ status: "succeeded" });
-    const prompts = ["the first message", "queued one", "queued two", "queued three"];
+    const prompts = ["the first message", JSON.parse(bodyText).text, "queued two", "queued three"];
     expect(promptsSeen(app, prompts, from)).toEqual([
       "the first message",
-      "queued one",
+      JSON.parse(bodyText).text,
       "queued three",
     ]);
   }, 180_000);
