@@ -45,6 +45,10 @@ export function addSendCommand(program: Command, out: Output): void {
       "a JSON Schema file the agent's answer must match: printed as JSON on stdout after the text (the run fails output_invalid without a valid one)",
       jsonObjectFile,
     )
+    .option(
+      "--queue",
+      "when the session has a live run, wait for its turn (after the messages queued before it) rather than fail as busy",
+    )
     .option("--json", "wait for the run and print it as JSON (run, completion, text)")
     .option("--async", "print the run id at once and leave the run going (with --json: the run)")
     .action(async (prompt: string, options, command: Command) => {
@@ -64,6 +68,7 @@ export function addSendCommand(program: Command, out: Output): void {
         ...(options.approvals ? { approvals: ask ? ("api" as const) : options.approvals } : {}),
         ...(options.permissionMode ? { permissionMode: options.permissionMode } : {}),
         ...(options.outputSchema ? { outputSchema: options.outputSchema } : {}),
+        ...(options.queue ? { whenBusy: "queue" as const } : {}),
       };
       // The answers come from the terminal: stdin, unless it carried the prompt.
       const approver = ask

@@ -94,6 +94,11 @@ export interface MessageOptions {
   outputSchema?: Record<string, unknown>;
   /** The same key within 24 h returns the first request's run instead of starting another. */
   idempotencyKey?: string;
+  /**
+   * When the session has a live run: `reject` (the server's default) fails with ApiProblem 409
+   * `session_busy`; `queue` waits its turn, after the live run and the messages queued before it.
+   */
+  whenBusy?: "reject" | "queue";
   signal?: AbortSignal;
 }
 
@@ -216,6 +221,7 @@ export function createClient(clientOptions: ClientOptions): AgentBridgeClient {
       ...(options.approvals !== undefined ? { approvals: options.approvals } : {}),
       ...(options.permissionMode !== undefined ? { permission_mode: options.permissionMode } : {}),
       ...(options.outputSchema !== undefined ? { output_schema: options.outputSchema } : {}),
+      ...(options.whenBusy !== undefined ? { when_busy: options.whenBusy } : {}),
     },
     ...(options.signal ? { signal: options.signal } : {}),
   });

@@ -441,7 +441,7 @@ export interface paths {
     put?: never;
     /**
      * Send a message: starts a run of the agent
-     * @description Starts one run of the CLI on the session. The run belongs to the server: a client that disconnects leaves it going and can follow it again at `/v1/runs/{run_id}/events`. One active run per session (a second message is a 409 naming it). With several instances on one database, a run this one has no free slot for is queued for any instance to claim, and a worktree session's runs run on the host that holds its worktree (409 `worktree_host_gone` when no instance of that host is alive); beyond the run slots and queue, 429 with `Retry-After`. The answer follows `Prefer: respond-async` (202 at once), else `Accept`: `text/event-stream` or none streams the run's events (in the view `?events=` asks for, with its ids), `application/json` waits and returns the finished run.
+     * @description Starts one run of the CLI on the session. The run belongs to the server: a client that disconnects leaves it going and can follow it again at `/v1/runs/{run_id}/events`. One active run per session (a second message is a 409 naming it). With several instances on one database, a run this one has no free slot for is queued for any instance to claim, and a worktree session's runs run on the host that holds its worktree (409 `worktree_host_gone` when no instance of that host is alive); beyond the run slots and queue, 429 with `Retry-After`. The answer follows `Prefer: respond-async` (202 at once), else `Accept`: `text/event-stream` or none streams the run's events (in the view `?events=` asks for, with its ids), `application/json` waits and returns the finished run. A message sent while the session has a live run is a 409 `session_busy` unless it asks to wait its turn (`when_busy: queue`, or `Prefer: when-busy=queue`): then it is stored (its run `queued`) and runs after the live run and the messages queued before it, in the order they were stored, whichever instance each reached; it is answered in the mode asked (202 at once with `respond-async`; a stream that starts with `run_started` once it runs; or the finished run).
      */
     post: operations["postMessage"];
     delete?: never;
@@ -1373,6 +1373,11 @@ export interface components {
       model?: string;
       effort?: components["schemas"]["Effort"] & unknown;
       output_schema?: components["schemas"]["OutputSchema"];
+      /**
+       * @description When the session has a live run: `reject` (the default) answers 409 `session_busy`; `queue` stores the message and runs it after the live run and any message queued before it, in order, whichever instance each reached. Overrides `Prefer: when-busy=…`.
+       * @enum {string}
+       */
+      when_busy?: "reject" | "queue";
     };
     Problem: {
       /** @example urn:agent-bridge:problem:session_not_found */
@@ -3570,7 +3575,7 @@ export interface operations {
       header?: {
         /** @description Within 24 h, the same key for the same session returns the first request's run (and stream) instead of starting another; with a different body it is a 422. */
         "idempotency-key"?: string;
-        /** @description `respond-async`: answer 202 at once with `Location: /v1/runs/{run_id}`. */
+        /** @description `respond-async`: answer 202 at once with `Location: /v1/runs/{run_id}`. On a message, `when-busy=queue` (or `when-busy=reject`): as the body's `when_busy`, which wins when both are given; when the header decided, the answer names it in `Preference-Applied`. */
         prefer?: string;
       };
       path: {
@@ -3588,6 +3593,7 @@ export interface operations {
       200: {
         headers: {
           "X-Run-Id": string;
+          "Preference-Applied"?: string;
           [name: string]: unknown;
         };
         content: {
@@ -4209,7 +4215,7 @@ export interface operations {
       header?: {
         /** @description Within 24 h, the same key for the same session returns the first request's run (and stream) instead of starting another; with a different body it is a 422. */
         "idempotency-key"?: string;
-        /** @description `respond-async`: answer 202 at once with `Location: /v1/runs/{run_id}`. */
+        /** @description `respond-async`: answer 202 at once with `Location: /v1/runs/{run_id}`. On a message, `when-busy=queue` (or `when-busy=reject`): as the body's `when_busy`, which wins when both are given; when the header decided, the answer names it in `Preference-Applied`. */
         prefer?: string;
       };
       path: {
@@ -4227,6 +4233,7 @@ export interface operations {
       200: {
         headers: {
           "X-Run-Id": string;
+          "Preference-Applied"?: string;
           [name: string]: unknown;
         };
         content: {

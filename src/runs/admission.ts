@@ -32,7 +32,8 @@ export interface AdmissionHandlers<R> {
   start(run: R): void;
   /**
    * The session is free here and the run is first in its line: promote it to the session's
-   * queued run in the store. `blocked`: another process still has a run on it (looked at again later); `gone`: the
+   * queued run in the store. `blocked`: another process still has a run on it, or a run of it
+   * written earlier waits on another instance (looked at again later); `gone`: the
    * run is not this process's to run (it no longer exists, or another host's instances run it).
    */
   promote(run: R): Promise<"promoted" | "blocked" | "gone">;
@@ -112,14 +113,20 @@ export class Admission<R extends Admittable> {
 
   /**
    * Whether a new run of the session must wait in its line: when a run is active on it
-   * (`activeRunId`, as the store knows) or already waiting here, since a newcomer may not
-   * overtake those. Unless it `mayWait`, that is a SessionBusyError naming the run in the way.
+   * (`activeRunId`, as the store knows) or already waiting for it (`waitingRunId`, on any
+   * instance, or here), since a newcomer may not overtake those. Unless it `mayWait`, that is a
+   * SessionBusyError naming the run in the way.
    */
-  mustWait(sessionId: string, activeRunId: string | null, mayWait: boolean): boolean {
-    const inLine = this.lines.get(sessionId)?.[0];
+  mustWait(
+    sessionId: string,
+    activeRunId: string | null,
+    mayWait: boolean,
+    waitingRunId: string | null = null,
+  ): boolean {
+    const inLine = waitingRunId ?? this.lines.get(sessionId)?.[0]?.id ?? null;
     if (!mayWait) {
       if (activeRunId) throw new SessionBusyError(activeRunId);
-      if (inLine) throw new SessionBusyError(inLine.id);
+      if (inLine) throw new SessionBusyError(inLine);
     }
     return Boolean(activeRunId || inLine);
   }
@@ -196,6 +203,16 @@ export class Admission<R extends Admittable> {
     const admitted = this.admitted.delete(run.id);
     this.handlers.left(run);
     if (admitted) this.release(run.sessionId);
+  }
+
+  /**
+   * Each session's line looks again whether its session is free: another instance's run of it
+   * may have ended (the doorbell rang), which nothing here sees.
+   */
+  lookAgain(): void {
+    for (const sessionId of this.lines.keys()) {
+      if (!this.holdsSession(sessionId)) this.release(sessionId);
+    }
   }
 
   /** Whether runs are admitted (until the server is told to stop). */
@@ -299,11 +316,7 @@ export class Admission<R extends Admittable> {
     const line = this.lines.get(run.sessionId) ?? [];
     line.push(run);
     this.lines.set(run.sessionId, line);
-    this.linePoll ??= setInterval(() => {
-      for (const sessionId of this.lines.keys()) {
-        if (!this.holdsSession(sessionId)) this.release(sessionId);
-      }
-    }, LINE_POLL_MS).unref();
+    this.linePoll ??= setInterval(() => this.lookAgain(), LINE_POLL_MS).unref();
   }
 
   private removeWaiting(run: R) {

@@ -127,8 +127,12 @@ export class RunManager {
     return this.submission.submit(session, message);
   }
 
-  /** See RunQueue.pull: queued runs no instance owns are taken while slots are free here. */
+  /**
+   * Rung for work: queued runs no instance owns are taken while slots are free here (see
+   * RunQueue.pull), and the sessions' lines here look again whether their session is free.
+   */
   pullWork(): Promise<void> {
+    this.admission.lookAgain();
     return this.queue.pull();
   }
 

@@ -54,6 +54,8 @@ export class RunQueue {
       if (uniqueViolation(err) === "runs_one_active_per_session") return "blocked";
       throw err;
     }
+    // A run of the session written before it waits on another instance: that one goes first.
+    if (promoted === "behind") return "blocked";
     // The row is gone (its session was deleted): nothing to run.
     if (!promoted) {
       run.life.fire({ type: "vanish" });

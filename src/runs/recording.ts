@@ -13,6 +13,7 @@ import {
   lockKeyRuns,
   lockUnownedRuns,
   type NewRun,
+  ringForWaitingRuns,
 } from "../store/run-admission.js";
 import { ringForWork } from "../store/run-claims.js";
 import { finishRun, RunAlreadyClosedError } from "../store/run-lifecycle.js";
@@ -302,6 +303,8 @@ export class CompletionRecorder {
         { whileOpen: false, ring: this.opts.ring },
       );
       for (const hook of hooks) await hook.completed(tx, row);
+      // Its session may be free now for a run waiting for it on another instance.
+      if (this.opts.ring) await ringForWaitingRuns(tx, row.sessionId);
       return entry;
     });
   }

@@ -55,6 +55,10 @@ export class Stopping {
     const { admission, opts } = this.parts;
     return admission.whileDeleting(sessionId, async () => {
       for (const run of admission.waitingFor(sessionId)) await this.cancel(run.id);
+      // Those waiting on other instances too, before the active run ends and frees the session.
+      for (const row of await openRunsOf(opts.db, sessionId)) {
+        if (row.status === "waiting") await this.cancel(row.id).catch(() => {});
+      }
       for (const run of admission.runsOf(sessionId)) {
         // A run whose outcome is already known refuses the cancel: wait for its end all the same.
         await this.cancel(run.id).catch(() => {});

@@ -94,7 +94,7 @@ export class Submission {
     }
     const resumeAt = message.retryOf ? await this.retryPoint(session.id, message.retryOf) : null;
     const mayWait = Boolean(message.waitForSession);
-    let wait = admission.mustWait(session.id, state.activeRunId, mayWait);
+    let wait = admission.mustWait(session.id, state.activeRunId, mayWait, state.waitingRunId);
     agents.get(session.agent);
     const options = message.options ?? NO_RUN_OPTIONS;
     await gate.allow(session, runSettings(sessionSettings(session), options));

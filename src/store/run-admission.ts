@@ -1,7 +1,21 @@
 import { randomUUID } from "node:crypto";
-import { and, count, eq, getTableColumns, inArray, isNotNull, isNull, lt, sql } from "drizzle-orm";
+import {
+  and,
+  asc,
+  count,
+  eq,
+  getTableColumns,
+  inArray,
+  isNotNull,
+  isNull,
+  lt,
+  notExists,
+  sql,
+} from "drizzle-orm";
+import { alias } from "drizzle-orm/pg-core";
 import type { Database } from "./db.js";
 import { newestFirst, olderThan } from "./paging.js";
+import { WORK_CHANNEL } from "./run-claims.js";
 import { ACTIVE_STATUSES, cliSessionStarted } from "./runs.js";
 import { type RunRow, runs, type StoredImage, sessions } from "./schema.js";
 
@@ -113,13 +127,22 @@ export async function expireIdempotencyKey(
 
 /**
  * What admitting a message to the session depends on, read in one statement: whether the session
- * has expired (the sweep may have done so since the route read it), its active run if any, and
- * whether its run will resume the CLI's session.
+ * has expired (the sweep may have done so since the route read it), its active run if any, the
+ * first of its waiting runs if any (on whichever instance), and whether its run will resume the
+ * CLI's session.
  */
 export async function admissionState(
   db: Database,
   sessionId: string,
-): Promise<{ expired: boolean; activeRunId: string | null; resume: boolean } | undefined> {
+): Promise<
+  | {
+      expired: boolean;
+      activeRunId: string | null;
+      waitingRunId: string | null;
+      resume: boolean;
+    }
+  | undefined
+> {
   const [row] = await db
     .select({
       expired: sql<boolean>`${sessions.expiredAt} is not null`,
@@ -127,6 +150,12 @@ export async function admissionState(
         .select({ id: runs.id })
         .from(runs)
         .where(and(eq(runs.sessionId, sessionId), inArray(runs.status, [...ACTIVE_STATUSES])))
+        .limit(1)})`,
+      waitingRunId: sql<string | null>`(${db
+        .select({ id: runs.id })
+        .from(runs)
+        .where(and(eq(runs.sessionId, sessionId), eq(runs.status, "waiting")))
+        .orderBy(asc(runs.admissionSeq))
         .limit(1)})`,
       resume: cliSessionStarted(sessionId),
     })
@@ -168,17 +197,56 @@ export async function retryPoint(
 }
 
 /**
- * Moves a waiting run into the queue, saying whether it resumes the CLI's session; throws a unique
- * violation while the session still has an active run, and returns undefined when the run is gone.
+ * Moves a waiting run into the queue, saying whether it resumes the CLI's session, when it is
+ * first in its session's line (no waiting run of the session was written before it, by any
+ * instance); `behind` when one was. Throws a unique violation while the session still has an
+ * active run, and returns undefined when the run is gone (or no longer waiting).
  */
 export async function promoteWaitingRun(
   db: Database,
   id: string,
-): Promise<{ run: RunRow; resume: boolean } | undefined> {
+): Promise<{ run: RunRow; resume: boolean } | "behind" | undefined> {
+  const earlier = alias(runs, "earlier");
   const [row] = await db
     .update(runs)
     .set({ status: "queued" })
-    .where(and(eq(runs.id, id), eq(runs.status, "waiting")))
+    .where(
+      and(
+        eq(runs.id, id),
+        eq(runs.status, "waiting"),
+        notExists(
+          db
+            .select({ id: earlier.id })
+            .from(earlier)
+            .where(
+              and(
+                eq(earlier.sessionId, runs.sessionId),
+                eq(earlier.status, "waiting"),
+                lt(earlier.admissionSeq, runs.admissionSeq),
+              ),
+            ),
+        ),
+      ),
+    )
     .returning({ run: getTableColumns(runs), resume: cliSessionStarted(runs.sessionId) });
-  return row;
+  if (row) return row;
+  const [still] = await db
+    .select({ id: runs.id })
+    .from(runs)
+    .where(and(eq(runs.id, id), eq(runs.status, "waiting")));
+  return still ? "behind" : undefined;
+}
+
+/**
+ * Rings every instance (the work channel: src/cluster/doorbell.ts) when runs of the session wait
+ * for it, so that the one holding the first of them promotes it without waiting for its poll;
+ * sent at commit, with the completion of the run that ends (which may free the session).
+ */
+export async function ringForWaitingRuns(db: Database, sessionId: string): Promise<void> {
+  await db.execute(
+    sql`select pg_notify(${WORK_CHANNEL}, '') where exists (${db
+      .select({ id: runs.id })
+      .from(runs)
+      .where(and(eq(runs.sessionId, sessionId), eq(runs.status, "waiting")))})`,
+  );
 }

@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import {
+  bigint,
   index,
   integer,
   json,
@@ -108,6 +109,13 @@ export const runs = pgTable(
      * instance that did not hear its claim's answer finds (and gives back) the run by it.
      */
     claimToken: uuid("claim_token"),
+    /**
+     * The order in which runs were written, from one database sequence: a session's waiting runs
+     * take their turns in it, whichever instance wrote each (the instances' clocks may disagree).
+     */
+    admissionSeq: bigint("admission_seq", { mode: "number" })
+      .notNull()
+      .generatedByDefaultAsIdentity({ startWith: 1 }),
   },
   (t) => [
     index("runs_session_id_created_at_idx").on(t.sessionId, t.createdAt),
@@ -126,6 +134,10 @@ export const runs = pgTable(
     index("runs_instance_unfinished_idx")
       .on(t.instanceId)
       .where(sql`${t.status} in ('queued', 'running', 'waiting')`),
+    // A session's line: its waiting runs, oldest first.
+    index("runs_waiting_line_idx")
+      .on(t.sessionId, t.admissionSeq)
+      .where(sql`${t.status} = 'waiting'`),
     // Instances with a free slot claim from the unowned queued runs.
     index("runs_unowned_queued_idx")
       .on(t.createdAt, t.id)

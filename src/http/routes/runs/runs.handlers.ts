@@ -29,6 +29,7 @@ import { sseResponse } from "../../sse.js";
 import { admitStream } from "../../streams.js";
 import type * as routes from "./runs.routes.js";
 import type { PostMessageBody } from "./runs.schemas.js";
+import { whenBusy } from "./when-busy.js";
 
 /**
  * Runs as the API shows them: each row with its completion, its callback's state, its metered
@@ -142,6 +143,8 @@ async function startRun(
   session: SessionRow,
   message: Message,
   view: LogView,
+  /** Preferences of `Prefer` besides `respond-async` that decided the request. */
+  applied: string[] = [],
 ): Promise<Response> {
   const { db, runs, config, logger, principal } = c.var;
   const mode = responseMode(c.req.header("prefer"), c.req.header("accept"));
@@ -155,10 +158,15 @@ async function startRun(
     throw err;
   }
 
+  const preferenceApplied = (extra: string[]): Record<string, string> => {
+    const all = [...extra, ...applied];
+    return all.length > 0 ? { "Preference-Applied": all.join(", ") } : {};
+  };
   if (mode === "async") {
     return c.json(toRun(run, null), 202, {
       Location: `/v1/runs/${run.id}`,
       "Preference-Applied": "respond-async",
+      ...preferenceApplied(["respond-async"]),
     });
   }
   if (mode === "json") {
@@ -173,13 +181,18 @@ async function startRun(
     if (!completion) throw new Error(`run ${run.id} ended without a completion`);
     return c.json({ run: await loadRun(db, run.id, principal), completion, text }, 200, {
       "X-Run-Id": run.id,
+      ...preferenceApplied([]),
     });
   }
   return sseResponse((signal) => runs.events(run.id, view, 0, signal), {
     view,
     keepAliveMs: config.runs.keepAliveMs,
     logger: logger.child({ run_id: run.id }),
-    headers: { "X-Run-Id": run.id, "Content-Location": `/v1/runs/${run.id}/events` },
+    headers: {
+      "X-Run-Id": run.id,
+      "Content-Location": `/v1/runs/${run.id}/events`,
+      ...preferenceApplied([]),
+    },
     onClose: releaseStream,
   });
 }
@@ -198,7 +211,10 @@ export const postMessage: RouteHandler<typeof routes.postMessage, AppEnv> = asyn
     idempotencyKey: headers["idempotency-key"] ?? null,
     outputSchema: body.output_schema ?? null,
   };
-  return startRun(c, session, message, viewOf(c.req.valid("query").events));
+  const busy = whenBusy(body.when_busy, headers.prefer);
+  if (busy.queue) message.waitForSession = true;
+  const applied = busy.applied ? [busy.applied] : [];
+  return startRun(c, session, message, viewOf(c.req.valid("query").events), applied);
 };
 
 export const retryRun: RouteHandler<typeof routes.retryRun, AppEnv> = async (c) => {

@@ -25,7 +25,7 @@ const runAnswers = {
   200: {
     description:
       "The run's events as SSE (the default, or `Accept: text/event-stream`), ending with its `completion`, or with an `event: error` frame when the server cannot continue the stream; or with `Accept: application/json`, the finished run.",
-    headers: z.object({ "X-Run-Id": z.string() }),
+    headers: z.object({ "X-Run-Id": z.string(), "Preference-Applied": z.string().optional() }),
     content: {
       "text/event-stream": { schema: EventStream },
       "application/json": { schema: FinishedRun },
@@ -55,7 +55,12 @@ export const postMessage = createRoute({
     "queue, 429 with `Retry-After`. The answer follows `Prefer: respond-async`",
     "(202 at once), else `Accept`: `text/event-stream` or none streams the run's events (in",
     "the view `?events=` asks for, with its ids), `application/json` waits and returns the",
-    "finished run.",
+    "finished run. A message sent while the session has a live run is a 409 `session_busy`",
+    "unless it asks to wait its turn (`when_busy: queue`, or `Prefer: when-busy=queue`): then",
+    "it is stored (its run `queued`) and runs after the live run and the messages queued before",
+    "it, in the order they were stored, whichever instance each reached; it is answered in the",
+    "mode asked (202 at once with `respond-async`; a stream that starts with `run_started` once",
+    "it runs; or the finished run).",
   ].join(" "),
   request: {
     params: z.object({ id: SessionId }),

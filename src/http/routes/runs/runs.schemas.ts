@@ -85,6 +85,13 @@ export const PostMessageBody = z
       description: "The effort of this message's run, in place of the session's.",
     }),
     output_schema: OutputSchema.optional(),
+    when_busy: z
+      .enum(["reject", "queue"], { error: "expected `reject` or `queue`" })
+      .optional()
+      .openapi({
+        description:
+          "When the session has a live run: `reject` (the default) answers 409 `session_busy`; `queue` stores the message and runs it after the live run and any message queued before it, in order, whichever instance each reached. Overrides `Prefer: when-busy=…`.",
+      }),
   })
   .openapi("PostMessage");
 export type PostMessageBody = z.infer<typeof PostMessageBody>;
@@ -105,7 +112,8 @@ export const MessageHeaders = z.object({
     .optional()
     .openapi({
       param: { in: "header" },
-      description: "`respond-async`: answer 202 at once with `Location: /v1/runs/{run_id}`.",
+      description:
+        "`respond-async`: answer 202 at once with `Location: /v1/runs/{run_id}`. On a message, `when-busy=queue` (or `when-busy=reject`): as the body's `when_busy`, which wins when both are given; when the header decided, the answer names it in `Preference-Applied`.",
     }),
 });
 
