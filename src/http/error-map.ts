@@ -48,6 +48,11 @@ export const ERROR_MAP: Record<ErrorCode, HttpProblem> = {
   run_finished: { status: 409, title: "Run already finished" },
   run_not_latest: { status: 409, title: "Run is not its session's latest" },
   retry_unsupported: { status: 400, title: "The session's agent cannot retry a run" },
+  input_unsupported: { status: 409, title: "The run's agent takes no input while it runs" },
+  control_unsupported: { status: 409, title: "The run's agent cannot switch while it runs" },
+  run_not_running: { status: 409, title: "Run not running yet" },
+  control_failed: { status: 409, title: "The agent refused the switch" },
+  agent_no_answer: { status: 502, title: "The run's agent did not answer in time" },
   queue_full: { status: 429, title: "Too many runs" },
   idempotency_key_reused: {
     status: 422,

@@ -36,13 +36,13 @@ export interface ClaudeBackendConfig {
   gateway?: GatewayAccess;
 }
 
-/** Everything the bridge asks of an agent, Claude Code can do but fork and steer. */
+/** Everything the bridge asks of an agent, Claude Code can do but fork. */
 export const CLAUDE_CAPABILITIES: AgentCapabilities = {
   resumeAtMessage: true,
   interrupt: true,
   approvals: true,
   fork: false,
-  steering: false,
+  steering: true,
 };
 
 export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
