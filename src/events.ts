@@ -158,7 +158,9 @@ export const PermissionCancelledEvent = z
 export const UserInputEvent = z
   .object({
     type: z.literal("user_input"),
-    input_id: z.string().openapi({ description: "The id `POST /v1/runs/{id}/input` answered with." }),
+    input_id: z
+      .string()
+      .openapi({ description: "The id `POST /v1/runs/{id}/input` answered with." }),
     text: z.string(),
     images: z.number().int().optional().openapi({
       description: "How many images came with it (never stored: only their number is).",

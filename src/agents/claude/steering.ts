@@ -83,7 +83,7 @@ export class ClaudeSteering implements RunSteering {
     const outcomes = await Promise.all(answers);
     const failed = outcomes.find((o) => !o.ok);
     if (failed) return failed;
-    return outcomes.reduce<ControlOutcome>((all, o) => ({ ...all, ...o }), { ok: true });
+    return Object.assign({ ok: true }, ...outcomes) as ControlOutcome;
   }
 
   /**
