@@ -294,7 +294,8 @@ const isHookDelivery = (c: Context) =>
 
 /** A message, which may carry images besides its text. */
 const isMessage = (c: Context) =>
-  c.req.method === "POST" && /^\/v1\/sessions\/[^/]+\/messages\/?$/.test(c.req.path);
+  c.req.method === "POST" &&
+  /^\/v1\/(sessions\/[^/]+\/messages|runs\/[^/]+\/input)\/?$/.test(c.req.path);
 
 /** Builds the HTTP app from its dependencies; `src/index.ts` serves it, tests call it directly. */
 export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {

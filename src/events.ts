@@ -155,6 +155,36 @@ export const PermissionCancelledEvent = z
     description: "The agent withdrew the request: it wants no answer any more.",
   });
 
+export const UserInputEvent = z
+  .object({
+    type: z.literal("user_input"),
+    input_id: z
+      .string()
+      .openapi({ description: "The id `POST /v1/runs/{id}/input` answered with." }),
+    text: z.string(),
+    images: z.number().int().optional().openapi({
+      description: "How many images came with it (never stored: only their number is).",
+    }),
+  })
+  .openapi("UserInputEvent", {
+    description:
+      "A client's message to the live run (`POST /v1/runs/{id}/input`), written to the agent as the user's next turn: the agent answers it after the turn in progress, within the same run.",
+  });
+
+export const ControlEvent = z
+  .object({
+    type: z.literal("control"),
+    control_id: z.string(),
+    model: z.string().optional().openapi({
+      description: "The model the agent now calls, as it named it (an alias resolved).",
+    }),
+    permission_mode: z.string().optional(),
+  })
+  .openapi("ControlEvent", {
+    description:
+      "A client switched the live run's model or permission mode (`POST /v1/runs/{id}/control`), and the agent took it: its next API call uses them.",
+  });
+
 // Internal events: produced by the runner, kept in the log, shown only with `?events=full`.
 export const ReasoningEvent = z
   .object({ type: z.literal("reasoning"), text: z.string(), ...parent })
@@ -273,6 +303,8 @@ export const BridgeEvent = z
     PermissionRequestEvent,
     PermissionResolvedEvent,
     PermissionCancelledEvent,
+    UserInputEvent,
+    ControlEvent,
     ReasoningEvent,
     SubagentTextDeltaEvent,
     SessionStatusEvent,
@@ -299,5 +331,7 @@ export const PUBLIC_EVENT_TYPES: ReadonlySet<BridgeEventType> = new Set([
   "permission_request",
   "permission_resolved",
   "permission_cancelled",
+  "user_input",
+  "control",
   "completion",
 ]);

@@ -3,7 +3,7 @@ import type { BridgeEvent, UsageBefore, UserQuestion } from "../events.js";
 import type { Logger } from "../log.js";
 import type { AgentFiles } from "../process/agent-files.js";
 import type { AgentIdentity } from "../process/tenant-homes.js";
-import type { SessionSettings } from "../session-settings.js";
+import type { PermissionMode, SessionSettings } from "../session-settings.js";
 import type { Git } from "../worktrees/git.js";
 import type { ImageAttachment } from "./images.js";
 
@@ -108,6 +108,38 @@ export type PermissionAnswer =
       interrupt?: boolean;
     };
 
+/** A client's message to a live run (`POST /v1/runs/{id}/input`). */
+export interface RunInput {
+  inputId: string;
+  text: string;
+  attachments: readonly ImageAttachment[];
+}
+
+/** A client's switch of a live run's model or permission mode (`POST /v1/runs/{id}/control`). */
+export interface RunControl {
+  model?: string;
+  permissionMode?: PermissionMode;
+}
+
+/** What the CLI answered to a RunControl. */
+export type ControlOutcome =
+  | { ok: true; model?: string; permissionMode?: string }
+  | { ok: false; reason: "refused" | "no_answer"; error: string };
+
+/**
+ * A live run's CLI as a client steers it: set by a back-end whose CLI takes input while it runs
+ * (RunContext.steer), from its start until its last answer.
+ */
+export interface RunSteering {
+  /**
+   * Writes the input to the CLI, which answers it after the turn in progress, in this run; false
+   * when it takes no more (its last answer is given: the run is ending), and nothing was written.
+   */
+  input(input: RunInput): boolean;
+  /** Asks the CLI to switch; resolves with its answer (or that none came within a bound). */
+  control(change: RunControl): Promise<ControlOutcome>;
+}
+
 export interface RunContext {
   logger: Logger;
   /** Called once the CLI runs, with its process group id (to clean up after a crash). */
@@ -137,6 +169,11 @@ export interface RunContext {
    * conversation intact; the run's own signal stops one that does not.
    */
   interruption?: AbortSignal;
+  /**
+   * Called by a back-end whose CLI takes input while it runs: with its steering once the CLI
+   * runs, and with null once it takes no more.
+   */
+  steer?: (steering: RunSteering | null) => void;
 }
 
 /** What `/readyz` shows of a back-end. */

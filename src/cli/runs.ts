@@ -5,7 +5,7 @@ import { printJson, printRuns } from "./print.js";
 import type { Output } from "./render.js";
 import { showNewRun, watchRun } from "./watch-run.js";
 
-/** `runs ls|show|events|retry|cancel|interrupt|approve`. */
+/** `runs ls|show|events|retry|cancel|interrupt|input|control|approve`. */
 export function addRunCommands(program: Command, out: Output): void {
   const runs = program.command("runs").description("list, show, follow, retry and cancel runs");
   listCommand(
@@ -95,6 +95,36 @@ export function addRunCommands(program: Command, out: Output): void {
     .action(async (id: string, _options, command: Command) => {
       const run = await clientOf(command).interruptRun(id);
       out.stdout.write(`${run.status} ${run.id}\n`);
+    });
+  runs
+    .command("input")
+    .description("write the user's next message to a live run's agent (answered in the same run)")
+    .argument("<id>", "run id")
+    .argument("<text>", "what to say")
+    .action(async (id: string, text: string, _options, command: Command) => {
+      const event = await clientOf(command).sendInput(id, { text });
+      out.stdout.write(`input ${event.input_id} ${id}\n`);
+    });
+  runs
+    .command("control")
+    .description("switch a live run's model or permission mode")
+    .argument("<id>", "run id")
+    .option("--model <model>", "the model its next API request uses")
+    .option("--permission-mode <mode>", "how it may use tools from now on")
+    .action(async (id: string, options, command: Command) => {
+      const event = await clientOf(command).controlRun(id, {
+        ...(options.model === undefined ? {} : { model: options.model }),
+        ...(options.permissionMode === undefined
+          ? {}
+          : { permission_mode: options.permissionMode }),
+      });
+      const parts = [
+        ...(event.model === undefined ? [] : [`model ${event.model}`]),
+        ...(event.permission_mode === undefined
+          ? []
+          : [`permission_mode ${event.permission_mode}`]),
+      ];
+      out.stdout.write(`${parts.join(" ")} ${id}\n`);
     });
   runs
     .command("approve")

@@ -40,6 +40,10 @@ export type PermissionRequest = Schemas["PermissionRequest"];
 /** An item of a session's conversation (`user_message`, `assistant_text`, `tool_call`…). */
 export type ConversationItem = Schemas["ConversationItem"];
 export type ConversationPage = Schemas["ConversationPage"];
+export type RunInput = Schemas["RunInput"];
+export type RunControl = Schemas["RunControl"];
+export type UserInputEvent = Schemas["UserInputEvent"];
+export type ControlEvent = Schemas["ControlEvent"];
 
 /** JSON answers and problem+json errors; SSE bodies are read with `parseAs: "stream"`. */
 type Media = "application/json" | "application/problem+json";
@@ -145,6 +149,13 @@ export type AgentBridgeClient = Client<paths, Media> & {
   cancelRun(id: string): Promise<Run>;
   /** Ends the run's turn cleanly: `cancelled`, with its usage and cost (`POST …/interrupt`). */
   interruptRun(id: string): Promise<Run>;
+  /**
+   * Writes the user's next message to the live run's agent, which answers it in the same run
+   * (`POST …/input`); the `user_input` event its log records.
+   */
+  sendInput(runId: string, input: RunInput): Promise<UserInputEvent>;
+  /** Switches the live run's model or permission mode (`POST …/control`); its `control` event. */
+  controlRun(runId: string, change: RunControl): Promise<ControlEvent>;
   /**
    * Answers a `permission_request` of the run: `{decision: "allow" | "deny", …}`, or
    * `{answers: {…}}` for a question. Throws ApiProblem 409 when it is no longer pending.
@@ -294,6 +305,10 @@ export function createClient(clientOptions: ClientOptions): AgentBridgeClient {
       ok(api.POST("/v1/runs/{id}/stream-token", { params: { path: { id: runId } } })),
     cancelRun: (id) => ok(api.POST("/v1/runs/{id}/cancel", { params: { path: { id } } })),
     interruptRun: (id) => ok(api.POST("/v1/runs/{id}/interrupt", { params: { path: { id } } })),
+    sendInput: (runId, body) =>
+      ok(api.POST("/v1/runs/{id}/input", { params: { path: { id: runId } }, body })),
+    controlRun: (runId, body) =>
+      ok(api.POST("/v1/runs/{id}/control", { params: { path: { id: runId } }, body })),
     answer: (runId, requestId, body) =>
       ok(
         api.POST("/v1/runs/{id}/permissions/{request_id}", {

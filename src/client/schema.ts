@@ -247,6 +247,26 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  "/v1/runs/{id}/control": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Switch a live run's model or permission mode
+     * @description Asks the running agent to switch (Claude Code's `set_model` / `set_permission_mode` control requests), under the session's key's policy as at session creation (403 `policy_denied`): it answers at once, even while a tool runs, and its next API request uses the new model. Answered with the `control` event the run's log records (the model as the agent resolved it). 409 `control_failed` when the agent refused, 502 `agent_no_answer` when it did not answer within 10 s; 409 `control_unsupported`, `run_not_running` and `run_finished` as for input.
+     */
+    post: operations["postRunControl"];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   "/v1/runs/{id}/events": {
     parameters: {
       query?: never;
@@ -261,6 +281,26 @@ export interface paths {
     get: operations["getRunEvents"];
     put?: never;
     post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/v1/runs/{id}/input": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Steer a live run: write the user's next message to its agent
+     * @description Writes the text to the running agent as the user's next message. Claude Code answers it after the turn in progress, in the same run: the run ends at the result that answers the last input it took, and its completion covers every turn (usage and cost added up, `result` the last turn's text). Recorded in the run's log as a `user_input` event. 409 `input_unsupported` for an agent that takes no input while it runs (codex), `run_not_running` before its agent has started, `run_finished` once the run is over or its agent has given its last answer (nothing was written).
+     */
+    post: operations["postRunInput"];
     delete?: never;
     options?: never;
     head?: never;
@@ -598,6 +638,8 @@ export interface components {
       | components["schemas"]["PermissionRequestEvent"]
       | components["schemas"]["PermissionResolvedEvent"]
       | components["schemas"]["PermissionCancelledEvent"]
+      | components["schemas"]["UserInputEvent"]
+      | components["schemas"]["ControlEvent"]
       | components["schemas"]["ReasoningEvent"]
       | components["schemas"]["SubagentTextDeltaEvent"]
       | components["schemas"]["SessionStatusEvent"]
@@ -704,6 +746,18 @@ export interface components {
       remaining: number;
       /** @description `used / size`: the fraction in use. */
       efficiency: number;
+    };
+    /** @description A client switched the live run's model or permission mode (`POST /v1/runs/{id}/control`), and the agent took it: its next API call uses them. */
+    ControlEvent: {
+      /**
+       * @description discriminator enum property added by openapi-typescript
+       * @enum {string}
+       */
+      type: "control";
+      control_id: string;
+      /** @description The model the agent now calls, as it named it (an alias resolved). */
+      model?: string;
+      permission_mode?: string;
     };
     /** @description An image the message carried: named and measured; its bytes are never stored. */
     ConversationImage: {
@@ -1423,6 +1477,11 @@ export interface components {
         | "run_not_finished"
         | "no_fork_point"
         | "worktree_elsewhere"
+        | "input_unsupported"
+        | "control_unsupported"
+        | "run_not_running"
+        | "control_failed"
+        | "agent_no_answer"
         | "queue_full"
         | "idempotency_key_reused"
         | "shutting_down"
@@ -1554,6 +1613,11 @@ export interface components {
       /** @description Its calls as the model gateway metered them, beside what its CLI reported (`completion`); `usage` and `cost_usd` are the metered figures when the CLI reported no cost (killed, crashed). null: no call of its went through the gateway. */
       metered: components["schemas"]["MeteredUsage"] | null;
     };
+    RunControl: {
+      /** @description The model the agent calls from its next API request on. */
+      model?: string;
+      permission_mode?: components["schemas"]["PermissionMode"] & unknown;
+    };
     /** @description The run's `completion`. */
     RunEndItem: {
       /**
@@ -1571,6 +1635,12 @@ export interface components {
       error: string | null;
       /** @description As the run's completion says. USD to 10 decimal places: a run's cost is kept rounded to that, and every total is the exact sum of its runs' costs (added as decimals, with no floating-point drift), shown exactly up to $100 000 (a JSON number holds about 15 significant digits; beyond, the last decimal places round). */
       cost_usd: number | null;
+    };
+    RunInput: {
+      /** @description What the user says to the agent now: written to it as the user's next message, which it answers after the turn in progress, in this run. */
+      text: string;
+      /** @description Images with the text, as a message's `attachments`. */
+      attachments?: components["schemas"]["ImageAttachment"][];
     };
     /** @description Each sandboxed run's memory and process limits (docs/security.md), or why there are none: a run that hits one ends `failed` with `memory_limit` or `process_limit`. */
     RunLimitsReadiness:
@@ -2063,6 +2133,19 @@ export interface components {
       /** @description Sessions counted (deleted sessions are not). */
       sessions: number;
       budget: components["schemas"]["UsageBudget"];
+    };
+    /** @description A client's message to the live run (`POST /v1/runs/{id}/input`), written to the agent as the user's next turn: the agent answers it after the turn in progress, within the same run. */
+    UserInputEvent: {
+      /**
+       * @description discriminator enum property added by openapi-typescript
+       * @enum {string}
+       */
+      type: "user_input";
+      /** @description The id `POST /v1/runs/{id}/input` answered with. */
+      input_id: string;
+      text: string;
+      /** @description How many images came with it (never stored: only their number is). */
+      images?: number;
     };
     UserMessageItem: {
       /**
@@ -3289,6 +3372,104 @@ export interface operations {
       };
     };
   };
+  postRunControl: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["RunControl"];
+      };
+    };
+    responses: {
+      /** @description The agent switched; the event its log records */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ControlEvent"];
+        };
+      };
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description The key lacks the admin role, or its policy does not allow what was asked (`policy_denied`) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Not found */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Conflict */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Body is not JSON */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Error */
+      502: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
   getRunEvents: {
     parameters: {
       query?: {
@@ -3350,6 +3531,104 @@ export interface operations {
       };
       /** @description Too many requests */
       429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
+  postRunInput: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["RunInput"];
+      };
+    };
+    responses: {
+      /** @description Written to the agent; the event its log records */
+      202: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["UserInputEvent"];
+        };
+      };
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Not found */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Conflict */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Body larger than the configured limit */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Body is not JSON */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Error */
+      502: {
         headers: {
           [name: string]: unknown;
         };

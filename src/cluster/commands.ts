@@ -1,9 +1,17 @@
 import { errorText, type Logger } from "../log.js";
 import { OnceMore } from "../once-more.js";
-import { postRunCommand, type RunCommand, takeRunCommands } from "../store/commands.js";
+import {
+  postRunCommand,
+  type RunCommand,
+  type SteerCommand,
+  type SteerOutcome,
+  takeCommandReply,
+  takeRunCommands,
+  withdrawRunCommand,
+} from "../store/commands.js";
 import type { Database } from "../store/db.js";
 import { lastEventSeqs } from "../store/events.js";
-import { getRun } from "../store/runs.js";
+import { getRun, OPEN_STATUSES } from "../store/runs.js";
 import type { RunRow } from "../store/schema.js";
 import type { Doorbell } from "./doorbell.js";
 import { followElsewhere } from "./remote-follower.js";
@@ -34,6 +42,47 @@ export async function stopElsewhere(
     // Only the end matters.
   }
   return (await getRun(db, run.id))?.status;
+}
+
+/**
+ * Gives the run's owner a client's input or switch and waits for its answer: the owner's reply,
+ * the run's end, or, when the owner has not taken the command within `boundMs`, the command
+ * withdrawn (a command the owner took is answered: its reply, or the run's end, is waited for).
+ */
+export async function steerElsewhere(
+  db: Database,
+  doorbell: Doorbell,
+  run: RunRow & { instanceId: string },
+  command: SteerCommand,
+  boundMs: number,
+): Promise<SteerOutcome> {
+  // Watched before the post: the reply's ring is heard however soon it comes.
+  const watch = doorbell.watch(run.id);
+  try {
+    const posted = await postRunCommand(db, { ...command, owner: run.instanceId }, doorbell.rings);
+    if (!posted) return { ok: false, finished: "deleted" };
+    const deadline = Date.now() + boundMs;
+    let withdrawable = true;
+    for (;;) {
+      const { seq } = await lastEventSeqs(db, run.id);
+      const reply = await takeCommandReply(db, command.commandId);
+      if (reply) return reply;
+      const status = (await getRun(db, run.id))?.status;
+      if (!status || !OPEN_STATUSES.includes(status)) {
+        return { ok: false, finished: status ?? "deleted" };
+      }
+      const left = deadline - Date.now();
+      if (left <= 0 && withdrawable) {
+        if (await withdrawRunCommand(db, command.commandId)) return { ok: false, untaken: true };
+        // Taken: its reply, or the run's end, comes.
+        withdrawable = false;
+      }
+      const timeout = AbortSignal.timeout(Math.max(left, 1000));
+      await watch.next(seq, timeout);
+    }
+  } finally {
+    watch.close();
+  }
 }
 
 /**

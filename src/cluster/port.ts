@@ -1,9 +1,9 @@
 import type { Logger } from "../log.js";
 import type { ClusterPort } from "../runs/cluster-port.js";
-import { postRunCommand } from "../store/commands.js";
+import { postRunCommand, replyToCommand } from "../store/commands.js";
 import type { Database } from "../store/db.js";
 import { ClaimLedger } from "./claim-ledger.js";
-import { stopElsewhere } from "./commands.js";
+import { steerElsewhere, stopElsewhere } from "./commands.js";
 import type { Doorbell } from "./doorbell.js";
 import { followElsewhere } from "./remote-follower.js";
 
@@ -27,6 +27,8 @@ export function clusterPort(opts: {
       answered: async (runId, requestId, owner) => {
         await postRunCommand(db, { runId, kind: "answer", requestId, owner }, doorbell.rings);
       },
+      steer: (run, command, boundMs) => steerElsewhere(db, doorbell, run, command, boundMs),
+      reply: (command, reply) => replyToCommand(db, command, reply, doorbell.rings),
     },
   };
 }

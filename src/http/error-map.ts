@@ -52,6 +52,11 @@ export const ERROR_MAP: Record<ErrorCode, HttpProblem> = {
   run_not_finished: { status: 409, title: "Run has not finished" },
   no_fork_point: { status: 409, title: "No finished turn to fork after" },
   worktree_elsewhere: { status: 409, title: "The session's worktree is on another host" },
+  input_unsupported: { status: 409, title: "The run's agent takes no input while it runs" },
+  control_unsupported: { status: 409, title: "The run's agent cannot switch while it runs" },
+  run_not_running: { status: 409, title: "Run not running yet" },
+  control_failed: { status: 409, title: "The agent refused the switch" },
+  agent_no_answer: { status: 502, title: "The run's agent did not answer in time" },
   queue_full: { status: 429, title: "Too many runs" },
   idempotency_key_reused: {
     status: 422,

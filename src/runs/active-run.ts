@@ -1,4 +1,5 @@
 import type { Context } from "@opentelemetry/api";
+import type { RunSteering } from "../agents/agent.js";
 import { RunInterruptedError } from "../process/errors.js";
 import type { RunRow, SessionRow } from "../store/schema.js";
 import type { Admittable } from "./admission.js";
@@ -39,6 +40,8 @@ export class ActiveRun implements Admittable {
   readonly options: RunOptions;
   readonly resumeAt: string | null;
   readonly traceParent: Context | undefined;
+  /** Its agent's CLI as clients steer it, while it takes input (RunContext.steer). */
+  steering: RunSteering | null = null;
   private current: RunRow;
   private resumes: boolean;
 

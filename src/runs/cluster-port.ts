@@ -1,3 +1,4 @@
+import type { CommandReply, SteerCommand, SteerOutcome } from "../store/commands.js";
 import type { LogView, SequencedEvent } from "../store/events.js";
 import type { Claim } from "../store/run-claims.js";
 import type { RunRow } from "../store/schema.js";
@@ -56,6 +57,17 @@ export interface RemoteRuns {
   ): Promise<string | undefined>;
   /** Tells the run's owner that a client answered one of its permission requests. */
   answered(runId: string, requestId: string, owner: string): Promise<void>;
+  /**
+   * Gives the run's owner a client's input or switch and waits for its answer (see
+   * src/cluster/commands.ts `steerElsewhere`).
+   */
+  steer(
+    run: RunRow & { instanceId: string },
+    command: SteerCommand,
+    boundMs: number,
+  ): Promise<SteerOutcome>;
+  /** The owner's answer to a SteerCommand, for the instance that posted it. */
+  reply(command: SteerCommand, reply: CommandReply): Promise<void>;
 }
 
 export interface ClusterPort {

@@ -146,3 +146,42 @@ export class WorktreeHostGoneError extends DomainError {
     );
   }
 }
+
+/** The run's agent cannot be steered while it runs (codex exec reads its prompt to EOF). */
+export class SteeringUnsupportedError extends DomainError {
+  constructor(what: "input" | "control", agent: string) {
+    super(
+      what === "input" ? "input_unsupported" : "control_unsupported",
+      what === "input"
+        ? `the ${agent} agent takes no input while a run runs: send a message once the run has finished`
+        : `the ${agent} agent cannot switch its model or permission mode while a run runs`,
+    );
+  }
+}
+
+/** Waiting or queued, or its agent still starting: nothing can be written to it yet. */
+export class RunNotRunningError extends DomainError {
+  constructor(
+    readonly runId: string,
+    readonly state: string,
+  ) {
+    super(
+      "run_not_running",
+      `run ${runId} is ${state}: its agent is not running yet; follow its events and try again once it has started`,
+    );
+  }
+}
+
+/** The agent answered a switch with an error. */
+export class ControlFailedError extends DomainError {
+  constructor(error: string) {
+    super("control_failed", `the agent refused the switch: ${error}`);
+  }
+}
+
+/** The agent (or the instance that runs it) did not answer within the bound. */
+export class AgentNoAnswerError extends DomainError {
+  constructor(message: string) {
+    super("agent_no_answer", message);
+  }
+}

@@ -254,6 +254,9 @@ export class Execution {
         awaiting: approvals.awaiting,
         answersQuestions: approvals.answersQuestions,
         interruption: run.interruption.signal,
+        steer: (steering) => {
+          run.steering = steering;
+        },
       },
       run.abort.signal,
     );

@@ -15,6 +15,13 @@ import { RunQueue } from "./queue.js";
 import { CompletionRecorder } from "./recording.js";
 import { RunLog } from "./run-log.js";
 import { Shutdown } from "./shutdown.js";
+import {
+  type ClientControl,
+  type ClientInput,
+  type ControlEvent,
+  Steering,
+  type UserInputEvent,
+} from "./steer.js";
 import { Stopping } from "./stop.js";
 import { Submission } from "./submit.js";
 
@@ -31,6 +38,7 @@ export class RunManager {
   private readonly queue: RunQueue;
   private readonly following: Following;
   private readonly stopping: Stopping;
+  private readonly steering: Steering;
   private readonly ending: Shutdown;
   private readonly recorder: CompletionRecorder;
   private readonly completionListeners = new Set<(runId: string) => void>();
@@ -109,6 +117,7 @@ export class RunManager {
     this.queue = new RunQueue(parts, (runId) => this.following.adopted(runId));
     this.submission = new Submission(parts);
     this.stopping = new Stopping(parts, this.queue);
+    this.steering = new Steering(parts);
     this.ending = new Shutdown(parts, this.queue);
     opts.metrics.watchRuns(() => ({
       ...admission.counts(),
@@ -191,7 +200,18 @@ export class RunManager {
 
   /** Carries out a command another instance posted for a run of this one. */
   apply(command: RunCommand): void {
-    this.stopping.apply(command);
+    if (command.kind === "input" || command.kind === "control") this.steering.apply(command);
+    else this.stopping.apply(command);
+  }
+
+  /** See Steering.input. */
+  input(run: RunRow, agent: string, input: ClientInput): Promise<UserInputEvent> {
+    return this.steering.input(run, agent, input);
+  }
+
+  /** See Steering.control. */
+  control(run: RunRow, agent: string, change: ClientControl): Promise<ControlEvent> {
+    return this.steering.control(run, agent, change);
   }
 
   /** See Stopping.answerPermission. */

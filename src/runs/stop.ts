@@ -1,5 +1,5 @@
 import { errorText } from "../log.js";
-import type { RunCommand } from "../store/commands.js";
+import type { RunCommand, SteerCommand } from "../store/commands.js";
 import { claimRun } from "../store/run-claims.js";
 import { getRun, OPEN_STATUSES, openRunsOf } from "../store/runs.js";
 import type { RunRow } from "../store/schema.js";
@@ -72,8 +72,8 @@ export class Stopping {
     });
   }
 
-  /** Carries out a command another instance posted for a run of this one. */
-  apply(command: RunCommand): void {
+  /** Carries out a command another instance posted for a run of this one (steering's aside). */
+  apply(command: Exclude<RunCommand, SteerCommand>): void {
     const done =
       command.kind === "answer"
         ? this.parts.approvals.answered(command.runId, command.requestId)

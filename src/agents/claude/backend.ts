@@ -36,13 +36,13 @@ export interface ClaudeBackendConfig {
   gateway?: GatewayAccess;
 }
 
-/** Everything the bridge asks of an agent, Claude Code can do but steer. */
+/** Claude Code can do everything the bridge asks of an agent. */
 export const CLAUDE_CAPABILITIES: AgentCapabilities = {
   resumeAtMessage: true,
   interrupt: true,
   approvals: true,
   fork: true,
-  steering: false,
+  steering: true,
 };
 
 export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {

@@ -38,7 +38,10 @@ export interface CommandInput {
   outputSchema?: Record<string, unknown>;
 }
 
-/** Flags every run gets: one-shot print mode, stream-json both ways, permission prompts on stdio. */
+/**
+ * Flags every run gets: one-shot print mode, stream-json both ways, permission prompts on stdio,
+ * and an account of each user message the CLI takes (steering.ts counts the inputs it answered).
+ */
 export const BASE_ARGS: readonly string[] = [
   "-p",
   "--input-format",
@@ -49,6 +52,7 @@ export const BASE_ARGS: readonly string[] = [
   "--include-partial-messages",
   "--permission-prompt-tool",
   "stdio",
+  "--replay-user-messages",
 ];
 
 export function buildClaudeArgs(input: CommandInput): string[] {
@@ -101,9 +105,14 @@ export function buildClaudeArgs(input: CommandInput): string[] {
 
 /**
  * The prompt as the one stream-json user message written to the CLI's stdin (with `\n`); images
- * go first, as image content blocks, which the CLI passes on to the Messages API.
+ * go first, as image content blocks, which the CLI passes on to the Messages API. With `uuid`, the
+ * CLI names the message so in its account of it (steering.ts).
  */
-export function userMessageLine(prompt: string, images: readonly ImageAttachment[] = []): string {
+export function userMessageLine(
+  prompt: string,
+  images: readonly ImageAttachment[] = [],
+  uuid?: string,
+): string {
   const content = [
     ...images.map((image) => ({
       type: "image",
@@ -116,6 +125,7 @@ export function userMessageLine(prompt: string, images: readonly ImageAttachment
     message: { role: "user", content },
     parent_tool_use_id: null,
     session_id: "",
+    ...(uuid === undefined ? {} : { uuid }),
   };
   return `${JSON.stringify(message)}\n`;
 }

@@ -69,9 +69,9 @@ export class StreamMapper {
   /** The latest main-thread message's uuid: the run's last message once a result confirms it. */
   private pendingUuid: string | null = null;
   private initSeen = false;
-  private readonly text = new StreamedText();
+  private text = new StreamedText();
   private readonly tools: ToolUses;
-  private readonly usage = new UsageLedger();
+  private usage = new UsageLedger();
   /** The model the init line names (it may say `[1m]`), and the latest main message's model. */
   private initModel: string | undefined;
   private lastModel: string | undefined;
@@ -91,6 +91,17 @@ export class StreamMapper {
     this.elapsedMs = options.elapsedMs ?? (() => 0);
     this.ownBudget = options.ownBudget ?? false;
     this.resumed = options.resumed ?? false;
+  }
+
+  /**
+   * The CLI goes on after its result with another turn (a client's input, steering.ts): the
+   * lines after it are mapped again, the new turn's usage counted apart from the last's (which
+   * its completion holds).
+   */
+  nextTurn(): void {
+    this.finished = false;
+    this.usage = new UsageLedger();
+    this.text = new StreamedText();
   }
 
   /** True once the `result` line has produced the completion. */

@@ -20,6 +20,7 @@ import { StreamMapper } from "./mapper.js";
 import { withSessionFallback } from "./resume.js";
 import type { RunRequest } from "./run-request.js";
 import { readLine } from "./sdk-lines.js";
+import { ClaudeSteering } from "./steering.js";
 
 // Runs one `claude -p` for one message on the shared process driver (src/process/driver/): the
 // command line and stdin message come from command.ts, the meaning of its stream-json lines from
@@ -30,7 +31,10 @@ import { readLine } from "./sdk-lines.js";
 export interface RunnerConfig
   extends DriverConfig,
     Partial<
-      Pick<RunContext, "approve" | "withdraw" | "awaiting" | "interruption" | "answersQuestions">
+      Pick<
+        RunContext,
+        "approve" | "withdraw" | "awaiting" | "interruption" | "answersQuestions" | "steer"
+      >
     > {
   /** Path (or PATH name) of the claude binary. */
   bin: string;
@@ -94,8 +98,15 @@ async function* runClaudeOnce(
   let interrupts = 0;
   const interrupt = (write: (text: string) => void) =>
     write(interruptRequestLine(`interrupt-${++interrupts}-${req.claudeSessionId}`));
+  // Input and switches from clients while the CLI runs; its own account of them is read here.
+  const steering = new ClaudeSteering(req.claudeSessionId);
+  const stopSteering = () => {
+    steering.close();
+    config.steer?.(null);
+  };
   const protocol: LineProtocol = {
     onLine(line, reply) {
+      if (steering.consume(line)) return [];
       if (line.type === "control_request") {
         const control = readControlRequest(line);
         if (!control) return [];
@@ -132,13 +143,28 @@ async function* runClaudeOnce(
         }
         return [];
       }
-      return mapper.push(line);
+      const events = mapper.push(line);
+      const last = events.at(-1);
+      if (last?.type !== "completion") return events;
+      // A result: the run's last, unless input waits for a turn of its own (steering.ts).
+      if (steering.endsAt(last, interrupts > 0)) {
+        config.steer?.(null);
+        events[events.length - 1] = steering.finish(last);
+        return events;
+      }
+      mapper.nextTurn();
+      return events.slice(0, -1);
     },
     handsOverFirst: (line) => line.type === "control_request",
     lineDropped: () => mapper.lineDropped(),
-    failure: (err, elapsedMs) => mapper.failure(err.status, err.message, err.code, elapsedMs),
+    failure: (err, elapsedMs) => {
+      stopSteering();
+      return steering.finish(mapper.failure(err.status, err.message, err.code, elapsedMs));
+    },
     ...(config.awaiting ? { awaiting: config.awaiting } : {}),
     started(write) {
+      steering.attach(write);
+      config.steer?.(steering);
       const { interruption } = config;
       const ask = () => interrupt(write);
       if (interruption?.aborted) ask();
@@ -178,5 +204,9 @@ async function* runClaudeOnce(
     closeInput: false,
     longLine: CLAUDE_LONG_LINE,
   };
-  yield* driveAgentProcess(command, protocol, { ...config, logger }, signal);
+  try {
+    yield* driveAgentProcess(command, protocol, { ...config, logger }, signal);
+  } finally {
+    stopSteering();
+  }
 }

@@ -7,6 +7,7 @@ import { keysRouter } from "./keys/keys.index.js";
 import { permissionsRouter } from "./permissions/permissions.index.js";
 import { runsRouter } from "./runs/runs.index.js";
 import { sessionsRouter } from "./sessions/sessions.index.js";
+import { steeringRouter } from "./steering/steering.index.js";
 import { usageRouter } from "./usage/usage.index.js";
 
 /** Every documented route; the same list builds the app and its OpenAPI document. */
@@ -17,6 +18,7 @@ export function mountRoutes(app: OpenAPIHono<AppEnv>) {
     .route("/", runsRouter)
     .route("/", conversationRouter)
     .route("/", permissionsRouter)
+    .route("/", steeringRouter)
     .route("/", usageRouter)
     .route("/", keysRouter)
     .route("/", hooksRouter);

@@ -161,6 +161,17 @@ export const runCommands = pgTable(
   (t) => [index("run_commands_run_id_idx").on(t.runId)],
 );
 
+// What a run's owner answered to a command that asks for an answer (a client's input, a switch of
+// model or mode, posted on another instance): the poster takes (deletes) it.
+export const runCommandReplies = pgTable("run_command_replies", {
+  commandId: uuid("command_id").primaryKey(),
+  runId: uuid("run_id")
+    .notNull()
+    .references(() => runs.id, { onDelete: "cascade" }),
+  reply: jsonb("reply").notNull(),
+  createdAt: ts("created_at").notNull(),
+});
+
 // The hottest table. A row is one batch of a run's events (whatever the run log gathered while
 // its previous write was in flight), not one event: a row per event cost the database a tuple and
 // an index entry each, which made the relay and the replay of a long run several times slower

@@ -17,7 +17,7 @@ function flagValue(args: string[], flag: string): string | undefined {
 }
 
 describe("buildClaudeArgs", () => {
-  it("starts with the one-shot stream-json flags and the stdio permission prompt tool", () => {
+  it("starts with the one-shot stream-json flags, the stdio permission prompt tool and the replay of user messages", () => {
     const args = buildClaudeArgs(base);
     expect(args.slice(0, BASE_ARGS.length)).toEqual([
       "-p",
@@ -29,6 +29,7 @@ describe("buildClaudeArgs", () => {
       "--include-partial-messages",
       "--permission-prompt-tool",
       "stdio",
+      "--replay-user-messages",
     ]);
   });
 
