@@ -4,6 +4,7 @@ import { exactCost } from "../money.js";
 import type { Database } from "../store/db.js";
 import { describeDbError, foreignKeyViolation, transientDbError } from "../store/errors.js";
 import { appendEvents, type SequencedEvent, sequenced } from "../store/events.js";
+import { appendFeed, runFinished, runQueued } from "../store/feed.js";
 import { countLiveInstances } from "../store/instances.js";
 import { DatabaseOutageError, withDbRetries } from "../store/retry.js";
 import {
@@ -72,8 +73,6 @@ export function recordRun(
   limit: KeyRunLimit | null,
   unowned: UnownedRunLimit | null = null,
 ): Promise<RunRow> {
-  // One statement, no transaction, when nothing else takes part (runs without API keys).
-  if (hooks.length === 0 && limit === null && unowned === null) return insertRun(db, run);
   return db.transaction(async (tx) => {
     if (limit) {
       await lockKeyRuns(tx, limit.keyId);
@@ -92,6 +91,7 @@ export function recordRun(
     const inserted = await insertRun(tx, run);
     for (const hook of hooks) await hook.inserted(tx, inserted, message);
     if (unowned?.ring) await ringForWork(tx, run.pinnedHost ?? null);
+    await appendFeed(tx, [runQueued(inserted)]);
     return inserted;
   });
 }
@@ -302,6 +302,7 @@ export class CompletionRecorder {
         { whileOpen: false, ring: this.opts.ring },
       );
       for (const hook of hooks) await hook.completed(tx, row);
+      await appendFeed(tx, [runFinished(row, completion)]);
       return entry;
     });
   }

@@ -1,5 +1,6 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv } from "../context.js";
+import { feedRouter } from "./feed/feed.index.js";
 import { healthRouter } from "./health/health.index.js";
 import { hooksRouter } from "./hooks/hooks.index.js";
 import { keysRouter } from "./keys/keys.index.js";
@@ -17,5 +18,6 @@ export function mountRoutes(app: OpenAPIHono<AppEnv>) {
     .route("/", permissionsRouter)
     .route("/", usageRouter)
     .route("/", keysRouter)
-    .route("/", hooksRouter);
+    .route("/", hooksRouter)
+    .route("/", feedRouter);
 }
