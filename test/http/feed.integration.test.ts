@@ -102,10 +102,11 @@ describe.each(BACKENDS)("the live feed on %s", (backend) => {
     expect(created?.event).toBe("session_created");
     const second = await newSession(alice);
     const third = await newSession(alice);
-    for (const resume of [
+    const resumes: { headers: Record<string, string>; query: string }[] = [
       { headers: { "Last-Event-ID": created?.id ?? "" }, query: "?follow=false" },
       { headers: {}, query: `?after=${created?.id}&follow=false` },
-    ]) {
+    ];
+    for (const resume of resumes) {
       const again = await feed(alice, resume.query, resume.headers);
       const frames = await again.sse.events();
       const sessions = frames.map((f) => data(f).session_id);
