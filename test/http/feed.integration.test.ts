@@ -8,6 +8,7 @@ import { createTestApp, listen, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
 import { createServerDatabase } from "../support/postgres-databases.js";
 import { waitUntil } from "../support/process.js";
+import { codeBlocks, docSection } from "../support/readme.js";
 import { type Frame, SseReader } from "../support/sse.js";
 
 // GET /v1/events on both databases, without agents: who sees what, where a stream starts and
@@ -93,6 +94,40 @@ describe.each(BACKENDS)("the live feed on %s", (backend) => {
     ]);
     await mine.sse.cancel();
     await all.sse.cancel();
+  });
+
+  it("docs/conversations.md's example has the wire format and fields of a real stream", async () => {
+    const [example] = codeBlocks(await docSection("docs/conversations.md", "Live feed"), "text");
+    const documented = (example ?? "")
+      .split("\n\n")
+      .map((block) => block.split("\n").filter((line) => !line.startsWith("$")))
+      .filter((lines) => lines.length > 0 && lines[0] !== "");
+    const session = await newSession(alice, "docs");
+    const { sse } = await feed(alice, `?after=0&follow=false&session_id=${session.id}`);
+    const [real] = await sse.events();
+    const [doc] = documented;
+    // The same lines in the same order, and the same fields in the same order.
+    expect(doc?.map((line) => line.split(":")[0])).toEqual(["id", "event", "data"]);
+    expect(
+      real?.raw
+        .split("\n")
+        .filter(Boolean)
+        .map((line) => line.split(":")[0]),
+    ).toEqual(["id", "event", "data"]);
+    expect(doc?.[1]).toBe(`event: ${real?.event}`);
+    const docData = JSON.parse(doc?.[2]?.slice("data: ".length) ?? "{}");
+    expect(Object.keys(docData)).toEqual(Object.keys(data(real)));
+    const finished = JSON.parse(documented[1]?.[2]?.slice("data: ".length) ?? "{}");
+    expect(Object.keys(finished)).toEqual([
+      "type",
+      "at",
+      "key_id",
+      "session_id",
+      "run_id",
+      "status",
+      "cost_usd",
+      "duration_ms",
+    ]);
   });
 
   it("resuming with Last-Event-ID (or ?after=) gets exactly what came after, once, in order", async () => {
