@@ -13,7 +13,8 @@ import { WORK_CHANNEL } from "../store/run-claims.js";
 // (src/store/commands.ts). A NOTIFY sent while that connection is down is lost, so each (re)connect
 // wakes everyone to read what they missed; so does each lease tick (a lost re-listen costs at most
 // a lease interval). Where LISTEN does not work (PgBouncer in transaction mode), everyone is woken
-// every poll interval instead. The embedded database is one process's alone: nothing rings there.
+// every poll interval instead. The embedded database is one process's alone: nothing rings there
+// but the live feed, whose rows ring at commit on its one connection (src/store/feed.ts).
 
 export interface DoorbellOptions {
   /** `notify`: LISTEN/NOTIFY; `poll`: every `pollMs`; `local`: one process on the database. */
