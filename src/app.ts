@@ -245,6 +245,7 @@ export function buildSweeper(deps: AppDeps): SessionSweeper {
     git: deps.git,
     checkouts: deps.checkouts,
     clock: deps.clock,
+    feedRetentionMs: deps.config.feed.retentionMs,
   });
 }
 
@@ -345,6 +346,8 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     c.set("streams", deps.streams);
     c.set("sandbox", deps.sandbox);
     c.set("git", deps.git);
+    c.set("doorbell", deps.doorbell);
+    c.set("clock", deps.clock);
     await next();
   });
   app.use(accessLog);

@@ -8,6 +8,7 @@ import type { Output } from "./render.js";
 import { addRunCommands } from "./runs.js";
 import { addSendCommand } from "./send.js";
 import { addSessionCommands } from "./sessions.js";
+import { addWatchCommand } from "./watch.js";
 
 // `agent-bridge`: the service from a terminal or a CI step. Every command that talks to a
 // server takes --url/--key (or AGENT_BRIDGE_URL/AGENT_BRIDGE_KEY); errors from the server are
@@ -34,6 +35,7 @@ export function buildProgram(out: Output): Command {
   addSendCommand(program, out);
   addSessionCommands(program, out);
   addRunCommands(program, out);
+  addWatchCommand(program, out);
 
   addLocalCommands(program, out);
 

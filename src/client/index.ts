@@ -6,6 +6,7 @@ import {
   readRunEvents,
   type StreamedEvent,
 } from "./events.js";
+import { type FeedEventType, type FeedItem, readFeed } from "./feed.js";
 import { ApiProblem } from "./problem.js";
 import type { components, paths } from "./schema.js";
 
@@ -20,6 +21,7 @@ export type {
   ReconnectOptions,
   StreamedEvent,
 } from "./events.js";
+export type { FeedEvent, FeedEventType, FeedItem } from "./feed.js";
 export { ApiProblem, type Problem } from "./problem.js";
 export type { components, paths };
 
@@ -82,6 +84,16 @@ export interface FollowOptions {
    * session_status, available_commands, context_window and rate_limit events.
    */
   events?: EventsView;
+}
+
+export interface WatchOptions {
+  /** Start after this feed id (0: everything the feed holds); by default, from now on. */
+  after?: number;
+  /** Only the events of this session. */
+  sessionId?: string;
+  /** Only events of these types (a `feed_reset` always comes). */
+  types?: Exclude<FeedEventType, "feed_reset">[];
+  signal?: AbortSignal;
 }
 
 export interface MessageOptions {
@@ -185,6 +197,12 @@ export type AgentBridgeClient = Client<paths, Media> & {
    * throws.
    */
   storedEvents(runId: string, options?: FollowOptions): AsyncGenerator<StreamedEvent>;
+  /**
+   * Yields the live feed of the key's sessions (all of them for an admin key) as it happens:
+   * `GET /v1/events`. Never ends by itself (break, or abort `signal`); a dropped connection is
+   * resumed with `Last-Event-ID`.
+   */
+  watch(options?: WatchOptions): AsyncGenerator<FeedItem>;
 };
 
 /** Resolves to the answer's data, or throws ApiProblem for an error answer. */
@@ -356,6 +374,33 @@ export function createClient(clientOptions: ClientOptions): AgentBridgeClient {
         ...(options.signal ? { signal: options.signal } : {}),
         ...(reconnect ? { reconnect } : {}),
       });
+    },
+
+    async *watch(options = {}) {
+      const query = {
+        ...(options.sessionId ? { session_id: options.sessionId } : {}),
+        ...(options.types?.length ? { types: options.types.join(",") } : {}),
+      };
+      yield* readFeed(
+        async (after, signal) => {
+          const { data, error, response } = await api.GET("/v1/events", {
+            params: {
+              query,
+              header: after !== undefined ? { "last-event-id": String(after) } : {},
+            },
+            headers: { Accept: "text/event-stream" },
+            parseAs: "stream",
+            signal,
+          });
+          if (!response.ok || !data) throw ApiProblem.from(response, error);
+          return { body: data, position: Number(response.headers.get("x-feed-position") ?? 0) };
+        },
+        {
+          ...(options.after !== undefined ? { after: options.after } : {}),
+          ...(options.signal ? { signal: options.signal } : {}),
+          ...(reconnect ? { reconnect } : {}),
+        },
+      );
     },
 
     async *storedEvents(runId, options = {}) {

@@ -78,6 +78,26 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  "/v1/events": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * The live feed: runs queued, started and finished, permission requests, sessions
+     * @description What happens to the caller's sessions (all sessions for an admin key), as SSE, on whichever instance it happens: `session_created`, `session_deleted`, `run_queued`, `run_started`, `run_finished` (status, error code, cost), `permission_requested` and `permission_resolved`. Each event is stored with what it reports, in the same transaction: nothing is reported that did not happen. Resumable: `Last-Event-ID` (or `?after=`) gets every later event, once, in order; a position older than the feed keeps (AGENT_BRIDGE_FEED_RETENTION_SECONDS) starts with a `feed_reset`.
+     */
+    get: operations["getFeed"];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   "/v1/hooks": {
     parameters: {
       query?: never;
@@ -964,6 +984,199 @@ export interface components {
     Effort: "low" | "medium" | "high" | "xhigh" | "max";
     /** @description A stream of Server-Sent Events, one per BridgeEvent: `id:` is the event's number in the run (from 1, no gaps), `event:` its type, `data:` the JSON object below. It starts with `run_started` and ends with exactly one `completion`, then closes. Lines starting with `:` are keep-alive comments. Reconnect with `Last-Event-ID` to get every later event, once. A stream the server cannot continue ends instead with an `event: error` frame without an `id:`, whose `data:` is a StreamError; it is not a completion: reconnect. */
     EventStreamData: components["schemas"]["BridgeEvent"] | components["schemas"]["StreamError"];
+    FeedEvent:
+      | components["schemas"]["FeedSessionCreated"]
+      | components["schemas"]["FeedSessionDeleted"]
+      | components["schemas"]["FeedRunQueued"]
+      | components["schemas"]["FeedRunStarted"]
+      | components["schemas"]["FeedRunFinished"]
+      | components["schemas"]["FeedPermissionRequested"]
+      | components["schemas"]["FeedPermissionResolved"]
+      | components["schemas"]["FeedReset"];
+    FeedPermissionRequested: {
+      /**
+       * @description discriminator enum property added by openapi-typescript
+       * @enum {string}
+       */
+      type: "permission_requested";
+      /**
+       * Format: date-time
+       * @description When it happened.
+       */
+      at: string;
+      /**
+       * Format: uuid
+       * @description The API key that owns the session (null on a server without keys).
+       */
+      key_id: string | null;
+      /** Format: uuid */
+      session_id: string;
+      /** Format: uuid */
+      run_id: string;
+      request_id: string;
+      tool_name: string;
+      /** Format: date-time */
+      expires_at: string;
+    };
+    FeedPermissionResolved: {
+      /**
+       * @description discriminator enum property added by openapi-typescript
+       * @enum {string}
+       */
+      type: "permission_resolved";
+      /**
+       * Format: date-time
+       * @description When it happened.
+       */
+      at: string;
+      /**
+       * Format: uuid
+       * @description The API key that owns the session (null on a server without keys).
+       */
+      key_id: string | null;
+      /** Format: uuid */
+      session_id: string;
+      /** Format: uuid */
+      run_id: string;
+      request_id: string;
+      /** @enum {string} */
+      state: "allowed" | "denied" | "expired" | "cancelled";
+      /** @description client, timeout or cancel. */
+      by: string | null;
+    };
+    /** @description The feed no longer holds every event after the position asked for (it keeps AGENT_BRIDGE_FEED_RETENTION_SECONDS), or never held it: some events may be missed. What follows is everything it holds; re-read the state you keep (runs, sessions). */
+    FeedReset: {
+      /**
+       * @description discriminator enum property added by openapi-typescript
+       * @enum {string}
+       */
+      type: "feed_reset";
+      /**
+       * Format: date-time
+       * @description When it happened.
+       */
+      at: string;
+      /** @description The position the client asked to resume at. */
+      after: number;
+      message: string;
+    };
+    FeedRunFinished: {
+      /**
+       * @description discriminator enum property added by openapi-typescript
+       * @enum {string}
+       */
+      type: "run_finished";
+      /**
+       * Format: date-time
+       * @description When it happened.
+       */
+      at: string;
+      /**
+       * Format: uuid
+       * @description The API key that owns the session (null on a server without keys).
+       */
+      key_id: string | null;
+      /** Format: uuid */
+      session_id: string;
+      /** Format: uuid */
+      run_id: string;
+      status: components["schemas"]["CompletionStatus"];
+      error_code?: components["schemas"]["CompletionErrorCode"];
+      cost_usd: number | null;
+      duration_ms: number;
+    };
+    FeedRunQueued: {
+      /**
+       * @description discriminator enum property added by openapi-typescript
+       * @enum {string}
+       */
+      type: "run_queued";
+      /**
+       * Format: date-time
+       * @description When it happened.
+       */
+      at: string;
+      /**
+       * Format: uuid
+       * @description The API key that owns the session (null on a server without keys).
+       */
+      key_id: string | null;
+      /** Format: uuid */
+      session_id: string;
+      /** Format: uuid */
+      run_id: string;
+      /**
+       * @description `waiting`: behind its session's active run; `queued`: for a free slot.
+       * @enum {string}
+       */
+      status: "queued" | "waiting";
+      /** @example message */
+      trigger: string;
+      agent: string;
+    };
+    FeedRunStarted: {
+      /**
+       * @description discriminator enum property added by openapi-typescript
+       * @enum {string}
+       */
+      type: "run_started";
+      /**
+       * Format: date-time
+       * @description When it happened.
+       */
+      at: string;
+      /**
+       * Format: uuid
+       * @description The API key that owns the session (null on a server without keys).
+       */
+      key_id: string | null;
+      /** Format: uuid */
+      session_id: string;
+      /** Format: uuid */
+      run_id: string;
+    };
+    FeedSessionCreated: {
+      /**
+       * @description discriminator enum property added by openapi-typescript
+       * @enum {string}
+       */
+      type: "session_created";
+      /**
+       * Format: date-time
+       * @description When it happened.
+       */
+      at: string;
+      /**
+       * Format: uuid
+       * @description The API key that owns the session (null on a server without keys).
+       */
+      key_id: string | null;
+      /** Format: uuid */
+      session_id: string;
+      agent: string;
+      title: string | null;
+    };
+    FeedSessionDeleted: {
+      /**
+       * @description discriminator enum property added by openapi-typescript
+       * @enum {string}
+       */
+      type: "session_deleted";
+      /**
+       * Format: date-time
+       * @description When it happened.
+       */
+      at: string;
+      /**
+       * Format: uuid
+       * @description The API key that owns the session (null on a server without keys).
+       */
+      key_id: string | null;
+      /** Format: uuid */
+      session_id: string;
+    };
+    /** @description A stream of Server-Sent Events, one per feed event: `id:` is its place in the feed (increasing, with gaps), `event:` its type, `data:` the JSON object below. Lines starting with `:` are keep-alive comments. Reconnect with `Last-Event-ID` to get every later event, once. A stream the server cannot continue ends with an `event: error` frame without an `id:` (a StreamError): reconnect. */
+    FeedStreamData: components["schemas"]["FeedEvent"] | components["schemas"]["StreamError"];
     FileChange: {
       file_path: string;
       /**
@@ -2328,6 +2541,67 @@ export interface operations {
       };
       /** @description Not ready */
       503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
+  getFeed: {
+    parameters: {
+      query?: {
+        /** @description Replay from the event after this id (the `Last-Event-ID` header wins when both are given); `0`: everything the feed still holds. Without either, the stream starts with the events from now on. */
+        after?: number;
+        /** @description Only the events of this session. */
+        session_id?: string;
+        /** @description Only events of these types, comma-separated (session_created, session_deleted, run_queued, run_started, run_finished, permission_requested, permission_resolved); `feed_reset` always comes. */
+        types?: string;
+        /** @description `false`: the events stored so far, then the stream closes. `true`: it stays open and follows the feed live. */
+        follow?: "true" | "false";
+      };
+      header?: {
+        /** @description Resume after this event: its `id:`. */
+        "last-event-id"?: string;
+      };
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The feed as SSE, live until the client goes (with `?follow=false`, what is stored, then it closes). Without a position the stream starts with an `id:` line alone: the position it starts from. */
+      200: {
+        headers: {
+          /** @description The feed position the stream starts after (before its first event). */
+          "X-Feed-Position": string;
+          [name: string]: unknown;
+        };
+        content: {
+          "text/event-stream": components["schemas"]["FeedStreamData"];
+        };
+      };
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
         headers: {
           [name: string]: unknown;
         };

@@ -2,6 +2,7 @@ import { type Clock, systemClock, type Timer } from "../clock.js";
 import { COMMANDS_CHANNEL } from "../store/commands.js";
 import type { Listen } from "../store/db.js";
 import { RUN_EVENTS_CHANNEL } from "../store/events.js";
+import { FEED_CHANNEL } from "../store/feed.js";
 import { WORK_CHANNEL } from "../store/run-claims.js";
 
 // The doorbell: how this instance learns that another one stored events of a run it follows, or
@@ -12,7 +13,8 @@ import { WORK_CHANNEL } from "../store/run-claims.js";
 // (src/store/commands.ts). A NOTIFY sent while that connection is down is lost, so each (re)connect
 // wakes everyone to read what they missed; so does each lease tick (a lost re-listen costs at most
 // a lease interval). Where LISTEN does not work (PgBouncer in transaction mode), everyone is woken
-// every poll interval instead. The embedded database is one process's alone: nothing rings there.
+// every poll interval instead. The embedded database is one process's alone: nothing rings there
+// but the live feed, whose rows ring at commit on its one connection (src/store/feed.ts).
 
 export interface DoorbellOptions {
   /** `notify`: LISTEN/NOTIFY; `poll`: every `pollMs`; `local`: one process on the database. */
@@ -66,8 +68,41 @@ export class RunWatch {
   }
 }
 
+/** A live feed follower's wait for new feed rows (GET /v1/events). */
+export class FeedWatch {
+  /** Rung since the last `next`: read in any case. */
+  private rung = false;
+  private wake: (() => void) | undefined;
+
+  constructor(readonly close: () => void) {}
+
+  ring(): void {
+    this.rung = true;
+    this.wake?.();
+  }
+
+  /** Resolves true once rung since the last call (or the watch began), false when `signal` aborts. */
+  async next(signal?: AbortSignal): Promise<boolean> {
+    while (!this.rung) {
+      if (signal?.aborted) return false;
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          signal?.removeEventListener("abort", done);
+          this.wake = undefined;
+          resolve();
+        };
+        this.wake = done;
+        signal?.addEventListener("abort", done, { once: true });
+      });
+    }
+    this.rung = false;
+    return !signal?.aborted;
+  }
+}
+
 export class Doorbell {
   private readonly watches = new Map<string, Set<RunWatch>>();
+  private readonly feedWatches = new Set<FeedWatch>();
   private commandsHandler: (() => void) | undefined;
   private workHandler: (() => void) | undefined;
   private timer: Timer | undefined;
@@ -93,6 +128,15 @@ export class Doorbell {
     if (mode === "poll") {
       this.timer = this.clock.setInterval(() => this.ringEveryone(), pollMs);
       this.timer.unref();
+    }
+    // The feed is rung on every database, the embedded one too: a feed row is stored in the
+    // transaction of what it reports, and heard once that commits (src/store/feed.ts).
+    if (mode !== "poll" && listen) {
+      await listen(
+        FEED_CHANNEL,
+        () => this.ringFeed(),
+        () => this.ringFeed(),
+      );
     }
     if (mode !== "notify") return;
     if (!listen) throw new Error("the notify doorbell needs a LISTEN connection");
@@ -133,6 +177,13 @@ export class Doorbell {
     return watch;
   }
 
+  /** Rings for new feed rows from now on; `close` it when done. */
+  watchFeed(): FeedWatch {
+    const watch = new FeedWatch(() => this.feedWatches.delete(watch));
+    this.feedWatches.add(watch);
+    return watch;
+  }
+
   /** Called when commands may wait for this instance's runs. */
   onCommands(handler: () => void): void {
     this.commandsHandler = handler;
@@ -156,6 +207,11 @@ export class Doorbell {
 
   private ringFollowers() {
     for (const set of this.watches.values()) for (const watch of set) watch.ring(null);
+    this.ringFeed();
+  }
+
+  private ringFeed() {
+    for (const watch of this.feedWatches) watch.ring();
   }
 
   private ringCommands() {

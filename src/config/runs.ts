@@ -19,6 +19,7 @@ export const runsEnv = {
   AGENT_BRIDGE_FOLLOW_POLL_MS: int(50).default(500),
   AGENT_BRIDGE_SESSION_TTL_SECONDS: int(1).default(259_200),
   AGENT_BRIDGE_SESSION_SWEEP_INTERVAL_SECONDS: int(1).default(300),
+  AGENT_BRIDGE_FEED_RETENTION_SECONDS: int(1).default(86_400),
 };
 
 export interface RunsConfig {
@@ -48,6 +49,8 @@ export interface RunsConfig {
     ttlMs: number;
     sweepIntervalMs: number;
   };
+  /** How long the live feed (GET /v1/events) keeps its events; the sweep prunes older ones. */
+  feed: { retentionMs: number };
 }
 
 export function runsSection(e: z.infer<z.ZodObject<typeof runsEnv>>): RunsConfig {
@@ -75,5 +78,6 @@ export function runsSection(e: z.infer<z.ZodObject<typeof runsEnv>>): RunsConfig
       ttlMs: e.AGENT_BRIDGE_SESSION_TTL_SECONDS * 1000,
       sweepIntervalMs: e.AGENT_BRIDGE_SESSION_SWEEP_INTERVAL_SECONDS * 1000,
     },
+    feed: { retentionMs: e.AGENT_BRIDGE_FEED_RETENTION_SECONDS * 1000 },
   };
 }

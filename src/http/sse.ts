@@ -24,7 +24,7 @@ export const StreamError = z
   });
 
 /** The frame that ends a stream the server could not continue (named as Hono's helper does). */
-const STREAM_FAILED = `event: error\ndata: ${JSON.stringify({
+export const STREAM_FAILED = `event: error\ndata: ${JSON.stringify({
   code: "stream_failed",
   message:
     "the event stream failed on the server; reconnect with Last-Event-ID to resume after the last event received",

@@ -4,6 +4,7 @@ import { exactCost } from "../money.js";
 import type { Database } from "../store/db.js";
 import { describeDbError, foreignKeyViolation, transientDbError } from "../store/errors.js";
 import { appendEvents, type SequencedEvent, sequenced } from "../store/events.js";
+import { appendFeed, runFinished, runQueued } from "../store/feed.js";
 import { countLiveInstances } from "../store/instances.js";
 import { DatabaseOutageError, withDbRetries } from "../store/retry.js";
 import {
@@ -73,8 +74,6 @@ export function recordRun(
   limit: KeyRunLimit | null,
   unowned: UnownedRunLimit | null = null,
 ): Promise<RunRow> {
-  // One statement, no transaction, when nothing else takes part (runs without API keys).
-  if (hooks.length === 0 && limit === null && unowned === null) return insertRun(db, run);
   return db.transaction(async (tx) => {
     if (limit) {
       await lockKeyRuns(tx, limit.keyId);
@@ -93,6 +92,7 @@ export function recordRun(
     const inserted = await insertRun(tx, run);
     for (const hook of hooks) await hook.inserted(tx, inserted, message);
     if (unowned?.ring) await ringForWork(tx, run.pinnedHost ?? null);
+    await appendFeed(tx, [runQueued(inserted)]);
     return inserted;
   });
 }
@@ -305,6 +305,7 @@ export class CompletionRecorder {
       for (const hook of hooks) await hook.completed(tx, row);
       // Its session may be free now for a run waiting for it on another instance.
       if (this.opts.ring) await ringForWaitingRuns(tx, row.sessionId);
+      await appendFeed(tx, [runFinished(row, completion)]);
       return entry;
     });
   }

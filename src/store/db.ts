@@ -49,8 +49,9 @@ export interface DatabaseHandle {
   /** Throws when the database cannot answer. */
   ping(): Promise<void>;
   /**
-   * Postgres only: LISTEN on the channel over one dedicated connection, re-listening after it
-   * reconnects; `onListen` is called on each (re)connect.
+   * LISTEN on the channel: on Postgres over one dedicated connection, re-listening after it
+   * reconnects; `onListen` is called on each (re)connect. The embedded database listens on its
+   * one connection.
    */
   listen?: Listen;
   close(): Promise<void>;
@@ -152,15 +153,29 @@ async function openPglite(dir: string | undefined): Promise<DatabaseHandle> {
     const db = drizzlePglite({ client, schema });
     const opened = client;
     await migrateOrExplain(() => migratePglite(db, { migrationsFolder }));
-    return handle(db, "pglite", async () => {
-      await opened.close();
-      await lock?.release();
-    });
+    return {
+      ...handle(db, "pglite", async () => {
+        await opened.close();
+        await lock?.release();
+      }),
+      listen: pgliteListen(opened),
+    };
   } catch (err) {
     if (client && !client.closed) await client.close().catch(() => {});
     await lock?.release();
     throw err;
   }
+}
+
+/**
+ * LISTEN on the embedded database: its one connection hears the NOTIFY of its own transactions,
+ * at their commit (the live feed's doorbell in one process).
+ */
+function pgliteListen(client: PGlite): Listen {
+  return async (channel, onNotify, onListen) => {
+    await client.listen(channel, onNotify);
+    onListen();
+  };
 }
 
 /**

@@ -1,6 +1,7 @@
 import { isDeepStrictEqual } from "node:util";
 import { and, asc, eq, inArray, sql } from "drizzle-orm";
 import type { Database } from "./db.js";
+import { appendFeed, permissionResolved } from "./feed.js";
 import { type PermissionRequestRow, permissionRequests, sessions } from "./schema.js";
 
 // A run's permission requests (`approvals: "api"`) and their answers. Every change of state is
@@ -18,7 +19,20 @@ export async function insertPermissionRequest(
   db: Database,
   input: NewPermissionRequest,
 ): Promise<void> {
-  await db.insert(permissionRequests).values({ ...input, state: "pending" });
+  await db.transaction(async (tx) => {
+    await tx.insert(permissionRequests).values({ ...input, state: "pending" });
+    await appendFeed(tx, [
+      {
+        type: "permission_requested",
+        runId: input.runId,
+        data: {
+          request_id: input.requestId,
+          tool_name: input.toolName,
+          expires_at: input.expiresAt.toISOString(),
+        },
+      },
+    ]);
+  });
 }
 
 export async function getPermissionRequest(
@@ -71,18 +85,21 @@ export async function resolvePermissionRequest(
     scope?: string;
   },
 ): Promise<PermissionRequestRow | undefined> {
-  const [row] = await db
-    .update(permissionRequests)
-    .set({ ...resolution, answeredAt: new Date() })
-    .where(
-      and(
-        eq(permissionRequests.runId, runId),
-        eq(permissionRequests.requestId, requestId),
-        eq(permissionRequests.state, "pending"),
-      ),
-    )
-    .returning();
-  return row;
+  return db.transaction(async (tx) => {
+    const [row] = await tx
+      .update(permissionRequests)
+      .set({ ...resolution, answeredAt: new Date() })
+      .where(
+        and(
+          eq(permissionRequests.runId, runId),
+          eq(permissionRequests.requestId, requestId),
+          eq(permissionRequests.state, "pending"),
+        ),
+      )
+      .returning();
+    if (row) await appendFeed(tx, [permissionResolved(row)]);
+    return row;
+  });
 }
 
 /**
@@ -99,12 +116,20 @@ export function changedInput(row: PermissionRequestRow): Record<string, unknown>
 
 /** Cancels every request of the run still pending (the run ended); their ids. */
 export async function cancelPendingRequests(db: Database, runId: string): Promise<string[]> {
-  const rows = await db
-    .update(permissionRequests)
-    .set({ state: "cancelled", by: "cancel", answeredAt: new Date() })
-    .where(and(eq(permissionRequests.runId, runId), eq(permissionRequests.state, "pending")))
-    .returning({ requestId: permissionRequests.requestId });
-  return rows.map((r) => r.requestId);
+  return db.transaction(async (tx) => {
+    const rows = await tx
+      .update(permissionRequests)
+      .set({ state: "cancelled", by: "cancel", answeredAt: new Date() })
+      .where(and(eq(permissionRequests.runId, runId), eq(permissionRequests.state, "pending")))
+      .returning({
+        runId: permissionRequests.runId,
+        requestId: permissionRequests.requestId,
+        state: permissionRequests.state,
+        by: permissionRequests.by,
+      });
+    await appendFeed(tx, rows.map(permissionResolved));
+    return rows.map((r) => r.requestId);
+  });
 }
 
 /** Adds tool rules to those the session's later runs are allowed (`--allowedTools`). */

@@ -1,6 +1,7 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
 import type { Usage } from "../events.js";
 import type { Database } from "./db.js";
+import { appendFeed } from "./feed.js";
 import { addKeySpend } from "./keys.js";
 import { meteredSpend, meteredUsage } from "./model-calls.js";
 import { ACTIVE_STATUSES } from "./runs.js";
@@ -11,8 +12,20 @@ import { sessionUsageColumns } from "./sessions.js";
 // as the CLI says it, and its outcome at the end, once (with its usage added to its session and
 // its cost to its key's spend).
 
+/** Marks the run running, with its `run_started` in the feed. */
 export async function markRunning(db: Database, id: string, startedAt: Date) {
-  await db.update(runs).set({ status: "running", startedAt }).where(eq(runs.id, id));
+  await db.transaction(async (tx) => {
+    const [row] = await tx
+      .update(runs)
+      .set({ status: "running", startedAt })
+      .where(eq(runs.id, id))
+      .returning({ sessionId: runs.sessionId });
+    if (row) {
+      await appendFeed(tx, [
+        { type: "run_started", sessionId: row.sessionId, runId: id, data: {} },
+      ]);
+    }
+  });
 }
 
 export async function setRunPgid(db: Database, id: string, pgid: number, bootId: string | null) {

@@ -4,6 +4,7 @@ import type { UsageBefore } from "../events.js";
 import type { Principal } from "../principal.js";
 import { SessionSettings } from "../session-settings.js";
 import type { Database } from "./db.js";
+import { appendFeed } from "./feed.js";
 import { newestFirst, olderThan, type PageKey } from "./paging.js";
 import { runs, type SessionRow, sessions } from "./schema.js";
 
@@ -29,12 +30,22 @@ export interface NewSession {
 
 export async function createSession(db: Database, input: NewSession): Promise<SessionRow> {
   const now = new Date();
-  const [row] = await db
-    .insert(sessions)
-    .values({ id: randomUUID(), ...input, createdAt: now, updatedAt: now, lastActivityAt: now })
-    .returning();
-  if (!row) throw new Error("insert into sessions returned no row");
-  return row;
+  return db.transaction(async (tx) => {
+    const [row] = await tx
+      .insert(sessions)
+      .values({ id: randomUUID(), ...input, createdAt: now, updatedAt: now, lastActivityAt: now })
+      .returning();
+    if (!row) throw new Error("insert into sessions returned no row");
+    await appendFeed(tx, [
+      {
+        type: "session_created",
+        sessionId: row.id,
+        ownerKeyId: row.ownerKeyId,
+        data: { agent: row.agent, title: row.title },
+      },
+    ]);
+    return row;
+  });
 }
 
 /** The settings the session's runs get (a message may set its own caps). */
@@ -86,11 +97,17 @@ export async function listSessions(
 
 /** Deletes the session with its runs, their events and its worktree records; false when there was none. */
 export async function deleteSession(db: Database, id: string): Promise<boolean> {
-  const deleted = await db
-    .delete(sessions)
-    .where(eq(sessions.id, id))
-    .returning({ id: sessions.id });
-  return deleted.length > 0;
+  return db.transaction(async (tx) => {
+    const [deleted] = await tx
+      .delete(sessions)
+      .where(eq(sessions.id, id))
+      .returning({ id: sessions.id, ownerKeyId: sessions.ownerKeyId });
+    if (!deleted) return false;
+    await appendFeed(tx, [
+      { type: "session_deleted", sessionId: id, ownerKeyId: deleted.ownerKeyId, data: {} },
+    ]);
+    return true;
+  });
 }
 
 /** A session's usage totals as the API shows them (SessionUsage), for a select or a returning. */

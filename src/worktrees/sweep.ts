@@ -2,6 +2,7 @@ import { type Clock, systemClock, type Timer } from "../clock.js";
 import { errorText, type Logger } from "../log.js";
 import type { Database } from "../store/db.js";
 import { expireSession, idleSessions, sessionById } from "../store/expiry.js";
+import { pruneFeed } from "../store/feed.js";
 import { hookIds } from "../store/hooks.js";
 import type { CheckoutCache } from "./checkout-cache.js";
 import type { GitRunner } from "./git.js";
@@ -10,7 +11,8 @@ import { discardSessionWorktree } from "./sessions.js";
 // The periodic sweep: a session idle for longer than the TTL is expired (it keeps its history
 // but takes no more messages) and its worktree and branch are removed. A dirty worktree is kept
 // and recorded `kept_dirty`. One sweep at a time; never on a session with an active run. Each
-// sweep also removes this instance's checkout caches of hooks that are gone.
+// sweep also removes this instance's checkout caches of hooks that are gone, and prunes the live
+// feed's events older than its retention.
 
 /** What the sweep needs of the runs (the run manager is one). */
 export interface SessionRuns {
@@ -37,6 +39,8 @@ export interface SweeperOptions {
   batchSize?: number;
   /** Times the sweeps and says what is idle for longer than the TTL. */
   clock?: Clock;
+  /** How long the live feed keeps its events: each sweep prunes older ones. Unset: kept. */
+  feedRetentionMs?: number;
 }
 
 export interface SweepReport {
@@ -49,6 +53,8 @@ export interface SweepReport {
   failed: string[];
   /** Hooks whose checkout cache was removed: they are gone. */
   prunedCaches: string[];
+  /** Live feed events pruned for being older than its retention. */
+  prunedFeedEvents: number;
 }
 
 export class SessionSweeper {
@@ -98,6 +104,7 @@ export class SessionSweeper {
       busy: [],
       failed: [],
       prunedCaches: await this.pruneCaches(),
+      prunedFeedEvents: await this.pruneFeed(now),
     };
     for (const candidate of await idleSessions(db, cutoff, this.opts.batchSize ?? 200)) {
       if (this.stopped) break;
@@ -126,6 +133,18 @@ export class SessionSweeper {
       });
     }
     return report;
+  }
+
+  /** Prunes the live feed's old events; a failure is logged and left for the next sweep. */
+  private async pruneFeed(now: Date): Promise<number> {
+    const { db, logger, feedRetentionMs } = this.opts;
+    if (feedRetentionMs === undefined) return 0;
+    try {
+      return await pruneFeed(db, new Date(now.getTime() - feedRetentionMs));
+    } catch (err) {
+      logger.error("could not prune the live feed", { error: errorText(err) });
+      return 0;
+    }
   }
 
   /** Removes the checkout caches of deleted hooks; a failure is logged and left for the next sweep. */

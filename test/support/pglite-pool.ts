@@ -90,15 +90,25 @@ export async function lendPglite(): Promise<DatabaseHandle> {
   });
   const db = drizzle({ client, schema }) as unknown as Database;
   let returned: Promise<void> | undefined;
+  // What the caller listens to stops with its view: the next caller's notifications are its own.
+  const unlistens: (() => Promise<void>)[] = [];
   return {
     db,
     kind: "pglite",
     ping: async () => {
       await db.execute(sql`select 1`);
     },
+    listen: async (channel, onNotify, onListen) => {
+      unlistens.push(await open.client.listen(channel, onNotify));
+      onListen();
+    },
     close: () => {
-      closed = true;
-      returned ??= giveBack(open);
+      if (!returned) {
+        closed = true;
+        returned = Promise.all(unlistens.map((u) => u().catch(() => {}))).then(() =>
+          giveBack(open),
+        );
+      }
       return returned;
     },
   };

@@ -1,6 +1,7 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv } from "../context.js";
 import { conversationRouter } from "./conversation/conversation.index.js";
+import { feedRouter } from "./feed/feed.index.js";
 import { healthRouter } from "./health/health.index.js";
 import { hooksRouter } from "./hooks/hooks.index.js";
 import { keysRouter } from "./keys/keys.index.js";
@@ -21,5 +22,6 @@ export function mountRoutes(app: OpenAPIHono<AppEnv>) {
     .route("/", steeringRouter)
     .route("/", usageRouter)
     .route("/", keysRouter)
-    .route("/", hooksRouter);
+    .route("/", hooksRouter)
+    .route("/", feedRouter);
 }

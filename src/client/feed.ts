@@ -1,0 +1,106 @@
+import { createParser, type EventSourceMessage } from "eventsource-parser";
+import type { ReconnectOptions } from "./events.js";
+import { ApiProblem } from "./problem.js";
+import type { components } from "./schema.js";
+
+// Reading the live feed (GET /v1/events) over SSE: it never ends by itself; when the connection
+// drops, reconnect with `Last-Event-ID` (the last event's id, or the position the server said the
+// stream started from), so that no event is lost or repeated.
+
+export type FeedEvent = components["schemas"]["FeedEvent"];
+export type FeedEventType = FeedEvent["type"];
+/** A feed event with its place in the feed (the SSE `id:`: increasing, with gaps). */
+export type FeedItem = FeedEvent & { id: number };
+
+/** Opens the feed after `after` (undefined: from now); its body and the position it starts after. */
+export type OpenFeed = (
+  after: number | undefined,
+  signal?: AbortSignal,
+) => Promise<{ body: ReadableStream<Uint8Array>; position: number }>;
+
+const MAX_DELAY_MS = 5000;
+
+export async function* readFeed(
+  open: OpenFeed,
+  options: { after?: number; signal?: AbortSignal; reconnect?: ReconnectOptions },
+): AsyncGenerator<FeedItem, void, undefined> {
+  const { signal } = options;
+  const retries = options.reconnect?.retries ?? 8;
+  let delayMs = options.reconnect?.delayMs ?? 250;
+  let last = options.after;
+  let failures = 0;
+  let lastError: unknown;
+  for (;;) {
+    signal?.throwIfAborted();
+    let progressed = false;
+    try {
+      const { body, position } = await open(last, signal);
+      if (last === undefined) last = position;
+      for await (const item of parseFeed(body, (ms) => {
+        delayMs = ms;
+      })) {
+        // A reset moves the position back to where the feed now begins; any other event is new
+        // only past the last one seen (a reconnect may overlap).
+        if (item.type !== "feed_reset" && item.id <= last) continue;
+        last = item.id;
+        progressed = true;
+        yield item;
+        signal?.throwIfAborted();
+      }
+      lastError = new Error("the feed's stream closed");
+    } catch (err) {
+      if (signal?.aborted) throw signal.reason;
+      if (err instanceof ApiProblem && err.status < 500) throw err;
+      lastError = err;
+    }
+    failures = progressed ? 1 : failures + 1;
+    if (failures > retries) throw lastError;
+    await sleep(Math.min(delayMs * 2 ** (failures - 1), MAX_DELAY_MS), signal);
+  }
+}
+
+/** The feed events of one SSE response body, in order; comments and bare `id:` lines skipped. */
+async function* parseFeed(
+  body: ReadableStream<Uint8Array>,
+  onRetry: (ms: number) => void,
+): AsyncGenerator<FeedItem, void, undefined> {
+  const messages: EventSourceMessage[] = [];
+  const parser = createParser({ onEvent: (message) => messages.push(message), onRetry });
+  const decoder = new TextDecoder();
+  const reader = body.getReader();
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      parser.feed(decoder.decode(value, { stream: true }));
+      for (const message of messages.splice(0)) yield toItem(message);
+    }
+  } finally {
+    reader.cancel().catch(() => {});
+  }
+}
+
+function toItem(message: EventSourceMessage): FeedItem {
+  if (message.event === "error") {
+    const { message: why } = JSON.parse(message.data) as { message?: string };
+    throw new Error(`the feed's stream failed: ${why ?? message.data}`);
+  }
+  const id = Number(message.id);
+  if (!Number.isSafeInteger(id) || id < 0)
+    throw new Error(`feed event without a valid id: ${message.id}`);
+  return { ...(JSON.parse(message.data) as FeedEvent), id };
+}
+
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
