@@ -24,6 +24,9 @@ export interface NewSession {
   /** Absent: `deny`, and the server's approval timeout. */
   approvals?: string;
   approvalTimeoutSeconds?: number | null;
+  /** Absent: none. */
+  disallowedTools?: string[];
+  addDirs?: string[];
   metadata: Record<string, string>;
 }
 
@@ -49,7 +52,47 @@ export function sessionSettings(row: SessionRow): SessionSettings {
     maxTurns: row.maxTurns,
     maxBudgetUsd: row.maxBudgetUsd,
     approvals: row.approvals,
+    disallowedTools: row.disallowedTools,
+    addDirs: row.addDirs,
   });
+}
+
+/** What a patch of a session may change (`PATCH /v1/sessions/{id}`); absent: left as it is. */
+export type SessionChanges = Partial<
+  Pick<
+    SessionRow,
+    | "title"
+    | "metadata"
+    | "permissionMode"
+    | "model"
+    | "effort"
+    | "systemPrompt"
+    | "mcpServers"
+    | "maxTurns"
+    | "maxBudgetUsd"
+    | "approvals"
+    | "approvalTimeoutSeconds"
+    | "allowedTools"
+    | "disallowedTools"
+    | "addDirs"
+  >
+>;
+
+/**
+ * Changes the session's settings in one statement (only the columns given, so that two patches of
+ * different fields at once both hold) and moves `updated_at`; undefined when it is gone.
+ */
+export async function updateSession(
+  db: Database,
+  id: string,
+  changes: SessionChanges,
+): Promise<SessionRow | undefined> {
+  const [row] = await db
+    .update(sessions)
+    .set({ ...changes, updatedAt: new Date() })
+    .where(eq(sessions.id, id))
+    .returning();
+  return row;
 }
 
 /** Sessions the caller may see: an admin sees all, any other key only the sessions it created. */
