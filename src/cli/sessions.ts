@@ -4,6 +4,7 @@ import { listCommand } from "./list-command.js";
 import { clientOf } from "./options.js";
 import { printJson, printSessions } from "./print.js";
 import type { Output } from "./render.js";
+import { addSessionSettingsCommands } from "./session-settings.js";
 
 /** `sessions ls|new|show|rm`. */
 export function addSessionCommands(program: Command, out: Output): void {
@@ -50,4 +51,5 @@ export function addSessionCommands(program: Command, out: Output): void {
         out.stdout.write(`deleted ${id}\n`);
       }
     });
+  addSessionSettingsCommands(sessions, out);
 }
