@@ -17,6 +17,7 @@ import { appClient, untyped } from "../support/app-client.js";
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
 import { REAL_CLI_BACKENDS } from "../support/db.js";
 import {
+  holdUntilReleased,
   type MockAnthropic,
   type MockTurn,
   startMockAnthropic,
@@ -82,6 +83,25 @@ describe.each(REAL_CLI_BACKENDS)("session settings with the real claude CLI on %
     const offered = second?.tools?.map((tool) => tool.name) ?? [];
     expect(offered).not.toContain("Write");
     expect(offered).toContain("Bash");
+  });
+
+  it("a patch while a run is live leaves that run as it started: its every call keeps the old model", async () => {
+    const api = appClient(t.app);
+    const session = await api.createSession({ model: "claude-sonnet-4-5" });
+    const held = holdUntilReleased();
+    mock.script({ ...bash("true"), hold: held.hold }, say("after the tool"));
+    const before = mock.mainRequests().length;
+    const live = api.send(session.id, "work");
+    await held.arrived;
+    const patched = await api.updateSession(session.id, { model: "bridge-test-model" });
+    expect(patched.active_run_id).not.toBeNull();
+    held.release();
+    expect((await live).run.status).toBe("succeeded");
+    const calls = mock.mainRequests().slice(before);
+    expect(calls.map((call) => call.model)).toEqual(["claude-sonnet-4-5", "claude-sonnet-4-5"]);
+    mock.script(say("next"));
+    await api.send(session.id, "next");
+    expect(mock.mainRequests().at(-1)?.model).toBe("bridge-test-model");
   });
 
   it("an add_dir becomes writable in the run's sandbox, as the work dir is, from the next run", async () => {
