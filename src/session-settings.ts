@@ -27,6 +27,26 @@ export const ModelName = z
   .max(200)
   .regex(/^[A-Za-z0-9._:\-[\]/]+$/, { error: "expected a model name or alias, e.g. sonnet" });
 
+/** Most tool rules a session may list, allowed or disallowed. */
+export const MAX_TOOL_RULES = 128;
+/** Most extra directories a session may name. */
+export const MAX_ADD_DIRS = 16;
+
+/**
+ * A tool rule as Claude Code takes them (`--allowedTools`, `--disallowedTools`): a tool's name,
+ * optionally with what it applies to in parentheses (`Bash(npm test:*)`, `Read(./src/**)`,
+ * `mcp__github__get_issue`). Passed as `--flag=rule`, so it cannot be read as a flag anyway; the
+ * name must also hold no space or comma, which the CLI reads as separators.
+ */
+export const ToolRule = z
+  .string()
+  .min(1)
+  .max(512)
+  .regex(/^[A-Za-z][A-Za-z0-9_.-]*(\([^\p{Cc}]*\))?$/u, {
+    error:
+      "expected a tool rule: a tool's name, optionally with its rule in parentheses, e.g. Bash(npm test:*)",
+  });
+
 /**
  * A session's settings, the same fields for every back-end (each back-end maps them onto its CLI,
  * see `AgentBackend.settings`).
@@ -44,6 +64,13 @@ export const SessionSettings = z.object({
   maxBudgetUsd: z.number().nullable(),
   /** Who answers the agent's permission requests (RunContext.approve). */
   approvals: Approvals,
+  /** Tool rules the agent may never use (Claude Code's `--disallowedTools`). */
+  disallowedTools: z.array(z.string()),
+  /**
+   * Real paths of directories the agent may use besides its work dir (Claude Code's `--add-dir`),
+   * each inside the allowed roots, and writable in its sandbox as its work dir is.
+   */
+  addDirs: z.array(z.string()),
 });
 export type SessionSettings = z.infer<typeof SessionSettings>;
 
@@ -79,5 +106,7 @@ export function settingsWithDefaults(
     maxTurns: given.maxTurns ?? null,
     maxBudgetUsd: given.maxBudgetUsd ?? null,
     approvals: given.approvals ?? "deny",
+    disallowedTools: given.disallowedTools ?? [],
+    addDirs: given.addDirs ?? [],
   };
 }

@@ -94,6 +94,7 @@ const FIELD_NAMES = {
   permission_modes: "permission_mode",
   work_roots: "work_dir",
   worktrees: "worktree mode",
+  add_dirs: "add_dirs entry",
 } as const;
 
 /** What of the server's configuration a key's policy is checked against. */
@@ -187,6 +188,15 @@ const SETTING_RULES: {
   maxTurns: () => null,
   maxBudgetUsd: () => null,
   approvals: () => null,
+  // Takes tools away, never grants one.
+  disallowedTools: () => null,
+  // Each a directory the agent writes, as its work dir: inside the key's work roots, as that is.
+  addDirs: (policy, dirs) => {
+    const outside = dirs.find((dir) => !isWithin(dir, policy.workRoots));
+    return outside === undefined
+      ? null
+      : ["add_dirs", `${outside} is outside its work_roots (${policy.workRoots.join(", ")})`];
+  },
 };
 
 /** Throws PolicyDeniedError naming the first thing the run asks for that the policy refuses. */

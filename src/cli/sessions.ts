@@ -5,6 +5,7 @@ import { listCommand } from "./list-command.js";
 import { clientOf } from "./options.js";
 import { printJson, printSessions } from "./print.js";
 import type { Output } from "./render.js";
+import { addSessionSettingsCommands } from "./session-settings.js";
 
 /** `sessions ls|new|fork|show|rm`. */
 export function addSessionCommands(program: Command, out: Output): void {
@@ -69,4 +70,5 @@ export function addSessionCommands(program: Command, out: Output): void {
         out.stdout.write(`deleted ${id}\n`);
       }
     });
+  addSessionSettingsCommands(sessions, out);
 }

@@ -30,6 +30,8 @@ export type Session = Schemas["Session"];
 export type SessionPage = Schemas["SessionPage"];
 export type CreateSession = Schemas["CreateSession"];
 export type ForkSession = Schemas["ForkSession"];
+export type UpdateSession = Schemas["UpdateSession"];
+export type SessionDiff = Schemas["SessionDiff"];
 export type RunStatus = Schemas["RunStatus"];
 export type Run = Schemas["Run"];
 export type FinishedRun = Schemas["FinishedRun"];
@@ -138,6 +140,12 @@ export type AgentBridgeClient = Client<paths, Media> & {
    * this one goes on untouched (`POST /v1/sessions/{id}/fork`).
    */
   forkSession(id: string, body?: ForkSession): Promise<Session>;
+  /** Changes the session's settings (a merge patch: `null` sets a field back); its next run takes them. */
+  updateSession(id: string, patch: UpdateSession): Promise<Session>;
+  /** What the agent changed in a worktree session's worktree: the files, and the unified diff. */
+  sessionDiff(id: string): Promise<SessionDiff>;
+  /** The same diff as git's unified diff text alone (`Accept: text/x-diff`). */
+  sessionDiffText(id: string): Promise<string>;
   /** Sends a message and waits for the run to finish (`Accept: application/json`). */
   send(sessionId: string, text: string, options?: MessageOptions): Promise<FinishedRun>;
   /** Sends a message and returns the queued run at once (`Prefer: respond-async`). */
@@ -279,6 +287,17 @@ export function createClient(clientOptions: ClientOptions): AgentBridgeClient {
     },
     forkSession: (id, body = {}) =>
       ok(api.POST("/v1/sessions/{id}/fork", { params: { path: { id } }, body })),
+    updateSession: (id, patch) =>
+      ok(api.PATCH("/v1/sessions/{id}", { params: { path: { id } }, body: patch })),
+    sessionDiff: (id) => ok(api.GET("/v1/sessions/{id}/diff", { params: { path: { id } } })),
+    sessionDiffText: (id) =>
+      ok(
+        api.GET("/v1/sessions/{id}/diff", {
+          params: { path: { id } },
+          headers: { Accept: "text/x-diff" },
+          parseAs: "text",
+        }),
+      ),
     send: (sessionId, text, options = {}) =>
       ok(
         api.POST("/v1/sessions/{id}/messages", {

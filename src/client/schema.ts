@@ -463,6 +463,30 @@ export interface paths {
     delete: operations["deleteSession"];
     options?: never;
     head?: never;
+    /**
+     * Change a session's settings
+     * @description A JSON merge patch (`application/json` or `application/merge-patch+json`): the fields given change, the rest stay; `null` sets a field back to what a session created without it gets. Checked as at creation (each setting one the agent can honour, the key's policy): a patch refused changes nothing. It takes effect from the session's next run: a run reads its session's settings when it starts (a queued run too), and a run already started keeps its own. `agent`, `work_dir` and `worktree` are fixed for the session's life (400).
+     */
+    patch: operations["updateSession"];
+    trace?: never;
+  };
+  "/v1/sessions/{id}/diff": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * What the agent changed in the session's worktree
+     * @description For a `worktree` session: its worktree's changes against the commit it was made from (`git_worktree.base_commit`), committed, uncommitted and untracked (ignored files left out). JSON by default; `Accept: text/x-diff` gives the unified diff alone (with `X-Diff-Truncated: true` when cut). The diff is cut at 1 MiB (`truncated`). Answered by an instance on the host that holds the worktree (409 `worktree_elsewhere`, naming it, elsewhere); 409 `not_a_worktree_session` for a session without one, 409 `worktree_not_found` before its first run made it, 410 `worktree_removed` once it is removed.
+     */
+    get: operations["getSessionDiff"];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
     patch?: never;
     trace?: never;
   };
@@ -957,6 +981,15 @@ export interface components {
       approvals?: components["schemas"]["Approvals"] & unknown;
       /** @description How long a permission request waits for an answer (`approvals: api`) before it is denied `by: timeout`. Default: `AGENT_BRIDGE_APPROVAL_TIMEOUT_SECONDS`. The run's wall-clock timeout keeps counting while a request waits; its idle timeout does not. */
       approval_timeout_seconds?: number;
+      /** @description Tool rules the agent may never use, as Claude Code's `--disallowedTools` takes them (`WebFetch`, `Bash(curl:*)`): a tool named alone is not offered to the model at all. Claude Code only; 400 for a codex session. */
+      disallowed_tools?: string[];
+      /**
+       * @description More directories the agent may use besides its work dir (Claude Code's `--add-dir`), absolute or relative to the first allowed root; each must resolve (symlinks followed) inside `AGENT_BRIDGE_ALLOWED_ROOTS` and the key's `work_roots`, as `work_dir` must, and is shown as its real path. In a sandboxed run each is writable as the work dir is. Claude Code only; 400 for a codex session.
+       * @example [
+       *       "/srv/repos/shared-lib"
+       *     ]
+       */
+      add_dirs?: string[];
       /** @description Directory the agent works in, absolute or relative to the first allowed root; it must resolve (symlinks followed) inside `AGENT_BRIDGE_ALLOWED_ROOTS`. Default: `AGENT_BRIDGE_WORK_DIR`. */
       work_dir?: string;
       /** @description Up to 32 string pairs, stored and returned as given. */
@@ -979,6 +1012,18 @@ export interface components {
       /** @example /v1/runs/7d9f0c1e-5b2a-4c3d-8e4f-1a2b3c4d5e6f */
       run_url: string | null;
       events_url: string | null;
+    };
+    DiffFile: {
+      /** @description Relative to the worktree. */
+      path: string;
+      /** @description A renamed file's path at the base commit. */
+      old_path?: string;
+      /** @enum {string} */
+      status: "added" | "modified" | "deleted" | "renamed";
+      /** @description Lines added; null when not counted (the diff was cut before the file). */
+      additions: number | null;
+      deletions: number | null;
+      binary: boolean;
     };
     /** @enum {string} */
     Effort: "low" | "medium" | "high" | "xhigh" | "max";
@@ -1683,13 +1728,16 @@ export interface components {
         | "worktree_unavailable"
         | "worktree_dirty"
         | "worktree_host_gone"
+        | "not_a_worktree_session"
+        | "worktree_not_found"
+        | "worktree_removed"
+        | "worktree_elsewhere"
         | "run_finished"
         | "run_not_latest"
         | "retry_unsupported"
         | "fork_unsupported"
         | "run_not_finished"
         | "no_fork_point"
-        | "worktree_elsewhere"
         | "input_unsupported"
         | "control_unsupported"
         | "run_not_running"
@@ -1981,6 +2029,10 @@ export interface components {
       approval_timeout_seconds: number;
       /** @description Tool rules allowed for the rest of the session by answers with `scope: session`, given to each later run as `--allowedTools`. */
       allowed_tools: string[];
+      /** @description Tool rules its runs may never use (`--disallowedTools`). */
+      disallowed_tools: string[];
+      /** @description Real paths of the directories its runs may use besides the work dir. */
+      add_dirs: string[];
       metadata: {
         [key: string]: string;
       };
@@ -2000,6 +2052,16 @@ export interface components {
       /** @description The session's queued or running run, if any: follow it at `/v1/runs/{active_run_id}/events`. Its other runs are at `/v1/sessions/{id}/runs`. */
       active_run_id: string | null;
       usage: components["schemas"]["SessionUsage"];
+    };
+    SessionDiff: {
+      /** @description The commit the worktree was made from. */
+      base_commit: string;
+      /** @description Every file changed since the base commit: committed, uncommitted, and untracked (not ignored) ones. */
+      files: components["schemas"]["DiffFile"][];
+      /** @description The unified diff (git's), tracked files first, then the untracked ones; a link shows as a link (mode 120000, its target as its text). */
+      diff: string;
+      /** @description The diff was cut at its bound (1 MiB), or not every untracked file was diffed; `files` still lists them all. */
+      truncated: boolean;
     };
     SessionPage: {
       data: components["schemas"]["Session"][];
@@ -2317,6 +2379,71 @@ export interface components {
        * @example Europe/Berlin
        */
       timezone?: string;
+    };
+    /**
+     * @example {
+     *       "model": "opus",
+     *       "title": "renamed"
+     *     }
+     */
+    UpdateSession: {
+      /** @description null: none. */
+      title?: string | null;
+      /** @description Replaces the whole of it (no merge of keys). null: none. */
+      metadata?: {
+        [key: string]: string;
+      } | null;
+      /**
+       * @description null: `AGENT_BRIDGE_PERMISSION_MODE`.
+       * @enum {string|null}
+       */
+      permission_mode?:
+        | "default"
+        | "acceptEdits"
+        | "auto"
+        | "plan"
+        | "dontAsk"
+        | "bypassPermissions"
+        | "dangerously-skip-permissions"
+        | null;
+      /** @description null: the server's default model for the session's agent. */
+      model?: string | null;
+      /**
+       * @description null: `AGENT_BRIDGE_EFFORT`.
+       * @enum {string|null}
+       */
+      effort?: "low" | "medium" | "high" | "xhigh" | "max" | null;
+      /** @description Appended to the CLI's system prompt. null: none. */
+      system_prompt?: string | null;
+      /**
+       * @description MCP servers the agent gets, by the names the server's admin gave them in `AGENT_BRIDGE_MCP_CONFIG` (400 for a name it does not have). Each run gets exactly these: a work dir's own `.mcp.json` and any other MCP configuration are never loaded. Claude Code only; 400 for a codex session.
+       * @example [
+       *       "github"
+       *     ]
+       */
+      mcp_servers?: string[] | null;
+      /** @description The most agentic turns (model calls) a run may take; a run stopped by it ends `failed` with `error_code: max_turns`. Claude Code only (`--max-turns`); 400 for a codex session. null: no cap. */
+      max_turns?: number | null;
+      /** @description The most USD a run may spend; the agent stops after the turn that reaches it, and the run ends `failed` with `error_code: max_budget`. With a key's monthly budget the run gets the smaller of the two (stopped by the key's, it ends `budget_exhausted`). At the model gateway, a call of the run that would start past it is refused, whatever the agent; Claude Code also gets `--max-budget-usd`. null: no cap. */
+      max_budget_usd?: number | null;
+      /**
+       * @description null: `deny`.
+       * @enum {string|null}
+       */
+      approvals?: "deny" | "api" | null;
+      /** @description null: `AGENT_BRIDGE_APPROVAL_TIMEOUT_SECONDS`. */
+      approval_timeout_seconds?: number | null;
+      /** @description Tool rules each later run gets as `--allowedTools`, in place of the session's (answers with `scope: session` add to them). null: none. */
+      allowed_tools?: string[] | null;
+      /** @description Tool rules the agent may never use, as Claude Code's `--disallowedTools` takes them (`WebFetch`, `Bash(curl:*)`): a tool named alone is not offered to the model at all. Claude Code only; 400 for a codex session. null: none. */
+      disallowed_tools?: string[] | null;
+      /**
+       * @description More directories the agent may use besides its work dir (Claude Code's `--add-dir`), absolute or relative to the first allowed root; each must resolve (symlinks followed) inside `AGENT_BRIDGE_ALLOWED_ROOTS` and the key's `work_roots`, as `work_dir` must, and is shown as its real path. In a sandboxed run each is writable as the work dir is. Claude Code only; 400 for a codex session.
+       * @example [
+       *       "/srv/repos/shared-lib"
+       *     ]
+       */
+      add_dirs?: string[] | null;
     };
     /** @description A run's own usage, from the agent's result; a run that ended without one (cancelled, timed out, crashed) counts what the agent reported in its messages. */
     Usage: {
@@ -4571,6 +4698,182 @@ export interface operations {
       };
       /** @description Conflict */
       409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
+  updateSession: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["UpdateSession"];
+        "application/merge-patch+json": components["schemas"]["UpdateSession"];
+      };
+    };
+    responses: {
+      /** @description The session as changed */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["Session"];
+        };
+      };
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description The key lacks the admin role, or its policy does not allow what was asked (`policy_denied`) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Not found */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description The session has expired */
+      410: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Body larger than the configured limit */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Body is not JSON */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Too many requests */
+      429: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+    };
+  };
+  getSessionDiff: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The changes */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["SessionDiff"];
+          "text/x-diff": string;
+        };
+      };
+      /** @description Invalid request: every problem is listed in `errors` (or, for a retry, `retry_unsupported`: the session's agent cannot resume at an earlier message) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Missing, malformed, unknown or revoked API key */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Not found */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description Conflict */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/problem+json": components["schemas"]["Problem"];
+        };
+      };
+      /** @description The session has expired */
+      410: {
         headers: {
           [name: string]: unknown;
         };

@@ -31,6 +31,8 @@ const SETTING_FIELDS: Record<keyof SessionSettings, string> = {
   maxTurns: "max_turns",
   maxBudgetUsd: "max_budget_usd",
   approvals: "approvals",
+  disallowedTools: "disallowed_tools",
+  addDirs: "add_dirs",
 };
 
 /** What the agent cannot honour of the settings, one issue per body field; empty when all is well. */

@@ -13,11 +13,18 @@ export interface Ended {
   exit: ExitStatus;
   /** It was stopped at the time limit. */
   late: boolean;
+  /** With `keepHead`: stdout was cut at the bound (and the command stopped there). */
+  cut?: boolean;
 }
 
 export interface Bounds {
   timeLimitMs: number;
   maxOutputBytes: number;
+  /**
+   * Stdout past the bound is cut there (the command stopped) and its first bytes kept, rather
+   * than the whole of it dropped.
+   */
+  keepHead?: boolean;
 }
 
 /** Starts `launch` in `cwd` with `env` (its own variables over them), stdin closed; its end. */
@@ -39,12 +46,19 @@ export async function runToEnd(
     late = true;
     stop();
   }, bounds.timeLimitMs);
+  let cut = false;
+  const head = bounds.keepHead
+    ? () => {
+        cut = true;
+        stop();
+      }
+    : undefined;
   const [stdout, stderr, exit] = await Promise.all([
-    text(child.stdout, bounds.maxOutputBytes, stop),
+    text(child.stdout, bounds.maxOutputBytes, stop, head),
     text(child.stderr, bounds.maxOutputBytes, stop),
     child.exited,
   ]).finally(() => clearTimeout(timer));
-  return { stdout, stderr, exit, late };
+  return { stdout, stderr, exit, late, ...(bounds.keepHead ? { cut } : {}) };
 }
 
 /** Ends the command and all it started: in a sandbox, bwrap's end ends everything inside. */
@@ -56,14 +70,27 @@ function killGroup(pgid: number) {
   }
 }
 
-/** A stream's text; undefined, once `stop` is called, when it exceeds `max` bytes. */
-async function text(stream: Socket, max: number, stop: () => void): Promise<string | undefined> {
+/**
+ * A stream's text; undefined, once `stop` is called, when it exceeds `max` bytes; or, with
+ * `cutHead`, its first `max` bytes once that is called.
+ */
+async function text(
+  stream: Socket,
+  max: number,
+  stop: () => void,
+  cutHead?: () => void,
+): Promise<string | undefined> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of stream as AsyncIterable<Buffer>) {
     size += chunk.length;
     if (size > max) {
       stream.destroy();
+      if (cutHead) {
+        chunks.push(chunk.subarray(0, chunk.length - (size - max)));
+        cutHead();
+        return Buffer.concat(chunks).toString("utf8");
+      }
       stop();
       return undefined;
     }

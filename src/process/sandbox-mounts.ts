@@ -22,6 +22,12 @@ export interface MountInput {
   workDirWritable: boolean;
   /** HOME and the other writable directories. */
   writable: string[];
+  /**
+   * More directories writable as the work dir is (a session's `add_dirs`), unless hidden: one
+   * that is, or lies in, a hidden directory is left out, and one that holds a hidden directory
+   * leaves it hidden.
+   */
+  extra?: string[];
   readOnly: string[];
   hiddenDirs: string[];
   hiddenFiles: string[];
@@ -40,6 +46,12 @@ const depth = (p: string) => (p === "/" ? 0 : p.split("/").length - 1);
 /** The tmpfs and bind mounts over the read-only root, in the order bwrap must make them. */
 export function sandboxMounts(input: MountInput): Mount[] {
   const writable = [...new Set(input.writable)];
+  const extra = [...new Set(input.extra ?? [])].filter(
+    (dir) =>
+      dir !== input.cwd &&
+      !writable.includes(dir) &&
+      !input.hiddenDirs.some((hidden) => within(dir, hidden)),
+  );
   const mounts: Mount[] = [
     { kind: "dev", path: "/dev" },
     { kind: "scratch", path: "/tmp", bytes: input.tmpBytes },
@@ -48,6 +60,7 @@ export function sandboxMounts(input: MountInput): Mount[] {
     ...writable
       .filter((dir) => dir !== input.cwd)
       .map((dir): Mount => ({ kind: "bind", path: dir, writable: true })),
+    ...extra.map((dir): Mount => ({ kind: "bind", path: dir, writable: input.workDirWritable })),
   ];
   if (input.gatewaySocket) {
     mounts.push(

@@ -34,6 +34,11 @@ export interface SandboxReach {
   writable?: string[];
   /** Directories it reads that may lie where the sandbox hides things: the run's own files. */
   readOnly?: string[];
+  /**
+   * Directories it may use besides its work dir (a session's `add_dirs`): writable as the work
+   * dir is, but never a path the server hides (its data dir, homes, secrets) nor inside one.
+   */
+  extraDirs?: string[];
   /** Its work dir is read-only too (codex's `read-only` sandbox mode, see agents/codex). */
   workDirReadOnly?: boolean;
   /**
@@ -105,8 +110,9 @@ export class Sandbox {
     if (home && command.env.HOME) anchors.push([path.resolve(command.env.HOME), home]);
     const bound = async (paths: (string | undefined)[]) =>
       (await Promise.all(paths.map((p) => boundDir(p, anchors)))).filter((p) => p !== undefined);
-    const [writable, readOnly, hiddenDirs, hiddenFiles, roots] = await Promise.all([
+    const [writable, extra, readOnly, hiddenDirs, hiddenFiles, roots] = await Promise.all([
       bound([command.env.HOME, ...(reach.writable ?? [])]),
+      bound(reach.extraDirs ?? []),
       bound([installDir(bin), ...(reach.readOnly ?? [])]),
       dirs(this.policy.hidden),
       Promise.all(this.policy.hidden.map((p) => existing(p, "file"))),
@@ -116,6 +122,7 @@ export class Sandbox {
       cwd,
       workDirWritable: !reach.workDirReadOnly,
       writable,
+      ...(extra.length > 0 ? { extra } : {}),
       readOnly,
       // The server's HOME stays visible when it is the CLI's own (no agent user).
       hiddenDirs: hiddenDirs.filter((dir) => dir !== home),

@@ -34,7 +34,6 @@ export class ActiveRun implements Admittable {
   /** Aborted when a client asks the run to end its turn (RunContext.interruption). */
   readonly interruption = new AbortController();
   readonly life: RunLifecycle;
-  readonly session: SessionRow;
   readonly log: RunLog;
   readonly hooks: readonly RunTransactionHook[];
   readonly options: RunOptions;
@@ -44,11 +43,12 @@ export class ActiveRun implements Admittable {
   steering: RunSteering | null = null;
   private current: RunRow;
   private resumes: boolean;
+  private sessionRow: SessionRow;
 
   constructor(row: RunRow, waiting: boolean, parts: ActiveRunParts) {
     this.current = row;
     this.resumes = parts.resume;
-    this.session = parts.session;
+    this.sessionRow = parts.session;
     this.log = parts.log;
     this.hooks = parts.hooks;
     this.options = parts.options;
@@ -63,6 +63,20 @@ export class ActiveRun implements Admittable {
   /** The run's row: the promoted one once a waiting run has taken its session's turn. */
   get row(): RunRow {
     return this.current;
+  }
+
+  /**
+   * Its session's row: as read at its admission (or claim), then as read again when it starts,
+   * whose settings (a `PATCH` since) are the ones it runs with.
+   */
+  get session(): SessionRow {
+    return this.sessionRow;
+  }
+
+  /** The session's row as read when the run starts (the same session). */
+  sessionReadAtStart(row: SessionRow): void {
+    if (row.id !== this.sessionRow.id) throw new Error(`session ${row.id} is not run ${this.id}'s`);
+    this.sessionRow = row;
   }
 
   /** Whether it resumes the agent's session (asked again when a waiting run takes its turn). */

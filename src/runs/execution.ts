@@ -10,6 +10,7 @@ import {
 } from "../events.js";
 import { errorText, type Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
+import { ANONYMOUS_ADMIN } from "../principal.js";
 import { bootId } from "../process/groups.js";
 import type { AgentIdentity, TenantHomes } from "../process/tenant-homes.js";
 import type { Database } from "../store/db.js";
@@ -17,7 +18,7 @@ import { describeDbError } from "../store/errors.js";
 import { DatabaseOutageError } from "../store/retry.js";
 import { markRunning, setAgentSessionId, setRunPgid } from "../store/run-lifecycle.js";
 import type { SessionRow } from "../store/schema.js";
-import { sessionSettings, sessionTotals } from "../store/sessions.js";
+import { getSession, sessionSettings, sessionTotals } from "../store/sessions.js";
 import type { DebugCapture, RunCapture } from "../telemetry/capture.js";
 import type { RunTrace, Tracing } from "../telemetry/tracing.js";
 import type { CheckoutCache } from "../worktrees/checkout-cache.js";
@@ -81,10 +82,28 @@ export class Execution {
    */
   async run(run: ActiveRun): Promise<void> {
     run.life.fire({ type: "start" });
+    await this.readSettings(run);
     const { trace, capture } = this.watch(run);
     const execute = () => this.execute(run, trace, capture);
     // Inside the run's span: what the run logs carries its trace id.
     await (trace ? trace.within(execute) : execute());
+  }
+
+  /**
+   * The session's row read again as the run starts: its settings are those of the session now (a
+   * `PATCH` since its admission counts), whether it started at once, waited for its session or
+   * was queued. A failed read leaves the row it was admitted with.
+   */
+  private async readSettings(run: ActiveRun): Promise<void> {
+    try {
+      const row = await getSession(this.opts.db, run.session.id, ANONYMOUS_ADMIN);
+      if (row) run.sessionReadAtStart(row);
+    } catch (err) {
+      this.opts.logger.warn("could not read the session's settings again at the run's start", {
+        run_id: run.id,
+        error: errorText(err),
+      });
+    }
   }
 
   private async execute(run: ActiveRun, trace?: RunTrace, capture?: RunCapture): Promise<void> {

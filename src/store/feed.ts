@@ -1,7 +1,13 @@
 import { and, asc, eq, gt, inArray, type SQL, sql } from "drizzle-orm";
 import type { CompletionEvent } from "../events.js";
 import { type Database, returnedRows } from "./db.js";
-import { type FeedEventRow, feedEvents, type PermissionRequestRow, type RunRow } from "./schema.js";
+import {
+  type FeedEventRow,
+  feedEvents,
+  type PermissionRequestRow,
+  type RunRow,
+  type SessionRow,
+} from "./schema.js";
 
 // The live feed's rows (GET /v1/events): appended in the transaction that does what they report,
 // read in id order, pruned by the sweep.
@@ -63,6 +69,18 @@ export async function appendFeed(tx: Database, entries: FeedEntry[]): Promise<vo
       returning id)
     select pg_notify(${FEED_CHANNEL}, max(id)::text) from stored`);
 }
+
+/** A session was made (created, or forked from another: `forked_from` says which). */
+export const sessionCreated = (session: SessionRow): FeedEntry => ({
+  type: "session_created",
+  sessionId: session.id,
+  ownerKeyId: session.ownerKeyId,
+  data: {
+    agent: session.agent,
+    title: session.title,
+    ...(session.forkedFrom ? { forked_from: session.forkedFrom.sessionId } : {}),
+  },
+});
 
 /** A run was admitted: queued for a slot, or waiting behind its session's active run. */
 export const runQueued = (run: RunRow): FeedEntry => ({

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { and, eq, isNotNull, notInArray, or, sql } from "drizzle-orm";
 import type { Database } from "./db.js";
+import { appendFeed, sessionCreated } from "./feed.js";
 import { newestFirst, olderThan } from "./paging.js";
 import { OPEN_STATUSES } from "./runs.js";
 import { agentTranscripts, type RunRow, runs, type SessionRow, sessions } from "./schema.js";
@@ -101,6 +102,7 @@ export async function createFork(
         .from(agentTranscripts)
         .where(eq(agentTranscripts.sessionId, originalId)),
     );
+    await appendFeed(tx, [sessionCreated(row)]);
     return row;
   });
 }

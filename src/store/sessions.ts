@@ -4,7 +4,7 @@ import type { UsageBefore } from "../events.js";
 import type { Principal } from "../principal.js";
 import { SessionSettings } from "../session-settings.js";
 import type { Database } from "./db.js";
-import { appendFeed } from "./feed.js";
+import { appendFeed, sessionCreated } from "./feed.js";
 import { newestFirst, olderThan, type PageKey } from "./paging.js";
 import { runs, type SessionRow, sessions } from "./schema.js";
 
@@ -25,6 +25,9 @@ export interface NewSession {
   /** Absent: `deny`, and the server's approval timeout. */
   approvals?: string;
   approvalTimeoutSeconds?: number | null;
+  /** Absent: none. */
+  disallowedTools?: string[];
+  addDirs?: string[];
   metadata: Record<string, string>;
 }
 
@@ -36,14 +39,7 @@ export async function createSession(db: Database, input: NewSession): Promise<Se
       .values({ id: randomUUID(), ...input, createdAt: now, updatedAt: now, lastActivityAt: now })
       .returning();
     if (!row) throw new Error("insert into sessions returned no row");
-    await appendFeed(tx, [
-      {
-        type: "session_created",
-        sessionId: row.id,
-        ownerKeyId: row.ownerKeyId,
-        data: { agent: row.agent, title: row.title },
-      },
-    ]);
+    await appendFeed(tx, [sessionCreated(row)]);
     return row;
   });
 }
@@ -60,7 +56,47 @@ export function sessionSettings(row: SessionRow): SessionSettings {
     maxTurns: row.maxTurns,
     maxBudgetUsd: row.maxBudgetUsd,
     approvals: row.approvals,
+    disallowedTools: row.disallowedTools,
+    addDirs: row.addDirs,
   });
+}
+
+/** What a patch of a session may change (`PATCH /v1/sessions/{id}`); absent: left as it is. */
+export type SessionChanges = Partial<
+  Pick<
+    SessionRow,
+    | "title"
+    | "metadata"
+    | "permissionMode"
+    | "model"
+    | "effort"
+    | "systemPrompt"
+    | "mcpServers"
+    | "maxTurns"
+    | "maxBudgetUsd"
+    | "approvals"
+    | "approvalTimeoutSeconds"
+    | "allowedTools"
+    | "disallowedTools"
+    | "addDirs"
+  >
+>;
+
+/**
+ * Changes the session's settings in one statement (only the columns given, so that two patches of
+ * different fields at once both hold) and moves `updated_at`; undefined when it is gone.
+ */
+export async function updateSession(
+  db: Database,
+  id: string,
+  changes: SessionChanges,
+): Promise<SessionRow | undefined> {
+  const [row] = await db
+    .update(sessions)
+    .set({ ...changes, updatedAt: new Date() })
+    .where(eq(sessions.id, id))
+    .returning();
+  return row;
 }
 
 /** Sessions the caller may see: an admin sees all, any other key only the sessions it created. */

@@ -114,6 +114,42 @@ export class Git {
     throw new GitError(args, exit.code, stderr ?? "more output than git gives here");
   }
 
+  /**
+   * Runs `git <args>` in `cwd` and resolves with the first `maxBytes` of its stdout, `cut` when
+   * there was more (git is stopped there); exit codes in `exitCodes` (default 0) count as success,
+   * as `git diff --no-index` exits 1 when the files differ.
+   */
+  async read(
+    args: readonly string[],
+    cwd: string,
+    { maxBytes, exitCodes = [0] }: { maxBytes: number; exitCodes?: readonly number[] },
+  ): Promise<{ text: string; cut: boolean }> {
+    if (!this.holds(cwd)) throw new GitError(args, null, `${cwd} is not in ${this.repo}`);
+    const into = path.resolve(cwd) === path.resolve(this.repo) ? [] : ["-C", cwd];
+    let ended: Ended;
+    try {
+      const launch = await this.start(this.repo, [...into, ...args], []);
+      ended = await runToEnd(
+        launch,
+        this.repo,
+        {},
+        {
+          timeLimitMs: this.timeLimitMs,
+          maxOutputBytes: maxBytes,
+          keepHead: true,
+        },
+      );
+    } catch (err) {
+      throw new GitError(args, null, (err as Error).message);
+    }
+    const { stdout, stderr, exit, late, cut = false } = ended;
+    if (late) throw new GitError(args, null, `stopped after ${this.timeLimitMs} ms`);
+    if (stdout !== undefined && (cut || (exit.code !== null && exitCodes.includes(exit.code)))) {
+      return { text: stdout, cut };
+    }
+    throw new GitError(args, exit.code, stderr ?? "more output than git gives here");
+  }
+
   /** stdout trimmed, or undefined when git exits non-zero (a "no" answer, not a failure). */
   async maybe(args: readonly string[], cwd: string = this.repo): Promise<string | undefined> {
     try {

@@ -193,6 +193,8 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
         maxTurns: null,
         maxBudgetUsd: null,
         approvals: "deny",
+        disallowedTools: [],
+        addDirs: [],
       },
       attachments: [],
       messageSystemPrompt: null,

@@ -23,6 +23,8 @@ function request(own: number | null, key: number | null): AgentRunRequest {
       maxTurns: null,
       maxBudgetUsd: own,
       approvals: "deny",
+      disallowedTools: [],
+      addDirs: [],
     },
     messageSystemPrompt: null,
     outputSchema: null,

@@ -97,6 +97,10 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
             ...(settings.maxTurns !== null ? { maxTurns: settings.maxTurns } : {}),
             ...(mcpConfig ? { mcpConfig } : {}),
             ...(request.allowedTools.length > 0 ? { allowedTools: request.allowedTools } : {}),
+            ...(settings.disallowedTools.length > 0
+              ? { disallowedTools: settings.disallowedTools }
+              : {}),
+            ...(settings.addDirs.length > 0 ? { addDirs: settings.addDirs } : {}),
             ...(request.outputSchema ? { outputSchema: request.outputSchema } : {}),
             cwd: request.cwd,
             ...(identity ? { identity } : {}),

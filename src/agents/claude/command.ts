@@ -34,6 +34,10 @@ export interface CommandInput {
   mcpConfigFile?: string;
   /** Tool rules allowed without asking (`Write`, `Bash(npm test:*)`): the session's. */
   allowedTools?: readonly string[];
+  /** Tool rules the agent may never use: the session's (`--disallowedTools`). */
+  disallowedTools?: readonly string[];
+  /** Real paths of more directories the agent may use (`--add-dir`): the session's. */
+  addDirs?: readonly string[];
   /** The JSON Schema of the answer (src/output-schema.ts): the CLI adds its StructuredOutput tool. */
   outputSchema?: Record<string, unknown>;
 }
@@ -94,6 +98,13 @@ export function buildClaudeArgs(input: CommandInput): string[] {
   }
   // One rule per flag, with `=`: the option is variadic, and a rule may hold spaces.
   for (const rule of input.allowedTools ?? []) args.push(`--allowedTools=${rule}`);
+  for (const rule of input.disallowedTools ?? []) args.push(`--disallowedTools=${rule}`);
+  for (const dir of input.addDirs ?? []) {
+    // Stored as absolute real paths; anything else is not one of the session's.
+    if (!dir.startsWith("/"))
+      throw new InvalidRunRequestError(`invalid add_dir: ${JSON.stringify(dir)}`);
+    args.push(`--add-dir=${dir}`);
+  }
   // A file, not the JSON itself: argv is readable by every process on the machine, and a server's
   // env or headers hold its secrets. `=` keeps the variadic option to this one value.
   if (input.mcpConfigFile !== undefined) args.push(`--mcp-config=${input.mcpConfigFile}`);

@@ -194,9 +194,11 @@ async function* runClaudeOnce(
     cwd: req.cwd,
     env,
     ...(req.identity ? { runAs: req.identity.runAs } : {}),
-    // In a sandbox: the CLI's state where the operator moved it, and the run's MCP configuration.
+    // In a sandbox: the CLI's state where the operator moved it, the run's MCP configuration, and
+    // the session's extra directories, writable as its work dir is.
     reach: {
       writable: env.CLAUDE_CONFIG_DIR ? [env.CLAUDE_CONFIG_DIR] : [],
+      ...(req.addDirs?.length ? { extraDirs: [...req.addDirs] } : {}),
       readOnly: mcpConfigFile ? [dirname(mcpConfigFile)] : [],
       ...(config.gateway ? { gateway: config.gateway } : {}),
     },

@@ -68,6 +68,10 @@ export const CodexSettings: z.ZodType<SessionSettings> = Settings.superRefine((s
     ["mcpServers", s.mcpServers.length > 0, "codex takes MCP servers only in its config"],
     ["maxTurns", s.maxTurns !== null, "codex exec has no cap on turns"],
     ["approvals", s.approvals === "api", "codex exec asks for no approvals"],
+    // codex 0.171.0 has no list of tools to refuse, and `--add-dir` only on `exec`, not on
+    // `exec resume` (a session's later runs).
+    ["disallowedTools", s.disallowedTools.length > 0, "codex exec has no tools to disallow"],
+    ["addDirs", s.addDirs.length > 0, "codex exec resume takes no --add-dir"],
   ] as const;
   for (const [path, asked, message] of unsupported) {
     if (asked) ctx.addIssue({ code: "custom", path: [path], message });

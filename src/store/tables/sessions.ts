@@ -54,6 +54,10 @@ export const sessions = pgTable(
     approvalTimeoutSeconds: integer("approval_timeout_seconds"),
     /** Tool rules allowed for the rest of the session (answers with `scope: "session"`). */
     allowedTools: jsonb("allowed_tools").$type<string[]>().notNull().default([]),
+    /** Tool rules its runs may never use (`--disallowedTools`). */
+    disallowedTools: jsonb("disallowed_tools").$type<string[]>().notNull().default([]),
+    /** Real paths of more directories its runs may use and write (`--add-dir`). */
+    addDirs: jsonb("add_dirs").$type<string[]>().notNull().default([]),
     metadata: jsonb("metadata").$type<Record<string, string>>().notNull().default({}),
     createdAt: ts("created_at").notNull(),
     updatedAt: ts("updated_at").notNull(),

@@ -119,6 +119,8 @@ export const forkSession: RouteHandler<typeof routes.forkSession, AppEnv> = asyn
         approvals: session.approvals,
         approvalTimeoutSeconds: session.approvalTimeoutSeconds,
         allowedTools: session.allowedTools,
+        disallowedTools: session.disallowedTools,
+        addDirs: session.addDirs,
         metadata: body.metadata ?? session.metadata,
         forkedFrom,
       },

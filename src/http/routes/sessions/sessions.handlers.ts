@@ -15,6 +15,7 @@ import {
 } from "../../../worktrees/prerequisites.js";
 import { discardSessionWorktree } from "../../../worktrees/sessions.js";
 import { findSessionWorktree, isDirty } from "../../../worktrees/worktree.js";
+import { resolveAddDirs } from "../../add-dirs.js";
 import { mcpServerIssues, requestedAgent, settingIssues } from "../../agent-settings.js";
 import type { AppEnv } from "../../context.js";
 import { decodeCursor, pageOf } from "../../cursor.js";
@@ -65,6 +66,8 @@ export const createSession: RouteHandler<typeof routes.createSession, AppEnv> = 
     maxTurns: body.max_turns,
     maxBudgetUsd: body.max_budget_usd,
     approvals: body.approvals,
+    disallowedTools: body.disallowed_tools,
+    addDirs: body.add_dirs && (await resolveAddDirs(body.add_dirs, config.allowedRoots)),
   });
   const refused = [
     ...mcpServerIssues(config.agents.mcpServers, settings.mcpServers),

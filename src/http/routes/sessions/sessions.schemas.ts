@@ -3,7 +3,15 @@ import { MCP_SERVER_NAME } from "../../../agents/mcp-servers.js";
 import { AgentName } from "../../../agents/registry.js";
 import type { Config } from "../../../config.js";
 import { SessionUsage } from "../../../events.js";
-import { Approvals, Effort, ModelName, PermissionMode } from "../../../session-settings.js";
+import {
+  Approvals,
+  Effort,
+  MAX_ADD_DIRS,
+  MAX_TOOL_RULES,
+  ModelName,
+  PermissionMode,
+  ToolRule,
+} from "../../../session-settings.js";
 import type { SessionRow, WorktreeRow } from "../../../store/schema.js";
 import { WORKTREE_STATES } from "../../../store/worktrees.js";
 
@@ -46,6 +54,22 @@ export const McpServerNames = z
     description:
       "MCP servers the agent gets, by the names the server's admin gave them in `AGENT_BRIDGE_MCP_CONFIG` (400 for a name it does not have). Each run gets exactly these: a work dir's own `.mcp.json` and any other MCP configuration are never loaded. Claude Code only; 400 for a codex session.",
     example: ["github"],
+  });
+
+export const ToolRules = z
+  .array(ToolRule)
+  .max(MAX_TOOL_RULES, { error: `at most ${MAX_TOOL_RULES} tool rules` });
+
+export const DISALLOWED_TOOLS_HELP =
+  "Tool rules the agent may never use, as Claude Code's `--disallowedTools` takes them (`WebFetch`, `Bash(curl:*)`): a tool named alone is not offered to the model at all. Claude Code only; 400 for a codex session.";
+
+export const AddDirs = z
+  .array(z.string().min(1).max(4096))
+  .max(MAX_ADD_DIRS, { error: `at most ${MAX_ADD_DIRS} directories` })
+  .openapi({
+    description:
+      "More directories the agent may use besides its work dir (Claude Code's `--add-dir`), absolute or relative to the first allowed root; each must resolve (symlinks followed) inside `AGENT_BRIDGE_ALLOWED_ROOTS` and the key's `work_roots`, as `work_dir` must, and is shown as its real path. In a sandboxed run each is writable as the work dir is. Claude Code only; 400 for a codex session.",
+    example: ["/srv/repos/shared-lib"],
   });
 
 export const CreateSessionBody = z
@@ -93,6 +117,8 @@ export const CreateSessionBody = z
         description:
           "How long a permission request waits for an answer (`approvals: api`) before it is denied `by: timeout`. Default: `AGENT_BRIDGE_APPROVAL_TIMEOUT_SECONDS`. The run's wall-clock timeout keeps counting while a request waits; its idle timeout does not.",
       }),
+    disallowed_tools: ToolRules.optional().openapi({ description: DISALLOWED_TOOLS_HELP }),
+    add_dirs: AddDirs.optional(),
     work_dir: z.string().min(1).max(4096).optional().openapi({
       description:
         "Directory the agent works in, absolute or relative to the first allowed root; it must resolve (symlinks followed) inside `AGENT_BRIDGE_ALLOWED_ROOTS`. Default: `AGENT_BRIDGE_WORK_DIR`.",
@@ -168,6 +194,12 @@ export const Session = z
     allowed_tools: z.array(z.string()).openapi({
       description:
         "Tool rules allowed for the rest of the session by answers with `scope: session`, given to each later run as `--allowedTools`.",
+    }),
+    disallowed_tools: z.array(z.string()).openapi({
+      description: "Tool rules its runs may never use (`--disallowedTools`).",
+    }),
+    add_dirs: z.array(z.string()).openapi({
+      description: "Real paths of the directories its runs may use besides the work dir.",
     }),
     metadata: z.record(z.string(), z.string()),
     created_at: z.string().openapi({ format: "date-time" }),
@@ -251,6 +283,8 @@ export function toSession(
     approvals: Approvals.parse(row.approvals),
     approval_timeout_seconds: row.approvalTimeoutSeconds ?? config.agents.approvalTimeoutSeconds,
     allowed_tools: row.allowedTools,
+    disallowed_tools: row.disallowedTools,
+    add_dirs: row.addDirs,
     metadata: row.metadata,
     created_at: row.createdAt.toISOString(),
     updated_at: row.updatedAt.toISOString(),
