@@ -13,13 +13,32 @@ function linked(p: string): Error {
 }
 
 /**
- * The work dir, which is stored as its real path: when it no longer is one, another session's
- * agent (whose work dir holds this one) has put a link on its path, and the run does not start.
+ * A directory a session stores as its real path (its work dir, its extra directories): when it no
+ * longer is one, an agent that can write a directory on its path has put a link there, and the
+ * run does not start. Resolving it again instead would bind wherever the link points, checked
+ * against nothing: another tenant's root, or the host's `/etc`. The spawner then opens this very
+ * path following no link, so a link planted after this look is refused there.
  */
-export async function realWorkDir(cwd: string): Promise<string> {
-  const real = await realpath(cwd);
-  if (real !== path.resolve(cwd)) throw linked(cwd);
+export async function realStoredDir(dir: string): Promise<string> {
+  const real = await realpath(dir);
+  if (real !== path.resolve(dir)) throw linked(dir);
   return real;
+}
+
+/** The session's extra directories as realStoredDir checks them; those gone are left out. */
+export async function realExtraDirs(dirs: string[]): Promise<string[]> {
+  const found = await Promise.all(
+    dirs.map((dir) =>
+      realStoredDir(dir).then(
+        async (real) => ((await stat(real)).isDirectory() ? real : undefined),
+        (err: NodeJS.ErrnoException) => {
+          if (err.code === "ENOENT" || err.code === "ENOTDIR") return undefined;
+          throw err;
+        },
+      ),
+    ),
+  );
+  return found.filter((dir) => dir !== undefined);
 }
 
 /**

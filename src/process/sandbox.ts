@@ -3,7 +3,14 @@ import { commandAs, type RunAs } from "./agent-user.js";
 import { type Bubblewrap, bwrapArgs, wrapped } from "./bwrap-args.js";
 import { behindGateway, gatewayProxyEnv, type SandboxGateway } from "./sandbox-gateway.js";
 import { sandboxMounts, writableIn } from "./sandbox-mounts.js";
-import { boundDir, existing, installDir, realBinary, realWorkDir } from "./sandbox-paths.js";
+import {
+  boundDir,
+  existing,
+  installDir,
+  realBinary,
+  realExtraDirs,
+  realStoredDir,
+} from "./sandbox-paths.js";
 
 // Each run's CLI, and everything it starts, runs in a sandbox of its own made with bubblewrap
 // (`bwrap`, Debian's `bubblewrap`): its own mount namespace (the system read-only; writable only
@@ -99,7 +106,7 @@ export class Sandbox {
    */
   async command(command: SandboxedCommand): Promise<Launch> {
     const reach = command.reach ?? {};
-    const cwd = await realWorkDir(command.cwd);
+    const cwd = await realStoredDir(command.cwd);
     const bin = await realBinary(command.bin, command.env.PATH);
     const { gateway } = reach;
     const dirs = async (paths: (string | undefined)[]) =>
@@ -112,7 +119,7 @@ export class Sandbox {
       (await Promise.all(paths.map((p) => boundDir(p, anchors)))).filter((p) => p !== undefined);
     const [writable, extra, readOnly, hiddenDirs, hiddenFiles, roots] = await Promise.all([
       bound([command.env.HOME, ...(reach.writable ?? [])]),
-      bound(reach.extraDirs ?? []),
+      realExtraDirs(reach.extraDirs ?? []),
       bound([installDir(bin), ...(reach.readOnly ?? [])]),
       dirs(this.policy.hidden),
       Promise.all(this.policy.hidden.map((p) => existing(p, "file"))),

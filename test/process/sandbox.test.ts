@@ -300,6 +300,38 @@ describe("a run's sandboxed command", () => {
     }
   });
 
+  it("binds a session's extra directory at its stored path, and starts no run once a link stands on that path", async () => {
+    // Stored as its real path when the session was given it: a repository in another directory
+    // of the root, which an agent (this session's or another's) can write.
+    const shared = join(dir, "root", "shared");
+    const extra = join(shared, "inner", "repo");
+    const victim = join(dir, "root", "other-tenant");
+    await mkdir(extra, { recursive: true });
+    await mkdir(join(victim, "repo"), { recursive: true });
+    const run = () =>
+      sandbox().command({
+        bin,
+        args: [],
+        cwd: work,
+        env: { HOME: home },
+        reach: { extraDirs: [extra, join(dir, "root", "gone")] },
+      });
+    try {
+      const launch = await run();
+      expect(launch.dirs).toContain(extra);
+      // One that is gone is left out, as before.
+      expect(launch.dirs).not.toContain(join(dir, "root", "gone"));
+      // The agent swaps a directory above it for a link to another tenant's root: resolved
+      // again, the run would get that root's repository bound writable.
+      await rename(join(shared, "inner"), join(shared, "inner-aside"));
+      await symlink(victim, join(shared, "inner"));
+      await expect(run()).rejects.toMatchObject({ code: "ELOOP" });
+    } finally {
+      await rm(shared, { recursive: true, force: true });
+      await rm(victim, { recursive: true, force: true });
+    }
+  });
+
   it("points TMPDIR at its own /tmp when the CLI's is not writable there", async () => {
     const { args: outside } = await command({ HOME: home, TMPDIR: "/var/tmp" });
     expect(outside.join(" ")).toContain("--setenv TMPDIR /tmp");
