@@ -255,7 +255,9 @@ export class Execution {
         cwd: this.workDirOf(session),
         ...(identity ? { identity } : {}),
         git,
-        allowedTools: session.allowedTools,
+        // A fork's pull request runs restricted (its egress list stored): none of the tools the
+        // session allowed without asking, which would give it back what its mode takes away.
+        allowedTools: row.egress === null ? session.allowedTools : [],
       },
       {
         logger: logger.child({ run_id: row.id }),

@@ -34,9 +34,18 @@ export interface DiffBounds {
   maxBytes: number;
   /** The most untracked files whose content is diffed (one git command each). */
   maxUntracked: number;
+  /**
+   * How long the untracked files' diffs may take in all: each git command has its own time
+   * limit, and a repository's filters (its .gitattributes and config) run inside them.
+   */
+  untrackedMs: number;
 }
 
-export const DIFF_BOUNDS: DiffBounds = { maxBytes: 1024 * 1024, maxUntracked: 200 };
+export const DIFF_BOUNDS: DiffBounds = {
+  maxBytes: 1024 * 1024,
+  maxUntracked: 200,
+  untrackedMs: 20_000,
+};
 
 /** The most bytes of git's file lists read. */
 const MAX_LIST_BYTES = 8 * 1024 * 1024;
@@ -95,9 +104,10 @@ export async function worktreeDiff(
   truncated ||= untracked.cut;
   const paths = untracked.text.split("\0").filter(Boolean);
   if (untracked.cut) paths.pop();
+  const until = performance.now() + bounds.untrackedMs;
   for (const [i, path] of paths.entries()) {
     const room = bounds.maxBytes - Buffer.byteLength(diff);
-    if (room <= 0 || i >= bounds.maxUntracked) {
+    if (room <= 0 || i >= bounds.maxUntracked || performance.now() > until) {
       truncated = true;
       files.push({ path, status: "added", additions: null, deletions: null, binary: false });
       continue;

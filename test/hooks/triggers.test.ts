@@ -413,9 +413,16 @@ describe.each(BACKENDS)("hook triggers on %s", (backend) => {
       expect(args).not.toContain("bypassPermissions");
     });
 
-    it("stays restricted when retried: its egress list, and no bypass", async () => {
+    it("stays restricted when retried: its egress list, no bypass, and none of the tools its session allows", async () => {
       const { receipt } = await fromGithub(names.gh, "pull_request", pullRequest("opened", FORK));
       await until(async () => isFinished(await getRun(server.url, receipt.run_id)));
+      // Tools allowed without asking would give back what the fork's mode takes away.
+      const patched = await fetch(`${server.url}/v1/sessions/${receipt.session_id}`, {
+        method: "PATCH",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ allowed_tools: ["Bash"] }),
+      });
+      expect(patched.status).toBe(200);
       const res = await fetch(`${server.url}/v1/runs/${receipt.run_id}/retry`, {
         method: "POST",
         headers: { "Content-Type": "application/json", Prefer: "respond-async" },
@@ -433,6 +440,7 @@ describe.each(BACKENDS)("hook triggers on %s", (backend) => {
       const args = invocations[1]?.args.join(" ") ?? "";
       expect(args).toContain("--permission-mode default");
       expect(args).not.toContain("bypassPermissions");
+      expect(args).not.toContain("--allowedTools");
     });
 
     it("a comment on a pull request looks up where its head lives: a fork's run is restricted, the repository's own is not", async () => {

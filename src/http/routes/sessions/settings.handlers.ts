@@ -168,9 +168,14 @@ export const getSessionDiff: RouteHandler<typeof routes.getSessionDiff, AppEnv> 
     found = await worktreeDiff(git, worktree.path, base);
   } catch (err) {
     if (!(err instanceof GitError)) throw err;
+    // What git said is the repository's to shape (its hooks, filters, config): logged, not echoed.
+    c.var.logger.warn("git could not read a session's worktree for its diff", {
+      session_id: id,
+      error: err.stderr.trim().slice(0, 500) || err.message,
+    });
     throw new DomainError(
       "worktree_not_found",
-      `git could not read the worktree of session ${id} at ${worktree.path}: ${err.stderr.trim().slice(0, 500) || err.message}`,
+      `git could not read the worktree of session ${id}; the server's log says why`,
     );
   }
   const accept = c.req.header("accept") ?? "";
