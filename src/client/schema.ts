@@ -1200,6 +1200,11 @@ export interface components {
       session_id: string;
       agent: string;
       title: string | null;
+      /**
+       * Format: uuid
+       * @description Set on a fork: the session it was forked from.
+       */
+      forked_from?: string;
     };
     FeedSessionDeleted: {
       /**

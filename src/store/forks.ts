@@ -5,6 +5,7 @@ import { appendFeed, sessionCreated } from "./feed.js";
 import { newestFirst, olderThan } from "./paging.js";
 import { OPEN_STATUSES } from "./runs.js";
 import { agentTranscripts, type RunRow, runs, type SessionRow, sessions } from "./schema.js";
+import { conversationApiMs } from "./sessions.js";
 
 // What forking a session reads and writes: the run it branches after and the message its
 // conversation goes on from, and the new session with a copy of the original's transcript.
@@ -76,6 +77,8 @@ export type NewFork = Omit<
 /**
  * Inserts the fork with a copy of the original's stored transcript as its own, in one
  * transaction: the fork's first run resumes from the copy, whatever the original does after.
+ * The fork's origin keeps the API time the copied conversation had taken, which the CLI's
+ * running total in the fork starts from.
  */
 export async function createFork(
   db: Database,
@@ -85,9 +88,14 @@ export async function createFork(
 ): Promise<SessionRow> {
   return db.transaction(async (tx) => {
     const now = new Date();
+    const [before] = await tx
+      .select({ apiMs: conversationApiMs(originalId) })
+      .from(sessions)
+      .where(eq(sessions.id, originalId));
+    const forkedFrom = fork.forkedFrom && { ...fork.forkedFrom, apiMsBefore: before?.apiMs ?? 0 };
     const [row] = await tx
       .insert(sessions)
-      .values({ ...fork, id, createdAt: now, updatedAt: now, lastActivityAt: now })
+      .values({ ...fork, forkedFrom, id, createdAt: now, updatedAt: now, lastActivityAt: now })
       .returning();
     if (!row) throw new Error("insert into sessions returned no row");
     await tx.insert(agentTranscripts).select(

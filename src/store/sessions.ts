@@ -157,16 +157,19 @@ export const sessionUsageColumns = {
   runs: sessions.runs,
 };
 
-/** The session's usage so far, with its runs' API time; undefined when it is gone. */
+/**
+ * The API time the session's conversation has taken, as its agent counts it: its runs', and for a
+ * fork what the conversation it was copied from had taken then (the CLI goes on from that total).
+ */
+export const conversationApiMs = (id: string) =>
+  sql`(select coalesce(sum(${runs.durationApiMs}), 0) from ${runs} where ${runs.sessionId} = ${id}) + coalesce((${sessions.forkedFrom} ->> 'apiMsBefore')::bigint, 0)`.mapWith(
+    Number,
+  );
+
+/** The session's usage so far, with its conversation's API time; undefined when it is gone. */
 export async function sessionTotals(db: Database, id: string): Promise<UsageBefore | undefined> {
   const [row] = await db
-    .select({
-      ...sessionUsageColumns,
-      duration_api_ms:
-        sql`(select coalesce(sum(${runs.durationApiMs}), 0) from ${runs} where ${runs.sessionId} = ${id})`.mapWith(
-          Number,
-        ),
-    })
+    .select({ ...sessionUsageColumns, duration_api_ms: conversationApiMs(id) })
     .from(sessions)
     .where(eq(sessions.id, id));
   return row;

@@ -11,6 +11,7 @@ import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { longRun, streamedReply } from "../support/fake-scenarios.js";
 import { runCommand } from "../support/process.js";
 import { codeBlocks, docSection } from "../support/readme.js";
+import { SseReader } from "../support/sse.js";
 import { result, systemInit } from "../support/stream-json-lines.js";
 
 // POST /v1/sessions/{id}/fork with the scripted fake CLI: what the fork takes of its session,
@@ -87,6 +88,17 @@ describe.each(BACKENDS)("forking a session on %s", (backend) => {
       forked_from: { session_id: original.id, run_id: one.run.id },
       usage: { runs: 0, cost_usd: 0 },
     });
+    // The live feed's `session_created` names the session it was forked from.
+    const feed = await t.app.request(`/v1/events?after=0&follow=false&session_id=${forked.id}`, {
+      headers: { Authorization: `Bearer ${alice}` },
+    });
+    expect((await SseReader.of(feed).events()).map((f) => f.data)).toEqual([
+      expect.objectContaining({
+        type: "session_created",
+        session_id: forked.id,
+        forked_from: original.id,
+      }),
+    ]);
     // The owner's: alice lists it, bob cannot see it.
     expect((await as(alice).getSession(forked.id)).forked_from?.run_id).toBe(one.run.id);
     expect((await fork(forked.id, {}, bob)).response.status).toBe(404);

@@ -23,6 +23,7 @@ import {
   startMockAnthropic,
   toolResultText,
 } from "../support/mock-anthropic.js";
+import { SseReader } from "../support/sse.js";
 import { makeRepo, type TestRepo } from "../worktrees/repo.js";
 
 // A session's settings changed by PATCH reach its next run's CLI (the real `claude`, against the
@@ -85,23 +86,29 @@ describe.each(REAL_CLI_BACKENDS)("session settings with the real claude CLI on %
     expect(offered).toContain("Bash");
   });
 
-  it("a patch while a run is live leaves that run as it started: its every call keeps the old model", async () => {
+  it("a patch while a run is live leaves that run as it started (its every call keeps the old model), and a run queued behind it starts with the patch", async () => {
     const api = appClient(t.app);
     const session = await api.createSession({ model: "claude-sonnet-4-5" });
     const held = holdUntilReleased();
-    mock.script({ ...bash("true"), hold: held.hold }, say("after the tool"));
+    mock.script({ ...bash("true"), hold: held.hold }, say("after the tool"), say("queued"));
     const before = mock.mainRequests().length;
     const live = api.send(session.id, "work");
     await held.arrived;
+    // Stored before the patch: it reads the session's settings when its turn comes.
+    const queued = await api.sendAsync(session.id, "then this", { whenBusy: "queue" });
+    expect(queued.status).toBe("queued");
     const patched = await api.updateSession(session.id, { model: "bridge-test-model" });
     expect(patched.active_run_id).not.toBeNull();
     held.release();
     expect((await live).run.status).toBe("succeeded");
+    await SseReader.of(await t.app.request(`/v1/runs/${queued.id}/events`)).events();
+    expect(await api.getRun(queued.id)).toMatchObject({ status: "succeeded" });
     const calls = mock.mainRequests().slice(before);
-    expect(calls.map((call) => call.model)).toEqual(["claude-sonnet-4-5", "claude-sonnet-4-5"]);
-    mock.script(say("next"));
-    await api.send(session.id, "next");
-    expect(mock.mainRequests().at(-1)?.model).toBe("bridge-test-model");
+    expect(calls.map((call) => call.model)).toEqual([
+      "claude-sonnet-4-5",
+      "claude-sonnet-4-5",
+      "bridge-test-model",
+    ]);
   });
 
   it("an add_dir becomes writable in the run's sandbox, as the work dir is, from the next run", async () => {

@@ -50,8 +50,8 @@ describe.each(BACKENDS)("forking sessions with the real claude CLI on %s", (back
   });
 
   /** One message answered with `text`: its finished run, and what the model was sent for it. */
-  const turn = async (sessionId: string, prompt: string, text: string) => {
-    mock.script({ blocks: [{ type: "text", text }] });
+  const turn = async (sessionId: string, prompt: string, text: string, delayMs?: number) => {
+    mock.script({ blocks: [{ type: "text", text }], ...(delayMs ? { delayMs } : {}) });
     const done = await client.send(sessionId, prompt);
     expect(done).toMatchObject({ run: { status: "succeeded" }, text });
     return { done, seen: sent(mock.mainRequests().at(-1)) };
@@ -62,7 +62,10 @@ describe.each(BACKENDS)("forking sessions with the real claude CLI on %s", (back
   it("the fork's model sees the conversation up to the run it branched after, the original's none of the fork's turns", async () => {
     const original = await client.createSession({ title: "fruit" });
     const apricot = await turn(original.id, "remember apricot", "Noted: apricot.");
-    await turn(original.id, "now remember banana", "Noted: banana.");
+    // Each SSE event of the second answer 100 ms apart: over a second of API time.
+    const banana = await turn(original.id, "now remember banana", "Noted: banana.", 100);
+    const apiMs = (turn: typeof banana) => turn.done.completion.usage.duration_api_ms;
+    expect(apiMs(banana)).toBeGreaterThanOrEqual(1000);
     // A third turn of the original is going while the fork is made, and when its first run starts.
     const held = holdUntilReleased();
     mock.script({ blocks: [{ type: "text", text: "Noted: cherry." }], hold: held.hold });
@@ -85,6 +88,11 @@ describe.each(BACKENDS)("forking sessions with the real claude CLI on %s", (back
       agent_session_id: fork.id,
       cost_usd: apricot.done.completion.cost_usd,
     });
+    // Its API time too: the CLI's running total went on from the original's (all its finished
+    // runs', the slow one included), and the run reports its own, less than the slow run's.
+    expect(apiMs(first)).toBeGreaterThan(0);
+    expect(apiMs(first)).toBeLessThan(apiMs(banana));
+    expect(first.done.run.usage.duration_api_ms).toBe(apiMs(first));
 
     held.release();
     await untilFinished(third.id);
@@ -100,6 +108,7 @@ describe.each(BACKENDS)("forking sessions with the real claude CLI on %s", (back
     expect(next.seen).not.toContain("banana");
     expect(next.seen).not.toContain("cherry");
     expect(next.seen).not.toContain("all of them?");
+    expect(apiMs(next)).toBeLessThan(apiMs(banana));
   });
 
   /** One message whose turn runs `command` with the Bash tool; returns the tool's output. */

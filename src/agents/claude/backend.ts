@@ -125,16 +125,19 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
             (cause) => failedRun(new AgentSpawnError(LABEL, cause)),
           )
         : run(config.env);
-      // A session's first run has no earlier API time to take off.
-      return request.resume ? withOwnApiTime(events, request, context.logger) : events;
+      // A session's first run has no earlier API time to take off; a fork's goes on from the
+      // copied conversation's (fork.ts).
+      return request.resume || request.forkOf
+        ? withOwnApiTime(events, request, context.logger)
+        : events;
     },
   };
 }
 
 /**
- * The run's batches, its completion's `duration_api_ms` made the run's own: on --resume the CLI
- * reports the session's running total (as it does its cost), which the session's earlier runs
- * recorded their shares of.
+ * The run's batches, its completion's `duration_api_ms` made the run's own: on --resume (and in a
+ * fork) the CLI reports the conversation's running total (as it does its cost), which the
+ * session's earlier runs, and a fork's origin, recorded their shares of.
  */
 async function* withOwnApiTime(
   batches: AsyncGenerator<BridgeEvent[]>,

@@ -21,9 +21,12 @@ import type { ForkOf } from "../agent.js";
 //   `--session-id` of a session that exists does. So the fork command is the fork's way to start
 //   its session, and resume.ts falls back between it and `--resume=<F>` as it does for any session.
 // - The fork's first `result` went on from A's running totals (`total_cost_usd` 0.0016 after A's
-//   two turns, 0.0024 after the fork's one; `duration_api_ms` likewise), while its
-//   `model_usage_since_last_result` held the turn's own (0.0008): the bridge prices a run from
-//   the latter, so the fork's first run costs its own turn; its `duration_api_ms` may count A's.
+//   two turns, 0.0024 after the fork's one; `duration_api_ms` 2849 after A's two, 2935 after the
+//   fork's), while its `model_usage_since_last_result` held the turn's own (0.0008): the bridge
+//   prices a run from the latter. The totals are A's as its transcript last recorded them (a
+//   `cost-state` line the CLI writes as it exits), all of A's turns, not those up to the message:
+//   the fork keeps the API time A's runs had taken when it was made (`apiMsBefore`) and takes it
+//   off, as a resumed run takes off its session's earlier runs' (backend.ts).
 
 /** The flags that start session `sessionId` as a fork of `fork`'s conversation. */
 export function forkArgs(sessionId: string, fork: ForkOf): string[] {

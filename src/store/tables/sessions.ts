@@ -22,6 +22,12 @@ export interface ForkOrigin {
   agentSessionId: string;
   /** The message of that conversation the fork goes on after (`--resume-session-at`). */
   resumeAt: string;
+  /**
+   * The API time the copied conversation had taken when the fork was made (its session's runs',
+   * and that session's own origin's): the CLI goes on from it in the fork (claude/fork.ts).
+   * Absent on forks made before it was kept.
+   */
+  apiMsBefore?: number;
 }
 
 export const sessions = pgTable(

@@ -81,6 +81,9 @@ export const FeedSessionCreated = z
     ...base,
     agent: z.string(),
     title: z.string().nullable(),
+    forked_from: sessionId
+      .optional()
+      .openapi({ description: "Set on a fork: the session it was forked from." }),
   })
   .openapi("FeedSessionCreated");
 
