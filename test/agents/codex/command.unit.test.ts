@@ -85,6 +85,8 @@ describe("CodexSettings", () => {
     maxTurns: null,
     maxBudgetUsd: null,
     approvals: "deny" as const,
+    disallowedTools: [],
+    addDirs: [],
   };
 
   it("takes the permission modes that have a sandbox, and every effort", () => {
