@@ -3,7 +3,8 @@ import type { Output } from "./render.js";
 
 // `sessions show ID --messages`: a session's conversation as text, a run after another: who sent
 // each message, the agent's text as it said it, one line per tool call with its outcome, each
-// permission request with its answer, and how the run ended.
+// permission request with its answer, the user's input and switches written into the live run,
+// and how the run ended.
 
 /** At most this many characters of a tool's input or output on its line. */
 const SHOWN = 200;
@@ -40,6 +41,18 @@ export function conversationLines(item: ConversationItem): string[] {
       if (!item.answer) return [`${asked}: waiting`];
       const { decision, by, message } = item.answer;
       return [`${asked}: ${decision} by ${by}${message ? `: ${clip(message)}` : ""}`];
+    }
+    case "user_input": {
+      // The user's next message, written into the live run: quoted as a message is.
+      const images = item.image_count > 0 ? [`> [${item.image_count} image(s)]`] : [];
+      return [...item.text.split("\n").map((line) => `> ${line}`), ...images];
+    }
+    case "control": {
+      const to = [
+        ...(item.model === null ? [] : [`model ${item.model}`]),
+        ...(item.permission_mode === null ? [] : [`permission mode ${item.permission_mode}`]),
+      ];
+      return [`⇄ switched to ${to.join(", ")}`];
     }
     case "run_end": {
       const code = item.error_code ? ` (${item.error_code})` : "";

@@ -519,7 +519,7 @@ export interface paths {
     };
     /**
      * The session's conversation: its turns in order, across its runs
-     * @description Items oldest first, each with its run's id and the `seq` of the run's event it comes from: per run, the user's message (`user_message`, with who sent it and its images named), then what its event log holds — the agent's text (`assistant_text`: its `text_delta` events joined between two other items), its tool calls with their outcome (`tool_call`), permission requests with their answer (`permission`), and how the run ended (`run_end`). Read from the stored runs and their logs; a run still going shows its items so far, marked `live`. Paged by item (`limit` items a page), the cursor a position (run, seq) in the conversation.
+     * @description Items oldest first, each with its run's id and the `seq` of the run's event it comes from: per run, the user's message (`user_message`, with who sent it and its images named), then what its event log holds — the agent's text (`assistant_text`: its `text_delta` events joined between two other items), its tool calls with their outcome (`tool_call`), permission requests with their answer (`permission`), the user's input written into the live run (`user_input`) and its switches of model or mode (`control`), and how the run ended (`run_end`). Read from the stored runs and their logs; a run still going shows its items so far, marked `live`. Paged by item (`limit` items a page), the cursor a position (run, seq) in the conversation.
      */
     get: operations["listSessionMessages"];
     put?: never;
@@ -803,6 +803,24 @@ export interface components {
       model?: string;
       permission_mode?: string;
     };
+    /** @description A switch of the live run's model or permission mode (`POST /v1/runs/{id}/control`): its `control` event. */
+    ControlItem: {
+      /**
+       * @description discriminator enum property added by openapi-typescript
+       * @enum {string}
+       */
+      type: "control";
+      run_id: string;
+      /** @description The `seq` of the run's event the item comes from (its first, for text; `?events=full` numbering); 0 for the user's message, which comes from the run itself. */
+      seq: number;
+      /** @description The run has not finished: the item holds what its log holds so far (text may grow, an outcome or answer may still come). */
+      live: boolean;
+      control_id: string;
+      /** @description The model the agent switched to (as it named it); null if unchanged. */
+      model: string | null;
+      /** @description The permission mode it switched to; null if unchanged. */
+      permission_mode: string | null;
+    };
     /** @description An image the message carried: named and measured; its bytes are never stored. */
     ConversationImage: {
       /** @example image-1.png */
@@ -816,7 +834,9 @@ export interface components {
       | components["schemas"]["AssistantTextItem"]
       | components["schemas"]["ToolCallItem"]
       | components["schemas"]["PermissionItem"]
-      | components["schemas"]["RunEndItem"];
+      | components["schemas"]["RunEndItem"]
+      | components["schemas"]["UserInputItem"]
+      | components["schemas"]["ControlItem"];
     ConversationPage: {
       data: components["schemas"]["ConversationItem"][];
       /** @description null on the last page. A position after the page's last item: a `live` item before it may still grow (text) or get its outcome; to see it as it is later, read its page again. */
@@ -2491,6 +2511,23 @@ export interface components {
       text: string;
       /** @description How many images came with it (never stored: only their number is). */
       images?: number;
+    };
+    /** @description The user's next message, written into the live run (`POST /v1/runs/{id}/input`): its `user_input` event, where the log holds it (when it was sent; the agent answers it after the turn then in progress). */
+    UserInputItem: {
+      /**
+       * @description discriminator enum property added by openapi-typescript
+       * @enum {string}
+       */
+      type: "user_input";
+      run_id: string;
+      /** @description The `seq` of the run's event the item comes from (its first, for text; `?events=full` numbering); 0 for the user's message, which comes from the run itself. */
+      seq: number;
+      /** @description The run has not finished: the item holds what its log holds so far (text may grow, an outcome or answer may still come). */
+      live: boolean;
+      input_id: string;
+      text: string;
+      /** @description How many images came with it (their bytes are never stored, nor named). */
+      image_count: number;
     };
     UserMessageItem: {
       /**

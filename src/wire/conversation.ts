@@ -122,6 +122,38 @@ export const RunEndItem = z
   })
   .openapi("RunEndItem", { description: "The run's `completion`." });
 
+export const UserInputItem = z
+  .object({
+    type: z.literal("user_input"),
+    ...common,
+    input_id: z.string(),
+    text: z.string(),
+    image_count: z.number().int().openapi({
+      description: "How many images came with it (their bytes are never stored, nor named).",
+    }),
+  })
+  .openapi("UserInputItem", {
+    description:
+      "The user's next message, written into the live run (`POST /v1/runs/{id}/input`): its `user_input` event, where the log holds it (when it was sent; the agent answers it after the turn then in progress).",
+  });
+
+export const ControlItem = z
+  .object({
+    type: z.literal("control"),
+    ...common,
+    control_id: z.string(),
+    model: z.string().nullable().openapi({
+      description: "The model the agent switched to (as it named it); null if unchanged.",
+    }),
+    permission_mode: z.string().nullable().openapi({
+      description: "The permission mode it switched to; null if unchanged.",
+    }),
+  })
+  .openapi("ControlItem", {
+    description:
+      "A switch of the live run's model or permission mode (`POST /v1/runs/{id}/control`): its `control` event.",
+  });
+
 export const ConversationItem = z
   .discriminatedUnion("type", [
     UserMessageItem,
@@ -129,6 +161,8 @@ export const ConversationItem = z
     ToolCallItem,
     PermissionItem,
     RunEndItem,
+    UserInputItem,
+    ControlItem,
   ])
   .openapi("ConversationItem");
 export type ConversationItem = z.infer<typeof ConversationItem>;
@@ -143,6 +177,9 @@ const BREAKS_TEXT = new Set<string>([
   "permission_resolved",
   "permission_cancelled",
   "completion",
+  // The user speaks or switches: what the agent says next is another text.
+  "user_input",
+  "control",
 ]);
 
 /**
@@ -245,6 +282,30 @@ export function runItems(run: RunRow, events: Iterable<SequencedEvent>): Convers
         if (request && !request.answer) {
           request.answer = { seq: event.seq, decision: "withdrawn", by: "agent" };
         }
+        break;
+      }
+      case "user_input": {
+        const e = JSON.parse(event.json) as EventOf<"user_input">;
+        items.push({
+          type: "user_input",
+          ...base,
+          seq: event.seq,
+          input_id: e.input_id,
+          text: e.text,
+          image_count: e.images ?? 0,
+        });
+        break;
+      }
+      case "control": {
+        const e = JSON.parse(event.json) as EventOf<"control">;
+        items.push({
+          type: "control",
+          ...base,
+          seq: event.seq,
+          control_id: e.control_id,
+          model: e.model ?? null,
+          permission_mode: e.permission_mode ?? null,
+        });
         break;
       }
       case "completion": {

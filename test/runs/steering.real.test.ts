@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type ConversationItem, createClient } from "../../src/client/index.js";
+import { cli } from "../cli/run-cli.js";
 import { createTestApp, createTestAppOn, listen, type TestApp } from "../support/app.js";
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
 import { REAL_CLI_BACKENDS } from "../support/db.js";
@@ -76,9 +78,9 @@ describe.each(REAL_CLI_BACKENDS)(
       await held.arrived;
       const before = app.mock.mainRequests().length;
 
-      const res = await api.post(`/v1/runs/${runId}/input`, { text: "now say it in French" });
-      expect(res.status).toBe(202);
-      const accepted = (await res.json()) as Json;
+      // As the client sends it.
+      const client = createClient({ baseUrl: app.server.url });
+      const accepted = await client.sendInput(runId, { text: "now say it in French" });
       expect(accepted).toMatchObject({ type: "user_input", text: "now say it in French" });
       held.release();
 
@@ -133,6 +135,119 @@ describe.each(REAL_CLI_BACKENDS)(
       // The CLI's own note of the switch is not the agent's text.
       const text = frames.filter((f) => f.event === "text_delta").map((f) => (f.data as Json).text);
       expect(text.join("")).toBe("Done.");
+    });
+
+    it("steered from the client (controlRun) and the command line (runs control, runs input), the run's conversation has the switches and the input between its two turns' texts, as sessions show --messages prints them", async () => {
+      const held = holdUntilReleased();
+      app.mock.script(
+        {
+          blocks: [
+            { type: "text", text: "Looking." },
+            { type: "tool_use", name: "Bash", input: { command: "echo hi" } },
+          ],
+        },
+        // The first turn's last answer, held until the run has been steered.
+        { blocks: [{ type: "text", text: "First answer." }], hold: held.hold },
+        { blocks: [{ type: "text", text: "Steered answer." }] },
+      );
+      const client = createClient({ baseUrl: app.server.url });
+      const session = await client.createSession({ model: "claude-sonnet-4-5" });
+      const runId = await api.start(session.id, "run echo");
+      const log = SseReader.of(
+        await fetch(`${app.server.url}/v1/runs/${runId}/events?events=full`),
+      );
+      const started = await log.until("tool_result");
+      await held.arrived;
+      const before = app.mock.mainRequests().length;
+
+      const switched = await client.controlRun(runId, { model: "claude-haiku-4-5" });
+      expect(switched).toMatchObject({ type: "control", model: expect.any(String) });
+      const mode = await cli(
+        "--url",
+        app.server.url,
+        "runs",
+        "control",
+        runId,
+        "--permission-mode",
+        "acceptEdits",
+      );
+      expect(mode).toMatchObject({ code: 0, stdout: `permission_mode acceptEdits ${runId}\n` });
+      const typed = await cli("--url", app.server.url, "runs", "input", runId, "and briefly");
+      expect(typed.code).toBe(0);
+      expect(typed.stdout).toMatch(new RegExp(`^input [0-9a-f-]{36} ${runId}\n$`));
+      held.release();
+      const frames = [...started, ...(await log.until("completion"))];
+      await log.cancel();
+      expect(frames.at(-1)?.data).toMatchObject({ status: "succeeded", result: "Steered answer." });
+      const next = app.mock.mainRequests()[before];
+      expect(next?.model).toBe(switched.model);
+      expect(JSON.stringify(next?.messages.at(-1))).toContain("and briefly");
+
+      const items: ConversationItem[] = [];
+      for await (const item of client.messages(session.id)) items.push(item);
+      const seqOf = (type: string, after = 0) =>
+        Number(frames.find((f) => f.event === type && Number(f.id) > after)?.id);
+      const of = { run_id: runId, live: false };
+      const inputId = typed.stdout.split(" ")[1];
+      expect(items).toEqual([
+        expect.objectContaining({ type: "user_message", ...of, text: "run echo" }),
+        { type: "assistant_text", ...of, seq: seqOf("text_delta"), text: "Looking." },
+        expect.objectContaining({ type: "tool_call", ...of, tool_name: "Bash" }),
+        {
+          type: "control",
+          ...of,
+          seq: seqOf("control"),
+          control_id: switched.control_id,
+          model: switched.model,
+          permission_mode: null,
+        },
+        {
+          type: "control",
+          ...of,
+          seq: seqOf("control", seqOf("control")),
+          control_id: expect.any(String),
+          model: null,
+          permission_mode: "acceptEdits",
+        },
+        {
+          type: "user_input",
+          ...of,
+          seq: seqOf("user_input"),
+          input_id: inputId,
+          text: "and briefly",
+          image_count: 0,
+        },
+        // A new text after the input. It holds the first turn's last words (answered after the
+        // input was sent) and then the second turn's: the log marks no end of a turn between them.
+        {
+          type: "assistant_text",
+          ...of,
+          seq: seqOf("text_delta", seqOf("user_input")),
+          text: expect.stringMatching(/^\n\nFirst answer\.\s*Steered answer\.$/),
+        },
+        expect.objectContaining({ type: "run_end", ...of, status: "succeeded" }),
+      ]);
+      const shown = await cli(
+        "--url",
+        app.server.url,
+        "sessions",
+        "show",
+        session.id,
+        "--messages",
+      );
+      expect(shown.code).toBe(0);
+      expect(shown.stdout.split("\n").slice(1)).toEqual([
+        "> run echo",
+        "Looking.",
+        '• Bash (shell_exec) {"command":"echo hi"}',
+        "  ok: hi",
+        `⇄ switched to model ${switched.model}`,
+        "⇄ switched to permission mode acceptEdits",
+        "> and briefly",
+        expect.stringMatching(/^First answer\.\s*Steered answer\.$/),
+        expect.stringMatching(/^■ succeeded · /),
+        "",
+      ]);
     });
 
     it("a switch the CLI refuses (a bypass mode in a run not started in one) is a 409 control_failed, recorded nowhere", async () => {
