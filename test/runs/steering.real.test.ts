@@ -218,12 +218,12 @@ describe.each(REAL_CLI_BACKENDS)(
           image_count: 0,
         },
         // A new text after the input. It holds the first turn's last words (answered after the
-        // input was sent) and then the second turn's: the log marks no end of a turn between them.
+        // input was sent) and then the second turn's, a new paragraph as a later message is.
         {
           type: "assistant_text",
           ...of,
           seq: seqOf("text_delta", seqOf("user_input")),
-          text: expect.stringMatching(/^\n\nFirst answer\.\s*Steered answer\.$/),
+          text: "\n\nFirst answer.\n\nSteered answer.",
         },
         expect.objectContaining({ type: "run_end", ...of, status: "succeeded" }),
       ]);
@@ -244,7 +244,9 @@ describe.each(REAL_CLI_BACKENDS)(
         `⇄ switched to model ${switched.model}`,
         "⇄ switched to permission mode acceptEdits",
         "> and briefly",
-        expect.stringMatching(/^First answer\.\s*Steered answer\.$/),
+        "First answer.",
+        "",
+        "Steered answer.",
         expect.stringMatching(/^■ succeeded · /),
         "",
       ]);

@@ -101,7 +101,7 @@ export class StreamMapper {
   nextTurn(): void {
     this.finished = false;
     this.usage = new UsageLedger();
-    this.text = new StreamedText();
+    // The text goes on: the next turn's first words start a new paragraph, as a later message's do.
   }
 
   /** True once the `result` line has produced the completion. */
