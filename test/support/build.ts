@@ -41,8 +41,10 @@ export async function buildServer(): Promise<string> {
   for (const name of ["drizzle", "node_modules"])
     symlinkSync(path.join(root, name), path.join(out, name));
   await build({
-    entryPoints: [path.join(root, "src/index.ts")],
-    outfile: path.join(out, "src/index.js"),
+    // The model gateway's thread runs a module of its own (src/gateway/server.ts).
+    entryPoints: ["src/index.ts", "src/gateway/worker.ts"].map((entry) => path.join(root, entry)),
+    outdir: path.join(out, "src"),
+    outbase: path.join(root, "src"),
     bundle: true,
     platform: "node",
     format: "esm",
