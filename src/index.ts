@@ -72,9 +72,7 @@ async function start(config: Config, logger: Logger) {
     if (unsandboxed) throw unsandboxed;
     await deps.homes?.prepare();
     // The runs' CLIs call their model APIs here (src/gateway/): a loopback port of its own.
-    if (deps.gateway.serving) {
-      logger.info("model gateway listening", { url: (await deps.gateway.listen()).url });
-    }
+    logger.info("model gateway listening", { url: (await deps.gateway.listen()).url });
     if (config.agents.worktreeEnabled) {
       await checkWorktreePrerequisites(deps.git.asServer(config.workDir));
     }

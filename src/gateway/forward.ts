@@ -31,8 +31,6 @@ export interface ForwardedCall {
   path: string;
   /** The run whose token the caller presented; absent on an open route. */
   grant: RunGrant | undefined;
-  /** Whether a metered call of the grant's run may go, given the model it asks for; null: it may. */
-  admit(grant: RunGrant, model: string | null): Promise<CallRefusal | null>;
   /** Told of a call refused. */
   refused(refusal: CallRefusal): void;
   /** Records a metered call (never rejects: a failure is logged). */
@@ -41,26 +39,15 @@ export interface ForwardedCall {
 
 class RequestTooLarge extends Error {}
 
-/** The request's body, whole; rejects when it is too large or the caller goes away first. */
-function readBody(req: IncomingMessage): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let bytes = 0;
-    req.on("data", (chunk: Buffer) => {
-      bytes += chunk.length;
-      if (bytes <= MAX_REQUEST_BYTES) chunks.push(chunk);
-      else {
-        req.removeAllListeners("data");
-        req.resume();
-        reject(new RequestTooLarge());
-      }
-    });
-    req.once("end", () => resolve(Buffer.concat(chunks)));
-    req.once("error", reject);
-    req.once("close", () => {
-      if (!req.complete) reject(new Error("the caller went away"));
-    });
-  });
+async function readBody(req: IncomingMessage): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let bytes = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    bytes += chunk.length;
+    if (bytes > MAX_REQUEST_BYTES) throw new RequestTooLarge();
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
 }
 
 /** The model a Messages (or Responses) request asks for, for a call whose answer names none. */
@@ -122,8 +109,11 @@ export async function forward(
 ): Promise<void> {
   const startedAt = new Date();
   const started = performance.now();
-  // The run a metered call is metered against: that of the token presented.
-  const grant = call.route.metered ? call.grant : undefined;
+  const meter = call.route.metered && call.grant !== undefined;
+  // The admission's reads go on while the request is read; a request that never comes whole
+  // leaves their answer unread.
+  const admission = meter ? call.grant?.admit() : undefined;
+  admission?.catch(() => {});
   let body: Buffer;
   try {
     body = await readBody(req);
@@ -134,10 +124,8 @@ export async function forward(
     // Otherwise the caller went away while sending it: nothing was spent.
     return undefined;
   }
-  // Read once, for the admission and the record, of a metered call only.
-  const model = grant ? requestedModel(body) : null;
-  if (grant) {
-    const refusal = await call.admit(grant, model);
+  if (admission) {
+    const refusal = (await admission)(requestedModel(body));
     if (refusal) {
       call.refused(refusal);
       // Not to be retried: asked again, the answer would be the same.
@@ -149,7 +137,8 @@ export async function forward(
   }
   // The caller went away while its call was admitted (its run's access closed): nothing is sent.
   if (res.destroyed) return;
-  if (!grant) {
+  const { grant } = call;
+  if (!meter || !grant) {
     await exchange(req, res, call, client, body, undefined);
     return;
   }
@@ -159,7 +148,7 @@ export async function forward(
     recording ??= call.record({
       runId: grant.runId,
       endpoint: call.path.split("?")[0] ?? call.path,
-      model: usage.model ?? model,
+      model: usage.model ?? requestedModel(body),
       inputTokens: usage.inputTokens,
       outputTokens: usage.outputTokens,
       cacheReadTokens: usage.cacheReadTokens,

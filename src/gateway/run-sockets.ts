@@ -1,6 +1,8 @@
-import { chmod, rm } from "node:fs/promises";
+import { chmod, mkdtemp, rm } from "node:fs/promises";
 import type { Server } from "node:http";
 import { createServer, type Socket } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
 
 // A sandboxed run has no network but its own loopback (src/process/sandbox.ts): it reaches the
 // gateway through a Unix socket of its own, bound into its sandbox, whose connections the
@@ -19,16 +21,17 @@ export interface RunSocket {
 }
 
 export class RunSockets {
+  private dir: Promise<string> | undefined;
+  private made = 0;
   private readonly open = new Set<RunSocket>();
 
   constructor(private readonly server: Server) {}
 
-  /**
-   * A socket at `socketPath` (in a directory of the server's alone, 0700), for the run's agent to
-   * connect to; one left there by a gateway that is gone is replaced.
-   */
-  async listen(socketPath: string): Promise<RunSocket> {
-    await rm(socketPath, { force: true });
+  /** A new socket, in a directory of the server's alone (0700), for the run's agent to connect to. */
+  async listen(): Promise<RunSocket> {
+    this.dir ??= mkdtemp(path.join(tmpdir(), "agent-bridge-gateway-"));
+    // Short: a socket's path may have 107 bytes at most.
+    const socketPath = path.join(await this.dir, `run-${++this.made}.sock`);
     const connections = new Set<Socket>();
     const listener = createServer((socket) => {
       connections.add(socket);
@@ -53,7 +56,7 @@ export class RunSockets {
         if (!this.open.delete(socket)) return;
         listener.close();
         for (const connection of connections) connection.destroy();
-        // In the server's own directory; what cannot be removed goes with it.
+        // In the server's own directory; what cannot be removed goes with it at the close.
         rm(socketPath, { force: true }).catch(() => undefined);
       },
     };
@@ -61,8 +64,9 @@ export class RunSockets {
     return socket;
   }
 
-  /** Closes every run's socket. */
-  close(): void {
+  /** Closes every run's socket and removes their directory. */
+  async close(): Promise<void> {
     for (const socket of [...this.open]) socket.close();
+    if (this.dir) await rm(await this.dir, { recursive: true, force: true });
   }
 }

@@ -1,21 +1,18 @@
 import { randomUUID } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import path from "node:path";
-import { SHARE_ENV, Worker } from "node:worker_threads";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
 import { errorText, type Logger } from "../log.js";
 import { costOf, type PriceTable, priceOf } from "../prices.js";
 import type { Database } from "../store/db.js";
 import { type MeteredUsage, meteredUsage, recordModelCall } from "../store/model-calls.js";
 import { withDbRetries } from "../store/retry.js";
-import type { Admission, CallAdmission, CallRefusal } from "./admission.js";
-import type { ModelApi } from "./api.js";
-import type { EgressLists } from "./egress.js";
-import type { MeteredCall } from "./forward.js";
-import type { HostCalls, ServedRun, WorkerCalls } from "./gateway-server.js";
-import { Rpc } from "./rpc.js";
-import { newRunToken } from "./tokens.js";
-import type { ServedApi } from "./worker.js";
+import type { Admission, CallRefusal } from "./admission.js";
+import type { ModelApi, Route } from "./api.js";
+import { type EgressLists, EgressProxy, parseEgressRule } from "./egress.js";
+import { answer, forward, type MeteredCall } from "./forward.js";
+import { RunSockets } from "./run-sockets.js";
+import { type RunGrant, RunTokens } from "./tokens.js";
+import { UpstreamClient } from "./upstream.js";
 
 // The model gateway: the model APIs as each instance serves them to the CLIs of the runs it
 // executes. A run's CLI is given the gateway's address and a token of its run's instead of the
@@ -28,14 +25,6 @@ import type { ServedApi } from "./worker.js";
 // on the same port number (./run-sockets.ts, src/process/sandbox.ts); there the gateway is also
 // the run's only way out, a proxy that lets through what its key's egress list allows
 // (./egress.ts).
-//
-// All of that runs in a thread of its own (./worker.ts, ./gateway-server.ts), started as the
-// gateway first listens: in the server's main thread a call waited for whatever that thread was
-// doing as it came (a run's start, and every query of the embedded database, which runs there
-// synchronously). This thread keeps what rests on the database: each call's admission
-// (./admission.ts) and record, which the gateway's thread asks for by message, and each run's
-// egress lists. A gateway thread that dies is started again on the same port, serving the runs it
-// served (their calls under way are cut, as by an upstream that fell over).
 
 /** The longest an answer's end waits for its call's record: far more than a write takes. */
 const RECORD_WAIT_MS = 5000;
@@ -81,51 +70,57 @@ export interface ModelGatewayOptions {
 }
 
 const LOOPBACK = "127.0.0.1";
-
-/** A started gateway thread: its calls, and where it listens. */
-interface GatewayThread {
-  worker: Worker;
-  calls: Rpc<HostCalls, WorkerCalls>;
-  address: GatewayAddress;
-}
+/** How long a caller's idle connection is kept. */
+const KEEP_ALIVE_MS = 10 * 60 * 1000;
 
 export class ModelGateway {
+  private readonly tokens = new RunTokens();
+  private readonly client = new UpstreamClient();
+  private readonly server: Server;
+  private readonly sockets: RunSockets;
+  private readonly egress: EgressProxy;
   private readonly apis: Map<string, ModelApi>;
-  /** The gateway's thread, once started (again, after one died). */
-  private thread: Promise<GatewayThread> | undefined;
-  /** The thread started last. */
-  private current: Worker | undefined;
-  /** Its port, once it first listened: a thread started again listens on it too. */
-  private port = 0;
-  private closing = false;
-  /** The directory of the runs' sockets (0700), the server's alone. */
-  private socketDir: Promise<string> | undefined;
-  private accesses = 0;
-  /** Each open access, as its thread serves it, with its run's admission. */
-  private readonly open_ = new Map<number, { run: ServedRun; admission: CallAdmission }>();
+  private address: Promise<GatewayAddress> | undefined;
   /** The latest refusal of each live run that had a call refused. */
   private readonly refusals = new Map<string, CallRefusal>();
   /** Records of calls being written, with their runs. */
   private readonly writing = new Map<Promise<void>, string>();
+  /** Each run's calls under way: their answers (cut when the run's access closes), and their ends. */
+  private readonly underWay = new Map<string, Map<ServerResponse, Promise<void>>>();
 
   constructor(private readonly opts: ModelGatewayOptions) {
     this.apis = new Map(opts.apis.map((api) => [api.prefix, api]));
-  }
-
-  /** Whether it serves any API: without one, nothing is started. */
-  get serving(): boolean {
-    return this.apis.size > 0;
+    this.server = createServer((req, res) => void this.handle(req, res));
+    // A CLI calls again after its tools have run, often minutes later, on the connection it kept:
+    // closed after Node's default 5 s, it could be closed just as the CLI sends on it.
+    this.server.keepAliveTimeout = KEEP_ALIVE_MS;
+    this.egress = new EgressProxy({
+      grantOf: (token) => this.tokens.find(token),
+      rulesOf: async (runId) => {
+        const lists = await opts.egressOf(runId);
+        return {
+          key: lists.key.map(parseEgressRule),
+          run: lists.run?.map(parseEgressRule) ?? null,
+        };
+      },
+      logger: opts.logger,
+    });
+    this.server.on("connect", (req: IncomingMessage, socket, head: Buffer) => {
+      this.egress.tunnel(req, socket, head).catch((err) => {
+        opts.logger.error("a tunnel through the egress proxy failed", { error: errorText(err) });
+        socket.destroy();
+      });
+    });
+    this.sockets = new RunSockets(this.server);
   }
 
   /** Listens (the first call only) on a free loopback port; resolves with its address. */
-  async listen(): Promise<GatewayAddress> {
-    this.thread ??= this.start();
-    return (await this.thread).address;
-  }
-
-  /** The gateway's thread while it runs (a test ends it as a crash would). */
-  async worker(): Promise<Worker | undefined> {
-    return (await this.thread?.catch(() => undefined))?.worker;
+  listen(): Promise<GatewayAddress> {
+    this.address ??= listening(this.server).then((port) => ({
+      url: `http://${LOOPBACK}:${port}`,
+      port,
+    }));
+    return this.address;
   }
 
   /**
@@ -135,30 +130,19 @@ export class ModelGateway {
   async open(prefix: string, runId: string, maxBudgetUsd: number | null): Promise<RunAccess> {
     if (!this.apis.has(prefix)) throw new Error(`the gateway serves no API under /${prefix}`);
     const { url } = await this.listen();
-    this.socketDir ??= mkdtemp(path.join(tmpdir(), "agent-bridge-gateway-"));
-    const access = ++this.accesses;
-    const run: ServedRun = {
-      access,
-      runId,
-      token: newRunToken(),
-      // Short: a socket's path may have 107 bytes at most.
-      socket: path.join(await this.socketDir, `run-${access}.sock`),
-    };
-    this.open_.set(access, { run, admission: this.opts.admit({ runId, maxBudgetUsd }) });
-    try {
-      await (await this.listening()).calls.call("open", run);
-    } catch (err) {
-      this.open_.delete(access);
-      throw err;
-    }
+    const socket = await this.sockets.listen();
+    const admit = this.opts.admit({ runId, maxBudgetUsd });
+    const { token, revoke } = this.tokens.issue({ runId, admit });
     return {
       baseUrl: `${url}/${prefix}`,
-      token: run.token,
-      socket: run.socket,
+      token,
+      socket: socket.path,
       close: () => {
-        if (!this.open_.delete(access)) return;
+        revoke();
+        socket.close();
         this.refusals.delete(runId);
-        void this.thread?.then(({ calls }) => calls.tell("close", run)).catch(() => undefined);
+        // A call still under way is the CLI's no more: it is cut, and recorded as it went.
+        for (const res of this.underWay.get(runId)?.keys() ?? []) res.destroy();
       },
       recorded: () => this.recorded(runId),
       refusal: () => this.refusals.get(runId),
@@ -171,84 +155,130 @@ export class ModelGateway {
    * all its calls so far are written, or given up.
    */
   async recorded(runId?: string): Promise<void> {
-    // A thread that is gone has no call under way.
-    await this.thread?.then(({ calls }) => calls.call("idle", runId)).catch(() => undefined);
+    const calls = runId === undefined ? [...this.underWay.values()] : [this.underWay.get(runId)];
+    await Promise.all(calls.flatMap((run) => [...(run?.values() ?? [])]));
     const writes = [...this.writing].filter(([, run]) => runId === undefined || run === runId);
     await Promise.all(writes.map(([write]) => write));
   }
 
   /** Stops listening and drops every connection, upstream ones too; waits for the records. */
   async close(): Promise<void> {
-    this.closing = true;
-    const thread = await this.thread?.catch(() => undefined);
-    if (thread) {
-      await thread.calls.call("shutdown", undefined).catch(() => undefined);
-      await thread.worker.terminate();
-    }
-    if (this.socketDir) await rm(await this.socketDir, { recursive: true, force: true });
+    const closed = this.server.listening
+      ? new Promise<void>((resolve) => this.server.close(() => resolve()))
+      : Promise.resolve();
+    await this.sockets.close();
+    this.server.closeAllConnections();
+    this.egress.close();
+    await closed;
+    this.client.close();
     await this.recorded();
   }
 
-  /** The thread, started again if it died. */
-  private listening(): Promise<GatewayThread> {
-    this.thread ??= this.start();
-    return this.thread;
-  }
-
-  /** Starts the gateway's thread, listening, serving the accesses open. */
-  private async start(): Promise<GatewayThread> {
-    const apis: ServedApi[] = [...this.apis.values()].map(({ prefix, upstream }) => ({
-      prefix,
-      upstream: { baseUrl: upstream.baseUrl, credential: upstream.credential },
-    }));
-    const worker = new Worker(workerEntry(), {
-      workerData: { apis },
-      // The proxy variables are read as each call goes (./upstream.ts), as the main thread sees them.
-      env: SHARE_ENV,
-    });
-    // The public server keeps the process alive; the gateway alone must not.
-    worker.unref();
-    const calls = new Rpc<HostCalls, WorkerCalls>(worker, this.host());
-    this.current = worker;
-    worker.on("error", (err) =>
-      this.opts.logger.error("the model gateway's thread failed", { error: errorText(err) }),
-    );
-    worker.once("exit", (code) => {
-      calls.fail(new Error(`the model gateway's thread exited (code ${code})`));
-      if (this.current !== worker || this.closing) return;
-      this.thread = undefined;
-      // One that served runs is started again for them; one that never listened is started again
-      // when it is next asked for.
-      if (this.port === 0) return;
-      this.opts.logger.error("the model gateway's thread exited; starting it again", { code });
-      this.listening().catch((err) =>
-        this.opts.logger.error("could not start the model gateway's thread again", {
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = req.url ?? "/";
+    // An absolute URI: a request for the proxy, not for a model API.
+    if (!url.startsWith("/")) {
+      return this.egress.forward(req, res).catch((err) => {
+        this.opts.logger.error("a request through the egress proxy failed", {
           error: errorText(err),
-        }),
-      );
-    });
-    const port = await calls.call("listen", this.port);
-    this.port = port;
-    await Promise.all([...this.open_.values()].map(({ run }) => calls.call("open", run)));
-    return { worker, calls, address: { url: `http://${LOOPBACK}:${port}`, port } };
+        });
+        res.destroy();
+      });
+    }
+    const [, prefix = "", ...rest] = url.split("/");
+    const api = this.apis.get(prefix);
+    if (!api) {
+      res.writeHead(404, { "content-type": "text/plain" }).end("no model API here\n");
+      return;
+    }
+    const path = `/${rest.join("/")}`;
+    const method = req.method ?? "GET";
+    const route = api.route(method, path);
+    let grant: ReturnType<RunTokens["find"]>;
+    if (!route?.open) {
+      const token = api.tokenOf(req.headers);
+      grant = token === undefined ? undefined : this.tokens.find(token);
+      if (!grant) {
+        return this.refuse(
+          req,
+          res,
+          api,
+          401,
+          "invalid run token: good only for its own run, while it runs",
+        );
+      }
+      if (!route) {
+        return this.refuse(
+          req,
+          res,
+          api,
+          404,
+          `the gateway does not forward ${method} ${path.split("?")[0]}`,
+        );
+      }
+    }
+    const going = this.pass(req, res, api, route, path, grant);
+    if (grant) this.track(grant.runId, res, going);
+    await going;
   }
 
-  /** What the gateway's thread asks of this one. */
-  private host(): HostCalls {
-    const { logger, egressOf } = this.opts;
-    return {
-      admit: async ({ grant, model }) => {
-        // Closed meanwhile: the close reached the gateway's thread first, which cut the call.
-        const admission = this.open_.get(grant.access)?.admission;
-        return admission ? (await admission())(model) : null;
-      },
-      refused: ({ grant, refusal }) => {
-        if (this.open_.has(grant.access)) this.refusals.set(grant.runId, refusal);
-      },
-      record: (call) => this.record(call),
-      egressOf,
-      log: ({ level, msg, fields }) => logger[level](msg, fields as Record<string, unknown>),
-    };
+  /** A run's call under way until `going` settles. */
+  private track(runId: string, res: ServerResponse, going: Promise<void>): void {
+    const calls = this.underWay.get(runId) ?? new Map<ServerResponse, Promise<void>>();
+    this.underWay.set(runId, calls);
+    calls.set(res, going);
+    void going.finally(() => {
+      calls.delete(res);
+      if (calls.size === 0 && this.underWay.get(runId) === calls) this.underWay.delete(runId);
+    });
+  }
+
+  /** Forwards the call (./forward.ts); never rejects. */
+  private async pass(
+    req: IncomingMessage,
+    res: ServerResponse,
+    api: ModelApi,
+    route: Route,
+    path: string,
+    grant: RunGrant | undefined,
+  ): Promise<void> {
+    try {
+      await forward(
+        req,
+        res,
+        {
+          api,
+          route,
+          path,
+          grant,
+          refused: (refusal) => {
+            if (grant) this.refusals.set(grant.runId, refusal);
+            this.opts.logger.info("refused a model call", { run_id: grant?.runId, ...refusal });
+          },
+          record: (call) => this.record(call),
+        },
+        this.client,
+      );
+    } catch (err) {
+      // Not foreseen: the caller gets a bare close, as from an API that fell over.
+      this.opts.logger.error("a call through the model gateway failed", {
+        run_id: grant?.runId,
+        error: errorText(err),
+      });
+      res.destroy();
+    }
+  }
+
+  /** Answers with the API's own error; the request's body is read and dropped, not forwarded. */
+  private refuse(
+    req: IncomingMessage,
+    res: ServerResponse,
+    api: ModelApi,
+    status: number,
+    message: string,
+  ): void {
+    req.resume();
+    answer(res, api, status, message);
   }
 
   /**
@@ -287,15 +317,15 @@ export class ModelGateway {
   }
 }
 
-/**
- * The worker's module: beside this one, JavaScript once bundled (test/support/build.ts); under tsx,
- * TypeScript, which Node 20 runs as a worker's entry only from a module that registers tsx first.
- */
-function workerEntry(): URL {
-  const ownExtension = path.extname(new URL(import.meta.url).pathname);
-  const entry = new URL(`./worker${ownExtension}`, import.meta.url);
-  if (ownExtension !== ".ts") return entry;
-  const tsx = JSON.stringify(import.meta.resolve("tsx/esm/api"));
-  const boot = `import { register } from ${tsx}; register(); await import(${JSON.stringify(entry.href)});`;
-  return new URL(`data:text/javascript,${encodeURIComponent(boot)}`);
+/** Starts `server` listening on a free loopback port; resolves with the port. */
+function listening(server: Server): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, LOOPBACK, () => {
+      server.off("error", reject);
+      // The public server keeps the process alive; the gateway alone must not.
+      server.unref();
+      resolve((server.address() as AddressInfo).port);
+    });
+  });
 }

@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
+import type { CallAdmission } from "./admission.js";
 
 // The credentials made for runs: an opaque token each run's CLI presents to the gateway in place
 // of the operator's. Only a token's hash is kept, and only in this process's memory, because only
@@ -10,28 +11,29 @@ import { createHash, randomBytes } from "node:crypto";
 
 /** What a token stands for. */
 export interface RunGrant {
-  /** The access it was issued for (./server.ts), which its calls' admission is asked about. */
-  access: number;
   runId: string;
+  /** Whether a metered call of the run's may go (its own cap, its key's budget and models). */
+  admit: CallAdmission;
 }
 
-/** A new token, to be handed to a run once. */
-export const newRunToken = () =>
-  // 256 random bits, marked as the bridge's so that one found in a log is recognised.
-  `abrun_${randomBytes(32).toString("base64url")}`;
+/** A token as handed to a run, once. */
+export interface IssuedToken {
+  token: string;
+  /** Makes the token worthless from now on. */
+  revoke(): void;
+}
 
 const hash = (token: string) => createHash("sha256").update(token).digest("base64url");
 
 export class RunTokens {
   private readonly byHash = new Map<string, RunGrant>();
 
-  add(token: string, grant: RunGrant): void {
-    this.byHash.set(hash(token), grant);
-  }
-
-  /** Makes the token worthless from now on. */
-  revoke(token: string): void {
-    this.byHash.delete(hash(token));
+  issue(grant: RunGrant): IssuedToken {
+    // 256 random bits, marked as the bridge's so that one found in a log is recognised.
+    const token = `abrun_${randomBytes(32).toString("base64url")}`;
+    const key = hash(token);
+    this.byHash.set(key, grant);
+    return { token, revoke: () => void this.byHash.delete(key) };
   }
 
   /** The grant of a live token; undefined for a revoked or made-up one. */

@@ -217,54 +217,6 @@ describe.each(BACKENDS)("the model gateway on %s", (backend) => {
     held.release();
   });
 
-  it("starts its thread again on the same port when it dies: the call it had under way is cut, not left hanging, and the run's next call goes through", async () => {
-    const { baseUrl, token, recorded } = await access();
-    const held = holdUntilReleased();
-    mock.script({ blocks: [{ type: "text", text: "Cut by a crash." }], holdMidStream: held.hold });
-    const cut = new Promise<string>((resolve) => {
-      const req = request(
-        `${baseUrl}/v1/messages`,
-        { method: "POST", headers: { "x-api-key": token, "content-type": "application/json" } },
-        (res) => {
-          res.resume();
-          res.on("close", () => resolve("cut"));
-        },
-      );
-      req.on("error", () => resolve("cut"));
-      req.end(
-        JSON.stringify({
-          model: "claude-mock",
-          max_tokens: 10,
-          stream: true,
-          tools: [{ name: "Bash" }],
-          messages: [{ role: "user", content: "crash under me" }],
-        }),
-      );
-    });
-    await held.arrived;
-    const before = await gateway.listen();
-    // As a crash would: the thread is gone at once, whatever it was doing.
-    await (await gateway.worker())?.terminate();
-    expect(await cut).toBe("cut");
-    await recorded();
-    held.release();
-    expect(await gateway.listen()).toEqual(before);
-    mock.script({ blocks: [{ type: "text", text: "Back." }] });
-    const again = await call(
-      `${baseUrl}/v1/messages`,
-      "POST",
-      { "x-api-key": token, "content-type": "application/json" },
-      {
-        model: "claude-mock",
-        max_tokens: 10,
-        tools: [{ name: "Bash" }],
-        messages: [{ role: "user", content: "again" }],
-      },
-    );
-    expect(again.status).toBe(200);
-    expect(again.body).toContain("Back.");
-  });
-
   it("records a call of a model without a price with its tokens and no cost", async () => {
     const { run, baseUrl, token } = await access();
     mock.script({ blocks: [{ type: "text", text: "Unpriced." }] });

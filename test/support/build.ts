@@ -41,10 +41,8 @@ export async function buildServer(): Promise<string> {
   for (const name of ["drizzle", "node_modules"])
     symlinkSync(path.join(root, name), path.join(out, name));
   await build({
-    // The model gateway's thread runs a module of its own (src/gateway/server.ts).
-    entryPoints: ["src/index.ts", "src/gateway/worker.ts"].map((entry) => path.join(root, entry)),
-    outdir: path.join(out, "src"),
-    outbase: path.join(root, "src"),
+    entryPoints: [path.join(root, "src/index.ts")],
+    outfile: path.join(out, "src/index.js"),
     bundle: true,
     platform: "node",
     format: "esm",
