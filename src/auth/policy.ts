@@ -1,6 +1,6 @@
 import { realpath } from "node:fs/promises";
 import { DomainError } from "../errors.js";
-import type { Admission, CallRefusal } from "../gateway/admission.js";
+import type { Admission, CallRefusal, Ruling } from "../gateway/admission.js";
 import { type EgressLists, EgressRuleError, parseEgressRule } from "../gateway/egress.js";
 import { PERMISSION_MODES } from "../permission-modes.js";
 import { type PriceTable, priceOf } from "../prices.js";
@@ -305,8 +305,7 @@ export function callAdmission(db: Database, config: PolicyConfig): Admission {
       });
       return key;
     };
-    keyOf().catch(() => {});
-    return async () => {
+    const ruling = async (): Promise<Ruling> => {
       const [spent, keyId] = await Promise.all([
         maxBudgetUsd === null ? undefined : meteredUsage(db, runId),
         keyOf(),
@@ -347,8 +346,23 @@ export function callAdmission(db: Database, config: PolicyConfig): Admission {
         return null;
       };
     };
+    // The first call's reads are made now, before the run's CLI has started, rather than on the
+    // call's way upstream, where (on the embedded database) they hold the server's thread and the
+    // call with it (docs/performance.md). A first call within READ_AHEAD_MS takes them: no staler
+    // than the reads of a call under way beside it.
+    const readAt = performance.now();
+    let ahead: Promise<Ruling> | undefined = ruling();
+    ahead.catch(() => {});
+    return () => {
+      const taken = ahead && performance.now() - readAt < READ_AHEAD_MS ? ahead : undefined;
+      ahead = undefined;
+      return taken?.catch(ruling) ?? ruling();
+    };
   };
 }
+
+/** How long the reads made as a run opens its access stand for its first call. */
+const READ_AHEAD_MS = 2000;
 
 /** A key's policy as an admin gives it (API or command line); unset fields are left alone. */
 export interface PolicyInput {
