@@ -10,6 +10,7 @@ import type { SessionRow } from "../../../store/schema.js";
 import * as store from "../../../store/sessions.js";
 import { getSessionWorktree } from "../../../store/worktrees.js";
 import { forkSessionWorktree } from "../../../worktrees/fork.js";
+import { GitError } from "../../../worktrees/git.js";
 import { recordSessionWorktree } from "../../../worktrees/sessions.js";
 import { removeSessionWorktree } from "../../../worktrees/worktree.js";
 import type { AppEnv } from "../../context.js";
@@ -97,7 +98,20 @@ export const forkSession: RouteHandler<typeof routes.forkSession, AppEnv> = asyn
         `session ${session.id}'s worktree is on host ${recorded.host}, and this instance runs on ${host}: only an instance there can fork it`,
       );
     }
-    await forkSessionWorktree(git, session.id, forkId, plugin.worktree);
+    try {
+      await forkSessionWorktree(git, session.id, forkId, plugin.worktree);
+    } catch (err) {
+      if (!(err instanceof GitError)) throw err;
+      // What git said is the repository's to shape (its hooks, filters, config): logged, not echoed.
+      logger.warn("git could not copy a session's worktree for its fork", {
+        session_id: session.id,
+        error: err.message.slice(0, 1000),
+      });
+      throw new DomainError(
+        "worktree_not_found",
+        `git could not copy the worktree of session ${session.id} for its fork; the server's log says why`,
+      );
+    }
   }
   let row: SessionRow;
   try {
