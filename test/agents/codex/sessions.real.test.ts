@@ -150,7 +150,7 @@ describe.each(REAL_CLI_BACKENDS)("codex sessions through HTTP on %s", (backend) 
     expect(totals.usage).toMatchObject({ input_tokens: 400, output_tokens: 50, runs: 2 });
   });
 
-  it("shows a shell command as status, and in the full view as a shell_exec call closed with its output and exit code", async () => {
+  it("shows a shell command as status, in the full view as a shell_exec call closed with its output and exit code, and in the conversation", async () => {
     mock.script(
       { output: [shellCall("echo bridged-by-codex", "call_sh")] },
       { output: [{ type: "message", text: "Ran it." }] },
@@ -188,6 +188,26 @@ describe.each(REAL_CLI_BACKENDS)("codex sessions through HTTP on %s", (backend) 
     });
     expect(callOutput(mock.responsesRequests().at(-1), "call_sh")).toContain("bridged-by-codex");
     expect(frames.at(-1)?.data).toMatchObject({ status: "succeeded", result: "Ran it." });
+    // The conversation reads back from the same log: the message, the call with its output, the answer.
+    const conversation = (await (
+      await fetch(`${server.url}/v1/sessions/${session.id}/messages`)
+    ).json()) as { data: Record<string, unknown>[] };
+    expect(conversation.data.map((item) => item.type)).toEqual([
+      "user_message",
+      "tool_call",
+      "assistant_text",
+      "run_end",
+    ]);
+    expect(conversation.data).toMatchObject([
+      { run_id: runId, text: "Run echo", trigger: "message" },
+      {
+        tool_name: "shell",
+        kind: "shell_exec",
+        result: { is_error: false, content: expect.stringContaining("bridged-by-codex") },
+      },
+      { text: "Ran it." },
+      { status: "succeeded" },
+    ]);
   });
 
   it("maps acceptEdits onto the workspace-write sandbox: a file change lands in the work dir", async () => {
