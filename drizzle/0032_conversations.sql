@@ -1,5 +1,6 @@
 CREATE TABLE "feed_events" (
 	"id" bigserial PRIMARY KEY NOT NULL,
+	"xid" "xid8" DEFAULT pg_current_xact_id() NOT NULL,
 	"type" text NOT NULL,
 	"owner_key_id" uuid,
 	"session_id" uuid,
@@ -21,6 +22,7 @@ ALTER TABLE "sessions" ADD COLUMN "disallowed_tools" jsonb DEFAULT '[]'::jsonb N
 ALTER TABLE "sessions" ADD COLUMN "add_dirs" jsonb DEFAULT '[]'::jsonb NOT NULL;--> statement-breakpoint
 ALTER TABLE "sessions" ADD COLUMN "forked_from" jsonb;--> statement-breakpoint
 ALTER TABLE "run_command_replies" ADD CONSTRAINT "run_command_replies_run_id_runs_id_fk" FOREIGN KEY ("run_id") REFERENCES "public"."runs"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
-CREATE INDEX "feed_events_owner_key_id_id_idx" ON "feed_events" USING btree ("owner_key_id","id");--> statement-breakpoint
-CREATE INDEX "feed_events_session_id_id_idx" ON "feed_events" USING btree ("session_id","id");--> statement-breakpoint
+CREATE INDEX "feed_events_xid_id_idx" ON "feed_events" USING btree ("xid","id");--> statement-breakpoint
+CREATE INDEX "feed_events_owner_key_id_xid_id_idx" ON "feed_events" USING btree ("owner_key_id","xid","id");--> statement-breakpoint
+CREATE INDEX "feed_events_session_id_xid_id_idx" ON "feed_events" USING btree ("session_id","xid","id");--> statement-breakpoint
 CREATE INDEX "runs_waiting_line_idx" ON "runs" USING btree ("session_id","admission_seq") WHERE "runs"."status" = 'waiting';

@@ -55,9 +55,8 @@ export function addWatchCommand(program: Command, out: Output): void {
     .option("--session <id>", "only this session's events")
     .option("--types <types>", "only these event types, comma-separated (e.g. run_finished)")
     .option(
-      "--after <id>",
-      "start after this feed id (0: everything the feed holds); default: now",
-      positiveInt,
+      "--after <position>",
+      "start after this feed position: an event's id, as --json prints it (0: everything the feed holds); default: now",
     )
     .option("--count <n>", "stop after this many events", positiveInt)
     .option("--json", "print each event as one line of JSON (with its id)")
@@ -72,7 +71,7 @@ export function addWatchCommand(program: Command, out: Output): void {
           ...(options.types
             ? { types: String(options.types).split(",") as Exclude<FeedEventType, "feed_reset">[] }
             : {}),
-          ...(options.after !== undefined ? { after: options.after } : {}),
+          ...(options.after !== undefined ? { after: String(options.after) } : {}),
           signal: controller.signal,
         })) {
           out.stdout.write(`${options.json ? JSON.stringify(item) : feedLine(item)}\n`);

@@ -9,20 +9,20 @@ import type { components } from "./schema.js";
 
 export type FeedEvent = components["schemas"]["FeedEvent"];
 export type FeedEventType = FeedEvent["type"];
-/** A feed event with its place in the feed (the SSE `id:`: increasing, with gaps). */
-export type FeedItem = FeedEvent & { id: number };
+/** A feed event with its place in the feed (the SSE `id:`: an opaque string to resume after). */
+export type FeedItem = FeedEvent & { id: string };
 
 /** Opens the feed after `after` (undefined: from now); its body and the position it starts after. */
 export type OpenFeed = (
-  after: number | undefined,
+  after: string | undefined,
   signal?: AbortSignal,
-) => Promise<{ body: ReadableStream<Uint8Array>; position: number }>;
+) => Promise<{ body: ReadableStream<Uint8Array>; position: string }>;
 
 const MAX_DELAY_MS = 5000;
 
 export async function* readFeed(
   open: OpenFeed,
-  options: { after?: number; signal?: AbortSignal; reconnect?: ReconnectOptions },
+  options: { after?: string; signal?: AbortSignal; reconnect?: ReconnectOptions },
 ): AsyncGenerator<FeedItem, void, undefined> {
   const { signal } = options;
   const retries = options.reconnect?.retries ?? 8;
@@ -39,9 +39,8 @@ export async function* readFeed(
       for await (const item of parseFeed(body, (ms) => {
         delayMs = ms;
       })) {
-        // A reset moves the position back to where the feed now begins; any other event is new
-        // only past the last one seen (a reconnect may overlap).
-        if (item.type !== "feed_reset" && item.id <= last) continue;
+        // The server resumes strictly after the position given, so nothing repeats; a reset moves
+        // the position back to where the feed now begins.
         last = item.id;
         progressed = true;
         yield item;
@@ -85,9 +84,8 @@ function toItem(message: EventSourceMessage): FeedItem {
     const { message: why } = JSON.parse(message.data) as { message?: string };
     throw new Error(`the feed's stream failed: ${why ?? message.data}`);
   }
-  const id = Number(message.id);
-  if (!Number.isSafeInteger(id) || id < 0)
-    throw new Error(`feed event without a valid id: ${message.id}`);
+  const id = message.id;
+  if (!id) throw new Error(`feed event without an id: ${message.event}`);
   return { ...(JSON.parse(message.data) as FeedEvent), id };
 }
 

@@ -89,8 +89,11 @@ export interface FollowOptions {
 }
 
 export interface WatchOptions {
-  /** Start after this feed id (0: everything the feed holds); by default, from now on. */
-  after?: number;
+  /**
+   * Start after this feed position: an event's `id` (opaque), `"0"` for everything the feed
+   * holds; by default, from now on.
+   */
+  after?: string;
   /** Only the events of this session. */
   sessionId?: string;
   /** Only events of these types (a `feed_reset` always comes). */
@@ -405,14 +408,14 @@ export function createClient(clientOptions: ClientOptions): AgentBridgeClient {
           const { data, error, response } = await api.GET("/v1/events", {
             params: {
               query,
-              header: after !== undefined ? { "last-event-id": String(after) } : {},
+              header: after !== undefined ? { "last-event-id": after } : {},
             },
             headers: { Accept: "text/event-stream" },
             parseAs: "stream",
             signal,
           });
           if (!response.ok || !data) throw ApiProblem.from(response, error);
-          return { body: data, position: Number(response.headers.get("x-feed-position") ?? 0) };
+          return { body: data, position: response.headers.get("x-feed-position") ?? "0" };
         },
         {
           ...(options.after !== undefined ? { after: options.after } : {}),

@@ -1122,7 +1122,7 @@ export interface components {
        */
       at: string;
       /** @description The position the client asked to resume at. */
-      after: number;
+      after: string;
       message: string;
     };
     FeedRunFinished: {
@@ -1245,7 +1245,7 @@ export interface components {
       /** Format: uuid */
       session_id: string;
     };
-    /** @description A stream of Server-Sent Events, one per feed event: `id:` is its place in the feed (increasing, with gaps), `event:` its type, `data:` the JSON object below. Lines starting with `:` are keep-alive comments. Reconnect with `Last-Event-ID` to get every later event, once. A stream the server cannot continue ends with an `event: error` frame without an `id:` (a StreamError): reconnect. */
+    /** @description A stream of Server-Sent Events, one per feed event: `id:` is its place in the feed (an opaque string), `event:` its type, `data:` the JSON object below. Lines starting with `:` are keep-alive comments. Reconnect with `Last-Event-ID` to get every later event, once. A stream the server cannot continue ends with an `event: error` frame without an `id:` (a StreamError): reconnect. */
     FeedStreamData: components["schemas"]["FeedEvent"] | components["schemas"]["StreamError"];
     FileChange: {
       file_path: string;
@@ -2722,8 +2722,8 @@ export interface operations {
   getFeed: {
     parameters: {
       query?: {
-        /** @description Replay from the event after this id (the `Last-Event-ID` header wins when both are given); `0`: everything the feed still holds. Without either, the stream starts with the events from now on. */
-        after?: number;
+        /** @description Replay from the event after this position: an event's `id:` (or the `X-Feed-Position` header), opaque (the `Last-Event-ID` header wins when both are given); `0` or empty: everything the feed still holds. Without either, the stream starts with the events from now on. */
+        after?: string;
         /** @description Only the events of this session. */
         session_id?: string;
         /** @description Only events of these types, comma-separated (session_created, session_deleted, run_queued, run_started, run_finished, permission_requested, permission_resolved); `feed_reset` always comes. */
@@ -2732,7 +2732,7 @@ export interface operations {
         follow?: "true" | "false";
       };
       header?: {
-        /** @description Resume after this event: its `id:`. */
+        /** @description Resume after this event: its `id:` (opaque; `0`: everything the feed holds). */
         "last-event-id"?: string;
       };
       path?: never;
@@ -2743,7 +2743,7 @@ export interface operations {
       /** @description The feed as SSE, live until the client goes (with `?follow=false`, what is stored, then it closes). Without a position the stream starts with an `id:` line alone: the position it starts from. */
       200: {
         headers: {
-          /** @description The feed position the stream starts after (before its first event). */
+          /** @description The feed position the stream starts after (before its first event), opaque: resume with it as `Last-Event-ID` or `?after=`. */
           "X-Feed-Position": string;
           [name: string]: unknown;
         };

@@ -81,19 +81,34 @@ export class FeedWatch {
     this.wake?.();
   }
 
-  /** Resolves true once rung since the last call (or the watch began), false when `signal` aborts. */
-  async next(signal?: AbortSignal): Promise<boolean> {
-    while (!this.rung) {
-      if (signal?.aborted) return false;
-      await new Promise<void>((resolve) => {
-        const done = () => {
-          signal?.removeEventListener("abort", done);
-          this.wake = undefined;
-          resolve();
-        };
-        this.wake = done;
-        signal?.addEventListener("abort", done, { once: true });
-      });
+  /**
+   * Resolves true once rung since the last call (or the watch began), or after `timeoutMs` (when
+   * given: a read is due anyway), false when `signal` aborts.
+   */
+  async next(signal?: AbortSignal, timeoutMs?: number): Promise<boolean> {
+    let due = false;
+    const timer =
+      timeoutMs === undefined
+        ? undefined
+        : setTimeout(() => {
+            due = true;
+            this.wake?.();
+          }, timeoutMs);
+    try {
+      while (!this.rung && !due) {
+        if (signal?.aborted) return false;
+        await new Promise<void>((resolve) => {
+          const done = () => {
+            signal?.removeEventListener("abort", done);
+            this.wake = undefined;
+            resolve();
+          };
+          this.wake = done;
+          signal?.addEventListener("abort", done, { once: true });
+        });
+      }
+    } finally {
+      clearTimeout(timer);
     }
     this.rung = false;
     return !signal?.aborted;

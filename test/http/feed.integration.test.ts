@@ -1,20 +1,31 @@
 import { randomUUID } from "node:crypto";
-import { sql } from "drizzle-orm";
+import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildSweeper } from "../../src/app.js";
 import { issueKey } from "../../src/auth/keys.js";
-import { openDatabase } from "../../src/store/db.js";
-import { appendFeed, listFeed, pruneFeed } from "../../src/store/feed.js";
+import { FeedWatch } from "../../src/cluster/doorbell.js";
+import { feedStart, followFeed } from "../../src/cluster/feed.js";
+import { type DatabaseHandle, openDatabase } from "../../src/store/db.js";
+import {
+  appendFeed,
+  FEED_BEGINNING,
+  feedPending,
+  feedPositionText,
+  listFeed,
+  positionOf,
+  pruneFeed,
+} from "../../src/store/feed.js";
+import { type FeedEventRow, feedEvents } from "../../src/store/schema.js";
 import { createTestApp, listen, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
+import { byPosition } from "../support/feed.js";
 import { createServerDatabase } from "../support/postgres-databases.js";
-import { waitUntil } from "../support/process.js";
 import { codeBlocks, docSection } from "../support/readme.js";
 import { type Frame, SseReader } from "../support/sse.js";
 
 // GET /v1/events on both databases, without agents: who sees what, where a stream starts and
-// resumes, the reset after a prune, the filters and the input it refuses; and the order of ids
-// under concurrent writers (Postgres).
+// resumes, the reset after a prune, the filters and the input it refuses; and the order of
+// positions under concurrent writers (Postgres).
 
 const data = (frame: Frame | undefined) => frame?.data as Record<string, unknown>;
 
@@ -86,7 +97,7 @@ describe.each(BACKENDS)("the live feed on %s", (backend) => {
       agent: "claude",
       title: "alice's",
     });
-    expect(Number(seen[1]?.id)).toBeGreaterThan(Number(seen[0]?.id));
+    expect(byPosition(seen[1]?.id ?? "", seen[0]?.id ?? "")).toBe(1);
     const admins = await all.sse.events(3);
     expect(admins.map((f) => [f.event, data(f).session_id])).toEqual([
       ["session_created", bobs.id],
@@ -174,6 +185,9 @@ describe.each(BACKENDS)("the live feed on %s", (backend) => {
       ["?session_id=nope", {}, "session_id"],
       ["?after=-1", {}, "after"],
       ["?after=99999999999999999999", {}, "after"],
+      ["?after=18446744073709551616-1", {}, "after"],
+      ["?after=1-9223372036854775808", {}, "after"],
+      ["?after=1-2-3", {}, "after"],
       ["?types=run_finished%00", {}, "types"],
       ["?after=%ED%A0%80", {}, "after"],
       ["", { "Last-Event-ID": "x1" }, "last-event-id"],
@@ -195,74 +209,133 @@ describe.each(BACKENDS)("the live feed on %s", (backend) => {
     const report = await buildSweeper(t.deps).sweep(new Date(Date.now() + 2 * 86_400_000));
     expect(report.prunedFeedEvents).toBeGreaterThan(0);
     expect(await pruneFeed(t.database.db, new Date(Date.now() + 3 * 86_400_000))).toBe(0);
-    const again = await feed(alice, "?follow=false", {
-      "Last-Event-ID": String(Number(old?.id) - 1),
-    });
+    // Just before the first event the stream showed: older than the feed now holds.
+    const [oldXid, oldId] = (old?.id ?? "").split("-");
+    const beforeOld = `${oldXid}-${Number(oldId) - 1}`;
+    const again = await feed(alice, "?follow=false", { "Last-Event-ID": beforeOld });
     const frames = await again.sse.events();
     expect(frames[0]?.event).toBe("feed_reset");
-    expect(data(frames[0])).toMatchObject({ type: "feed_reset", after: Number(old?.id) - 1 });
+    expect(data(frames[0])).toMatchObject({ type: "feed_reset", after: beforeOld });
     expect(frames.slice(1).map((f) => [f.event, data(f).session_id])).toEqual([
       ["session_created", kept.id],
     ]);
     // Resuming at the reset's id, or at the newest event, is no reset.
     const resumed = await feed(alice, "?follow=false", { "Last-Event-ID": frames[0]?.id ?? "" });
     expect((await resumed.sse.events()).map((f) => f.event)).toEqual(["session_created"]);
-    // An id the feed never reached is one it cannot resume from either.
-    const future = await feed(alice, "?follow=false", { "Last-Event-ID": "9007199254740991" });
+    // A position the feed never reached is one it cannot resume from either (xids are 64-bit).
+    const future = await feed(alice, "?follow=false", {
+      "Last-Event-ID": "18446744073709551615-1",
+    });
     expect((await future.sse.events())[0]?.event).toBe("feed_reset");
+    // `0` (or an empty position) is everything the feed holds: no reset.
+    for (const everything of ["?after=0&follow=false", "?after=&follow=false"]) {
+      const all = await feed(alice, everything);
+      expect((await all.sse.events())[0]?.event, everything).not.toBe("feed_reset");
+    }
   });
 });
 
-describe.skipIf(!BACKENDS.includes("postgres"))("feed ids under concurrent writers", () => {
-  it("an append waits for an earlier one to commit, so ids commit in order and a reader never skips one", async () => {
-    const { url, drop } = await createServerDatabase({ migrated: true });
-    const one = await openDatabase({ kind: "postgres", url, poolSize: 2 });
-    const two = await openDatabase({ kind: "postgres", url, poolSize: 2 });
+describe.skipIf(!BACKENDS.includes("postgres"))("feed positions under concurrent writers", () => {
+  let url: string;
+  let drop: () => Promise<void>;
+  let one: DatabaseHandle;
+  let two: DatabaseHandle;
+  beforeAll(async () => {
+    ({ url, drop } = await createServerDatabase({ migrated: true }));
+    one = await openDatabase({ kind: "postgres", url, poolSize: 2 });
+    two = await openDatabase({ kind: "postgres", url, poolSize: 2 });
+  });
+  afterAll(async () => {
+    await one?.close();
+    await two?.close();
+    await drop?.();
+  });
+
+  const entry = (sessionId: string, n: number) => ({
+    type: "session_deleted" as const,
+    sessionId,
+    ownerKeyId: null,
+    data: { n },
+  });
+  /** A transaction on `one` that appends, then stays open until `commit` is called. */
+  const openAppender = async (sessionId: string, n: number) => {
+    let commit: () => void = () => {};
+    const held = new Promise<void>((resolve) => {
+      commit = resolve;
+    });
+    let appended: () => void = () => {};
+    const done = new Promise<void>((resolve) => {
+      appended = resolve;
+    });
+    const tx = one.db.transaction(async (tx) => {
+      await appendFeed(tx, [entry(sessionId, n)]);
+      appended();
+      await held;
+      // Once more after another transaction committed: a higher id, yet read before that one's.
+      await appendFeed(tx, [entry(sessionId, n + 10)]);
+    });
+    await done;
+    return {
+      commit: async () => {
+        commit();
+        await tx;
+      },
+    };
+  };
+  const numbers = (frames: string[]) =>
+    frames.map((f) => JSON.parse(f.split("\ndata: ")[1] ?? "{}").n as number);
+
+  it("a row that commits late is delivered, not skipped: later rows wait for it, then come in (xid, id) order", async () => {
+    const sessionId = randomUUID();
+    const filter = { sessionId };
+    // The first transaction appends (the lower id) and stays open; the second appends after it
+    // and commits.
+    const first = await openAppender(sessionId, 1);
+    await two.db.transaction((tx) => appendFeed(tx, [entry(sessionId, 2)]));
+    // The second's row is stored but held back behind the open first: a reader that took it
+    // would resume past the first's lower id and never see it.
+    const start = await feedStart(two.db, FEED_BEGINNING, filter, new Date());
+    expect(start.frames).toEqual([]);
+    expect(await listFeed(two.db, FEED_BEGINNING, filter, 10)).toEqual([]);
+    expect(await feedPending(two.db, FEED_BEGINNING, filter)).toMatchObject({
+      settled: false,
+      heldBack: true,
+    });
+    // A live follower that nothing rings: it looks again while rows are held back.
+    const watch = new FeedWatch(() => {});
+    const follower = followFeed(two.db, watch, start, filter, true);
+    expect((await follower.next()).value).toEqual([]);
+    const delivered = follower.next();
+    await first.commit();
+    // Both transactions' rows, the first's (one appended after the second committed) first.
+    const frames: string[] = (await delivered).value ?? [];
+    expect(numbers(frames)).toEqual([1, 11, 2]);
+    const rows = await listFeed(two.db, FEED_BEGINNING, filter, 10);
+    expect(rows.map((r) => JSON.parse(r.data).n)).toEqual([1, 11, 2]);
+    expect(rows[2]?.id).toBeLessThan(rows[1]?.id ?? 0);
+    expect(frames.map((f) => f.split("\n")[0])).toEqual(
+      rows.map((r) => `id: ${feedPositionText(positionOf(r))}`),
+    );
+    // Resuming after the first's last row gets the second's, whose id is lower.
+    const resumed = await listFeed(two.db, positionOf(rows[1] as FeedEventRow), filter, 10);
+    expect(resumed.map((r) => JSON.parse(r.data).n)).toEqual([2]);
+    await follower.return(undefined);
+  });
+
+  it("an append does not wait for another open transaction that appended (a stalled instance holds up no one)", async () => {
+    const sessionId = randomUUID();
+    const first = await openAppender(sessionId, 1);
     try {
-      const sessionId = randomUUID();
-      const entry = (n: number) => ({
-        type: "session_deleted" as const,
-        sessionId,
-        ownerKeyId: null,
-        data: { n },
-      });
-      let commitFirst: () => void = () => {};
-      const held = new Promise<void>((resolve) => {
-        commitFirst = resolve;
-      });
-      let appended: () => void = () => {};
-      const firstAppended = new Promise<void>((resolve) => {
-        appended = resolve;
-      });
-      const first = one.db.transaction(async (tx) => {
-        await appendFeed(tx, [entry(1)]);
-        appended();
-        await held;
-      });
-      await firstAppended;
-      const second = two.db.transaction((tx) => appendFeed(tx, [entry(2)]));
-      // The second waits on the feed's lock while the first is open.
-      await waitUntil(
-        async () => {
-          const result = await one.db.execute(
-            sql`select count(*)::int as n from pg_locks where locktype = 'advisory' and not granted`,
-          );
-          return ((result as unknown as { n: number }[])[0]?.n ?? 0) > 0;
-        },
-        "the second append waiting for the feed's lock",
-        10_000,
-      );
-      expect(await listFeed(two.db, 0, {}, 10)).toEqual([]);
-      commitFirst();
-      await first;
-      await second;
-      const rows = await listFeed(two.db, 0, {}, 10);
-      expect(rows.map((r) => JSON.parse(r.data).n)).toEqual([1, 2]);
-      expect(rows[1]?.id).toBeGreaterThan(rows[0]?.id ?? 0);
+      // Commits while the first is still open: it takes no lock the first holds.
+      await two.db.transaction((tx) => appendFeed(tx, [entry(sessionId, 2)]));
+      await two.db.transaction((tx) => appendFeed(tx, [entry(sessionId, 3)]));
+      const stored = await two.db
+        .select()
+        .from(feedEvents)
+        .where(eq(feedEvents.sessionId, sessionId));
+      expect(stored.map((r) => JSON.parse(r.data).n).sort()).toEqual([2, 3]);
     } finally {
-      await one.close();
-      await two.close();
-      await drop();
+      await first.commit();
     }
   });
 });

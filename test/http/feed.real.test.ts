@@ -6,6 +6,7 @@ import { cliWithEnv } from "../cli/run-cli.js";
 import { createTestApp, fetchAs, listen, type TestApp } from "../support/app.js";
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
 import { REAL_CLI_BACKENDS } from "../support/db.js";
+import { byPosition } from "../support/feed.js";
 import { type MockAnthropic, startMockAnthropic } from "../support/mock-anthropic.js";
 import { type Frame, SseReader } from "../support/sse.js";
 
@@ -62,7 +63,7 @@ describe.each(REAL_CLI_BACKENDS)("the live feed of real runs on %s", (backend) =
   it("shows a key its own runs as they go (queued, started, a permission asked and answered, finished with cost), an admin every key's; a resume gets exactly what came after; the client and `watch` read it", async () => {
     const mine = await feed(alice);
     // The `id:` line alone: where the stream starts.
-    const start = Number((await mine.next())?.id);
+    const start = (await mine.next())?.id ?? "";
     // An iterator connects at its first `next`: from where Alice's stream started.
     const everyone = createClient({ baseUrl: server.url, key: admin }).watch({ after: start });
 
@@ -110,8 +111,8 @@ describe.each(REAL_CLI_BACKENDS)("the live feed of real runs on %s", (backend) =
       "run_finished",
       "session_deleted",
     ]);
-    const ids = frames.map((f) => Number(f.id));
-    expect([...ids].sort((a, b) => a - b)).toEqual(ids);
+    const ids = frames.map((f) => f.id ?? "");
+    expect([...ids].sort(byPosition)).toEqual(ids);
     for (const frame of frames) {
       expect(data(frame)).toMatchObject({ session_id: session.id, key_id: aliceId });
     }
@@ -157,23 +158,23 @@ describe.each(REAL_CLI_BACKENDS)("the live feed of real runs on %s", (backend) =
       "session_deleted alice",
     ]);
     const adminIds = seen.map((i) => i.id);
-    expect([...adminIds].sort((a, b) => a - b)).toEqual(adminIds);
+    expect([...adminIds].sort(byPosition)).toEqual(adminIds);
     // The same events, under the same ids, as Alice's stream.
     expect(seen.filter((i) => sessionOf(i) === session.id).map((i) => i.id)).toEqual(ids);
 
     // Resumed after `run_started`: exactly the four after it, once.
-    const resumed = await feed(alice, "?follow=false", { "Last-Event-ID": String(ids[2]) });
+    const resumed = await feed(alice, "?follow=false", { "Last-Event-ID": ids[2] ?? "" });
     expect((await resumed.events()).map((f) => f.id)).toEqual(frames.slice(3).map((f) => f.id));
 
     // The client's iterator resumes the same way, and `watch` prints a line per event.
     const after = createClient({ baseUrl: server.url, key: alice }).watch({
-      after: ids[4] ?? 0,
+      after: ids[4] ?? "",
       types: ["run_finished", "session_deleted"],
     });
     const next = await after.next();
     expect(next.value).toMatchObject({ id: ids[5], type: "run_finished", run_id: runId });
     await after.return(undefined);
-    const watched = await cliWithEnv(["watch", "--after", String(ids[3]), "--count", "2"], {
+    const watched = await cliWithEnv(["watch", "--after", ids[3] ?? "", "--count", "2"], {
       AGENT_BRIDGE_URL: server.url,
       AGENT_BRIDGE_KEY: alice,
     });

@@ -1,6 +1,6 @@
 import type { RouteHandler } from "@hono/zod-openapi";
 import { feedStart, followFeed } from "../../../cluster/feed.js";
-import type { FeedFilter } from "../../../store/feed.js";
+import { type FeedFilter, feedPositionText } from "../../../store/feed.js";
 import type { AppEnv } from "../../context.js";
 import { sseFramesResponse } from "../../sse-frames.js";
 import { admitStream } from "../../streams.js";
@@ -26,7 +26,7 @@ export const getFeed: RouteHandler<typeof routes.getFeed, AppEnv> = async (c) =>
       {
         keepAliveMs: config.runs.keepAliveMs,
         logger: logger.child({ stream: "feed" }),
-        headers: { "X-Feed-Position": String(start.position) },
+        headers: { "X-Feed-Position": feedPositionText(start.position) },
         onClose: release,
       },
     );

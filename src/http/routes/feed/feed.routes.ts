@@ -24,7 +24,8 @@ export const getFeed = createRoute({
         "The feed as SSE, live until the client goes (with `?follow=false`, what is stored, then it closes). Without a position the stream starts with an `id:` line alone: the position it starts from.",
       headers: z.object({
         "X-Feed-Position": z.string().openapi({
-          description: "The feed position the stream starts after (before its first event).",
+          description:
+            "The feed position the stream starts after (before its first event), opaque: resume with it as `Last-Event-ID` or `?after=`.",
         }),
       }),
       content: { "text/event-stream": { schema: FeedStream } },

@@ -1,28 +1,38 @@
 import { z } from "@hono/zod-openapi";
 import { CompletionErrorCode, CompletionStatus } from "../../../completion-event.js";
-import { FEED_EVENT_TYPES, type FeedEventType } from "../../../store/feed.js";
+import {
+  FEED_BEGINNING,
+  FEED_EVENT_TYPES,
+  type FeedEventType,
+  parseFeedPosition,
+} from "../../../store/feed.js";
 import { StreamError } from "../../sse.js";
 
-/** Feed ids are a Postgres bigint, read as a JS number: exact up to 2^53 - 1. */
-const MAX_FEED_POSITION = Number.MAX_SAFE_INTEGER;
-const POSITION_ERROR = `expected a feed event id: a whole number from 0 to ${MAX_FEED_POSITION}`;
+const POSITION_ERROR =
+  "expected a feed position: an event's id as the feed gave it (`<xid>-<id>`), or 0 for everything the feed holds";
 
 const feedPosition = z
   .string()
-  .refine((s) => /^\d{1,16}$/.test(s) && Number(s) <= MAX_FEED_POSITION, {
-    error: POSITION_ERROR,
-  })
-  .transform(Number);
+  .max(41, { error: POSITION_ERROR })
+  .transform((s, ctx) => {
+    const position = parseFeedPosition(s);
+    if (!position) ctx.addIssue({ code: "custom", message: POSITION_ERROR });
+    return position ?? FEED_BEGINNING;
+  });
+
+/** A position as OpenAPI shows it: opaque, as the feed gave it. */
+const POSITION_PATTERN = "^(0|[0-9]{1,20}-[0-9]{1,19})?$";
 
 const TYPES_ERROR = `expected a comma-separated list of feed event types: ${FEED_EVENT_TYPES.join(", ")}`;
 
 export const FeedQuery = z.strictObject({
   after: feedPosition.optional().openapi({
     param: { name: "after", in: "query" },
-    type: "integer",
-    minimum: 0,
+    type: "string",
+    pattern: POSITION_PATTERN,
+    example: "7341-120",
     description:
-      "Replay from the event after this id (the `Last-Event-ID` header wins when both are given); `0`: everything the feed still holds. Without either, the stream starts with the events from now on.",
+      "Replay from the event after this position: an event's `id:` (or the `X-Feed-Position` header), opaque (the `Last-Event-ID` header wins when both are given); `0` or empty: everything the feed still holds. Without either, the stream starts with the events from now on.",
   }),
   session_id: z
     .uuid({ error: "expected a session id (a UUID)" })
@@ -60,8 +70,8 @@ export const FeedHeaders = z.object({
   "last-event-id": feedPosition.optional().openapi({
     param: { in: "header" },
     type: "string",
-    pattern: "^\\d+$",
-    description: "Resume after this event: its `id:`.",
+    pattern: POSITION_PATTERN,
+    description: "Resume after this event: its `id:` (opaque; `0`: everything the feed holds).",
   }),
 });
 
@@ -142,7 +152,7 @@ export const FeedReset = z
   .object({
     type: z.literal("feed_reset"),
     at,
-    after: z.number().int().openapi({ description: "The position the client asked to resume at." }),
+    after: z.string().openapi({ description: "The position the client asked to resume at." }),
     message: z.string(),
   })
   .openapi("FeedReset", {
@@ -166,7 +176,7 @@ export const FeedEvent = z
 export const FeedStream = z.union([FeedEvent.readonly(), StreamError]).openapi("FeedStreamData", {
   description: [
     "A stream of Server-Sent Events, one per feed event: `id:` is its place in the feed",
-    "(increasing, with gaps), `event:` its type, `data:` the JSON object below. Lines starting",
+    "(an opaque string), `event:` its type, `data:` the JSON object below. Lines starting",
     "with `:` are keep-alive comments. Reconnect with `Last-Event-ID` to get every later event,",
     "once. A stream the server cannot continue ends with an `event: error` frame without an",
     "`id:` (a StreamError): reconnect.",
