@@ -157,7 +157,7 @@ export const ToolOutcome = z
       kind: z.literal("code_search"),
       files: z.array(z.string()).optional().openapi({
         description:
-          "The files found (a Glob's, a Grep's in its default `files_with_matches` mode), as the agent named them; cut to the bound as a whole, with `truncated`.",
+          "The files found (a Glob's, a Grep's in its default `files_with_matches` mode), as the agent named them; cut to the bound as a whole, with `truncated` (which is also set when the agent itself stopped listing: a Glob's first 100 files).",
       }),
       file_count: z.number().int().optional().openapi({
         description: "How many files the agent says it found.",

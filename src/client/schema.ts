@@ -2272,7 +2272,7 @@ export interface components {
       | {
           /** @enum {string} */
           kind: "code_search";
-          /** @description The files found (a Glob's, a Grep's in its default `files_with_matches` mode), as the agent named them; cut to the bound as a whole, with `truncated`. */
+          /** @description The files found (a Glob's, a Grep's in its default `files_with_matches` mode), as the agent named them; cut to the bound as a whole, with `truncated` (which is also set when the agent itself stopped listing: a Glob's first 100 files). */
           files?: string[];
           /** @description How many files the agent says it found. */
           file_count?: number;

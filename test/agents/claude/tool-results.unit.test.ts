@@ -107,6 +107,16 @@ describe("tool results of the real CLI as tool_update payloads", () => {
     expect(update("toolu_todo")).toEqual({ kind: "manage_todos" });
   });
 
+  it("says truncated when a Glob stopped at its first 100 files (its result's own flag)", () => {
+    const structured = { filenames: ["a.ts"], numFiles: 100, truncated: true };
+    expect(toolOutcome("Glob", { isError: false, text: "a.ts", structured }, 16_384)).toEqual({
+      kind: "code_search",
+      files: ["a.ts"],
+      file_count: 100,
+      truncated: true,
+    });
+  });
+
   it("cuts what it gives to the bound, and says so", () => {
     const small = events(6);
     expect(update("toolu_read", small)).toMatchObject({
