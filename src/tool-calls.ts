@@ -59,6 +59,10 @@ export const NormalizedToolCall = z
     z.object({
       kind: z.literal("shell_exec"),
       command: z.string(),
+      work_dir: z.string().optional().openapi({
+        description:
+          "The directory the agent's shell runs its commands from: Claude Code's work dir, as its init line names it (a command that `cd`s into one of its subdirectories leaves the next commands there, which the CLI does not report). None from codex, whose items do not say.",
+      }),
       description: z.string().optional(),
       timeout_ms: z.number().int().optional(),
       background: z.boolean(),
@@ -133,7 +137,82 @@ export const ToolOutcome = z
       }),
       ...truncated,
     }),
-    z.object({ kind: ToolKind.exclude(["shell_exec", "modify_file"]) }),
+    z.object({
+      kind: z.literal("read_file"),
+      file_path: z.string().optional(),
+      content: z.string().optional().openapi({
+        description:
+          "The text the agent read, without the line numbers the model was shown (Claude Code's Read of a text file).",
+      }),
+      start_line: z.number().int().optional().openapi({
+        description: "The first line read, from 1 (the call's `offset`).",
+      }),
+      line_count: z.number().int().optional().openapi({
+        description: "How many lines were read (at most the call's `limit`).",
+      }),
+      total_lines: z.number().int().optional().openapi({ description: "The file's lines." }),
+      ...truncated,
+    }),
+    z.object({
+      kind: z.literal("code_search"),
+      files: z.array(z.string()).optional().openapi({
+        description:
+          "The files found (a Glob's, a Grep's in its default `files_with_matches` mode), as the agent named them; cut to the bound as a whole, with `truncated` (which is also set when the agent itself stopped listing: a Glob's first 100 files).",
+      }),
+      file_count: z.number().int().optional().openapi({
+        description: "How many files the agent says it found.",
+      }),
+      match_count: z.number().int().optional().openapi({
+        description: "How many matches (a Grep in `count` mode).",
+      }),
+      output: z.string().optional().openapi({
+        description: "The matching lines or counts (a Grep in `content` or `count` mode).",
+      }),
+      ...truncated,
+    }),
+    z.object({
+      kind: z.literal("http_request"),
+      url: z.string().optional(),
+      status_code: z.number().int().optional().openapi({
+        description: "The HTTP status the fetched page came with (Claude Code's WebFetch).",
+      }),
+      status_text: z.string().optional(),
+      response: z.string().optional().openapi({
+        description:
+          "What the tool gave the model: the page as the agent's small model summed it up (WebFetch), the search's results (WebSearch), or the error.",
+      }),
+      ...truncated,
+    }),
+    z.object({
+      kind: z.literal("subagent_task"),
+      status: z.string().optional().openapi({
+        description:
+          "The subagent's state as the agent reports it (`async_launched`: Claude Code runs it in the background).",
+      }),
+      agent_id: z.string().optional(),
+      output: z.string().optional().openapi({ description: "The call's result text." }),
+      ...truncated,
+    }),
+    z.object({
+      kind: z.literal("create_task"),
+      task_id: z.string().optional().openapi({ description: "The id of the task created." }),
+      ...truncated,
+    }),
+    z.object({
+      kind: z.literal("manage_todos"),
+      tasks: z
+        .array(z.object({ id: z.string(), subject: z.string(), status: z.string() }))
+        .optional()
+        .openapi({ description: "The task list, as a TaskList call returned it." }),
+      ...truncated,
+    }),
+    z.object({
+      kind: z.literal("generic"),
+      output: z.string().optional().openapi({
+        description: "The tool's result text (MCP tools included; other blocks named `[image]`…).",
+      }),
+      ...truncated,
+    }),
   ])
   .openapi("ToolOutcome");
 export type ToolOutcome = z.infer<typeof ToolOutcome>;

@@ -34,6 +34,21 @@ export class Bounder {
     return (typeof value === "string" ? { [key]: this.text(value) } : {}) as { [P in K]?: string };
   }
 
+  /** The first strings of a list that fit the bound together; the rest are cut. */
+  list(values: readonly string[]): string[] {
+    const kept: string[] = [];
+    let used = 0;
+    for (const value of values) {
+      used += value.length;
+      if (used > this.max) {
+        this.cutAny = true;
+        break;
+      }
+      kept.push(value);
+    }
+    return kept;
+  }
+
   /** `{truncated: true}` once a string was cut, else nothing: spread into the payload. */
   get flag(): { truncated?: true } {
     return this.cutAny ? { truncated: true } : {};

@@ -1480,6 +1480,8 @@ export interface components {
           /** @enum {string} */
           kind: "shell_exec";
           command: string;
+          /** @description The directory the agent's shell runs its commands from: Claude Code's work dir, as its init line names it (a command that `cd`s into one of its subdirectories leaves the next commands there, which the CLI does not report). None from codex, whose items do not say. */
+          work_dir?: string;
           description?: string;
           timeout_ms?: number;
           background: boolean;
@@ -2254,14 +2256,83 @@ export interface components {
         }
       | {
           /** @enum {string} */
-          kind:
-            | "read_file"
-            | "code_search"
-            | "http_request"
-            | "subagent_task"
-            | "create_task"
-            | "manage_todos"
-            | "generic";
+          kind: "read_file";
+          file_path?: string;
+          /** @description The text the agent read, without the line numbers the model was shown (Claude Code's Read of a text file). */
+          content?: string;
+          /** @description The first line read, from 1 (the call's `offset`). */
+          start_line?: number;
+          /** @description How many lines were read (at most the call's `limit`). */
+          line_count?: number;
+          /** @description The file's lines. */
+          total_lines?: number;
+          /** @description True when a string of this payload was cut to the bound of a tool_result. */
+          truncated?: boolean;
+        }
+      | {
+          /** @enum {string} */
+          kind: "code_search";
+          /** @description The files found (a Glob's, a Grep's in its default `files_with_matches` mode), as the agent named them; cut to the bound as a whole, with `truncated` (which is also set when the agent itself stopped listing: a Glob's first 100 files). */
+          files?: string[];
+          /** @description How many files the agent says it found. */
+          file_count?: number;
+          /** @description How many matches (a Grep in `count` mode). */
+          match_count?: number;
+          /** @description The matching lines or counts (a Grep in `content` or `count` mode). */
+          output?: string;
+          /** @description True when a string of this payload was cut to the bound of a tool_result. */
+          truncated?: boolean;
+        }
+      | {
+          /** @enum {string} */
+          kind: "http_request";
+          url?: string;
+          /** @description The HTTP status the fetched page came with (Claude Code's WebFetch). */
+          status_code?: number;
+          status_text?: string;
+          /** @description What the tool gave the model: the page as the agent's small model summed it up (WebFetch), the search's results (WebSearch), or the error. */
+          response?: string;
+          /** @description True when a string of this payload was cut to the bound of a tool_result. */
+          truncated?: boolean;
+        }
+      | {
+          /** @enum {string} */
+          kind: "subagent_task";
+          /** @description The subagent's state as the agent reports it (`async_launched`: Claude Code runs it in the background). */
+          status?: string;
+          agent_id?: string;
+          /** @description The call's result text. */
+          output?: string;
+          /** @description True when a string of this payload was cut to the bound of a tool_result. */
+          truncated?: boolean;
+        }
+      | {
+          /** @enum {string} */
+          kind: "create_task";
+          /** @description The id of the task created. */
+          task_id?: string;
+          /** @description True when a string of this payload was cut to the bound of a tool_result. */
+          truncated?: boolean;
+        }
+      | {
+          /** @enum {string} */
+          kind: "manage_todos";
+          /** @description The task list, as a TaskList call returned it. */
+          tasks?: {
+            id: string;
+            subject: string;
+            status: string;
+          }[];
+          /** @description True when a string of this payload was cut to the bound of a tool_result. */
+          truncated?: boolean;
+        }
+      | {
+          /** @enum {string} */
+          kind: "generic";
+          /** @description The tool's result text (MCP tools included; other blocks named `[image]`…). */
+          output?: string;
+          /** @description True when a string of this payload was cut to the bound of a tool_result. */
+          truncated?: boolean;
         };
     ToolResultEvent: {
       /**

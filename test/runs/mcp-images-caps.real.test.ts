@@ -162,7 +162,7 @@ describe("MCP servers, images and run caps with the real CLI", () => {
         type: "tool_update",
         tool_use_id: echo?.tool_use_id,
         status: "complete",
-        normalized: { kind: "generic" },
+        normalized: { kind: "generic", output: "pong-4711" },
       },
     ]);
   });

@@ -167,6 +167,7 @@ export class StreamMapper {
         if (this.initSeen) return [];
         this.initSeen = true;
         this.initModel = message.model;
+        this.tools.setWorkDir(message.cwd);
         return initEvents(message, this.resumed);
       case "result":
         return this.result(message);

@@ -225,6 +225,7 @@ export function readLine(line: Json): SDKMessage {
           session_id,
           parent_tool_use_id,
           model: str(line.model),
+          cwd: str(line.cwd),
           tools: strings(line.tools),
           mcp_servers: servers.flatMap((s) => {
             const name = str(s.name);

@@ -50,6 +50,8 @@ export interface SDKSystemMessage extends SDKLine {
   type: "system";
   subtype: "init";
   model?: string;
+  /** The directory the CLI runs in (its shell's commands start there). */
+  cwd?: string;
   tools: string[];
   mcp_servers: { name: string; status?: string }[];
   slash_commands: string[];

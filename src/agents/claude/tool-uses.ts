@@ -48,6 +48,8 @@ export class ToolUses {
     { name: string; kind: ToolKind; parent: string | null }
   >();
   private readonly questionSent = new Set<string>();
+  /** Where the CLI runs shell commands: its init line's `cwd`, for a `shell_exec` call's work_dir. */
+  private workDir: string | undefined;
   /**
    * Questions left to the run layer (questionsByRequest) whose permission request has not come:
    * one the CLI settles without asking (its permission mode) is emitted at its tool_result.
@@ -61,6 +63,11 @@ export class ToolUses {
     private readonly maxToolResultChars: number,
     private readonly questionsByRequest: boolean,
   ) {}
+
+  /** The CLI's work dir, from its init line. */
+  setWorkDir(cwd: string | undefined): void {
+    this.workDir = cwd;
+  }
 
   /** A tool use started: its `status`, once. */
   status(id: string, name: string, parent: string | null): BridgeEvent[] {
@@ -101,7 +108,7 @@ export class ToolUses {
             tool_use_id: id,
             tool_name: name,
             kind,
-            normalized: normalizeToolCall(name, block.input, this.maxToolResultChars),
+            normalized: normalizeToolCall(name, block.input, this.maxToolResultChars, this.workDir),
             input: block.input ?? {},
           },
           parent,

@@ -2,6 +2,15 @@ import type { UserQuestion } from "../../events.js";
 import type { FileChange, NormalizedToolCall, ToolKind, ToolOutcome } from "../../tool-calls.js";
 import { int, isRecord, type Json, str } from "../line-fields.js";
 import { Bounder, fileChange } from "../tool-payloads.js";
+import {
+  createTaskOutcome,
+  genericOutcome,
+  httpOutcome,
+  readOutcome,
+  searchOutcome,
+  subagentOutcome,
+  todosOutcome,
+} from "./tool-results.js";
 
 // Claude Code's tools as the bridge's normalized tool calls: which kind each tool is, the parts
 // of its input a client needs, and what its result says (a shell command's output and exit code,
@@ -115,8 +124,16 @@ function todos(value: unknown, bound: Bounder): { content: string; status: TodoS
   });
 }
 
-/** A tool_use block's call as the bridge's normalized payload, its strings cut to `max`. */
-export function normalizeToolCall(name: string, input: unknown, max: number): NormalizedToolCall {
+/**
+ * A tool_use block's call as the bridge's normalized payload, its strings cut to `max`.
+ * `workDir` is where the CLI runs its shell commands (its init line's `cwd`), when known.
+ */
+export function normalizeToolCall(
+  name: string,
+  input: unknown,
+  max: number,
+  workDir?: string,
+): NormalizedToolCall {
   const i = isRecord(input) ? input : {};
   const b = new Bounder(max);
   switch (toolKind(name)) {
@@ -136,6 +153,7 @@ export function normalizeToolCall(name: string, input: unknown, max: number): No
       return {
         kind: "shell_exec",
         command: b.text(str(i.command) ?? ""),
+        ...b.field("work_dir", workDir),
         ...b.field("description", i.description),
         ...optInt("timeout_ms", i.timeout),
         background: i.run_in_background === true,
@@ -212,7 +230,8 @@ const EXIT_CODE = /^Exit code (\d+)/;
  * A tool result's outcome. For a shell command: stdout and stderr from the CLI's structured
  * `tool_use_result`, its exit code (0 when it succeeded, N from "Exit code N" when it failed;
  * null when it never ran, e.g. denied, or was interrupted), and the result's text as `output`
- * when the CLI gave nothing structured. For a Write: the file's change, old side included.
+ * when the CLI gave nothing structured. For a Write: the file's change, old side included. For
+ * the other kinds, what their results carry (tool-results.ts).
  */
 export function toolOutcome(
   name: string,
@@ -221,7 +240,26 @@ export function toolOutcome(
 ): ToolOutcome {
   const kind = toolKind(name);
   if (name === "Write" && !result.isError) return writtenFile(result.structured, max);
-  if (kind !== "shell_exec") return { kind };
+  switch (kind) {
+    case "shell_exec":
+      break;
+    case "read_file":
+      return name === "Read" ? readOutcome(result, max) : { kind };
+    case "code_search":
+      return searchOutcome(name, result, max);
+    case "http_request":
+      return httpOutcome(result, max);
+    case "subagent_task":
+      return subagentOutcome(result, max);
+    case "create_task":
+      return createTaskOutcome(result, max);
+    case "manage_todos":
+      return todosOutcome(result, max);
+    case "generic":
+      return genericOutcome(result, max);
+    default:
+      return { kind };
+  }
   const bound = new Bounder(max);
   const s = isRecord(result.structured) ? result.structured : undefined;
   const interrupted = s?.interrupted === true;

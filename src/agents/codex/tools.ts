@@ -1,6 +1,7 @@
 import type { FileChange, NormalizedToolCall, ToolKind, ToolOutcome } from "../../tool-calls.js";
 import { isRecord, type Json, str } from "../line-fields.js";
 import { Bounder, fileChange } from "../tool-payloads.js";
+import { itemResult } from "./item-results.js";
 
 // Codex's tool items (`exec --json`) as the bridge's tools: the name a client sees, the
 // normalized call, and the outcome of a finished item. Item shapes: test/fixtures/codex/README.md.
@@ -86,10 +87,19 @@ export function normalizeItem(item: Json, max: number): NormalizedToolCall {
   }
 }
 
-/** A finished item's outcome: a command's exit code and its output (codex gives one stream). */
+/**
+ * A finished item's outcome: a command's exit code and its output (codex gives one stream), an
+ * MCP tool's result text. A command item names no work dir, a web search no result.
+ */
 export function itemOutcome(item: Json, kind: ToolKind, max: number): ToolOutcome {
-  if (kind !== "shell_exec") return { kind };
   const b = new Bounder(max);
+  if (kind === "generic") {
+    const result = itemResult(item);
+    return result === undefined
+      ? { kind }
+      : { kind: "generic", output: b.text(result.text), ...b.flag };
+  }
+  if (kind !== "shell_exec") return { kind };
   const exit = item.exit_code;
   return {
     kind: "shell_exec",

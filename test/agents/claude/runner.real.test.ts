@@ -352,6 +352,8 @@ describe("runClaude with the real CLI", () => {
         normalized: {
           kind: "shell_exec",
           command: "echo written-by-bash > proof.txt && echo ok",
+          // Where the CLI runs its commands, as its init line says: the run's work dir.
+          work_dir: ce.cwd,
           description: "Write",
           background: false,
         },

@@ -326,7 +326,7 @@ describe("CodexMapper on other item types", () => {
     ]);
   });
 
-  it("names an MCP tool call mcp__<server>__<tool>, with its arguments as input and its text content as result", () => {
+  it("names an MCP tool call mcp__<server>__<tool>, with its arguments as input and its text content as result and output", () => {
     const call = {
       id: "m1",
       type: "mcp_tool_call",
@@ -383,7 +383,7 @@ describe("CodexMapper on other item types", () => {
         type: "tool_update",
         tool_use_id: "m1",
         status: "complete",
-        normalized: { kind: "generic" },
+        normalized: { kind: "generic", output: "found\n[image]" },
       },
       {
         type: "status",
@@ -410,7 +410,7 @@ describe("CodexMapper on other item types", () => {
         type: "tool_update",
         tool_use_id: "m2",
         status: "error",
-        normalized: { kind: "generic" },
+        normalized: { kind: "generic", output: "server gone" },
       },
     ]);
   });
