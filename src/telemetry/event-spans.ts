@@ -84,12 +84,9 @@ export function startEventSpans(tracer: Tracer, runContext: Context): RunExchang
 
   /** `text` without secrets, cut to the cap: the attribute and its truncated flag. */
   const capped = (key: string, flag: string, text: string): Attributes => {
-    const window = redact(
-      text.length > EVENT_ATTRIBUTE_BYTES + margin
-        ? text.slice(0, EVENT_ATTRIBUTE_BYTES + margin)
-        : text,
-    );
-    if (window.length === text.length && Buffer.byteLength(window) <= EVENT_ATTRIBUTE_BYTES) {
+    const sliced = text.length > EVENT_ATTRIBUTE_BYTES + margin;
+    const window = redact(sliced ? text.slice(0, EVENT_ATTRIBUTE_BYTES + margin) : text);
+    if (!sliced && Buffer.byteLength(window) <= EVENT_ATTRIBUTE_BYTES) {
       return { [key]: window, [flag]: false };
     }
     let cut = Buffer.from(window.slice(0, EVENT_ATTRIBUTE_BYTES))
