@@ -5,8 +5,10 @@ import { silentLogger } from "../../src/log.js";
 import { startTracing } from "../../src/telemetry/start-tracing.js";
 import { createTestAppOn, type TestApp } from "../support/app.js";
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
+import { type CodexEnv, makeCodexEnv } from "../support/codex-env.js";
 import { openTestDatabase } from "../support/db.js";
 import { type MockAnthropic, startMockAnthropic } from "../support/mock-anthropic.js";
+import { type MockOpenAI, shellCall, startMockOpenAI } from "../support/mock-openai.js";
 import {
   type OtlpReceiver,
   type ReceivedSpan,
@@ -279,6 +281,63 @@ describe("spans per event of a real claude run", () => {
       ).toMatchObject({
         type: "control_response",
         response: { request_id: request.request_id, response: { behavior: "allow" } },
+      });
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe("spans per event of a real codex run", () => {
+  let mock: MockOpenAI;
+  let ce: CodexEnv;
+  let receiver: OtlpReceiver;
+
+  beforeAll(async () => {
+    mock = await startMockOpenAI({ quiet: true });
+    ce = await makeCodexEnv(mock.url);
+    receiver = await startOtlpReceiver();
+  });
+  afterAll(async () => {
+    await receiver.close();
+    await mock.close();
+    await ce.cleanup();
+  });
+
+  it("gets the same hook from the driver: its prompt (plain text), its JSONL lines' events, and its completion", async () => {
+    mock.script(
+      { output: [shellCall("echo spans-by-codex", "call_spans")] },
+      { output: [{ type: "message", text: "Ran it." }] },
+    );
+    const { tracing, t } = await tracedApp({
+      ...ce.env,
+      AGENT_BRIDGE_AGENTS: "claude,codex",
+      AGENT_BRIDGE_WORK_DIR: ce.cwd,
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      AGENT_BRIDGE_TRACE_EVENTS: "true",
+    });
+    try {
+      const session = (await (
+        await post(t, "/v1/sessions", { agent: "codex", permission_mode: "bypassPermissions" })
+      ).json()) as { id: string };
+      const frames = await SseReader.of(
+        await post(t, `/v1/sessions/${session.id}/messages`, { text: "Run echo" }),
+      ).events();
+      const started = frames[0]?.data as { trace_id: string };
+      expect(frames.at(-1)?.data).toMatchObject({ status: "succeeded" });
+      await tracing.shutdown(10_000);
+
+      const [turn, ...more] = turnsOf(receiver.spans, started.trace_id);
+      expect(more).toEqual([]);
+      const names = (turn?.children ?? []).map((s) => s.name);
+      expect(names[0]).toBe("input");
+      expect(turn?.children[0]?.attributes["agent_bridge.event.raw"]).toContain("Run echo");
+      expect(names.indexOf("tool_update")).toBeGreaterThan(names.indexOf("tool_call"));
+      expect(names.indexOf("tool_call")).toBeGreaterThan(0);
+      expect(names.at(-1)).toBe("completion");
+      const call = turn?.children[names.indexOf("tool_call")];
+      expect(JSON.parse(String(call?.attributes["agent_bridge.event.raw"]))).toMatchObject({
+        type: "item.started",
       });
     } finally {
       await t.close();
