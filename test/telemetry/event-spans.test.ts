@@ -7,7 +7,11 @@ import { createTestAppOn, type TestApp } from "../support/app.js";
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
 import { type CodexEnv, makeCodexEnv } from "../support/codex-env.js";
 import { openTestDatabase } from "../support/db.js";
-import { type MockAnthropic, startMockAnthropic } from "../support/mock-anthropic.js";
+import {
+  holdUntilReleased,
+  type MockAnthropic,
+  startMockAnthropic,
+} from "../support/mock-anthropic.js";
 import { type MockOpenAI, shellCall, startMockOpenAI } from "../support/mock-openai.js";
 import {
   type OtlpReceiver,
@@ -281,6 +285,60 @@ describe("spans per event of a real claude run", () => {
       ).toMatchObject({
         type: "control_response",
         response: { request_id: request.request_id, response: { behavior: "allow" } },
+      });
+    } finally {
+      await t.close();
+    }
+  });
+
+  it("makes a steered run's two turns two prompt spans, the input and a set_model request with its answer among the first's", async () => {
+    const held = holdUntilReleased();
+    mock.script(
+      { blocks: [{ type: "text", text: "First answer." }], hold: held.hold },
+      { blocks: [{ type: "text", text: "Steered answer." }] },
+    );
+    const { tracing, t, sessionId } = await runOnce({ AGENT_BRIDGE_TRACE_EVENTS: "true" });
+    try {
+      const res = await t.app.request(`/v1/sessions/${sessionId}/messages`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json", Prefer: "respond-async" },
+        body: JSON.stringify({ text: "say something" }),
+      });
+      expect(res.status).toBe(202);
+      const runId = ((await res.json()) as { id: string }).id;
+      await held.arrived;
+      expect((await post(t, `/v1/runs/${runId}/input`, { text: "now in French" })).status).toBe(
+        202,
+      );
+      expect((await post(t, `/v1/runs/${runId}/control`, { model: "haiku" })).status).toBe(200);
+      held.release();
+      const frames = await SseReader.of(
+        await t.app.request(`/v1/runs/${runId}/events?events=full`),
+      ).events();
+      const started = frames[0]?.data as { trace_id: string };
+      expect(frames.at(-1)?.data).toMatchObject({ status: "succeeded", result: "Steered answer." });
+      await tracing.shutdown(10_000);
+
+      const [first, second, ...more] = turnsOf(receiver.spans, started.trace_id);
+      expect(more).toEqual([]);
+      const names = (first?.children ?? []).map((s) => s.name);
+      // The message, then the steering input: written while the first turn ran.
+      expect(names.filter((n) => n === "input")).toHaveLength(2);
+      expect(
+        first?.children[names.lastIndexOf("input")]?.attributes["agent_bridge.event.raw"],
+      ).toContain("now in French");
+      const asked = names.indexOf("control_request set_model");
+      expect(asked).toBeGreaterThan(-1);
+      expect(names.indexOf("control_response set_model")).toBeGreaterThan(asked);
+      // The first turn's result ends it, though the run goes on.
+      expect(names.at(-1)).toBe("completion");
+      expect(first?.children.at(-1)?.attributes["agent_bridge.event.normalized"]).toBeUndefined();
+      expect(second?.prompt.attributes["agent_bridge.turn"]).toBe(2);
+      const last = second?.children.at(-1);
+      expect(last?.name).toBe("completion");
+      expect(JSON.parse(String(last?.attributes["agent_bridge.event.normalized"]))).toMatchObject({
+        type: "completion",
+        result: "Steered answer.",
       });
     } finally {
       await t.close();
