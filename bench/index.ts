@@ -149,6 +149,11 @@ async function freshDatabase(url: string) {
 // biome-ignore lint/suspicious/noExplicitAny: results are plain JSON of many shapes
 type Results = Record<string, any>;
 
+/** The variables of `env` among `names` that are set. */
+function pick(env: NodeJS.ProcessEnv, names: string[]): Record<string, string> {
+  return Object.fromEntries(names.flatMap((n) => (env[n] ? [[n, env[n] as string]] : [])));
+}
+
 async function benchBackend(backend: Backend, transcripts: Transcripts, tmp: string) {
   const dataDir = join(tmp, `data-${backend}`);
   const database =
@@ -175,6 +180,8 @@ async function benchBackend(backend: Backend, transcripts: Transcripts, tmp: str
     AGENT_BRIDGE_MAX_LINE_BYTES: String(2 * SIZES.bigLineBytes),
     // The bridge's own figures, comparable across rounds; the sandbox's cost is a round of its own.
     AGENT_BRIDGE_SANDBOX: "off",
+    // Tracing, spans per event among it, measured when the bench's environment turns them on.
+    ...pick(process.env, ["OTEL_EXPORTER_OTLP_ENDPOINT", "AGENT_BRIDGE_TRACE_EVENTS"]),
   };
   const proc = await startBenchServer(env, [
     "--expose-gc",

@@ -112,23 +112,32 @@ describe("config", () => {
     expect(line("AGENT_BRIDGE_RUN_MAX_PROCESSES")).toContain("whole number");
   });
 
-  it("traces to the OTLP endpoint's /v1/traces, or to the traces endpoint as given; off without either", () => {
+  it("traces to the OTLP endpoint's /v1/traces, or to the traces endpoint as given; off without either; spans per event only when asked", () => {
     expect(loadConfig({}).tracing).toBeUndefined();
     expect(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318" }).tracing).toEqual({
       url: "http://collector:4318/v1/traces",
+      events: false,
     });
     expect(
       loadConfig({
         OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318/",
         OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "https://traces.example/ingest",
       }).tracing,
-    ).toEqual({ url: "https://traces.example/ingest" });
+    ).toEqual({ url: "https://traces.example/ingest", events: false });
     expect(
       loadConfig({
         OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318",
         OTEL_SDK_DISABLED: "true",
       }).tracing,
     ).toBeUndefined();
+    // Spans per event: asked for, and only with an endpoint (without one it changes nothing).
+    expect(
+      loadConfig({
+        OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318",
+        AGENT_BRIDGE_TRACE_EVENTS: "true",
+      }).tracing,
+    ).toEqual({ url: "http://collector:4318/v1/traces", events: true });
+    expect(loadConfig({ AGENT_BRIDGE_TRACE_EVENTS: "true" }).tracing).toBeUndefined();
     expect(problems({ OTEL_EXPORTER_OTLP_ENDPOINT: "collector:4318" })).toEqual([
       'OTEL_EXPORTER_OTLP_ENDPOINT: expected an http:// or https:// URL (got "collector:4318")',
     ]);

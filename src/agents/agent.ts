@@ -4,6 +4,7 @@ import type { Logger } from "../log.js";
 import type { AgentFiles } from "../process/agent-files.js";
 import type { AgentIdentity } from "../process/tenant-homes.js";
 import type { PermissionMode, SessionSettings } from "../session-settings.js";
+import type { RunExchange } from "../telemetry/tracing.js";
 import type { Git } from "../worktrees/git.js";
 import type { ImageAttachment } from "./images.js";
 
@@ -151,6 +152,8 @@ export interface RunContext {
   runId: string;
   /** Sees each line the CLI writes on stdout, as framed (AGENT_BRIDGE_DEBUG_CAPTURE). */
   onRawLine?: (line: string) => void;
+  /** Sees each line both ways, with the events of each (AGENT_BRIDGE_TRACE_EVENTS). */
+  exchange?: RunExchange;
   /** Answers a permission request: at once by policy, or once someone (or the timeout) does. */
   approve: (request: PermissionRequest) => Promise<PermissionAnswer>;
   /** The CLI withdrew the request: it wants no answer any more. */

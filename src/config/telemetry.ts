@@ -12,6 +12,8 @@ export const telemetryEnv = {
   OTEL_EXPORTER_OTLP_ENDPOINT: httpUrl.optional(),
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: httpUrl.optional(),
   OTEL_SDK_DISABLED: bool.optional(),
+  // A span per event of each turn, with the raw line and the event (telemetry/event-spans.ts).
+  AGENT_BRIDGE_TRACE_EVENTS: bool.optional(),
 };
 
 export interface TelemetryConfig {
@@ -34,8 +36,11 @@ export function telemetrySection(e: z.infer<z.ZodObject<typeof telemetryEnv>>): 
  */
 function tracesUrl(e: z.infer<z.ZodObject<typeof telemetryEnv>>): TracingConfig {
   if (e.OTEL_SDK_DISABLED) return undefined;
-  if (e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) return { url: e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT };
+  const events = e.AGENT_BRIDGE_TRACE_EVENTS ?? false;
+  if (e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) {
+    return { url: e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, events };
+  }
   const base = e.OTEL_EXPORTER_OTLP_ENDPOINT;
   if (!base) return undefined;
-  return { url: `${base}${base.endsWith("/") ? "" : "/"}v1/traces` };
+  return { url: `${base}${base.endsWith("/") ? "" : "/"}v1/traces`, events };
 }

@@ -20,7 +20,7 @@ import { markRunning, setAgentSessionId, setRunPgid } from "../store/run-lifecyc
 import type { SessionRow } from "../store/schema.js";
 import { getSession, sessionSettings, sessionTotals } from "../store/sessions.js";
 import type { DebugCapture, RunCapture } from "../telemetry/capture.js";
-import type { RunTrace, Tracing } from "../telemetry/tracing.js";
+import type { RunExchange, RunTrace, Tracing } from "../telemetry/tracing.js";
 import type { CheckoutCache } from "../worktrees/checkout-cache.js";
 import type { Git, GitRunner } from "../worktrees/git.js";
 import type { ActiveRun } from "./active-run.js";
@@ -137,7 +137,10 @@ export class Execution {
       if (run.resume || session.forkedFrom) {
         await this.workspace.restoreTranscript(run, agent, identity);
       }
-      events = await this.runAgent(run, agent, { identity, git }, allowance, approvals, capture);
+      events = await this.runAgent(run, agent, { identity, git }, allowance, approvals, {
+        capture,
+        exchange: trace?.exchange,
+      });
       run.life.fire({ type: "launch" });
       completion = await relay(run, events, (id) => this.noteAgentSession(run, id));
       // Requests still waiting are closed before the completion, in the run's log.
@@ -228,7 +231,7 @@ export class Execution {
     { identity, git }: { identity: AgentIdentity | undefined; git: Git },
     allowance: RunAllowance,
     approvals: RunApprovals,
-    capture: RunCapture | undefined,
+    { capture, exchange }: { capture?: RunCapture | undefined; exchange?: RunExchange | undefined },
   ): Promise<AsyncGenerator<BridgeEvent[]>> {
     const { db, logger } = this.opts;
     const { row, session, options } = run;
@@ -270,6 +273,7 @@ export class Execution {
           ),
         runId: row.id,
         ...(capture ? { onRawLine: capture.rawLine } : {}),
+        ...(exchange ? { exchange } : {}),
         approve: approvals.approve,
         withdraw: approvals.withdraw,
         awaiting: approvals.awaiting,

@@ -12,14 +12,14 @@ import { ATTR_SERVICE_NAME } from "@opentelemetry/semantic-conventions";
 import { errorText, type Logger } from "../log.js";
 import { httpSpans } from "./http-spans.js";
 import { startRunTrace } from "./run-spans.js";
-import type { Tracing } from "./tracing.js";
+import type { Tracing, TracingConfig } from "./tracing.js";
 
 // The OpenTelemetry SDK, loaded only when tracing is on (see tracing.ts): spans are batched and
 // sent as OTLP/HTTP JSON. The exporter reads its other settings (OTEL_EXPORTER_OTLP_HEADERS,
 // _TIMEOUT, _COMPRESSION) and the resource its own (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES)
 // from the environment, as in every OpenTelemetry SDK.
 
-export function startOtel(url: string, logger: Logger): Tracing {
+export function startOtel({ url, events }: NonNullable<TracingConfig>, logger: Logger): Tracing {
   // An unreachable collector must cost the operator one line, not one per batch, nor the server.
   let failures = 0;
   setGlobalErrorHandler((err) => {
@@ -37,10 +37,10 @@ export function startOtel(url: string, logger: Logger): Tracing {
   // The global context manager (AsyncLocalStorage) carries the active span through awaits.
   provider.register();
   const tracer = provider.getTracer("agent-bridge");
-  logger.info("tracing on", { endpoint: url });
+  logger.info("tracing on", { endpoint: url, ...(events ? { events: true } : {}) });
   return {
     http: httpSpans(tracer),
-    startRun: (run) => startRunTrace(tracer, run),
+    startRun: (run) => startRunTrace(tracer, run, events),
     async shutdown(boundMs) {
       const flushed = provider
         .shutdown()

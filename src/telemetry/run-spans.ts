@@ -10,6 +10,7 @@ import {
 } from "@opentelemetry/api";
 import { ATTR_ERROR_TYPE } from "@opentelemetry/semantic-conventions";
 import type { BridgeEvent, CompletionEvent } from "../events.js";
+import { startEventSpans } from "./event-spans.js";
 import type { RunSpanStart, RunTrace } from "./tracing.js";
 
 // A run's spans, after the GenAI semantic conventions (agent spans): one `invoke_agent` span per
@@ -42,7 +43,8 @@ type PermissionEndEvent = Extract<
   { type: "permission_resolved" } | { type: "permission_cancelled" }
 >;
 
-export function startRunTrace(tracer: Tracer, run: RunSpanStart): RunTrace {
+/** The run's span; with `events`, each turn's events get spans of their own (event-spans.ts). */
+export function startRunTrace(tracer: Tracer, run: RunSpanStart, events = false): RunTrace {
   const parent = run.parent ?? ROOT_CONTEXT;
   const attributes: Attributes = {
     [GEN_AI.operation]: "invoke_agent",
@@ -60,6 +62,7 @@ export function startRunTrace(tracer: Tracer, run: RunSpanStart): RunTrace {
     parent,
   );
   const runContext = trace.setSpan(parent, span);
+  const exchange = events ? startEventSpans(tracer, runContext) : undefined;
   /** Tool calls not closed yet, by their tool_use_id. */
   const tools = new Map<string, Span>();
 
@@ -130,6 +133,7 @@ export function startRunTrace(tracer: Tracer, run: RunSpanStart): RunTrace {
   };
 
   const completed = (event: CompletionEvent) => {
+    exchange?.ended(event);
     // Calls and requests the run ended before they did (a cancel, a timeout) end with it.
     for (const open of [...tools.values(), ...permissions.values()]) open.end();
     tools.clear();
@@ -157,6 +161,7 @@ export function startRunTrace(tracer: Tracer, run: RunSpanStart): RunTrace {
   return {
     traceId: span.spanContext().traceId,
     within: (fn) => context.with(runContext, fn),
+    ...(exchange ? { exchange } : {}),
     observe(event) {
       if (event.type === "tool_call") toolStarted(event);
       else if (event.type === "tool_update") toolEnded(event);

@@ -11,5 +11,5 @@ export async function startTracing(
 ): Promise<Tracing> {
   if (!config.tracing) return tracingOff;
   const { startOtel } = await import("./otel.js");
-  return startOtel(config.tracing.url, logger);
+  return startOtel(config.tracing, logger);
 }

@@ -15,6 +15,7 @@ import { type Activity, startSilenceClock, startWallClock } from "./clocks.js";
 import type { DriverConfig } from "./driver-config.js";
 import { Inbox } from "./inbox.js";
 import { abortError, endedBy, noOutcomeError } from "./outcome.js";
+import { secretValues } from "./secret-values.js";
 import { startChild } from "./start-child.js";
 
 // Drives one agent CLI process for one run, whatever the agent: starts it in its own process
@@ -37,7 +38,7 @@ import { startChild } from "./start-child.js";
 // in one slot.
 
 type Item =
-  | { kind: "line"; line: Record<string, unknown> }
+  | { kind: "line"; line: Record<string, unknown>; raw?: string | undefined }
   | { kind: "exit"; code: number | null; signal: NodeJS.Signals | null }
   | { kind: "stdout_closed" }
   | { kind: "timeout" }
@@ -93,6 +94,12 @@ export async function* driveAgentProcess(
     log.warn("onSpawn callback failed", { error: toError(err).message });
   }
 
+  const { exchange } = config;
+  exchange?.started(secretValues(command));
+  /** With spans per event: the framed text of each line parsed from the chunk being read. */
+  const raws: string[] = [];
+  /** Written while a line is handled: seen after that line, whose answer they are. */
+  let deferred: string[] | undefined;
   const inbox = new Inbox<Item>();
   const reader = new NdjsonReader({
     maxLineBytes: config.maxLineBytes,
@@ -104,10 +111,31 @@ export async function* driveAgentProcess(
         max_line_bytes: config.maxLineBytes,
       });
     },
-    onInvalid: (preview, reason) =>
-      log.warn(`${label.name} stdout line is not a JSON object; skipped`, { preview, reason }),
-    ...(config.onRawLine ? { onLine: config.onRawLine } : {}),
+    onInvalid: (preview, reason) => {
+      // Its text was kept, and it is no line.
+      if (exchange) raws.pop();
+      log.warn(`${label.name} stdout line is not a JSON object; skipped`, { preview, reason });
+    },
+    ...(exchange
+      ? {
+          onLine: (line: string) => {
+            config.onRawLine?.(line);
+            raws.push(line);
+          },
+        }
+      : config.onRawLine
+        ? { onLine: config.onRawLine }
+        : {}),
   });
+  /** Queues the lines of what was read: with their text, when spans per event want it. */
+  const queueLines = (lines: Record<string, unknown>[]) => {
+    if (!exchange) {
+      for (const line of lines) inbox.push({ kind: "line", line });
+      return;
+    }
+    const texts = raws.splice(0);
+    for (const [i, line] of lines.entries()) inbox.push({ kind: "line", line, raw: texts[i] });
+  };
   const stderrTail = new ByteTail(config.stderrTailBytes);
   const timers: NodeJS.Timeout[] = [];
   let exited = false;
@@ -125,14 +153,14 @@ export async function* driveAgentProcess(
   const stderrClosed = ended(child.stderr);
   child.stdout.on("data", (chunk: Buffer) => {
     activity.lastOutputAt = performance.now();
-    for (const line of reader.push(chunk)) inbox.push({ kind: "line", line });
+    queueLines(reader.push(chunk));
     if (inbox.length >= HIGH_WATER && !activity.paused) {
       activity.paused = true;
       child.stdout.pause();
     }
   });
   void ended(child.stdout).then(() => {
-    for (const line of reader.end()) inbox.push({ kind: "line", line });
+    queueLines(reader.end());
     inbox.push({ kind: "stdout_closed" });
   });
   child.stderr.on("data", (chunk: Buffer) => {
@@ -158,7 +186,10 @@ export async function* driveAgentProcess(
   const writeStdin = (text: string) => {
     // The CLI's silence counts from our reply (an approval may have kept it waiting long).
     activity.lastOutputAt = performance.now();
-    if (child.stdin.writable) child.stdin.write(text);
+    if (!child.stdin.writable) return;
+    child.stdin.write(text);
+    if (deferred) deferred.push(text);
+    else exchange?.wrote(text);
   };
   const waitForExit = (ms: number) => (exited ? Promise.resolve() : within(exitedPromise, ms));
   let groupKill: Promise<void> | undefined;
@@ -223,7 +254,15 @@ export async function* driveAgentProcess(
             yield batch;
             batch = [];
           }
-          for (const event of protocol.onLine(item.line, writeStdin)) {
+          if (exchange) deferred = [];
+          const events = protocol.onLine(item.line, writeStdin);
+          if (exchange) {
+            exchange.line(item.raw ?? "", item.line, events);
+            const written = deferred ?? [];
+            deferred = undefined;
+            for (const text of written) exchange.wrote(text);
+          }
+          for (const event of events) {
             if (event.type === "completion") completion = event;
             else batch.push(event);
           }

@@ -1,4 +1,5 @@
 import type { Logger } from "../../log.js";
+import type { RunExchange } from "../../telemetry/tracing.js";
 import type { RunLimits } from "../run-limits.js";
 import type { Sandbox } from "../sandbox.js";
 
@@ -26,6 +27,8 @@ export interface DriverConfig {
   runId?: string;
   /** Sees each stdout line as framed (the debug capture). */
   onRawLine?: (line: string) => void;
+  /** Sees each line both ways, with the events of each stdout line (spans per event). */
+  exchange?: RunExchange;
   /** Set: each CLI runs in a sandbox of its own (src/process/sandbox.ts). */
   sandbox?: Sandbox;
   /** Set: each CLI runs in cgroups of its own, with their memory and process limits. */
