@@ -194,6 +194,7 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
         maxBudgetUsd: null,
         approvals: "deny",
         disallowedTools: [],
+        toolRules: [],
         addDirs: [],
       },
       attachments: [],
@@ -206,6 +207,7 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
       cwd: opts.cwd ?? f.dir,
       git: new GitRunner({ env: {} }).forSession(null, opts.cwd ?? f.dir),
       allowedTools: [],
+      toolRules: { key: [], session: [] },
     };
     const pgids: number[] = [];
     const context = {
