@@ -77,13 +77,21 @@ export const ToolRulePresetEntry = z
   .strict()
   .openapi("ToolRulePreset");
 
-export const ToolRuleEntry = z.union([ToolRule, ToolRulePresetEntry]).openapi("ToolRuleEntry");
+export const ToolRuleEntry = z
+  .union([ToolRule, ToolRulePresetEntry], {
+    error:
+      'expected a rule {"tool", "command"?, "decision": "allow" | "ask" | "deny", "reason"?} or {"preset": "supervised" | "plan"}',
+  })
+  .openapi("ToolRuleEntry");
 export type ToolRuleEntry = z.infer<typeof ToolRuleEntry>;
 
-export const ToolRules = z.array(ToolRuleEntry).max(MAX_TOOL_RULE_ENTRIES).openapi("ToolRules", {
-  description:
-    "Rules of the agent's tool uses, checked in order, the first match deciding, in every permission mode (bypass included); the key's are checked before the session's. Claude Code only. See docs/security.md#tool-rules.",
-});
+export const ToolRules = z
+  .array(ToolRuleEntry)
+  .max(MAX_TOOL_RULE_ENTRIES, { error: `at most ${MAX_TOOL_RULE_ENTRIES} tool rules` })
+  .openapi("ToolRules", {
+    description:
+      "Rules of the agent's tool uses, checked in order, the first match deciding, in every permission mode (bypass included); the key's are checked before the session's. Claude Code only. See docs/security.md#tool-rules.",
+  });
 
 /** Tools the `supervised` preset lets run without asking: they only read. */
 export const READ_ONLY_TOOLS = ["Glob", "Grep", "NotebookRead", "Read", "Task", "TodoWrite"];

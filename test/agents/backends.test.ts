@@ -455,12 +455,13 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
       expect(survivors(pgid)).toEqual([]);
     });
 
-    /** The control requests the fake read on its stdin. */
+    /** The control requests the fake read on its stdin, but the `initialize` every run starts with. */
     const controlRequests = (record: { stdin: string[] }) =>
       record.stdin
         .map((line) => JSON.parse(line) as Json)
         .filter((line) => line.type === "control_request")
-        .map((line) => line.request);
+        .map((line) => line.request)
+        .filter((request) => (request as Json).subtype !== "initialize");
 
     // The fake ignores SIGTERM (and says so in its record), so only its own exit can end it
     // without a SIGTERM recorded; it has streamed a message's tokens before the limit (limits
