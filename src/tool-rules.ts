@@ -90,7 +90,7 @@ export const ToolRules = z
   .max(MAX_TOOL_RULE_ENTRIES, { error: `at most ${MAX_TOOL_RULE_ENTRIES} tool rules` })
   .openapi("ToolRules", {
     description:
-      "Rules of the agent's tool uses, checked in order, the first match deciding, in every permission mode (bypass included); the key's are checked before the session's. Claude Code only. See docs/security.md#tool-rules.",
+      "Rules of the agent's tool uses, checked in order, the first match deciding, in every permission mode (bypass included); the key's are checked before the session's. Claude Code only. See docs/api.md#tool-rules.",
   });
 
 /** Tools the `supervised` preset lets run without asking: they only read. */

@@ -33,7 +33,7 @@ function withPolicyOptions(command: Command): Command {
     )
     .option(
       "--tool-rules <json>",
-      'rules of its agents\' tool uses, as a JSON array (see docs/security.md#tool-rules), or "none"',
+      'rules of its agents\' tool uses, as a JSON array (see docs/api.md#tool-rules), or "none"',
     )
     .option("--worktrees", "its sessions may use worktree mode (the default)")
     .option("--no-worktrees", "its sessions may not use worktree mode");

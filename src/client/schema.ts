@@ -2331,7 +2331,7 @@ export interface components {
        */
       preset: "supervised" | "plan";
     };
-    /** @description Rules of the agent's tool uses, checked in order, the first match deciding, in every permission mode (bypass included); the key's are checked before the session's. Claude Code only. See docs/security.md#tool-rules. */
+    /** @description Rules of the agent's tool uses, checked in order, the first match deciding, in every permission mode (bypass included); the key's are checked before the session's. Claude Code only. See docs/api.md#tool-rules. */
     ToolRules: components["schemas"]["ToolRuleEntry"][];
     ToolUpdateEvent: {
       /**
@@ -3981,7 +3981,7 @@ export interface operations {
         token?: string;
         /** @description Replay from the event after this id (the `Last-Event-ID` header wins when both are given). */
         after?: number;
-        /** @description `full` adds reasoning, subagent_text_delta, tool_call, tool_result, tool_update, session_status, available_commands, context_window and rate_limit events; ids then count every event. */
+        /** @description `full` adds reasoning, subagent_text_delta, tool_call, tool_result, tool_update, session_status, available_commands, tool_rule, context_window and rate_limit events; ids then count every event. */
         events?: "default" | "full";
         /** @description `false`: the events stored so far, then the stream closes, also while the run goes on (it ends without a `completion` then; a client has seen no event the log does not hold). `true`: it follows the run live until its `completion`. */
         follow?: "true" | "false";
@@ -4352,7 +4352,7 @@ export interface operations {
   retryRun: {
     parameters: {
       query?: {
-        /** @description `full` adds reasoning, subagent_text_delta, tool_call, tool_result, tool_update, session_status, available_commands, context_window and rate_limit events; ids then count every event. */
+        /** @description `full` adds reasoning, subagent_text_delta, tool_call, tool_result, tool_update, session_status, available_commands, tool_rule, context_window and rate_limit events; ids then count every event. */
         events?: "default" | "full";
       };
       header?: {
@@ -5168,7 +5168,7 @@ export interface operations {
   postMessage: {
     parameters: {
       query?: {
-        /** @description `full` adds reasoning, subagent_text_delta, tool_call, tool_result, tool_update, session_status, available_commands, context_window and rate_limit events; ids then count every event. */
+        /** @description `full` adds reasoning, subagent_text_delta, tool_call, tool_result, tool_update, session_status, available_commands, tool_rule, context_window and rate_limit events; ids then count every event. */
         events?: "default" | "full";
       };
       header?: {

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
 import { createTestApp, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
+import { codeBlocks, docSection } from "../support/readme.js";
 
 // Tool rules over the API: a key's (POST and PATCH /v1/keys) and a session's (created and
 // patched), stored as given, bounded and checked (400 naming the field, nothing changed), and
@@ -111,6 +112,13 @@ describe.each(BACKENDS)("tool rules over the API on %s", (backend) => {
     }
     const kept = await call(key, "GET", `/v1/sessions/${session.id}`);
     expect(((await kept.json()) as { tool_rules: unknown }).tool_rules).toEqual(RM_ASKED);
+  });
+
+  it("the session of docs/api.md's Tool rules example is made with its rules as written", async () => {
+    const [example] = codeBlocks(await docSection("docs/api.md", "Tool rules"), "json");
+    const body = JSON.parse(example ?? "");
+    const { key } = await newKey({ permission_modes: ["bypassPermissions"] });
+    expect((await newSession(key, body)).tool_rules).toEqual(body.tool_rules);
   });
 
   it("a codex session is refused tool_rules (400 naming the field): codex exec has no hooks", async () => {

@@ -49,7 +49,7 @@ const policyFields = {
     }),
   tool_rules: ToolRules.optional().openapi({
     description:
-      "Rules of its agents' tool uses, checked before a session's own, in every permission mode (bypass too); see docs/security.md#tool-rules. A Claude Code session only: a codex session of a key with rules cannot run. Default `[]`.",
+      "Rules of its agents' tool uses, checked before a session's own, in every permission mode (bypass too); see docs/api.md#tool-rules. A Claude Code session only: a codex session of a key with rules cannot run. Default `[]`.",
     example: [{ tool: "Bash", command: "rm *", decision: "ask" }],
   }),
 };
