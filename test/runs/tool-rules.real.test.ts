@@ -59,11 +59,11 @@ describe.each(REAL_CLI_BACKENDS)("tool rules with the real claude CLI on %s", (b
     ).key;
   const post = (key: string, path: string, body: unknown) =>
     fetchAs(server.url, key, path, { method: "POST", body: JSON.stringify(body) });
-  /** A session in bypass with `approvals: api` and these rules; a message's full-view stream. */
-  const run = async (key: string, toolRules: ToolRuleEntry[], text: string) => {
+  /** A session in bypass with these rules (`approvals: api` unless said); a message's full-view stream. */
+  const run = async (key: string, toolRules: ToolRuleEntry[], text: string, approvals = "api") => {
     const created = await post(key, "/v1/sessions", {
       permission_mode: "bypassPermissions",
-      approvals: "api",
+      approvals,
       tool_rules: toolRules,
     });
     expect(created.status).toBe(201);
@@ -130,6 +130,25 @@ describe.each(REAL_CLI_BACKENDS)("tool rules with the real claude CLI on %s", (b
     const afterDeny = mock.mainRequests()[seen + 3];
     expect(toolResultText(afterDeny)).toContain("no new files");
     expect(data(frames.at(-1))).toMatchObject({ status: "succeeded" });
+  });
+
+  it("under approvals deny, an ask rule's request is refused at once by policy, in bypass too", async () => {
+    mock.script(bash("rm -rf z"), { blocks: [{ type: "text", text: "not removed" }] });
+    const key = await keyWith([]);
+    const { sse } = await run(
+      key,
+      [{ tool: "Bash", command: "rm *", decision: "ask" }],
+      "remove z",
+      "deny",
+    );
+    const frames = await sse.until("completion");
+    const shown = frames.map((f) => f.event);
+    const at = shown.indexOf("permission_request");
+    // The rule's decision first (the hook is answered before the CLI asks), then the request.
+    expect(shown.indexOf("tool_rule")).toBeGreaterThan(0);
+    expect(shown.indexOf("tool_rule")).toBeLessThan(at);
+    expect(shown[at + 1]).toBe("permission_resolved");
+    expect(data(frames[at + 1])).toMatchObject({ decision: "deny", by: "policy" });
   });
 
   it("the key's rule decides before the session's: its deny holds where the session's rule would ask", async () => {
