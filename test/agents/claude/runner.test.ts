@@ -173,6 +173,25 @@ describe("runClaude with the fake CLI", () => {
   });
 
   describe("control protocol", () => {
+    it("a CLI that does not take the tool rules' hook is interrupted before its first turn, saying why", async () => {
+      const refused = {
+        type: "control_response",
+        response: { subtype: "error", request_id: "initialize", error: "unknown subtype" },
+      };
+      const toolRules = { key: [], session: [{ tool: "Bash", decision: "deny" as const }] };
+      const { events, record, completion } = await run(
+        { steps: [{ emit: refused }] },
+        {},
+        { toolRules },
+      );
+      expect(events).toContainEqual({
+        type: "status",
+        message: "Stopped: the agent did not take the hook that enforces the tool rules",
+      });
+      expect(record.stdin.some((line) => line.includes('"subtype":"interrupt"'))).toBe(true);
+      expect(completion.status).not.toBe("succeeded");
+    });
+
     it("an AskUserQuestion request yields one user_question and a deny written to stdin", async () => {
       const { events, record, completion } = await run({
         steps: [
