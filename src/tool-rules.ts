@@ -132,10 +132,32 @@ export function hasToolRules(rules: RunToolRules | undefined): rules is RunToolR
   return rules !== undefined && (rules.key.length > 0 || rules.session.length > 0);
 }
 
-/** `*` matches any run of characters (newlines too); everything else itself. */
-function globMatches(pattern: string, text: string): boolean {
-  const parts = pattern.split("*").map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
-  return new RegExp(`^${parts.join("[\\s\\S]*")}$`).test(text);
+/**
+ * `*` matches any run of characters (newlines too); everything else itself. Greedy with one
+ * step back to the last `*`: at most pattern × text steps, whatever the pattern (a regex of many
+ * `*` could backtrack for ages on a long command).
+ */
+export function globMatches(pattern: string, text: string): boolean {
+  let p = 0;
+  let t = 0;
+  let star = -1;
+  let resume = 0;
+  while (t < text.length) {
+    if (p < pattern.length && pattern[p] === "*") {
+      star = p++;
+      resume = t;
+    } else if (p < pattern.length && pattern[p] === text[t]) {
+      p++;
+      t++;
+    } else if (star >= 0) {
+      p = star + 1;
+      t = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.length && pattern[p] === "*") p++;
+  return p === pattern.length;
 }
 
 function ruleMatches(rule: ToolRule, toolName: string, input: unknown): boolean {

@@ -1,5 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { matchToolRule, type RunToolRules, toolRuleReason } from "../src/tool-rules.js";
+import {
+  globMatches,
+  matchToolRule,
+  type RunToolRules,
+  toolRuleReason,
+} from "../src/tool-rules.js";
 
 // Which rule decides a tool use: the key's list, then the session's, the first match winning;
 // `*` in a pattern matches any run of characters, a command pattern the whole command.
@@ -7,6 +12,22 @@ import { matchToolRule, type RunToolRules, toolRuleReason } from "../src/tool-ru
 const rules = (key: RunToolRules["key"], session: RunToolRules["session"] = []) => ({
   key,
   session,
+});
+
+describe("globMatches", () => {
+  it("matches `*` as any run (empty, newlines) and the rest literally", () => {
+    expect(globMatches("a*c", "ac")).toBe(true);
+    expect(globMatches("a*c", "a\nb\nc")).toBe(true);
+    expect(globMatches("a*c", "acx")).toBe(false);
+    expect(globMatches("*", "")).toBe(true);
+    expect(globMatches("a.c", "abc")).toBe(false);
+    expect(globMatches("*ab*ab*", "xabyyab")).toBe(true);
+  });
+
+  it("a pattern of many `*` against a long command that does not match answers false, quickly", () => {
+    const pattern = `${"*a".repeat(100)}*b`;
+    expect(globMatches(pattern, "a".repeat(100_000))).toBe(false);
+  });
 });
 
 describe("matchToolRule", () => {
