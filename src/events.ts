@@ -232,11 +232,45 @@ export const SessionStatusEvent = z
 export const AvailableCommandsEvent = z
   .object({
     type: z.literal("available_commands"),
-    commands: z.array(z.object({ name: z.string() })).openapi({
-      description: "The slash commands a message may start with (`/compact`, `/cost`…).",
-    }),
+    commands: z
+      .array(
+        z.object({
+          name: z.string(),
+          description: z.string().optional().openapi({
+            description:
+              "What the command does, when the agent says (Claude Code's answer to `initialize`).",
+          }),
+          argument_hint: z.string().optional().openapi({
+            description:
+              "What the command takes after its name (`[issue description]`), when it takes something.",
+          }),
+        }),
+      )
+      .openapi({
+        description: "The slash commands a message may start with (`/compact`, `/cost`…).",
+      }),
   })
   .openapi("AvailableCommandsEvent");
+
+export const ToolRuleEvent = z
+  .object({
+    type: z.literal("tool_rule"),
+    tool_use_id: z.string().nullable(),
+    tool_name: z.string(),
+    decision: z.enum(["allow", "ask", "deny"]).openapi({
+      description:
+        "What the rule said: `deny` (the tool use refused with its reason), `ask` (a permission_request follows), `allow` (the permission mode decides).",
+    }),
+    source: z.enum(["key", "session"]).openapi({ description: "Whose list the rule is in." }),
+    rule_index: z.number().int().openapi({
+      description: "The rule's index in its list, as given (a preset's: the preset's).",
+    }),
+    preset: z.string().optional().openapi({ description: "The preset the rule comes from." }),
+    reason: z.string().optional().openapi({ description: "What the agent was told." }),
+  })
+  .openapi("ToolRuleEvent", {
+    description: "A tool rule (the key's or the session's) decided one of the agent's tool uses.",
+  });
 
 export const ToolCallEvent = z
   .object({
@@ -309,6 +343,7 @@ export const BridgeEvent = z
     SubagentTextDeltaEvent,
     SessionStatusEvent,
     AvailableCommandsEvent,
+    ToolRuleEvent,
     ToolCallEvent,
     ToolResultEvent,
     ToolUpdateEvent,

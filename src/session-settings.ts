@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { PERMISSION_MODES } from "./permission-modes.js";
+import type { ToolRuleEntry } from "./tool-rules.js";
 
 // A session's settings, for every agent: one enum each so that config, the sessions and hooks APIs
 // and key policies accept the same ones. Their names are Claude Code's, where they came from; each
@@ -66,6 +67,8 @@ export const SessionSettings = z.object({
   approvals: Approvals,
   /** Tool rules the agent may never use (Claude Code's `--disallowedTools`). */
   disallowedTools: z.array(z.string()),
+  /** Rules of its tool uses, in every permission mode (src/tool-rules.ts), after its key's. */
+  toolRules: z.array(z.custom<ToolRuleEntry>()),
   /**
    * Real paths of directories the agent may use besides its work dir (Claude Code's `--add-dir`),
    * each inside the allowed roots, and writable in its sandbox as its work dir is.
@@ -107,6 +110,7 @@ export function settingsWithDefaults(
     maxBudgetUsd: given.maxBudgetUsd ?? null,
     approvals: given.approvals ?? "deny",
     disallowedTools: given.disallowedTools ?? [],
+    toolRules: given.toolRules ?? [],
     addDirs: given.addDirs ?? [],
   };
 }

@@ -5,6 +5,7 @@ import type { AgentFiles } from "../process/agent-files.js";
 import type { AgentIdentity } from "../process/tenant-homes.js";
 import type { PermissionMode, SessionSettings } from "../session-settings.js";
 import type { RunExchange } from "../telemetry/tracing.js";
+import type { RunToolRules } from "../tool-rules.js";
 import type { Git } from "../worktrees/git.js";
 import type { ImageAttachment } from "./images.js";
 
@@ -59,6 +60,11 @@ export interface AgentRunRequest {
   git: Git;
   /** Tool rules allowed for the rest of the session (answers with `scope: "session"`). */
   allowedTools: readonly string[];
+  /**
+   * The rules of its tool uses (src/tool-rules.ts): its key's, then its session's. A back-end
+   * that cannot enforce them refuses a run that has any.
+   */
+  toolRules: RunToolRules;
 }
 
 /** A forked session's starting point: the agent's own session, and the message to go on after. */

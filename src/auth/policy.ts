@@ -20,6 +20,7 @@ import {
 } from "../store/keys.js";
 import { meteredUsage } from "../store/model-calls.js";
 import type { ApiKeyRow, SessionRow } from "../store/schema.js";
+import type { ToolRuleEntry } from "../tool-rules.js";
 import { isWithin, resolveWorkDir, WorkDirNotAllowedError } from "./work-dir.js";
 
 // What a key's runs may ask for, and what it may spend: one question (`checkRun`) that session
@@ -44,6 +45,8 @@ export interface KeyPolicy {
   egress: string[];
   /** The models its runs may call (the model gateway refuses others); null: any. */
   models: string[] | null;
+  /** Rules of its agents' tool uses, checked before a session's (src/tool-rules.ts). */
+  toolRules: ToolRuleEntry[];
 }
 
 /** What a run asks for, as it would run: every setting (defaults and a message's own filled in). */
@@ -130,6 +133,7 @@ export function unrestricted(config: PolicyConfig): KeyPolicy {
     worktrees: true,
     egress: [...NO_KEY_EGRESS],
     models: null,
+    toolRules: [],
   };
 }
 
@@ -145,6 +149,7 @@ export function policyOf(key: ApiKeyRow, config: PolicyConfig): KeyPolicy {
     worktrees: key.worktrees,
     egress: key.egress,
     models: key.models,
+    toolRules: key.toolRules,
   };
 }
 
@@ -190,6 +195,9 @@ const SETTING_RULES: {
   approvals: () => null,
   // Takes tools away, never grants one.
   disallowedTools: () => null,
+  // Checked after the key's own, which therefore decide first; and an `allow` grants nothing the
+  // permission mode does not (src/tool-rules.ts).
+  toolRules: () => null,
   // Each a directory the agent writes, as its work dir: inside the key's work roots, as that is.
   addDirs: (policy, dirs) => {
     const outside = dirs.find((dir) => !isWithin(dir, policy.workRoots));
@@ -251,6 +259,8 @@ export async function budgetOf(
 /** What a run may spend when it starts: null for no cap. */
 export interface RunAllowance {
   maxBudgetUsd: number | null;
+  /** The key's tool rules, checked before the session's (src/tool-rules.ts). */
+  toolRules: ToolRuleEntry[];
 }
 
 /** Asked before a run is admitted and again when it starts (the run manager's one question). */
@@ -271,7 +281,7 @@ export interface RunGate {
 export function policyGate(db: Database, config: PolicyConfig, sandbox: SandboxStatus): RunGate {
   return {
     async allow(session, settings) {
-      if (!session.ownerKeyId) return { maxBudgetUsd: null };
+      if (!session.ownerKeyId) return { maxBudgetUsd: null, toolRules: [] };
       if (!sandbox.enabled) {
         const refusal = tenantsUnsandboxed(sandbox, config.sandbox.mode, await countActiveKeys(db));
         if (refusal) throw refusal;
@@ -281,7 +291,7 @@ export function policyGate(db: Database, config: PolicyConfig, sandbox: SandboxS
       await checkRun(policy, { settings, workDir: session.workDir }, config);
       const budget = await budgetOf(db, session.ownerKeyId, policy);
       if (budget && budget.leftUsd <= 0) throw new BudgetExhaustedError(budget);
-      return { maxBudgetUsd: budget ? budget.leftUsd : null };
+      return { maxBudgetUsd: budget ? budget.leftUsd : null, toolRules: policy.toolRules };
     },
   };
 }
@@ -372,6 +382,7 @@ export interface PolicyInput {
   worktrees?: boolean;
   egress?: string[];
   models?: string[] | null;
+  tool_rules?: ToolRuleEntry[];
 }
 
 /** The columns to store for the input: work roots resolved to real paths inside the server's roots. */
@@ -383,6 +394,7 @@ export async function policyColumns(
   if (input.permission_modes !== undefined) columns.permissionModes = input.permission_modes;
   if (input.max_budget_usd !== undefined) columns.maxBudgetUsd = input.max_budget_usd;
   if (input.worktrees !== undefined) columns.worktrees = input.worktrees;
+  if (input.tool_rules !== undefined) columns.toolRules = input.tool_rules;
   if (input.models !== undefined) {
     columns.models = input.models && [...new Set(input.models.map((model) => model.trim()))];
   }

@@ -5,6 +5,7 @@ import { PERMISSION_MODES } from "../permission-modes.js";
 import { PermissionMode } from "../session-settings.js";
 import { type DatabaseHandle, openDatabase } from "../store/db.js";
 import { listKeys, revokeKey, updateKeyPolicy } from "../store/keys.js";
+import { type ToolRuleEntry, ToolRules } from "../tool-rules.js";
 import type { Output } from "./render.js";
 
 // What the local commands (./local.ts) do on the server's own database, with the server's
@@ -34,6 +35,7 @@ export interface PolicyOptions {
   worktrees?: boolean;
   egress?: string;
   models?: string;
+  toolRules?: string;
 }
 
 const listOption = (value: string) =>
@@ -77,7 +79,25 @@ function policyInput(options: PolicyOptions): PolicyInput {
   if (options.models !== undefined) {
     input.models = options.models === "any" ? null : listOption(options.models);
   }
+  if (options.toolRules !== undefined) input.tool_rules = toolRulesOption(options.toolRules);
   return input;
+}
+
+/** `--tool-rules`: the rules as JSON (the API's `tool_rules`), or "none". */
+function toolRulesOption(value: string): ToolRuleEntry[] {
+  if (value === "none") return [];
+  let json: unknown;
+  try {
+    json = JSON.parse(value);
+  } catch {
+    throw new Error(`--tool-rules: expected a JSON array of rules or "none", got ${value}`);
+  }
+  const parsed = ToolRules.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new Error(`--tool-rules: ${issue?.path.join(".") || "rules"}: ${issue?.message}`);
+  }
+  return parsed.data;
 }
 
 export async function migrate(out: Output) {

@@ -31,6 +31,10 @@ function withPolicyOptions(command: Command): Command {
       "--models <models>",
       'comma-separated models its runs may call through the model gateway, or "any" (the default)',
     )
+    .option(
+      "--tool-rules <json>",
+      'rules of its agents\' tool uses, as a JSON array (see docs/api.md#tool-rules), or "none"',
+    )
     .option("--worktrees", "its sessions may use worktree mode (the default)")
     .option("--no-worktrees", "its sessions may not use worktree mode");
 }

@@ -83,7 +83,7 @@ export interface FollowOptions {
   signal?: AbortSignal;
   /**
    * `full` adds reasoning, subagent_text_delta, tool_call, tool_result, tool_update,
-   * session_status, available_commands, context_window and rate_limit events.
+   * session_status, available_commands, tool_rule, context_window and rate_limit events.
    */
   events?: EventsView;
 }

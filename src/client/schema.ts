@@ -640,6 +640,7 @@ export interface components {
       egress: string[];
       /** @description The models its runs may call; null: any. */
       models: string[] | null;
+      tool_rules: components["schemas"]["ToolRules"];
     };
     ApiKeyList: {
       data: components["schemas"]["ApiKey"][];
@@ -672,6 +673,10 @@ export interface components {
       /** @description The slash commands a message may start with (`/compact`, `/cost`…). */
       commands: {
         name: string;
+        /** @description What the command does, when the agent says (Claude Code's answer to `initialize`). */
+        description?: string;
+        /** @description What the command takes after its name (`[issue description]`), when it takes something. */
+        argument_hint?: string;
       }[];
     };
     BridgeEvent:
@@ -688,6 +693,7 @@ export interface components {
       | components["schemas"]["SubagentTextDeltaEvent"]
       | components["schemas"]["SessionStatusEvent"]
       | components["schemas"]["AvailableCommandsEvent"]
+      | components["schemas"]["ToolRuleEvent"]
       | components["schemas"]["ToolCallEvent"]
       | components["schemas"]["ToolResultEvent"]
       | components["schemas"]["ToolUpdateEvent"]
@@ -875,6 +881,7 @@ export interface components {
        *     ]
        */
       models?: string[] | null;
+      tool_rules?: components["schemas"]["ToolRules"] & unknown;
     };
     CreateHook: {
       /** @example pr-review */
@@ -1003,6 +1010,7 @@ export interface components {
       approval_timeout_seconds?: number;
       /** @description Tool rules the agent may never use, as Claude Code's `--disallowedTools` takes them (`WebFetch`, `Bash(curl:*)`): a tool named alone is not offered to the model at all. Claude Code only; 400 for a codex session. */
       disallowed_tools?: string[];
+      tool_rules?: components["schemas"]["ToolRules"];
       /**
        * @description More directories the agent may use besides its work dir (Claude Code's `--add-dir`), absolute or relative to the first allowed root; each must resolve (symlinks followed) inside `AGENT_BRIDGE_ALLOWED_ROOTS` and the key's `work_roots`, as `work_dir` must, and is shown as its real path. In a sandboxed run each is writable as the work dir is. Claude Code only; 400 for a codex session.
        * @example [
@@ -2058,6 +2066,7 @@ export interface components {
       allowed_tools: string[];
       /** @description Tool rules its runs may never use (`--disallowedTools`). */
       disallowed_tools: string[];
+      tool_rules: components["schemas"]["ToolRules"];
       /** @description Real paths of the directories its runs may use besides the work dir. */
       add_dirs: string[];
       metadata: {
@@ -2346,6 +2355,55 @@ export interface components {
       truncated: boolean;
       parent_tool_use_id?: string | null;
     };
+    ToolRule: {
+      /** @description The tool's name, `*` matching any run of characters: `Bash`, `mcp__github__*`, `*`. */
+      tool: string;
+      /** @description For the shell tool (`Bash`) only: the whole command as the agent wrote it, `*` matching any run of characters (`rm *` matches `rm -rf x`, not `ls; rm x`; `*rm *` matches both); without `*`, the command exactly. Absent: any command. */
+      command?: string;
+      /**
+       * @description `deny`: refused with the reason; `ask`: a permission request (a denial under `approvals: deny`); `allow`: no later rule is looked at, the permission mode decides.
+       * @enum {string}
+       */
+      decision: "allow" | "ask" | "deny";
+      /** @description Said to the agent (and in the request) when the rule denies or asks. */
+      reason?: string;
+    };
+    ToolRuleEntry: components["schemas"]["ToolRule"] | components["schemas"]["ToolRulePreset"];
+    /** @description A tool rule (the key's or the session's) decided one of the agent's tool uses. */
+    ToolRuleEvent: {
+      /**
+       * @description discriminator enum property added by openapi-typescript
+       * @enum {string}
+       */
+      type: "tool_rule";
+      tool_use_id: string | null;
+      tool_name: string;
+      /**
+       * @description What the rule said: `deny` (the tool use refused with its reason), `ask` (a permission_request follows), `allow` (the permission mode decides).
+       * @enum {string}
+       */
+      decision: "allow" | "ask" | "deny";
+      /**
+       * @description Whose list the rule is in.
+       * @enum {string}
+       */
+      source: "key" | "session";
+      /** @description The rule's index in its list, as given (a preset's: the preset's). */
+      rule_index: number;
+      /** @description The preset the rule comes from. */
+      preset?: string;
+      /** @description What the agent was told. */
+      reason?: string;
+    };
+    ToolRulePreset: {
+      /**
+       * @description `supervised`: ask for every tool but Glob, Grep, NotebookRead, Read, Task and TodoWrite; `plan`: ask for ExitPlanMode only. Stands for those rules at its place in the list.
+       * @enum {string}
+       */
+      preset: "supervised" | "plan";
+    };
+    /** @description Rules of the agent's tool uses, checked in order, the first match deciding, in every permission mode (bypass included); the key's are checked before the session's. Claude Code only. See docs/api.md#tool-rules. */
+    ToolRules: components["schemas"]["ToolRuleEntry"][];
     ToolUpdateEvent: {
       /**
        * @description discriminator enum property added by openapi-typescript
@@ -2385,6 +2443,7 @@ export interface components {
        *     ]
        */
       models?: string[] | null;
+      tool_rules?: components["schemas"]["ToolRules"] & unknown;
     };
     UpdateHook: {
       /** @description Left out: the hook keeps its secret. */
@@ -2533,6 +2592,8 @@ export interface components {
       allowed_tools?: string[] | null;
       /** @description Tool rules the agent may never use, as Claude Code's `--disallowedTools` takes them (`WebFetch`, `Bash(curl:*)`): a tool named alone is not offered to the model at all. Claude Code only; 400 for a codex session. null: none. */
       disallowed_tools?: string[] | null;
+      /** @description Rules of the tool uses of each later run, in place of the session's, after its key's. null: none. */
+      tool_rules?: components["schemas"]["ToolRuleEntry"][] | null;
       /**
        * @description More directories the agent may use besides its work dir (Claude Code's `--add-dir`), absolute or relative to the first allowed root; each must resolve (symlinks followed) inside `AGENT_BRIDGE_ALLOWED_ROOTS` and the key's `work_roots`, as `work_dir` must, and is shown as its real path. In a sandboxed run each is writable as the work dir is. Claude Code only; 400 for a codex session.
        * @example [
@@ -3991,7 +4052,7 @@ export interface operations {
         token?: string;
         /** @description Replay from the event after this id (the `Last-Event-ID` header wins when both are given). */
         after?: number;
-        /** @description `full` adds reasoning, subagent_text_delta, tool_call, tool_result, tool_update, session_status, available_commands, context_window and rate_limit events; ids then count every event. */
+        /** @description `full` adds reasoning, subagent_text_delta, tool_call, tool_result, tool_update, session_status, available_commands, tool_rule, context_window and rate_limit events; ids then count every event. */
         events?: "default" | "full";
         /** @description `false`: the events stored so far, then the stream closes, also while the run goes on (it ends without a `completion` then; a client has seen no event the log does not hold). `true`: it follows the run live until its `completion`. */
         follow?: "true" | "false";
@@ -4362,7 +4423,7 @@ export interface operations {
   retryRun: {
     parameters: {
       query?: {
-        /** @description `full` adds reasoning, subagent_text_delta, tool_call, tool_result, tool_update, session_status, available_commands, context_window and rate_limit events; ids then count every event. */
+        /** @description `full` adds reasoning, subagent_text_delta, tool_call, tool_result, tool_update, session_status, available_commands, tool_rule, context_window and rate_limit events; ids then count every event. */
         events?: "default" | "full";
       };
       header?: {
@@ -5178,7 +5239,7 @@ export interface operations {
   postMessage: {
     parameters: {
       query?: {
-        /** @description `full` adds reasoning, subagent_text_delta, tool_call, tool_result, tool_update, session_status, available_commands, context_window and rate_limit events; ids then count every event. */
+        /** @description `full` adds reasoning, subagent_text_delta, tool_call, tool_result, tool_update, session_status, available_commands, tool_rule, context_window and rate_limit events; ids then count every event. */
         events?: "default" | "full";
       };
       header?: {

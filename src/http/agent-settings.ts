@@ -32,6 +32,7 @@ const SETTING_FIELDS: Record<keyof SessionSettings, string> = {
   maxBudgetUsd: "max_budget_usd",
   approvals: "approvals",
   disallowedTools: "disallowed_tools",
+  toolRules: "tool_rules",
   addDirs: "add_dirs",
 };
 

@@ -261,6 +261,7 @@ export class Execution {
         // A fork's pull request runs restricted (its egress list stored): none of the tools the
         // session allowed without asking, which would give it back what its mode takes away.
         allowedTools: row.egress === null ? session.allowedTools : [],
+        toolRules: { key: allowance.toolRules, session: settings.toolRules },
       },
       {
         logger: logger.child({ run_id: row.id }),

@@ -7,7 +7,13 @@ import { type ApiKeyRow, apiKeys, keySpend, runs, sessions } from "./schema.js";
 export type KeyPolicyColumns = Partial<
   Pick<
     ApiKeyRow,
-    "permissionModes" | "workRoots" | "maxBudgetUsd" | "worktrees" | "egress" | "models"
+    | "permissionModes"
+    | "workRoots"
+    | "maxBudgetUsd"
+    | "worktrees"
+    | "egress"
+    | "models"
+    | "toolRules"
   >
 >;
 

@@ -3,6 +3,7 @@ import { and, eq, type SQL, sql } from "drizzle-orm";
 import type { UsageBefore } from "../events.js";
 import type { Principal } from "../principal.js";
 import { SessionSettings } from "../session-settings.js";
+import type { ToolRuleEntry } from "../tool-rules.js";
 import type { Database } from "./db.js";
 import { appendFeed, sessionCreated } from "./feed.js";
 import { newestFirst, olderThan, type PageKey } from "./paging.js";
@@ -27,6 +28,7 @@ export interface NewSession {
   approvalTimeoutSeconds?: number | null;
   /** Absent: none. */
   disallowedTools?: string[];
+  toolRules?: ToolRuleEntry[];
   addDirs?: string[];
   metadata: Record<string, string>;
 }
@@ -57,6 +59,7 @@ export function sessionSettings(row: SessionRow): SessionSettings {
     maxBudgetUsd: row.maxBudgetUsd,
     approvals: row.approvals,
     disallowedTools: row.disallowedTools,
+    toolRules: row.toolRules,
     addDirs: row.addDirs,
   });
 }
@@ -78,6 +81,7 @@ export type SessionChanges = Partial<
     | "approvalTimeoutSeconds"
     | "allowedTools"
     | "disallowedTools"
+    | "toolRules"
     | "addDirs"
   >
 >;

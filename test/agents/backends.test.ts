@@ -165,6 +165,7 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
     cwd?: string;
     logger?: Logger;
     signal?: AbortSignal;
+    toolRules?: AgentRunRequest["toolRules"];
   }
 
   /** The back-end built on the fake, a request for it, and its run (not started). */
@@ -194,6 +195,7 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
         maxBudgetUsd: null,
         approvals: "deny",
         disallowedTools: [],
+        toolRules: [],
         addDirs: [],
       },
       attachments: [],
@@ -206,6 +208,7 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
       cwd: opts.cwd ?? f.dir,
       git: new GitRunner({ env: {} }).forSession(null, opts.cwd ?? f.dir),
       allowedTools: [],
+      toolRules: opts.toolRules ?? { key: [], session: [] },
     };
     const pgids: number[] = [];
     const context = {
@@ -306,6 +309,24 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
   });
 
   describe("what cannot be started", () => {
+    it("a run under its key's tool rules: claude runs it (its hook enforces them), codex fails it unstarted", async () => {
+      const toolRules = { key: [{ tool: "Bash", decision: "deny" as const }], session: [] };
+      const { completion, record } = await run({ steps: reply() }, { toolRules });
+      if (name === "claude") {
+        expect(completion.status).toBe("succeeded");
+        expect(JSON.parse(record.stdin[0] ?? "").request.hooks).toEqual({
+          PreToolUse: [{ hookCallbackIds: ["tool_rules"] }],
+        });
+      } else {
+        expect(completion).toMatchObject({
+          status: "failed",
+          error_code: "invalid_run_request",
+          error: "the key's policy has tool_rules, which codex exec has no hooks to enforce",
+        });
+        expect(record.pid).toBe(0);
+      }
+    });
+
     it(`the binary missing -> failed, agent_not_found, naming ${backend.binVariable}, not the path`, async () => {
       const f = await inDialect({ steps: [] });
       const bin = join(f.dir, "no-such-cli");
@@ -453,12 +474,13 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
       expect(survivors(pgid)).toEqual([]);
     });
 
-    /** The control requests the fake read on its stdin. */
+    /** The control requests the fake read on its stdin, but the `initialize` every run starts with. */
     const controlRequests = (record: { stdin: string[] }) =>
       record.stdin
         .map((line) => JSON.parse(line) as Json)
         .filter((line) => line.type === "control_request")
-        .map((line) => line.request);
+        .map((line) => line.request)
+        .filter((request) => (request as Json).subtype !== "initialize");
 
     // The fake ignores SIGTERM (and says so in its record), so only its own exit can end it
     // without a SIGTERM recorded; it has streamed a message's tokens before the limit (limits

@@ -24,6 +24,7 @@ function request(own: number | null, key: number | null): AgentRunRequest {
       maxBudgetUsd: own,
       approvals: "deny",
       disallowedTools: [],
+      toolRules: [],
       addDirs: [],
     },
     messageSystemPrompt: null,
@@ -33,6 +34,7 @@ function request(own: number | null, key: number | null): AgentRunRequest {
     cwd: "/",
     git: new GitRunner({ env: {} }).forSession(null, "/"),
     allowedTools: [],
+    toolRules: { key: [], session: [] },
   };
 }
 

@@ -140,5 +140,20 @@ describe.each(databases.targets)("agent-bridge keys on %s", (_name, database) =>
     expect(badHost.stderr).toContain('"http://x.com" is not an egress entry');
     expect((await cliWithEnv(["keys", "update", id, "--egress", "none"], env)).code).toBe(0);
     expect(await row()).toMatch(/ yes +- /);
+
+    // Tool rules, as JSON (docs/api.md#tool-rules); unfit ones name what is wrong.
+    const rules = await cliWithEnv(
+      ["keys", "update", id, "--tool-rules", '[{"tool":"Bash","command":"rm *","decision":"ask"}]'],
+      env,
+    );
+    expect(rules.code).toBe(0);
+    const badRule = await cliWithEnv(
+      ["keys", "update", id, "--tool-rules", '[{"tool":"Read","command":"x","decision":"ask"}]'],
+      env,
+    );
+    expect(badRule.code).toBe(1);
+    expect(badRule.stderr).toContain(
+      "--tool-rules: 0.command: command applies to the shell tool only",
+    );
   });
 });

@@ -152,7 +152,7 @@ describe.each(BACKENDS)("hostile payload values through a delivery on %s", (back
     );
     await until(async () => isFinished(await getRun(server.url, run.id)));
     const seen = await fake.record();
-    expect(seen.stdin[0]).toContain("line two\\n--dangerously-skip-permissions");
+    expect(seen.stdin.at(-1)).toContain("line two\\n--dangerously-skip-permissions");
     expect(seen.args).not.toContain("--dangerously-skip-permissions");
     // A long session key is stored by its hash; the run still starts.
     const session = await (await fetch(`${server.url}/v1/sessions/${run.session_id}`)).json();

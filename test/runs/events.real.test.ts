@@ -61,7 +61,10 @@ describe.each(REAL_CLI_BACKENDS)("events of the real claude CLI on %s", (backend
     });
     expect(status.tools).toEqual(expect.arrayContaining(["Bash", "Read"]));
     expect(data(of(first.frames, "available_commands")[0])).toMatchObject({
-      commands: expect.arrayContaining([{ name: "compact" }]),
+      // Described by the CLI's answer to the bridge's `initialize`.
+      commands: expect.arrayContaining([
+        expect.objectContaining({ name: "compact", description: expect.any(String) }),
+      ]),
     });
 
     mock.script({ blocks: [{ type: "text", text: "Second." }] });

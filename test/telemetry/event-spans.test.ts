@@ -124,10 +124,13 @@ describe("spans per event of a real claude run", () => {
       });
       const children = turn?.children ?? [];
       const names = children.map((s) => s.name);
-      // The seed's order: the system line, the text, the tool call, its result, the completion.
+      // The seed's order: the CLI's initialize and its answer, the prompt, the system line, the
+      // text, the tool call, its result, the completion.
       const firstOf = (name: string) => names.indexOf(name);
-      expect(firstOf("input")).toBe(0);
-      expect(firstOf("system")).toBeGreaterThan(0);
+      expect(firstOf("control_request initialize")).toBe(0);
+      expect(firstOf("control_response initialize")).toBeGreaterThan(0);
+      expect(firstOf("input")).toBeGreaterThan(0);
+      expect(firstOf("system")).toBeGreaterThan(firstOf("input"));
       expect(firstOf("message")).toBeGreaterThan(firstOf("system"));
       expect(firstOf("tool_call")).toBeGreaterThan(firstOf("message"));
       expect(firstOf("tool_update")).toBeGreaterThan(firstOf("tool_call"));

@@ -102,6 +102,7 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
               : {}),
             ...(settings.addDirs.length > 0 ? { addDirs: settings.addDirs } : {}),
             ...(request.outputSchema ? { outputSchema: request.outputSchema } : {}),
+            toolRules: request.toolRules,
             cwd: request.cwd,
             ...(identity ? { identity } : {}),
           },

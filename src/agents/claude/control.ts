@@ -40,7 +40,8 @@ export function readControlRequest(line: Json): ControlRequest | undefined {
   if (message.type !== "control_request") return undefined;
   const { request_id: requestId, request } = message;
   if (request.subtype !== "can_use_tool") {
-    // Nothing else is configured (no hooks, no SDK MCP servers); say so rather than hang the CLI.
+    // Hook callbacks are hooks.ts's; nothing else is configured (no SDK MCP servers): say so
+    // rather than hang the CLI.
     return {
       kind: "unsupported",
       line: responseLine({

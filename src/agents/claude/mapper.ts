@@ -7,6 +7,7 @@ import type {
 } from "../../events.js";
 import { DEFAULT_MAX_TOOL_RESULT_CHARS, type Json } from "../line-fields.js";
 import { failureCompletion, resultCompletion, resultFailed } from "./completion.js";
+import type { CommandInfo } from "./hooks.js";
 import { readLine } from "./sdk-lines.js";
 import type {
   SDKApiMessage,
@@ -69,6 +70,8 @@ export class StreamMapper {
   /** The latest main-thread message's uuid: the run's last message once a result confirms it. */
   private pendingUuid: string | null = null;
   private initSeen = false;
+  /** The slash commands as the answer to `initialize` describes them (hooks.ts). */
+  private commands: ReadonlyMap<string, CommandInfo> = new Map();
   private text = new StreamedText();
   private readonly tools: ToolUses;
   private usage = new UsageLedger();
@@ -133,6 +136,11 @@ export class StreamMapper {
   }
 
   /** Counts a line of the CLI's output that was dropped (over the line bound) in the completion. */
+  /** What the answer to `initialize` says of the slash commands (it comes before the init line). */
+  describeCommands(commands: ReadonlyMap<string, CommandInfo>): void {
+    this.commands = commands;
+  }
+
   lineDropped(): void {
     this.droppedLines++;
   }
@@ -168,7 +176,7 @@ export class StreamMapper {
         this.initSeen = true;
         this.initModel = message.model;
         this.tools.setWorkDir(message.cwd);
-        return initEvents(message, this.resumed);
+        return initEvents(message, this.resumed, this.commands);
       case "result":
         return this.result(message);
       default:

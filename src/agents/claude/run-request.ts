@@ -1,4 +1,5 @@
 import type { AgentIdentity } from "../../process/tenant-homes.js";
+import type { RunToolRules } from "../../tool-rules.js";
 import type { ImageAttachment } from "../images.js";
 import type { CommandInput } from "./command.js";
 
@@ -14,4 +15,6 @@ export interface RunRequest extends Omit<CommandInput, "mcpConfigFile"> {
   cwd: string;
   /** Set: the CLI runs as its tenant's user, in its tenant's HOME (src/process/tenant-homes.ts). */
   identity?: AgentIdentity;
+  /** The rules of its tool uses, enforced by a PreToolUse hook (hooks.ts); absent: none. */
+  toolRules?: RunToolRules;
 }

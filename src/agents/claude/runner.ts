@@ -12,9 +12,12 @@ import {
 } from "../../process/errors.js";
 import { withRunFiles } from "../../process/run-files.js";
 import type { SandboxGateway } from "../../process/sandbox-gateway.js";
+import { hasToolRules } from "../../tool-rules.js";
 import type { RunContext } from "../agent.js";
+import { isRecord } from "../line-fields.js";
 import { buildClaudeArgs, userMessageLine } from "./command.js";
 import { interruptRequestLine, permissionResponseLine, readControlRequest } from "./control.js";
+import { answerHookCallback, initializeRequestLine, readInitializeAnswer } from "./hooks.js";
 import { CLAUDE_LONG_LINE } from "./long-line.js";
 import { StreamMapper } from "./mapper.js";
 import { withSessionFallback } from "./resume.js";
@@ -104,9 +107,31 @@ async function* runClaudeOnce(
     steering.close();
     config.steer?.(null);
   };
+  const rules = hasToolRules(req.toolRules) ? req.toolRules : undefined;
   const protocol: LineProtocol = {
     onLine(line, reply) {
+      const initialized = readInitializeAnswer(line);
+      if (initialized) {
+        mapper.describeCommands(initialized.commands);
+        if (!rules || initialized.hooksApplied) return [];
+        // The rules cannot be enforced: the run ends before the agent's first tool use.
+        logger.error("the CLI did not take the hook that enforces the run's tool rules");
+        interrupt(reply);
+        return [
+          {
+            type: "status",
+            message: "Stopped: the agent did not take the hook that enforces the tool rules",
+          },
+        ];
+      }
       if (steering.consume(line)) return [];
+      if (line.type === "control_request" && isRecord(line.request)) {
+        const hook = answerHookCallback(String(line.request_id), line.request, rules);
+        if (hook) {
+          reply(hook.line);
+          return hook.event ? [hook.event] : [];
+        }
+      }
       if (line.type === "control_request") {
         const control = readControlRequest(line);
         if (!control) return [];
@@ -202,7 +227,8 @@ async function* runClaudeOnce(
       readOnly: mcpConfigFile ? [dirname(mcpConfigFile)] : [],
       ...(config.gateway ? { gateway: config.gateway } : {}),
     },
-    input: userMessageLine(req.prompt, req.attachments),
+    // The hooks first (hooks.ts): the CLI answers before it reads the prompt.
+    input: initializeRequestLine(rules) + userMessageLine(req.prompt, req.attachments),
     closeInput: false,
     longLine: CLAUDE_LONG_LINE,
   };

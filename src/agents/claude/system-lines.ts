@@ -1,5 +1,6 @@
 import type { BridgeEvent } from "../../events.js";
 import { str } from "../line-fields.js";
+import type { CommandInfo } from "./hooks.js";
 import type { SDKAPIRetryMessage, SDKRateLimitInfo, SDKSystemMessage } from "./sdk-messages.js";
 
 // The CLI's own notices that a client is told of: the `system` `init` line (the session, its
@@ -9,8 +10,15 @@ import type { SDKAPIRetryMessage, SDKRateLimitInfo, SDKSystemMessage } from "./s
 
 type StatusEvent = Extract<BridgeEvent, { type: "status" }>;
 
-/** `session_status` and `available_commands` from the init line. */
-export function initEvents(line: SDKSystemMessage, resumed: boolean): BridgeEvent[] {
+/**
+ * `session_status` and `available_commands` from the init line, each command with what the
+ * answer to `initialize` says of it (hooks.ts), when it did.
+ */
+export function initEvents(
+  line: SDKSystemMessage,
+  resumed: boolean,
+  described: ReadonlyMap<string, CommandInfo> = new Map(),
+): BridgeEvent[] {
   return [
     {
       type: "session_status",
@@ -25,7 +33,14 @@ export function initEvents(line: SDKSystemMessage, resumed: boolean): BridgeEven
     },
     {
       type: "available_commands",
-      commands: line.slash_commands.map((name) => ({ name })),
+      commands: line.slash_commands.map((name) => {
+        const info = described.get(name);
+        return {
+          name,
+          ...(info?.description ? { description: info.description } : {}),
+          ...(info?.argumentHint ? { argument_hint: info.argumentHint } : {}),
+        };
+      }),
     },
   ];
 }

@@ -97,6 +97,14 @@ export function codexBackend(config: CodexBackendConfig): AgentBackend {
           runCodex(request, config, { env, provider, gateway }, context, signal, files),
         );
       if (!gateway) return failedCodexRun(new AgentNotAuthenticatedError(unavailable?.message));
+      // A session's own are refused when it is made (options.ts); its key's cannot be enforced.
+      if (request.toolRules.key.length > 0) {
+        return failedCodexRun(
+          new InvalidRunRequestError(
+            "the key's policy has tool_rules, which codex exec has no hooks to enforce",
+          ),
+        );
+      }
       return throughGateway(
         gateway,
         config.env,

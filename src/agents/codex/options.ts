@@ -71,6 +71,7 @@ export const CodexSettings: z.ZodType<SessionSettings> = Settings.superRefine((s
     // codex 0.171.0 has no list of tools to refuse, and `--add-dir` only on `exec`, not on
     // `exec resume` (a session's later runs).
     ["disallowedTools", s.disallowedTools.length > 0, "codex exec has no tools to disallow"],
+    ["toolRules", s.toolRules.length > 0, "codex exec has no hooks to enforce tool rules with"],
     ["addDirs", s.addDirs.length > 0, "codex exec resume takes no --add-dir"],
   ] as const;
   for (const [path, asked, message] of unsupported) {

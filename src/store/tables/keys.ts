@@ -8,6 +8,7 @@ import {
   text,
   uuid,
 } from "drizzle-orm/pg-core";
+import type { ToolRuleEntry } from "../../tool-rules.js";
 import { ts, usd } from "./columns.js";
 
 // API keys, their spend per month, rate-limit buckets and the server's own secrets.
@@ -45,6 +46,8 @@ export const apiKeys = pgTable("api_keys", {
   egress: jsonb("egress").$type<string[]>().notNull().default([]),
   /** The models its runs may call through the model gateway; null: any. */
   models: jsonb("models").$type<string[]>(),
+  /** Rules of its agents' tool uses, checked before a session's (src/tool-rules.ts). */
+  toolRules: jsonb("tool_rules").$type<ToolRuleEntry[]>().notNull().default([]),
 });
 
 /**

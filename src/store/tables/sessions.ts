@@ -9,6 +9,7 @@ import {
   text,
   uuid,
 } from "drizzle-orm/pg-core";
+import type { ToolRuleEntry } from "../../tool-rules.js";
 import { bytea, ts, usageColumns } from "./columns.js";
 import { apiKeys } from "./keys.js";
 
@@ -62,6 +63,8 @@ export const sessions = pgTable(
     allowedTools: jsonb("allowed_tools").$type<string[]>().notNull().default([]),
     /** Tool rules its runs may never use (`--disallowedTools`). */
     disallowedTools: jsonb("disallowed_tools").$type<string[]>().notNull().default([]),
+    /** Rules of its runs' tool uses, after its key's (src/tool-rules.ts). */
+    toolRules: jsonb("tool_rules").$type<ToolRuleEntry[]>().notNull().default([]),
     /** Real paths of more directories its runs may use and write (`--add-dir`). */
     addDirs: jsonb("add_dirs").$type<string[]>().notNull().default([]),
     metadata: jsonb("metadata").$type<Record<string, string>>().notNull().default({}),

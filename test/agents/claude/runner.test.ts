@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { buildClaudeArgs, userMessageLine } from "../../../src/agents/claude/command.js";
 import { ASK_DENY_MESSAGE } from "../../../src/agents/claude/control.js";
+import { initializeRequestLine } from "../../../src/agents/claude/hooks.js";
 import type { RunRequest } from "../../../src/agents/claude/run-request.js";
 import { type RunnerConfig, runClaude } from "../../../src/agents/claude/runner.js";
 import type { BridgeEvent } from "../../../src/events.js";
@@ -75,7 +76,11 @@ describe("runClaude with the fake CLI", () => {
       buildClaudeArgs({ ...request({} as FakeCli, { prompt, model: "m1" }) }),
     );
     expect(record.args.join(" ")).not.toContain("--dangerously-skip-permissions");
-    expect(record.stdin).toEqual([userMessageLine(prompt).slice(0, -1)]);
+    // The `initialize` that registers the run's hooks (none without tool rules) comes first.
+    expect(record.stdin).toEqual([
+      initializeRequestLine(undefined).slice(0, -1),
+      userMessageLine(prompt).slice(0, -1),
+    ]);
     expect(record.stdinEnded).toBe(true);
   });
 
@@ -168,6 +173,25 @@ describe("runClaude with the fake CLI", () => {
   });
 
   describe("control protocol", () => {
+    it("a CLI that does not take the tool rules' hook is interrupted before its first turn, saying why", async () => {
+      const refused = {
+        type: "control_response",
+        response: { subtype: "error", request_id: "initialize", error: "unknown subtype" },
+      };
+      const toolRules = { key: [], session: [{ tool: "Bash", decision: "deny" as const }] };
+      const { events, record, completion } = await run(
+        { steps: [{ emit: refused }] },
+        {},
+        { toolRules },
+      );
+      expect(events).toContainEqual({
+        type: "status",
+        message: "Stopped: the agent did not take the hook that enforces the tool rules",
+      });
+      expect(record.stdin.some((line) => line.includes('"subtype":"interrupt"'))).toBe(true);
+      expect(completion.status).not.toBe("succeeded");
+    });
+
     it("an AskUserQuestion request yields one user_question and a deny written to stdin", async () => {
       const { events, record, completion } = await run({
         steps: [
@@ -199,8 +223,8 @@ describe("runClaude with the fake CLI", () => {
           ],
         },
       ]);
-      expect(record.stdin).toHaveLength(2);
-      expect(JSON.parse(record.stdin[1] ?? "")).toEqual({
+      expect(record.stdin).toHaveLength(3);
+      expect(JSON.parse(record.stdin[2] ?? "")).toEqual({
         type: "control_response",
         response: {
           subtype: "success",
@@ -235,7 +259,7 @@ describe("runClaude with the fake CLI", () => {
           { emit: result() },
         ],
       });
-      const response = JSON.parse(record.stdin[1] ?? "");
+      const response = JSON.parse(record.stdin[2] ?? "");
       expect(response.response.request_id).toBe("req-9");
       expect(response.response.response.behavior).toBe("deny");
       expect(response.response.response.message).toMatch(/non-interactively/);

@@ -86,6 +86,7 @@ describe("CodexSettings", () => {
     maxBudgetUsd: null,
     approvals: "deny" as const,
     disallowedTools: [],
+    toolRules: [],
     addDirs: [],
   };
 

@@ -3,6 +3,7 @@ import { type KeyPolicy, policyOf } from "../../../auth/policy.js";
 import type { Config } from "../../../config.js";
 import { PermissionMode } from "../../../session-settings.js";
 import type { ApiKeyRow } from "../../../store/schema.js";
+import { ToolRules } from "../../../tool-rules.js";
 
 export const KeyId = z.uuid({ error: "expected a key id (a UUID)" }).openapi({
   param: { name: "id", in: "path" },
@@ -46,6 +47,11 @@ const policyFields = {
         "The models its runs may call through the model gateway, by the name a request gives (`claude-opus-5-5`); a call for another is refused with the API's 403 and its run ends `policy_denied`. null (the default): any.",
       example: ["claude-opus-5-5", "claude-haiku-4-5"],
     }),
+  tool_rules: ToolRules.optional().openapi({
+    description:
+      "Rules of its agents' tool uses, checked before a session's own, in every permission mode (bypass too); see docs/api.md#tool-rules. A Claude Code session only: a codex session of a key with rules cannot run. Default `[]`.",
+    example: [{ tool: "Bash", command: "rm *", decision: "ask" }],
+  }),
 };
 
 export const CreateKeyBody = z
@@ -93,6 +99,7 @@ export const ApiKey = z
       .array(z.string())
       .nullable()
       .openapi({ description: "The models its runs may call; null: any." }),
+    tool_rules: ToolRules,
   })
   .openapi("ApiKey");
 
@@ -120,5 +127,6 @@ export function toApiKey(row: ApiKeyRow, config: Config): z.infer<typeof ApiKey>
     worktrees: policy.worktrees,
     egress: policy.egress,
     models: policy.models,
+    tool_rules: policy.toolRules,
   };
 }

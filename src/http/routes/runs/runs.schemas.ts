@@ -134,7 +134,7 @@ const EventsView = z
   .openapi({
     param: { name: "events", in: "query" },
     description:
-      "`full` adds reasoning, subagent_text_delta, tool_call, tool_result, tool_update, session_status, available_commands, context_window and rate_limit events; ids then count every event.",
+      "`full` adds reasoning, subagent_text_delta, tool_call, tool_result, tool_update, session_status, available_commands, tool_rule, context_window and rate_limit events; ids then count every event.",
   });
 
 /** A message's query: the events its stream shows. */

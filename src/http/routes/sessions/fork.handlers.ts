@@ -134,6 +134,7 @@ export const forkSession: RouteHandler<typeof routes.forkSession, AppEnv> = asyn
         approvalTimeoutSeconds: session.approvalTimeoutSeconds,
         allowedTools: session.allowedTools,
         disallowedTools: session.disallowedTools,
+        toolRules: session.toolRules,
         addDirs: session.addDirs,
         metadata: body.metadata ?? session.metadata,
         forkedFrom,

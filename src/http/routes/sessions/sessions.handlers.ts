@@ -67,6 +67,7 @@ export const createSession: RouteHandler<typeof routes.createSession, AppEnv> = 
     maxBudgetUsd: body.max_budget_usd,
     approvals: body.approvals,
     disallowedTools: body.disallowed_tools,
+    toolRules: body.tool_rules,
     addDirs: body.add_dirs && (await resolveAddDirs(body.add_dirs, config.allowedRoots)),
   });
   const refused = [

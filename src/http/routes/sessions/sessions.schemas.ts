@@ -14,6 +14,7 @@ import {
 } from "../../../session-settings.js";
 import type { SessionRow, WorktreeRow } from "../../../store/schema.js";
 import { WORKTREE_STATES } from "../../../store/worktrees.js";
+import { ToolRules as ToolUseRules } from "../../../tool-rules.js";
 
 export const SessionId = z.uuid({ error: "expected a session id (a UUID)" }).openapi({
   param: { name: "id", in: "path" },
@@ -118,6 +119,7 @@ export const CreateSessionBody = z
           "How long a permission request waits for an answer (`approvals: api`) before it is denied `by: timeout`. Default: `AGENT_BRIDGE_APPROVAL_TIMEOUT_SECONDS`. The run's wall-clock timeout keeps counting while a request waits; its idle timeout does not.",
       }),
     disallowed_tools: ToolRules.optional().openapi({ description: DISALLOWED_TOOLS_HELP }),
+    tool_rules: ToolUseRules.optional(),
     add_dirs: AddDirs.optional(),
     work_dir: z.string().min(1).max(4096).optional().openapi({
       description:
@@ -198,6 +200,7 @@ export const Session = z
     disallowed_tools: z.array(z.string()).openapi({
       description: "Tool rules its runs may never use (`--disallowedTools`).",
     }),
+    tool_rules: ToolUseRules,
     add_dirs: z.array(z.string()).openapi({
       description: "Real paths of the directories its runs may use besides the work dir.",
     }),
@@ -284,6 +287,7 @@ export function toSession(
     approval_timeout_seconds: row.approvalTimeoutSeconds ?? config.agents.approvalTimeoutSeconds,
     allowed_tools: row.allowedTools,
     disallowed_tools: row.disallowedTools,
+    tool_rules: row.toolRules,
     add_dirs: row.addDirs,
     metadata: row.metadata,
     created_at: row.createdAt.toISOString(),

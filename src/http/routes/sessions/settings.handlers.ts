@@ -63,6 +63,7 @@ export const updateSession: RouteHandler<typeof routes.updateSession, AppEnv> = 
     maxBudgetUsd: pick(body.max_budget_usd, current.maxBudgetUsd, null),
     approvals: pick(body.approvals, current.approvals, defaults.approvals),
     disallowedTools: pick(body.disallowed_tools, current.disallowedTools, []),
+    toolRules: pick(body.tool_rules, current.toolRules, []),
     addDirs: pick(addDirs, current.addDirs, []),
   };
   const refused = [
@@ -94,6 +95,7 @@ export const updateSession: RouteHandler<typeof routes.updateSession, AppEnv> = 
   }
   if (given(body, "allowed_tools")) changes.allowedTools = body.allowed_tools ?? [];
   if (given(body, "disallowed_tools")) changes.disallowedTools = settings.disallowedTools;
+  if (given(body, "tool_rules")) changes.toolRules = settings.toolRules;
   if (given(body, "add_dirs")) changes.addDirs = settings.addDirs;
   const row = await store.updateSession(db, id, changes);
   if (!row) throw new NotFoundError("session", id);

@@ -2,6 +2,7 @@ import { z } from "@hono/zod-openapi";
 import type { ZodError } from "zod";
 import { InvalidRequestError, type ValidationIssue } from "../../../errors.js";
 import { Approvals, Effort, ModelName, PermissionMode } from "../../../session-settings.js";
+import { ToolRules as ToolUseRules } from "../../../tool-rules.js";
 import { locationOf } from "../../errors.js";
 import {
   AddDirs,
@@ -70,6 +71,11 @@ export const UpdateSessionBody = z
     disallowed_tools: ToolRules.nullable()
       .optional()
       .openapi({ description: `${DISALLOWED_TOOLS_HELP} ${resets("none")}` }),
+    tool_rules: ToolUseRules.nullable()
+      .optional()
+      .openapi({
+        description: `Rules of the tool uses of each later run, in place of the session's, after its key's. ${resets("none")}`,
+      }),
     add_dirs: AddDirs.nullable().optional(),
   })
   .openapi("UpdateSession", { example: { model: "opus", title: "renamed" } });
