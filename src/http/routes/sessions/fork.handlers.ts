@@ -122,6 +122,7 @@ export const forkSession: RouteHandler<typeof routes.forkSession, AppEnv> = asyn
         disallowedTools: session.disallowedTools,
         toolRules: session.toolRules,
         addDirs: session.addDirs,
+        requireCleanWorkDir: session.requireCleanWorkDir,
         metadata: body.metadata ?? session.metadata,
         forkedFrom,
       },

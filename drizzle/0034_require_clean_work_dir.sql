@@ -1,0 +1,1 @@
+ALTER TABLE "sessions" ADD COLUMN "require_clean_work_dir" boolean DEFAULT false NOT NULL;
