@@ -46,8 +46,9 @@ import { isRecord, type Json } from "../line-fields.js";
 //   `{"decision":"block","reason":WHY}` sends it back: the CLI writes a user line
 //   `{"type":"user","message":{"role":"user","content":[{"type":"text","text":"Stop hook
 //   feedback:\nWHY"}]},"isSynthetic":true,…}` and a `system/notification` (`key:
-//   "stop-hook-error"`), and its next API request ends with that text as the user's; the turn goes
-//   on, and its one `result` comes when a Stop is let through (`num_turns` counting both).
+//   "stop-hook-error"`), and its next API request ends with a user message of the text
+//   `Stop:Callback hook blocking error from command: "callback": WHY`; the turn goes on, and its
+//   one `result` comes when a Stop is let through (`num_turns` counting both).
 //   stop-check.ts answers it (a session's `require_clean_work_dir`).
 
 /** The callback id of the PreToolUse hook that enforces the run's tool rules. */
