@@ -6,6 +6,7 @@ import { issueKey } from "../../src/auth/keys.js";
 import { createTestApp, type TestApp } from "../support/app.js";
 import { appClient } from "../support/app-client.js";
 import { BACKENDS } from "../support/db.js";
+import { codeBlocks, docSection } from "../support/readme.js";
 
 // A session's `require_clean_work_dir` over the API: given at creation, changed by PATCH (null
 // sets it back to false), and refused for codex as its other unsupported settings.
@@ -63,6 +64,19 @@ describe.each(BACKENDS)("a session's require_clean_work_dir on %s", (backend) =>
     expect((await api().getSession(id)).require_clean_work_dir).toBe(true);
     expect((await patch(id, { require_clean_work_dir: null })).status).toBe(200);
     expect((await api().getSession(id)).require_clean_work_dir).toBe(false);
+  });
+
+  it("the example of docs/api.md is a session created with the check on", async () => {
+    const [example] = codeBlocks(
+      await docSection("docs/api.md", "A clean work dir before stopping"),
+      "json",
+    );
+    const res = await create(JSON.parse(example ?? "null"));
+    expect(res.status).toBe(201);
+    expect(await res.json()).toMatchObject({
+      permission_mode: "acceptEdits",
+      require_clean_work_dir: true,
+    });
   });
 
   it("refuses what is no boolean with a 400 naming the field, changing nothing", async () => {
