@@ -26,7 +26,7 @@ function request(own: number | null, key: number | null): AgentRunRequest {
       disallowedTools: [],
       toolRules: [],
       addDirs: [],
-        requireCleanWorkDir: false,
+      requireCleanWorkDir: false,
     },
     messageSystemPrompt: null,
     outputSchema: null,
