@@ -103,6 +103,10 @@ export const CompletionEvent = z
       description:
         "The agent's answer as the run's `output_schema` asked for it, checked against the schema (any JSON value the schema allows; an object at the top). Present only when the run had an `output_schema`; null when the run did not succeed (`error_code: output_invalid` when the answer was missing or did not match).",
     }),
+    work_dir_dirty: z.boolean().optional().openapi({
+      description:
+        "Present when the session has `require_clean_work_dir` and its check ran: whether the agent stopped with uncommitted changes in its work dir all the same (the run's status is not changed by it).",
+    }),
     dropped_lines: z.number().int().min(1).optional().openapi({
       description:
         "Lines of the CLI's output dropped for being over AGENT_BRIDGE_MAX_LINE_BYTES; the events they held (text included) are missing. Absent when none was.",

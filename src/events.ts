@@ -272,6 +272,37 @@ export const ToolRuleEvent = z
     description: "A tool rule (the key's or the session's) decided one of the agent's tool uses.",
   });
 
+export const StopCheckEvent = z
+  .object({
+    type: z.literal("stop_check"),
+    dirty: z.boolean().openapi({
+      description: "Whether `git status --porcelain` listed changes in the agent's work dir.",
+    }),
+    files: z.array(z.string()).openapi({
+      description: "The changed files, as git lists them (the first 50).",
+    }),
+    more_files: z.number().int().min(1).optional().openapi({
+      description: "How many more changed files there are than listed; absent when none.",
+    }),
+    blocked: z.boolean().openapi({
+      description:
+        "Whether the agent was sent back to commit them or say why they stay; false once it was sent back twice in the turn, or when the work dir is clean.",
+    }),
+    attempt: z.number().int().min(1).openapi({
+      description: "The agent's try at stopping in the turn, from 1.",
+    }),
+    not_repository: z.literal(true).optional().openapi({
+      description: "The work dir is no git repository: the agent is let stop (said once a run).",
+    }),
+    error: z.string().optional().openapi({
+      description: "Why git could not tell: the agent is let stop.",
+    }),
+  })
+  .openapi("StopCheckEvent", {
+    description:
+      "The session's `require_clean_work_dir` check of the work dir when the agent tried to end its turn.",
+  });
+
 export const ToolCallEvent = z
   .object({
     type: z.literal("tool_call"),
@@ -344,6 +375,7 @@ export const BridgeEvent = z
     SessionStatusEvent,
     AvailableCommandsEvent,
     ToolRuleEvent,
+    StopCheckEvent,
     ToolCallEvent,
     ToolResultEvent,
     ToolUpdateEvent,

@@ -74,6 +74,8 @@ export const SessionSettings = z.object({
    * each inside the allowed roots, and writable in its sandbox as its work dir is.
    */
   addDirs: z.array(z.string()),
+  /** Its agent may not end a turn with uncommitted changes unsaid (a Stop hook, Claude Code). */
+  requireCleanWorkDir: z.boolean(),
 });
 export type SessionSettings = z.infer<typeof SessionSettings>;
 
@@ -112,5 +114,6 @@ export function settingsWithDefaults(
     disallowedTools: given.disallowedTools ?? [],
     toolRules: given.toolRules ?? [],
     addDirs: given.addDirs ?? [],
+    requireCleanWorkDir: given.requireCleanWorkDir ?? false,
   };
 }

@@ -198,6 +198,8 @@ const SETTING_RULES: {
   // Checked after the key's own, which therefore decide first; and an `allow` grants nothing the
   // permission mode does not (src/tool-rules.ts).
   toolRules: () => null,
+  // Asks more of the agent, grants it nothing: its git runs as the session's other git does.
+  requireCleanWorkDir: () => null,
   // Each a directory the agent writes, as its work dir: inside the key's work roots, as that is.
   addDirs: (policy, dirs) => {
     const outside = dirs.find((dir) => !isWithin(dir, policy.workRoots));

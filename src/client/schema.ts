@@ -694,6 +694,7 @@ export interface components {
       | components["schemas"]["SessionStatusEvent"]
       | components["schemas"]["AvailableCommandsEvent"]
       | components["schemas"]["ToolRuleEvent"]
+      | components["schemas"]["StopCheckEvent"]
       | components["schemas"]["ToolCallEvent"]
       | components["schemas"]["ToolResultEvent"]
       | components["schemas"]["ToolUpdateEvent"]
@@ -776,6 +777,8 @@ export interface components {
       last_message_uuid: string | null;
       /** @description The agent's answer as the run's `output_schema` asked for it, checked against the schema (any JSON value the schema allows; an object at the top). Present only when the run had an `output_schema`; null when the run did not succeed (`error_code: output_invalid` when the answer was missing or did not match). */
       structured_output?: unknown;
+      /** @description Present when the session has `require_clean_work_dir` and its check ran: whether the agent stopped with uncommitted changes in its work dir all the same (the run's status is not changed by it). */
+      work_dir_dirty?: boolean;
       /** @description Lines of the CLI's output dropped for being over AGENT_BRIDGE_MAX_LINE_BYTES; the events they held (text included) are missing. Absent when none was. */
       dropped_lines?: number;
     };
@@ -1018,6 +1021,8 @@ export interface components {
        *     ]
        */
       add_dirs?: string[];
+      /** @description When true, the agent may not end its turn with uncommitted changes in its work dir (or its worktree) unsaid: a Stop hook runs `git status --porcelain` there (as the session's tenant, in its sandbox) and sends the agent back with the changed files, asking it to commit them or say why they stay, at most twice a turn; each check is a `stop_check` event of the full view, and a run whose agent still stopped dirty says `work_dir_dirty: true` in its completion. A work dir that is no git repository is let stop. Default false; Claude Code only (a 400 for a codex session). */
+      require_clean_work_dir?: boolean;
       /** @description Directory the agent works in, absolute or relative to the first allowed root; it must resolve (symlinks followed) inside `AGENT_BRIDGE_ALLOWED_ROOTS`. Default: `AGENT_BRIDGE_WORK_DIR`. */
       work_dir?: string;
       /** @description Up to 32 string pairs, stored and returned as given. */
@@ -2069,6 +2074,8 @@ export interface components {
       tool_rules: components["schemas"]["ToolRules"];
       /** @description Real paths of the directories its runs may use besides the work dir. */
       add_dirs: string[];
+      /** @description When true, the agent may not end its turn with uncommitted changes in its work dir (or its worktree) unsaid: a Stop hook runs `git status --porcelain` there (as the session's tenant, in its sandbox) and sends the agent back with the changed files, asking it to commit them or say why they stay, at most twice a turn; each check is a `stop_check` event of the full view, and a run whose agent still stopped dirty says `work_dir_dirty: true` in its completion. A work dir that is no git repository is let stop. Default false; Claude Code only (a 400 for a codex session). */
+      require_clean_work_dir: boolean;
       metadata: {
         [key: string]: string;
       };
@@ -2148,6 +2155,31 @@ export interface components {
       tool_name?: string;
       tool_use_id?: string;
       parent_tool_use_id?: string | null;
+    };
+    /** @description The session's `require_clean_work_dir` check of the work dir when the agent tried to end its turn. */
+    StopCheckEvent: {
+      /**
+       * @description discriminator enum property added by openapi-typescript
+       * @enum {string}
+       */
+      type: "stop_check";
+      /** @description Whether `git status --porcelain` listed changes in the agent's work dir. */
+      dirty: boolean;
+      /** @description The changed files, as git lists them (the first 50). */
+      files: string[];
+      /** @description How many more changed files there are than listed; absent when none. */
+      more_files?: number;
+      /** @description Whether the agent was sent back to commit them or say why they stay; false once it was sent back twice in the turn, or when the work dir is clean. */
+      blocked: boolean;
+      /** @description The agent's try at stopping in the turn, from 1. */
+      attempt: number;
+      /**
+       * @description The work dir is no git repository: the agent is let stop (said once a run).
+       * @enum {boolean}
+       */
+      not_repository?: true;
+      /** @description Why git could not tell: the agent is let stop. */
+      error?: string;
     };
     /** @description The `data:` of an `event: error` frame, which ends a stream the server could not continue (the run goes on). It has no `id:`: reconnect with `Last-Event-ID` set to the last event's id to get every later event, once. It is not a `completion`, and carries no detail of the cause (that is in the server's log). */
     StreamError: {
@@ -2601,6 +2633,8 @@ export interface components {
        *     ]
        */
       add_dirs?: string[] | null;
+      /** @description When true, the agent may not end its turn with uncommitted changes in its work dir (or its worktree) unsaid: a Stop hook runs `git status --porcelain` there (as the session's tenant, in its sandbox) and sends the agent back with the changed files, asking it to commit them or say why they stay, at most twice a turn; each check is a `stop_check` event of the full view, and a run whose agent still stopped dirty says `work_dir_dirty: true` in its completion. A work dir that is no git repository is let stop. Default false; Claude Code only (a 400 for a codex session). null: false. */
+      require_clean_work_dir?: boolean | null;
     };
     /** @description A run's own usage, from the agent's result; a run that ended without one (cancelled, timed out, crashed) counts what the agent reported in its messages. */
     Usage: {

@@ -34,6 +34,7 @@ const SETTING_FIELDS: Record<keyof SessionSettings, string> = {
   disallowedTools: "disallowed_tools",
   toolRules: "tool_rules",
   addDirs: "add_dirs",
+  requireCleanWorkDir: "require_clean_work_dir",
 };
 
 /** What the agent cannot honour of the settings, one issue per body field; empty when all is well. */

@@ -30,6 +30,7 @@ export interface NewSession {
   disallowedTools?: string[];
   toolRules?: ToolRuleEntry[];
   addDirs?: string[];
+  requireCleanWorkDir?: boolean;
   metadata: Record<string, string>;
 }
 
@@ -61,6 +62,7 @@ export function sessionSettings(row: SessionRow): SessionSettings {
     disallowedTools: row.disallowedTools,
     toolRules: row.toolRules,
     addDirs: row.addDirs,
+    requireCleanWorkDir: row.requireCleanWorkDir,
   });
 }
 
@@ -83,6 +85,7 @@ export type SessionChanges = Partial<
     | "disallowedTools"
     | "toolRules"
     | "addDirs"
+    | "requireCleanWorkDir"
   >
 >;
 

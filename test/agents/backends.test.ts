@@ -197,6 +197,7 @@ describe.concurrent.each(BACKENDS)("the $name back-end on the fake CLI", (backen
         disallowedTools: [],
         toolRules: [],
         addDirs: [],
+        requireCleanWorkDir: false,
       },
       attachments: [],
       messageSystemPrompt: null,

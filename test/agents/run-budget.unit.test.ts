@@ -26,6 +26,7 @@ function request(own: number | null, key: number | null): AgentRunRequest {
       disallowedTools: [],
       toolRules: [],
       addDirs: [],
+      requireCleanWorkDir: false,
     },
     messageSystemPrompt: null,
     outputSchema: null,

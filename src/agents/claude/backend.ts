@@ -103,6 +103,7 @@ export function claudeBackend(config: ClaudeBackendConfig): AgentBackend {
             ...(settings.addDirs.length > 0 ? { addDirs: settings.addDirs } : {}),
             ...(request.outputSchema ? { outputSchema: request.outputSchema } : {}),
             toolRules: request.toolRules,
+            ...(settings.requireCleanWorkDir ? { cleanWorkDir: request.git } : {}),
             cwd: request.cwd,
             ...(identity ? { identity } : {}),
           },

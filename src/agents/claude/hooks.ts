@@ -37,6 +37,19 @@ import { isRecord, type Json } from "../line-fields.js";
 //   mode: src/tool-rules.ts). OUTPUT `{}`: the hook has no say, the permission mode decides.
 // - With `--replay-user-messages` the CLI echoes every control_response written to it back on
 //   stdout, the hook answers too (steering.ts reads and drops them).
+// - `"Stop":[{"hookCallbackIds":[ID]}]` (no matcher): each time the agent would end its turn
+//   (before the `result` line) the CLI asks `hook_callback` with `input: {session_id,
+//   transcript_path, cwd, prompt_id, permission_mode, effort: {level}, hook_event_name: "Stop",
+//   stop_hook_active, last_assistant_message (its last text), background_tasks: [],
+//   session_crons: []}` and a `tool_use_id` of its own (a UUID). `stop_hook_active` is false on
+//   the turn's first try and true on each try after a block. OUTPUT `{}` lets it stop;
+//   `{"decision":"block","reason":WHY}` sends it back: the CLI writes a user line
+//   `{"type":"user","message":{"role":"user","content":[{"type":"text","text":"Stop hook
+//   feedback:\nWHY"}]},"isSynthetic":true,…}` and a `system/notification` (`key:
+//   "stop-hook-error"`), and its next API request ends with a user message of the text
+//   `Stop:Callback hook blocking error from command: "callback": WHY`; the turn goes on, and its
+//   one `result` comes when a Stop is let through (`num_turns` counting both).
+//   stop-check.ts answers it (a session's `require_clean_work_dir`).
 
 /** The callback id of the PreToolUse hook that enforces the run's tool rules. */
 export const TOOL_RULES_CALLBACK = "tool_rules";
@@ -45,10 +58,15 @@ export const TOOL_RULES_CALLBACK = "tool_rules";
 export const INITIALIZE_REQUEST_ID = "initialize";
 
 /** The `initialize` line (with `\n`) that registers the hooks the run needs (none without rules). */
-export function initializeRequestLine(rules: RunToolRules | undefined): string {
-  const hooks = hasToolRules(rules)
-    ? { PreToolUse: [{ hookCallbackIds: [TOOL_RULES_CALLBACK] }] }
-    : {};
+export function initializeRequestLine(
+  rules: RunToolRules | undefined,
+  /** Set: the Stop hook of this callback id (stop-check.ts). */
+  stopCallback?: string,
+): string {
+  const hooks = {
+    ...(hasToolRules(rules) ? { PreToolUse: [{ hookCallbackIds: [TOOL_RULES_CALLBACK] }] } : {}),
+    ...(stopCallback ? { Stop: [{ hookCallbackIds: [stopCallback] }] } : {}),
+  };
   const line = {
     type: "control_request",
     request_id: INITIALIZE_REQUEST_ID,

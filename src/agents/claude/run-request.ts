@@ -1,5 +1,6 @@
 import type { AgentIdentity } from "../../process/tenant-homes.js";
 import type { RunToolRules } from "../../tool-rules.js";
+import type { Git } from "../../worktrees/git.js";
 import type { ImageAttachment } from "../images.js";
 import type { CommandInput } from "./command.js";
 
@@ -17,4 +18,6 @@ export interface RunRequest extends Omit<CommandInput, "mcpConfigFile"> {
   identity?: AgentIdentity;
   /** The rules of its tool uses, enforced by a PreToolUse hook (hooks.ts); absent: none. */
   toolRules?: RunToolRules;
+  /** Set: the session's `require_clean_work_dir`, checked with this git (stop-check.ts). */
+  cleanWorkDir?: Git;
 }

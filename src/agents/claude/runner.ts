@@ -24,6 +24,13 @@ import { withSessionFallback } from "./resume.js";
 import type { RunRequest } from "./run-request.js";
 import { readLine } from "./sdk-lines.js";
 import { ClaudeSteering } from "./steering.js";
+import {
+  CLEAN_WORK_DIR_CALLBACK,
+  callbackInput,
+  isStopCallback,
+  StopCheck,
+  stopAnswerLine,
+} from "./stop-check.js";
 
 // Runs one `claude -p` for one message on the shared process driver (src/process/driver/): the
 // command line and stdin message come from command.ts, the meaning of its stream-json lines from
@@ -108,6 +115,7 @@ async function* runClaudeOnce(
     config.steer?.(null);
   };
   const rules = hasToolRules(req.toolRules) ? req.toolRules : undefined;
+  const stopCheck = req.cleanWorkDir ? new StopCheck(req.cleanWorkDir, req.cwd, logger) : undefined;
   const protocol: LineProtocol = {
     onLine(line, reply) {
       const initialized = readInitializeAnswer(line);
@@ -125,6 +133,19 @@ async function* runClaudeOnce(
         ];
       }
       if (steering.consume(line)) return [];
+      if (stopCheck && line.type === "control_request" && isRecord(line.request)) {
+        if (isStopCallback(line.request)) {
+          const requestId = String(line.request_id);
+          stopCheck.answer(callbackInput(line.request)).then(
+            (output) => reply(stopAnswerLine(requestId, output)),
+            (err) => {
+              logger.error("the clean stop check failed", { error: errorText(err) });
+              reply(stopAnswerLine(requestId, {}));
+            },
+          );
+          return [];
+        }
+      }
       if (line.type === "control_request" && isRecord(line.request)) {
         const hook = answerHookCallback(String(line.request_id), line.request, rules);
         if (hook) {
@@ -197,6 +218,7 @@ async function* runClaudeOnce(
     },
     interrupt,
   };
+  if (stopCheck) withStopChecks(protocol, stopCheck);
   // Cancelled before its CLI started: it is not started to be interrupted.
   if (config.interruption?.aborted) {
     yield [protocol.failure(new RunCancelledError(), 0)];
@@ -228,7 +250,9 @@ async function* runClaudeOnce(
       ...(config.gateway ? { gateway: config.gateway } : {}),
     },
     // The hooks first (hooks.ts): the CLI answers before it reads the prompt.
-    input: initializeRequestLine(rules) + userMessageLine(req.prompt, req.attachments),
+    input:
+      initializeRequestLine(rules, stopCheck ? CLEAN_WORK_DIR_CALLBACK : undefined) +
+      userMessageLine(req.prompt, req.attachments),
     closeInput: false,
     longLine: CLAUDE_LONG_LINE,
   };
@@ -237,4 +261,20 @@ async function* runClaudeOnce(
   } finally {
     stopSteering();
   }
+}
+
+/**
+ * The Stop hook's checks are answered later than their line: their events go before the CLI's
+ * next line's, and its last completion says whether the agent stopped with changes all the same.
+ */
+function withStopChecks(protocol: LineProtocol, stopCheck: StopCheck): void {
+  const onLine = protocol.onLine.bind(protocol);
+  protocol.onLine = (line, reply) => {
+    const events = [...stopCheck.drain(), ...onLine(line, reply)];
+    const last = events.at(-1);
+    if (last?.type === "completion" && stopCheck.dirty !== undefined) {
+      events[events.length - 1] = { ...last, work_dir_dirty: stopCheck.dirty };
+    }
+    return events;
+  };
 }

@@ -73,6 +73,7 @@ export const CodexSettings: z.ZodType<SessionSettings> = Settings.superRefine((s
     ["disallowedTools", s.disallowedTools.length > 0, "codex exec has no tools to disallow"],
     ["toolRules", s.toolRules.length > 0, "codex exec has no hooks to enforce tool rules with"],
     ["addDirs", s.addDirs.length > 0, "codex exec resume takes no --add-dir"],
+    ["requireCleanWorkDir", s.requireCleanWorkDir, "codex exec has no Stop hook to check with"],
   ] as const;
   for (const [path, asked, message] of unsupported) {
     if (asked) ctx.addIssue({ code: "custom", path: [path], message });

@@ -67,6 +67,8 @@ export const sessions = pgTable(
     toolRules: jsonb("tool_rules").$type<ToolRuleEntry[]>().notNull().default([]),
     /** Real paths of more directories its runs may use and write (`--add-dir`). */
     addDirs: jsonb("add_dirs").$type<string[]>().notNull().default([]),
+    /** Its runs' agent may not end with uncommitted changes unsaid (src/agents/claude/stop-check.ts). */
+    requireCleanWorkDir: boolean("require_clean_work_dir").notNull().default(false),
     metadata: jsonb("metadata").$type<Record<string, string>>().notNull().default({}),
     createdAt: ts("created_at").notNull(),
     updatedAt: ts("updated_at").notNull(),

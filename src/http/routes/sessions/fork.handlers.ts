@@ -136,6 +136,7 @@ export const forkSession: RouteHandler<typeof routes.forkSession, AppEnv> = asyn
         disallowedTools: session.disallowedTools,
         toolRules: session.toolRules,
         addDirs: session.addDirs,
+        requireCleanWorkDir: session.requireCleanWorkDir,
         metadata: body.metadata ?? session.metadata,
         forkedFrom,
       },

@@ -69,6 +69,7 @@ export const createSession: RouteHandler<typeof routes.createSession, AppEnv> = 
     disallowedTools: body.disallowed_tools,
     toolRules: body.tool_rules,
     addDirs: body.add_dirs && (await resolveAddDirs(body.add_dirs, config.allowedRoots)),
+    requireCleanWorkDir: body.require_clean_work_dir,
   });
   const refused = [
     ...mcpServerIssues(config.agents.mcpServers, settings.mcpServers),

@@ -61,6 +61,9 @@ export const ToolRules = z
   .array(ToolRule)
   .max(MAX_TOOL_RULES, { error: `at most ${MAX_TOOL_RULES} tool rules` });
 
+export const REQUIRE_CLEAN_WORK_DIR_HELP =
+  "When true, the agent may not end its turn with uncommitted changes in its work dir (or its worktree) unsaid: a Stop hook runs `git status --porcelain` there (as the session's tenant, in its sandbox) and sends the agent back with the changed files, asking it to commit them or say why they stay, at most twice a turn; each check is a `stop_check` event of the full view, and a run whose agent still stopped dirty says `work_dir_dirty: true` in its completion. A work dir that is no git repository is let stop. Default false; Claude Code only (a 400 for a codex session).";
+
 export const DISALLOWED_TOOLS_HELP =
   "Tool rules the agent may never use, as Claude Code's `--disallowedTools` takes them (`WebFetch`, `Bash(curl:*)`): a tool named alone is not offered to the model at all. Claude Code only; 400 for a codex session.";
 
@@ -121,6 +124,10 @@ export const CreateSessionBody = z
     disallowed_tools: ToolRules.optional().openapi({ description: DISALLOWED_TOOLS_HELP }),
     tool_rules: ToolUseRules.optional(),
     add_dirs: AddDirs.optional(),
+    require_clean_work_dir: z
+      .boolean()
+      .optional()
+      .openapi({ description: REQUIRE_CLEAN_WORK_DIR_HELP }),
     work_dir: z.string().min(1).max(4096).optional().openapi({
       description:
         "Directory the agent works in, absolute or relative to the first allowed root; it must resolve (symlinks followed) inside `AGENT_BRIDGE_ALLOWED_ROOTS`. Default: `AGENT_BRIDGE_WORK_DIR`.",
@@ -204,6 +211,7 @@ export const Session = z
     add_dirs: z.array(z.string()).openapi({
       description: "Real paths of the directories its runs may use besides the work dir.",
     }),
+    require_clean_work_dir: z.boolean().openapi({ description: REQUIRE_CLEAN_WORK_DIR_HELP }),
     metadata: z.record(z.string(), z.string()),
     created_at: z.string().openapi({ format: "date-time" }),
     updated_at: z.string().openapi({ format: "date-time" }),
@@ -289,6 +297,7 @@ export function toSession(
     disallowed_tools: row.disallowedTools,
     tool_rules: row.toolRules,
     add_dirs: row.addDirs,
+    require_clean_work_dir: row.requireCleanWorkDir,
     metadata: row.metadata,
     created_at: row.createdAt.toISOString(),
     updated_at: row.updatedAt.toISOString(),

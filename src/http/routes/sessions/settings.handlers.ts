@@ -65,6 +65,7 @@ export const updateSession: RouteHandler<typeof routes.updateSession, AppEnv> = 
     disallowedTools: pick(body.disallowed_tools, current.disallowedTools, []),
     toolRules: pick(body.tool_rules, current.toolRules, []),
     addDirs: pick(addDirs, current.addDirs, []),
+    requireCleanWorkDir: pick(body.require_clean_work_dir, current.requireCleanWorkDir, false),
   };
   const refused = [
     ...mcpServerIssues(config.agents.mcpServers, settings.mcpServers),
@@ -97,6 +98,9 @@ export const updateSession: RouteHandler<typeof routes.updateSession, AppEnv> = 
   if (given(body, "disallowed_tools")) changes.disallowedTools = settings.disallowedTools;
   if (given(body, "tool_rules")) changes.toolRules = settings.toolRules;
   if (given(body, "add_dirs")) changes.addDirs = settings.addDirs;
+  if (given(body, "require_clean_work_dir")) {
+    changes.requireCleanWorkDir = settings.requireCleanWorkDir;
+  }
   const row = await store.updateSession(db, id, changes);
   if (!row) throw new NotFoundError("session", id);
   return c.json(await shown(c, row), 200);

@@ -13,6 +13,7 @@ import {
   MaxBudgetUsd,
   MaxTurns,
   McpServerNames,
+  REQUIRE_CLEAN_WORK_DIR_HELP,
   ToolRules,
 } from "./sessions.schemas.js";
 
@@ -77,6 +78,11 @@ export const UpdateSessionBody = z
         description: `Rules of the tool uses of each later run, in place of the session's, after its key's. ${resets("none")}`,
       }),
     add_dirs: AddDirs.nullable().optional(),
+    require_clean_work_dir: z
+      .boolean()
+      .nullable()
+      .optional()
+      .openapi({ description: `${REQUIRE_CLEAN_WORK_DIR_HELP} ${resets("false")}` }),
   })
   .openapi("UpdateSession", { example: { model: "opus", title: "renamed" } });
 export type UpdateSessionBody = z.infer<typeof UpdateSessionBody>;
