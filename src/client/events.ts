@@ -1,6 +1,9 @@
-import { createParser, type EventSourceMessage } from "eventsource-parser";
+import type { EventSourceMessage } from "eventsource-parser";
 import { ApiProblem } from "./problem.js";
 import type { components } from "./schema.js";
+import { backOff, type ReconnectOptions, sseMessages } from "./sse.js";
+
+export type { ReconnectOptions };
 
 // Reading a run's events over SSE: parse with eventsource-parser, and when the connection drops
 // before the `completion`, reconnect with `Last-Event-ID` so that no event is lost or repeated.
@@ -11,20 +14,11 @@ export type CompletionEvent = components["schemas"]["CompletionEvent"];
 /** A BridgeEvent with its number in the run (the SSE `id:`, from 1, no gaps). */
 export type StreamedEvent = BridgeEvent & { id: number };
 
-export interface ReconnectOptions {
-  /** Consecutive failed reconnects before giving up (default 8). */
-  retries?: number;
-  /** First delay before reconnecting, doubled on each failure up to 5 s (default 250 ms). */
-  delayMs?: number;
-}
-
 /** Opens the run's event stream after event `after`; throws ApiProblem when the server says no. */
 export type OpenEvents = (
   after: number,
   signal?: AbortSignal,
 ) => Promise<ReadableStream<Uint8Array>>;
-
-const MAX_DELAY_MS = 5000;
 
 export async function* readRunEvents(
   first: ReadableStream<Uint8Array> | undefined,
@@ -62,8 +56,7 @@ export async function* readRunEvents(
     }
     body = undefined;
     failures = last > before ? 1 : failures + 1;
-    if (failures > retries) throw lastError;
-    await sleep(Math.min(delayMs * 2 ** (failures - 1), MAX_DELAY_MS), signal);
+    await backOff(failures, retries, delayMs, lastError, signal);
   }
 }
 
@@ -72,46 +65,16 @@ export async function* parseEvents(
   body: ReadableStream<Uint8Array>,
   onRetry: (ms: number) => void = () => {},
 ): AsyncGenerator<StreamedEvent, void, undefined> {
-  const messages: EventSourceMessage[] = [];
-  const parser = createParser({ onEvent: (message) => messages.push(message), onRetry });
-  const decoder = new TextDecoder();
-  const reader = body.getReader();
-  try {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      parser.feed(decoder.decode(value, { stream: true }));
-      for (const message of messages.splice(0)) yield toEvent(message);
-    }
-  } finally {
-    // Closes the connection when the caller stops early (break, abort, error).
-    reader.cancel().catch(() => {});
+  // A server's `error` event: it could not go on with the stream (it says why); the run goes on.
+  for await (const message of sseMessages(body, "the event stream", onRetry)) {
+    yield toEvent(message);
   }
 }
 
 function toEvent(message: EventSourceMessage): StreamedEvent {
-  // The server could not go on with the stream (it says why); the run goes on: reconnect.
-  if (message.event === "error") {
-    const { message: why } = JSON.parse(message.data) as { message?: string };
-    throw new Error(`the event stream failed: ${why ?? message.data}`);
-  }
   const id = Number(message.id);
   if (!Number.isInteger(id) || id < 1)
     throw new Error(`SSE event without a valid id: ${message.id}`);
   const data: BridgeEvent = JSON.parse(message.data);
   return { ...data, id };
-}
-
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
 }

@@ -1,7 +1,7 @@
-import { createParser, type EventSourceMessage } from "eventsource-parser";
-import type { ReconnectOptions } from "./events.js";
+import type { EventSourceMessage } from "eventsource-parser";
 import { ApiProblem } from "./problem.js";
 import type { components } from "./schema.js";
+import { backOff, type ReconnectOptions, sseMessages } from "./sse.js";
 
 // Reading the live feed (GET /v1/events) over SSE: it never ends by itself; when the connection
 // drops, reconnect with `Last-Event-ID` (the last event's id, or the position the server said the
@@ -17,8 +17,6 @@ export type OpenFeed = (
   after: string | undefined,
   signal?: AbortSignal,
 ) => Promise<{ body: ReadableStream<Uint8Array>; position: string }>;
-
-const MAX_DELAY_MS = 5000;
 
 export async function* readFeed(
   open: OpenFeed,
@@ -53,8 +51,7 @@ export async function* readFeed(
       lastError = err;
     }
     failures = progressed ? 1 : failures + 1;
-    if (failures > retries) throw lastError;
-    await sleep(Math.min(delayMs * 2 ** (failures - 1), MAX_DELAY_MS), signal);
+    await backOff(failures, retries, delayMs, lastError, signal);
   }
 }
 
@@ -63,42 +60,13 @@ async function* parseFeed(
   body: ReadableStream<Uint8Array>,
   onRetry: (ms: number) => void,
 ): AsyncGenerator<FeedItem, void, undefined> {
-  const messages: EventSourceMessage[] = [];
-  const parser = createParser({ onEvent: (message) => messages.push(message), onRetry });
-  const decoder = new TextDecoder();
-  const reader = body.getReader();
-  try {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      parser.feed(decoder.decode(value, { stream: true }));
-      for (const message of messages.splice(0)) yield toItem(message);
-    }
-  } finally {
-    reader.cancel().catch(() => {});
+  for await (const message of sseMessages(body, "the feed's stream", onRetry)) {
+    yield toItem(message);
   }
 }
 
 function toItem(message: EventSourceMessage): FeedItem {
-  if (message.event === "error") {
-    const { message: why } = JSON.parse(message.data) as { message?: string };
-    throw new Error(`the feed's stream failed: ${why ?? message.data}`);
-  }
   const id = message.id;
   if (!id) throw new Error(`feed event without an id: ${message.event}`);
   return { ...(JSON.parse(message.data) as FeedEvent), id };
-}
-
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
 }
