@@ -52,14 +52,33 @@ export const SSE_HEADERS = {
  */
 export function sseResponse(
   open: (signal: AbortSignal) => AsyncIterable<SequencedEvent[]>,
-  opts: {
-    view: LogView;
-    keepAliveMs: number;
-    logger: Logger;
-    headers?: Record<string, string>;
-    /** Called once when the stream ends, however it ends (completion, failure, client gone). */
-    onClose?: () => void;
-  },
+  opts: StreamOptions & { view: LogView },
+): Response {
+  return sseFramesResponse(async function* (signal) {
+    for await (const batch of open(signal)) {
+      const end = batch.findIndex((entry) => entry.type === "completion");
+      const sent = end < 0 ? batch : batch.slice(0, end + 1);
+      yield sent.map((entry) => sseFrame(entry, opts.view));
+      if (end >= 0) return;
+    }
+  }, opts);
+}
+
+export interface StreamOptions {
+  keepAliveMs: number;
+  logger: Logger;
+  headers?: Record<string, string>;
+  /** Called once when the stream ends, however it ends (its end, a failure, the client gone). */
+  onClose?: () => void;
+}
+
+/**
+ * An SSE stream of the frames `open` yields, batch after batch, until it ends (sseResponse says
+ * what every stream here does: keep-alives, chunks, back-pressure, a failure's `error` frame).
+ */
+export function sseFramesResponse(
+  open: (signal: AbortSignal) => AsyncIterable<string[]>,
+  opts: StreamOptions,
 ): Response {
   const gone = new AbortController();
   let closed = false;
@@ -97,11 +116,8 @@ export function sseResponse(
         // Not awaited: `pull` (the client asking for more) is only called once `start` returns.
         void (async () => {
           try {
-            read: for await (const batch of open(gone.signal)) {
-              for (const entry of batch) {
-                send(sseFrame(entry, opts.view));
-                if (entry.type === "completion") break read;
-              }
+            for await (const frames of open(gone.signal)) {
+              for (const frame of frames) send(frame);
               flush();
               await room();
               if (gone.signal.aborted) break;

@@ -2,7 +2,7 @@ import type { RouteHandler } from "@hono/zod-openapi";
 import { feedStart, followFeed } from "../../../cluster/feed.js";
 import { type FeedFilter, feedPositionText } from "../../../store/feed.js";
 import type { AppEnv } from "../../context.js";
-import { sseFramesResponse } from "../../sse-frames.js";
+import { sseFramesResponse } from "../../sse.js";
 import { admitStream } from "../../streams.js";
 import type * as routes from "./feed.routes.js";
 
