@@ -88,6 +88,7 @@ describe("CodexSettings", () => {
     disallowedTools: [],
     toolRules: [],
     addDirs: [],
+    requireCleanWorkDir: false,
   };
 
   it("takes the permission modes that have a sandbox, and every effort", () => {
