@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { mkdir, writeFile } from "node:fs/promises";
+import { mkdir, utimes, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { runClaude } from "../../../src/agents/claude/runner.js";
@@ -35,6 +35,10 @@ async function setup() {
   );
   await writeFile(join(ce.cwd, "notes.txt"), "alpha\nbeta\ngamma\ndelta\n");
   await writeFile(join(ce.cwd, "b.txt"), "beta two\n");
+  // Grep lists the newest first and Glob the oldest: with one time, both fall back on the name.
+  const at = new Date("2026-01-01T00:00:00Z");
+  await utimes(join(ce.cwd, "notes.txt"), at, at);
+  await utimes(join(ce.cwd, "b.txt"), at, at);
   return { mock, ce, file: join(ce.cwd, "notes.txt") };
 }
 
