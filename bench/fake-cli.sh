@@ -5,8 +5,12 @@
 #   !stamped N RATE           hand over to fake-stamped.pl (stamped lines, paced or not)
 #   !MODE ARGS...             hand over to fake-cli.mjs (hold, api)
 # It is a POSIX shell script so that a recorded run costs a fork of `cat`, not a Node start-up.
+# The bridge's `initialize` control request comes first; the fake leaves it unanswered, as a CLI
+# without hooks to register may (the run needs no answer to go on).
 case "$1" in --version) echo "2.1.328 (agent-bridge bench fake)"; exit 0 ;; esac
-IFS= read -r line
+while IFS= read -r line; do
+  case "$line" in *'"type":"user"'*) break ;; esac
+done
 text=${line#*\"text\":\"}
 text=${text%%\"*}
 case "$text" in
