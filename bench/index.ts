@@ -423,12 +423,12 @@ function versusSdk(
   samples: Record<"bridge" | "sdk" | "floor", number>[] | undefined,
   limit?: number,
 ): { text: string; ok?: boolean } | undefined {
-  const b = med(samples, (s) => s.bridge);
-  const s = med(samples, (x) => x.sdk);
+  const b = med(samples, (x) => x.bridge);
+  const sdk = med(samples, (x) => x.sdk);
   const f = med(samples, (x) => x.floor);
-  if (b === undefined || s === undefined || f === undefined) return undefined;
-  const text = `${num(b / s, 2)}x (${ms(b)} / ${ms(s)}); to the floor (${ms(f)}): ${num(b / f, 2)}x, SDK ${num(s / f, 2)}x`;
-  return limit === undefined ? { text } : { text, ok: b / s <= limit };
+  if (b === undefined || sdk === undefined || f === undefined) return undefined;
+  const text = `${num(b / sdk, 2)}x (${ms(b)} / ${ms(sdk)}); to the floor (${ms(f)}): ${num(b / f, 2)}x, SDK ${num(sdk / f, 2)}x`;
+  return limit === undefined ? { text } : { text, ok: b / sdk <= limit };
 }
 
 /** The relay samples of `n` deltas, as bridge / SDK / floor figures of `kind`. */
