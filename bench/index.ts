@@ -10,6 +10,7 @@ import {
   bigLine,
   cliCommand,
   concurrency,
+  type FirstEventSample,
   type FollowSample,
   firstEvent,
   follow,
@@ -19,6 +20,7 @@ import {
   median,
   type RelaySample,
   relay,
+  relayWorkload,
   replay,
   restRss,
   type SandboxMemorySample,
@@ -27,15 +29,20 @@ import {
   sandboxCost,
   sandboxMemory,
   sequentialRuns,
+  type TogetherSample,
+  together,
   warmUp,
+  wholeWorkload,
 } from "./scenarios.js";
-import { startBenchServer, startBenchUpstream } from "./server.js";
+import { startBenchServer, startBenchUpstream, startSdkPeer } from "./server.js";
 import { type Transcripts, writeTranscripts } from "./transcripts.js";
 
 // `npm run bench`: the measurements of issue 9 against the real server process, on PGlite and,
-// when DATABASE_URL is set, on a fresh database of that Postgres server (dropped afterwards).
+// when DATABASE_URL is set, on a fresh database of that Postgres server (dropped afterwards);
+// relay, first event, together and whole also measure the Agent SDK's `query()` loop
+// (bench/sdk-peer.mjs) on the same stand-in CLI (issue 43).
 // Prints a table and writes bench/results/<date>.json. Options:
-//   --only relay,first,concurrency,memory,bigline,replay,follow,cli,sandbox,gateway
+//   --only relay,first,together,whole,concurrency,memory,bigline,replay,follow,cli,sandbox,gateway
 //                                                          a subset (replay needs relay; follow,
 //                                                          a second instance, needs Postgres;
 //                                                          sandbox needs bubblewrap); its results
@@ -50,6 +57,11 @@ const SIZES = {
   longRepeats: 2,
   firstEventRepeats: 11,
   relay: (process.env.BENCH_RELAY ?? "10000,100000").split(",").map(Number),
+  /** Runs of one transcript at once, on the bridge, in the SDK peer and as bare consumers. */
+  togetherRuns: 20,
+  togetherDeltas: 10_000,
+  /** Whole assistant messages of the transcript without deltas (`claude -p` without partials). */
+  wholeMessages: 10_000,
   concurrentRuns: 50,
   concurrentDeltas: 2_000,
   /**
@@ -82,6 +94,13 @@ const SIZES = {
 } as const;
 
 const TARGETS = {
+  /**
+   * Issue 43, as ratios to the Agent SDK's loop: relay time and CPU per run, on each back-end;
+   * the wall time of runs at once; the first text_delta over the floor.
+   */
+  sdkRatio: { pglite: 1.5, postgres: 1.3 },
+  togetherSdkRatio: 1.3,
+  firstDeltaOverFloorMs: 5,
   relayEventsPerSec: 100_000,
   relayRatio: 2,
   firstEventOverFloorMs: 15,
@@ -110,9 +129,10 @@ const { values: args } = parseArgs({
   },
 });
 const only = new Set(
-  (args.only ?? "relay,first,concurrency,memory,bigline,replay,follow,cli,sandbox,gateway").split(
-    ",",
-  ),
+  (
+    args.only ??
+    "relay,first,together,whole,concurrency,memory,bigline,replay,follow,cli,sandbox,gateway"
+  ).split(","),
 );
 const wanted = (name: string) => only.has(name);
 
@@ -196,6 +216,7 @@ async function benchBackend(backend: Backend, transcripts: Transcripts, tmp: str
     transcripts,
     memoryFile,
   };
+  const peer = startSdkPeer(bin);
   const out: Results = {};
   // How long each step took, so that the sizes can be kept within the time budget.
   const steps: Record<string, number> = {};
@@ -208,7 +229,7 @@ async function benchBackend(backend: Backend, transcripts: Transcripts, tmp: str
   out.steps = steps;
   try {
     step("warm-up");
-    await warmUp(server);
+    await warmUp(server, peer);
     out.restRss = await restRss(server);
     // Measured first, while little garbage of earlier steps is left to be freed meanwhile.
     if (wanted("memory")) {
@@ -219,16 +240,27 @@ async function benchBackend(backend: Backend, transcripts: Transcripts, tmp: str
     }
     if (wanted("first")) {
       step("first event");
-      out.firstEvent = await firstEvent(server, SIZES.firstEventRepeats);
+      out.firstEvent = await firstEvent(server, peer, SIZES.firstEventRepeats);
     }
     let lastBig: RelaySample | undefined;
     if (wanted("relay") || wanted("replay")) {
       out.relay = {};
       for (const n of SIZES.relay) {
         step(`relay ${n}`);
-        out.relay[n] = await relay(server, n, SIZES.repeats);
+        out.relay[n] = await relay(server, peer, relayWorkload(server, n), SIZES.repeats);
         lastBig = out.relay[n].at(-1);
       }
+    }
+    if (wanted("together")) {
+      const { togetherRuns: runs, togetherDeltas: deltas } = SIZES;
+      step(`${runs} runs of ${deltas} deltas at once`);
+      const workload = relayWorkload(server, deltas);
+      out.together = await together(server, peer, workload, runs, SIZES.repeats);
+    }
+    if (wanted("whole")) {
+      step(`${SIZES.wholeMessages} whole assistant messages`);
+      const workload = wholeWorkload(server, SIZES.wholeMessages);
+      out.whole = await relay(server, peer, workload, SIZES.repeats);
     }
     if (wanted("replay") && lastBig) {
       step("replay");
@@ -313,6 +345,7 @@ async function benchBackend(backend: Backend, transcripts: Transcripts, tmp: str
     process.stderr.write(`server output:\n${proc.output().slice(-4000)}\n`);
     throw err;
   } finally {
+    await peer.stop();
     await proc.stop();
     await database?.drop();
   }
@@ -377,8 +410,103 @@ const added = (x: number) => `${x < 0 ? "−" : "+"}${ms(Math.abs(x))}`;
 interface Row {
   measure: string;
   target: string;
-  cell: (r: Results) => { text: string; ok?: boolean } | undefined;
+  cell: (r: Results, backend: Backend) => { text: string; ok?: boolean } | undefined;
 }
+
+const sdkTarget = `≤ ${TARGETS.sdkRatio.postgres}x the SDK (postgres), ${TARGETS.sdkRatio.pglite}x (pglite)`;
+
+/**
+ * One measure of the bridge, the Agent SDK's loop and the floor, as ratios: the bridge's to the
+ * SDK's (against `limit`, when given), and the bridge's and the SDK's to the floor's.
+ */
+function versusSdk(
+  samples: Record<"bridge" | "sdk" | "floor", number>[] | undefined,
+  limit?: number,
+): { text: string; ok?: boolean } | undefined {
+  const b = med(samples, (x) => x.bridge);
+  const sdk = med(samples, (x) => x.sdk);
+  const f = med(samples, (x) => x.floor);
+  if (b === undefined || sdk === undefined || f === undefined) return undefined;
+  const text = `${num(b / sdk, 2)}x (${ms(b)} / ${ms(sdk)}); to the floor (${ms(f)}): ${num(b / f, 2)}x, SDK ${num(sdk / f, 2)}x`;
+  return limit === undefined ? { text } : { text, ok: b / sdk <= limit };
+}
+
+/** The relay samples of `n` deltas, as bridge / SDK / floor figures of `kind`. */
+const relayFigures = (r: Results, n: number, kind: "Ms" | "CpuMs") =>
+  (r.relay?.[n] as RelaySample[] | undefined)?.map((x) => ({
+    bridge: x[`bridge${kind}`],
+    sdk: x[`sdk${kind}`],
+    floor: x[`floor${kind}`],
+  }));
+
+/** Issue 43's rows: the bridge against the Agent SDK's own loop, each with the floor. */
+const sdkRows: Row[] = [
+  ...SIZES.relay.map(
+    (n): Row => ({
+      measure: `relay ${num(n)} lines: time, bridge / SDK query() (to the floor)`,
+      target: sdkTarget,
+      cell: (r, backend) => versusSdk(relayFigures(r, n, "Ms"), TARGETS.sdkRatio[backend]),
+    }),
+  ),
+  {
+    measure: `CPU per ${num(Math.max(...SIZES.relay))}-delta run, bridge server / SDK process (to the floor's process); the CLI's not counted`,
+    target: sdkTarget,
+    cell: (r, backend) =>
+      versusSdk(relayFigures(r, Math.max(...SIZES.relay), "CpuMs"), TARGETS.sdkRatio[backend]),
+  },
+  {
+    measure: "first text_delta over the floor: bridge (SDK query())",
+    target: `≤ +${TARGETS.firstDeltaOverFloorMs} ms`,
+    cell: (r) => {
+      const s = r.firstEvent as FirstEventSample[] | undefined;
+      const b = med(s, (x) => x.firstDeltaMs);
+      const sdk = med(s, (x) => x.sdkFirstDeltaMs);
+      const f = med(s, (x) => x.floorMs);
+      if (b === undefined || sdk === undefined || f === undefined) return undefined;
+      return {
+        text: `+${ms(b - f)} (SDK ${added(sdk - f)}; ${ms(b)} / ${ms(sdk)} / ${ms(f)})`,
+        ok: b - f <= TARGETS.firstDeltaOverFloorMs,
+      };
+    },
+  },
+  {
+    measure: `${SIZES.togetherRuns} runs of ${num(SIZES.togetherDeltas)} deltas at once, wall time: bridge / SDK (to the floor)`,
+    target: `≤ ${TARGETS.togetherSdkRatio}x the SDK`,
+    cell: (r) =>
+      versusSdk(
+        (r.together as TogetherSample[] | undefined)?.map((x) => ({
+          bridge: x.bridgeMs,
+          sdk: x.sdkMs,
+          floor: x.floorMs,
+        })),
+        TARGETS.togetherSdkRatio,
+      ),
+  },
+  {
+    measure: `${num(SIZES.wholeMessages)} whole assistant lines, no deltas: events/s (SDK messages/s; floor lines/s)`,
+    target: "",
+    cell: (r) => {
+      const s = r.whole as RelaySample[] | undefined;
+      const b = med(s, (x) => x.eventsPerSec);
+      const sdk = med(s, (x) => x.sdkMessagesPerSec);
+      const f = med(s, (x) => x.floorLinesPerSec);
+      if (b === undefined || sdk === undefined || f === undefined) return undefined;
+      return { text: `${num(b)} (${num(sdk)}; ${num(f)})` };
+    },
+  },
+  {
+    measure: `${num(SIZES.wholeMessages)} whole assistant lines: time, bridge / SDK (to the floor)`,
+    target: "",
+    cell: (r) =>
+      versusSdk(
+        (r.whole as RelaySample[] | undefined)?.map((x) => ({
+          bridge: x.bridgeMs,
+          sdk: x.sdkMs,
+          floor: x.floorMs,
+        })),
+      ),
+  },
+];
 
 const rows: Row[] = [
   ...SIZES.relay.flatMap((n): Row[] => [
@@ -406,6 +534,7 @@ const rows: Row[] = [
       },
     },
   ]),
+  ...sdkRows,
   {
     measure: "first SSE byte (floor: spawn, first line)",
     target: "",
@@ -659,7 +788,7 @@ function table(results: Partial<Record<Backend, Results>>): string {
   ];
   for (const row of rows) {
     const cells = names.map((b) => {
-      const c = row.cell(results[b] ?? {});
+      const c = row.cell(results[b] ?? {}, b);
       return c ? `${c.text}${c.ok === undefined ? "" : mark(c.ok)}` : "";
     });
     if (cells.every((c) => c === "")) continue;
@@ -683,7 +812,12 @@ const tmp = mkdtempSync(join(os.tmpdir(), "agent-bridge-bench-"));
 const results: Partial<Record<Backend, Results>> = {};
 try {
   process.stderr.write("writing transcripts…\n");
-  const transcripts = await writeTranscripts(tmp, [...SIZES.relay], SIZES.bigLineBytes);
+  const transcripts = await writeTranscripts(
+    tmp,
+    [...new Set([...SIZES.relay, SIZES.togetherDeltas])],
+    [SIZES.wholeMessages],
+    SIZES.bigLineBytes,
+  );
   for (const backend of backends) results[backend] = await benchBackend(backend, transcripts, tmp);
 } finally {
   rmSync(tmp, { recursive: true, force: true });

@@ -14,7 +14,8 @@ import {
   type SseResult,
   sleep,
 } from "./client.js";
-import type { Transcripts } from "./transcripts.js";
+import type { SdkBatch, SdkPeer } from "./server.js";
+import { DELTAS_PER_MESSAGE, type Transcripts } from "./transcripts.js";
 
 // One function per measurement of issue 9. Each returns the samples of every repetition; the
 // caller takes medians. A check that fails (an event lost, out of order, a run that did not
@@ -63,43 +64,177 @@ function expectComplete(res: SseResult, events: number, what: string) {
   expect(res.ordered && res.firstId === 1, `${what}: ids not 1..n in order`, res);
 }
 
-/** A few runs so that the JIT and the database caches are warm before anything is timed. */
-export async function warmUp(server: Server) {
+/**
+ * A few runs so that the JIT and the database caches are warm before anything is timed; the SDK
+ * peer's too, when there is one.
+ */
+export async function warmUp(server: Server, peer?: SdkPeer) {
   const [session] = await createSessions(server.url, 1);
-  for (let i = 0; i < 10; i++) await post(server, session ?? "", `@${server.transcripts.small}`);
+  for (let i = 0; i < 10; i++) {
+    await post(server, session ?? "", `@${server.transcripts.small}`);
+    await peer?.run(`@${server.transcripts.small}`);
+  }
   const first = server.transcripts.relay[10_000];
-  if (first) await post(server, session ?? "", `@${first}`);
+  if (first) {
+    await post(server, session ?? "", `@${first}`);
+    await peer?.run(`@${first}`);
+  }
+}
+
+/** A transcript, and what the bridge and the SDK make of it. */
+export interface Workload {
+  path: string;
+  /** SSE events of the bridge's run, run_started and completion included. */
+  events: number;
+  /** Text deltas (`stream_event`) and `assistant` messages the SDK's `query()` yields. */
+  sdkDeltas: number;
+  sdkAssistants: number;
+}
+
+/** The relay transcript of `deltas` deltas, in messages of DELTAS_PER_MESSAGE. */
+export function relayWorkload(server: Server, deltas: number): Workload {
+  const path = server.transcripts.relay[deltas];
+  if (!path) throw new Error(`no transcript of ${deltas} deltas`);
+  return {
+    path,
+    events: deltas + 2,
+    sdkDeltas: deltas,
+    sdkAssistants: Math.ceil(deltas / DELTAS_PER_MESSAGE),
+  };
+}
+
+/** `count` whole assistant messages, no deltas: one text_delta each on the bridge. */
+export function wholeWorkload(server: Server, count: number): Workload {
+  const path = server.transcripts.whole[count];
+  if (!path) throw new Error(`no transcript of ${count} whole messages`);
+  return { path, events: count + 2, sdkDeltas: 0, sdkAssistants: count };
+}
+
+/** Each side's CPU is counted over its run and this long after it (work left after the end). */
+const CPU_SETTLE_MS = 100;
+
+/** This process's CPU, user and system, in ms. */
+function ownCpuMs(): number {
+  const cpu = process.cpuUsage();
+  return (cpu.user + cpu.system) / 1000;
+}
+
+/** `fn`'s result, and the CPU `cpuMs` counts over it and CPU_SETTLE_MS after. */
+async function counted<T>(cpuMs: () => number, fn: () => Promise<T>): Promise<[T, number]> {
+  const before = cpuMs();
+  const out = await fn();
+  await sleep(CPU_SETTLE_MS);
+  return [out, cpuMs() - before];
+}
+
+function expectSdk(batch: SdkBatch, workload: Workload, what: string) {
+  for (const run of batch.runs) {
+    expect(
+      run.result === "success" &&
+        run.deltas === workload.sdkDeltas &&
+        run.assistants === workload.sdkAssistants,
+      `${what}: the SDK's query() gave ${JSON.stringify(run)}`,
+    );
+  }
 }
 
 export interface RelaySample {
   bridgeMs: number;
+  /** The SDK peer: its query() call to its `result` message. */
+  sdkMs: number;
   floorMs: number;
   events: number;
   eventsPerSec: number;
+  /** Messages the SDK's query() yielded, per second. */
+  sdkMessagesPerSec: number;
   floorLinesPerSec: number;
+  /** The server's CPU (/proc/<pid>/stat), the SDK peer's and the floor's (each its process's). */
+  bridgeCpuMs: number;
+  sdkCpuMs: number;
+  floorCpuMs: number;
   runId: string;
 }
 
-/** POST to the client's completion, against the fake piped into a bare JSON.parse consumer. */
-export async function relay(server: Server, deltas: number, reps: number): Promise<RelaySample[]> {
-  const path = server.transcripts.relay[deltas];
-  if (!path) throw new Error(`no transcript of ${deltas} deltas`);
+/**
+ * POST to the client's completion, against the Agent SDK's `query()` to its `result` (its own
+ * process) and the fake piped into a bare JSON.parse consumer (the floor, in this process): one
+ * of each in turn.
+ */
+export async function relay(
+  server: Server,
+  peer: SdkPeer,
+  workload: Workload,
+  reps: number,
+): Promise<RelaySample[]> {
+  const prompt = `@${workload.path}`;
   const sessions = await createSessions(server.url, reps);
   const samples: RelaySample[] = [];
   for (const session of sessions) {
-    const floor = await floorRun(server.bin, `@${path}`);
+    const [floor, floorCpuMs] = await counted(ownCpuMs, () => floorRun(server.bin, prompt));
+    const sdk = await peer.run(prompt, 1, CPU_SETTLE_MS);
+    expectSdk(sdk, workload, "relay");
     const t0 = now();
-    const res = await post(server, session, `@${path}`);
+    const [res, bridgeCpuMs] = await counted(
+      () => cpuMsOf(server.pid),
+      () => post(server, session, prompt),
+    );
     const bridgeMs = res.endedAt - t0;
-    expectComplete(res, deltas + 2, `relay ${deltas}`);
+    expectComplete(res, workload.events, `relay ${workload.path}`);
+    const sdkRun = sdk.runs[0];
+    const sdkMs = sdkRun?.resultMs ?? Number.NaN;
     samples.push({
       bridgeMs,
+      sdkMs,
       floorMs: floor.totalMs,
       events: res.events,
       eventsPerSec: (res.events / bridgeMs) * 1000,
+      sdkMessagesPerSec: ((sdkRun?.messages ?? 0) / sdkMs) * 1000,
       floorLinesPerSec: (floor.lines / floor.totalMs) * 1000,
+      bridgeCpuMs,
+      sdkCpuMs: sdk.cpuMs,
+      floorCpuMs,
       runId: res.runId ?? "",
     });
+  }
+  return samples;
+}
+
+export interface TogetherSample {
+  /** From the start to the last completion (bridge), `result` (SDK) or end of output (floor). */
+  bridgeMs: number;
+  sdkMs: number;
+  floorMs: number;
+  runs: number;
+}
+
+/**
+ * `runs` runs of the same transcript at once, wall time: as many POSTs each read to its
+ * completion, as many `query()` in the one SDK peer, as many bare consumers; one of each in turn.
+ */
+export async function together(
+  server: Server,
+  peer: SdkPeer,
+  workload: Workload,
+  runs: number,
+  reps: number,
+): Promise<TogetherSample[]> {
+  const prompt = `@${workload.path}`;
+  const samples: TogetherSample[] = [];
+  for (let r = 0; r < reps; r++) {
+    const sessions = await createSessions(server.url, runs);
+    const f0 = now();
+    const floors = await Promise.all(
+      Array.from({ length: runs }, () => floorRun(server.bin, prompt)),
+    );
+    const floorMs = now() - f0;
+    expect(new Set(floors.map((f) => f.lines)).size === 1, "together: floors read unlike lines");
+    const sdk = await peer.run(prompt, runs);
+    expectSdk(sdk, workload, "together");
+    const t0 = now();
+    const results = await Promise.all(sessions.map((session) => post(server, session, prompt)));
+    for (const res of results) expectComplete(res, workload.events, "together");
+    const bridgeMs = Math.max(...results.map((res) => res.endedAt)) - t0;
+    samples.push({ bridgeMs, sdkMs: sdk.wallMs, floorMs, runs });
   }
   return samples;
 }
@@ -107,23 +242,41 @@ export async function relay(server: Server, deltas: number, reps: number): Promi
 export interface FirstEventSample {
   firstByteMs: number;
   firstDeltaMs: number;
+  /** The SDK peer: its query() call to its first text delta. */
+  sdkFirstDeltaMs: number;
   floorMs: number;
 }
 
-/** POST to the first SSE byte and to the first text_delta, against spawn-and-read-a-line. */
-export async function firstEvent(server: Server, reps: number): Promise<FirstEventSample[]> {
+/**
+ * POST to the first SSE byte and to the first text_delta, against the SDK's query() to its first
+ * text delta and spawn-and-read-a-line (the floor).
+ */
+export async function firstEvent(
+  server: Server,
+  peer: SdkPeer,
+  reps: number,
+): Promise<FirstEventSample[]> {
+  // bench/transcripts.ts: 5 deltas in one message.
+  const small: Workload = {
+    path: server.transcripts.small,
+    events: 7,
+    sdkDeltas: 5,
+    sdkAssistants: 1,
+  };
+  const prompt = `@${small.path}`;
   const sessions = await createSessions(server.url, reps);
   const samples: FirstEventSample[] = [];
   for (const session of sessions) {
-    const floor = await floorRun(server.bin, `@${server.transcripts.small}`, {
-      firstLineOnly: true,
-    });
+    const floor = await floorRun(server.bin, prompt, { firstLineOnly: true });
+    const sdk = await peer.run(prompt);
+    expectSdk(sdk, small, "first event");
     const t0 = now();
-    const res = await post(server, session, `@${server.transcripts.small}`);
-    expectComplete(res, 7, "first event");
+    const res = await post(server, session, prompt);
+    expectComplete(res, small.events, "first event");
     samples.push({
       firstByteMs: (res.firstByteAt ?? Number.NaN) - t0,
       firstDeltaMs: (res.firstDeltaAt ?? Number.NaN) - t0,
+      sdkFirstDeltaMs: sdk.runs[0]?.firstDeltaMs ?? Number.NaN,
       floorMs: floor.firstLineMs,
     });
   }

@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { resolve } from "node:path";
+import { createInterface } from "node:readline";
 import { freePort } from "../test/support/server.js";
 
 // The server as `npm start` runs it (one Node process, so its pid is the server's own), with
@@ -81,6 +82,58 @@ export async function startBenchUpstream(): Promise<BenchUpstream> {
     credentials: async () => (await (await fetch(`${url}/stats`)).json()) as Record<string, number>,
     stop: async () => {
       if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+      await exited;
+    },
+  };
+}
+
+/** One query of the SDK peer (bench/sdk-peer.mjs); times from its `query()` call. */
+export interface SdkRun {
+  firstDeltaMs: number | null;
+  resultMs: number | null;
+  /** The `result` message's subtype. */
+  result: string | null;
+  messages: number;
+  deltas: number;
+  assistants: number;
+}
+
+export interface SdkBatch {
+  runs: SdkRun[];
+  /** From the queries' start to the last `result`. */
+  wallMs: number;
+  /** The peer process's own CPU (not the stand-in CLI's), over the batch and its settle. */
+  cpuMs: number;
+}
+
+export interface SdkPeer {
+  pid: number;
+  /** `count` queries of `prompt` at once; CPU counted until `settleMs` after the last ended. */
+  run(prompt: string, count?: number, settleMs?: number): Promise<SdkBatch>;
+  stop(): Promise<void>;
+}
+
+/** The Agent SDK's `query()` loop in a Node process of its own, driving the stand-in CLI `bin`. */
+export function startSdkPeer(bin: string): SdkPeer {
+  const child = spawn(process.execPath, [resolve(root, "bench", "sdk-peer.mjs"), bin], {
+    stdio: ["pipe", "pipe", "inherit"],
+  });
+  const exited = once(child, "exit");
+  const pending: { resolve(b: SdkBatch): void; reject(e: Error): void }[] = [];
+  const lines = createInterface({ input: child.stdout });
+  lines.on("line", (line) => pending.shift()?.resolve(JSON.parse(line) as SdkBatch));
+  child.on("exit", (code, signal) => {
+    for (const p of pending.splice(0)) p.reject(new Error(`SDK peer exited: ${code ?? signal}`));
+  });
+  return {
+    pid: child.pid ?? 0,
+    run: (prompt, count = 1, settleMs = 0) =>
+      new Promise((resolve, reject) => {
+        pending.push({ resolve, reject });
+        child.stdin.write(`${JSON.stringify({ prompt, count, settleMs })}\n`);
+      }),
+    stop: async () => {
+      child.stdin.end();
       await exited;
     },
   };

@@ -19,7 +19,7 @@ import {
 type Json = Record<string, unknown>;
 
 /** Deltas per assistant message, about what one long answer streams. */
-const DELTAS_PER_MESSAGE = 500;
+export const DELTAS_PER_MESSAGE = 500;
 const WORDS = ["the ", "bridge ", "streams ", "each ", "token ", "as ", "it ", "comes; "];
 
 async function writeLines(path: string, lines: Iterable<Json | string>): Promise<string> {
@@ -58,6 +58,19 @@ function* answer(deltas: number): Generator<Json> {
   yield result();
 }
 
+/**
+ * `count` whole assistant text messages and no `stream_event` deltas, as `claude -p` prints an
+ * answer without --include-partial-messages: each message its own line, then a result.
+ */
+function* wholeMessages(count: number): Generator<Json> {
+  yield systemInit();
+  for (let m = 0; m < count; m++) {
+    const text = Array.from({ length: 8 }, (_, i) => WORDS[(m + i) % WORDS.length]).join("");
+    yield assistant(`msg_${m}`, [{ type: "text", text }]);
+  }
+  yield result();
+}
+
 /** A tool call whose result is one line of about `bytes` bytes (a big file read), then an answer. */
 function* bigToolResult(bytes: number): Generator<Json | string> {
   yield systemInit();
@@ -74,19 +87,27 @@ function* bigToolResult(bytes: number): Generator<Json | string> {
 export interface Transcripts {
   small: string;
   relay: Record<number, string>;
+  /** By message count: whole assistant messages without deltas. */
+  whole: Record<number, string>;
   bigLine: string;
 }
 
 export async function writeTranscripts(
   dir: string,
   relaySizes: number[],
+  wholeSizes: number[],
   bigLineBytes: number,
 ): Promise<Transcripts> {
   const relay: Record<number, string> = {};
   for (const n of relaySizes) relay[n] = await writeLines(join(dir, `relay-${n}.jsonl`), answer(n));
+  const whole: Record<number, string> = {};
+  for (const n of wholeSizes) {
+    whole[n] = await writeLines(join(dir, `whole-${n}.jsonl`), wholeMessages(n));
+  }
   return {
     small: await writeLines(join(dir, "small.jsonl"), answer(5)),
     relay,
+    whole,
     bigLine: await writeLines(join(dir, "big-line.jsonl"), bigToolResult(bigLineBytes)),
   };
 }
