@@ -277,7 +277,7 @@ export function buildHookWorkers(deps: AppDeps): {
     void replies.poke();
   });
   // A run's start and the tools it uses make its replies due (its comment, throttled).
-  runs.onEvents((batch) => void replies.progressed(batch));
+  runs.onEvents((batch, joined) => void replies.progressed(batch, joined));
   const scheduler = new Scheduler({
     db,
     runs,

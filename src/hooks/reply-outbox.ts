@@ -6,6 +6,7 @@ import { headLookup, replyCall, UnusableTargetError } from "../forges/reply-call
 import { errorText, type Logger } from "../log.js";
 import type { Cidr } from "../net/targets.js";
 import { CallbackTargets } from "../net/targets.js";
+import type { RunTransactionHook } from "../runs/recording.js";
 import type { Database } from "../store/db.js";
 import { publicErrorText } from "../store/errors.js";
 import { type EventBatch, getCompletionEvent } from "../store/events.js";
@@ -19,6 +20,7 @@ import {
   type RetryPolicy,
   retryAfterFailure,
 } from "./outbox-loop.js";
+import { replyHook } from "./reply-hook.js";
 
 // Sends a run's replies on its forge from the outbox table: the comment made at the run's start,
 // updated with its progress and replaced by its result, the check run or commit status, the
@@ -84,7 +86,13 @@ export class ReplyOutbox {
    * A batch of a run's events is stored: at `run_started` its replies fall due, and each tool it
    * starts (a `status` event) makes its comment due, no sooner than `progressMs` after the last.
    */
-  async progressed(batch: EventBatch): Promise<void> {
+  async progressed(
+    batch: EventBatch,
+    joined: readonly RunTransactionHook[] | undefined,
+  ): Promise<void> {
+    // A run without replies (any but a hook delivery's) costs no statement: on the embedded
+    // database each one holds the server's thread, ahead of the run's next events.
+    if (joined && !joined.includes(replyHook)) return;
     const started = batch.events.some((event) => event.type === "run_started");
     const statuses = batch.events.filter((event) => event.type === "status");
     if (!started && statuses.length === 0) return;

@@ -82,9 +82,10 @@ export class Execution {
    */
   async run(run: ActiveRun): Promise<void> {
     run.life.fire({ type: "start" });
-    await this.readSettings(run);
+    const admitted = run.takeAdmission();
+    if (!admitted) await this.readSettings(run);
     const { trace, capture } = this.watch(run);
-    const execute = () => this.execute(run, trace, capture);
+    const execute = () => this.execute(run, admitted, trace, capture);
     // Inside the run's span: what the run logs carries its trace id.
     await (trace ? trace.within(execute) : execute());
   }
@@ -106,7 +107,12 @@ export class Execution {
     }
   }
 
-  private async execute(run: ActiveRun, trace?: RunTrace, capture?: RunCapture): Promise<void> {
+  private async execute(
+    run: ActiveRun,
+    admitted: RunAllowance | undefined,
+    trace?: RunTrace,
+    capture?: RunCapture,
+  ): Promise<void> {
     const { db, logger } = this.opts;
     const { row, session } = run;
     const startedAt = new Date();
@@ -123,11 +129,11 @@ export class Execution {
     const approvals = this.opts.approvals.forRun(run, mode);
     const git = this.opts.git.forSession(session.ownerKeyId, this.workDirOf(session));
     try {
-      // Asked again: the key's other runs may have spent its budget while this one was queued.
-      const allowance = await this.opts.gate.allow(
-        session,
-        runSettings(sessionSettings(session), run.options),
-      );
+      // Asked again unless it starts at once: the key's other runs may have spent its budget
+      // while this one waited.
+      const allowance =
+        admitted ??
+        (await this.opts.gate.allow(session, runSettings(sessionSettings(session), run.options)));
       if (row.checkout !== null) await this.workspace.checkOutChange(session, git, row.checkout);
       else if (session.worktree) await this.workspace.prepareWorktree(session, git);
       const agent = this.opts.agents.get(session.agent);

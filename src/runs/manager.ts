@@ -12,7 +12,7 @@ import { LogWriter } from "./log-writer.js";
 import type { Message } from "./message.js";
 import type { RunManagerOptions, RunParts } from "./parts.js";
 import { RunQueue } from "./queue.js";
-import { CompletionRecorder } from "./recording.js";
+import { CompletionRecorder, type RunTransactionHook } from "./recording.js";
 import { RunLog } from "./run-log.js";
 import { Shutdown } from "./shutdown.js";
 import {
@@ -32,6 +32,15 @@ import { Submission } from "./submit.js";
  * the database's queue (queue.ts), and ended with the instance (shutdown.ts). A run's state is
  * its own (run-state.ts).
  */
+/**
+ * Told of each batch of a run's events stored here, with the transaction hooks that joined the
+ * run (undefined: not known here; a claimed run's may be any).
+ */
+export type EventListener = (
+  batch: EventBatch,
+  joined: readonly RunTransactionHook[] | undefined,
+) => void;
+
 export class RunManager {
   private readonly admission: Admission<ActiveRun>;
   private readonly submission: Submission;
@@ -42,7 +51,7 @@ export class RunManager {
   private readonly ending: Shutdown;
   private readonly recorder: CompletionRecorder;
   private readonly completionListeners = new Set<(runId: string) => void>();
-  private readonly eventListeners = new Set<(batch: EventBatch) => void>();
+  private readonly eventListeners = new Set<EventListener>();
   private readonly logger: Logger;
 
   constructor(opts: RunManagerOptions) {
@@ -50,8 +59,10 @@ export class RunManager {
     const writer = new LogWriter(db, logger, opts.dbOutageBoundMs, {
       metrics: opts.metrics,
       ring: cluster.rings,
-      onStored: (batch) =>
-        this.notify(this.eventListeners, batch, batch.runId, "an event listener"),
+      onStored: (batch) => {
+        const joined = this.admission.get(batch.runId)?.hooks;
+        this.notify(this.eventListeners, [batch, joined], batch.runId, "an event listener");
+      },
     });
     const recorder = new CompletionRecorder({
       db,
@@ -244,9 +255,8 @@ export class RunManager {
     return this.ending.shutdown(graceMs, hurry);
   }
 
-  /** How many runs run here now (what a shutdown lets finish). */
   /** Called after each batch of a run's events (not its completion) is stored here. */
-  onEvents(listener: (batch: EventBatch) => void): () => void {
+  onEvents(listener: EventListener): () => void {
     this.eventListeners.add(listener);
     return () => this.eventListeners.delete(listener);
   }
@@ -261,13 +271,18 @@ export class RunManager {
   }
 
   private notifyCompletion(runId: string) {
-    this.notify(this.completionListeners, runId, runId, "a completion listener");
+    this.notify(this.completionListeners, [runId], runId, "a completion listener");
   }
 
-  private notify<T>(listeners: Set<(value: T) => void>, value: T, runId: string, what: string) {
+  private notify<T extends unknown[]>(
+    listeners: Set<(...args: T) => void>,
+    args: T,
+    runId: string,
+    what: string,
+  ) {
     for (const listener of listeners) {
       try {
-        listener(value);
+        listener(...args);
       } catch (err) {
         this.logger.error(`${what} failed`, { run_id: runId, error: errorText(err) });
       }

@@ -146,11 +146,16 @@ async function* withOwnApiTime(
   request: AgentRunRequest,
   logger: Logger,
 ): AsyncGenerator<BridgeEvent[]> {
+  // Read as the CLI starts, not when its result comes: the session's earlier runs are all ended,
+  // and the completion (with the events of its batch) then waits for no statement. Its failure is
+  // met where it is awaited.
+  const before = request.usageBefore();
+  before.catch(() => {});
   for await (const batch of batches) {
     const last = batch.at(-1);
     if (last?.type === "completion" && last.usage.duration_api_ms > 0) {
       try {
-        const earlier = (await request.usageBefore())?.duration_api_ms ?? 0;
+        const earlier = (await before)?.duration_api_ms ?? 0;
         const own = ownApiMs(last.usage.duration_api_ms, earlier);
         batch[batch.length - 1] = { ...last, usage: { ...last.usage, duration_api_ms: own } };
       } catch (err) {
