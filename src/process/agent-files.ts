@@ -22,8 +22,8 @@ import { spawnProcess } from "./spawner.js";
 // just after the check blocks that process until its time is up), and a write goes to a fresh
 // file renamed into place, which replaces whatever was there without opening it.
 //
-// The tools are POSIX sh, mkdir, mktemp, cat, tail, mv, rm and find, as on every Unix, also run as the
-// server's own user when the agents are (AGENT_BRIDGE_AGENT_USER unset): one way to do the work.
+// The tools are POSIX sh, mkdir, mktemp, cat, tail, mv, rm and find, as on every Unix, also run as
+// the server's own user when the agents are (AGENT_BRIDGE_AGENT_USER unset): one way to do the work.
 
 /** How long one file process may take before it is killed: far more than its work needs. */
 const TIME_LIMIT_MS = 30_000;

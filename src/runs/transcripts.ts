@@ -34,7 +34,7 @@ import {
  */
 export const TRANSCRIPT_MAX_BYTES = 64 * 1024 * 1024;
 
-/** A copy's last bytes whose digest is its seam: more than any one line the CLI rewrites. */
+/** A copy's last bytes whose digest is its seam: a few lines, read again by each store. */
 const SEAM_BYTES = 4096;
 
 const gzipped = promisify(gzip);
@@ -86,11 +86,14 @@ export async function restoreTranscript(
   const head = await transcriptHead(db, sessionId);
   if (!head) return;
   const file = path.join(location.root, head.path);
-  let stored: Buffer | undefined;
+  // A head is stored with its pieces: there is a copy.
+  const stored = async () => (await storedTranscript(db, sessionId)) ?? Buffer.alloc(0);
+  // A copy stored whole before pieces were has no seam yet: it is read to find it.
+  let bytes: Buffer | undefined;
   let copy: Copy;
   if (head.seam === null) {
-    stored = (await storedTranscript(db, sessionId)) ?? Buffer.alloc(0);
-    copy = { length: stored.length, seam: seamOf(stored) };
+    bytes = await stored();
+    copy = { length: bytes.length, seam: seamOf(bytes) };
   } else {
     copy = { length: head.length, seam: head.seam };
   }
@@ -105,8 +108,7 @@ export async function restoreTranscript(
     return undefined;
   });
   if (local && local !== "differs") return;
-  stored ??= (await storedTranscript(db, sessionId)) ?? Buffer.alloc(0);
-  await location.files.write(file, stored);
+  await location.files.write(file, bytes ?? (await stored()));
 }
 
 /** After a run: what the session's transcript gained stored, or the transcript whole. */

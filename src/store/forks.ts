@@ -82,8 +82,8 @@ export type NewFork = Omit<
 >;
 
 /**
- * Inserts the fork with a copy of the original's stored transcript (its every piece) as its own, in one
- * transaction: the fork's first run resumes from the copy, whatever the original does after.
+ * Inserts the fork with a copy of the original's stored transcript (every piece) as its own, in
+ * one transaction: the fork's first run resumes from the copy, whatever the original does after.
  * The fork's origin keeps the API time the copied conversation had taken, which the CLI's
  * running total in the fork starts from.
  */

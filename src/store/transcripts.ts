@@ -69,11 +69,9 @@ export async function appendTranscript(
       )
       .returning({ sessionId: agentTranscripts.sessionId });
     if (updated.length === 0) return false;
-    await tx.insert(agentTranscriptPieces).values({
-      sessionId,
-      seq: sql`(select coalesce(max(${agentTranscriptPieces.seq}), -1) + 1 from ${agentTranscriptPieces} where ${agentTranscriptPieces.sessionId} = ${sessionId})`,
-      gzipped,
-    });
+    const { seq, sessionId: of } = agentTranscriptPieces;
+    const next = sql`(select coalesce(max(${seq}), -1) + 1 from ${agentTranscriptPieces} where ${of} = ${sessionId})`;
+    await tx.insert(agentTranscriptPieces).values({ sessionId, seq: next, gzipped });
     return true;
   });
 }

@@ -108,7 +108,7 @@ describe.each(BACKENDS)("session transcripts on %s", (backend) => {
         .where(eq(agentTranscriptPieces.sessionId, session))
         .orderBy(asc(agentTranscriptPieces.seq))
     ).map((piece) => gunzipSync(piece.gzipped).toString("utf8"));
-  /** A transcript line longer than the seam, so that reading from the seam on is not reading it all. */
+  /** A transcript line longer than the seam: read from the seam on, it is not read whole. */
   const turn = (n: number) => `${JSON.stringify({ turn: n, text: "x".repeat(6000) })}\n`;
 
   it("stores a run's transcript, then what each later run appended as a piece of its own, read from the seam on", async () => {
