@@ -30,7 +30,9 @@ import {
   sandboxMemory,
   sequentialRuns,
   type TogetherSample,
+  type TranscriptGrowthWindow,
   together,
+  transcriptGrowth,
   warmUp,
   wholeWorkload,
 } from "./scenarios.js";
@@ -42,7 +44,8 @@ import { type Transcripts, writeTranscripts } from "./transcripts.js";
 // relay, first event, together and whole also measure the Agent SDK's `query()` loop
 // (bench/sdk-peer.mjs) on the same stand-in CLI (issue 43).
 // Prints a table and writes bench/results/<date>.json. Options:
-//   --only relay,first,together,whole,concurrency,memory,bigline,replay,follow,cli,sandbox,gateway
+//   --only relay,first,together,whole,concurrency,memory,bigline,replay,follow,cli,sandbox,gateway,
+//          transcript
 //                                                          a subset (replay needs relay; follow,
 //                                                          a second instance, needs Postgres;
 //                                                          sandbox needs bubblewrap); its results
@@ -91,6 +94,11 @@ const SIZES = {
   gatewayShortRepeats: 31,
   gatewayLongDeltas: 100_000,
   gatewayLongRepeats: 5,
+  /** One session's runs, one after the other, each CLI run appending to its transcript. */
+  transcriptRuns: 200,
+  transcriptTurnBytes: 32 * 1024,
+  /** The first and last runs compared. */
+  transcriptWindow: 10,
 } as const;
 
 const TARGETS = {
@@ -116,6 +124,8 @@ const TARGETS = {
   /** What the model gateway may add to an API call's first byte, and to a long answer (issue 39). */
   gatewayFirstByteAddedMs: 2,
   gatewayStreamRatio: 1.1,
+  /** A long session's last runs over its first (issue 43: its per-run cost flat). */
+  transcriptGrowthRatio: 1.2,
 };
 
 const root = resolve(import.meta.dirname, "..");
@@ -131,7 +141,7 @@ const { values: args } = parseArgs({
 const only = new Set(
   (
     args.only ??
-    "relay,first,together,whole,concurrency,memory,bigline,replay,follow,cli,sandbox,gateway"
+    "relay,first,together,whole,concurrency,memory,bigline,replay,follow,cli,sandbox,gateway,transcript"
   ).split(","),
 );
 const wanted = (name: string) => only.has(name);
@@ -320,6 +330,31 @@ async function benchBackend(backend: Backend, transcripts: Transcripts, tmp: str
     if (wanted("gateway")) {
       step("gateway: a server whose CLIs call the upstream, one whose CLIs call its gateway");
       out.gateway = await gatewayRounds(env, dataDir, tmp, transcripts);
+    }
+    if (wanted("transcript")) {
+      step(
+        `transcript: ${SIZES.transcriptRuns} runs of one session, each appending ${kb(SIZES.transcriptTurnBytes)}`,
+      );
+      // A server of its own, whose stand-in CLI writes a transcript where the bridge finds it.
+      const appending = await startBenchServer({
+        ...env,
+        AGENT_BRIDGE_CLAUDE_BIN: join(root, "bench", "fake-appending-cli.sh"),
+        CLAUDE_CONFIG_DIR: join(tmp, `claude-${backend}`),
+        AGENT_BRIDGE_DATA_DIR: `${dataDir}-transcript`,
+        BENCH_MEMORY_FILE: `${memoryFile}.transcript`,
+      });
+      try {
+        const other: Server = { ...server, url: appending.url, pid: appending.child.pid ?? 0 };
+        out.transcriptGrowth = await transcriptGrowth(
+          other,
+          tmp,
+          SIZES.transcriptRuns,
+          SIZES.transcriptTurnBytes,
+          SIZES.transcriptWindow,
+        );
+      } finally {
+        await appending.stop();
+      }
     }
     if (wanted("follow") && database) {
       step("follow: a second instance");
@@ -770,6 +805,19 @@ const rows: Row[] = [
       },
     }),
   ),
+  {
+    measure: `a ${SIZES.transcriptRuns}-run session, ${kb(SIZES.transcriptTurnBytes)} of transcript a run: CPU per run (server and its children), its last ${SIZES.transcriptWindow} runs / its first (POST to completion)`,
+    target: `≤ ${TARGETS.transcriptGrowthRatio}x`,
+    cell: (r) => {
+      const [first, last] = (r.transcriptGrowth ?? []) as TranscriptGrowthWindow[];
+      if (!first || !last) return undefined;
+      const ratio = last.cpuMsPerRun / first.cpuMsPerRun;
+      return {
+        text: `${num(ratio, 2)}x: ${ms(last.cpuMsPerRun)} / ${ms(first.cpuMsPerRun)} (${num(last.medianMs / first.medianMs, 2)}x: ${ms(last.medianMs)} / ${ms(first.medianMs)}; ${mb(last.transcriptBytes)} at the end)`,
+        ok: ratio <= TARGETS.transcriptGrowthRatio,
+      };
+    },
+  },
   {
     measure: `replay from Last-Event-ID ${num(SIZES.replayFrom)} to the end`,
     target: `< ${ms(TARGETS.replayMs)}`,

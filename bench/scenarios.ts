@@ -1,6 +1,8 @@
 import { execFile } from "node:child_process";
-import { readdirSync, readFileSync, rmSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
+import { assistant, result, systemInit } from "../test/support/stream-json-lines.js";
 import {
   collectedMemory,
   cpuMsOf,
@@ -854,4 +856,80 @@ export async function cliCommand(
     });
   }
   return samples;
+}
+
+export interface TranscriptGrowthWindow {
+  /** The runs of the window, counted from 1. */
+  from: number;
+  to: number;
+  /** POST to completion, median over the window's runs. */
+  medianMs: number;
+  /**
+   * The CPU over the window, per run, of the server and its children (the file processes that
+   * read and write the transcript, and the stand-in CLIs, the same each run).
+   */
+  cpuMsPerRun: number;
+  /** The session's transcript at the window's end. */
+  transcriptBytes: number;
+}
+
+/**
+ * A long session's per-run cost: `runs` runs of one session on a server whose stand-in CLI
+ * (fake-appending-cli.sh) appends `appendBytes` of transcript lines to the session's transcript
+ * each run, as the CLI does, so the bridge restores and stores a transcript that grows by that
+ * much a run. The first and last `window` runs are reported, after as many on another session
+ * (the server's JIT warm).
+ */
+export async function transcriptGrowth(
+  server: Server,
+  dir: string,
+  runs: number,
+  appendBytes: number,
+  window: number,
+): Promise<TranscriptGrowthWindow[]> {
+  const chunk = `${dir}/transcript-turn.jsonl`;
+  const lines: string[] = [];
+  for (let size = 0, i = 0; size < appendBytes; i++) {
+    // Ids and tool output as a real transcript holds them: not all words gzip folds away.
+    const text = `turn line ${i}: ${randomBytes(192).toString("base64")} ${"the bridge stores what the CLI appends; ".repeat(6)}`;
+    const line = JSON.stringify(assistant(`msg_${i}`, [{ type: "text", text }]));
+    lines.push(line);
+    size += line.length + 1;
+  }
+  writeFileSync(chunk, `${lines.join("\n")}\n`);
+  const answer = [systemInit("@ID@"), assistant("msg_a", [{ type: "text", text: "Done." }])];
+  writeFileSync(
+    `${chunk}.answer`,
+    [...answer, result({ session_id: "@ID@" })].map((l) => JSON.stringify(l)).join("\n"),
+  );
+  const turnBytes = statSync(chunk).size;
+  // utime, stime, cutime and cstime (children it waited for), in clock ticks of 10 ms.
+  const cpuMs = () => {
+    const stat = readFileSync(`/proc/${server.pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return [11, 12, 13, 14].reduce((sum, i) => sum + Number(fields[i]), 0) * 10;
+  };
+  const [warm = "", session = ""] = await createSessions(server.url, 2);
+  for (let i = 0; i < window; i++) await post(server, warm, chunk);
+  const windows: TranscriptGrowthWindow[] = [];
+  let current: { from: number; cpu: number; ms: number[] } | undefined;
+  for (let i = 1; i <= runs; i++) {
+    const inWindow = i <= window || i > runs - window;
+    if (inWindow && !current) current = { from: i, cpu: cpuMs(), ms: [] };
+    const t0 = now();
+    const res = await post(server, session, chunk);
+    expect(res.completionStatus === "succeeded", `transcript run ${i}`, res);
+    current?.ms.push(res.endedAt - t0);
+    if (current && (i === window || i === runs)) {
+      windows.push({
+        from: current.from,
+        to: i,
+        medianMs: median(current.ms),
+        cpuMsPerRun: (cpuMs() - current.cpu) / current.ms.length,
+        transcriptBytes: i * turnBytes,
+      });
+      current = undefined;
+    }
+  }
+  return windows;
 }

@@ -22,8 +22,8 @@ import { spawnProcess } from "./spawner.js";
 // just after the check blocks that process until its time is up), and a write goes to a fresh
 // file renamed into place, which replaces whatever was there without opening it.
 //
-// The tools are POSIX sh, mkdir, mktemp, cat, mv, rm and find, as on every Unix, also run as the
-// server's own user when the agents are (AGENT_BRIDGE_AGENT_USER unset): one way to do the work.
+// The tools are POSIX sh, mkdir, mktemp, cat, tail, mv, rm and find, as on every Unix, also run as
+// the server's own user when the agents are (AGENT_BRIDGE_AGENT_USER unset): one way to do the work.
 
 /** How long one file process may take before it is killed: far more than its work needs. */
 const TIME_LIMIT_MS = 30_000;
@@ -37,8 +37,11 @@ export class AgentFileError extends Error {}
 
 /** File work under a directory the agent can write to, done as the agent. */
 export interface AgentFiles {
-  /** The regular file at `file`, at most `maxBytes` long; undefined when nothing is there. */
-  read(file: string, maxBytes: number): Promise<Buffer | undefined>;
+  /**
+   * The regular file at `file`, from byte `from` (default 0) on, when it is at most `maxBytes`
+   * long in all; undefined when nothing is there. Only the bytes from `from` on are read.
+   */
+  read(file: string, maxBytes: number, from?: number): Promise<Buffer | undefined>;
   /** Paths relative to `dir` of what is named `pattern` (a glob) `depth` levels below, but directories. */
   find(dir: string, depth: number, pattern: string): Promise<string[]>;
   /** Puts `content` at `file` (mode 0600), making its directory (0700) if missing. */
@@ -61,7 +64,7 @@ const SCRIPTS = {
     if [ -h "$1" ]; then echo "is a symbolic link" >&2; exit 4; fi
     if [ ! -e "$1" ]; then exit 3; fi
     if [ ! -f "$1" ]; then echo "is not a regular file" >&2; exit 4; fi
-    exec cat -- "$1"`,
+    exec tail -c "+$(($2 + 1))" -- "$1"`,
   // Depth-bound, and never through a link (find's default, -P). What is not a directory is
   // listed, links and FIFOs too, for the read to refuse by name.
   find: `
@@ -110,7 +113,13 @@ export function agentFiles(env: Record<string, string>, runAs?: RunAs): AgentFil
     path: string,
     script: keyof typeof SCRIPTS,
     args: string[],
-    options: { input?: string | Buffer; maxOutput?: number; also?: number[] } = {},
+    options: {
+      input?: string | Buffer;
+      maxOutput?: number;
+      /** Why output over `maxOutput` is refused (default: "is larger than <maxOutput> bytes"). */
+      tooLarge?: string;
+      also?: number[];
+    } = {},
   ): Promise<Outcome> {
     const maxOutput = options.maxOutput ?? LISTING_BYTES;
     const command: [string, string[]] = ["sh", ["-c", SCRIPTS[script], "sh", ...args]];
@@ -133,7 +142,7 @@ export function agentFiles(env: Record<string, string>, runAs?: RunAs): AgentFil
     child.stdout.on("data", (chunk: Buffer) => {
       size += chunk.length;
       if (size <= maxOutput) return void chunks.push(chunk);
-      stop(`is larger than ${maxOutput} bytes`);
+      stop(options.tooLarge ?? `is larger than ${maxOutput} bytes`);
       child.stdout.destroy();
     });
     let stderr = "";
@@ -163,8 +172,13 @@ export function agentFiles(env: Record<string, string>, runAs?: RunAs): AgentFil
       .filter((line) => line !== "");
 
   return {
-    async read(file, maxBytes) {
-      const done = await run(file, "read", [file], { maxOutput: maxBytes, also: [3] });
+    async read(file, maxBytes, from = 0) {
+      // tail seeks a regular file to `from`: what is before it is never read.
+      const done = await run(file, "read", [file, String(from)], {
+        maxOutput: maxBytes - from,
+        tooLarge: `is larger than ${maxBytes} bytes`,
+        also: [3],
+      });
       return done.code === 3 ? undefined : done.stdout;
     },
     async find(dir, depth, pattern) {

@@ -4,7 +4,14 @@ import type { Database } from "./db.js";
 import { appendFeed, sessionCreated } from "./feed.js";
 import { newestFirst, olderThan } from "./paging.js";
 import { OPEN_STATUSES } from "./runs.js";
-import { agentTranscripts, type RunRow, runs, type SessionRow, sessions } from "./schema.js";
+import {
+  agentTranscriptPieces,
+  agentTranscripts,
+  type RunRow,
+  runs,
+  type SessionRow,
+  sessions,
+} from "./schema.js";
 import { conversationApiMs } from "./sessions.js";
 
 // What forking a session reads and writes: the run it branches after and the message its
@@ -75,8 +82,8 @@ export type NewFork = Omit<
 >;
 
 /**
- * Inserts the fork with a copy of the original's stored transcript as its own, in one
- * transaction: the fork's first run resumes from the copy, whatever the original does after.
+ * Inserts the fork with a copy of the original's stored transcript (every piece) as its own, in
+ * one transaction: the fork's first run resumes from the copy, whatever the original does after.
  * The fork's origin keeps the API time the copied conversation had taken, which the CLI's
  * running total in the fork starts from.
  */
@@ -98,18 +105,26 @@ export async function createFork(
       .values({ ...fork, forkedFrom, id, createdAt: now, updatedAt: now, lastActivityAt: now })
       .returning();
     if (!row) throw new Error("insert into sessions returned no row");
-    await tx.insert(agentTranscripts).select(
-      tx
-        .select({
-          sessionId: sql<string>`${id}::uuid`.as("session_id"),
-          path: agentTranscripts.path,
-          sha256: agentTranscripts.sha256,
-          gzipped: agentTranscripts.gzipped,
-          updatedAt: sql<Date>`${now.toISOString()}::timestamptz`.as("updated_at"),
-        })
-        .from(agentTranscripts)
-        .where(eq(agentTranscripts.sessionId, originalId)),
-    );
+    // Locked, so that a store of the original's transcript meanwhile (which changes the head
+    // first) is copied whole or not at all.
+    const [head] = await tx
+      .select()
+      .from(agentTranscripts)
+      .where(eq(agentTranscripts.sessionId, originalId))
+      .for("share");
+    if (head) {
+      await tx.insert(agentTranscripts).values({ ...head, sessionId: id, updatedAt: now });
+      await tx.insert(agentTranscriptPieces).select(
+        tx
+          .select({
+            sessionId: sql<string>`${id}::uuid`.as("session_id"),
+            seq: agentTranscriptPieces.seq,
+            gzipped: agentTranscriptPieces.gzipped,
+          })
+          .from(agentTranscriptPieces)
+          .where(eq(agentTranscriptPieces.sessionId, originalId)),
+      );
+    }
     await appendFeed(tx, [sessionCreated(row)]);
     return row;
   });

@@ -13,10 +13,9 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { gunzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLogger } from "../../src/log.js";
-import { getTranscript } from "../../src/store/transcripts.js";
+import { storedTranscript } from "../../src/runs/transcripts.js";
 import { AGENT_USER, ensureAgentUser, isRoot } from "../support/agent-user.js";
 import { createTestAppOn, httpApi, listen, type TestApp } from "../support/app.js";
 import { type ClaudeEnv, makeClaudeEnv } from "../support/claude-env.js";
@@ -177,10 +176,8 @@ describe.skipIf(!isRoot).each(BACKENDS)(
       return { id: session.id, projectDir, transcript: join(projectDir, `${session.id}.jsonl`) };
     }
 
-    const stored = async (sessionId: string) => {
-      const row = await getTranscript(t.database.db, sessionId);
-      return row ? gunzipSync(row.gzipped).toString("utf8") : "";
-    };
+    const stored = async (sessionId: string) =>
+      (await storedTranscript(t.database.db, sessionId))?.toString("utf8") ?? "";
     /** The lines logged since the `from`th that hold `text`. */
     const logLines = (text: string, from = 0) =>
       logged.slice(from).filter((line) => line.includes(text));

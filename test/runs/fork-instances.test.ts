@@ -1,5 +1,8 @@
+import { readdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
+import postgres from "postgres";
 import { afterAll, describe, expect, it } from "vitest";
-import { makeClaudeEnv, transcriptHolds } from "../support/claude-env.js";
+import { type ClaudeEnv, makeClaudeEnv, transcriptHolds } from "../support/claude-env.js";
 import { type Cleanups, undo } from "../support/cleanups.js";
 import { clusterDatabase, instance } from "../support/instances.js";
 import { type MessagesBody, startMockAnthropic } from "../support/mock-anthropic.js";
@@ -26,6 +29,16 @@ async function post(server: ServerProcess, path: string, body: unknown) {
   });
   expect(res.status).toBeLessThan(300);
   return res.json();
+}
+
+/** The CLI's transcript of `sessionId` in `env`'s HOME, byte for byte. */
+async function transcriptOf(env: ClaudeEnv, sessionId: string) {
+  const projects = join(env.home, ".claude", "projects");
+  for (const dir of await readdir(projects)) {
+    const bytes = await readFile(join(projects, dir, `${sessionId}.jsonl`)).catch(() => undefined);
+    if (bytes) return bytes;
+  }
+  throw new Error(`no transcript of ${sessionId} in ${projects}`);
 }
 
 interface Finished {
@@ -81,8 +94,16 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a fork across instances on Post
     expect(seen).toContain("remember apricot");
     expect(seen).toContain("Noted: apricot.");
     expect(seen).not.toContain("banana");
-    // B's CLI wrote the fork's transcript in B's HOME; the session's own came from the database.
+    // B's CLI wrote the fork's transcript in B's HOME; the session's own came from the database,
+    // the pieces A's runs stored joined, byte for byte.
     expect(await transcriptHolds(onB, fork.id, "which fruit, again?")).toBe(true);
+    expect(await transcriptOf(onB, session.id)).toEqual(await transcriptOf(onA, session.id));
+    const sql = postgres(database, { max: 1, onnotice: () => {} });
+    cleanups.push(() => sql.end());
+    // The original's copy, which the fork's was made from (the fork has stored its own since).
+    const [stored] =
+      await sql`select count(*)::int as pieces from agent_transcript_pieces where session_id = ${session.id}`;
+    expect(stored?.pieces).toBeGreaterThan(1);
 
     // The CLI's running total in the fork goes on from the session's (both its runs'): the fork's
     // first run reports its own time, less than the slow run's however slow the machine is.

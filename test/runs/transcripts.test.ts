@@ -13,18 +13,21 @@ import {
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { gunzipSync } from "node:zlib";
+import { asc, eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TranscriptLocation } from "../../src/agents/agent.js";
 import { claudeTranscripts } from "../../src/agents/claude/transcripts.js";
 import { silentLogger } from "../../src/log.js";
-import { AgentFileError, agentFiles } from "../../src/process/agent-files.js";
+import { AgentFileError, type AgentFiles, agentFiles } from "../../src/process/agent-files.js";
 import type { RunAs } from "../../src/process/agent-user.js";
 import {
   restoreTranscript,
   saveTranscript,
+  storedTranscript,
   TRANSCRIPT_MAX_BYTES,
 } from "../../src/runs/transcripts.js";
-import { getTranscript } from "../../src/store/transcripts.js";
+import { agentTranscriptPieces } from "../../src/store/schema.js";
+import { transcriptHead } from "../../src/store/transcripts.js";
 import { ensureAgentUser, isRoot } from "../support/agent-user.js";
 import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
 
@@ -73,23 +76,118 @@ describe.each(BACKENDS)("session transcripts on %s", (backend) => {
     );
     return { ...location, file: join(root, RELATIVE) };
   }
-  const write = async (file: string, text: string) => {
+  /** `location`, with where each read of its files began and how many writes it made. */
+  function watched<L extends TranscriptLocation>(location: L) {
+    const seen = { readsFrom: [] as number[], writes: 0 };
+    const files: AgentFiles = {
+      ...location.files,
+      read: (file, maxBytes, from = 0) => {
+        seen.readsFrom.push(from);
+        return location.files.read(file, maxBytes, from);
+      },
+      write: (file, content) => {
+        seen.writes++;
+        return location.files.write(file, content);
+      },
+    };
+    return { location: { ...location, files }, seen };
+  }
+  const write = async (file: string, text: string | Buffer) => {
     await mkdir(dirname(file), { recursive: true });
     await writeFile(file, text);
   };
+  const append = async (file: string, text: string | Buffer) =>
+    writeFile(file, text, { flag: "a" });
   const newSession = async () => (await insertSessionRun(database.db)).sessionId;
+  /** The session's stored pieces, each unzipped on its own. */
+  const pieces = async (session: string) =>
+    (
+      await database.db
+        .select({ gzipped: agentTranscriptPieces.gzipped })
+        .from(agentTranscriptPieces)
+        .where(eq(agentTranscriptPieces.sessionId, session))
+        .orderBy(asc(agentTranscriptPieces.seq))
+    ).map((piece) => gunzipSync(piece.gzipped).toString("utf8"));
+  /** A transcript line longer than the seam: read from the seam on, it is not read whole. */
+  const turn = (n: number) => `${JSON.stringify({ turn: n, text: "x".repeat(6000) })}\n`;
 
-  it("stores a run's transcript, and only again once it changed", async () => {
+  it("stores a run's transcript, then what each later run appended as a piece of its own, read from the seam on", async () => {
+    const session = await newSession();
+    const { location: a, seen } = watched(disk(`a-${session}`));
+    await saveTranscript(database.db, session, "cli-session", a);
+    expect(await transcriptHead(database.db, session)).toBeUndefined();
+    await write(a.file, turn(1));
+    await saveTranscript(database.db, session, "cli-session", a);
+    const stored = await transcriptHead(database.db, session);
+    expect(stored).toMatchObject({ path: RELATIVE, length: turn(1).length });
+    expect(await pieces(session)).toEqual([turn(1)]);
+
+    // Nothing appended: nothing stored.
+    await saveTranscript(database.db, session, "cli-session", a);
+    expect((await transcriptHead(database.db, session))?.updatedAt).toEqual(stored?.updatedAt);
+
+    seen.readsFrom.length = 0;
+    await append(a.file, turn(2));
+    await saveTranscript(database.db, session, "cli-session", a);
+    await append(a.file, turn(3));
+    await saveTranscript(database.db, session, "cli-session", a);
+    expect(await pieces(session)).toEqual([turn(1), turn(2), turn(3)]);
+    expect(await transcriptHead(database.db, session)).toMatchObject({
+      length: turn(1).length + turn(2).length + turn(3).length,
+    });
+    // Each store read the file from 4 KiB before the stored copy's end, never from its start.
+    expect(seen.readsFrom).toEqual([turn(1).length - 4096, turn(1).length + turn(2).length - 4096]);
+  });
+
+  it("stores a file that does not continue the stored copy whole anew: shorter, or other bytes at its seam", async () => {
     const session = await newSession();
     const a = disk(`a-${session}`);
+    await write(a.file, turn(1) + turn(2));
     await saveTranscript(database.db, session, "cli-session", a);
-    expect(await getTranscript(database.db, session)).toBeUndefined();
-    await write(a.file, '{"turn":1}\n');
+    await append(a.file, turn(3));
     await saveTranscript(database.db, session, "cli-session", a);
-    const stored = await getTranscript(database.db, session);
-    expect(stored).toMatchObject({ path: RELATIVE });
+    expect(await pieces(session)).toHaveLength(2);
+
+    // Shorter: another instance's copy, behind this one.
+    await write(a.file, turn(1) + turn(2));
     await saveTranscript(database.db, session, "cli-session", a);
-    expect((await getTranscript(database.db, session))?.updatedAt).toEqual(stored?.updatedAt);
+    expect(await pieces(session)).toEqual([turn(1) + turn(2)]);
+
+    // Longer, but another turn where the stored copy ends.
+    const other = turn(2).replace('x"', 'y"');
+    await write(a.file, turn(1) + other + turn(3));
+    await saveTranscript(database.db, session, "cli-session", a);
+    expect(await pieces(session)).toEqual([turn(1) + other + turn(3)]);
+    expect(await transcriptHead(database.db, session)).toMatchObject({
+      length: (turn(1) + other + turn(3)).length,
+    });
+  });
+
+  it("restores the pieces joined, byte for byte, where the copy is missing; where it was written, reads it from the seam on and writes nothing", async () => {
+    const session = await newSession();
+    const { location: a, seen } = watched(disk(`a-${session}`));
+    // Stored before the CLI finished its line (the first store comes before the CLI exits),
+    // the cut inside a character.
+    const bytes = Buffer.from(`${turn(1)}{"turn":2,"text":"déjà vu"}\n${turn(3)}`);
+    const cuts = [turn(1).length + 20, bytes.length - 100, bytes.length];
+    expect(bytes.subarray(cuts[0], (cuts[0] ?? 0) + 1)).toEqual(Buffer.from([0xa9]));
+    await write(a.file, bytes.subarray(0, cuts[0]));
+    await saveTranscript(database.db, session, "cli-session", a);
+    for (const [i, cut] of cuts.slice(1).entries()) {
+      await append(a.file, bytes.subarray(cuts[i], cut));
+      await saveTranscript(database.db, session, "cli-session", a);
+    }
+    expect(await pieces(session)).toHaveLength(3);
+    expect(await storedTranscript(database.db, session)).toEqual(bytes);
+
+    const b = disk(`b-${session}`);
+    await restoreTranscript(database.db, session, b, silentLogger);
+    expect(await readFile(b.file)).toEqual(bytes);
+
+    seen.readsFrom.length = 0;
+    await restoreTranscript(database.db, session, a, silentLogger);
+    expect(seen).toEqual({ readsFrom: [bytes.length - 4096], writes: 0 });
+    expect(await readFile(a.file)).toEqual(bytes);
   });
 
   it("writes the stored copy where it is missing or behind, and keeps a copy that extends it", async () => {
@@ -134,10 +232,8 @@ describe.each(BACKENDS)("session transcripts on %s", (backend) => {
       const { uid, gid, mode, nlink } = await stat(secret);
       return { uid, gid, mode, nlink, content: await readFile(secret, "utf8") };
     };
-    const storedText = async (session: string) => {
-      const row = await getTranscript(database.db, session);
-      return row ? gunzipSync(row.gzipped).toString("utf8") : undefined;
-    };
+    const storedText = async (session: string) =>
+      (await storedTranscript(database.db, session))?.toString("utf8");
 
     it("writes it as the agent, directories it made included", async () => {
       const session = await newSession();
@@ -151,37 +247,49 @@ describe.each(BACKENDS)("session transcripts on %s", (backend) => {
       }
     });
 
-    it("stores nothing of what the agent put in the transcript's place, and says what it refused", async () => {
+    it("stores nothing of what the agent put in the transcript's place, stored before or not, and says what it refused", async () => {
+      // Each in the place of a transcript, or of one stored already (whose seam is read then).
       const plants = {
-        "a symbolic link to a root file": (file: string) => asAgent(`ln -s ${secret} ${file}`),
+        "a symbolic link to a root file": (file: string) => asAgent(`ln -sfn ${secret} ${file}`),
         // The kernel's protected_hardlinks keeps the agent itself from making this one.
-        "a hard link to a root file": (file: string) => link(secret, file),
-        "a FIFO": (file: string) => asAgent(`mkfifo ${file}`),
+        "a hard link to a root file": async (file: string) => {
+          asAgent(`rm -f ${file}`);
+          await link(secret, file);
+        },
+        "a FIFO": (file: string) => asAgent(`rm -f ${file}; mkfifo ${file}`),
         "a file over the bound": (file: string) =>
           asAgent(`truncate -s ${TRANSCRIPT_MAX_BYTES + 1} ${file}`),
       };
       const before = await secretState();
-      const refusals: Record<string, string> = {};
-      for (const [what, plant] of Object.entries(plants)) {
-        const session = await newSession();
-        const location = disk(session, runAs, home);
-        asAgent(`mkdir -p ${dirname(location.file)}`);
-        await plant(location.file);
-        const refused = await saveTranscript(database.db, session, "cli-session", location).then(
-          () => undefined,
-          (err: unknown) => err,
-        );
-        expect(refused, what).toBeInstanceOf(AgentFileError);
-        refusals[what] = (refused as Error).message.replace(`${location.file}: `, "");
-        expect(await getTranscript(database.db, session), what).toBeUndefined();
+      for (const storedBefore of [false, true]) {
+        const refusals: Record<string, string> = {};
+        for (const [what, plant] of Object.entries(plants)) {
+          const session = await newSession();
+          const location = disk(session, runAs, home);
+          asAgent(`mkdir -p ${dirname(location.file)}`);
+          if (storedBefore) {
+            asAgent(`echo '{"turn":1}' > ${location.file}`);
+            await saveTranscript(database.db, session, "cli-session", location);
+          }
+          const head = await transcriptHead(database.db, session);
+          await plant(location.file);
+          const refused = await saveTranscript(database.db, session, "cli-session", location).then(
+            () => undefined,
+            (err: unknown) => err,
+          );
+          expect(refused, what).toBeInstanceOf(AgentFileError);
+          refusals[what] = (refused as Error).message.replace(`${location.file}: `, "");
+          expect(await transcriptHead(database.db, session), what).toEqual(head);
+          expect(await storedText(session), what).toBe(storedBefore ? '{"turn":1}\n' : undefined);
+        }
+        expect(refusals, `stored before: ${storedBefore}`).toEqual({
+          "a symbolic link to a root file": "is a symbolic link",
+          "a hard link to a root file": expect.stringMatching(/Permission denied$/),
+          "a FIFO": "is not a regular file",
+          "a file over the bound": `is larger than ${TRANSCRIPT_MAX_BYTES} bytes`,
+        });
       }
-      expect(refusals).toEqual({
-        "a symbolic link to a root file": "is a symbolic link",
-        "a hard link to a root file": expect.stringMatching(/Permission denied$/),
-        "a FIFO": "is not a regular file",
-        "a file over the bound": `is larger than ${TRANSCRIPT_MAX_BYTES} bytes`,
-      });
-      expect(await secretState()).toEqual({ ...before, nlink: 2 });
+      expect(await secretState()).toEqual({ ...before, nlink: 3 });
     });
 
     it("writes the stored copy back in place of a link, a hard link or a FIFO, and nowhere else", async () => {

@@ -1,7 +1,16 @@
-import { randomUUID } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { gzipSync } from "node:zlib";
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
+import { claudeTranscripts } from "../../src/agents/claude/transcripts.js";
+import { silentLogger } from "../../src/log.js";
+import { agentFiles } from "../../src/process/agent-files.js";
+import { restoreTranscript, saveTranscript, storedTranscript } from "../../src/runs/transcripts.js";
 import { runs, sessions } from "../../src/store/schema.js";
+import { transcriptHead } from "../../src/store/transcripts.js";
 import { BACKENDS } from "../support/db.js";
 import { migrate, rawDatabase } from "../support/raw-db.js";
 
@@ -49,6 +58,50 @@ describe.each(BACKENDS)("migrations on %s", (backend) => {
       expect(row?.cost).toBe(0.0395924);
     } finally {
       await raw.close();
+    }
+  });
+
+  it("0033 makes a transcript stored whole its first piece: restored byte for byte, then stored whole once and appended to after", async () => {
+    const raw = await rawDatabase(backend);
+    const dir = await mkdtemp(join(tmpdir(), "migrated-transcript-"));
+    try {
+      await migrate(raw, (f) => f < "0033");
+      const session = randomUUID();
+      const relative = join("projects", "-work", `${session}.jsonl`);
+      const before = Buffer.from('{"turn":1,"text":"déjà vu"}\n');
+      await raw.exec(
+        `insert into sessions (id, agent, permission_mode, effort, worktree, created_at, updated_at, last_activity_at)
+           values ('${session}', 'claude', 'acceptEdits', 'high', false, now(), now(), now());
+         insert into agent_transcripts (session_id, path, sha256, gzipped, updated_at)
+           values ('${session}', '${relative}', '${createHash("sha256").update(before).digest("hex")}',
+                   '\\x${gzipSync(before).toString("hex")}', now())`,
+      );
+      await migrate(raw, (f) => f >= "0033");
+      expect(await transcriptHead(raw.db, session)).toMatchObject({
+        length: before.length,
+        seam: null,
+      });
+
+      const path = process.env.PATH ?? "/usr/bin:/bin";
+      const location = claudeTranscripts(
+        { CLAUDE_CONFIG_DIR: dir, PATH: path },
+        agentFiles({ PATH: path }),
+      );
+      const file = join(dir, relative);
+      await restoreTranscript(raw.db, session, location, silentLogger);
+      expect(await readFile(file)).toEqual(before);
+
+      const after = Buffer.concat([before, Buffer.from('{"turn":2}\n')]);
+      await writeFile(file, after);
+      await saveTranscript(raw.db, session, session, location);
+      expect(await transcriptHead(raw.db, session)).toMatchObject({ length: after.length });
+      expect((await transcriptHead(raw.db, session))?.seam).toEqual(expect.any(String));
+      await writeFile(file, '{"turn":3}\n', { flag: "a" });
+      await saveTranscript(raw.db, session, session, location);
+      expect(await storedTranscript(raw.db, session)).toEqual(await readFile(file));
+    } finally {
+      await raw.close();
+      await rm(dir, { recursive: true, force: true });
     }
   });
 });

@@ -6,6 +6,7 @@ import {
   integer,
   jsonb,
   pgTable,
+  primaryKey,
   text,
   uuid,
 } from "drizzle-orm/pg-core";
@@ -114,15 +115,37 @@ export const worktrees = pgTable(
 
 /**
  * Each session's CLI transcript (the file its next run resumes from), as of its latest run, so
- * that the session can go on at any instance: gzipped, with the path it has under the CLI's
- * state dir and the SHA-256 of its uncompressed bytes, to tell whether a copy on disk is current.
+ * that the session can go on at any instance: where it is under the CLI's state dir, its length
+ * and the digest of its last bytes (the seam a file on disk must hold to continue it, checked
+ * without reading the file whole), its bytes in agentTranscriptPieces.
  */
 export const agentTranscripts = pgTable("agent_transcripts", {
   sessionId: uuid("session_id")
     .primaryKey()
     .references(() => sessions.id, { onDelete: "cascade" }),
   path: text("path").notNull(),
-  sha256: text("sha256").notNull(),
-  gzipped: bytea("gzipped").notNull(),
+  /** Its bytes, all pieces together. */
+  length: integer("length").notNull(),
+  /**
+   * The SHA-256 of its last bytes (src/runs/transcripts.ts); null for a copy stored whole before
+   * pieces were, which is read to find it.
+   */
+  seam: text("seam"),
   updatedAt: ts("updated_at").notNull(),
 });
+
+/**
+ * A stored transcript's bytes, in pieces, each gzipped on its own: the whole copy of a run, then
+ * what each later run appended. In `seq` order the gzip members make one gzip stream of it.
+ */
+export const agentTranscriptPieces = pgTable(
+  "agent_transcript_pieces",
+  {
+    sessionId: uuid("session_id")
+      .notNull()
+      .references(() => agentTranscripts.sessionId, { onDelete: "cascade" }),
+    seq: integer("seq").notNull(),
+    gzipped: bytea("gzipped").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.sessionId, t.seq] })],
+);
