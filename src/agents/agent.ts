@@ -205,6 +205,11 @@ export interface TranscriptLocation {
   files: AgentFiles;
   /** The session's transcript, as a path relative to `root`, when it exists. */
   find(agentSessionId: string): Promise<string | undefined>;
+  /**
+   * Whether the session's transcript is the file found at `relative` before, for good: then it is
+   * not looked for again (a listing less after each run). Absent: it is looked for every time.
+   */
+  stays?(agentSessionId: string, relative: string): boolean;
 }
 
 export interface AgentBackend {

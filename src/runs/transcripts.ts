@@ -118,10 +118,11 @@ export async function saveTranscript(
   agentSessionId: string,
   location: TranscriptLocation,
 ): Promise<void> {
-  const relative = await location.find(agentSessionId);
+  const head = await transcriptHead(db, sessionId);
+  const known = head && location.stays?.(agentSessionId, head.path) ? head.path : undefined;
+  const relative = known ?? (await location.find(agentSessionId));
   if (!relative) return;
   const file = path.join(location.root, relative);
-  const head = await transcriptHead(db, sessionId);
   if (head?.path === relative && head.seam !== null) {
     const next = await continuation(location.files, file, { length: head.length, seam: head.seam });
     if (!next) return;

@@ -76,9 +76,9 @@ describe.each(BACKENDS)("session transcripts on %s", (backend) => {
     );
     return { ...location, file: join(root, RELATIVE) };
   }
-  /** `location`, with where each read of its files began and how many writes it made. */
+  /** `location`, with where each read of its files began, and how many listings and writes it made. */
   function watched<L extends TranscriptLocation>(location: L) {
-    const seen = { readsFrom: [] as number[], writes: 0 };
+    const seen = { readsFrom: [] as number[], writes: 0, listings: 0 };
     const files: AgentFiles = {
       ...location.files,
       read: (file, maxBytes, from = 0) => {
@@ -90,7 +90,11 @@ describe.each(BACKENDS)("session transcripts on %s", (backend) => {
         return location.files.write(file, content);
       },
     };
-    return { location: { ...location, files }, seen };
+    const find = (agentSessionId: string) => {
+      seen.listings++;
+      return location.find(agentSessionId);
+    };
+    return { location: { ...location, files, find }, seen };
   }
   const write = async (file: string, text: string | Buffer) => {
     await mkdir(dirname(file), { recursive: true });
@@ -111,7 +115,7 @@ describe.each(BACKENDS)("session transcripts on %s", (backend) => {
   /** A transcript line longer than the seam: read from the seam on, it is not read whole. */
   const turn = (n: number) => `${JSON.stringify({ turn: n, text: "x".repeat(6000) })}\n`;
 
-  it("stores a run's transcript, then what each later run appended as a piece of its own, read from the seam on", async () => {
+  it("stores a run's transcript, then what each later run appended as a piece of its own, read from the seam on, where it was found first", async () => {
     const session = await newSession();
     const { location: a, seen } = watched(disk(`a-${session}`));
     await saveTranscript(database.db, session, "cli-session", a);
@@ -127,6 +131,7 @@ describe.each(BACKENDS)("session transcripts on %s", (backend) => {
     expect((await transcriptHead(database.db, session))?.updatedAt).toEqual(stored?.updatedAt);
 
     seen.readsFrom.length = 0;
+    seen.listings = 0;
     await append(a.file, turn(2));
     await saveTranscript(database.db, session, "cli-session", a);
     await append(a.file, turn(3));
@@ -137,6 +142,8 @@ describe.each(BACKENDS)("session transcripts on %s", (backend) => {
     });
     // Each store read the file from 4 KiB before the stored copy's end, never from its start.
     expect(seen.readsFrom).toEqual([turn(1).length - 4096, turn(1).length + turn(2).length - 4096]);
+    // The session's file is named after it: once stored, it is not looked for again.
+    expect(seen.listings).toBe(0);
   });
 
   it("stores a file that does not continue the stored copy whole anew: shorter, or other bytes at its seam", async () => {
@@ -185,8 +192,9 @@ describe.each(BACKENDS)("session transcripts on %s", (backend) => {
     expect(await readFile(b.file)).toEqual(bytes);
 
     seen.readsFrom.length = 0;
+    seen.listings = 0;
     await restoreTranscript(database.db, session, a, silentLogger);
-    expect(seen).toEqual({ readsFrom: [bytes.length - 4096], writes: 0 });
+    expect(seen).toEqual({ readsFrom: [bytes.length - 4096], writes: 0, listings: 0 });
     expect(await readFile(a.file)).toEqual(bytes);
   });
 

@@ -25,5 +25,7 @@ export function claudeTranscripts(
       const first = found.sort()[0];
       return first && path.join("projects", first);
     },
+    // One file per session, named after it, in the work dir's project, which a session keeps.
+    stays: (sessionId, relative) => path.basename(relative) === `${sessionId}.jsonl`,
   };
 }
