@@ -1,9 +1,8 @@
-// Runs initdb for a new embedded data dir in a worker thread (see db.ts `initializeDataDir`).
-// Plain JavaScript, so that it loads without the TypeScript loader.
-import { workerData } from "node:worker_threads";
+// Runs initdb for a new embedded data dir (argv[2]) in a process of its own (see db.ts
+// `initializeDataDir`). Plain JavaScript, so that it loads without the TypeScript loader.
 import { PGlite } from "@electric-sql/pglite";
 
-const pglite = new PGlite(workerData.dataDir);
+const pglite = new PGlite(process.argv[2]);
 try {
   await pglite.waitReady;
 } finally {
