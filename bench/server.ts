@@ -1,7 +1,7 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
 import { resolve } from "node:path";
-import { freePort } from "../test/support/server.js";
+import { freePort, npmStartArgs } from "../test/support/server.js";
 
 // The server as `npm start` runs it (its build, then the built server as one Node process, so its
 // pid is the server's own), with room for extra Node flags such as --cpu-prof, which NODE_OPTIONS
@@ -26,7 +26,7 @@ export async function startBenchServer(
   // npm start's prestart.
   execFileSync(process.execPath, ["scripts/build.mjs"], { cwd: root, stdio: "inherit" });
   const started = performance.now();
-  const child = spawn(process.execPath, [...nodeFlags, "dist/index.js"], {
+  const child = spawn(process.execPath, [...nodeFlags, ...npmStartArgs()], {
     cwd: root,
     env: {
       PATH: process.env.PATH,

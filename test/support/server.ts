@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
+import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -24,7 +25,17 @@ export type Entry = "build" | "npm-start";
 function entryArgs(entry: Entry): string[] {
   return entry === "build"
     ? [...TEST_NODE_FLAGS, join(inject("serverBuild"), "src/index.js")]
-    : ["dist/index.js"];
+    : npmStartArgs();
+}
+
+/** The arguments `npm start` gives `node` (package.json's start script), with its Node flags. */
+export function npmStartArgs(): string[] {
+  const { scripts } = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
+    scripts: { start: string };
+  };
+  const [node, ...args] = scripts.start.split(" ");
+  if (node !== "node") throw new Error(`npm start runs ${node}, not node`);
+  return args;
 }
 
 /** AGENT_BRIDGE_CALLBACK_ALLOW for the tests' callback receivers, which listen on loopback. */
