@@ -95,8 +95,8 @@ class TickYieldingPGlite extends PGlite {
 /**
  * The embedded server's settings beyond PGlite's own, each an upper bound on memory. All of it
  * lives in PGlite's WebAssembly memory, which never shrinks: what a setting lets the server touch
- * once stays resident for the life of the process. At rest they change
- * nothing measurable (the server touches little); they cap the high-water mark under load.
+ * once stays resident for the life of the process. At rest they change nothing measurable (the
+ * server has touched little); they cap the high-water mark under load.
  */
 const pgliteOptions = {
   startParams: [
@@ -121,6 +121,7 @@ const pgliteOptions = {
   // link); only the pages the server touches are resident.
   initialMemory: 128 * 1024 * 1024,
 };
+
 const afterQueuedTicks = () => new Promise<void>((resolve) => process.nextTick(resolve));
 
 const migrationsFolder = fileURLToPath(new URL("../../drizzle", import.meta.url));
@@ -217,10 +218,10 @@ async function initializeDataDir(dataDir: string): Promise<void> {
   });
   let stderr = "";
   child.stderr.on("data", (d: Buffer) => {
-    stderr = (stderr + d.toString()).slice(-2000);
+    stderr += d;
   });
   const [code] = await once(child, "close");
-  if (code !== 0) throw new Error(`initdb exited with code ${code}: ${stderr.trim()}`);
+  if (code !== 0) throw new Error(stderr.trim() || `initdb exited with code ${code}`);
 }
 
 /**

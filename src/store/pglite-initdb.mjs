@@ -1,10 +1,16 @@
 // Runs initdb for a new embedded data dir (argv[2]) in a process of its own (see db.ts
-// `initializeDataDir`). Plain JavaScript, so that it loads without the TypeScript loader.
+// `initializeDataDir`), which quotes what it writes to stderr: the error's message alone.
+// Plain JavaScript, so that it loads without the TypeScript loader.
 import { PGlite } from "@electric-sql/pglite";
 
-const pglite = new PGlite(process.argv[2]);
 try {
-  await pglite.waitReady;
-} finally {
-  await pglite.close();
+  const pglite = new PGlite(process.argv[2]);
+  try {
+    await pglite.waitReady;
+  } finally {
+    await pglite.close();
+  }
+} catch (err) {
+  process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
+  process.exitCode = 1;
 }
