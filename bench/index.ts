@@ -237,6 +237,7 @@ async function benchBackend(backend: Backend, transcripts: Transcripts, tmp: str
     if (name) process.stderr.write(`[${backend}] ${name}…\n`);
   };
   out.steps = steps;
+  out.startMs = proc.startMs;
   try {
     step("warm-up");
     await warmUp(server, peer);
@@ -627,6 +628,11 @@ const rows: Row[] = [
       const f = med(r.cli, (s: { floorMs: number }) => s.floorMs);
       return c === undefined || f === undefined ? undefined : { text: `${ms(c)} (${ms(f)})` };
     },
+  },
+  {
+    measure: "server start-up, spawn to first `/healthz` 200 (new data dir or database)",
+    target: "",
+    cell: (r) => (r.startMs === undefined ? undefined : { text: ms(r.startMs) }),
   },
   {
     measure: "server RSS at rest",

@@ -838,7 +838,7 @@ function timedRun(command: string, args: string[], env: NodeJS.ProcessEnv): Prom
 }
 
 /**
- * `agent-bridge sessions ls` as a user runs it (the bin, through tsx) against the server, from
+ * `agent-bridge sessions ls` as a user runs it (the bin, which runs the build) against the server, from
  * start to exit; floor: starting Node with nothing to run.
  */
 export async function cliCommand(

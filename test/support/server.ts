@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
+import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -13,17 +14,28 @@ import { TEST_NODE_FLAGS } from "./node-flags.js";
 const root = fileURLToPath(new URL("../..", import.meta.url));
 
 /**
- * How the entry point is run: "build" from the JavaScript the run's global setup compiled (a
- * second faster to start), "npm-start" as `npm start` runs it, through tsx's loader, for the
- * README's curl walk-through. One process either way: the `tsx` CLI would put a parent in front of the
- * server, and a SIGKILL to that parent would leave the server running.
+ * How the entry point is run: "build" from the one-file bundle the run's global setup made
+ * (./build.ts, faster to start), "npm-start" as `npm start` runs it, from the build in dist/
+ * (which the global setup brought up to date as npm start's prestart does), for the README's curl
+ * walk-through. One process either way: npm would put a parent in front of the server, and a
+ * SIGKILL to that parent would leave the server running.
  */
 export type Entry = "build" | "npm-start";
 
 function entryArgs(entry: Entry): string[] {
   return entry === "build"
     ? [...TEST_NODE_FLAGS, join(inject("serverBuild"), "src/index.js")]
-    : ["--import", "tsx", "src/index.ts"];
+    : npmStartArgs();
+}
+
+/** The arguments `npm start` gives `node` (package.json's start script), with its Node flags. */
+export function npmStartArgs(): string[] {
+  const { scripts } = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
+    scripts: { start: string };
+  };
+  const [node, ...args] = scripts.start.split(" ");
+  if (node !== "node") throw new Error(`npm start runs ${node}, not node`);
+  return args;
 }
 
 /** AGENT_BRIDGE_CALLBACK_ALLOW for the tests' callback receivers, which listen on loopback. */

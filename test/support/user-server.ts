@@ -7,9 +7,9 @@ import { type Entry, startServer } from "./server.js";
 
 // The server the README's examples run against, as a user has it: API keys on, as they are by
 // default, and the admin key it printed at its first start, with a scripted stand-in for the CLI.
-// The curl walk-through, a user's first steps, starts it with `npm start`'s own command (through
-// tsx); the other examples start the same code precompiled (./build.ts), which costs a second and
-// a half less CPU per start.
+// The curl walk-through, a user's first steps, starts it with `npm start`'s own command (the build
+// in dist/); the other examples start the same code bundled into one file (./build.ts), which
+// loads its modules faster.
 
 /** A server as a user has it: started on a fresh data dir, and the key it printed. */
 export interface UserServer {
