@@ -208,7 +208,10 @@ describe.each(BACKENDS)("the live feed on %s", (backend) => {
     // the newest event, which stays to say where the feed begins.
     const report = await buildSweeper(t.deps).sweep(new Date(Date.now() + 2 * 86_400_000));
     expect(report.prunedFeedEvents).toBeGreaterThan(0);
-    expect(await pruneFeed(t.database.db, new Date(Date.now() + 3 * 86_400_000))).toBe(0);
+    // Pruned again, a day later still: the newest event stays however often the sweep comes (what
+    // each prune takes depends on the transactions open on the whole server, other databases'
+    // too, which hold back which events are settled).
+    await pruneFeed(t.database.db, new Date(Date.now() + 3 * 86_400_000));
     // Just before the first event the stream showed: older than the feed now holds.
     const [oldXid, oldId] = (old?.id ?? "").split("-");
     const beforeOld = `${oldXid}-${Number(oldId) - 1}`;
