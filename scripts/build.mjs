@@ -9,7 +9,15 @@
 // where it is from src/. The helper scripts (src/**/*.mjs) are copied as they are; the command's
 // launcher (src/cli/bin.mjs) stays in src/, where it picks the build or the source.
 // Plain JavaScript, not TypeScript: it runs before anything that compiles TypeScript.
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
@@ -20,9 +28,15 @@ const dist = path.join(root, "dist");
 /** Named as src/cli/bin.mjs reads it. */
 const BUILT_STAMP = ".built";
 
-const sources = readdirSync(src, { recursive: true, encoding: "utf8" }).filter(
-  (file) => /\.(ts|mjs)$/.test(file) && file !== path.join("cli", "bin.mjs"),
-);
+// Taken before src/ is read: a file written while the build runs is newer than the build.
+const startedAt = new Date();
+// Regular files only, and no editor's hidden ones (an Emacs lock `.#main.ts` is a dangling link).
+const sources = readdirSync(src, { recursive: true, withFileTypes: true })
+  .filter(
+    (entry) => entry.isFile() && !entry.name.startsWith(".") && /\.(ts|mjs)$/.test(entry.name),
+  )
+  .map((entry) => path.relative(src, path.join(entry.parentPath, entry.name)))
+  .filter((file) => file !== path.join("cli", "bin.mjs"));
 const { outputFiles } = await build({
   entryPoints: sources.map((file) => path.join(src, file)),
   outdir: dist,
@@ -35,8 +49,9 @@ const { outputFiles } = await build({
   logLevel: "warning",
 });
 
-// Only what changed is written, and only what src/ no longer has is removed: a server already
-// running from dist/ (a second `npm start`, a test's) still finds the modules it imports late.
+// Only what changed is written, each to a new file renamed into place, and only what src/ no
+// longer has is removed: a server already running from dist/ (a second `npm start`, a test's)
+// still finds the modules it imports late, whole.
 const built = new Set();
 for (const { path: file, contents } of outputFiles) {
   built.add(file);
@@ -48,11 +63,15 @@ for (const { path: file, contents } of outputFiles) {
   }
   if (old?.equals(contents)) continue;
   mkdirSync(path.dirname(file), { recursive: true });
-  writeFileSync(file, contents);
+  const fresh = `${file}.${process.pid}.tmp`;
+  writeFileSync(fresh, contents);
+  renameSync(fresh, file);
 }
 for (const file of readdirSync(dist, { recursive: true, encoding: "utf8" })) {
   const full = path.join(dist, file);
   if (/\.(js|mjs)$/.test(file) && !built.has(full)) rmSync(full);
 }
-// When this build was made, for the command's launcher to tell it is not older than src/.
-writeFileSync(path.join(dist, BUILT_STAMP), "");
+// When this build began, for the command's launcher to tell it is not older than src/.
+const stamp = path.join(dist, BUILT_STAMP);
+writeFileSync(stamp, "");
+utimesSync(stamp, startedAt, startedAt);

@@ -1,6 +1,5 @@
 import type { Context } from "@opentelemetry/api";
 import type { RunSteering } from "../agents/agent.js";
-import type { RunAllowance } from "../auth/policy.js";
 import { RunInterruptedError } from "../process/errors.js";
 import type { RunRow, SessionRow } from "../store/schema.js";
 import type { Admittable } from "./admission.js";
@@ -23,8 +22,6 @@ export interface ActiveRunParts {
   resumeAt: string | null;
   /** The trace context the run was submitted in (its request's span), when tracing is on. */
   traceParent?: Context | undefined;
-  /** What the key's gate allowed at its admission, for a run admitted to start at once. */
-  admittedWith?: RunAllowance | undefined;
 }
 
 /**
@@ -47,8 +44,6 @@ export class ActiveRun implements Admittable {
   private current: RunRow;
   private resumes: boolean;
   private sessionRow: SessionRow;
-  /** See takeAdmission. */
-  private admitted: RunAllowance | undefined;
 
   constructor(row: RunRow, waiting: boolean, parts: ActiveRunParts) {
     this.current = row;
@@ -59,7 +54,6 @@ export class ActiveRun implements Admittable {
     this.options = parts.options;
     this.resumeAt = parts.resumeAt;
     this.traceParent = parts.traceParent;
-    this.admitted = parts.admittedWith;
     this.life = new RunLifecycle(waiting ? "waiting" : "queued", {
       // The abort carries the reason to the process driver, which logs the CLI's end so.
       interrupted: (reason) => this.abort.abort(new RunInterruptedError(reason)),
@@ -83,19 +77,6 @@ export class ActiveRun implements Admittable {
   sessionReadAtStart(row: SessionRow): void {
     if (row.id !== this.sessionRow.id) throw new Error(`session ${row.id} is not run ${this.id}'s`);
     this.sessionRow = row;
-  }
-
-  /**
-   * What its admission's gate allowed, taken once, by the run's start within its admission's own
-   * call (a free slot starts it there), or by the admission as it ends, so that a run queued for a
-   * slot finds nothing. A run that starts at once goes on what its admission read (its key's
-   * allowance and its session's row: nothing new in the milliseconds between), two statements and
-   * a policy read less before its CLI starts; one that waited asks its gate and reads again.
-   */
-  takeAdmission(): RunAllowance | undefined {
-    const admitted = this.admitted;
-    this.admitted = undefined;
-    return admitted;
   }
 
   /** Whether it resumes the agent's session (asked again when a waiting run takes its turn). */

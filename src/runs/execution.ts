@@ -82,10 +82,9 @@ export class Execution {
    */
   async run(run: ActiveRun): Promise<void> {
     run.life.fire({ type: "start" });
-    const admitted = run.takeAdmission();
-    if (!admitted) await this.readSettings(run);
+    await this.readSettings(run);
     const { trace, capture } = this.watch(run);
-    const execute = () => this.execute(run, admitted, trace, capture);
+    const execute = () => this.execute(run, trace, capture);
     // Inside the run's span: what the run logs carries its trace id.
     await (trace ? trace.within(execute) : execute());
   }
@@ -107,12 +106,7 @@ export class Execution {
     }
   }
 
-  private async execute(
-    run: ActiveRun,
-    admitted: RunAllowance | undefined,
-    trace?: RunTrace,
-    capture?: RunCapture,
-  ): Promise<void> {
+  private async execute(run: ActiveRun, trace?: RunTrace, capture?: RunCapture): Promise<void> {
     const { db, logger } = this.opts;
     const { row, session } = run;
     const startedAt = new Date();
@@ -129,11 +123,11 @@ export class Execution {
     const approvals = this.opts.approvals.forRun(run, mode);
     const git = this.opts.git.forSession(session.ownerKeyId, this.workDirOf(session));
     try {
-      // Asked again unless it starts at once: the key's other runs may have spent its budget
-      // while this one waited.
-      const allowance =
-        admitted ??
-        (await this.opts.gate.allow(session, runSettings(sessionSettings(session), run.options)));
+      // Asked again: the key's other runs may have spent its budget while this one was queued.
+      const allowance = await this.opts.gate.allow(
+        session,
+        runSettings(sessionSettings(session), run.options),
+      );
       if (row.checkout !== null) await this.workspace.checkOutChange(session, git, row.checkout);
       else if (session.worktree) await this.workspace.prepareWorktree(session, git);
       const agent = this.opts.agents.get(session.agent);
@@ -162,9 +156,8 @@ export class Execution {
     // Before the completion goes out, so that a client reading the session then sees the record,
     // and its next message finds the transcript at any instance.
     if (session.worktree) await this.workspace.recordWorktree(session, git);
-    const storeTranscript = () =>
-      transcripts && this.workspace.saveTranscript(run, completion, transcripts);
-    await storeTranscript();
+    const stored =
+      transcripts && (await this.workspace.saveTranscript(run, completion, transcripts));
     const { stop } = run.life;
     if (stop) completion = ended(completion, stop.status, stop.reason);
     await marking;
@@ -175,8 +168,11 @@ export class Execution {
     } catch (err) {
       logger.error("stopping the CLI failed", { run_id: row.id, error: errorText(err) });
     }
-    // Whatever the CLI wrote after its outcome.
-    await storeTranscript();
+    // Whatever the CLI wrote after its outcome, over the copy stored before it: the session is free
+    // for any instance's run by now.
+    if (transcripts && stored) {
+      await this.workspace.saveTranscript(run, completion, transcripts, stored);
+    }
   }
 
   /**

@@ -26,21 +26,22 @@ import { Stopping } from "./stop.js";
 import { Submission } from "./submit.js";
 
 /**
- * What the routes, the hooks and the server use of runs. It builds the parts and hands each call
- * to the one whose job it is: a message is admitted (submit.ts) and runs in its turn
- * (execution.ts); runs are stopped (stop.ts), followed (follow.ts), taken from and given back to
- * the database's queue (queue.ts), and ended with the instance (shutdown.ts). A run's state is
- * its own (run-state.ts).
- */
-/**
  * Told of each batch of a run's events stored here, with the transaction hooks that joined the
- * run (undefined: not known here; a claimed run's may be any).
+ * run: every hook for a run claimed from the database's queue (which joined it is not known
+ * there); undefined for a run not admitted here.
  */
 export type EventListener = (
   batch: EventBatch,
   joined: readonly RunTransactionHook[] | undefined,
 ) => void;
 
+/**
+ * What the routes, the hooks and the server use of runs. It builds the parts and hands each call
+ * to the one whose job it is: a message is admitted (submit.ts) and runs in its turn
+ * (execution.ts); runs are stopped (stop.ts), followed (follow.ts), taken from and given back to
+ * the database's queue (queue.ts), and ended with the instance (shutdown.ts). A run's state is
+ * its own (run-state.ts).
+ */
 export class RunManager {
   private readonly admission: Admission<ActiveRun>;
   private readonly submission: Submission;

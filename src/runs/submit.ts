@@ -97,7 +97,7 @@ export class Submission {
     let wait = admission.mustWait(session.id, state.activeRunId, mayWait, state.waitingRunId);
     agents.get(session.agent);
     const options = message.options ?? NO_RUN_OPTIONS;
-    const allowance = await gate.allow(session, runSettings(sessionSettings(session), options));
+    await gate.allow(session, runSettings(sessionSettings(session), options));
     const pinnedHost = await this.pinnedHost(session);
     // Here when it can start here at once (or must wait in this instance's line for its session);
     // else queued in the database for any instance (of its host, when pinned) to claim.
@@ -170,11 +170,8 @@ export class Submission {
       options,
       resumeAt,
       traceParent,
-      ...(wait ? {} : { admittedWith: allowance }),
     });
     admission.add(run, wait);
-    // Queued for a slot rather than started: it asks again when it starts.
-    run.takeAdmission();
     return { run: row, created: true };
   }
 

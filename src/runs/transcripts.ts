@@ -9,6 +9,7 @@ import type { Database } from "../store/db.js";
 import {
   appendTranscript,
   putTranscript,
+  type StoredCopy,
   transcriptGzipped,
   transcriptHead,
 } from "../store/transcripts.js";
@@ -111,32 +112,42 @@ export async function restoreTranscript(
   await location.files.write(file, bytes ?? (await stored()));
 }
 
-/** After a run: what the session's transcript gained stored, or the transcript whole. */
+/**
+ * After a run: what the session's transcript gained stored, or the transcript whole. Resolves
+ * with the stored copy as this store leaves it (undefined: none, or another store came between
+ * and its copy stays). With `after`, the copy the run's first store left, it is the run's later
+ * store (of what the CLI wrote after its outcome, once the run's completion has freed the session
+ * for any instance): it only appends, over that copy, what the file gained since.
+ */
 export async function saveTranscript(
   db: Database,
   sessionId: string,
   agentSessionId: string,
   location: TranscriptLocation,
-): Promise<void> {
+  after?: StoredCopy,
+): Promise<StoredCopy | undefined> {
   const head = await transcriptHead(db, sessionId);
+  const left = head && { length: head.length, seam: head.seam };
+  if (after && !(left && left.length === after.length && left.seam === after.seam)) return;
   const known = head && location.stays?.(agentSessionId, head.path) ? head.path : undefined;
   const relative = known ?? (await location.find(agentSessionId));
-  if (!relative) return;
+  if (!relative) return left;
   const file = path.join(location.root, relative);
+  // Every store is made over the copy read here, or not at all (another store came between).
   if (head?.path === relative && head.seam !== null) {
     const next = await continuation(location.files, file, { length: head.length, seam: head.seam });
-    if (!next) return;
+    if (!next) return left;
     if (next !== "differs") {
-      if (next.appended.length === 0) return;
-      const grown = { sessionId, length: head.length + next.appended.length, seam: next.seam };
-      if (await appendTranscript(db, grown, head.length, await gzipped(next.appended))) return;
+      if (next.appended.length === 0) return left;
+      const grown = { length: head.length + next.appended.length, seam: next.seam };
+      const piece = await gzipped(next.appended);
+      return (await appendTranscript(db, { sessionId, ...grown }, head, piece)) ? grown : undefined;
     }
   }
+  if (after) return;
   const bytes = await location.files.read(file, TRANSCRIPT_MAX_BYTES);
-  if (!bytes) return;
-  await putTranscript(
-    db,
-    { sessionId, path: relative, length: bytes.length, seam: seamOf(bytes) },
-    await gzipped(bytes),
-  );
+  if (!bytes) return left;
+  const whole = { length: bytes.length, seam: seamOf(bytes) };
+  const stored = { sessionId, path: relative, ...whole };
+  return (await putTranscript(db, stored, await gzipped(bytes), left)) ? whole : undefined;
 }

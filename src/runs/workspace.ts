@@ -7,6 +7,7 @@ import type { AgentIdentity } from "../process/tenant-homes.js";
 import type { Database } from "../store/db.js";
 import { getHookById } from "../store/hooks.js";
 import type { SessionRow } from "../store/schema.js";
+import type { StoredCopy } from "../store/transcripts.js";
 import { changeRef, checkOutChange, readChangeCheckout } from "../worktrees/change.js";
 import type { CheckoutCache } from "../worktrees/checkout-cache.js";
 import { tokenGoesTo } from "../worktrees/checkout-origin.js";
@@ -54,22 +55,27 @@ export class RunWorkspace {
     }
   }
 
-  /** A failure here is logged: the session goes on, on this instance at least. */
+  /**
+   * The stored copy it leaves, for the run's later store (`after`: see saveTranscript). A failure
+   * here is logged: the session goes on, on this instance at least.
+   */
   async saveTranscript(
     run: ActiveRun,
     completion: CompletionEvent | undefined,
     { agent, identity }: { agent: AgentBackend; identity: AgentIdentity | undefined },
-  ) {
+    after?: StoredCopy,
+  ): Promise<StoredCopy | undefined> {
     const agentSessionId = completion?.agent_session_id ?? run.session.agentSessionId;
-    if (!agentSessionId) return;
+    if (!agentSessionId) return undefined;
     try {
       const location = agent.transcripts(identity);
-      await saveTranscript(this.opts.db, run.session.id, agentSessionId, location);
+      return await saveTranscript(this.opts.db, run.session.id, agentSessionId, location, after);
     } catch (err) {
       this.opts.logger.error("could not store the session's transcript", {
         session_id: run.session.id,
         error: errorText(err),
       });
+      return undefined;
     }
   }
 

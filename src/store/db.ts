@@ -213,7 +213,10 @@ function pgliteListen(client: PGlite): Listen {
  */
 async function initializeDataDir(dataDir: string): Promise<void> {
   const script = fileURLToPath(new URL("./pglite-initdb.mjs", import.meta.url));
-  const child = spawn(process.execPath, [script, dataDir], {
+  // This process's WebAssembly compiler flags (the tests' --liftoff-only), not its others (a
+  // profiler's, a preloaded module).
+  const wasmFlags = process.execArgv.filter((flag) => /^--(liftoff|wasm)/.test(flag));
+  const child = spawn(process.execPath, [...wasmFlags, script, dataDir], {
     stdio: ["ignore", "ignore", "pipe"],
   });
   let stderr = "";

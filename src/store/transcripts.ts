@@ -1,4 +1,4 @@
-import { and, asc, eq, sql } from "drizzle-orm";
+import { and, asc, eq, isNull, sql } from "drizzle-orm";
 import type { Database } from "./db.js";
 import { agentTranscriptPieces, agentTranscripts } from "./schema.js";
 
@@ -30,33 +30,57 @@ export async function transcriptGzipped(db: Database, sessionId: string): Promis
   return Buffer.concat(pieces.map((piece) => piece.gzipped));
 }
 
-/** Stores the session's transcript whole: `gzipped` becomes its one piece. */
+/** The stored copy a store was read against: its length and seam (null for none yet). */
+export type StoredCopy = Pick<TranscriptHead, "length" | "seam">;
+
+/** The head of the session's transcript is still `copy`: the condition of every store. */
+const stillAt = (sessionId: string, copy: StoredCopy) =>
+  and(
+    eq(agentTranscripts.sessionId, sessionId),
+    eq(agentTranscripts.length, copy.length),
+    copy.seam === null ? isNull(agentTranscripts.seam) : eq(agentTranscripts.seam, copy.seam),
+  );
+
+/**
+ * Stores the session's transcript whole (`gzipped` becomes its one piece), over the stored copy
+ * `over` (undefined: none is stored); false (nothing stored) when another store changed it since.
+ */
 export async function putTranscript(
   db: Database,
   head: Omit<TranscriptHead, "updatedAt">,
   gzipped: Buffer,
-): Promise<void> {
+  over: StoredCopy | undefined,
+): Promise<boolean> {
   const row = { ...head, updatedAt: new Date() };
-  await db.transaction(async (tx) => {
-    await tx
-      .insert(agentTranscripts)
-      .values(row)
-      .onConflictDoUpdate({ target: agentTranscripts.sessionId, set: row });
+  return db.transaction(async (tx) => {
+    const written = over
+      ? await tx
+          .update(agentTranscripts)
+          .set(row)
+          .where(stillAt(head.sessionId, over))
+          .returning({ sessionId: agentTranscripts.sessionId })
+      : await tx
+          .insert(agentTranscripts)
+          .values(row)
+          .onConflictDoNothing()
+          .returning({ sessionId: agentTranscripts.sessionId });
+    if (written.length === 0) return false;
     await tx
       .delete(agentTranscriptPieces)
       .where(eq(agentTranscriptPieces.sessionId, head.sessionId));
     await tx.insert(agentTranscriptPieces).values({ sessionId: head.sessionId, seq: 0, gzipped });
+    return true;
   });
 }
 
 /**
  * Adds `gzipped`, what the CLI appended, as the transcript's next piece, when the stored copy is
- * still `fromLength` long; false (nothing stored) when another store changed it meanwhile.
+ * still `from`; false (nothing stored) when another store changed it meanwhile.
  */
 export async function appendTranscript(
   db: Database,
   head: Pick<TranscriptHead, "sessionId" | "length" | "seam">,
-  fromLength: number,
+  from: StoredCopy,
   gzipped: Buffer,
 ): Promise<boolean> {
   const { sessionId } = head;
@@ -64,9 +88,7 @@ export async function appendTranscript(
     const updated = await tx
       .update(agentTranscripts)
       .set({ length: head.length, seam: head.seam, updatedAt: new Date() })
-      .where(
-        and(eq(agentTranscripts.sessionId, sessionId), eq(agentTranscripts.length, fromLength)),
-      )
+      .where(stillAt(sessionId, from))
       .returning({ sessionId: agentTranscripts.sessionId });
     if (updated.length === 0) return false;
     const { seq, sessionId: of } = agentTranscriptPieces;

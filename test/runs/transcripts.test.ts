@@ -170,6 +170,31 @@ describe.each(BACKENDS)("session transcripts on %s", (backend) => {
     });
   });
 
+  it("a run's later store (what its CLI wrote after its outcome) stores nothing once another instance's run has stored the session: that run's turn stays", async () => {
+    const session = await newSession();
+    const a = disk(`a-${session}`);
+    const b = disk(`b-${session}`);
+    await write(a.file, turn(1));
+    const left = await saveTranscript(database.db, session, "cli-session", a);
+    expect(left).toMatchObject({ length: turn(1).length });
+    // The run's completion freed the session: the next run went to B, which stored its turn.
+    await restoreTranscript(database.db, session, b, silentLogger);
+    await append(b.file, turn(2));
+    await saveTranscript(database.db, session, "cli-session", b);
+    // A's CLI wrote a last line after its outcome; A's later store comes now.
+    await append(a.file, '{"type":"summary"}\n');
+    expect(await saveTranscript(database.db, session, "cli-session", a, left)).toBeUndefined();
+    expect(await storedTranscript(database.db, session)).toEqual(Buffer.from(turn(1) + turn(2)));
+    // Without B's run between, the later store appends what A's CLI wrote after its outcome.
+    const alone = await newSession();
+    const c = disk(`c-${alone}`);
+    await write(c.file, turn(1));
+    const first = await saveTranscript(database.db, alone, "cli-session", c);
+    await append(c.file, '{"type":"summary"}\n');
+    await saveTranscript(database.db, alone, "cli-session", c, first);
+    expect(await pieces(alone)).toEqual([turn(1), '{"type":"summary"}\n']);
+  });
+
   it("restores the pieces joined, byte for byte, where the copy is missing; where it was written, reads it from the seam on and writes nothing", async () => {
     const session = await newSession();
     const { location: a, seen } = watched(disk(`a-${session}`));

@@ -9,7 +9,7 @@ import { claudeTranscripts } from "../../src/agents/claude/transcripts.js";
 import { silentLogger } from "../../src/log.js";
 import { agentFiles } from "../../src/process/agent-files.js";
 import { restoreTranscript, saveTranscript, storedTranscript } from "../../src/runs/transcripts.js";
-import { runs, sessions } from "../../src/store/schema.js";
+import { agentTranscriptPieces, runs, sessions } from "../../src/store/schema.js";
 import { transcriptHead } from "../../src/store/transcripts.js";
 import { BACKENDS } from "../support/db.js";
 import { migrate, rawDatabase } from "../support/raw-db.js";
@@ -61,14 +61,16 @@ describe.each(BACKENDS)("migrations on %s", (backend) => {
     }
   });
 
-  it("0033 makes a transcript stored whole its first piece: restored byte for byte, then stored whole once and appended to after", async () => {
+  it("0033 makes a transcript stored whole its first piece, its length from the gzip trailer: restored byte for byte, then stored whole once and appended to after", async () => {
     const raw = await rawDatabase(backend);
     const dir = await mkdtemp(join(tmpdir(), "migrated-transcript-"));
     try {
       await migrate(raw, (f) => f < "0033");
       const session = randomUUID();
       const relative = join("projects", "-work", `${session}.jsonl`);
-      const before = Buffer.from('{"turn":1,"text":"déjà vu"}\n');
+      // Long enough that each of its length's bytes but the highest counts (0x2dc6df).
+      const before = Buffer.from(`{"turn":1,"text":"déjà vu ${"x".repeat(3_000_000)}"}\n`);
+      expect(before.length).toBe(0x2dc6df);
       await raw.exec(
         `insert into sessions (id, agent, permission_mode, effort, worktree, created_at, updated_at, last_activity_at)
            values ('${session}', 'claude', 'acceptEdits', 'high', false, now(), now(), now());
@@ -99,6 +101,11 @@ describe.each(BACKENDS)("migrations on %s", (backend) => {
       await writeFile(file, '{"turn":3}\n', { flag: "a" });
       await saveTranscript(raw.db, session, session, location);
       expect(await storedTranscript(raw.db, session)).toEqual(await readFile(file));
+      const pieces = await raw.db
+        .select({ seq: agentTranscriptPieces.seq })
+        .from(agentTranscriptPieces)
+        .where(eq(agentTranscriptPieces.sessionId, session));
+      expect(pieces).toHaveLength(2);
     } finally {
       await raw.close();
       await rm(dir, { recursive: true, force: true });
