@@ -30,20 +30,42 @@ export interface DoorbellOptions {
   clock?: Clock;
 }
 
+/** A wait that a ring (or its own timer) ends early: what each watch below sleeps in. */
+abstract class Wakeable {
+  private waking: (() => void) | undefined;
+
+  constructor(readonly close: () => void) {}
+
+  /** Ends the current sleep, if any. */
+  protected wake(): void {
+    this.waking?.();
+  }
+
+  /** Resolves at the next wake, or when `signal` aborts. */
+  protected sleep(signal?: AbortSignal): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        signal?.removeEventListener("abort", done);
+        this.waking = undefined;
+        resolve();
+      };
+      this.waking = done;
+      signal?.addEventListener("abort", done, { once: true });
+    });
+  }
+}
+
 /** A follower's wait for new events of one run. */
-export class RunWatch {
+export class RunWatch extends Wakeable {
   /** The highest seq a ring announced. */
   private rung = 0;
   /** A ring that announced nothing in particular (a reconnect, a tick): read in any case. */
   private catchUp = false;
-  private wake: (() => void) | undefined;
-
-  constructor(readonly close: () => void) {}
 
   ring(seq: number | null): void {
     if (seq === null) this.catchUp = true;
     else this.rung = Math.max(this.rung, seq);
-    this.wake?.();
+    this.wake();
   }
 
   /**
@@ -53,15 +75,7 @@ export class RunWatch {
   async next(seq: number, signal?: AbortSignal): Promise<boolean> {
     while (!this.catchUp && this.rung <= seq) {
       if (signal?.aborted) return false;
-      await new Promise<void>((resolve) => {
-        const done = () => {
-          signal?.removeEventListener("abort", done);
-          this.wake = undefined;
-          resolve();
-        };
-        this.wake = done;
-        signal?.addEventListener("abort", done, { once: true });
-      });
+      await this.sleep(signal);
     }
     this.catchUp = false;
     return !signal?.aborted;
@@ -69,16 +83,13 @@ export class RunWatch {
 }
 
 /** A live feed follower's wait for new feed rows (GET /v1/events). */
-export class FeedWatch {
+export class FeedWatch extends Wakeable {
   /** Rung since the last `next`: read in any case. */
   private rung = false;
-  private wake: (() => void) | undefined;
-
-  constructor(readonly close: () => void) {}
 
   ring(): void {
     this.rung = true;
-    this.wake?.();
+    this.wake();
   }
 
   /**
@@ -92,20 +103,12 @@ export class FeedWatch {
         ? undefined
         : setTimeout(() => {
             due = true;
-            this.wake?.();
+            this.wake();
           }, timeoutMs);
     try {
       while (!this.rung && !due) {
         if (signal?.aborted) return false;
-        await new Promise<void>((resolve) => {
-          const done = () => {
-            signal?.removeEventListener("abort", done);
-            this.wake = undefined;
-            resolve();
-          };
-          this.wake = done;
-          signal?.addEventListener("abort", done, { once: true });
-        });
+        await this.sleep(signal);
       }
     } finally {
       clearTimeout(timer);
