@@ -10,9 +10,9 @@ import type { PermissionMode, SessionSettings } from "../session-settings.js";
 import type { Database } from "../store/db.js";
 import {
   callLimitsOfKey,
-  countActiveKeys,
   egressOfRun,
   getKey,
+  getKeyAndActiveCount,
   type KeyPolicyColumns,
   keyOfRun,
   monthOf,
@@ -284,11 +284,15 @@ export function policyGate(db: Database, config: PolicyConfig, sandbox: SandboxS
   return {
     async allow(session, settings) {
       if (!session.ownerKeyId) return { maxBudgetUsd: null, toolRules: [] };
-      if (!sandbox.enabled) {
-        const refusal = tenantsUnsandboxed(sandbox, config.sandbox.mode, await countActiveKeys(db));
+      let policy: KeyPolicy;
+      if (sandbox.enabled) {
+        policy = await loadPolicy(db, session.ownerKeyId, config);
+      } else {
+        const { key, activeKeys } = await getKeyAndActiveCount(db, session.ownerKeyId);
+        const refusal = tenantsUnsandboxed(sandbox, config.sandbox.mode, activeKeys);
         if (refusal) throw refusal;
+        policy = key ? policyOf(key, config) : unrestricted(config);
       }
-      const policy = await loadPolicy(db, session.ownerKeyId, config);
       // Asked at every run, so that a policy narrowed since the session was made holds too.
       await checkRun(policy, { settings, workDir: session.workDir }, config);
       const budget = await budgetOf(db, session.ownerKeyId, policy);

@@ -110,12 +110,16 @@ export class Execution {
     const { db, logger } = this.opts;
     const { row, session } = run;
     const startedAt = new Date();
-    // Recorded while the CLI starts: recovery closes queued and running runs alike, and the run's
-    // end is recorded only after this (one statement less before the first event).
-    const marking = markRunning(db, row.id, startedAt).catch((err) =>
-      logger.error("could not mark the run running", { run_id: row.id, error: errorText(err) }),
-    );
     appendStarted(run, startedAt, trace);
+    // Recorded once the gate has ruled, while the CLI starts: recovery closes queued and running
+    // runs alike, and the run's end is recorded only after this. On the embedded database each
+    // statement holds the server's thread, so none is put before what the CLI's start waits for.
+    let marking: Promise<void> | undefined;
+    const mark = () => {
+      marking ??= markRunning(db, row.id, startedAt).catch((err) =>
+        logger.error("could not mark the run running", { run_id: row.id, error: errorText(err) }),
+      );
+    };
     let events: AsyncGenerator<BridgeEvent[]> | undefined;
     let completion: CompletionEvent | undefined;
     let transcripts: { agent: AgentBackend; identity: AgentIdentity | undefined } | undefined;
@@ -124,10 +128,9 @@ export class Execution {
     const git = this.opts.git.forSession(session.ownerKeyId, this.workDirOf(session));
     try {
       // Asked again: the key's other runs may have spent its budget while this one was queued.
-      const allowance = await this.opts.gate.allow(
-        session,
-        runSettings(sessionSettings(session), run.options),
-      );
+      const allowance = await this.opts.gate
+        .allow(session, runSettings(sessionSettings(session), run.options))
+        .finally(mark);
       if (row.checkout !== null) await this.workspace.checkOutChange(session, git, row.checkout);
       else if (session.worktree) await this.workspace.prepareWorktree(session, git);
       const agent = this.opts.agents.get(session.agent);
@@ -160,6 +163,7 @@ export class Execution {
       transcripts && (await this.workspace.saveTranscript(run, completion, transcripts));
     const { stop } = run.life;
     if (stop) completion = ended(completion, stop.status, stop.reason);
+    mark();
     await marking;
     await this.complete(run, completion);
     try {
@@ -294,12 +298,16 @@ export class Execution {
   private noteAgentSession(run: ActiveRun, agentSessionId: string) {
     const { db, logger } = this.opts;
     if (agentSessionId === run.session.agentSessionId) return;
-    void setAgentSessionId(db, run.row, agentSessionId).catch((err) =>
-      logger.warn("could not record the agent's session id", {
-        run_id: run.row.id,
-        error: errorText(err),
-      }),
-    );
+    // After the event that names it is stored: the run's first events go out first.
+    void run.log
+      .whenStored()
+      .then(() => setAgentSessionId(db, run.row, agentSessionId))
+      .catch((err) =>
+        logger.warn("could not record the agent's session id", {
+          run_id: run.row.id,
+          error: errorText(err),
+        }),
+      );
   }
 
   /**
@@ -380,11 +388,11 @@ async function relay(
       return bareCompletion("failed", "the runner ended without a completion");
     }
     for (const event of next.value) {
-      if (event.type === "session_status" && event.agent_session_id) {
-        onAgentSession(event.agent_session_id);
-      }
       if (event.type !== "completion") {
         run.log.append(event);
+        if (event.type === "session_status" && event.agent_session_id) {
+          onAgentSession(event.agent_session_id);
+        }
         continue;
       }
       const completion = settleStructuredOutput(run.row.outputSchema, event);

@@ -66,13 +66,19 @@ export async function appendFeed(tx: Database, entries: FeedEntry[]): Promise<vo
         : sql`(select s.owner_key_id from sessions s where s.id = ${session})`;
     return sql`(${e.type}, ${owner}, ${session}, ${e.runId ?? null}::uuid, ${JSON.stringify(e.data)}, ${createdAt}::timestamptz)`;
   });
-  await tx.execute(sql`
-    with stored as (
-      insert into ${feedEvents} (type, owner_key_id, session_id, run_id, data, created_at)
-      values ${sql.join(rows, sql`, `)}
-      returning id)
-    select pg_notify(${FEED_CHANNEL}, max(id)::text) from stored`);
+  await tx.execute(sql`with ${storedInFeed(sql`values ${sql.join(rows, sql`, `)}`)}`);
 }
+
+/**
+ * The tail of a `with` statement that appends to the feed the rows `rows` gives (its columns:
+ * type, owner_key_id, session_id, run_id, data, created_at) and rings the feed's doorbell, once,
+ * when there were any: one statement with what the rows report.
+ */
+export const storedInFeed = (rows: SQL) => sql`stored as (
+      insert into ${feedEvents} (type, owner_key_id, session_id, run_id, data, created_at)
+      ${rows}
+      returning id)
+    select pg_notify(${FEED_CHANNEL}, max(id)::text) from stored having count(*) > 0`;
 
 /** A session was made (created, or forked from another: `forked_from` says which). */
 export const sessionCreated = (session: SessionRow): FeedEntry => ({

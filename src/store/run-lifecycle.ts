@@ -1,7 +1,7 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
 import type { Usage } from "../events.js";
 import type { Database } from "./db.js";
-import { appendFeed } from "./feed.js";
+import { storedInFeed } from "./feed.js";
 import { addKeySpend } from "./keys.js";
 import { meteredSpend, meteredUsage } from "./model-calls.js";
 import { ACTIVE_STATUSES } from "./runs.js";
@@ -12,20 +12,20 @@ import { sessionUsageColumns } from "./sessions.js";
 // as the CLI says it, and its outcome at the end, once (with its usage added to its session and
 // its cost to its key's spend).
 
-/** Marks the run running, with its `run_started` in the feed. */
+/**
+ * Marks the run running, with its `run_started` in the feed: one statement, not a transaction of
+ * two, for it is made as the run's CLI starts, and on the embedded database every statement holds
+ * the server's thread.
+ */
 export async function markRunning(db: Database, id: string, startedAt: Date) {
-  await db.transaction(async (tx) => {
-    const [row] = await tx
-      .update(runs)
-      .set({ status: "running", startedAt })
-      .where(eq(runs.id, id))
-      .returning({ sessionId: runs.sessionId });
-    if (row) {
-      await appendFeed(tx, [
-        { type: "run_started", sessionId: row.sessionId, runId: id, data: {} },
-      ]);
-    }
-  });
+  const at = startedAt.toISOString();
+  await db.execute(sql`
+    with started as (
+      update ${runs} set status = 'running', started_at = ${at}::timestamptz
+      where id = ${id}::uuid
+      returning session_id),
+    ${storedInFeed(sql`select 'run_started', s.owner_key_id, s.id, ${id}::uuid, '{}', ${at}::timestamptz
+      from started join ${sessions} s on s.id = started.session_id`)}`);
 }
 
 export async function setRunPgid(db: Database, id: string, pgid: number, bootId: string | null) {
@@ -43,8 +43,9 @@ export async function setAgentSessionId(
 ) {
   const id = cliId(agentSessionId);
   if (id === null) return;
-  await db.update(runs).set({ agentSessionId: id }).where(eq(runs.id, run.id));
-  await db.update(sessions).set({ agentSessionId: id }).where(eq(sessions.id, run.sessionId));
+  await db.execute(sql`
+    with run as (update ${runs} set agent_session_id = ${id} where id = ${run.id}::uuid)
+    update ${sessions} set agent_session_id = ${id} where id = ${run.sessionId}::uuid`);
 }
 
 /**

@@ -5,7 +5,7 @@ import { silentLogger } from "../../src/log.js";
 import { LogWriter } from "../../src/runs/log-writer.js";
 import { MAX_BACKLOG, RunLog } from "../../src/runs/run-log.js";
 import type { Database } from "../../src/store/db.js";
-import { type LogView, sequenced } from "../../src/store/events.js";
+import { type LogView, lastEventSeqs, sequenced } from "../../src/store/events.js";
 import { runEventBatches } from "../../src/store/schema.js";
 import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
 
@@ -96,6 +96,29 @@ describe.each(BACKENDS)("a run's live log on %s", (backend) => {
       }
     }
     expect(positions).toEqual(range(1, 101));
+  });
+
+  it("tells when what was appended so far is stored, without waiting for what comes after", async () => {
+    const { db } = database;
+    const runId = (await insertSessionRun(db)).id;
+    const log = new RunLog(new LogWriter(db, silentLogger, 1000), runId, db);
+    await log.whenStored();
+    for (let i = 1; i <= 5; i++) log.append(event(i));
+    let appended = 5;
+    let told = false;
+    const stored = log.whenStored().then(async () => {
+      told = true;
+      return { appended, stored: (await lastEventSeqs(db, runId)).seq };
+    });
+    // Events keep coming, a few each turn, until it tells: waiting for them too, it would not.
+    while (!told && appended < 200_000) {
+      for (let i = 0; i < 50; i++) log.append(event(++appended));
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    const at = await stored;
+    expect(at.stored).toBeGreaterThanOrEqual(5);
+    expect(at.appended).toBeLessThan(200_000);
+    await log.drain();
   });
 
   it("holds the run back while the database is far behind, until it has caught up", async () => {

@@ -94,6 +94,23 @@ describe.each(BACKENDS)("the stored run log on %s", (backend) => {
     }
   });
 
+  // On PGlite a text parameter of 4 096 characters or more goes as its UTF-8 bytes (db.ts).
+  it("stores a long batch byte for byte, whatever characters it holds, on either side of the length that sends bytes", async () => {
+    const { db } = database;
+    const text = 'é \u2028 😀 \ufffd \u0000 \ud800 tab\t "q" ';
+    for (const chars of [4000, 4095, 4096, 4097, 300_000]) {
+      const run = await insertSessionRun(db);
+      const log: SequencedEvent[] = [];
+      for (let seq = 1, size = 0; size < chars; seq++) {
+        const entry = sequenced({ type: "text_delta", text: `${seq} ${text}` }, seq, seq);
+        log.push(entry);
+        size += entry.json.length + 20;
+      }
+      await store(db, run.id, log, log.length);
+      expect(await read(db, run.id, "full", 0)).toEqual(log);
+    }
+  });
+
   it("finds the completion, the last positions and the joined text", async () => {
     const { db } = database;
     const run = await insertSessionRun(db);
