@@ -72,6 +72,15 @@ describe.each(BACKENDS)("a run's live log on %s", (backend) => {
     expect(counter.reads).toBe(0);
   });
 
+  it("keeps the whole of a batch bigger than what memory keeps for the subscribers at its start", async () => {
+    const { log, counter } = await logWith(30);
+    // 25 events stored as one batch, against 10 kept a view.
+    for (let i = 31; i <= 55; i++) log.append(event(i));
+    await log.drain();
+    expect(await read(log, "full", 30, 25)).toEqual(range(31, 55));
+    expect(counter.reads).toBe(0);
+  });
+
   it("reads from the database what memory no longer keeps, then goes on from memory", async () => {
     const { log, counter } = await logWith(100);
     expect(await read(log, "full", 0, 100)).toEqual(range(1, 100));
