@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { eq, sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type BridgeEvent, bareCompletion, PUBLIC_EVENT_TYPES } from "../../src/events.js";
 import { readStoredLog } from "../../src/runs/stored-log.js";
@@ -12,6 +13,7 @@ import {
   type SequencedEvent,
   sequenced,
 } from "../../src/store/events.js";
+import { runEventBatches } from "../../src/store/schema.js";
 import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
 import { migrate, type RawDatabase, rawDatabase } from "../support/raw-db.js";
 
@@ -111,6 +113,59 @@ describe.each(BACKENDS)("the stored run log on %s", (backend) => {
     }
   });
 
+  // Consecutive text deltas share a line and store their text alone (events.ts).
+  it("keeps text deltas byte for byte through a line of their own, whatever their text, among other events", async () => {
+    const { db } = database;
+    const run = await insertSessionRun(db);
+    const texts = [
+      "",
+      "tab\there",
+      "new\nline",
+      '"q" \\',
+      "\u2028 é 😀",
+      "\ud800",
+      "\u0000",
+      "text_delta*\t1\t2",
+    ];
+    const events: BridgeEvent[] = [];
+    for (let i = 0; i < 60; i++) {
+      events.push({ type: "text_delta", text: texts[i % texts.length] ?? "" });
+      if (i % 11 === 10) events.push({ type: "reasoning", text: `r ${i}\tx` });
+      if (i % 17 === 16) events.push({ type: "status", message: "working" });
+    }
+    // One with a field of its own besides its text is stored as it is.
+    events.push({ type: "text_delta", text: "kept", extra: 1 } as BridgeEvent);
+    events.push({ type: "text_delta", text: "after it" });
+    let publicSeq = 0;
+    const log = events.map((event, i) =>
+      sequenced(event, i + 1, PUBLIC_EVENT_TYPES.has(event.type) ? ++publicSeq : null),
+    );
+    await store(db, run.id, log, 9);
+    const back = await read(db, run.id, "full", 0);
+    expect(back).toEqual(log);
+    expect(back.map((e) => e.json)).toEqual(events.map((event) => JSON.stringify(event)));
+    const visible = log.filter((e) => e.publicSeq !== null);
+    for (const after of [1, 5, 9, 10, 33, publicSeq - 1]) {
+      expect(await read(db, run.id, "public", after)).toEqual(visible.slice(after));
+    }
+  });
+
+  it("stores a run of text deltas in little more than their text", async () => {
+    const { db } = database;
+    const run = await insertSessionRun(db);
+    const log = Array.from({ length: 1000 }, (_, i) =>
+      sequenced({ type: "text_delta", text: `word ${i} ` }, i + 1, i + 1),
+    );
+    await store(db, run.id, log, 1000);
+    const [row] = await db
+      .select({ chars: sql<number>`length(${runEventBatches.events})`.mapWith(Number) })
+      .from(runEventBatches)
+      .where(eq(runEventBatches.runId, run.id));
+    const textChars = log.reduce((n, e) => n + (e.text?.length ?? 0), 0);
+    // Each text's JSON string and a tab, and the line's start.
+    expect(row?.chars).toBeLessThan(textChars + 1000 + 40);
+  });
+
   it("finds the completion, the last positions and the joined text", async () => {
     const { db } = database;
     const run = await insertSessionRun(db);
@@ -166,9 +221,11 @@ describe.each(BACKENDS)("migrating logs to batches on %s", (backend) => {
         `insert into run_events (run_id, seq, public_seq, type, data, created_at) values ${values.join(",")}`,
       );
       await migrate(raw, (f) => f >= "0007");
-      expect(await read(raw.db, run.id, "full", 0)).toEqual(rows);
+      // Stored a line per event, as the migration wrote them: the text deltas too (events.ts).
+      const whole = rows.map(({ text: _text, ...e }) => e);
+      expect(await read(raw.db, run.id, "full", 0)).toEqual(whole);
       expect(await read(raw.db, run.id, "public", 1000)).toEqual(
-        rows.filter((e) => e.publicSeq !== null && e.publicSeq > 1000),
+        whole.filter((e) => e.publicSeq !== null && e.publicSeq > 1000),
       );
       expect(await lastEventSeqs(raw.db, run.id)).toEqual({ seq: 2500, publicSeq: last.publicSeq });
       expect(await getCompletionEvent(raw.db, run.id)).toEqual(
