@@ -159,9 +159,12 @@ export async function loadPolicy(
   keyId: string | null,
   config: PolicyConfig,
 ): Promise<KeyPolicy> {
-  const key = keyId ? await getKey(db, keyId) : undefined;
-  return key ? policyOf(key, config) : unrestricted(config);
+  return policyOfKey(keyId ? await getKey(db, keyId) : undefined, config);
 }
+
+/** The key's policy; unrestricted for none. */
+const policyOfKey = (key: ApiKeyRow | undefined, config: PolicyConfig): KeyPolicy =>
+  key ? policyOf(key, config) : unrestricted(config);
 
 type Refusal = [field: keyof typeof FIELD_NAMES, detail: string];
 
@@ -291,7 +294,7 @@ export function policyGate(db: Database, config: PolicyConfig, sandbox: SandboxS
         const { key, activeKeys } = await getKeyAndActiveCount(db, session.ownerKeyId);
         const refusal = tenantsUnsandboxed(sandbox, config.sandbox.mode, activeKeys);
         if (refusal) throw refusal;
-        policy = key ? policyOf(key, config) : unrestricted(config);
+        policy = policyOfKey(key, config);
       }
       // Asked at every run, so that a policy narrowed since the session was made holds too.
       await checkRun(policy, { settings, workDir: session.workDir }, config);

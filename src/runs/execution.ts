@@ -113,7 +113,7 @@ export class Execution {
     appendStarted(run, startedAt, trace);
     // Recorded once the gate has ruled, while the CLI starts: recovery closes queued and running
     // runs alike, and the run's end is recorded only after this. On the embedded database each
-    // statement holds the server's thread, so none is put before what the CLI's start waits for.
+    // statement holds the server's thread, so it does not go before the gate's reads.
     let marking: Promise<void> | undefined;
     const mark = () => {
       marking ??= markRunning(db, row.id, startedAt).catch((err) =>

@@ -19,8 +19,8 @@ export interface CompletionPosition {
 const MAX_BATCH_CHARS = 1 << 20;
 
 /**
- * Stored events kept in memory for subscribers, per view: between this many and twice as many, and
- * at least the last batch stored.
+ * Stored events kept in memory for subscribers, per view: between this many and twice as many, the
+ * last batch stored whole within that.
  * Holding a whole run took 160 bytes an event (160 MB for a million deltas); a subscriber further
  * behind reads the database.
  */
@@ -43,7 +43,7 @@ interface Kept {
  * subscriber behind them reads the database until it has caught up.
  */
 export class RunLog implements WritableLog {
-  /** Stored events of each view, the latest `keep` to `2 * keep` of them, or the last batch. */
+  /** Stored events of each view, the latest `keep` to `2 * keep` of them. */
   private readonly fullView: Kept = { events: [], dropped: 0 };
   private readonly publicView: Kept = { events: [], dropped: 0 };
   private pending: SequencedEvent[] = [];
@@ -267,11 +267,11 @@ export class RunLog implements WritableLog {
       [this.publicView, publicAdded],
     ] as const;
     for (const [kept, added] of views) {
-      // Half at a time, so that trimming costs O(1) an event. Never into the batch just stored,
-      // which the live subscribers have yet to read: a batch of 10 000 events trimmed to 4 096
-      // sent each of them to the database for events still in hand.
+      // Half at a time, so that trimming costs O(1) an event. Not into the batch just stored
+      // (up to twice `keep`), which the live subscribers have yet to read: trimmed, it sent each
+      // of them to the database for events still in hand.
       if (kept.events.length >= 2 * this.keep) {
-        const excess = kept.events.length - Math.max(this.keep, added);
+        const excess = kept.events.length - Math.max(this.keep, Math.min(added, 2 * this.keep));
         kept.events.splice(0, excess);
         kept.dropped += excess;
       }

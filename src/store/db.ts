@@ -132,7 +132,8 @@ const pgliteOptions = {
 
 /** Text parameters from this length on go to PGlite as bytes (textParameter). */
 const BYTES_FROM_CHARS = 4096;
-const serializeText = types.serializers[types.TEXT];
+// PGlite has a serializer for every type it knows, text first of all.
+const serializeText = types.serializers[types.TEXT] as (value: unknown) => string;
 
 /**
  * A long text parameter (a run's batch of events above all) goes to PGlite as its UTF-8 bytes, in
@@ -142,7 +143,7 @@ const serializeText = types.serializers[types.TEXT];
  */
 function textParameter(value: unknown): string | Uint8Array {
   if (typeof value === "string" && value.length >= BYTES_FROM_CHARS) return Buffer.from(value);
-  return serializeText ? serializeText(value) : String(value);
+  return serializeText(value);
 }
 
 const afterQueuedTicks = () => new Promise<void>((resolve) => process.nextTick(resolve));

@@ -47,7 +47,12 @@ export function sequenced(
   seq: number,
   publicSeq: number | null,
 ): SequencedEvent {
-  if (event.type === "text_delta" && publicSeq !== null && fieldCount(event) === 2) {
+  if (
+    event.type === "text_delta" &&
+    typeof event.text === "string" &&
+    publicSeq !== null &&
+    fieldCount(event) === 2
+  ) {
     const text = JSON.stringify(event.text);
     return { seq, publicSeq, type: event.type, json: `${TEXT_DELTA_START}${text}}`, text };
   }

@@ -63,25 +63,28 @@ export async function countKeys(db: Database): Promise<number> {
   return row?.n ?? 0;
 }
 
-/** The keys not revoked. */
 /**
- * The key, and how many keys are not revoked, in one statement: a run's gate asks both where runs
- * are not sandboxed, before its CLI starts (on the embedded database each statement holds the
- * server's thread).
+ * The key (undefined when it is gone), and how many keys are not revoked, in one statement: a
+ * run's gate asks both where runs are not sandboxed, before its CLI starts (on the embedded
+ * database each statement holds the server's thread).
  */
 export async function getKeyAndActiveCount(
   db: Database,
   id: string,
 ): Promise<{ key: ApiKeyRow | undefined; activeKeys: number }> {
-  const active = db.select({ n: count() }).from(apiKeys).where(isNull(apiKeys.revokedAt));
-  const [row] = await db
-    .select({ key: apiKeys, activeKeys: sql<number>`(${active})`.mapWith(Number) })
+  const active = db
+    .select({ n: count().as("n") })
     .from(apiKeys)
-    .where(eq(apiKeys.id, id));
-  // A key that is gone (its session outlived it) is rare: counted on its own.
-  return row ?? { key: undefined, activeKeys: await countActiveKeys(db) };
+    .where(isNull(apiKeys.revokedAt))
+    .as("active");
+  const [row] = await db
+    .select({ key: apiKeys, activeKeys: active.n })
+    .from(active)
+    .leftJoin(apiKeys, eq(apiKeys.id, id));
+  return { key: row?.key ?? undefined, activeKeys: row?.activeKeys ?? 0 };
 }
 
+/** The keys not revoked. */
 export async function countActiveKeys(db: Database): Promise<number> {
   const [row] = await db.select({ n: count() }).from(apiKeys).where(isNull(apiKeys.revokedAt));
   return row?.n ?? 0;

@@ -15,14 +15,15 @@ import { sessionUsageColumns } from "./sessions.js";
 /**
  * Marks the run running, with its `run_started` in the feed: one statement, not a transaction of
  * two, for it is made as the run's CLI starts, and on the embedded database every statement holds
- * the server's thread.
+ * the server's thread. A run closed meanwhile (another instance found this one gone) stays closed:
+ * reopened, it would take a second completion.
  */
 export async function markRunning(db: Database, id: string, startedAt: Date) {
   const at = startedAt.toISOString();
   await db.execute(sql`
     with started as (
       update ${runs} set status = 'running', started_at = ${at}::timestamptz
-      where id = ${id}::uuid
+      where id = ${id}::uuid and status in ('queued', 'waiting')
       returning session_id),
     ${storedInFeed(sql`select 'run_started', s.owner_key_id, s.id, ${id}::uuid, '{}', ${at}::timestamptz
       from started join ${sessions} s on s.id = started.session_id`)}`);

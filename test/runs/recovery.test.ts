@@ -1,8 +1,10 @@
 import { spawn } from "node:child_process";
+import { and, eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bootId, groupAlive, terminateGroup } from "../../src/process/groups.js";
 import { markRunning, setRunPgid } from "../../src/store/run-lifecycle.js";
 import { getRun } from "../../src/store/runs.js";
+import { feedEvents } from "../../src/store/schema.js";
 import { createTestApp, type TestApp } from "../support/app.js";
 import { BACKENDS, insertSessionRun } from "../support/db.js";
 
@@ -31,6 +33,21 @@ describe.each(BACKENDS)("recovering runs on %s", (backend) => {
     await setRunPgid(db, run.id, pgid, boot);
     return run;
   }
+
+  it("keeps closed a run that another instance closed before its own marked it running", async () => {
+    const db = t.database.db;
+    const run = await insertSessionRun(db, "closed meanwhile");
+    await t.deps.runs.reap(null);
+    expect((await getRun(db, run.id))?.status).toBe("interrupted");
+    // Its instance, late past its lease, goes on with its start.
+    await markRunning(db, run.id, new Date());
+    expect((await getRun(db, run.id))?.status).toBe("interrupted");
+    const started = await db
+      .select()
+      .from(feedEvents)
+      .where(and(eq(feedEvents.runId, run.id), eq(feedEvents.type, "run_started")));
+    expect(started).toEqual([]);
+  });
 
   it("kills the group a run of this boot left, and closes the run as interrupted", async () => {
     const pgid = orphanGroup();

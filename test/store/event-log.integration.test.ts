@@ -133,8 +133,9 @@ describe.each(BACKENDS)("the stored run log on %s", (backend) => {
       if (i % 11 === 10) events.push({ type: "reasoning", text: `r ${i}\tx` });
       if (i % 17 === 16) events.push({ type: "status", message: "working" });
     }
-    // One with a field of its own besides its text is stored as it is.
+    // One with a field of its own besides its text, or in place of it, is stored as it is.
     events.push({ type: "text_delta", text: "kept", extra: 1 } as BridgeEvent);
+    events.push({ type: "text_delta", extra: 2 } as unknown as BridgeEvent);
     events.push({ type: "text_delta", text: "after it" });
     let publicSeq = 0;
     const log = events.map((event, i) =>
