@@ -33,6 +33,38 @@ describe.each(BACKENDS)("database on %s", (backend) => {
   });
 });
 
+// The embedded database keeps as text, itself, the types Drizzle's driver passes parsers for with
+// each statement (db.ts): what a statement reads is what it read with Drizzle's own parsers.
+describe("the embedded database's types kept as text", () => {
+  it("reads dates, times, intervals and their arrays as Drizzle's parsers did, in and out of a transaction", async () => {
+    const select = sql`select '2026-12-06 10:00:00.123+00'::timestamptz as tz,
+      '2026-12-06 10:00:00'::timestamp as ts, '2026-12-06'::date as d, '1 day 2 hours'::interval as i,
+      array['1.50'::numeric] as n, array['2026-12-06 10:00:00'::timestamp] as tsa,
+      array['2026-12-06 10:00:00+00'::timestamptz] as tza, array['1 day'::interval] as ia,
+      array['2026-12-06'::date] as da`;
+    const expected = {
+      tz: "2026-12-06 10:00:00.123+00",
+      ts: "2026-12-06 10:00:00",
+      d: "2026-12-06",
+      i: "1 day 02:00:00",
+      n: "{1.50}",
+      tsa: '{"2026-12-06 10:00:00"}',
+      tza: '{"2026-12-06 10:00:00+00"}',
+      ia: '{"1 day"}',
+      da: "{2026-12-06}",
+    };
+    const embedded = await openDatabase({ kind: "pglite" });
+    try {
+      const rows = (r: unknown) => (r as { rows: unknown[] }).rows;
+      expect(rows(await embedded.db.execute(select))).toEqual([expected]);
+      const inTransaction = await embedded.db.transaction((tx) => tx.execute(select));
+      expect(rows(inTransaction)).toEqual([expected]);
+    } finally {
+      await embedded.close();
+    }
+  });
+});
+
 describe.skipIf(!process.env.TEST_DATABASE_URL)(
   "instances opening one new Postgres database",
   () => {
