@@ -58,6 +58,13 @@ export class LineFramer {
     let start = 0;
     while (start < chunk.length) {
       const nl = chunk.indexOf(NEWLINE, start);
+      // A line whole within the chunk, the common case, is decoded straight from it: no view of
+      // it and no list of parts to collect (a quarter of the relay's CPU went to the collector).
+      if (nl !== -1 && this.size === 0 && !this.skipping && this.takesWhole(nl - start)) {
+        lines.push(chunk.toString("utf8", start, nl));
+        start = nl + 1;
+        continue;
+      }
       const end = nl === -1 ? chunk.length : nl;
       this.take(chunk.subarray(start, end));
       if (nl === -1) break;
@@ -69,6 +76,11 @@ export class LineFramer {
   }
 
   /** Ends the input: a last line without `\n` is returned if it is within the bound. */
+  /** Whether a line of this many bytes is kept as it is: not over the bound, nor one to cut. */
+  private takesWhole(bytes: number): boolean {
+    return bytes <= this.maxLineBytes && !(this.longLine && bytes > this.longLine.overBytes);
+  }
+
   end(): string[] {
     if (this.size === 0 && !this.skipping) return [];
     const line = this.finishLine();
