@@ -75,12 +75,12 @@ export class LineFramer {
     return lines;
   }
 
-  /** Ends the input: a last line without `\n` is returned if it is within the bound. */
   /** Whether a line of this many bytes is kept as it is: not over the bound, nor one to cut. */
   private takesWhole(bytes: number): boolean {
     return bytes <= this.maxLineBytes && !(this.longLine && bytes > this.longLine.overBytes);
   }
 
+  /** Ends the input: a last line without `\n` is returned if it is within the bound. */
   end(): string[] {
     if (this.size === 0 && !this.skipping) return [];
     const line = this.finishLine();
