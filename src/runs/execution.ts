@@ -298,16 +298,12 @@ export class Execution {
   private noteAgentSession(run: ActiveRun, agentSessionId: string) {
     const { db, logger } = this.opts;
     if (agentSessionId === run.session.agentSessionId) return;
-    // After the event that names it is stored: the run's first events go out first.
-    void run.log
-      .whenStored()
-      .then(() => setAgentSessionId(db, run.row, agentSessionId))
-      .catch((err) =>
-        logger.warn("could not record the agent's session id", {
-          run_id: run.row.id,
-          error: errorText(err),
-        }),
-      );
+    void setAgentSessionId(db, run.row, agentSessionId).catch((err) =>
+      logger.warn("could not record the agent's session id", {
+        run_id: run.row.id,
+        error: errorText(err),
+      }),
+    );
   }
 
   /**
@@ -388,11 +384,14 @@ async function relay(
       return bareCompletion("failed", "the runner ended without a completion");
     }
     for (const event of next.value) {
+      // Its statement goes before the batch that stores the event naming it (on the embedded
+      // database statements run in order): a server killed once a client saw the event has
+      // recorded the agent's session for the session's next run to resume.
+      if (event.type === "session_status" && event.agent_session_id) {
+        onAgentSession(event.agent_session_id);
+      }
       if (event.type !== "completion") {
         run.log.append(event);
-        if (event.type === "session_status" && event.agent_session_id) {
-          onAgentSession(event.agent_session_id);
-        }
         continue;
       }
       const completion = settleStructuredOutput(run.row.outputSchema, event);

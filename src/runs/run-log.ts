@@ -52,8 +52,6 @@ export class RunLog implements WritableLog {
   private failure: unknown;
   /** Called once nothing is waiting to be written (or writing failed). */
   private drained: (() => void)[] = [];
-  /** whenStored's callers: the last seq each waits for, and its call. */
-  private storedWaits: [seq: number, resolve: () => void][] = [];
   private readonly waiters = new Set<() => void>();
   private closed = false;
   /** Set by handOver: another instance runs it, and stores its events. */
@@ -101,7 +99,6 @@ export class RunLog implements WritableLog {
    */
   completionPosition(): CompletionPosition {
     this.pending = [];
-    this.settle();
     return {
       seq: this.fullView.dropped + this.fullView.events.length + 1,
       publicSeq: this.publicView.dropped + this.publicView.events.length + 1,
@@ -111,20 +108,6 @@ export class RunLog implements WritableLog {
   private number(event: BridgeEvent): SequencedEvent {
     const publicSeq = PUBLIC_EVENT_TYPES.has(event.type) ? this.nextPublicSeq++ : null;
     return sequenced(event, this.nextSeq++, publicSeq);
-  }
-
-  /**
-   * Resolves once every event appended so far is stored, or never will be (writing failed, the
-   * run ended); never rejects. Unlike drain, it does not wait for the events appended after it.
-   */
-  whenStored(): Promise<void> {
-    const seq = this.nextSeq - 1;
-    if (this.failure || this.closed || seq <= this.storedCount()) return Promise.resolve();
-    return new Promise((resolve) => this.storedWaits.push([seq, resolve]));
-  }
-
-  private storedCount(): number {
-    return this.fullView.dropped + this.fullView.events.length;
   }
 
   /** Resolves once every appended event is persisted; rejects if the database refused them. */
@@ -169,10 +152,8 @@ export class RunLog implements WritableLog {
     this.settle();
   }
 
-  /** Nothing is waiting to be written, or nothing more will be. */
   private settle() {
     for (const resolve of this.drained.splice(0)) resolve();
-    for (const [, resolve] of this.storedWaits.splice(0)) resolve();
   }
 
   /** Publishes the last event, persisted by the caller, and closes the log. */
@@ -208,7 +189,6 @@ export class RunLog implements WritableLog {
   handOver(): void {
     this.handedOver = true;
     this.closed = true;
-    this.settle();
     this.notify();
   }
 
@@ -275,12 +255,6 @@ export class RunLog implements WritableLog {
         kept.events.splice(0, excess);
         kept.dropped += excess;
       }
-    }
-    if (this.storedWaits.length > 0) {
-      const stored = this.storedCount();
-      const waiting = this.storedWaits.filter(([seq]) => seq > stored);
-      for (const [seq, resolve] of this.storedWaits) if (seq <= stored) resolve();
-      this.storedWaits = waiting;
     }
     this.notify();
   }

@@ -5,7 +5,7 @@ import { silentLogger } from "../../src/log.js";
 import { LogWriter } from "../../src/runs/log-writer.js";
 import { MAX_BACKLOG, RunLog } from "../../src/runs/run-log.js";
 import type { Database } from "../../src/store/db.js";
-import { type LogView, lastEventSeqs, sequenced } from "../../src/store/events.js";
+import { type LogView, sequenced } from "../../src/store/events.js";
 import { runEventBatches } from "../../src/store/schema.js";
 import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
 
@@ -105,41 +105,6 @@ describe.each(BACKENDS)("a run's live log on %s", (backend) => {
       }
     }
     expect(positions).toEqual(range(1, 101));
-  });
-
-  it("tells when what was appended so far is stored, without waiting for what comes after", async () => {
-    const { db } = database;
-    const runId = (await insertSessionRun(db)).id;
-    const log = new RunLog(new LogWriter(db, silentLogger, 1000), runId, db);
-    // The log's table is locked until the test lets the writes through.
-    let open = () => {};
-    const gate = new Promise<void>((resolve) => {
-      open = resolve;
-    });
-    let locked = () => {};
-    const lock = db.transaction(async (tx) => {
-      await tx.execute(sql`lock table ${runEventBatches} in exclusive mode`);
-      locked();
-      await gate;
-    });
-    await new Promise<void>((resolve) => {
-      locked = resolve;
-    });
-    for (let i = 1; i <= 5; i++) log.append(event(i));
-    // The writer takes events 1 to 5 at its turn, and waits on the lock with them.
-    await new Promise((resolve) => setImmediate(resolve));
-    let drained = false;
-    const draining = log.drain().then(() => {
-      drained = true;
-    });
-    const told = log.whenStored().then(() => drained);
-    // Appended after it asked: stored by a later statement, which it does not wait for.
-    for (let i = 6; i <= 10; i++) log.append(event(i));
-    open();
-    await lock;
-    expect(await told).toBe(false);
-    await draining;
-    expect((await lastEventSeqs(db, runId)).seq).toBe(10);
   });
 
   it("holds the run back while the database is far behind, until it has caught up", async () => {
