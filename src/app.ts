@@ -272,9 +272,9 @@ export function buildHookWorkers(deps: AppDeps): {
     clock: deps.clock,
   });
   // A completed run's callback and replies go out at once rather than at the next poll.
-  runs.onCompletion(() => {
-    void outbox.poke();
-    void replies.poke();
+  runs.onCompletion((_runId, joined) => {
+    void outbox.completed(joined);
+    void replies.completed(joined);
   });
   // A run's start and the tools it uses make its replies due (its comment, throttled).
   runs.onEvents((batch, joined) => void replies.progressed(batch, joined));

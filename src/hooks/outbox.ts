@@ -2,10 +2,12 @@ import type { Clock } from "../clock.js";
 import { errorText, type Logger } from "../log.js";
 import type { Cidr } from "../net/targets.js";
 import { CallbackTargets } from "../net/targets.js";
+import type { RunTransactionHook } from "../runs/recording.js";
 import * as store from "../store/callbacks.js";
 import type { Database } from "../store/db.js";
 import { publicErrorText } from "../store/errors.js";
 import type { CallbackRow } from "../store/schema.js";
+import { callbackHook } from "./callback-hook.js";
 import { type PostOutcome, postCallback } from "./callback-post.js";
 import { LEASE_MARGIN_MS, OUTBOX_BATCH, OutboxLoop, retryAfterFailure } from "./outbox-loop.js";
 import { signStandard } from "./verify.js";
@@ -57,6 +59,15 @@ export class CallbackOutbox {
    */
   poke(): Promise<void> {
     return this.loop.poke();
+  }
+
+  /**
+   * A run's completion is stored: its callback goes out now rather than at the next poll. A run
+   * that has none (its hooks known here, `joined`, and the callback's not among them) costs no
+   * statement.
+   */
+  completed(joined: readonly RunTransactionHook[] | undefined): Promise<void> {
+    return joined && !joined.includes(callbackHook) ? Promise.resolve() : this.poke();
   }
 
   /** Stops looking; an attempt in flight is abandoned and retried by the next process. */

@@ -78,6 +78,11 @@ export class ReplyOutbox {
     return this.loop.poke();
   }
 
+  /** A run's completion is stored: as CallbackOutbox.completed, for the run's replies. */
+  completed(joined: readonly RunTransactionHook[] | undefined): Promise<void> {
+    return joined && !joined.includes(replyHook) ? Promise.resolve() : this.poke();
+  }
+
   stop(): Promise<void> {
     return this.loop.stop();
   }

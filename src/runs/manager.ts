@@ -35,6 +35,12 @@ export type EventListener = (
   joined: readonly RunTransactionHook[] | undefined,
 ) => void;
 
+/** Told of each run's completion once it is stored, with its hooks as an EventListener is. */
+export type CompletionListener = (
+  runId: string,
+  joined: readonly RunTransactionHook[] | undefined,
+) => void;
+
 /**
  * What the routes, the hooks and the server use of runs. It builds the parts and hands each call
  * to the one whose job it is: a message is admitted (submit.ts) and runs in its turn
@@ -51,7 +57,7 @@ export class RunManager {
   private readonly steering: Steering;
   private readonly ending: Shutdown;
   private readonly recorder: CompletionRecorder;
-  private readonly completionListeners = new Set<(runId: string) => void>();
+  private readonly completionListeners = new Set<CompletionListener>();
   private readonly eventListeners = new Set<EventListener>();
   private readonly logger: Logger;
 
@@ -138,7 +144,7 @@ export class RunManager {
   }
 
   /** Called after each run's completion is stored (the callback outbox listens). */
-  onCompletion(listener: (runId: string) => void): () => void {
+  onCompletion(listener: CompletionListener): () => void {
     this.completionListeners.add(listener);
     return () => this.completionListeners.delete(listener);
   }
@@ -272,7 +278,8 @@ export class RunManager {
   }
 
   private notifyCompletion(runId: string) {
-    this.notify(this.completionListeners, [runId], runId, "a completion listener");
+    const joined = this.admission.get(runId)?.hooks;
+    this.notify(this.completionListeners, [runId, joined], runId, "a completion listener");
   }
 
   private notify<T extends unknown[]>(
