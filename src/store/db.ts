@@ -4,13 +4,7 @@ import { accessSync, chmodSync, constants, existsSync, mkdirSync } from "node:fs
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { setFlagsFromString } from "node:v8";
-import {
-  PGlite,
-  type QueryOptions,
-  type Results,
-  type Transaction,
-  types,
-} from "@electric-sql/pglite";
+import { PGlite, types } from "@electric-sql/pglite";
 import { sql } from "drizzle-orm";
 import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
 import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
@@ -19,6 +13,7 @@ import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
 import { migrate as migratePostgres } from "drizzle-orm/postgres-js/migrator";
 import postgres from "postgres";
 import { type DataDirLock, lockDataDir } from "./data-dir-lock.js";
+import { TickYieldingPGlite } from "./pglite-client.js";
 import * as schema from "./schema.js";
 
 /** One type for both back-ends: queries are written once against it. */
@@ -79,63 +74,6 @@ export class DatabaseOpenError extends Error {
 }
 
 /**
- * PGlite runs in this thread, and its statements resolve as microtasks: a chain of them (a
- * request's lookups, a run's completion) ran to its end before any `process.nextTick` callback.
- * Node corks an HTTP response's writes until the next tick, so SSE frames already sent waited
- * behind unrelated statements, a run's first text delta among them (`npm run bench -- --only
- * first`). Each statement, and each transaction as a whole, therefore waits for the ticks already
- * queued before it starts.
- */
-class TickYieldingPGlite extends PGlite {
-  override async query<T>(query: string, params?: unknown[], options?: QueryOptions) {
-    await afterQueuedTicks();
-    return super.query<T>(query, params, this.ownParsers(options)) as Promise<Results<T>>;
-  }
-
-  override async transaction<T>(callback: (tx: Transaction) => Promise<T>): Promise<T> {
-    await afterQueuedTicks();
-    return super.transaction((tx) => {
-      const query = tx.query.bind(tx);
-      tx.query = (text, params, options) => query(text, params, this.ownParsers(options));
-      return callback(tx);
-    });
-  }
-
-  /**
-   * Drizzle's driver passes the same parsers with every statement (the types it keeps as text:
-   * drizzle-orm/pglite/session.js), which PGlite merges into its own 318 each time: about 0.1 ms
-   * of the thread a statement, a third of a short one's. Once the instance keeps those types as
-   * text itself (keepDrizzleText), a statement's are left out.
-   */
-  private ownParsers(options: QueryOptions | undefined): QueryOptions | undefined {
-    const parsers = options?.parsers;
-    if (!parsers) return options;
-    for (const oid in parsers) if (this.parsers[oid] !== keepText) return options;
-    const { parsers: _, ...rest } = options;
-    return rest;
-  }
-
-  /** Keeps as text what Drizzle's driver does: called once ready (its array types are set then). */
-  keepDrizzleText(): void {
-    for (const oid of DRIZZLE_TEXT_TYPES) this.parsers[oid] = keepText;
-  }
-}
-
-const keepText = (value: string) => value;
-/** timestamp, timestamptz, interval, date, and numeric[], timestamp[], timestamptz[], interval[], date[]. */
-const DRIZZLE_TEXT_TYPES = [
-  types.TIMESTAMP,
-  types.TIMESTAMPTZ,
-  types.INTERVAL,
-  types.DATE,
-  1231,
-  1115,
-  1185,
-  1187,
-  1182,
-];
-
-/**
  * The embedded server's settings beyond PGlite's own, each an upper bound on memory. All of it
  * lives in PGlite's WebAssembly memory, which never shrinks: what a setting lets the server touch
  * once stays resident for the life of the process. At rest they change nothing measurable (the
@@ -182,8 +120,6 @@ function textParameter(value: unknown): string | Uint8Array {
   if (typeof value === "string" && value.length >= BYTES_FROM_CHARS) return Buffer.from(value);
   return serializeText(value);
 }
-
-const afterQueuedTicks = () => new Promise<void>((resolve) => process.nextTick(resolve));
 
 const migrationsFolder = fileURLToPath(new URL("../../drizzle", import.meta.url));
 

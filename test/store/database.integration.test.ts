@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openDatabase } from "../../src/store/db.js";
+import { type DatabaseHandle, openDatabase } from "../../src/store/db.js";
 import { BACKENDS, openTestDatabase, type TestDatabase } from "../support/db.js";
 import { createServerDatabase } from "../support/postgres-databases.js";
 
@@ -62,6 +62,80 @@ describe("the embedded database's types kept as text", () => {
     } finally {
       await embedded.close();
     }
+  });
+});
+
+// A statement the embedded database has seen before is prepared once under a name and then bound
+// and run in one call (pglite-client.ts): what it reads and how it fails are as before.
+describe("the embedded database's prepared statements", () => {
+  let embedded: DatabaseHandle;
+  beforeAll(async () => {
+    embedded = await openDatabase({ kind: "pglite" });
+  });
+  afterAll(() => embedded.close());
+
+  const rows = (r: unknown) => (r as { rows: Record<string, unknown>[] }).rows;
+  const prepared = async () =>
+    rows(await embedded.db.execute(sql`select name, statement from pg_prepared_statements`));
+  /** Every type a parameter of the service's is bound as, long text (sent as bytes) among them. */
+  const select = (n: number) =>
+    sql`select ${"x".repeat(5000)}::text as long, ${"é ☃ \"quoted\""}::text as short,
+      ${n}::int as n, ${true}::boolean as b, ${null}::text as nothing,
+      ${"11111111-2222-4333-8444-555555555555"}::uuid as id,
+      ${JSON.stringify({ k: [1, "two"] })}::jsonb as doc,
+      ${new Date("2026-12-06T10:00:00Z").toISOString()}::timestamptz as at`;
+  const expected = (n: number) => ({
+    long: "x".repeat(5000),
+    short: "é ☃ \"quoted\"",
+    n,
+    b: true,
+    nothing: null,
+    id: "11111111-2222-4333-8444-555555555555",
+    doc: { k: [1, "two"] },
+    at: "2026-12-06 10:00:00+00",
+  });
+
+  it("prepares a statement the second time it is run, once, and reads the same through it, in a transaction too", async () => {
+    const named = (all: Record<string, unknown>[]) =>
+      all.filter((row) => String(row.statement).includes("as nothing"));
+    expect(rows(await embedded.db.execute(select(1)))).toEqual([expected(1)]);
+    expect(named(await prepared())).toHaveLength(0);
+    for (const n of [2, 3])
+      expect(rows(await embedded.db.execute(select(n)))).toEqual([expected(n)]);
+    expect(named(await prepared())).toHaveLength(1);
+    const inTransaction = await embedded.db.transaction((tx) => tx.execute(select(4)));
+    expect(rows(inTransaction)).toEqual([expected(4)]);
+    expect(named(await prepared())).toHaveLength(1);
+  });
+
+  it("fails as PGlite's own query does, and a transaction that failed leaves its statements usable", async () => {
+    await embedded.db.execute(sql`create table prepared_t (id int primary key)`);
+    const insert = (id: number) => embedded.db.execute(sql`insert into prepared_t values (${id})`);
+    await insert(1);
+    await insert(2);
+    const failed = await insert(1).catch((err: unknown) => err);
+    const cause = (failed as { cause?: { code?: string; query?: string } }).cause;
+    expect(cause?.code).toBe("23505");
+    expect(cause?.query).toContain("insert into prepared_t");
+    // The second time a new text is run, in a transaction that then fails, it is prepared.
+    const insertNamed = (db: typeof embedded.db, id: number) =>
+      db.execute(sql`insert into prepared_t (id) values (${id})`);
+    await expect(
+      embedded.db.transaction(async (tx) => {
+        await insertNamed(tx, 3);
+        await insertNamed(tx, 3);
+      }),
+    ).rejects.toThrow();
+    await insertNamed(embedded.db, 3);
+    const ids = rows(await embedded.db.execute(sql`select id from prepared_t order by id`));
+    expect(ids.map((row) => row.id)).toEqual([1, 2, 3]);
+  });
+
+  it("prepares again what `discard all` dropped", async () => {
+    for (const n of [1, 2]) await embedded.db.execute(select(n));
+    await embedded.db.execute(sql`discard all`);
+    expect(await prepared()).toEqual([]);
+    expect(rows(await embedded.db.execute(select(5)))).toEqual([expected(5)]);
   });
 });
 
