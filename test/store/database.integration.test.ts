@@ -79,14 +79,14 @@ describe("the embedded database's prepared statements", () => {
     rows(await embedded.db.execute(sql`select name, statement from pg_prepared_statements`));
   /** Every type a parameter of the service's is bound as, long text (sent as bytes) among them. */
   const select = (n: number) =>
-    sql`select ${"x".repeat(5000)}::text as long, ${"é ☃ \"quoted\""}::text as short,
+    sql`select ${"x".repeat(5000)}::text as long, ${'é ☃ "quoted"'}::text as short,
       ${n}::int as n, ${true}::boolean as b, ${null}::text as nothing,
       ${"11111111-2222-4333-8444-555555555555"}::uuid as id,
       ${JSON.stringify({ k: [1, "two"] })}::jsonb as doc,
       ${new Date("2026-12-06T10:00:00Z").toISOString()}::timestamptz as at`;
   const expected = (n: number) => ({
     long: "x".repeat(5000),
-    short: "é ☃ \"quoted\"",
+    short: 'é ☃ "quoted"',
     n,
     b: true,
     nothing: null,
