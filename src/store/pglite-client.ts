@@ -16,18 +16,28 @@ import {
 interface Prepared {
   name: string | undefined;
   types: number[];
+  /** Date.now() when it was prepared. */
+  at: number;
 }
 
 /**
- * Statements kept prepared at most: each holds its plan in the WebAssembly memory, which never
- * shrinks. The service's own are fewer; a statement made of a list's length (`in ($1, $2…)`)
- * can make more.
+ * Statements kept prepared at most, the least recently used closed beyond: each holds its parse
+ * tree in the WebAssembly memory, which never shrinks. A statement made of a list's length
+ * (`in ($1, $2…)`, a page's runs) makes one for each length.
  */
-const MAX_PREPARED = 512;
+const MAX_PREPARED = 256;
 /** Texts seen once, remembered to be prepared the second time (forgotten all at once beyond). */
 const MAX_SEEN = 4096;
+/**
+ * A prepared statement is prepared again after this long. After five runs Postgres may keep a
+ * generic plan, for any values, which it chose on the tables as they were then; a generic plan
+ * cannot use a partial index that its query matches only through a parameter (`state = $1`),
+ * and the embedded server has no autovacuum whose analyses would make it plan again. Prepared
+ * again, the statement is planned for its values five times and the choice is made anew.
+ */
+export const REPREPARE_AFTER_MS = 60_000;
 
-const DROPS_PREPARED = /^\s*(discard|deallocate)\b/i;
+const DROPS_PREPARED = /^\s*(discard\s+all|deallocate\s+(prepare\s+)?all)\s*$/i;
 
 const { serialize } = protocol;
 
@@ -47,8 +57,11 @@ const { serialize } = protocol;
  * are most of a short run's CPU.
  */
 export class TickYieldingPGlite extends PGlite {
+  /** By text, the least recently used first. */
   private readonly prepared = new Map<string, Prepared>();
   private readonly seen = new Set<string>();
+  /** Names the server still has that are to be closed with the next statement prepared. */
+  private readonly unused: string[] = [];
   private statementNumber = 0;
 
   override async query<T>(query: string, params?: unknown[], options?: QueryOptions) {
@@ -100,14 +113,17 @@ export class TickYieldingPGlite extends PGlite {
           protocolOptions,
         );
         if (!inTransaction) await this.syncToFs();
-        // `discard all` and `deallocate` drop the session's prepared statements (the tests' pool
-        // of embedded databases discards each one's state before lending it again).
-        if (DROPS_PREPARED.test(text)) this.prepared.clear();
+        // These drop the session's prepared statements (the tests' pool of embedded databases
+        // discards each one's state before lending it again).
+        if (DROPS_PREPARED.test(text)) {
+          this.prepared.clear();
+          this.unused.length = 0;
+        }
         return parse.parseResults(results, this.parsers, options)[0] as Results<T>;
       } catch (err) {
         if (!(err instanceof messages.DatabaseError)) throw err;
         // A statement the server no longer has, or whose plan's columns changed under it.
-        if (err.code === "26000" || err.code === "0A000") this.prepared.delete(text);
+        if (err.code === "26000" || err.code === "0A000") this.forget(text);
         // What PGlite's own query adds to its errors.
         throw Object.assign(err, { query: text, params, queryOptions: options });
       }
@@ -120,28 +136,53 @@ export class TickYieldingPGlite extends PGlite {
    * unnamed, as PGlite's own query does.
    */
   private async statement(text: string, options: QueryOptions | undefined): Promise<Prepared> {
-    const known = this.prepared.get(text);
-    if (known) return known;
-    const named = !options?.paramTypes && this.seen.has(text) && this.prepared.size < MAX_PREPARED;
-    if (!named) {
+    // Types asked for are the caller's own: such a statement is parsed each time.
+    const named = !options?.paramTypes && (this.prepared.has(text) || this.seen.has(text));
+    let known = named ? this.prepared.get(text) : undefined;
+    if (known && Date.now() - known.at > REPREPARE_AFTER_MS) {
+      this.forget(text);
+      known = undefined;
+    }
+    if (known) {
+      this.prepared.delete(text);
+      this.prepared.set(text, known);
+      return known;
+    }
+    if (named) {
+      this.seen.delete(text);
+      const [oldest] = this.prepared.keys();
+      if (oldest !== undefined && this.prepared.size >= MAX_PREPARED) this.forget(oldest);
+    } else {
       if (this.seen.size >= MAX_SEEN) this.seen.clear();
       this.seen.add(text);
     }
     const name = named ? `agent_bridge_${++this.statementNumber}` : undefined;
+    const closing = this.unused
+      .splice(0)
+      .map((unused) => serialize.close({ type: "S", name: unused }));
     const described = await this.execProtocolStream(
       Buffer.concat([
+        ...closing,
         serialize.parse({ name, text, types: options?.paramTypes }),
         serialize.describe({ type: "S", name }),
         serialize.sync(),
       ]),
       { syncToFs: false, onNotice: options?.onNotice },
     );
-    const statement = { name, types: parse.parseDescribeStatementResults(described) };
-    if (named) {
-      this.seen.delete(text);
-      this.prepared.set(text, statement);
-    }
+    const statement = {
+      name,
+      types: parse.parseDescribeStatementResults(described),
+      at: Date.now(),
+    };
+    if (name) this.prepared.set(text, statement);
     return statement;
+  }
+
+  /** Leaves a prepared statement, closed on the server with the next one prepared. */
+  private forget(text: string) {
+    const name = this.prepared.get(text)?.name;
+    this.prepared.delete(text);
+    if (name) this.unused.push(name);
   }
 
   /**

@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type DatabaseHandle, openDatabase } from "../../src/store/db.js";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { openDatabase } from "../../src/store/db.js";
+import { REPREPARE_AFTER_MS } from "../../src/store/pglite-client.js";
 import { BACKENDS, openTestDatabase, type TestDatabase } from "../support/db.js";
 import { createServerDatabase } from "../support/postgres-databases.js";
 
@@ -68,11 +69,12 @@ describe("the embedded database's types kept as text", () => {
 // A statement the embedded database has seen before is prepared once under a name and then bound
 // and run in one call (pglite-client.ts): what it reads and how it fails are as before.
 describe("the embedded database's prepared statements", () => {
-  let embedded: DatabaseHandle;
+  // On a data dir, as the service runs it: the server's settings are its start's.
+  let embedded: TestDatabase;
   beforeAll(async () => {
-    embedded = await openDatabase({ kind: "pglite" });
+    embedded = await openTestDatabase("pglite");
   });
-  afterAll(() => embedded.close());
+  afterAll(() => embedded.destroy());
 
   const rows = (r: unknown) => (r as { rows: Record<string, unknown>[] }).rows;
   const prepared = async () =>
@@ -95,9 +97,10 @@ describe("the embedded database's prepared statements", () => {
     at: "2026-12-06 10:00:00+00",
   });
 
+  const named = (all: Record<string, unknown>[]) =>
+    all.filter((row) => String(row.statement).includes("as nothing"));
+
   it("prepares a statement the second time it is run, once, and reads the same through it, in a transaction too", async () => {
-    const named = (all: Record<string, unknown>[]) =>
-      all.filter((row) => String(row.statement).includes("as nothing"));
     expect(rows(await embedded.db.execute(select(1)))).toEqual([expected(1)]);
     expect(named(await prepared())).toHaveLength(0);
     for (const n of [2, 3])
@@ -131,10 +134,38 @@ describe("the embedded database's prepared statements", () => {
     expect(ids.map((row) => row.id)).toEqual([1, 2, 3]);
   });
 
+  it("keeps 256 statements prepared at most, closing the least recently used", async () => {
+    const numbered = (i: number) => sql`select ${i}::int + ${sql.raw(String(i))} as v`;
+    for (let i = 0; i < 300; i++) {
+      for (const _ of [1, 2])
+        expect(rows(await embedded.db.execute(numbered(i)))).toEqual([{ v: 2 * i }]);
+    }
+    const ours = (await prepared()).filter((row) => String(row.statement).includes("::int + "));
+    expect(ours.length).toBeLessThanOrEqual(256);
+    expect(ours.length).toBeGreaterThan(200);
+    // The first ones were closed; they run again all the same.
+    expect(rows(await embedded.db.execute(numbered(0)))).toEqual([{ v: 0 }]);
+  });
+
+  it("prepares a statement again after a minute, so that its plan is chosen again on the tables as they are", async () => {
+    const names = async () => named(await prepared()).map((row) => row.name);
+    for (const n of [1, 2]) await embedded.db.execute(select(n));
+    const [first] = await names();
+    vi.useFakeTimers({ toFake: ["Date"], now: Date.now() + REPREPARE_AFTER_MS + 1 });
+    try {
+      expect(rows(await embedded.db.execute(select(3)))).toEqual([expected(3)]);
+      const again = await names();
+      expect(again).toHaveLength(1);
+      expect(again).not.toContain(first);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it("prepares again what `discard all` dropped", async () => {
     for (const n of [1, 2]) await embedded.db.execute(select(n));
     await embedded.db.execute(sql`discard all`);
-    expect(await prepared()).toEqual([]);
+    expect(named(await prepared())).toEqual([]);
     expect(rows(await embedded.db.execute(select(5)))).toEqual([expected(5)]);
   });
 });
