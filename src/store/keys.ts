@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { and, asc, count, eq, isNull, lt, or, sql } from "drizzle-orm";
 import type { Database } from "./db.js";
+import { preparedFor } from "./prepared.js";
 import { type ApiKeyRow, apiKeys, keySpend, runs, sessions } from "./schema.js";
 
 /** The policy columns of a key (src/auth/policy.ts); an absent one keeps its default. */
@@ -29,8 +30,16 @@ export async function insertKey(
   return row;
 }
 
+const keyByHash = preparedFor((db) =>
+  db
+    .select()
+    .from(apiKeys)
+    .where(eq(apiKeys.hash, sql.placeholder("hash")))
+    .prepare("key_by_hash"),
+);
+
 export async function findKeyByHash(db: Database, hash: string): Promise<ApiKeyRow | undefined> {
-  const [row] = await db.select().from(apiKeys).where(eq(apiKeys.hash, hash));
+  const [row] = await keyByHash(db).execute({ hash });
   return row;
 }
 
@@ -63,6 +72,19 @@ export async function countKeys(db: Database): Promise<number> {
   return row?.n ?? 0;
 }
 
+const keyAndActiveCount = preparedFor((db) => {
+  const active = db
+    .select({ n: count().as("n") })
+    .from(apiKeys)
+    .where(isNull(apiKeys.revokedAt))
+    .as("active");
+  return db
+    .select({ key: apiKeys, activeKeys: active.n })
+    .from(active)
+    .leftJoin(apiKeys, eq(apiKeys.id, sql.placeholder("id")))
+    .prepare("key_and_active_count");
+});
+
 /**
  * The key (undefined when it is gone), and how many keys are not revoked, in one statement: a
  * run's gate asks both where runs are not sandboxed, before its CLI starts (on the embedded
@@ -72,15 +94,7 @@ export async function getKeyAndActiveCount(
   db: Database,
   id: string,
 ): Promise<{ key: ApiKeyRow | undefined; activeKeys: number }> {
-  const active = db
-    .select({ n: count().as("n") })
-    .from(apiKeys)
-    .where(isNull(apiKeys.revokedAt))
-    .as("active");
-  const [row] = await db
-    .select({ key: apiKeys, activeKeys: active.n })
-    .from(active)
-    .leftJoin(apiKeys, eq(apiKeys.id, id));
+  const [row] = await keyAndActiveCount(db).execute({ id });
   return { key: row?.key ?? undefined, activeKeys: row?.activeKeys ?? 0 };
 }
 

@@ -7,6 +7,7 @@ import type { ToolRuleEntry } from "../tool-rules.js";
 import type { Database } from "./db.js";
 import { appendFeed, sessionCreated } from "./feed.js";
 import { newestFirst, olderThan, type PageKey } from "./paging.js";
+import { preparedFor } from "./prepared.js";
 import { runs, type SessionRow, sessions } from "./schema.js";
 
 export interface NewSession {
@@ -111,16 +112,36 @@ export function visibleTo(principal: Principal): SQL | undefined {
   return principal.admin ? undefined : eq(sessions.ownerKeyId, principal.keyId ?? "");
 }
 
+const sessionById = preparedFor((db) =>
+  db
+    .select()
+    .from(sessions)
+    .where(eq(sessions.id, sql.placeholder("id")))
+    .prepare("session_by_id"),
+);
+const ownSessionById = preparedFor((db) =>
+  db
+    .select()
+    .from(sessions)
+    .where(
+      and(
+        eq(sessions.id, sql.placeholder("id")),
+        eq(sessions.ownerKeyId, sql.placeholder("owner")),
+      ),
+    )
+    .prepare("own_session_by_id"),
+);
+
 /** The session, when it exists and the caller may see it (else undefined: a 404 either way). */
 export async function getSession(
   db: Database,
   id: string,
   principal: Principal,
 ): Promise<SessionRow | undefined> {
-  const [row] = await db
-    .select()
-    .from(sessions)
-    .where(and(eq(sessions.id, id), visibleTo(principal)));
+  // As visibleTo says.
+  const [row] = principal.admin
+    ? await sessionById(db).execute({ id })
+    : await ownSessionById(db).execute({ id, owner: principal.keyId ?? "" });
   return row;
 }
 
