@@ -94,9 +94,9 @@ export class TickYieldingPGlite extends PGlite {
     inTransaction: boolean,
   ): Promise<Results<T>> {
     return this._runExclusiveQuery(async () => {
-      const protocolOptions = { syncToFs: false, onNotice: options?.onNotice };
+      const protocolOptions = { syncToFs: false as const, onNotice: options?.onNotice };
       try {
-        const statement = await this.statement(text, options);
+        const statement = await this.statement(text, options, protocolOptions);
         const values = params.map((value, i) => {
           if (value === null || value === undefined) return null;
           const type = statement.types[i] ?? 0;
@@ -132,10 +132,14 @@ export class TickYieldingPGlite extends PGlite {
 
   /**
    * The statement's name and its parameters' types: a statement seen before is prepared under a
-   * name, once; one seen for the first time (a migration's, say), or beyond the bound, is parsed
-   * unnamed, as PGlite's own query does.
+   * name, once; one seen for the first time (a migration's, say), or with types of the caller's,
+   * is parsed unnamed, as PGlite's own query does.
    */
-  private async statement(text: string, options: QueryOptions | undefined): Promise<Prepared> {
+  private async statement(
+    text: string,
+    options: QueryOptions | undefined,
+    protocolOptions: { syncToFs: false; onNotice: QueryOptions["onNotice"] },
+  ): Promise<Prepared> {
     // Types asked for are the caller's own: such a statement is parsed each time.
     const named = !options?.paramTypes && (this.prepared.has(text) || this.seen.has(text));
     let known = named ? this.prepared.get(text) : undefined;
@@ -167,7 +171,7 @@ export class TickYieldingPGlite extends PGlite {
         serialize.describe({ type: "S", name }),
         serialize.sync(),
       ]),
-      { syncToFs: false, onNotice: options?.onNotice },
+      protocolOptions,
     );
     const statement = {
       name,
