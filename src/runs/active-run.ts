@@ -1,5 +1,6 @@
 import type { Context } from "@opentelemetry/api";
 import type { RunSteering } from "../agents/agent.js";
+import type { RunAllowance } from "../auth/policy.js";
 import { RunInterruptedError } from "../process/errors.js";
 import type { RunRow, SessionRow } from "../store/schema.js";
 import type { Admittable } from "./admission.js";
@@ -22,6 +23,8 @@ export interface ActiveRunParts {
   resumeAt: string | null;
   /** The trace context the run was submitted in (its request's span), when tracing is on. */
   traceParent?: Context | undefined;
+  /** What its key's gate allowed as it was admitted (see admittedAllowance). */
+  allowance?: RunAllowance | undefined;
 }
 
 /**
@@ -44,9 +47,11 @@ export class ActiveRun implements Admittable {
   private current: RunRow;
   private resumes: boolean;
   private sessionRow: SessionRow;
+  private allowance: RunAllowance | undefined;
 
   constructor(row: RunRow, waiting: boolean, parts: ActiveRunParts) {
     this.current = row;
+    this.allowance = parts.allowance;
     this.resumes = parts.resume;
     this.sessionRow = parts.session;
     this.log = parts.log;
@@ -66,11 +71,26 @@ export class ActiveRun implements Admittable {
   }
 
   /**
-   * Its session's row: as read at its admission (or claim), then as read again when it starts,
-   * whose settings (a `PATCH` since) are the ones it runs with.
+   * Its session's row: as read at its admission (or claim), then, unless it started within its
+   * admission, as read again when it starts, whose settings (a `PATCH` since) it runs with.
    */
   get session(): SessionRow {
     return this.sessionRow;
+  }
+
+  /**
+   * What its key's gate allowed at its admission, while the admission places it: a run that
+   * starts then, at once, runs on its session's row and allowance as its admission read them a
+   * moment before. One that waits for its session or queues asks again when it starts (a `PATCH`
+   * or the key's other runs' spend since count).
+   */
+  get admittedAllowance(): RunAllowance | undefined {
+    return this.allowance;
+  }
+
+  /** The admission has placed the run: what it read is not the run's to start on any more. */
+  placed(): void {
+    this.allowance = undefined;
   }
 
   /** The session's row as read when the run starts (the same session). */

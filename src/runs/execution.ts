@@ -82,17 +82,20 @@ export class Execution {
    */
   async run(run: ActiveRun): Promise<void> {
     run.life.fire({ type: "start" });
-    await this.readSettings(run);
+    // Set only for a run started within its admission, which read the session and asked the gate
+    // a moment ago: a short run's first text waited about a millisecond for the two reads again.
+    const admitted = run.admittedAllowance;
+    if (!admitted) await this.readSettings(run);
     const { trace, capture } = this.watch(run);
-    const execute = () => this.execute(run, trace, capture);
+    const execute = () => this.execute(run, admitted, trace, capture);
     // Inside the run's span: what the run logs carries its trace id.
     await (trace ? trace.within(execute) : execute());
   }
 
   /**
-   * The session's row read again as the run starts: its settings are those of the session now (a
-   * `PATCH` since its admission counts), whether it started at once, waited for its session or
-   * was queued. A failed read leaves the row it was admitted with.
+   * The session's row read again as a run that waited for its session or was queued starts: its
+   * settings are those of the session now (a `PATCH` since its admission counts). A failed read
+   * leaves the row it was admitted with.
    */
   private async readSettings(run: ActiveRun): Promise<void> {
     try {
@@ -106,7 +109,12 @@ export class Execution {
     }
   }
 
-  private async execute(run: ActiveRun, trace?: RunTrace, capture?: RunCapture): Promise<void> {
+  private async execute(
+    run: ActiveRun,
+    admitted: RunAllowance | undefined,
+    trace?: RunTrace,
+    capture?: RunCapture,
+  ): Promise<void> {
     const { db, logger } = this.opts;
     const { row, session } = run;
     const startedAt = new Date();
@@ -127,10 +135,14 @@ export class Execution {
     const approvals = this.opts.approvals.forRun(run, mode);
     const git = this.opts.git.forSession(session.ownerKeyId, this.workDirOf(session));
     try {
-      // Asked again: the key's other runs may have spent its budget while this one was queued.
-      const allowance = await this.opts.gate
-        .allow(session, runSettings(sessionSettings(session), run.options))
-        .finally(mark);
+      // Asked again unless the run started within its admission: the key's other runs may have
+      // spent its budget while this one was queued.
+      if (admitted) mark();
+      const allowance =
+        admitted ??
+        (await this.opts.gate
+          .allow(session, runSettings(sessionSettings(session), run.options))
+          .finally(mark));
       if (row.checkout !== null) await this.workspace.checkOutChange(session, git, row.checkout);
       else if (session.worktree) await this.workspace.prepareWorktree(session, git);
       const agent = this.opts.agents.get(session.agent);

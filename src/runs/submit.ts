@@ -76,17 +76,20 @@ export class Submission {
   }
 
   private async admitNew(
-    session: SessionRow,
+    requested: SessionRow,
     message: Message,
     traceParent: Context,
   ): Promise<{ run: RunRow; created: boolean }> {
     const { admission, opts } = this.parts;
     const { db, agents, gate, transactionHooks, cluster } = opts;
-    admission.checkOpen(session.id);
-    // Read again rather than trusting `session`: the sweep may have expired it since.
-    const state = await admissionState(db, session.id);
-    if (!state) throw new SessionGoneError(session.id);
-    if (state.expired) throw new SessionExpiredError(session.id);
+    admission.checkOpen(requested.id);
+    // Read again rather than trusting the route's row: the sweep may have expired the session
+    // since, or its run before this one ended (and changed it). A run that starts at once runs
+    // on this row.
+    const state = await admissionState(db, requested.id);
+    if (!state) throw new SessionGoneError(requested.id);
+    if (state.expired) throw new SessionExpiredError(requested.id);
+    const { session } = state;
     const requestHash = message.idempotencyKey ? messageHash(message) : null;
     if (message.idempotencyKey) {
       const earlier = await findIdempotentRun(db, session.id, message.idempotencyKey, requestHash);
@@ -97,7 +100,7 @@ export class Submission {
     let wait = admission.mustWait(session.id, state.activeRunId, mayWait, state.waitingRunId);
     agents.get(session.agent);
     const options = message.options ?? NO_RUN_OPTIONS;
-    await gate.allow(session, runSettings(sessionSettings(session), options));
+    const allowance = await gate.allow(session, runSettings(sessionSettings(session), options));
     const pinnedHost = await this.pinnedHost(session);
     // Here when it can start here at once (or must wait in this instance's line for its session);
     // else queued in the database for any instance (of its host, when pinned) to claim.
@@ -170,8 +173,10 @@ export class Submission {
       options,
       resumeAt,
       traceParent,
+      allowance,
     });
     admission.add(run, wait);
+    run.placed();
     return { run: row, created: true };
   }
 

@@ -15,9 +15,10 @@ import {
 import { alias } from "drizzle-orm/pg-core";
 import type { Database } from "./db.js";
 import { newestFirst, olderThan } from "./paging.js";
+import { preparedFor } from "./prepared.js";
 import { WORK_CHANNEL } from "./run-claims.js";
 import { ACTIVE_STATUSES, cliSessionStarted } from "./runs.js";
-import { type RunRow, runs, type StoredImage, sessions } from "./schema.js";
+import { type RunRow, runs, type SessionRow, type StoredImage, sessions } from "./schema.js";
 
 // What admitting a message as a run reads and writes: the run's row, the locks and counts its
 // limits are checked under, its idempotency key, the session's state, a retry's resume point, and
@@ -125,17 +126,42 @@ export async function expireIdempotencyKey(
     );
 }
 
+const admissionRead = preparedFor((db) => {
+  const id = sql.placeholder("id");
+  return db
+    .select({
+      session: sessions,
+      expired: sql<boolean>`${sessions.expiredAt} is not null`,
+      activeRunId: sql<string | null>`(${db
+        .select({ id: runs.id })
+        .from(runs)
+        .where(and(eq(runs.sessionId, sessions.id), inArray(runs.status, [...ACTIVE_STATUSES])))
+        .limit(1)})`,
+      waitingRunId: sql<string | null>`(${db
+        .select({ id: runs.id })
+        .from(runs)
+        .where(and(eq(runs.sessionId, sessions.id), eq(runs.status, "waiting")))
+        .orderBy(asc(runs.admissionSeq))
+        .limit(1)})`,
+      resume: cliSessionStarted(sessions.id),
+    })
+    .from(sessions)
+    .where(eq(sessions.id, id))
+    .prepare("admission_state");
+});
+
 /**
- * What admitting a message to the session depends on, read in one statement: whether the session
- * has expired (the sweep may have done so since the route read it), its active run if any, the
- * first of its waiting runs if any (on whichever instance), and whether its run will resume the
- * CLI's session.
+ * What admitting a message to the session depends on, read in one statement: the session's row
+ * as it is now (the sweep may have expired it since the route read it, a run of it may have ended
+ * since), its active run if any, the first of its waiting runs if any (on whichever instance),
+ * and whether its run will resume the CLI's session.
  */
 export async function admissionState(
   db: Database,
   sessionId: string,
 ): Promise<
   | {
+      session: SessionRow;
       expired: boolean;
       activeRunId: string | null;
       waitingRunId: string | null;
@@ -143,24 +169,7 @@ export async function admissionState(
     }
   | undefined
 > {
-  const [row] = await db
-    .select({
-      expired: sql<boolean>`${sessions.expiredAt} is not null`,
-      activeRunId: sql<string | null>`(${db
-        .select({ id: runs.id })
-        .from(runs)
-        .where(and(eq(runs.sessionId, sessionId), inArray(runs.status, [...ACTIVE_STATUSES])))
-        .limit(1)})`,
-      waitingRunId: sql<string | null>`(${db
-        .select({ id: runs.id })
-        .from(runs)
-        .where(and(eq(runs.sessionId, sessionId), eq(runs.status, "waiting")))
-        .orderBy(asc(runs.admissionSeq))
-        .limit(1)})`,
-      resume: cliSessionStarted(sessionId),
-    })
-    .from(sessions)
-    .where(eq(sessions.id, sessionId));
+  const [row] = await admissionRead(db).execute({ id: sessionId });
   return row;
 }
 

@@ -1,0 +1,112 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { PGlite } from "@electric-sql/pglite";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { issueKey } from "../../src/auth/keys.js";
+import { createTestApp, requestAs, type TestApp } from "../support/app.js";
+import { type FakeCli, fakeCli } from "../support/fake-cli.js";
+import { SseReader } from "../support/sse.js";
+
+// A run that starts within its admission runs on what the admission read a moment before: its
+// session's row and its key's allowance. On the embedded database each statement holds the
+// server's thread, and a short run's first text waited for the two reads again. A run that queued
+// reads both again when its turn comes (a PATCH or the key's spend since count: budget.test.ts).
+
+/**
+ * The statements the embedded database is asked, outside transactions, by text, until `stop`
+ * (the database goes back to the tests' pool).
+ */
+function recordStatements(db: TestApp["database"]["db"]): { texts: string[]; stop(): void } {
+  const client = (db as unknown as { $client: PGlite }).$client;
+  const texts: string[] = [];
+  const query = client.query.bind(client) as (text: string, ...rest: unknown[]) => unknown;
+  client.query = ((text: string, ...rest: unknown[]) => {
+    texts.push(text);
+    return query(text, ...rest);
+  }) as PGlite["query"];
+  return { texts, stop: () => Reflect.deleteProperty(client, "query") };
+}
+
+/** The gate's read of a key: the key and the count of keys not revoked. */
+const isGateRead = (text: string) => /from \(select count\(\*\) as "n" from "api_keys"/.test(text);
+/** A read of one session's row by its id (the route's, or a run's as it starts). */
+const isSessionRead = (text: string) =>
+  /^select "id", "owner_key_id", .* from "sessions" where \(?"sessions"\."id" = \$1/s.test(text);
+
+describe("the reads a run starts on, on pglite", () => {
+  let t: TestApp;
+  let fake: FakeCli;
+  let dir: string;
+  let statements: string[];
+  let stopRecording: () => void;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "agent-bridge-start-reads-"));
+    fake = await fakeCli(
+      {
+        steps: [
+          { init: true },
+          { mark: "working" },
+          { waitFile: join(dir, "go") },
+          { reply: { parts: ["done"] } },
+          { succeed: {} },
+        ],
+      },
+      "claude",
+    );
+    t = await createTestApp("pglite", {
+      ...fake.bridgeEnv,
+      AGENT_BRIDGE_AUTH: "keys",
+      AGENT_BRIDGE_MAX_CONCURRENT_RUNS: "1",
+    });
+    ({ texts: statements, stop: stopRecording } = recordStatements(t.database.db));
+  });
+  afterAll(async () => {
+    stopRecording();
+    await t.close();
+    await fake.cleanup();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("reads its session and asks its key's gate once when it starts at once, and again when its turn comes after a queue", async () => {
+    const { key } = await issueKey(t.database.db, { name: "reader", admin: false });
+    const as = (path: string, init: RequestInit = {}) => requestAs(t.app, key, path, init);
+    const post = async (sessionId: string) => {
+      const res = await as(`/v1/sessions/${sessionId}/messages`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json", Prefer: "respond-async" },
+        body: JSON.stringify({ text: "read" }),
+      });
+      expect(res.status).toBe(202);
+      return (await res.json()).id as string;
+    };
+    const [first, second] = await Promise.all(
+      [1, 2].map(async () => (await (await as("/v1/sessions", { method: "POST" })).json()).id),
+    );
+    const count = (from: number) => ({
+      gate: statements.slice(from).filter(isGateRead).length,
+      session: statements.slice(from).filter(isSessionRead).length,
+    });
+
+    const atOnce = statements.length;
+    const running = await post(first);
+    await fake.waitForMark("working");
+    // The route's read of the session, and the admission's gate.
+    expect(count(atOnce)).toEqual({ gate: 1, session: 1 });
+
+    const queuedAt = statements.length;
+    const queued = await post(second);
+    expect((await (await as(`/v1/runs/${queued}`)).json()).status).toBe("queued");
+    const ending = SseReader.of(await as(`/v1/runs/${queued}/events`)).until("completion");
+    // The route's read of the session, and the admission's gate, as above.
+    expect(count(queuedAt)).toEqual({ gate: 1, session: 1 });
+    const turnAt = statements.length;
+    writeFileSync(join(dir, "go"), "");
+    await ending;
+    // The queued run read both again as its turn came.
+    expect(count(turnAt)).toEqual({ gate: 1, session: 1 });
+    expect((await (await as(`/v1/runs/${running}`)).json()).status).toBe("succeeded");
+    expect((await (await as(`/v1/runs/${queued}`)).json()).status).toBe("succeeded");
+  });
+});
