@@ -19,6 +19,7 @@ import { DatabaseOutageError } from "../store/retry.js";
 import { markRunning, setAgentSessionId, setRunPgid } from "../store/run-lifecycle.js";
 import type { SessionRow } from "../store/schema.js";
 import { getSession, sessionSettings, sessionTotals } from "../store/sessions.js";
+import type { StoredCopy } from "../store/transcripts.js";
 import type { DebugCapture, RunCapture } from "../telemetry/capture.js";
 import type { RunExchange, RunTrace, Tracing } from "../telemetry/tracing.js";
 import type { CheckoutCache } from "../worktrees/checkout-cache.js";
@@ -131,6 +132,8 @@ export class Execution {
     let events: AsyncGenerator<BridgeEvent[]> | undefined;
     let completion: CompletionEvent | undefined;
     let transcripts: { agent: AgentBackend; identity: AgentIdentity | undefined } | undefined;
+    /** The transcript's first store, under way from the CLI's outcome on. */
+    let storing: Promise<StoredCopy | undefined> | undefined;
     const mode = run.options.approvals ?? (session.approvals === "api" ? "api" : "deny");
     const approvals = this.opts.approvals.forRun(run, mode);
     const git = this.opts.git.forSession(session.ownerKeyId, this.workDirOf(session));
@@ -158,6 +161,8 @@ export class Execution {
       });
       run.life.fire({ type: "launch" });
       completion = await relay(run, events, (id) => this.noteAgentSession(run, id));
+      // Its file work (a process, as the agent) goes on while the log's last events are stored.
+      storing = this.workspace.saveTranscript(run, completion, transcripts);
       // Requests still waiting are closed before the completion, in the run's log.
       await approvals.close();
       await run.log.drain();
@@ -171,8 +176,9 @@ export class Execution {
     // Before the completion goes out, so that a client reading the session then sees the record,
     // and its next message finds the transcript at any instance.
     if (session.worktree) await this.workspace.recordWorktree(session, git);
-    const stored =
-      transcripts && (await this.workspace.saveTranscript(run, completion, transcripts));
+    if (transcripts && !storing)
+      storing = this.workspace.saveTranscript(run, completion, transcripts);
+    const stored = await storing;
     const { stop } = run.life;
     if (stop) completion = ended(completion, stop.status, stop.reason);
     mark();
