@@ -16,7 +16,7 @@ import type { AgentIdentity, TenantHomes } from "../process/tenant-homes.js";
 import type { Database } from "../store/db.js";
 import { describeDbError } from "../store/errors.js";
 import { DatabaseOutageError } from "../store/retry.js";
-import { markRunning, setAgentSessionId, setRunPgid } from "../store/run-lifecycle.js";
+import { markRunning, setRunPgid } from "../store/run-lifecycle.js";
 import type { SessionRow } from "../store/schema.js";
 import { getSession, sessionSettings, sessionTotals } from "../store/sessions.js";
 import type { StoredCopy } from "../store/transcripts.js";
@@ -160,7 +160,7 @@ export class Execution {
         exchange: trace?.exchange,
       });
       run.life.fire({ type: "launch" });
-      completion = await relay(run, events, (id) => this.noteAgentSession(run, id));
+      completion = await relay(run, events);
       // Its file work (a process, as the agent) goes on while the log's last events are stored.
       storing = this.workspace.saveTranscript(run, completion, transcripts);
       // Requests still waiting are closed before the completion, in the run's log.
@@ -312,18 +312,6 @@ export class Execution {
     );
   }
 
-  /** Stores the agent's session id once its CLI reports it, unless the session already has it. */
-  private noteAgentSession(run: ActiveRun, agentSessionId: string) {
-    const { db, logger } = this.opts;
-    if (agentSessionId === run.session.agentSessionId) return;
-    void setAgentSessionId(db, run.row, agentSessionId).catch((err) =>
-      logger.warn("could not record the agent's session id", {
-        run_id: run.row.id,
-        error: errorText(err),
-      }),
-    );
-  }
-
   /**
    * The completion of a run that failed in the bridge rather than in the CLI; what the CLI
    * reported (`reported`: its spend above all) is kept when it got that far.
@@ -388,13 +376,9 @@ function appendStarted(run: ActiveRun, at: Date, trace: RunTrace | undefined) {
 
 /**
  * Appends the back-end's events to the log until its completion, which it returns; the agent's
- * session id goes to `onAgentSession` as soon as an event names it.
+ * session id, when an event names one the session does not have, is stored with that event.
  */
-async function relay(
-  run: ActiveRun,
-  events: AsyncGenerator<BridgeEvent[]>,
-  onAgentSession: (id: string) => void,
-) {
+async function relay(run: ActiveRun, events: AsyncGenerator<BridgeEvent[]>) {
   for (;;) {
     const next = await events.next();
     if (next.done) {
@@ -402,12 +386,10 @@ async function relay(
       return bareCompletion("failed", "the runner ended without a completion");
     }
     for (const event of next.value) {
-      // Its statement goes before the batch that stores the event naming it (on the embedded
-      // database statements run in order): a server killed once a client saw the event has
+      // In the statement that stores the event: a server killed once a client saw it has
       // recorded the agent's session for the session's next run to resume.
-      if (event.type === "session_status" && event.agent_session_id) {
-        onAgentSession(event.agent_session_id);
-      }
+      const named = event.type === "session_status" ? event.agent_session_id : undefined;
+      if (named && named !== run.session.agentSessionId) run.log.nameAgentSession(named);
       if (event.type !== "completion") {
         run.log.append(event);
         continue;

@@ -58,6 +58,8 @@ export class RunLog implements WritableLog {
   handedOver = false;
   /** See every event as it is appended (tracing, the debug capture). */
   private readonly observers: ((event: BridgeEvent) => void)[] = [];
+  /** The agent's session id to record with the batches until one that carries it is stored. */
+  private agentSessionId: string | undefined;
 
   constructor(
     private readonly writer: LogWriter,
@@ -70,6 +72,14 @@ export class RunLog implements WritableLog {
   /** Lets `observer` see each event appended from now on, the completion included. */
   observe(observer: (event: BridgeEvent) => void): void {
     this.observers.push(observer);
+  }
+
+  /**
+   * The agent's own session id, named by the event appended next: the statement that stores that
+   * event records it on the run and its session too.
+   */
+  nameAgentSession(id: string): void {
+    this.agentSessionId = id;
   }
 
   /** Numbers the event and queues it for the next batch. */
@@ -130,12 +140,19 @@ export class RunLog implements WritableLog {
       chars += entry.json.length;
       lastPublicSeq = entry.publicSeq ?? lastPublicSeq;
     }
-    return { runId: this.runId, events: this.pending.slice(0, n), lastPublicSeq };
+    const { agentSessionId } = this;
+    return {
+      runId: this.runId,
+      events: this.pending.slice(0, n),
+      lastPublicSeq,
+      ...(agentSessionId ? { agentSessionId } : {}),
+    };
   }
 
   /** For the writer: the batch taken last is stored. */
   stored(batch: EventBatch): void {
     this.pending = this.pending.slice(batch.events.length);
+    if (batch.agentSessionId === this.agentSessionId) this.agentSessionId = undefined;
     this.publish(batch.events);
     if (this.pending.length > 0) this.writer.schedule(this);
     else this.settle();

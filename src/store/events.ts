@@ -1,7 +1,8 @@
-import { and, asc, desc, eq, gt, inArray, sql } from "drizzle-orm";
+import { and, asc, desc, eq, gt, inArray, type SQL, sql } from "drizzle-orm";
 import type { BridgeEvent, BridgeEventType, CompletionEvent } from "../events.js";
 import { type Database, returnedRows } from "./db.js";
-import { runEventBatches, runs } from "./schema.js";
+import { cliId } from "./runs.js";
+import { runEventBatches, runs, sessions } from "./schema.js";
 
 // A run's event log, stored a batch to a row (see schema.ts). Each event is serialized once, when
 // it is numbered; the same text is stored, sent live and replayed, so a replay is byte-identical
@@ -125,6 +126,11 @@ export interface EventBatch {
   events: SequencedEvent[];
   /** The default view's position at the batch's end: the last public event's, here or before. */
   lastPublicSeq: number;
+  /**
+   * The agent's own session id, named by an event of the batch: recorded on the run and its
+   * session by the statement that stores the batch.
+   */
+  agentSessionId?: string;
 }
 
 /** The doorbell's channel for stored events; a payload is `<run id> <last seq>`. */
@@ -177,13 +183,40 @@ export async function appendEvents(
     from ${source} as b (run_id, first_seq, last_seq, last_public_seq, events)
     ${whileOpen ? sql`where exists (select 1 from ${runs} r where r.id = b.run_id and r.status in ${OPEN})` : sql``}
     returning run_id, last_seq`;
+  const ctes = [
+    ...namingAgentSessions(batches, whileOpen),
+    ...(ring ? [sql`stored as (${insert})`] : []),
+  ];
+  const main = ring
+    ? sql`select run_id, pg_notify(${RUN_EVENTS_CHANNEL}, run_id || ' ' || last_seq) from stored`
+    : insert;
   const result = await db.execute(
-    ring
-      ? sql`with stored as (${insert})
-          select run_id, pg_notify(${RUN_EVENTS_CHANNEL}, run_id || ' ' || last_seq) from stored`
-      : insert,
+    ctes.length > 0 ? sql`with ${sql.join(ctes, sql`, `)} ${main}` : main,
   );
   return new Set(returnedRows<{ run_id: string }>(result).map((r) => r.run_id));
+}
+
+/**
+ * The statement's parts that record the agent session ids the batches name, on their runs (those
+ * still open, with `whileOpen`) and those runs' sessions: in the statement that stores the event
+ * naming it, so that a client that has seen the event finds the session resumable, whatever
+ * becomes of the server then. Ids that do not look like one (cliId) are not recorded.
+ */
+function namingAgentSessions(batches: EventBatch[], whileOpen: boolean): SQL[] {
+  const named = batches.flatMap(({ runId, agentSessionId }) => {
+    const id = cliId(agentSessionId ?? null);
+    return id === null ? [] : [{ runId, id }];
+  });
+  if (named.length === 0) return [];
+  return [
+    sql`named (run_id, id) as (select * from unnest(${arrayLiteral(named.map((n) => n.runId))}::uuid[],
+      ${arrayLiteral(named.map((n) => n.id))}::text[]))`,
+    sql`named_runs as (update ${runs} r set agent_session_id = n.id from named n
+      where r.id = n.run_id ${whileOpen ? sql`and r.status in ${OPEN}` : sql``}
+      returning r.session_id, n.id)`,
+    sql`named_sessions as (update ${sessions} s set agent_session_id = nr.id from named_runs nr
+      where s.id = nr.session_id)`,
+  ];
 }
 
 /**

@@ -4,13 +4,13 @@ import type { Database } from "./db.js";
 import { storedInFeed } from "./feed.js";
 import { addKeySpend } from "./keys.js";
 import { meteredSpend, meteredUsage } from "./model-calls.js";
-import { ACTIVE_STATUSES } from "./runs.js";
+import { ACTIVE_STATUSES, cliId } from "./runs.js";
 import { type RunRow, runs, sessions } from "./schema.js";
 import { sessionUsageColumns } from "./sessions.js";
 
-// A run's row as its execution goes: running, its process group, the agent's session id as soon
-// as the CLI says it, and its outcome at the end, once (with its usage added to its session and
-// its cost to its key's spend).
+// A run's row as its execution goes: running, its process group, and its outcome at the end, once
+// (with its usage added to its session and its cost to its key's spend). The agent's session id
+// is recorded with the events that name it (appendEvents, events.ts).
 
 /**
  * Marks the run running, with its `run_started` in the feed: one statement, not a transaction of
@@ -34,22 +34,6 @@ export async function setRunPgid(db: Database, id: string, pgid: number, bootId:
 }
 
 /**
- * Records the agent's own session (thread) id as soon as its CLI reports it, on the run and its
- * session, so that a run that never gets its completion stored (its server died) can be resumed.
- */
-export async function setAgentSessionId(
-  db: Database,
-  run: { id: string; sessionId: string },
-  agentSessionId: string,
-) {
-  const id = cliId(agentSessionId);
-  if (id === null) return;
-  await db.execute(sql`
-    with run as (update ${runs} set agent_session_id = ${id} where id = ${run.id}::uuid)
-    update ${sessions} set agent_session_id = ${id} where id = ${run.sessionId}::uuid`);
-}
-
-/**
  * How a run ended, as its row keeps it. Its text (result, error) is not copied here: the run's
  * completion event in its log holds it losslessly, as JSON, whatever characters it has, where a
  * Postgres text column cannot even hold U+0000.
@@ -63,9 +47,6 @@ export interface RunOutcome {
   lastMessageUuid: string | null;
   exitCode: number | null;
 }
-
-/** An id the CLI reported, kept only when it looks like one (printable ASCII, bounded). */
-const cliId = (id: string | null) => (id && /^[\x21-\x7e]{1,200}$/.test(id) ? id : null);
 
 /** The run was closed already (by the instance that reaped its owner), or deleted. */
 export class RunAlreadyClosedError extends Error {

@@ -10,6 +10,9 @@ import { visibleTo } from "./sessions.js";
 // admitted, claimed and recorded as they go are their own modules (run-admission.ts,
 // run-claims.ts, run-lifecycle.ts).
 
+/** An id the CLI reported, kept only when it looks like one (printable ASCII, bounded). */
+export const cliId = (id: string | null) => (id && /^[\x21-\x7e]{1,200}$/.test(id) ? id : null);
+
 export const ACTIVE_STATUSES = ["queued", "running"] as const;
 /** A run in one of these has no completion yet: its log still grows. */
 export const OPEN_STATUSES: readonly string[] = [...ACTIVE_STATUSES, "waiting"];

@@ -13,7 +13,7 @@ import {
   type SequencedEvent,
   sequenced,
 } from "../../src/store/events.js";
-import { runEventBatches } from "../../src/store/schema.js";
+import { type RunRow, runEventBatches, runs, sessions } from "../../src/store/schema.js";
 import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
 import { migrate, type RawDatabase, rawDatabase } from "../support/raw-db.js";
 
@@ -94,6 +94,59 @@ describe.each(BACKENDS)("the stored run log on %s", (backend) => {
     for (const [i, run] of runs.entries()) {
       expect(await read(db, run.id, "full", 0)).toEqual(logs[i]);
     }
+  });
+
+  // The statement that stores the event naming the agent's session records it (events.ts).
+  it("records the agent session ids its batches name on their open runs and their sessions, and none that does not look like one", async () => {
+    const { db } = database;
+    const [named, plain, closed, odd] = await Promise.all(
+      [1, 2, 3, 4].map(() => insertSessionRun(db)),
+    );
+    if (!named || !plain || !closed || !odd) throw new Error("runs not made");
+    await db.update(runs).set({ status: "succeeded" }).where(eq(runs.id, closed.id));
+    const batch = (runId: string, agentSessionId?: string) => ({
+      runId,
+      events: [
+        sequenced(
+          { type: "session_status", status: "new", agent_session_id: null, model: null },
+          1,
+          1,
+        ),
+      ],
+      lastPublicSeq: 0,
+      ...(agentSessionId ? { agentSessionId } : {}),
+    });
+    const stored = await appendEvents(db, [
+      batch(named.id, "agent-1"),
+      batch(plain.id),
+      batch(closed.id, "agent-closed"),
+      batch(odd.id, "has a space\u0000"),
+    ]);
+    expect(stored).toEqual(new Set([named.id, plain.id, odd.id]));
+    const agentSessions = async (run: RunRow) => {
+      const [row] = await db
+        .select({ id: runs.agentSessionId })
+        .from(runs)
+        .where(eq(runs.id, run.id));
+      const [session] = await db
+        .select({ id: sessions.agentSessionId })
+        .from(sessions)
+        .where(eq(sessions.id, run.sessionId));
+      return [row?.id, session?.id];
+    };
+    expect(await agentSessions(named)).toEqual(["agent-1", "agent-1"]);
+    expect(await agentSessions(plain)).toEqual([null, null]);
+    expect(await agentSessions(closed)).toEqual([null, null]);
+    expect(await agentSessions(odd)).toEqual([null, null]);
+    // One batch alone, as a single busy run's goes.
+    await appendEvents(db, [
+      {
+        ...batch(plain.id, "agent-2"),
+        events: [sequenced({ type: "text_delta", text: "x" }, 2, 1)],
+        lastPublicSeq: 1,
+      },
+    ]);
+    expect(await agentSessions(plain)).toEqual(["agent-2", "agent-2"]);
   });
 
   // On PGlite a text parameter of 4 096 characters or more goes as its UTF-8 bytes (db.ts).
