@@ -47,6 +47,11 @@ export interface RunTransactionHook {
 export interface KeyRunLimit {
   keyId: string;
   max: number;
+  /**
+   * Whether other transactions may count the key's runs at once (on Postgres): its count is then
+   * made under a lock. The embedded database runs one transaction at a time.
+   */
+  concurrent: boolean;
   /** What a refused client is told to wait. */
   retryAfterSeconds: () => number;
 }
@@ -76,7 +81,7 @@ export function recordRun(
 ): Promise<RunRow> {
   return db.transaction(async (tx) => {
     if (limit) {
-      await lockKeyRuns(tx, limit.keyId);
+      if (limit.concurrent) await lockKeyRuns(tx, limit.keyId);
       if ((await countOpenRunsOfKey(tx, limit.keyId)) >= limit.max) {
         throw new KeyRunLimitError(limit.max, limit.retryAfterSeconds());
       }

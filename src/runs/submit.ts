@@ -111,7 +111,9 @@ export class Submission {
     const hooks = transactionHooks.filter((hook) => hook.joins(message));
     const keyId = session.ownerKeyId;
     const retryAfterSeconds = () => admission.retryAfterSeconds();
-    const limit = keyId ? { keyId, max: opts.maxPerKey, retryAfterSeconds } : null;
+    const limit = keyId
+      ? { keyId, max: opts.maxPerKey, retryAfterSeconds, concurrent: cluster.shared }
+      : null;
     const insert = (status: "queued" | "waiting") => {
       // A run that waits for its session waits in this instance's line.
       const unowned = !here && status === "queued";

@@ -9,7 +9,8 @@ import { runs } from "../../src/store/schema.js";
 import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
 
 // AGENT_BRIDGE_MAX_RUNS_PER_KEY is counted in the database, in the transaction that writes a run,
-// so that it holds over every instance on the database and however many submit at once.
+// so that it holds over every instance on the database and however many submit at once: on
+// Postgres under a lock of the key, on the embedded database without one.
 
 const message: Message = {
   text: "hi",
@@ -42,7 +43,13 @@ describe.each(BACKENDS)("the per-key run limit on %s", (backend) => {
     };
     return { run, opened: opened.id };
   }
-  const limitOf = (keyId: string, max: number) => ({ keyId, max, retryAfterSeconds: () => 7 });
+  // Counted under a lock on Postgres; the embedded database runs one transaction at a time.
+  const limitOf = (keyId: string, max: number) => ({
+    keyId,
+    max,
+    retryAfterSeconds: () => 7,
+    concurrent: backend === "postgres",
+  });
 
   it("refuses a key's run once it has that many open (waiting ones too), not another key's, and counts no finished run", async () => {
     const { db } = database;
