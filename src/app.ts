@@ -161,6 +161,7 @@ export function buildDeps(
   });
   const runs = new RunManager({
     db: database.db,
+    eventsDb: database.eventsDb,
     logger,
     instanceId: () => lease.id,
     host: config.lease.host,

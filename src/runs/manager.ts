@@ -63,7 +63,7 @@ export class RunManager {
 
   constructor(opts: RunManagerOptions) {
     const { db, logger, cluster } = opts;
-    const writer = new LogWriter(db, logger, opts.dbOutageBoundMs, {
+    const writer = new LogWriter(opts.eventsDb, logger, opts.dbOutageBoundMs, {
       metrics: opts.metrics,
       ring: cluster.rings,
       onStored: (batch) => {

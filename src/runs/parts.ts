@@ -19,6 +19,8 @@ import type { RunLog } from "./run-log.js";
 
 export interface RunManagerOptions {
   db: Database;
+  /** Where the event logs are written (DatabaseHandle.eventsDb). */
+  eventsDb: Database;
   logger: Logger;
   agents: AgentRegistry;
   /** Time between SIGTERM and SIGKILL when a group left by an earlier process is stopped. */

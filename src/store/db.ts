@@ -47,6 +47,13 @@ export type Listen = (
 
 export interface DatabaseHandle {
   db: Database;
+  /**
+   * Where the runs' event logs are written: on Postgres a connection of its own, so that a burst
+   * of requests holding the pool (fifty runs admitted at once, each transaction waiting for its
+   * key's lock) never keeps the running runs' events from their clients; the embedded database's
+   * one connection otherwise.
+   */
+  eventsDb: Database;
   kind: DatabaseTarget["kind"];
   /** Throws when the database cannot answer. */
   ping(): Promise<void>;
@@ -256,13 +263,18 @@ async function openPostgres(
   // drops that query's promise, so a connection lost during it (a database outage, a restart)
   // rejects where no caller can catch it (porsager/postgres#1192, #1223). No statement here takes
   // or returns a driver array (events.ts sends array literals as text).
-  const client = postgres(url, {
-    max: poolSize,
+  const options = {
     fetch_types: false,
     onnotice: () => {},
     backoff: reconnectDelaySeconds,
     connect_timeout: connectTimeoutSeconds(outageBoundMs),
-  });
+  };
+  const client = postgres(url, { ...options, max: poolSize });
+  // The event logs' writer has one statement in flight at a time.
+  const eventsClient = postgres(url, { ...options, max: 1 });
+  const close = async () => {
+    await Promise.all([client.end({ timeout: 5 }), eventsClient.end({ timeout: 5 })]);
+  };
   try {
     // Asked first, so that a server that cannot be reached is told apart from a failed migration.
     try {
@@ -281,9 +293,10 @@ async function openPostgres(
     const listen: Listen = async (channel, onNotify, onListen) => {
       await client.listen(channel, onNotify, onListen);
     };
-    return { ...handle(db, "postgres", () => client.end({ timeout: 5 })), listen };
+    const eventsDb = drizzlePostgres({ client: eventsClient, schema });
+    return { ...handle(db, "postgres", close, eventsDb), listen };
   } catch (err) {
-    await client.end({ timeout: 1 });
+    await Promise.all([client.end({ timeout: 1 }), eventsClient.end({ timeout: 1 })]);
     throw err;
   }
 }
@@ -359,10 +372,12 @@ function handle(
   db: Database,
   kind: DatabaseTarget["kind"],
   close: () => Promise<void>,
+  eventsDb = db,
 ): DatabaseHandle {
   let closed: Promise<void> | undefined;
   return {
     db,
+    eventsDb,
     kind,
     ping: async () => {
       await db.execute(sql`select 1`);

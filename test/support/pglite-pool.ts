@@ -94,6 +94,7 @@ export async function lendPglite(): Promise<DatabaseHandle> {
   const unlistens: (() => Promise<void>)[] = [];
   return {
     db,
+    eventsDb: db,
     kind: "pglite",
     ping: async () => {
       await db.execute(sql`select 1`);
