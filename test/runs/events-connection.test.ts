@@ -33,6 +33,8 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)(
             { mark: "working" },
             { waitFile: join(dir, "go") },
             { reply: { parts: ["through ", "the pool"] } },
+            // Its end waits: the completion is recorded on the pool's connections.
+            { waitFile: join(dir, "end") },
             { succeed: {} },
           ],
         },
@@ -91,6 +93,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)(
       expect(delta).toMatchObject({ text: "through " });
       release();
       await Promise.all(holders);
+      writeFileSync(join(dir, "end"), "");
       const completion = (await reader.until("completion")).at(-1)?.data;
       expect(completion).toMatchObject({ status: "succeeded" });
     });
