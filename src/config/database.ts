@@ -9,7 +9,10 @@ export const databaseEnv = {
     .string()
     .regex(/^postgres(ql)?:\/\//, { error: "expected a postgres:// or postgresql:// URL" })
     .optional(),
-  /** Connections each instance may open to Postgres, besides the one it LISTENs on. */
+  /**
+   * Connections each instance may open to Postgres, besides the one it LISTENs on and the one its
+   * runs' event logs are written on.
+   */
   AGENT_BRIDGE_DB_POOL_SIZE: int(2, 1000).default(10),
 };
 

@@ -23,9 +23,9 @@ export type DatabaseTarget =
   /** Embedded PGlite; `dataDir` unset keeps it in memory (tests). */
   | { kind: "pglite"; dataDir?: string }
   /**
-   * `poolSize`: connections besides the LISTEN one (10 unless set). `outageBoundMs`: how long
-   * writes ride out an outage (retry.ts); a connection attempt gets a third of it (see
-   * connectTimeoutSeconds).
+   * `poolSize`: connections besides the LISTEN one and the event logs' (10 unless set).
+   * `outageBoundMs`: how long writes ride out an outage (retry.ts); a connection attempt gets a
+   * third of it (see connectTimeoutSeconds).
    */
   | { kind: "postgres"; url: string; poolSize?: number; outageBoundMs?: number };
 
