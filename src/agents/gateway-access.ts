@@ -56,19 +56,23 @@ export async function* throughGateway(
       new URL(access.baseUrl).hostname,
     );
     for await (const batch of run(own, access)) {
-      if (!batch.some((event) => event.type === "completion")) {
+      const at = batch.findIndex((event) => event.type === "completion");
+      if (at < 0) {
         yield batch;
         continue;
       }
       const refusal = access.refusal();
       access.close();
+      // What came in the same read as the outcome (the answer's last text) goes out first: it
+      // waits for none of the statements below.
+      if (at > 0) yield batch.slice(0, at);
       // Its calls are charged to its key before its end is recorded: the key's next run sees it.
       await access.recorded();
       const metered = await access.metered().catch((err) => {
         context.logger.error("could not read the run's metered calls", { error: errorText(err) });
         return undefined;
       });
-      yield batch.map((event) => {
+      yield batch.slice(at).map((event) => {
         if (event.type !== "completion") return event;
         const spent = metered ? withMetered(event, metered) : event;
         return refusal ? refused(spent, refusal) : spent;

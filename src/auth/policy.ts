@@ -268,7 +268,10 @@ export interface RunAllowance {
   toolRules: ToolRuleEntry[];
 }
 
-/** Asked before a run is admitted and again when it starts (the run manager's one question). */
+/**
+ * Asked before a run is admitted and again when a run that queued or waited for its session starts
+ * (the run manager's one question).
+ */
 export interface RunGate {
   /**
    * Throws PolicyDeniedError or BudgetExhaustedError when the session's key may not run it now,

@@ -276,9 +276,11 @@ async function openPostgres(
     await Promise.all([client.end({ timeout: 5 }), eventsClient.end({ timeout: 5 })]);
   };
   try {
-    // Asked first, so that a server that cannot be reached is told apart from a failed migration.
+    // Asked first, so that a server that cannot be reached is told apart from a failed migration;
+    // on both clients, so that a server with no connection left for the event logs' says so now,
+    // not at the first run.
     try {
-      await client`select 1`;
+      await Promise.all([client`select 1`, eventsClient`select 1`]);
     } catch (err) {
       throw new DatabaseOpenError(
         "database_unreachable",
@@ -380,7 +382,9 @@ function handle(
     eventsDb,
     kind,
     ping: async () => {
-      await db.execute(sql`select 1`);
+      await Promise.all(
+        [db, ...(eventsDb === db ? [] : [eventsDb])].map((d) => d.execute(sql`select 1`)),
+      );
     },
     close: () => {
       closed ??= close();

@@ -213,11 +213,13 @@ function namingAgentSessions(batches: EventBatch[], whileOpen: boolean): SQL[] {
   const values = named.map(({ runId, id }) => sql`(${runId}::uuid, ${id}::text)`);
   return [
     sql`named (run_id, id) as (values ${sql.join(values, sql`, `)})`,
+    // A name recorded already locks no row: this statement stores every running run's events.
     sql`named_runs as (update ${runs} r set agent_session_id = n.id from named n
-      where r.id = n.run_id ${whileOpen ? sql`and r.status in ${OPEN}` : sql``}
+      where r.id = n.run_id and r.agent_session_id is distinct from n.id
+      ${whileOpen ? sql`and r.status in ${OPEN}` : sql``}
       returning r.session_id, n.id)`,
     sql`named_sessions as (update ${sessions} s set agent_session_id = nr.id from named_runs nr
-      where s.id = nr.session_id)`,
+      where s.id = nr.session_id and s.agent_session_id is distinct from nr.id)`,
   ];
 }
 

@@ -147,6 +147,20 @@ describe.each(BACKENDS)("the stored run log on %s", (backend) => {
       },
     ]);
     expect(await agentSessions(plain)).toEqual(["agent-2", "agent-2"]);
+    // With the doorbell's ring, as on Postgres the writer stores them.
+    const rung = await appendEvents(
+      db,
+      [
+        {
+          ...batch(named.id, "agent-3"),
+          events: [sequenced({ type: "text_delta", text: "y" }, 2, 2)],
+          lastPublicSeq: 2,
+        },
+      ],
+      { ring: true },
+    );
+    expect(rung).toEqual(new Set([named.id]));
+    expect(await agentSessions(named)).toEqual(["agent-3", "agent-3"]);
   });
 
   // On PGlite a text parameter of 4 096 characters or more goes as its UTF-8 bytes (db.ts).

@@ -14,7 +14,7 @@ export const updateSession = createRoute({
   tags,
   summary: "Change a session's settings",
   description:
-    "A JSON merge patch (`application/json` or `application/merge-patch+json`): the fields given change, the rest stay; `null` sets a field back to what a session created without it gets. Checked as at creation (each setting one the agent can honour, the key's policy): a patch refused changes nothing. It takes effect from the session's next run: a run reads its session's settings when it starts (a queued run too), and a run already started keeps its own. `agent`, `work_dir` and `worktree` are fixed for the session's life (400).",
+    "A JSON merge patch (`application/json` or `application/merge-patch+json`): the fields given change, the rest stay; `null` sets a field back to what a session created without it gets. Checked as at creation (each setting one the agent can honour, the key's policy): a patch refused changes nothing. It takes effect from the session's next run: a run reads its session's settings as it is admitted, and a run that queued or waited for its session again when its turn comes; a run already started keeps its own. `agent`, `work_dir` and `worktree` are fixed for the session's life (400).",
   request: {
     params,
     body: {
