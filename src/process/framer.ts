@@ -157,6 +157,8 @@ export interface NdjsonReaderOptions extends LineFramerOptions {
   onInvalid?: (preview: string, reason: string) => void;
   /** Sees every line as framed, before it is parsed: bounded as the framer bounds it. */
   onLine?: (line: string) => void;
+  /** Reads a line as JSON.parse does, throwing as it throws (default: JSON.parse). */
+  parse?: (line: string) => unknown;
 }
 
 /** A LineFramer whose lines are parsed as JSON objects; blank lines are ignored. */
@@ -164,6 +166,7 @@ export class NdjsonReader {
   private readonly framer: LineFramer;
   private readonly onInvalid: ((preview: string, reason: string) => void) | undefined;
   private readonly onLine: ((line: string) => void) | undefined;
+  private readonly parseLine: (line: string) => unknown;
   /** Lines skipped because they were not JSON objects. */
   invalidLines = 0;
 
@@ -171,6 +174,7 @@ export class NdjsonReader {
     this.framer = new LineFramer(options);
     this.onInvalid = options.onInvalid;
     this.onLine = options.onLine;
+    this.parseLine = options.parse ?? JSON.parse;
   }
 
   get oversizedLines(): number {
@@ -192,7 +196,7 @@ export class NdjsonReader {
       this.onLine?.(line);
       let value: unknown;
       try {
-        value = JSON.parse(line);
+        value = this.parseLine(line);
       } catch (err) {
         this.invalid(line, err instanceof Error ? err.message : String(err));
         continue;

@@ -17,6 +17,7 @@ import type { RunContext } from "../agent.js";
 import { isRecord } from "../line-fields.js";
 import { buildClaudeArgs, userMessageLine } from "./command.js";
 import { interruptRequestLine, permissionResponseLine, readControlRequest } from "./control.js";
+import { parseClaudeLine } from "./delta-lines.js";
 import { answerHookCallback, initializeRequestLine, readInitializeAnswer } from "./hooks.js";
 import { CLAUDE_LONG_LINE } from "./long-line.js";
 import { StreamMapper } from "./mapper.js";
@@ -255,6 +256,7 @@ async function* runClaudeOnce(
       userMessageLine(req.prompt, req.attachments),
     closeInput: false,
     longLine: CLAUDE_LONG_LINE,
+    parseLine: parseClaudeLine,
   };
   try {
     yield* driveAgentProcess(command, protocol, { ...config, logger }, signal);

@@ -18,6 +18,8 @@ export interface AgentCommand extends SandboxedCommand {
   closeInput: boolean;
   /** How the CLI's long stdout lines are cut (its plugin's); absent: kept whole up to the bound. */
   longLine?: LongLine;
+  /** How the CLI's lines are parsed (its plugin's), as JSON.parse reads them; absent: JSON.parse. */
+  parseLine?: (line: string) => unknown;
 }
 
 /** A back-end's side of the conversation: what its CLI's lines mean. */

@@ -104,6 +104,7 @@ export async function* driveAgentProcess(
   const reader = new NdjsonReader({
     maxLineBytes: config.maxLineBytes,
     ...(command.longLine ? { longLine: command.longLine } : {}),
+    ...(command.parseLine ? { parse: command.parseLine } : {}),
     onOversized: (bytes) => {
       protocol.lineDropped();
       log.warn(`${label.name} stdout line over the size bound dropped`, {
