@@ -1,5 +1,17 @@
 import { randomUUID } from "node:crypto";
-import { and, asc, count, eq, isNull, lt, or, sql } from "drizzle-orm";
+import {
+  and,
+  asc,
+  count,
+  eq,
+  isNotNull,
+  isNull,
+  lt,
+  or,
+  type SQLWrapper,
+  sql,
+  type WithSubquery,
+} from "drizzle-orm";
 import type { Database } from "./db.js";
 import { preparedFor } from "./prepared.js";
 import { type ApiKeyRow, apiKeys, keySpend, runs, sessions } from "./schema.js";
@@ -158,15 +170,39 @@ export function monthOf(at: Date): Date {
   return new Date(Date.UTC(at.getUTCFullYear(), at.getUTCMonth(), 1));
 }
 
+/** A cost inserted for a key and month that has one already adds to it. */
+const addedToSpend = {
+  target: [keySpend.keyId, keySpend.periodStart],
+  set: { costUsd: sql`${keySpend.costUsd} + excluded.cost_usd` },
+};
+
 /** Adds a run's (or a metered call's) cost to its key's spend in the month it ended. */
 export async function addKeySpend(db: Database, keyId: string, at: Date, usd: number) {
   await db
     .insert(keySpend)
     .values({ keyId, periodStart: monthOf(at), costUsd: usd })
-    .onConflictDoUpdate({
-      target: [keySpend.keyId, keySpend.periodStart],
-      set: { costUsd: sql`${keySpend.costUsd} + excluded.cost_usd` },
-    });
+    .onConflictDoUpdate(addedToSpend);
+}
+
+/**
+ * A statement's part (a CTE) that adds `usd` to the spend of the key `keyId` names, in the month
+ * of `at`, for each row `source` returns with a key: to go with the statement that returns it.
+ */
+export function addingKeySpend(
+  db: Database,
+  source: WithSubquery & { ownerKeyId: SQLWrapper },
+  at: Date,
+  usd: number,
+) {
+  const spend = db
+    .select({
+      keyId: sql`${source.ownerKeyId}`.as("key_id"),
+      periodStart: sql`${monthOf(at).toISOString()}::timestamptz`.as("period_start"),
+      costUsd: sql`${String(usd)}::numeric`.as("cost_usd"),
+    })
+    .from(source)
+    .where(isNotNull(source.ownerKeyId));
+  return db.$with("charged").as(db.insert(keySpend).select(spend).onConflictDoUpdate(addedToSpend));
 }
 
 /** What the key's runs that ended in the month starting at `periodStart` cost, in USD. */

@@ -75,7 +75,8 @@ export function meteredSpend(
  */
 const total = (column: AnyColumn) => sql`coalesce(sum(${column}), 0)`.mapWith(Number);
 
-const meteredColumns = {
+/** The columns of a run's MeteredUsage, over its rows of model_calls. */
+export const meteredColumns = {
   calls: count(),
   inputTokens: total(modelCalls.inputTokens),
   outputTokens: total(modelCalls.outputTokens),

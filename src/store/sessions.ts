@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { and, eq, type SQL, sql } from "drizzle-orm";
+import { and, eq, type Placeholder, type SQL, sql } from "drizzle-orm";
 import type { UsageBefore } from "../events.js";
 import type { Principal } from "../principal.js";
 import { SessionSettings } from "../session-settings.js";
@@ -189,16 +189,22 @@ export const sessionUsageColumns = {
  * The API time the session's conversation has taken, as its agent counts it: its runs', and for a
  * fork what the conversation it was copied from had taken then (the CLI goes on from that total).
  */
-export const conversationApiMs = (id: string) =>
+export const conversationApiMs = (id: string | Placeholder) =>
   sql`(select coalesce(sum(${runs.durationApiMs}), 0) from ${runs} where ${runs.sessionId} = ${id}) + coalesce((${sessions.forkedFrom} ->> 'apiMsBefore')::bigint, 0)`.mapWith(
     Number,
   );
 
-/** The session's usage so far, with its conversation's API time; undefined when it is gone. */
-export async function sessionTotals(db: Database, id: string): Promise<UsageBefore | undefined> {
-  const [row] = await db
+const totalsOf = preparedFor((db) => {
+  const id = sql.placeholder("id");
+  return db
     .select({ ...sessionUsageColumns, duration_api_ms: conversationApiMs(id) })
     .from(sessions)
-    .where(eq(sessions.id, id));
+    .where(eq(sessions.id, id))
+    .prepare("session_totals");
+});
+
+/** The session's usage so far, with its conversation's API time; undefined when it is gone. */
+export async function sessionTotals(db: Database, id: string): Promise<UsageBefore | undefined> {
+  const [row] = await totalsOf(db).execute({ id });
   return row;
 }

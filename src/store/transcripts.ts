@@ -1,5 +1,6 @@
 import { and, asc, eq, isNull, sql } from "drizzle-orm";
 import type { Database } from "./db.js";
+import { preparedFor } from "./prepared.js";
 import { agentTranscriptPieces, agentTranscripts } from "./schema.js";
 
 // A session's stored CLI transcript: a head (where, how long, its seam) and its bytes in pieces.
@@ -8,15 +9,20 @@ import { agentTranscriptPieces, agentTranscripts } from "./schema.js";
 
 export type TranscriptHead = typeof agentTranscripts.$inferSelect;
 
+const headOf = preparedFor((db) =>
+  db
+    .select()
+    .from(agentTranscripts)
+    .where(eq(agentTranscripts.sessionId, sql.placeholder("sessionId")))
+    .prepare("transcript_head"),
+);
+
 /** Where the session's stored transcript is, its length and seam, without its bytes. */
 export async function transcriptHead(
   db: Database,
   sessionId: string,
 ): Promise<TranscriptHead | undefined> {
-  const [row] = await db
-    .select()
-    .from(agentTranscripts)
-    .where(eq(agentTranscripts.sessionId, sessionId));
+  const [row] = await headOf(db).execute({ sessionId });
   return row;
 }
 
