@@ -44,6 +44,23 @@ describe("LineFramer / NdjsonReader", () => {
     expect(out).toEqual([{ t: "é漢😀" }]);
   });
 
+  it("reads each line with the agent's own parse when it has one, and skips a line that parse refuses", () => {
+    const invalid: string[] = [];
+    const r = new NdjsonReader({
+      maxLineBytes: 1024,
+      onInvalid: (preview, reason) => invalid.push(`${preview}: ${reason}`),
+      parse: (line) => {
+        if (line === "refused") throw new SyntaxError("not a line of ours");
+        return { read: line };
+      },
+    });
+    expect(r.push(Buffer.from("plain text\nrefused\n{}\n"))).toEqual([
+      { read: "plain text" },
+      { read: "{}" },
+    ]);
+    expect(invalid).toEqual(["refused: not a line of ours"]);
+  });
+
   it("returns a final line without newline at end of input", () => {
     const { r } = reader();
     expect(r.push(Buffer.from('{"a":1}\n{"last":true}'))).toEqual([{ a: 1 }]);

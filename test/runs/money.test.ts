@@ -1,6 +1,10 @@
+import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
+import { noUsage } from "../../src/completion-event.js";
 import { monthOf, monthSpend } from "../../src/store/keys.js";
+import { finishRun, RunAlreadyClosedError } from "../../src/store/run-lifecycle.js";
+import { runs } from "../../src/store/schema.js";
 import { createTestApp, requestAs, type TestApp } from "../support/app.js";
 import { BACKENDS } from "../support/db.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
@@ -69,6 +73,44 @@ describe.each(BACKENDS)("costs added up exactly, on %s", (backend) => {
     const refused = await spend(a, 0.1);
     expect(refused.status).toBe(402);
     expect((await refused.json()).detail).toContain("is spent ($0.7)");
+  });
+
+  it("a run's end counts once: recorded again (as by an instance that found its owner gone), it is refused and changes no total", async () => {
+    const other = await issueKey(t.database.db, { name: "once", admin: false });
+    const asOther = (path: string, init: RequestInit = {}) =>
+      requestAs(t.app, other.key, path, init);
+    const session = (await (await asOther("/v1/sessions", { method: "POST" })).json()).id;
+    await fake.setScenario(streamedReply(["ok"], { costUsd: 0.25 }));
+    const answer = await (
+      await asOther(`/v1/sessions/${session}/messages`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json", Accept: "application/json" },
+        body: JSON.stringify({ text: "spend" }),
+      })
+    ).json();
+    expect(answer.run.status).toBe("succeeded");
+    const [row] = await t.database.db.select().from(runs).where(eq(runs.id, answer.run.id));
+    if (!row) throw new Error("the run's row is gone");
+    const month = monthOf(new Date());
+    const totals = async () => ({
+      session: (await (await asOther(`/v1/sessions/${session}`)).json()).usage,
+      run: (await (await asOther(`/v1/runs/${row.id}`)).json()).cost_usd,
+      month: await monthSpend(t.database.db, other.row.id, month),
+    });
+    const before = await totals();
+    expect(before).toMatchObject({ session: { cost_usd: 0.25, runs: 1 }, run: 0.25, month: 0.25 });
+
+    const again = finishRun(t.database.db, row, {
+      status: "failed",
+      usage: { ...noUsage(), input_tokens: 1000, output_tokens: 1000 },
+      costUsd: 5,
+      durationMs: 1,
+      agentSessionId: null,
+      lastMessageUuid: null,
+      exitCode: 1,
+    });
+    await expect(again).rejects.toBeInstanceOf(RunAlreadyClosedError);
+    expect(await totals()).toEqual(before);
   });
 });
 
