@@ -6,6 +6,7 @@ import { issueKey } from "../../src/auth/keys.js";
 import { agentMatrix } from "../support/agents.js";
 import { createTestApp, requestAs, type TestApp } from "../support/app.js";
 import type { FakeCli } from "../support/fake-cli.js";
+import { heldReply } from "../support/fake-scenarios.js";
 import { SseReader } from "../support/sse.js";
 
 // What the real CLI cannot be made to do on demand: hold a run until the test lets it finish, so
@@ -21,16 +22,13 @@ describe.each(agentMatrix)(
 
     beforeAll(async () => {
       dir = mkdtempSync(join(tmpdir(), "agent-bridge-budget-"));
-      fake = await agent.fake({
-        steps: [
-          { init: true },
-          { mark: "working" },
-          { waitFile: join(dir, "go") },
-          { reply: { parts: ["spent"] } },
-          // $2: claude says so, codex's fake model costs $1 per million input tokens.
-          { succeed: { costUsd: 2, usage: { input: 2_000_000, output: 0 } } },
-        ],
-      });
+      // $2: claude says so, codex's fake model costs $1 per million input tokens.
+      fake = await agent.fake(
+        heldReply(join(dir, "go"), ["spent"], {
+          costUsd: 2,
+          usage: { input: 2_000_000, output: 0 },
+        }),
+      );
       t = await createTestApp(agent.db, {
         ...fake.bridgeEnv,
         AGENT_BRIDGE_AUTH: "keys",

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openDatabase } from "../../src/store/db.js";
 import { createTestAppOn, type TestApp } from "../support/app.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
+import { heldReply } from "../support/fake-scenarios.js";
 import { createServerDatabase } from "../support/postgres-databases.js";
 import { SseReader } from "../support/sse.js";
 
@@ -28,18 +29,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)(
 
     beforeAll(async () => {
       dir = mkdtempSync(join(tmpdir(), "agent-bridge-events-connection-"));
-      fake = await fakeCli(
-        {
-          steps: [
-            { init: true },
-            { mark: "working" },
-            { waitFile: join(dir, "go") },
-            { reply: { parts: ["through ", "the pool"] } },
-            { succeed: {} },
-          ],
-        },
-        "claude",
-      );
+      fake = await fakeCli(heldReply(join(dir, "go"), ["through ", "the pool"]), "claude");
       const { url, drop } = await createServerDatabase({ migrated: true });
       const handle = await openDatabase({ kind: "postgres", url, poolSize: POOL_SIZE });
       const database = {

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
 import { createTestApp, requestAs, type TestApp } from "../support/app.js";
 import { type FakeCli, fakeCli } from "../support/fake-cli.js";
+import { heldReply } from "../support/fake-scenarios.js";
 import { SseReader } from "../support/sse.js";
 
 // A run that starts within its admission runs on what the admission read a moment before: its
@@ -43,18 +44,7 @@ describe("the reads a run starts on, on pglite", () => {
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "agent-bridge-start-reads-"));
-    fake = await fakeCli(
-      {
-        steps: [
-          { init: true },
-          { mark: "working" },
-          { waitFile: join(dir, "go") },
-          { reply: { parts: ["done"] } },
-          { succeed: {} },
-        ],
-      },
-      "claude",
-    );
+    fake = await fakeCli(heldReply(join(dir, "go"), ["done"]), "claude");
     t = await createTestApp("pglite", {
       ...fake.bridgeEnv,
       AGENT_BRIDGE_AUTH: "keys",

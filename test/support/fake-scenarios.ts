@@ -22,6 +22,26 @@ export function streamedReply(
   };
 }
 
+/**
+ * Starts and marks `working`, then holds until the file `go` exists (a test makes it once it has
+ * seen what it waits for), then replies as streamedReply does.
+ */
+export function heldReply(
+  go: string,
+  parts: string[],
+  end: { usage?: AgentUsage; costUsd?: number } = {},
+): FakeScenario {
+  return {
+    steps: [
+      { init: true },
+      { mark: "working" },
+      { waitFile: go },
+      { reply: { parts } },
+      { succeed: end },
+    ],
+  };
+}
+
 /** Starts, says one thing, then works (sleeps) for `seconds` before it would answer. */
 export function longRun(seconds: number): FakeScenario {
   return {
