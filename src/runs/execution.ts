@@ -190,10 +190,10 @@ export class Execution {
     } catch (err) {
       logger.error("stopping the CLI failed", { run_id: row.id, error: errorText(err) });
     }
-    // Whatever the CLI wrote after its outcome, over the copy stored before it: the session is free
-    // for any instance's run by now.
-    if (transcripts && stored) {
-      await this.workspace.saveTranscript(run, completion, transcripts, stored);
+    // Whatever the CLI wrote after its outcome, over the copy stored before it, or whole where
+    // that store found none: the session is free for any instance's run by now.
+    if (transcripts) {
+      await this.workspace.saveTranscript(run, completion, transcripts, stored ?? null);
     }
   }
 

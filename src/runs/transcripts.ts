@@ -112,23 +112,29 @@ export async function restoreTranscript(
   await location.files.write(file, bytes ?? (await stored()));
 }
 
+/** Whether the session's stored copy is `copy` (null: there is none). */
+const sameCopy = (left: StoredCopy | undefined, copy: StoredCopy | null) =>
+  copy === null ? left === undefined : left?.length === copy.length && left.seam === copy.seam;
+
 /**
  * After a run: what the session's transcript gained stored, or the transcript whole. Resolves
  * with the stored copy as this store leaves it (undefined: none, or another store came between
- * and its copy stays). With `after`, the copy the run's first store left, it is the run's later
- * store (of what the CLI wrote after its outcome, once the run's completion has freed the session
- * for any instance): it only appends, over that copy, what the file gained since.
+ * and its copy stays). With `after`, the copy the run's first store left (null: it left none), it
+ * is the run's later store (of what the CLI wrote after its outcome, once the run's completion has
+ * freed the session for any instance), and stores nothing once another store has come between:
+ * over that copy it only appends what the file gained since; where there was none, it stores the
+ * file whole (a CLI may write a session's first transcript only as it exits).
  */
 export async function saveTranscript(
   db: Database,
   sessionId: string,
   agentSessionId: string,
   location: TranscriptLocation,
-  after?: StoredCopy,
+  after?: StoredCopy | null,
 ): Promise<StoredCopy | undefined> {
   const head = await transcriptHead(db, sessionId);
   const left = head && { length: head.length, seam: head.seam };
-  if (after && !(left && left.length === after.length && left.seam === after.seam)) return;
+  if (after !== undefined && !sameCopy(left, after)) return;
   const known = head && location.stays?.(agentSessionId, head.path) ? head.path : undefined;
   const relative = known ?? (await location.find(agentSessionId));
   if (!relative) return left;

@@ -63,7 +63,7 @@ export class RunWorkspace {
     run: ActiveRun,
     completion: CompletionEvent | undefined,
     { agent, identity }: { agent: AgentBackend; identity: AgentIdentity | undefined },
-    after?: StoredCopy,
+    after?: StoredCopy | null,
   ): Promise<StoredCopy | undefined> {
     const agentSessionId = completion?.agent_session_id ?? run.session.agentSessionId;
     if (!agentSessionId) return undefined;

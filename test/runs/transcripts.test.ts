@@ -195,6 +195,29 @@ describe.each(BACKENDS)("session transcripts on %s", (backend) => {
     expect(await pieces(alone)).toEqual([turn(1), '{"type":"summary"}\n']);
   });
 
+  it("a run's later store, where its first found no transcript, stores the file whole while the session has no copy, and nothing once another store has made one", async () => {
+    const session = await newSession();
+    const a = disk(`a-${session}`);
+    const b = disk(`b-${session}`);
+    // A's first store came before its CLI wrote the file.
+    expect(await saveTranscript(database.db, session, "cli-session", a)).toBeUndefined();
+    // B's run stored the session first; A's CLI wrote its file as it exited.
+    await write(b.file, turn(2));
+    await saveTranscript(database.db, session, "cli-session", b);
+    await write(a.file, turn(1));
+    expect(await saveTranscript(database.db, session, "cli-session", a, null)).toBeUndefined();
+    expect(await pieces(session)).toEqual([turn(2)]);
+    // Without B's run between, A's later store stores its file whole.
+    const alone = await newSession();
+    const c = disk(`c-${alone}`);
+    expect(await saveTranscript(database.db, alone, "cli-session", c)).toBeUndefined();
+    await write(c.file, turn(1));
+    expect(await saveTranscript(database.db, alone, "cli-session", c, null)).toMatchObject({
+      length: turn(1).length,
+    });
+    expect(await pieces(alone)).toEqual([turn(1)]);
+  });
+
   it("restores the pieces joined, byte for byte, where the copy is missing; where it was written, reads it from the seam on and writes nothing", async () => {
     const session = await newSession();
     const { location: a, seen } = watched(disk(`a-${session}`));

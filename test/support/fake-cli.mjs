@@ -6,7 +6,7 @@
 import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { once } from "node:events";
-import { appendFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 
 const scenarioPath = process.env.FAKE_CLI_SCENARIO ?? "";
@@ -190,7 +190,10 @@ for (const step of scenario.steps) {
   else if ("waitFile" in step) {
     while (!existsSync(step.waitFile)) await sleep(20);
   } else if ("mark" in step) record({ mark: step.mark });
-  else throw new Error(`fake-cli: unknown step ${JSON.stringify(step)}`);
+  else if ("appendFile" in step) {
+    mkdirSync(dirname(step.appendFile.path), { recursive: true });
+    appendFileSync(step.appendFile.path, step.appendFile.text);
+  } else throw new Error(`fake-cli: unknown step ${JSON.stringify(step)}`);
 }
 
 if (scenario.end === "hang") {

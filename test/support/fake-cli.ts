@@ -49,7 +49,9 @@ export type FakeStep =
   /** Waits until a file exists at this path: the test says when to go on. */
   | { waitFile: string }
   /** Records that the scenario got this far (see FakeCli.waitForMark). */
-  | { mark: string };
+  | { mark: string }
+  /** Appends `text` to the file at `path`, its directories made: a transcript the CLI keeps. */
+  | { appendFile: { path: string; text: string } };
 
 export interface FakeScenario {
   steps: FakeStep[];
