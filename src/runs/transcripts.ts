@@ -112,10 +112,6 @@ export async function restoreTranscript(
   await location.files.write(file, bytes ?? (await stored()));
 }
 
-/** Whether the session's stored copy is `copy` (null: there is none). */
-const sameCopy = (left: StoredCopy | undefined, copy: StoredCopy | null) =>
-  copy === null ? left === undefined : left?.length === copy.length && left.seam === copy.seam;
-
 /**
  * After a run: what the session's transcript gained stored, or the transcript whole. Resolves
  * with the stored copy as this store leaves it (undefined: none, or another store came between
@@ -132,9 +128,11 @@ export async function saveTranscript(
   location: TranscriptLocation,
   after?: StoredCopy | null,
 ): Promise<StoredCopy | undefined> {
-  const head = await transcriptHead(db, sessionId);
+  // Where the first store left none, a copy another store made since keeps the whole file's
+  // insert from storing: it is not read first, as the look for the file most often finds none.
+  const head = after === null ? undefined : await transcriptHead(db, sessionId);
   const left = head && { length: head.length, seam: head.seam };
-  if (after !== undefined && !sameCopy(left, after)) return;
+  if (after && !(left && left.length === after.length && left.seam === after.seam)) return;
   const known = head && location.stays?.(agentSessionId, head.path) ? head.path : undefined;
   const relative = known ?? (await location.find(agentSessionId));
   if (!relative) return left;
