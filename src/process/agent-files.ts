@@ -1,9 +1,6 @@
 import { dirname } from "node:path";
-import type { Readable } from "node:stream";
-import { finished } from "node:stream/promises";
 import { commandAs, type RunAs } from "./agent-user.js";
-import { signalGroup } from "./groups.js";
-import { spawnProcess } from "./spawner.js";
+import { runProcess } from "./spawner.js";
 
 // The server's file work where an agent can write (a tenant's HOME: the CLI's transcripts, its
 // TMPDIR, its CODEX_HOME) is done by a short shell process running as that agent, never by the
@@ -124,45 +121,28 @@ export function agentFiles(env: Record<string, string>, runAs?: RunAs): AgentFil
     const maxOutput = options.maxOutput ?? LISTING_BYTES;
     const command: [string, string[]] = ["sh", ["-c", SCRIPTS[script], "sh", ...args]];
     const [bin, argv] = runAs ? commandAs(runAs, ...command) : command;
-    const child = await spawnProcess(bin, argv, { cwd: "/", env: processEnv });
-    let refusal: string | undefined;
-    const stop = (why: string) => {
-      refusal ??= why;
-      signalGroup(child.pid, "SIGKILL");
-    };
-    const timer = setTimeout(
-      () => stop(`took longer than ${TIME_LIMIT_MS / 1000} s`),
-      TIME_LIMIT_MS,
+    const ran = await runProcess(
+      bin,
+      argv,
+      { cwd: "/", env: processEnv, input: options.input },
+      {
+        timeLimitMs: TIME_LIMIT_MS,
+        stdout: { maxBytes: maxOutput, over: "stop" },
+        stderr: { maxBytes: STDERR_BYTES, over: "tail" },
+      },
     );
-    // The script may exit without reading its input.
-    child.stdin.on("error", () => {});
-    child.stdin.end(options.input ?? "");
-    const chunks: Buffer[] = [];
-    let size = 0;
-    child.stdout.on("data", (chunk: Buffer) => {
-      size += chunk.length;
-      if (size <= maxOutput) return void chunks.push(chunk);
-      stop(options.tooLarge ?? `is larger than ${maxOutput} bytes`);
-      child.stdout.destroy();
-    });
-    let stderr = "";
-    child.stderr.setEncoding("utf8");
-    child.stderr.on("data", (text: string) => {
-      stderr = (stderr + text).slice(-STDERR_BYTES);
-    });
-    // Either pipe may have ended before this got it (with nothing in it): finished() knows.
-    const drained = (stream: Readable) =>
-      finished(stream).catch((err: Error) => stop(`could not be read: ${err.message}`));
-    const [{ code }] = await Promise.all([
-      child.exited,
-      drained(child.stdout),
-      drained(child.stderr),
-    ]).finally(() => clearTimeout(timer));
-    if (refusal) throw new AgentFileError(`${path}: ${refusal}`);
-    if (code !== null && [0, ...(options.also ?? [])].includes(code)) {
-      return { code, stdout: Buffer.concat(chunks) };
+    if (ran.late) throw new AgentFileError(`${path}: took longer than ${TIME_LIMIT_MS / 1000} s`);
+    if (!ran.stdout) {
+      throw new AgentFileError(
+        `${path}: ${options.tooLarge ?? `is larger than ${maxOutput} bytes`}`,
+      );
     }
-    throw new AgentFileError(`${path}: ${stderr.trim() || `${script} exited with ${code}`}`);
+    const { code } = ran.exit;
+    if (code !== null && [0, ...(options.also ?? [])].includes(code)) {
+      return { code, stdout: ran.stdout };
+    }
+    const stderr = ran.stderr?.toString("utf8").trim();
+    throw new AgentFileError(`${path}: ${stderr || `${script} exited with ${code}`}`);
   }
 
   const lines = (bytes: Buffer, separator: string) =>

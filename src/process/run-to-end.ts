@@ -1,9 +1,8 @@
-import type { Socket } from "node:net";
 import type { Launch } from "./sandbox.js";
-import { type ExitStatus, spawnProcess } from "./spawner.js";
+import { type ExitStatus, runProcess } from "./spawner.js";
 
 // A short command of the server's own (the CLI's --version, git in a session's repository),
-// started as the spawner starts any (in a sandbox, through its Launch) and read to its end, within
+// run by the spawner to its end (in a sandbox, through its Launch), its output sent back within
 // bounds: a command a planted config makes hang or talk without end holds nothing up.
 
 export interface Ended {
@@ -34,67 +33,22 @@ export async function runToEnd(
   env: Record<string, string>,
   bounds: Bounds,
 ): Promise<Ended> {
-  const child = await spawnProcess(launch.bin, launch.args, {
-    cwd,
-    env: { ...env, ...launch.env },
-    dirs: launch.dirs,
-  });
-  child.stdin.end();
-  const stop = () => killGroup(child.pid);
-  let late = false;
-  const timer = setTimeout(() => {
-    late = true;
-    stop();
-  }, bounds.timeLimitMs);
-  let cut = false;
-  const head = bounds.keepHead
-    ? () => {
-        cut = true;
-        stop();
-      }
-    : undefined;
-  const [stdout, stderr, exit] = await Promise.all([
-    text(child.stdout, bounds.maxOutputBytes, stop, head),
-    text(child.stderr, bounds.maxOutputBytes, stop),
-    child.exited,
-  ]).finally(() => clearTimeout(timer));
-  return { stdout, stderr, exit, late, ...(bounds.keepHead ? { cut } : {}) };
-}
-
-/** Ends the command and all it started: in a sandbox, bwrap's end ends everything inside. */
-function killGroup(pgid: number) {
-  try {
-    process.kill(-pgid, "SIGKILL");
-  } catch {
-    // Gone already.
-  }
-}
-
-/**
- * A stream's text; undefined, once `stop` is called, when it exceeds `max` bytes; or, with
- * `cutHead`, its first `max` bytes once that is called.
- */
-async function text(
-  stream: Socket,
-  max: number,
-  stop: () => void,
-  cutHead?: () => void,
-): Promise<string | undefined> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of stream as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > max) {
-      stream.destroy();
-      if (cutHead) {
-        chunks.push(chunk.subarray(0, chunk.length - (size - max)));
-        cutHead();
-        return Buffer.concat(chunks).toString("utf8");
-      }
-      stop();
-      return undefined;
-    }
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks).toString("utf8");
+  const { maxOutputBytes: maxBytes, keepHead } = bounds;
+  const ran = await runProcess(
+    launch.bin,
+    launch.args,
+    { cwd, env: { ...env, ...launch.env }, dirs: launch.dirs },
+    {
+      timeLimitMs: bounds.timeLimitMs,
+      stdout: { maxBytes, over: keepHead ? "head" : "stop" },
+      stderr: { maxBytes, over: "stop" },
+    },
+  );
+  return {
+    stdout: ran.stdout?.toString("utf8"),
+    stderr: ran.stderr?.toString("utf8"),
+    exit: ran.exit,
+    late: ran.late,
+    ...(keepHead ? { cut: ran.cut } : {}),
+  };
 }

@@ -4,11 +4,17 @@
 // database's included), at every run (`npm run bench`, README "Performance"). From here the
 // server's loop is not blocked at all.
 //
-// Plain JavaScript, so that it starts without the TypeScript loader. Protocol (JSON over the IPC
-// channel, see spawner.ts): the server sends {id, bin, args, cwd, env, dirs}; the answer is either
-// {id, error} or three messages {id, pid, stream} each carrying one stdio pipe, and later
-// {id, exit: {code, signal}}. This process's stdin is a pipe from the server that is never written
-// to: its end says the server is gone.
+// A short command (a file process, git, a version probe) is run here to its end, within bounds, and
+// its output sent back in one message: handing over its three pipes made three round trips (each
+// handle waits for the previous one's acknowledgement) and three sockets in the server, which
+// cost the server more than the command's own work.
+//
+// Plain JavaScript, so that it starts without the TypeScript loader. Protocol (the IPC channel's
+// advanced serialization, see spawner.ts): the server sends {id, bin, args, cwd, env, dirs} and,
+// for a command run here to its end, `whole`. The answer is either {id, error}; or three messages
+// {id, pid, stream} each carrying one stdio pipe, and later {id, exit: {code, signal}}; or, for
+// `whole`, {id, ran}. This process's stdin is a pipe from the server that is never written to: its
+// end says the server is gone.
 import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { closeSync, constants, lstatSync, openSync, readlinkSync } from "node:fs";
@@ -93,24 +99,39 @@ function isLink(path) {
   }
 }
 
-process.on("message", ({ id, bin, args, cwd, env, dirs = [] }) => {
-  let child;
+/** Starts the request's process in a group of its own, its `dirs` open as fds 3, 4, …; throws. */
+function launch({ bin, args, cwd, env, dirs = [] }) {
   let fds = [];
   try {
     fds = openDirs(dirs);
-    child = spawn(bin, args, { cwd, env, stdio: ["pipe", "pipe", "pipe", ...fds], detached: true });
+    return spawn(bin, args, { cwd, env, stdio: ["pipe", "pipe", "pipe", ...fds], detached: true });
+  } finally {
+    // The child has its own copies.
+    for (const fd of fds) closeSync(fd);
+  }
+}
+
+process.on("message", (request) => {
+  const { id } = request;
+  let child;
+  try {
+    child = launch(request);
   } catch (err) {
     // Synchronous failures: e.g. an argument holding a NUL byte, a directory behind a link.
     reply({ id, error: failure(err) });
     return;
-  } finally {
-    // The child has its own copies.
-    for (const fd of fds) closeSync(fd);
   }
   if (child.pid === undefined) {
     child.once("error", (err) => reply({ id, error: failure(err) }));
     return;
   }
+  running.set(child.pid, once(child, "exit"));
+  if (request.whole) void runWhole(id, child, request.whole);
+  else handOver(id, child);
+});
+
+/** Hands the child's pipes to the server, then says how it exited. */
+function handOver(id, child) {
   // Node starts reading a child's stdout and stderr at once; whatever this process read would
   // never reach the server, so reading stops before anything can arrive.
   for (const { _handle: handle } of [child.stdout, child.stderr]) {
@@ -126,7 +147,6 @@ process.on("message", ({ id, bin, args, cwd, env, dirs = [] }) => {
   const { stdin, stdout, stderr } = child;
   child.stdin = child.stdout = child.stderr = null;
   child.stdio.fill(null);
-  running.set(child.pid, once(child, "exit"));
   child.once("exit", (code, signal) => {
     running.delete(child.pid);
     reply({ id, exit: { code, signal } });
@@ -135,4 +155,58 @@ process.on("message", ({ id, bin, args, cwd, env, dirs = [] }) => {
   reply({ id, pid: child.pid, stream: "stdin" }, stdin);
   reply({ id, pid: child.pid, stream: "stdout" }, stdout);
   reply({ id, pid: child.pid, stream: "stderr" }, stderr);
-});
+}
+
+/**
+ * Runs the child to its end within `whole`'s bounds (see spawner.ts `WholeBounds`): its input
+ * written and closed, each output kept within its bound, the group killed at the time limit or
+ * once an output it may not cut goes past its bound.
+ */
+async function runWhole(id, child, { input, timeLimitMs, stdout, stderr }) {
+  let late = false;
+  let cut = false;
+  const stop = () => signalGroup(child.pid, "SIGKILL");
+  const timer = setTimeout(() => {
+    late = true;
+    stop();
+  }, timeLimitMs);
+  // The command may exit without reading its input.
+  child.stdin.on("error", () => {});
+  child.stdin.end(input);
+  /** The stream's bytes within its bound; null when past a bound that stops the command. */
+  const kept = (stream, { maxBytes, over }) =>
+    new Promise((resolve) => {
+      const chunks = [];
+      let size = 0;
+      let past = false;
+      stream.on("error", () => {});
+      stream.on("data", (chunk) => {
+        if (past) return;
+        chunks.push(chunk);
+        size += chunk.length;
+        if (size <= maxBytes) return;
+        if (over === "tail") {
+          const tail = Buffer.concat(chunks).subarray(size - maxBytes);
+          chunks.splice(0, chunks.length, tail);
+          size = maxBytes;
+          return;
+        }
+        past = true;
+        if (over === "head") cut = true;
+        stop();
+        stream.destroy();
+      });
+      stream.on("close", () => {
+        if (past && over !== "head") return resolve(null);
+        resolve(Buffer.concat(chunks).subarray(0, maxBytes));
+      });
+    });
+  const [[code, signal], out, err] = await Promise.all([
+    once(child, "exit"),
+    kept(child.stdout, stdout),
+    kept(child.stderr, stderr),
+  ]);
+  clearTimeout(timer);
+  running.delete(child.pid);
+  reply({ id, ran: { exit: { code, signal }, stdout: out, stderr: err, cut, late } });
+}

@@ -2,8 +2,9 @@ import { type ChildProcess, fork } from "node:child_process";
 import type { Socket } from "node:net";
 import { fileURLToPath } from "node:url";
 
-// Starts CLI processes through a small helper process (spawner-child.mjs says why), forked on
-// first use and again after it is lost.
+// Starts processes through a small helper process (spawner-child.mjs says why), forked on first
+// use and again after it is lost: a CLI with its pipes handed over, a short command run there to
+// its end.
 
 export interface ExitStatus {
   code: number | null;
@@ -32,12 +33,45 @@ export interface SpawnOptions {
   dirs?: string[];
 }
 
+/** What is kept of an output past its bound: nothing (the command stopped), or its head or tail. */
+export interface OutputBound {
+  maxBytes: number;
+  /** "stop": the command is stopped, and the output is null; "head": too, its first bytes kept. */
+  over: "stop" | "head" | "tail";
+}
+
+/** A short command's bounds: it is stopped (its group killed) at the time limit. */
+export interface WholeBounds {
+  timeLimitMs: number;
+  stdout: OutputBound;
+  stderr: OutputBound;
+}
+
+/** A short command run to its end. */
+export interface Ran {
+  exit: ExitStatus;
+  /** Null when past a "stop" bound. */
+  stdout: Buffer | null;
+  stderr: Buffer | null;
+  /** An output was cut at a "head" bound (and the command stopped there). */
+  cut: boolean;
+  /** It was stopped at the time limit. */
+  late: boolean;
+}
+
+export interface WholeOptions extends SpawnOptions {
+  input?: string | Buffer | undefined;
+}
+
 type Stream = "stdin" | "stdout" | "stderr";
 
 type Reply =
   | { id: number; error: { code?: string; message: string } }
   | { id: number; pid: number; stream: Stream }
-  | { id: number; exit: ExitStatus };
+  | { id: number; exit: ExitStatus }
+  | { id: number; ran: Ran };
+
+type Rejects = (err: Error) => void;
 
 interface Starting {
   streams: Partial<Record<Stream, Socket>>;
@@ -52,20 +86,35 @@ class Spawner {
   private nextId = 1;
   private readonly starting = new Map<number, Starting>();
   private readonly running = new Map<number, (status: ExitStatus) => void>();
+  private readonly whole = new Map<number, { resolve: (ran: Ran) => void; reject: Rejects }>();
 
   spawn(bin: string, args: string[], options: SpawnOptions): Promise<SpawnedProcess> {
-    const helper = this.ensureHelper();
-    const id = this.nextId++;
     return new Promise<SpawnedProcess>((resolve, reject) => {
+      const id = this.nextId++;
       this.starting.set(id, { streams: {}, resolve, reject });
+      this.send({ id, bin, args, ...options }, () => this.starting.delete(id), reject);
+    });
+  }
+
+  run(bin: string, args: string[], options: WholeOptions, bounds: WholeBounds): Promise<Ran> {
+    const { input, ...spawn } = options;
+    return new Promise<Ran>((resolve, reject) => {
+      const id = this.nextId++;
+      this.whole.set(id, { resolve, reject });
+      const whole = { ...bounds, input };
+      this.send({ id, bin, args, ...spawn, whole }, () => this.whole.delete(id), reject);
+    });
+  }
+
+  /** Sends `request`; when it cannot be sent, `forget` drops it and the caller's promise rejects. */
+  private send(request: object, forget: () => void, reject: Rejects) {
+    const helper = this.ensureHelper();
+    this.updateRef();
+    helper.send(request, (err) => {
+      if (!err) return;
+      forget();
       this.updateRef();
-      const request = { id, bin, args, cwd: options.cwd, env: options.env, dirs: options.dirs };
-      helper.send(request, (err) => {
-        if (!err) return;
-        this.starting.delete(id);
-        this.updateRef();
-        reject(err);
-      });
+      reject(err);
     });
   }
 
@@ -77,7 +126,8 @@ class Spawner {
       env: {},
       execArgv: [],
       stdio: ["pipe", "ignore", "inherit", "ipc"],
-      serialization: "json",
+      // A command's output comes back as bytes, not as text in JSON.
+      serialization: "advanced",
     });
     helper.on("message", (reply: Reply, handle: unknown) => this.receive(reply, handle));
     helper.once("exit", () => this.lost(helper));
@@ -90,20 +140,28 @@ class Spawner {
   }
 
   private receive(reply: Reply, handle: unknown) {
+    if ("ran" in reply) {
+      this.whole.get(reply.id)?.resolve(reply.ran);
+      this.whole.delete(reply.id);
+      this.updateRef();
+      return;
+    }
     if ("exit" in reply) {
       this.running.get(reply.id)?.(reply.exit);
       this.running.delete(reply.id);
       this.updateRef();
       return;
     }
-    const start = this.starting.get(reply.id);
-    if (!start) return;
     if ("error" in reply) {
+      const waiting = this.starting.get(reply.id) ?? this.whole.get(reply.id);
       this.starting.delete(reply.id);
+      this.whole.delete(reply.id);
       this.updateRef();
-      start.reject(Object.assign(new Error(reply.error.message), { code: reply.error.code }));
+      waiting?.reject(Object.assign(new Error(reply.error.message), { code: reply.error.code }));
       return;
     }
+    const start = this.starting.get(reply.id);
+    if (!start) return;
     start.streams[reply.stream] = handle as Socket;
     const { stdin, stdout, stderr } = start.streams;
     if (!stdin || !stdout || !stderr) return;
@@ -115,10 +173,11 @@ class Spawner {
   /** The helper died: nothing it started can be reported on any more. */
   private lost(helper: ChildProcess) {
     if (this.helper === helper) this.helper = undefined;
-    for (const start of this.starting.values())
-      start.reject(new Error("the process spawner exited"));
+    for (const waiting of [...this.starting.values(), ...this.whole.values()])
+      waiting.reject(new Error("the process spawner exited"));
     for (const exited of this.running.values()) exited({ code: null, signal: null });
     this.starting.clear();
+    this.whole.clear();
     this.running.clear();
   }
 
@@ -126,7 +185,7 @@ class Spawner {
   private updateRef() {
     const channel = this.helper?.channel;
     if (!channel) return;
-    if (this.starting.size + this.running.size > 0) channel.ref();
+    if (this.starting.size + this.running.size + this.whole.size > 0) channel.ref();
     else channel.unref();
   }
 }
@@ -140,4 +199,17 @@ export function spawnProcess(
   options: SpawnOptions,
 ): Promise<SpawnedProcess> {
   return spawner.spawn(bin, args, options);
+}
+
+/**
+ * Runs `bin` to its end (in a process group of its own, `input` on its stdin), within `bounds`:
+ * its output comes back whole, with no pipe of its own in this process.
+ */
+export function runProcess(
+  bin: string,
+  args: string[],
+  options: WholeOptions,
+  bounds: WholeBounds,
+): Promise<Ran> {
+  return spawner.run(bin, args, options, bounds);
 }

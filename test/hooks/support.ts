@@ -1,6 +1,6 @@
 import { createHmac, randomBytes } from "node:crypto";
 import { createServer, type IncomingHttpHeaders } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 
 // Helpers of the hook tests: signing as each kind of sender does, a callback receiver on
 // loopback, and polling.
@@ -52,6 +52,11 @@ export interface Receiver {
   received: ReceivedCallback[];
   /** How to answer the next request: a status, after an optional delay. */
   plan: (n: number) => { status: number; delayMs?: number };
+  /**
+   * Resolves once no connection is open: a request a killed server sent before it died has been
+   * read and answered (to no one) by then.
+   */
+  idle(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -59,10 +64,14 @@ export interface Receiver {
 export async function startReceiver(
   plan: Receiver["plan"] = () => ({ status: 200 }),
 ): Promise<Receiver> {
+  const sockets = new Set<Socket>();
+  const waiting: (() => void)[] = [];
   const receiver: Receiver = {
     url: "",
     received: [],
     plan,
+    idle: () =>
+      sockets.size === 0 ? Promise.resolve() : new Promise((resolve) => waiting.push(resolve)),
     close: async () => {},
   };
   const server = createServer((req, res) => {
@@ -78,6 +87,14 @@ export async function startReceiver(
       setTimeout(() => {
         if (!res.destroyed) res.writeHead(status).end("ok");
       }, delayMs);
+    });
+  });
+  // A socket closes after what it brought has been read.
+  server.on("connection", (socket) => {
+    sockets.add(socket);
+    socket.on("close", () => {
+      sockets.delete(socket);
+      if (sockets.size === 0) for (const resolve of waiting.splice(0)) resolve();
     });
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));

@@ -8,7 +8,7 @@ import { finished } from "node:stream/promises";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { groupAlive, liveGroupMembers, terminateGroup } from "../../src/process/groups.js";
-import { spawnProcess } from "../../src/process/spawner.js";
+import { runProcess, spawnProcess, type WholeBounds } from "../../src/process/spawner.js";
 import { waitUntil } from "../support/process.js";
 
 // CLIs are started by a small helper process, which hands their stdio pipes to the server.
@@ -48,6 +48,16 @@ function spawnerPid(): number {
       .toString()
       .trim(),
   );
+}
+
+/** Whether the spawner has a process running (the sleep a test started through it). */
+function spawnerHasChild(): boolean {
+  try {
+    execFileSync("pgrep", ["-P", String(spawnerPid())]);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 describe("the process spawner", () => {
@@ -125,6 +135,77 @@ describe("the process spawner", () => {
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  });
+
+  describe("a short command run to its end there", () => {
+    const sh = (script: string, bounds: Partial<WholeBounds> = {}, input?: string | Buffer) =>
+      runProcess(
+        "/bin/sh",
+        ["-c", script],
+        { cwd: "/", env, input },
+        {
+          timeLimitMs: 30_000,
+          stdout: { maxBytes: 1 << 20, over: "stop" },
+          stderr: { maxBytes: 1 << 20, over: "stop" },
+          ...bounds,
+        },
+      );
+
+    it("comes back whole in one answer: its input read, its output byte for byte, how it exited", async () => {
+      // Every byte value, 8 MiB of it: more than a pipe holds, in many chunks.
+      const bytes = Buffer.alloc(8 << 20, Buffer.from(Array.from({ length: 256 }, (_, i) => i)));
+      const ran = await sh(
+        "cat; printf err >&2; exit 3",
+        { stdout: { maxBytes: 8 << 20, over: "stop" } },
+        bytes,
+      );
+      expect(ran.stdout?.equals(bytes)).toBe(true);
+      expect(ran).toMatchObject({
+        stderr: Buffer.from("err"),
+        exit: { code: 3, signal: null },
+        cut: false,
+        late: false,
+      });
+    });
+
+    it("past a stop bound, its output is null and its group stopped; past a head bound, cut there; past a tail bound, its last bytes kept", async () => {
+      const endless = "printf 0123456789abcdef >&2; yes x";
+      const stopped = await sh(endless, {
+        stdout: { maxBytes: 1000, over: "stop" },
+        stderr: { maxBytes: 10, over: "tail" },
+      });
+      expect(stopped).toMatchObject({ stdout: null, exit: { signal: "SIGKILL" }, late: false });
+      expect(stopped.stderr?.toString()).toBe("6789abcdef");
+
+      const cut = await sh(endless, { stdout: { maxBytes: 1000, over: "head" } });
+      expect(cut).toMatchObject({ cut: true, exit: { signal: "SIGKILL" } });
+      expect(cut.stdout?.toString()).toBe("x\n".repeat(500));
+    });
+
+    it("is stopped at its time limit, with a process it left behind holding its output open", async () => {
+      const ran = await sh("sleep 300 & exit 0", { timeLimitMs: 300 });
+      expect(ran).toMatchObject({ stdout: Buffer.alloc(0), late: true });
+    });
+
+    it("fails with the spawn error's code, and with the spawner's loss", async () => {
+      await expect(
+        runProcess(
+          "/nonexistent/git",
+          [],
+          { cwd: "/", env },
+          {
+            timeLimitMs: 1000,
+            stdout: { maxBytes: 10, over: "stop" },
+            stderr: { maxBytes: 10, over: "stop" },
+          },
+        ),
+      ).rejects.toMatchObject({ code: "ENOENT" });
+      const running = sh("exec sleep 30");
+      await waitUntil(spawnerHasChild, "the spawner's sleep");
+      process.kill(spawnerPid(), "SIGKILL");
+      await expect(running).rejects.toThrow("the process spawner exited");
+      expect((await sh("echo again")).stdout?.toString()).toBe("again\n");
+    });
   });
 
   it("when the spawner dies, its processes count as ended and the next start forks a new one", async () => {
