@@ -130,7 +130,9 @@ export function agentFiles(env: Record<string, string>, runAs?: RunAs): AgentFil
         stdout: { maxBytes: maxOutput, over: "stop" },
         stderr: { maxBytes: STDERR_BYTES, over: "tail" },
       },
-    );
+    ).catch((err: Error) => {
+      throw new AgentFileError(`${path}: ${err.message}`);
+    });
     if (ran.late) throw new AgentFileError(`${path}: took longer than ${TIME_LIMIT_MS / 1000} s`);
     if (!ran.stdout) {
       throw new AgentFileError(

@@ -13,8 +13,8 @@
 // advanced serialization, see spawner.ts): the server sends {id, bin, args, cwd, env, dirs} and,
 // for a command run here to its end, `whole`. The answer is either {id, error}; or three messages
 // {id, pid, stream} each carrying one stdio pipe, and later {id, exit: {code, signal}}; or, for
-// `whole`, {id, ran}. This process's stdin is a pipe from the server that is never written to: its
-// end says the server is gone.
+// `whole`, {id, pid} and later {id, ran}, its outputs as lists of chunks. This process's stdin is a
+// pipe from the server that is never written to: its end says the server is gone.
 import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { closeSync, constants, lstatSync, openSync, readlinkSync } from "node:fs";
@@ -163,20 +163,28 @@ function handOver(id, child) {
  * once an output it may not cut goes past its bound.
  */
 async function runWhole(id, child, { input, timeLimitMs, stdout, stderr }) {
+  // The server stops the group itself should this process be lost while it runs.
+  reply({ id, pid: child.pid });
   let late = false;
   let cut = false;
   const stop = () => signalGroup(child.pid, "SIGKILL");
   const timer = setTimeout(() => {
     late = true;
     stop();
+    // A process that left the group (setsid) may still hold the pipes: they are not waited for.
+    child.stdout.destroy();
+    child.stderr.destroy();
   }, timeLimitMs);
   // The command may exit without reading its input.
   child.stdin.on("error", () => {});
   child.stdin.end(input);
-  /** The stream's bytes within its bound; null when past a bound that stops the command. */
+  /**
+   * The stream's chunks within its bound (sent as they are: one copy of the output here, not
+   * three); null when past a bound that stops the command.
+   */
   const kept = (stream, { maxBytes, over }) =>
     new Promise((resolve) => {
-      const chunks = [];
+      let chunks = [];
       let size = 0;
       let past = false;
       stream.on("error", () => {});
@@ -186,20 +194,19 @@ async function runWhole(id, child, { input, timeLimitMs, stdout, stderr }) {
         size += chunk.length;
         if (size <= maxBytes) return;
         if (over === "tail") {
-          const tail = Buffer.concat(chunks).subarray(size - maxBytes);
-          chunks.splice(0, chunks.length, tail);
+          chunks = [Buffer.concat(chunks).subarray(size - maxBytes)];
           size = maxBytes;
           return;
         }
         past = true;
-        if (over === "head") cut = true;
+        if (over === "head") {
+          chunks.push(chunks.pop().subarray(0, chunk.length - (size - maxBytes)));
+          cut = true;
+        } else chunks = null;
         stop();
         stream.destroy();
       });
-      stream.on("close", () => {
-        if (past && over !== "head") return resolve(null);
-        resolve(Buffer.concat(chunks).subarray(0, maxBytes));
-      });
+      stream.on("close", () => resolve(chunks));
     });
   const [[code, signal], out, err] = await Promise.all([
     once(child, "exit"),

@@ -1,6 +1,7 @@
 import { type ChildProcess, fork } from "node:child_process";
 import type { Socket } from "node:net";
 import { fileURLToPath } from "node:url";
+import { signalGroup } from "./groups.js";
 
 // Starts processes through a small helper process (spawner-child.mjs says why), forked on first
 // use and again after it is lost: a CLI with its pipes handed over, a short command run there to
@@ -68,10 +69,21 @@ type Stream = "stdin" | "stdout" | "stderr";
 type Reply =
   | { id: number; error: { code?: string; message: string } }
   | { id: number; pid: number; stream: Stream }
+  | { id: number; pid: number }
   | { id: number; exit: ExitStatus }
-  | { id: number; ran: Ran };
+  | {
+      id: number;
+      ran: Omit<Ran, "stdout" | "stderr"> & Record<"stdout" | "stderr", Buffer[] | null>;
+    };
 
 type Rejects = (err: Error) => void;
+
+interface RunningWhole {
+  resolve: (ran: Ran) => void;
+  reject: Rejects;
+  /** Its group, once started: stopped here should the spawner be lost while it runs. */
+  pid?: number;
+}
 
 interface Starting {
   streams: Partial<Record<Stream, Socket>>;
@@ -86,7 +98,7 @@ class Spawner {
   private nextId = 1;
   private readonly starting = new Map<number, Starting>();
   private readonly running = new Map<number, (status: ExitStatus) => void>();
-  private readonly whole = new Map<number, { resolve: (ran: Ran) => void; reject: Rejects }>();
+  private readonly whole = new Map<number, RunningWhole>();
 
   spawn(bin: string, args: string[], options: SpawnOptions): Promise<SpawnedProcess> {
     return new Promise<SpawnedProcess>((resolve, reject) => {
@@ -108,14 +120,19 @@ class Spawner {
 
   /** Sends `request`; when it cannot be sent, `forget` drops it and the caller's promise rejects. */
   private send(request: object, forget: () => void, reject: Rejects) {
-    const helper = this.ensureHelper();
-    this.updateRef();
-    helper.send(request, (err) => {
-      if (!err) return;
+    const failed = (err: Error) => {
       forget();
       this.updateRef();
       reject(err);
-    });
+    };
+    try {
+      const helper = this.ensureHelper();
+      this.updateRef();
+      helper.send(request, (err) => err && failed(err));
+    } catch (err) {
+      // A helper that could not be forked (out of fds) has no channel.
+      failed(err as Error);
+    }
   }
 
   private ensureHelper(): ChildProcess {
@@ -129,19 +146,27 @@ class Spawner {
       // A command's output comes back as bytes, not as text in JSON.
       serialization: "advanced",
     });
-    helper.on("message", (reply: Reply, handle: unknown) => this.receive(reply, handle));
-    helper.once("exit", () => this.lost(helper));
-    // A failed send is reported to its caller; the exit above handles the rest.
+    // A failed send is reported to its caller; the exit below handles the rest.
     helper.on("error", () => {});
+    // A fork that failed (out of file descriptors) has no channel and never exits: it is not
+    // kept, and the next request forks again.
+    if (!helper.connected) throw new Error("the process spawner could not be started");
+    helper.on("message", (reply: Reply, handle: unknown) => this.receive(reply, handle, helper));
+    helper.once("exit", () => this.lost(helper));
     // It must not keep the server's process alive by itself.
     helper.unref();
     this.helper = helper;
     return helper;
   }
 
-  private receive(reply: Reply, handle: unknown) {
+  private receive(reply: Reply, handle: unknown, from: ChildProcess) {
     if ("ran" in reply) {
-      this.whole.get(reply.id)?.resolve(reply.ran);
+      const { stdout, stderr, ...ran } = reply.ran;
+      this.whole.get(reply.id)?.resolve({
+        ...ran,
+        stdout: stdout && Buffer.concat(stdout),
+        stderr: stderr && Buffer.concat(stderr),
+      });
       this.whole.delete(reply.id);
       this.updateRef();
       return;
@@ -160,6 +185,13 @@ class Spawner {
       waiting?.reject(Object.assign(new Error(reply.error.message), { code: reply.error.code }));
       return;
     }
+    if (!("stream" in reply)) {
+      const whole = this.whole.get(reply.id);
+      if (whole) whole.pid = reply.pid;
+      // Read after its helper's loss was handled: its command is stopped as the others were.
+      else if (from !== this.helper) stopLost(reply.pid);
+      return;
+    }
     const start = this.starting.get(reply.id);
     if (!start) return;
     start.streams[reply.stream] = handle as Socket;
@@ -170,9 +202,13 @@ class Spawner {
     start.resolve({ pid: reply.pid, stdin, stdout, stderr, exited });
   }
 
-  /** The helper died: nothing it started can be reported on any more. */
+  /**
+   * The helper died: nothing it started can be reported on any more, and the commands it ran to
+   * their end, bounded by its timers, are stopped here.
+   */
   private lost(helper: ChildProcess) {
     if (this.helper === helper) this.helper = undefined;
+    for (const { pid } of this.whole.values()) if (pid !== undefined) stopLost(pid);
     for (const waiting of [...this.starting.values(), ...this.whole.values()])
       waiting.reject(new Error("the process spawner exited"));
     for (const exited of this.running.values()) exited({ code: null, signal: null });
@@ -187,6 +223,15 @@ class Spawner {
     if (!channel) return;
     if (this.starting.size + this.running.size + this.whole.size > 0) channel.ref();
     else channel.unref();
+  }
+}
+
+/** Stops the group of a command whose helper was lost, and with it its time limit. */
+function stopLost(pgid: number) {
+  try {
+    signalGroup(pgid, "SIGKILL");
+  } catch {
+    // Not ours to signal any more: its pid went to another user's process.
   }
 }
 

@@ -50,13 +50,16 @@ function spawnerPid(): number {
   );
 }
 
-/** Whether the spawner has a process running (the sleep a test started through it). */
-function spawnerHasChild(): boolean {
+/** The pid of a process the spawner has running (the one a test started through it), or 0. */
+function spawnerChild(): number {
   try {
-    execFileSync("pgrep", ["-P", String(spawnerPid())]);
-    return true;
+    return Number(
+      execFileSync("pgrep", ["-P", String(spawnerPid())])
+        .toString()
+        .trim(),
+    );
   } catch {
-    return false;
+    return 0;
   }
 }
 
@@ -182,12 +185,21 @@ describe("the process spawner", () => {
       expect(cut.stdout?.toString()).toBe("x\n".repeat(500));
     });
 
-    it("is stopped at its time limit, with a process it left behind holding its output open", async () => {
-      const ran = await sh("sleep 300 & exit 0", { timeLimitMs: 300 });
-      expect(ran).toMatchObject({ stdout: Buffer.alloc(0), late: true });
+    it("is stopped at its time limit, though a process that left its group holds its output open", async () => {
+      const dir = await mkdtemp(join(tmpdir(), "spawner-whole-"));
+      const escaped = join(dir, "pid");
+      try {
+        const script = `setsid sh -c 'echo $$ > ${escaped}; exec sleep 300' & exit 0`;
+        const ran = await sh(script, { timeLimitMs: 300 });
+        expect(ran).toMatchObject({ stdout: Buffer.alloc(0), late: true });
+      } finally {
+        await waitUntil(() => existsSync(escaped), "the escaped process has started");
+        process.kill(Number(await readFile(escaped, "utf8")), "SIGKILL");
+        await rm(dir, { recursive: true, force: true });
+      }
     });
 
-    it("fails with the spawn error's code, and with the spawner's loss", async () => {
+    it("fails with the spawn error's code; with the spawner's loss, and its command is stopped", async () => {
       await expect(
         runProcess(
           "/nonexistent/git",
@@ -201,10 +213,36 @@ describe("the process spawner", () => {
         ),
       ).rejects.toMatchObject({ code: "ENOENT" });
       const running = sh("exec sleep 30");
-      await waitUntil(spawnerHasChild, "the spawner's sleep");
+      await waitUntil(() => spawnerChild() !== 0, "the spawner's sleep");
+      const sleeper = spawnerChild();
       process.kill(spawnerPid(), "SIGKILL");
       await expect(running).rejects.toThrow("the process spawner exited");
+      await waitUntil(async () => !(await groupAlive(sleeper)), "the sleep is stopped");
       expect((await sh("echo again")).stdout?.toString()).toBe("again\n");
+    });
+
+    it("forks the spawner again after a fork that failed for want of file descriptors", () => {
+      // In a process of its own, its descriptors used up but one: the fork's pipes cannot be made.
+      const script = `
+        import { closeSync, openSync } from "node:fs";
+        const { runProcess } = await import(process.env.SPAWNER);
+        const bounds = { timeLimitMs: 5000, stdout: { maxBytes: 100, over: "stop" }, stderr: { maxBytes: 100, over: "stop" } };
+        const echo = (word) => runProcess("/bin/echo", [word], { cwd: "/", env: {} }, bounds)
+          .then((ran) => ran.stdout.toString().trim(), (err) => "failed");
+        const fds = [];
+        try { for (;;) fds.push(openSync("/dev/null", "r")); } catch {}
+        closeSync(fds.pop());
+        const first = await echo("first");
+        for (const fd of fds) closeSync(fd);
+        console.log(first, await echo("second"));
+        process.exit(0);
+      `;
+      const out = execFileSync(
+        process.execPath,
+        ["--import", "tsx", "--input-type=module", "-e", script],
+        { cwd: root, env: { PATH: env.PATH, SPAWNER: spawnerModule }, timeout: 60_000 },
+      );
+      expect(out.toString().trim()).toBe("failed second");
     });
   });
 
