@@ -189,12 +189,13 @@ describe("the process spawner", () => {
       const dir = await mkdtemp(join(tmpdir(), "spawner-whole-"));
       const escaped = join(dir, "pid");
       try {
-        const script = `setsid sh -c 'echo $$ > ${escaped}; exec sleep 300' & exit 0`;
-        const ran = await sh(script, { timeLimitMs: 300 });
-        expect(ran).toMatchObject({ stdout: Buffer.alloc(0), late: true });
+        // The command ends once the escaped process runs, holding its pipes; the limit comes after.
+        const script = `setsid sh -c 'echo $$ > ${escaped}; exec sleep 60' &
+          until [ -s ${escaped} ]; do sleep 0.01; done`;
+        const ran = await sh(script, { timeLimitMs: 2000 });
+        expect(ran).toMatchObject({ stdout: Buffer.alloc(0), exit: { code: 0 }, late: true });
       } finally {
-        await waitUntil(() => existsSync(escaped), "the escaped process has started");
-        process.kill(Number(await readFile(escaped, "utf8")), "SIGKILL");
+        if (existsSync(escaped)) process.kill(Number(await readFile(escaped, "utf8")), "SIGKILL");
         await rm(dir, { recursive: true, force: true });
       }
     });
@@ -212,7 +213,8 @@ describe("the process spawner", () => {
           },
         ),
       ).rejects.toMatchObject({ code: "ENOENT" });
-      const running = sh("exec sleep 30");
+      // Longer than the wait below: only its stop ends it in time.
+      const running = sh("exec sleep 300");
       await waitUntil(() => spawnerChild() !== 0, "the spawner's sleep");
       const sleeper = spawnerChild();
       process.kill(spawnerPid(), "SIGKILL");
