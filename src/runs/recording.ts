@@ -4,19 +4,15 @@ import { exactCost } from "../money.js";
 import type { Database } from "../store/db.js";
 import { describeDbError, foreignKeyViolation, transientDbError } from "../store/errors.js";
 import { appendEvents, type SequencedEvent, sequenced } from "../store/events.js";
-import { appendFeed, runFinished, runQueued } from "../store/feed.js";
-import { countLiveInstances } from "../store/instances.js";
+import { appendFeed, runFinished } from "../store/feed.js";
 import { DatabaseOutageError, withDbRetries } from "../store/retry.js";
 import {
-  countOpenRunsOfKey,
-  countUnownedRuns,
-  insertRun,
-  lockKeyRuns,
-  lockUnownedRuns,
+  type AdmissionBounds,
+  admitRun,
+  lockAdmission,
   type NewRun,
   ringForWaitingRuns,
 } from "../store/run-admission.js";
-import { ringForWork } from "../store/run-claims.js";
 import { finishRun, RunAlreadyClosedError } from "../store/run-lifecycle.js";
 import type { RunRow } from "../store/schema.js";
 import { KeyRunLimitError, QueueFullError } from "./errors.js";
@@ -66,12 +62,12 @@ export interface UnownedRunLimit {
 }
 
 /**
- * Writes a run's row, with the part of each hook that joins it in the same transaction; refuses
- * it with KeyRunLimitError when its key has `limit.max` runs open. With `unowned`, the row is a
- * queued run for any instance to claim, refused with QueueFullError when the database holds as
- * many as its bound already.
+ * Writes a run's row and its feed entry, with the part of each hook that joins it in the same
+ * transaction; refuses it with KeyRunLimitError when its key has `limit.max` runs open. With
+ * `unowned`, the row is a queued run for any instance to claim, refused with QueueFullError when
+ * the database holds as many as its bound already.
  */
-export function recordRun(
+export async function recordRun(
   db: Database,
   run: NewRun,
   message: Message,
@@ -79,27 +75,27 @@ export function recordRun(
   limit: KeyRunLimit | null,
   unowned: UnownedRunLimit | null = null,
 ): Promise<RunRow> {
-  return db.transaction(async (tx) => {
-    if (limit) {
-      if (limit.concurrent) await lockKeyRuns(tx, limit.keyId);
-      if ((await countOpenRunsOfKey(tx, limit.keyId)) >= limit.max) {
-        throw new KeyRunLimitError(limit.max, limit.retryAfterSeconds());
-      }
-    }
-    if (unowned) {
-      await lockUnownedRuns(tx);
-      // This instance counts even before its lease is registered (an app built in a test).
-      const max = unowned.perInstance * Math.max(1, await countLiveInstances(tx));
-      if ((await countUnownedRuns(tx)) >= max) {
+  const bounds: AdmissionBounds = {
+    ...(limit ? { key: { id: limit.keyId, max: limit.max } } : {}),
+    ...(unowned ? { unowned: { perInstance: unowned.perInstance, ring: unowned.ring } } : {}),
+  };
+  const locked = Boolean(limit?.concurrent) || unowned !== null;
+  const admit = async (tx: Database) => {
+    if (locked) await lockAdmission(tx, bounds);
+    const admitted = await admitRun(tx, run, bounds);
+    if ("refused" in admitted) {
+      const { refused, max } = admitted;
+      if (refused === "key" && limit) throw new KeyRunLimitError(max, limit.retryAfterSeconds());
+      if (refused === "unowned" && unowned) {
         throw new QueueFullError(max, unowned.retryAfterSeconds());
       }
+      throw new Error(`a run refused by a bound it was not given: ${refused}`);
     }
-    const inserted = await insertRun(tx, run);
-    for (const hook of hooks) await hook.inserted(tx, inserted, message);
-    if (unowned?.ring) await ringForWork(tx, run.pinnedHost ?? null);
-    await appendFeed(tx, [runQueued(inserted)]);
-    return inserted;
-  });
+    for (const hook of hooks) await hook.inserted(tx, admitted.run, message);
+    return admitted.run;
+  };
+  // Alone, the statement is a transaction of its own.
+  return locked || hooks.length > 0 ? db.transaction(admit) : admit(db);
 }
 
 export interface RecorderOptions {

@@ -5,7 +5,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { setFlagsFromString } from "node:v8";
 import { PGlite, types } from "@electric-sql/pglite";
-import { sql } from "drizzle-orm";
+import { type Column, sql } from "drizzle-orm";
 import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
 import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
 import { migrate as migratePglite } from "drizzle-orm/pglite/migrator";
@@ -133,6 +133,19 @@ const migrationsFolder = fileURLToPath(new URL("../../drizzle", import.meta.url)
 /** The rows a raw statement returned: postgres.js gives an array, PGlite `{rows}`. */
 export function returnedRows<T>(result: unknown): T[] {
   return (Array.isArray(result) ? result : (result as { rows: T[] }).rows) as T[];
+}
+
+/**
+ * A raw statement's row as a Drizzle select of `columns` gives it: each column's value read as
+ * its type reads it (dates, JSON, numbers), null as null.
+ */
+export function rowOf(columns: Record<string, Column>, raw: Record<string, unknown>) {
+  return Object.fromEntries(
+    Object.entries(columns).map(([key, column]) => {
+      const value = raw[column.name];
+      return [key, value === null || value === undefined ? null : column.mapFromDriverValue(value)];
+    }),
+  );
 }
 
 /** Opens the database and brings its schema up to date with the committed migrations. */

@@ -70,15 +70,22 @@ export async function appendFeed(tx: Database, entries: FeedEntry[]): Promise<vo
 }
 
 /**
- * The tail of a `with` statement that appends to the feed the rows `rows` gives (its columns:
- * type, owner_key_id, session_id, run_id, data, created_at) and rings the feed's doorbell, once,
- * when there were any: one statement with what the rows report.
+ * The part of a `with` statement, named `stored`, that appends to the feed the rows `rows` gives
+ * (its columns: type, owner_key_id, session_id, run_id, data, created_at).
  */
-export const storedInFeed = (rows: SQL) => sql`stored as (
+export const feedAppended = (rows: SQL) => sql`stored as (
       insert into ${feedEvents} (type, owner_key_id, session_id, run_id, data, created_at)
       ${rows}
-      returning id)
-    select pg_notify(${FEED_CHANNEL}, max(id)::text) from stored having count(*) > 0`;
+      returning id)`;
+
+/** Rings the feed's doorbell once when `stored` (feedAppended) appended any rows: a value of its select. */
+export const feedRung = sql`(select pg_notify(${FEED_CHANNEL}, max(id)::text) from stored having count(*) > 0)`;
+
+/**
+ * The tail of a `with` statement that appends to the feed the rows `rows` gives and rings the
+ * feed's doorbell: one statement with what the rows report.
+ */
+export const storedInFeed = (rows: SQL) => sql`${feedAppended(rows)} select ${feedRung}`;
 
 /** A session was made (created, or forked from another: `forked_from` says which). */
 export const sessionCreated = (session: SessionRow): FeedEntry => ({
@@ -92,13 +99,12 @@ export const sessionCreated = (session: SessionRow): FeedEntry => ({
   },
 });
 
-/** A run was admitted: queued for a slot, or waiting behind its session's active run. */
-export const runQueued = (run: RunRow): FeedEntry => ({
-  type: "run_queued",
-  sessionId: run.sessionId,
-  runId: run.id,
-  data: { status: run.status, trigger: run.trigger, agent: run.agent },
-});
+/**
+ * The data of a `run_queued` entry, as stored: a run was admitted, queued for a slot or waiting
+ * behind its session's active run.
+ */
+export const runQueuedData = (run: Pick<RunRow, "status" | "trigger" | "agent">): string =>
+  JSON.stringify({ status: run.status, trigger: run.trigger, agent: run.agent });
 
 /** A run ended, with its completion's status, error code and cost. */
 export const runFinished = (run: RunRow, completion: CompletionEvent): FeedEntry => ({

@@ -1,24 +1,20 @@
 import { randomUUID } from "node:crypto";
-import {
-  and,
-  asc,
-  count,
-  eq,
-  getTableColumns,
-  inArray,
-  isNotNull,
-  isNull,
-  lt,
-  notExists,
-  sql,
-} from "drizzle-orm";
+import { and, asc, eq, getTableColumns, inArray, isNotNull, lt, notExists, sql } from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
-import type { Database } from "./db.js";
+import { type Database, returnedRows, rowOf } from "./db.js";
+import { feedAppended, feedRung, runQueuedData } from "./feed.js";
 import { newestFirst, olderThan } from "./paging.js";
 import { preparedFor } from "./prepared.js";
 import { WORK_CHANNEL } from "./run-claims.js";
 import { ACTIVE_STATUSES, cliSessionStarted } from "./runs.js";
-import { type RunRow, runs, type SessionRow, type StoredImage, sessions } from "./schema.js";
+import {
+  instances,
+  type RunRow,
+  runs,
+  type SessionRow,
+  type StoredImage,
+  sessions,
+} from "./schema.js";
 
 // What admitting a message as a run reads and writes: the run's row, the locks and counts its
 // limits are checked under, its idempotency key, the session's state, a retry's resume point, and
@@ -54,49 +50,107 @@ export interface NewRun {
   requestHash: string | null;
 }
 
-/** Inserts a queued run; throws a unique violation when the session already has an active run. */
-export async function insertRun(db: Database, input: NewRun): Promise<RunRow> {
-  const [row] = await db
-    .insert(runs)
-    .values({ id: randomUUID(), status: "queued", createdAt: new Date(), ...input })
-    .returning();
-  if (!row) throw new Error("insert into runs returned no row");
-  return row;
+/** The bounds a run is admitted under, counted in the statement that writes it. */
+export interface AdmissionBounds {
+  /** The most runs of the key's sessions open at once (waiting, queued or running). */
+  key?: { id: string; max: number };
+  /**
+   * The most queued runs no instance owns, per live instance; `ring` tells the instances of the
+   * run (NOTIFY on the work channel) when it is one.
+   */
+  unowned?: { perInstance: number; ring: boolean };
+}
+
+export type Admitted =
+  | { run: RunRow }
+  /** Refused by the key's bound, or by the bound on unowned queued runs (at `max`). */
+  | { refused: "key" | "unowned"; max: number };
+
+/** Written out, not bound, so that the planner reads the open runs from their partial index. */
+const OPEN_RUN_STATUSES = sql.raw("('queued', 'running', 'waiting')");
+
+/**
+ * Writes a run's row and its `run_queued` feed entry in one statement, counting what its bounds
+ * count in it: nothing is written when a bound is reached. Throws a unique violation when the
+ * session already has an active run. Where other transactions may count and write at once
+ * (Postgres), the caller holds their locks (lockAdmission) in a transaction around it; the
+ * embedded database runs one statement at a time, so there it needs no transaction: each
+ * statement there holds the server's thread, and a run starts only once it is written.
+ */
+export async function admitRun(
+  db: Database,
+  input: NewRun,
+  bounds: AdmissionBounds,
+): Promise<Admitted> {
+  const status = input.status ?? "queued";
+  const values: Record<string, unknown> = {
+    ...input,
+    id: randomUUID(),
+    status,
+    createdAt: new Date(),
+  };
+  const columns = getTableColumns(runs);
+  const named = Object.keys(values).flatMap((key) => {
+    const column = columns[key as keyof typeof columns];
+    return column && values[key] !== undefined ? [[key, column] as const] : [];
+  });
+  const { key, unowned } = bounds;
+  const keyOpen = key
+    ? sql`(select count(*)::int from ${runs} r join ${sessions} s on s.id = r.session_id
+        where s.owner_key_id = ${key.id}::uuid and r.status in ${OPEN_RUN_STATUSES})`
+    : sql`0`;
+  // This instance counts even before its lease is registered (an app built in a test).
+  const unownedMax = unowned
+    ? sql`(${unowned.perInstance}::int * (select greatest(1, count(*))::int from ${instances}
+        where reaped_at is null and lease_expires_at > now()))`
+    : sql`0`;
+  const unownedQueued = unowned
+    ? sql`(select count(*)::int from ${runs} where status = 'queued' and instance_id is null)`
+    : sql`0`;
+  const result = await db.execute(sql`
+    with bounds as (select ${keyOpen} as key_open, ${unownedQueued} as unowned, ${unownedMax} as unowned_max),
+    admitted as (
+      insert into ${runs} (${sql.join(
+        named.map(([, column]) => sql.identifier(column.name)),
+        sql`, `,
+      )})
+      select ${sql.join(
+        named.map(
+          ([name, column]) =>
+            sql`${sql.param(values[name], column)}::${sql.raw(column.getSQLType())}`,
+        ),
+        sql`, `,
+      )}
+      from bounds
+      where ${key ? sql`key_open < ${key.max}::int` : sql`true`}
+        and ${unowned ? sql`unowned < unowned_max` : sql`true`}
+      returning *),
+    ${feedAppended(sql`select 'run_queued', s.owner_key_id, a.session_id, a.id,
+      ${runQueuedData({ status, trigger: input.trigger, agent: input.agent })}, a.created_at
+      from admitted a join ${sessions} s on s.id = a.session_id`)}
+    select admitted.*, bounds.*, ${feedRung} as rung
+      ${unowned?.ring ? sql`, case when admitted.id is not null then pg_notify(${WORK_CHANNEL}, ${input.pinnedHost ?? ""}) end as work_rung` : sql``}
+    from bounds left join admitted on true`);
+  const [row] = returnedRows<Record<string, unknown>>(result);
+  if (!row) throw new Error("the admission statement returned no row");
+  if (row.id !== null) return { run: rowOf(columns, row) as RunRow };
+  if (key && Number(row.key_open) >= key.max) return { refused: "key", max: key.max };
+  return { refused: "unowned", max: Number(row.unowned_max) };
 }
 
 /**
- * Makes the transaction's caller the only one counting and adding runs of this key until it
- * commits, on any instance: the per-key limit holds however many submit at once.
+ * Makes the transaction's caller the only one counting and adding what `bounds` count (runs of its
+ * key, unowned queued runs) until it commits, on any instance: the bounds hold however many
+ * submit at once.
  */
-export async function lockKeyRuns(tx: Database, keyId: string): Promise<void> {
-  await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`key-runs:${keyId}`}, 0))`);
-}
-
-/** Makes the transaction's caller the only one counting and adding unowned queued runs. */
-export async function lockUnownedRuns(tx: Database): Promise<void> {
-  await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended('unowned-runs', 0))`);
-}
-
-/** Queued runs no instance has claimed yet. */
-export async function countUnownedRuns(db: Database): Promise<number> {
-  const [row] = await db
-    .select({ n: count() })
-    .from(runs)
-    .where(and(eq(runs.status, "queued"), isNull(runs.instanceId)));
-  return row?.n ?? 0;
-}
-
-/** Runs of the key's sessions that are waiting, queued or running, on any instance. */
-export async function countOpenRunsOfKey(db: Database, keyId: string): Promise<number> {
-  const [row] = await db
-    .select({ n: count() })
-    .from(runs)
-    .innerJoin(sessions, eq(sessions.id, runs.sessionId))
-    // Written out, not bound, so that the planner reads the open runs from their partial index.
-    .where(
-      and(eq(sessions.ownerKeyId, keyId), sql`${runs.status} in ('queued', 'running', 'waiting')`),
-    );
-  return row?.n ?? 0;
+export async function lockAdmission(tx: Database, bounds: AdmissionBounds): Promise<void> {
+  const locks = [
+    ...(bounds.key
+      ? [sql`pg_advisory_xact_lock(hashtextextended(${`key-runs:${bounds.key.id}`}, 0))`]
+      : []),
+    ...(bounds.unowned ? [sql`pg_advisory_xact_lock(hashtextextended('unowned-runs', 0))`] : []),
+  ];
+  if (locks.length > 0) await tx.execute(sql`select ${sql.join(locks, sql`, `)}`);
 }
 
 export async function findRunByIdempotencyKey(

@@ -116,7 +116,12 @@ describe.each(REAL_CLI_BACKENDS)("the live feed of real runs on %s", (backend) =
     for (const frame of frames) {
       expect(data(frame)).toMatchObject({ session_id: session.id, key_id: aliceId });
     }
-    expect(data(frames[1])).toMatchObject({ run_id: runId, status: "queued", trigger: "message" });
+    expect(data(frames[1])).toMatchObject({
+      run_id: runId,
+      status: "queued",
+      trigger: "message",
+      agent: "claude",
+    });
     expect(data(frames[3])).toMatchObject({
       run_id: runId,
       request_id: requestId,

@@ -1,16 +1,20 @@
-import { eq } from "drizzle-orm";
+import { and, eq, isNull } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
-import { KeyRunLimitError } from "../../src/runs/errors.js";
+import { KeyRunLimitError, QueueFullError } from "../../src/runs/errors.js";
 import type { Message } from "../../src/runs/message.js";
 import { recordRun } from "../../src/runs/recording.js";
 import type { NewRun } from "../../src/store/run-admission.js";
-import { runs } from "../../src/store/schema.js";
+import { WORK_CHANNEL } from "../../src/store/run-claims.js";
+import { feedEvents, runs } from "../../src/store/schema.js";
 import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
+import { waitUntil } from "../support/process.js";
 
-// AGENT_BRIDGE_MAX_RUNS_PER_KEY is counted in the database, in the transaction that writes a run,
+// AGENT_BRIDGE_MAX_RUNS_PER_KEY is counted in the database, in the statement that writes a run,
 // so that it holds over every instance on the database and however many submit at once: on
-// Postgres under a lock of the key, on the embedded database without one.
+// Postgres under a lock of the key, on the embedded database (one statement at a time) without
+// one. So is the bound on runs queued for any instance (AGENT_BRIDGE_MAX_QUEUED_RUNS per live
+// instance), under a lock of its own.
 
 const message: Message = {
   text: "hi",
@@ -89,5 +93,73 @@ describe.each(BACKENDS)("the per-key run limit on %s", (backend) => {
     for (const o of outcomes) {
       if (o.status === "rejected") expect(o.reason).toBeInstanceOf(KeyRunLimitError);
     }
+  });
+
+  it("writes neither the row nor the feed entry of a run its key's limit refuses", async () => {
+    const { db } = database;
+    const key = await newKey();
+    const { run } = await sessionOf(key);
+    await expect(recordRun(db, run, message, [], limitOf(key, 1))).rejects.toBeInstanceOf(
+      KeyRunLimitError,
+    );
+    const written = await db.select().from(runs).where(eq(runs.sessionId, run.sessionId));
+    expect(written.map((r) => r.status)).toEqual(["queued"]);
+    const fed = await db
+      .select({ type: feedEvents.type })
+      .from(feedEvents)
+      .where(eq(feedEvents.sessionId, run.sessionId));
+    // The session's and its own run's.
+    expect(fed.map((f) => f.type)).toEqual(["session_created", "run_queued"]);
+  });
+
+  it("refuses a run queued for any instance once the database holds the bound per live instance, and rings the instances for each it writes", async () => {
+    const { db } = database;
+    const heard: string[] = [];
+    const listen = database.listen;
+    if (!listen) throw new Error("the test database has no LISTEN");
+    await new Promise<void>((listening) => {
+      void listen(WORK_CHANNEL, (payload) => heard.push(payload), listening);
+    });
+    // Only this test's runs are queued for any instance.
+    await db
+      .update(runs)
+      .set({ status: "succeeded" })
+      .where(and(eq(runs.status, "queued"), isNull(runs.instanceId)));
+    const unowned = (perInstance: number) => ({
+      perInstance,
+      ring: true,
+      retryAfterSeconds: () => 9,
+    });
+    const queuedRun = async (): Promise<NewRun> => {
+      const { run, opened } = await sessionOf(await newKey());
+      await db.update(runs).set({ status: "succeeded" }).where(eq(runs.id, opened));
+      return { ...run, status: "queued" };
+    };
+    const [first, second] = [await queuedRun(), await queuedRun()];
+    // No instance holds a lease here: the bound counts this one all the same.
+    // Each pinned to a host of its own, which its ring names.
+    const on = (run: NewRun, host: string) => ({ ...run, pinnedHost: host });
+    await expect(
+      recordRun(db, on(first, "a"), message, [], null, unowned(1)),
+    ).resolves.toMatchObject({
+      status: "queued",
+      instanceId: null,
+    });
+    const refused = recordRun(db, on(second, "refused"), message, [], null, unowned(1));
+    await expect(refused).rejects.toBeInstanceOf(QueueFullError);
+    await expect(refused).rejects.toMatchObject({ limit: 1, retryAfterSeconds: 9 });
+    const fed = await db
+      .select({ type: feedEvents.type })
+      .from(feedEvents)
+      .where(eq(feedEvents.sessionId, second.sessionId));
+    expect(fed.map((f) => f.type)).toEqual(["session_created", "run_queued"]);
+    await expect(
+      recordRun(db, on(second, "b"), message, [], null, unowned(2)),
+    ).resolves.toMatchObject({
+      status: "queued",
+    });
+    // In the order of their commits: the refused run's would be between.
+    await waitUntil(() => heard.length >= 2, "two rings on the work channel");
+    expect(heard).toEqual(["a", "b"]);
   });
 });

@@ -1,10 +1,16 @@
 import { randomUUID } from "node:crypto";
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { admissionState, insertRun, promoteWaitingRun } from "../../src/store/run-admission.js";
+import { admissionState, promoteWaitingRun } from "../../src/store/run-admission.js";
 import type { RunRow } from "../../src/store/schema.js";
 import { runs } from "../../src/store/schema.js";
-import { BACKENDS, insertSessionRun, openTestDatabase, type TestDatabase } from "../support/db.js";
+import {
+  BACKENDS,
+  insertRun,
+  insertSessionRun,
+  openTestDatabase,
+  type TestDatabase,
+} from "../support/db.js";
 
 // A session's line in the database: its waiting runs take the session's turn in the order they
 // were written, whichever instance wrote each and holds it in its own memory's line.
