@@ -45,7 +45,8 @@ export interface KeyRunLimit {
   max: number;
   /**
    * Whether other transactions may count the key's runs at once (on Postgres): its count is then
-   * made under a lock. The embedded database runs one transaction at a time.
+   * made under a lock. The embedded database runs one statement at a time, and the count is made
+   * in the statement that writes the run.
    */
   concurrent: boolean;
   /** What a refused client is told to wait. */

@@ -96,16 +96,16 @@ export async function admitRun(
   });
   const { key, unowned } = bounds;
   const keyOpen = key
-    ? sql`(select count(*)::int from ${runs} r join ${sessions} s on s.id = r.session_id
+    ? sql`(select count(*) from ${runs} r join ${sessions} s on s.id = r.session_id
         where s.owner_key_id = ${key.id}::uuid and r.status in ${OPEN_RUN_STATUSES})`
     : sql`0`;
   // This instance counts even before its lease is registered (an app built in a test).
   const unownedMax = unowned
-    ? sql`(${unowned.perInstance}::int * (select greatest(1, count(*))::int from ${instances}
+    ? sql`(${unowned.perInstance}::numeric * (select greatest(1, count(*)) from ${instances}
         where reaped_at is null and lease_expires_at > now()))`
     : sql`0`;
   const unownedQueued = unowned
-    ? sql`(select count(*)::int from ${runs} where status = 'queued' and instance_id is null)`
+    ? sql`(select count(*) from ${runs} where status = 'queued' and instance_id is null)`
     : sql`0`;
   const result = await db.execute(sql`
     with bounds as (select ${keyOpen} as key_open, ${unownedQueued} as unowned, ${unownedMax} as unowned_max),
@@ -122,7 +122,7 @@ export async function admitRun(
         sql`, `,
       )}
       from bounds
-      where ${key ? sql`key_open < ${key.max}::int` : sql`true`}
+      where ${key ? sql`key_open < ${key.max}::bigint` : sql`true`}
         and ${unowned ? sql`unowned < unowned_max` : sql`true`}
       returning *),
     ${feedAppended(sql`select 'run_queued', s.owner_key_id, a.session_id, a.id,

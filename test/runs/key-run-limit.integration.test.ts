@@ -1,9 +1,11 @@
+import { randomUUID } from "node:crypto";
 import { and, eq, isNull } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
 import { KeyRunLimitError, QueueFullError } from "../../src/runs/errors.js";
 import type { Message } from "../../src/runs/message.js";
 import { recordRun } from "../../src/runs/recording.js";
+import { registerInstance } from "../../src/store/instances.js";
 import type { NewRun } from "../../src/store/run-admission.js";
 import { WORK_CHANNEL } from "../../src/store/run-claims.js";
 import { feedEvents, runs } from "../../src/store/schema.js";
@@ -47,7 +49,7 @@ describe.each(BACKENDS)("the per-key run limit on %s", (backend) => {
     };
     return { run, opened: opened.id };
   }
-  // Counted under a lock on Postgres; the embedded database runs one transaction at a time.
+  // Counted under a lock on Postgres; the embedded database runs one statement at a time.
   const limitOf = (keyId: string, max: number) => ({
     keyId,
     max,
@@ -161,5 +163,32 @@ describe.each(BACKENDS)("the per-key run limit on %s", (backend) => {
     // In the order of their commits: the refused run's would be between.
     await waitUntil(() => heard.length >= 2, "two rings on the work channel");
     expect(heard).toEqual(["a", "b"]);
+
+    // Two instances with a lease, one whose lease has run out: the bound is two runs.
+    const instance = (leaseMs: number) =>
+      registerInstance(
+        db,
+        { id: randomUUID(), host: "h", bootId: null, pid: 1, version: "test" },
+        leaseMs,
+      );
+    await Promise.all([instance(60_000), instance(60_000), instance(-60_000)]);
+    const third = await queuedRun();
+    const overTwo = recordRun(db, third, message, [], null, unowned(1));
+    await expect(overTwo).rejects.toMatchObject({ limit: 2 });
+    await expect(recordRun(db, third, message, [], null, unowned(2))).resolves.toMatchObject({
+      status: "queued",
+    });
+  });
+
+  it("takes bounds beyond a 32-bit integer, as the settings allow", async () => {
+    const { db } = database;
+    const key = await newKey();
+    const { run, opened } = await sessionOf(key);
+    await db.update(runs).set({ status: "succeeded" }).where(eq(runs.id, opened));
+    const huge = Number.MAX_SAFE_INTEGER;
+    const unowned = { perInstance: huge, ring: false, retryAfterSeconds: () => 1 };
+    await expect(
+      recordRun(db, { ...run, status: "queued" }, message, [], limitOf(key, huge), unowned),
+    ).resolves.toMatchObject({ status: "queued" });
   });
 });
