@@ -203,6 +203,8 @@ export function floorRun(
           firstLineMs = now() - t0;
           if (opts.firstLineOnly) {
             child.kill("SIGKILL");
+            // Nothing after the first line is read: a later chunk would start mid-line.
+            child.stdout.destroy();
             resolve({ firstLineMs, totalMs: firstLineMs, lines });
             return;
           }
