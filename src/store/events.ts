@@ -1,7 +1,7 @@
 import { and, asc, desc, eq, gt, inArray, type SQL, sql } from "drizzle-orm";
 import type { BridgeEvent, BridgeEventType, CompletionEvent } from "../events.js";
 import { type Database, returnedRows } from "./db.js";
-import { cliId } from "./runs.js";
+import { cliId, OPEN_STATUSES_LIST } from "./runs.js";
 import { runEventBatches, runs, sessions } from "./schema.js";
 
 // A run's event log, stored a batch to a row (see schema.ts). Each event is serialized once, when
@@ -136,9 +136,6 @@ export interface EventBatch {
 /** The doorbell's channel for stored events; a payload is `<run id> <last seq>`. */
 export const RUN_EVENTS_CHANNEL = "agent_bridge_run_events";
 
-/** Statuses of a run whose log still takes events: its completion is not written yet. */
-const OPEN = sql.raw(`('queued', 'running', 'waiting')`);
-
 /**
  * Stores batches, of one run or of several, in one statement, each only while its run is open:
  * a run another instance has closed (its owner lost its lease) takes nothing more. Resolves with
@@ -181,7 +178,7 @@ export async function appendEvents(
     insert into ${runEventBatches} (run_id, first_seq, last_seq, last_public_seq, events, created_at)
     select b.*, ${createdAt}::timestamptz
     from ${source} as b (run_id, first_seq, last_seq, last_public_seq, events)
-    ${whileOpen ? sql`where exists (select 1 from ${runs} r where r.id = b.run_id and r.status in ${OPEN})` : sql``}
+    ${whileOpen ? sql`where exists (select 1 from ${runs} r where r.id = b.run_id and r.status in ${OPEN_STATUSES_LIST})` : sql``}
     returning run_id, last_seq`;
   const ctes = [
     ...namingAgentSessions(batches, whileOpen),
@@ -216,7 +213,7 @@ function namingAgentSessions(batches: EventBatch[], whileOpen: boolean): SQL[] {
     // A name recorded already locks no row: this statement stores every running run's events.
     sql`named_runs as (update ${runs} r set agent_session_id = n.id from named n
       where r.id = n.run_id and r.agent_session_id is distinct from n.id
-      ${whileOpen ? sql`and r.status in ${OPEN}` : sql``}
+      ${whileOpen ? sql`and r.status in ${OPEN_STATUSES_LIST}` : sql``}
       returning r.session_id, n.id)`,
     sql`named_sessions as (update ${sessions} s set agent_session_id = nr.id from named_runs nr
       where s.id = nr.session_id and s.agent_session_id is distinct from nr.id)`,

@@ -85,17 +85,17 @@ export async function forgetReapedInstances(db: Database, olderThanMs: number) {
     .where(lt(instances.reapedAt, sql`now() - ${`${olderThanMs} milliseconds`}::interval`));
 }
 
+/** An instance whose lease holds: not reaped, its lease not run out by the database's clock. */
+export const liveInstance = and(
+  isNull(instances.reapedAt),
+  sql`${instances.leaseExpiresAt} > now()`,
+);
+
 /** Instances whose lease holds (on `host`, when given). */
 export async function countLiveInstances(db: Database, host?: string): Promise<number> {
   const [row] = await db
     .select({ n: sql<number>`count(*)::int` })
     .from(instances)
-    .where(
-      and(
-        isNull(instances.reapedAt),
-        sql`${instances.leaseExpiresAt} > now()`,
-        host === undefined ? undefined : eq(instances.host, host),
-      ),
-    );
+    .where(and(liveInstance, host === undefined ? undefined : eq(instances.host, host)));
   return row?.n ?? 0;
 }

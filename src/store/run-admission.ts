@@ -3,10 +3,11 @@ import { and, asc, eq, getTableColumns, inArray, isNotNull, lt, notExists, sql }
 import { alias } from "drizzle-orm/pg-core";
 import { type Database, returnedRows, rowOf } from "./db.js";
 import { feedAppended, feedRung, runQueuedData } from "./feed.js";
+import { liveInstance } from "./instances.js";
 import { newestFirst, olderThan } from "./paging.js";
 import { preparedFor } from "./prepared.js";
 import { WORK_CHANNEL } from "./run-claims.js";
-import { ACTIVE_STATUSES, cliSessionStarted } from "./runs.js";
+import { ACTIVE_STATUSES, cliSessionStarted, OPEN_STATUSES_LIST } from "./runs.js";
 import {
   instances,
   type RunRow,
@@ -66,9 +67,6 @@ export type Admitted =
   /** Refused by the key's bound, or by the bound on unowned queued runs (at `max`). */
   | { refused: "key" | "unowned"; max: number };
 
-/** Written out, not bound, so that the planner reads the open runs from their partial index. */
-const OPEN_RUN_STATUSES = sql.raw("('queued', 'running', 'waiting')");
-
 /**
  * Writes a run's row and its `run_queued` feed entry in one statement, counting what its bounds
  * count in it: nothing is written when a bound is reached. Throws a unique violation when the
@@ -97,12 +95,12 @@ export async function admitRun(
   const { key, unowned } = bounds;
   const keyOpen = key
     ? sql`(select count(*) from ${runs} r join ${sessions} s on s.id = r.session_id
-        where s.owner_key_id = ${key.id}::uuid and r.status in ${OPEN_RUN_STATUSES})`
+        where s.owner_key_id = ${key.id}::uuid and r.status in ${OPEN_STATUSES_LIST})`
     : sql`0`;
   // This instance counts even before its lease is registered (an app built in a test).
   const unownedMax = unowned
     ? sql`(${unowned.perInstance}::numeric * (select greatest(1, count(*)) from ${instances}
-        where reaped_at is null and lease_expires_at > now()))`
+        where ${liveInstance}))`
     : sql`0`;
   const unownedQueued = unowned
     ? sql`(select count(*) from ${runs} where status = 'queued' and instance_id is null)`

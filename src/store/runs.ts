@@ -16,6 +16,11 @@ export const cliId = (id: string | null) => (id && /^[\x21-\x7e]{1,200}$/.test(i
 export const ACTIVE_STATUSES = ["queued", "running"] as const;
 /** A run in one of these has no completion yet: its log still grows. */
 export const OPEN_STATUSES: readonly string[] = [...ACTIVE_STATUSES, "waiting"];
+/**
+ * OPEN_STATUSES as a list written into a statement, not bound: the planner then reads open runs
+ * from their partial indexes.
+ */
+export const OPEN_STATUSES_LIST = sql.raw(`(${OPEN_STATUSES.map((s) => `'${s}'`).join(", ")})`);
 
 export async function getRun(db: Database, id: string): Promise<RunRow | undefined> {
   const [row] = await db.select().from(runs).where(eq(runs.id, id));

@@ -119,8 +119,8 @@ describe.each(BACKENDS)("the per-key run limit on %s", (backend) => {
     const heard: string[] = [];
     const listen = database.listen;
     if (!listen) throw new Error("the test database has no LISTEN");
-    await new Promise<void>((listening) => {
-      void listen(WORK_CHANNEL, (payload) => heard.push(payload), listening);
+    await new Promise<void>((listening, failed) => {
+      listen(WORK_CHANNEL, (payload) => heard.push(payload), listening).catch(failed);
     });
     // Only this test's runs are queued for any instance.
     await db
