@@ -31,7 +31,8 @@ export interface CallOptions {
   targets: CallbackTargets;
   timeoutMs: number;
   stopping: AbortSignal;
-  now: number;
+  /** Read when the answer comes: a Retry-After counts from then, however long the call took. */
+  clock: () => number;
 }
 
 export type ForgeAnswer =
@@ -83,7 +84,7 @@ export async function callForge(
     });
     const { status, headers } = answer;
     if (status >= 200 && status < 300) return { ok: true, status, json: parse(answer.body) };
-    const retryAt = retryTime(headers, opts.now);
+    const retryAt = retryTime(headers, opts.clock());
     const limited =
       status === 429 || (status === 403 && (retryAt !== null || /rate limit/i.test(answer.body)));
     return {

@@ -72,7 +72,7 @@ export async function gateDelivery(
           timeoutMs: opts.timeoutMs,
           // Part of the delivery's request, bounded by its timeout.
           stopping: new AbortController().signal,
-          now: Date.now(),
+          clock: Date.now,
         },
       ));
   if (hook.triggers) {

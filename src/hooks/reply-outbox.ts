@@ -225,7 +225,7 @@ export class ReplyOutbox {
         targets: this.targets,
         timeoutMs: this.opts.timeoutMs,
         stopping: this.loop.stopping,
-        now: this.loop.clock.now(),
+        clock: () => this.loop.clock.now(),
       });
     let target = row.target;
     if ((row.kind === "check" || row.kind === "status") && !target.sha) {

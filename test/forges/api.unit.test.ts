@@ -7,11 +7,11 @@ import { type MockForge, startMockForge } from "../support/mock-forge.js";
 // to be called again.
 
 const loopback = new CallbackTargets([{ address: "127.0.0.1", prefix: 32, family: "ipv4" }]);
-const opts = (now = Date.now()) => ({
+const opts = (clock = Date.now) => ({
   targets: loopback,
   timeoutMs: 5000,
   stopping: new AbortController().signal,
-  now,
+  clock,
 });
 
 let github: MockForge;
@@ -79,8 +79,17 @@ describe("a call to a forge", () => {
     expect(answer).toMatchObject({ ok: false, status: 502, final: false, retryAt: null });
   });
 
-  it("takes GitHub's secondary rate limit (403 with Retry-After) as a wait, not a refusal", async () => {
+  it("takes GitHub's secondary rate limit (403 with Retry-After) as a wait from its answer, not a refusal", async () => {
     const now = Date.now();
+    const refusals = () => github.requests.filter((r) => r.status === 403).length;
+    const before = refusals();
+    const answered = () => refusals() > before;
+    // Read once the forge has answered: a call that took long still waits the whole Retry-After.
+    let readAfterAnswer: boolean | undefined;
+    const clock = () => {
+      readAfterAnswer = answered();
+      return now;
+    };
     github.failNext({
       path: /comments$/,
       status: 403,
@@ -90,10 +99,11 @@ describe("a call to a forge", () => {
     const answer = await callForge(
       access("github", "ghp_token"),
       { method: "POST", path: "/repos/acme/widgets/issues/7/comments", body: { body: "x" } },
-      opts(now),
+      opts(clock),
     );
     expect(answer).toMatchObject({ ok: false, error: "rate_limited", final: false });
     expect(!answer.ok && answer.retryAt).toBe(now + 60_000);
+    expect(readAfterAnswer).toBe(true);
   });
 
   it("takes a plain 403 as final", async () => {
