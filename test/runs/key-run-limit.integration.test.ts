@@ -109,7 +109,8 @@ describe.each(BACKENDS)("the per-key run limit on %s", (backend) => {
     const fed = await db
       .select({ type: feedEvents.type })
       .from(feedEvents)
-      .where(eq(feedEvents.sessionId, run.sessionId));
+      .where(eq(feedEvents.sessionId, run.sessionId))
+      .orderBy(feedEvents.id);
     // The session's and its own run's.
     expect(fed.map((f) => f.type)).toEqual(["session_created", "run_queued"]);
   });
@@ -153,7 +154,8 @@ describe.each(BACKENDS)("the per-key run limit on %s", (backend) => {
     const fed = await db
       .select({ type: feedEvents.type })
       .from(feedEvents)
-      .where(eq(feedEvents.sessionId, second.sessionId));
+      .where(eq(feedEvents.sessionId, second.sessionId))
+      .orderBy(feedEvents.id);
     expect(fed.map((f) => f.type)).toEqual(["session_created", "run_queued"]);
     await expect(
       recordRun(db, on(second, "b"), message, [], null, unowned(2)),
