@@ -14,8 +14,12 @@ import { MemoryLimitError, ProcessLimitError, type RunLimitError } from "./error
 // Each sandboxed run gets a cgroup of its own in the memory and pids controllers of cgroup v1, made
 // beneath the server's own (so whatever bounds the server, a container's or a service's limit,
 // bounds its runs too) and removed after it. The run's command enters it before anything in it
-// can fork: it starts as `sh -c`, which writes its own pid to each group's `cgroup.procs` and then
-// execs the sandbox, so bwrap and all it starts are born inside.
+// can fork: it starts as `sh -c`, which moves itself into each group and then execs the sandbox, so
+// bwrap and all it starts are born inside. It moves its one thread, writing `0` (itself) to
+// `tasks`: a pid written to `cgroup.procs` moves a whole process under the kernel's global lock on
+// every process's group, which waits out an RCU grace period (docs/performance.md has what that
+// costs a run); a thread moving itself takes no such lock (cgroup_procs_write_start in the
+// kernel's kernel/cgroup/cgroup.c).
 //
 // A hit limit ends the run at once, `failed` with its own code: a memory hog is OOM-killed by the
 // kernel, but the CLI would go on (and a fork bomb, whose forks only fail, would run to the
@@ -116,8 +120,8 @@ export function parseFlatKeyed(text: string): Map<string, number> {
 const PREFIX = "agent-bridge-";
 const groupName = (suffix: string) => `${PREFIX}${process.pid}-${suffix}`;
 
-/** Writes its own pid to each `cgroup.procs` given before `--`, then execs what follows it. */
-const ENTER = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"';
+/** Moves itself (one thread) into each `tasks` given before `--`, then execs what follows it. */
+const ENTER = 'while [ "$1" != -- ]; do echo 0 > "$1" || exit 125; shift; done; shift; exec "$@"';
 
 /** How often a running run's counters are read. */
 const WATCH_MS = 250;
@@ -144,8 +148,8 @@ export class RunCgroup {
 
   /** The command line that runs `bin` with `args` inside the groups. */
   enter(bin: string, args: string[]): [string, string[]] {
-    const procs = Object.values(this.dirs).map((dir) => path.join(dir, "cgroup.procs"));
-    return ["/bin/sh", ["-c", ENTER, "agent-bridge-limits", ...procs, "--", bin, ...args]];
+    const tasks = Object.values(this.dirs).map((dir) => path.join(dir, "tasks"));
+    return ["/bin/sh", ["-c", ENTER, "agent-bridge-limits", ...tasks, "--", bin, ...args]];
   }
 
   /** The limit the run hit, if it hit one (the memory limit first: it is also what breaks forks). */
