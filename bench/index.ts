@@ -29,6 +29,7 @@ import {
   sandboxCost,
   sandboxMemory,
   sequentialRuns,
+  TIMED_WARM_UP,
   type TogetherSample,
   type TranscriptGrowthWindow,
   together,
@@ -59,6 +60,8 @@ const SIZES = {
   /** The longer rounds (paced concurrency, 1 000 subscribers) run fewer times, for the time budget. */
   longRepeats: 2,
   firstEventRepeats: 11,
+  /** Relays of 10 000 lines or fewer (deltas, whole messages): a few tens of ms each, so more. */
+  shortRelayRepeats: 11,
   relay: (process.env.BENCH_RELAY ?? "10000,100000").split(",").map(Number),
   /** Runs of one transcript at once, on the bridge, in the SDK peer and as bare consumers. */
   togetherRuns: 20,
@@ -100,6 +103,9 @@ const SIZES = {
   /** The first and last runs compared. */
   transcriptWindow: 10,
 } as const;
+
+/** How many times a relay of `lines` is measured. */
+const relayRepeats = (lines: number) => (lines <= 10_000 ? SIZES.shortRelayRepeats : SIZES.repeats);
 
 const TARGETS = {
   /**
@@ -249,10 +255,11 @@ async function benchBackend(backend: Backend, transcripts: Transcripts, tmp: str
       step("memory: idle subscribers");
       out.idleSubscribers = await idleSubscribers(server, SIZES.subscribers, SIZES.longRepeats);
     }
-    // A forced collection (each memory figure's) costs the next few runs their JIT's work again
-    // (docs/performance.md): the timed rounds start from a server warm as one in use is.
-    step("warm-up after the forced collections");
-    await warmUp(server, peer);
+    // Warmer for the timed rounds, and after the memory figures' forced collections, each of which
+    // costs the next few runs their JIT's work again (docs/performance.md): they start from a
+    // server warm as one in use is.
+    step("warm-up for the timed rounds");
+    await warmUp(server, peer, TIMED_WARM_UP);
     if (wanted("first")) {
       step("first event");
       out.firstEvent = await firstEvent(server, peer, SIZES.firstEventRepeats);
@@ -262,7 +269,7 @@ async function benchBackend(backend: Backend, transcripts: Transcripts, tmp: str
       out.relay = {};
       for (const n of SIZES.relay) {
         step(`relay ${n}`);
-        out.relay[n] = await relay(server, peer, relayWorkload(server, n), SIZES.repeats);
+        out.relay[n] = await relay(server, peer, relayWorkload(server, n), relayRepeats(n));
         lastBig = out.relay[n].at(-1);
       }
     }
@@ -275,7 +282,7 @@ async function benchBackend(backend: Backend, transcripts: Transcripts, tmp: str
     if (wanted("whole")) {
       step(`${SIZES.wholeMessages} whole assistant messages`);
       const workload = wholeWorkload(server, SIZES.wholeMessages);
-      out.whole = await relay(server, peer, workload, SIZES.repeats);
+      out.whole = await relay(server, peer, workload, relayRepeats(SIZES.wholeMessages));
     }
     if (wanted("replay") && lastBig) {
       step("replay");
@@ -885,7 +892,7 @@ const seconds = (Date.now() - startedAt.getTime()) / 1000;
 const text = table(results);
 const header = `${machine.cpus} × ${machine.cpu_model}, ${mb(machine.memory_bytes)}, Node ${machine.node}, ${machine.platform}; load average at start ${machine.load_average_at_start.map((x) => x.toFixed(2)).join(" ")}`;
 process.stdout.write(
-  `\n${header}\nmedians of ${SIZES.repeats} (first event: ${SIZES.firstEventRepeats}; sandbox cost: ${SIZES.sandboxRepeats}; gateway: ${SIZES.gatewayShortRepeats} short and ${SIZES.gatewayLongRepeats} long pairs; paced concurrency and subscribers: ${SIZES.longRepeats}); ${num(seconds, 0)} s in all\n\n${text}\n`,
+  `\n${header}\nmedians of ${SIZES.repeats} (first event, and relays of up to 10 000 lines: ${SIZES.firstEventRepeats}, ${SIZES.shortRelayRepeats}; sandbox cost: ${SIZES.sandboxRepeats}; gateway: ${SIZES.gatewayShortRepeats} short and ${SIZES.gatewayLongRepeats} long pairs; paced concurrency and subscribers: ${SIZES.longRepeats}); ${num(seconds, 0)} s in all\n\n${text}\n`,
 );
 const resultsDir = join(root, "bench", "results");
 mkdirSync(resultsDir, { recursive: true });

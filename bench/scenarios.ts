@@ -66,28 +66,30 @@ function expectComplete(res: SseResult, events: number, what: string) {
   expect(res.ordered && res.firstId === 1, `${what}: ids not 1..n in order`, res);
 }
 
+/** Runs of each relay transcript in a warm-up, after ten short runs: as memory at rest counts it. */
+export const REST_WARM_UP: [deltas: number, runs: number][] = [[10_000, 1]];
+
 /**
- * Runs of each relay transcript in a warm-up, after the short ones: a fresh server takes about ten
- * runs of 10 000 deltas to reach the pace it keeps (docs/performance.md), and a round of three
- * measured its warming.
+ * The same before the timed rounds: a fresh server takes about ten runs of 10 000 deltas to reach
+ * the pace it keeps (docs/performance.md), which three runs of a round measured instead.
  */
-const WARM_UP_RELAY_RUNS: [deltas: number, runs: number][] = [
+export const TIMED_WARM_UP: [deltas: number, runs: number][] = [
   [10_000, 10],
   [100_000, 2],
 ];
 
 /**
- * Runs so that the JIT and the database caches are warm before anything is timed; the SDK
+ * Runs so that the JIT and the database caches are warm before anything is measured; the SDK
  * peer's too, the same runs, when there is one.
  */
-export async function warmUp(server: Server, peer?: SdkPeer) {
+export async function warmUp(server: Server, peer?: SdkPeer, relayRuns = REST_WARM_UP) {
   const [session = ""] = await createSessions(server.url, 1);
   const both = async (path: string) => {
     await post(server, session, `@${path}`);
     await peer?.run(`@${path}`);
   };
   for (let i = 0; i < 10; i++) await both(server.transcripts.small);
-  for (const [deltas, runs] of WARM_UP_RELAY_RUNS) {
+  for (const [deltas, runs] of relayRuns) {
     const path = server.transcripts.relay[deltas];
     for (let i = 0; path && i < runs; i++) await both(path);
   }
