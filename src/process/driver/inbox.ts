@@ -1,9 +1,17 @@
 // The queue between a CLI's process (its lines, its exit, the run's clocks and signals) and the
 // driver's read loop (./drive.ts), which takes what came while it was busy in one go.
 
-/** An unbounded FIFO with one waiting reader. */
+/** Taken items before the array is cut down to what is left (when they are most of it). */
+const COMPACT_AFTER = 1024;
+
+/**
+ * An unbounded FIFO with one waiting reader. An item taken is no longer held: a parsed line holds
+ * slices of the chunk it was read from, and the taken lines a queue kept until its next compaction
+ * (up to COMPACT_AFTER a run) outlived the young generation's collections, which moved them and
+ * their chunks into the old generation, to be freed only by a full collection.
+ */
 export class Inbox<T> {
-  private items: T[] = [];
+  private items: (T | undefined)[] = [];
   private head = 0;
   private waiter: (() => void) | undefined;
 
@@ -22,8 +30,12 @@ export class Inbox<T> {
   shift(): T | undefined {
     if (this.length === 0) return undefined;
     const item = this.items[this.head] as T;
+    this.items[this.head] = undefined;
     this.head++;
-    if (this.head > 1024 && this.head * 2 > this.items.length) {
+    if (this.head === this.items.length) {
+      this.items = [];
+      this.head = 0;
+    } else if (this.head > COMPACT_AFTER && this.head * 2 > this.items.length) {
       this.items = this.items.slice(this.head);
       this.head = 0;
     }
