@@ -67,7 +67,7 @@ function expectComplete(res: SseResult, events: number, what: string) {
 }
 
 /** Runs of each relay transcript in a warm-up, after ten short runs: as memory at rest counts it. */
-export const REST_WARM_UP: [deltas: number, runs: number][] = [[10_000, 1]];
+const REST_WARM_UP: [deltas: number, runs: number][] = [[10_000, 1]];
 
 /**
  * The same before the timed rounds: a fresh server takes about ten runs of 10 000 deltas to reach

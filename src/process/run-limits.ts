@@ -17,8 +17,8 @@ import { MemoryLimitError, ProcessLimitError, type RunLimitError } from "./error
 // can fork: it starts as `sh -c`, which moves itself into each group and then execs the sandbox, so
 // bwrap and all it starts are born inside. It moves its one thread, writing `0` (itself) to
 // `tasks`: a pid written to `cgroup.procs` moves a whole process under the kernel's global lock on
-// every process's group, which waits out an RCU grace period (docs/performance.md has what that
-// costs a run); a thread moving itself takes no such lock (cgroup_procs_write_start in the
+// every process's group, which waits out an RCU grace period (bench/results/HISTORY.md has what
+// that cost a run); a thread moving itself takes no such lock (cgroup_procs_write_start in the
 // kernel's kernel/cgroup/cgroup.c).
 //
 // A hit limit ends the run at once, `failed` with its own code: a memory hog is OOM-killed by the
