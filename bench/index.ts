@@ -54,6 +54,9 @@ import { type Transcripts, writeTranscripts } from "./transcripts.js";
 //   --backend pglite|postgres                              one back-end only
 //   --profile                                              the server runs with --cpu-prof
 //                                                          (profiles in bench/results/profiles)
+//   --node-flag=FLAG                                       a Node or V8 flag for every server,
+//                                                          after npm start's own (repeatable):
+//                                                          --node-flag=--max-semi-space-size=16
 
 const SIZES = {
   repeats: 3,
@@ -148,8 +151,13 @@ const { values: args } = parseArgs({
     only: { type: "string" },
     backend: { type: "string" },
     profile: { type: "boolean", default: false },
+    "node-flag": { type: "string", multiple: true },
   },
 });
+const nodeFlags = args["node-flag"] ?? [];
+/** A server as `npm start` runs it, with the flags the bench was given after its own. */
+const startServer = (env: Record<string, string>, flags: string[] = []) =>
+  startBenchServer(env, [...flags, ...nodeFlags]);
 const only = new Set(
   (
     args.only ??
@@ -225,7 +233,7 @@ async function benchBackend(backend: Backend, transcripts: Transcripts, tmp: str
     // Tracing, spans per event among it, measured when the bench's environment turns them on.
     ...pick(process.env, ["OTEL_EXPORTER_OTLP_ENDPOINT", "AGENT_BRIDGE_TRACE_EVENTS"]),
   };
-  const proc = await startBenchServer(env, [
+  const proc = await startServer(env, [
     "--expose-gc",
     "--import",
     join(root, "bench", "gc-probe.mjs"),
@@ -326,7 +334,7 @@ async function benchBackend(backend: Backend, transcripts: Transcripts, tmp: str
       // its work dir, and hides the rest of that dir (its data dir there too).
       // A credential in its environment: the CLI then calls through the gateway (this one never
       // does), so each sandbox has its network of its own, with socat serving the gateway in it.
-      const sandboxed = await startBenchServer({
+      const sandboxed = await startServer({
         ...env,
         ANTHROPIC_API_KEY: "bench-never-used",
         AGENT_BRIDGE_SANDBOX: "on",
@@ -354,7 +362,7 @@ async function benchBackend(backend: Backend, transcripts: Transcripts, tmp: str
         `transcript: ${SIZES.transcriptRuns} runs of one session, each appending ${kb(SIZES.transcriptTurnBytes)}`,
       );
       // A server of its own, whose stand-in CLI writes a transcript where the bridge finds it.
-      const appending = await startBenchServer({
+      const appending = await startServer({
         ...env,
         AGENT_BRIDGE_CLAUDE_BIN: join(root, "bench", "fake-appending-cli.sh"),
         CLAUDE_CONFIG_DIR: join(tmp, `claude-${backend}`),
@@ -376,7 +384,7 @@ async function benchBackend(backend: Backend, transcripts: Transcripts, tmp: str
     }
     if (wanted("follow") && database) {
       step("follow: a second instance");
-      const second = await startBenchServer({ ...env, BENCH_MEMORY_FILE: `${memoryFile}.2` });
+      const second = await startServer({ ...env, BENCH_MEMORY_FILE: `${memoryFile}.2` });
       try {
         const other: Server = { ...server, url: second.url, pid: second.child.pid ?? 0 };
         step(`follow ${SIZES.followDeltas} at ${SIZES.followRate} lines/s`);
@@ -422,7 +430,7 @@ async function gatewayRounds(
     running.push(upstream);
     const operatorKey = `bench-operator-${randomBytes(8).toString("hex")}`;
     const server = async (name: string, extra: Record<string, string> = {}): Promise<Server> => {
-      const proc = await startBenchServer({
+      const proc = await startServer({
         ...env,
         ANTHROPIC_BASE_URL: upstream.url,
         ...extra,
@@ -877,6 +885,7 @@ const machine = {
   node: process.version,
   platform: `${os.platform()} ${os.release()}`,
   load_average_at_start: os.loadavg(),
+  server_node_flags: nodeFlags,
 };
 const startedAt = new Date();
 const tmp = mkdtempSync(join(os.tmpdir(), "agent-bridge-bench-"));
@@ -896,7 +905,7 @@ try {
 
 const seconds = (Date.now() - startedAt.getTime()) / 1000;
 const text = table(results);
-const header = `${machine.cpus} × ${machine.cpu_model}, ${mb(machine.memory_bytes)}, Node ${machine.node}, ${machine.platform}; load average at start ${machine.load_average_at_start.map((x) => x.toFixed(2)).join(" ")}`;
+const header = `${machine.cpus} × ${machine.cpu_model}, ${mb(machine.memory_bytes)}, Node ${machine.node}, ${machine.platform}; load average at start ${machine.load_average_at_start.map((x) => x.toFixed(2)).join(" ")}${nodeFlags.length > 0 ? `; the server with ${nodeFlags.join(" ")}` : ""}`;
 process.stdout.write(
   `\n${header}\nmedians of ${SIZES.repeats} (first event: ${SIZES.firstEventRepeats}; relays: ${SIZES.shortRelayRepeats} of up to 10 000 lines, ${SIZES.longRelayRepeats} longer; sandbox cost: ${SIZES.sandboxRepeats}; gateway: ${SIZES.gatewayShortRepeats} short and ${SIZES.gatewayLongRepeats} long pairs; paced concurrency and subscribers: ${SIZES.longRepeats}); ${num(seconds, 0)} s in all\n\n${text}\n`,
 );

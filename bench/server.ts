@@ -27,7 +27,9 @@ export async function startBenchServer(
   // npm start's prestart.
   execFileSync(process.execPath, ["scripts/build.mjs"], { cwd: root, stdio: "inherit" });
   const started = performance.now();
-  const child = spawn(process.execPath, [...nodeFlags, ...npmStartArgs()], {
+  // The caller's flags after npm start's own, so that theirs win (V8 takes a flag's last value).
+  const start = npmStartArgs();
+  const child = spawn(process.execPath, [...start.slice(0, -1), ...nodeFlags, ...start.slice(-1)], {
     cwd: root,
     env: {
       PATH: process.env.PATH,
