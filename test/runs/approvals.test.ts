@@ -98,18 +98,25 @@ describe.each(BACKENDS)("permission requests withdrawn or left behind on %s", (b
         body: JSON.stringify({ approvals: "api" }),
       })
     ).json();
-    // As a server of a version before instances left it: running, with a request waiting.
-    const run = await insertRun(db, {
-      sessionId: session.id,
-      instanceId: null,
-      agent: "claude",
-      trigger: "message",
-      prompt: "deploy",
-      systemPrompt: null,
-      idempotencyKey: null,
-      requestHash: null,
+    // As a server of a version before instances left it: running, with a request waiting. Made
+    // running in the transaction that writes it: on Postgres an instance looking for work (as this
+    // app's does whenever a run of its own ends) claims a queued run nobody owns, and reaping then
+    // found none.
+    const run = await db.transaction(async (tx) => {
+      const row = await insertRun(tx, {
+        sessionId: session.id,
+        instanceId: null,
+        agent: "claude",
+        trigger: "message",
+        prompt: "deploy",
+        systemPrompt: null,
+        idempotencyKey: null,
+        requestHash: null,
+      });
+      await markRunning(tx, row.id, new Date());
+      return row;
     });
-    await markRunning(db, run.id, new Date());
+    await t.deps.runs.pullWork();
     const now = new Date();
     await insertPermissionRequest(db, {
       runId: run.id,
