@@ -26,12 +26,17 @@ describe.each(BACKENDS)("recovering runs on %s", (backend) => {
   });
   afterAll(() => t.close());
 
+  /**
+   * A run a server left running, written in one transaction: queued and nobody's, it would be
+   * there for this app's instance to claim at its lease tick.
+   */
   async function unfinishedRun(pgid: number, boot: string | null) {
-    const db = t.database.db;
-    const run = await insertSessionRun(db, "left behind");
-    await markRunning(db, run.id, new Date());
-    await setRunPgid(db, run.id, pgid, boot);
-    return run;
+    return t.database.db.transaction(async (tx) => {
+      const run = await insertSessionRun(tx, "left behind");
+      await markRunning(tx, run.id, new Date());
+      await setRunPgid(tx, run.id, pgid, boot);
+      return run;
+    });
   }
 
   it("keeps closed a run that another instance closed before its own marked it running", async () => {
