@@ -55,11 +55,20 @@ export class LineFramer {
   /** Feeds one chunk; returns the lines it completed, decoded, without their `\n`. */
   push(chunk: Buffer): string[] {
     const lines: string[] = [];
+    const last = chunk.lastIndexOf(NEWLINE);
     let start = 0;
     while (start < chunk.length) {
+      // The common case: the lines that start and end within the chunk, all within the bounds
+      // (the span they fill is), are decoded in one go and split, rather than found and decoded
+      // one at a time; no view of a line, no list of parts to collect (a quarter of the relay's
+      // CPU once went to the collector). A `\n` byte is never part of a longer UTF-8 character.
+      if (last >= start && this.size === 0 && !this.skipping && this.takesWhole(last - start)) {
+        for (const line of chunk.toString("utf8", start, last).split("\n")) lines.push(line);
+        start = last + 1;
+        continue;
+      }
       const nl = chunk.indexOf(NEWLINE, start);
-      // A line whole within the chunk, the common case, is decoded straight from it: no view of
-      // it and no list of parts to collect (a quarter of the relay's CPU went to the collector).
+      // Else a line whole within the chunk is decoded straight from it.
       if (nl !== -1 && this.size === 0 && !this.skipping && this.takesWhole(nl - start)) {
         lines.push(chunk.toString("utf8", start, nl));
         start = nl + 1;

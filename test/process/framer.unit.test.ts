@@ -35,6 +35,24 @@ describe("LineFramer / NdjsonReader", () => {
     expect(r.push(Buffer.from(":2}\n"))).toEqual([{ n: 2 }]);
   });
 
+  it("frames a chunk's whole lines together between a line begun before it and one it begins, multibyte characters and blank lines among them", () => {
+    const framer = new LineFramer({ maxLineBytes: 1024 });
+    const bytes = Buffer.from("end of é\n漢字\n\n😀 two\nthe next ");
+    expect(framer.push(Buffer.from("a line: "))).toEqual([]);
+    expect(framer.push(bytes)).toEqual(["a line: end of é", "漢字", "", "😀 two"]);
+    expect(framer.push(Buffer.from("one\n"))).toEqual(["the next one"]);
+    // Split inside each character in turn: the lines read the same.
+    for (let at = 1; at < bytes.length; at++) {
+      const split = new LineFramer({ maxLineBytes: 1024 });
+      const lines = [
+        ...split.push(bytes.subarray(0, at)),
+        ...split.push(bytes.subarray(at)),
+        ...split.end(),
+      ];
+      expect(lines, `split at byte ${at}`).toEqual(["end of é", "漢字", "", "😀 two", "the next "]);
+    }
+  });
+
   it("decodes a multibyte character split across chunks correctly", () => {
     const { r } = reader();
     const bytes = Buffer.from('{"t":"é漢😀"}\n');
@@ -91,6 +109,16 @@ describe("LineFramer / NdjsonReader", () => {
     // 5 characters, 10 bytes: fits exactly; 6 characters (12 bytes) does not.
     expect(framer.push(Buffer.from("ééééé\néééééé\nok\n"))).toEqual(["ééééé", "ok"]);
     expect(framer.oversizedLines).toBe(1);
+  });
+
+  it("drops a line over the bound among short lines of one chunk, and keeps the short ones", () => {
+    const framer = new LineFramer({ maxLineBytes: 10 });
+    expect(framer.push(Buffer.from("short\nthis line is too long\nok\nand a rest"))).toEqual([
+      "short",
+      "ok",
+    ]);
+    expect(framer.oversizedLines).toBe(1);
+    expect(framer.end()).toEqual(["and a rest"]);
   });
 
   it("drops an over-long final line without newline", () => {
