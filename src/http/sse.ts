@@ -58,10 +58,19 @@ export function sseResponse(
     for await (const batch of open(signal)) {
       const end = batch.findIndex((entry) => entry.type === "completion");
       const sent = end < 0 ? batch : batch.slice(0, end + 1);
-      yield sent.map((entry) => sseFrame(entry, opts.view));
+      yield framesOf(sent, opts.view);
       if (end >= 0) return;
     }
   }, opts);
+}
+
+/**
+ * A batch's frames, each made as it is sent: a batch may be thousands of events, and its frames
+ * made all at once outlived the young generation's collections while they were sent, which moved
+ * them into the old generation (docs/performance.md).
+ */
+function* framesOf(batch: SequencedEvent[], view: LogView): Iterable<string> {
+  for (const entry of batch) yield sseFrame(entry, view);
 }
 
 export interface StreamOptions {
@@ -77,7 +86,7 @@ export interface StreamOptions {
  * what every stream here does: keep-alives, chunks, back-pressure, a failure's `error` frame).
  */
 export function sseFramesResponse(
-  open: (signal: AbortSignal) => AsyncIterable<string[]>,
+  open: (signal: AbortSignal) => AsyncIterable<Iterable<string>>,
   opts: StreamOptions,
 ): Response {
   const gone = new AbortController();
