@@ -43,6 +43,25 @@ const TEXT_DELTA_START = '{"type":"text_delta","text":';
 /** The type field of a line of consecutive text deltas. */
 const TEXT_DELTAS = "text_delta*";
 
+/**
+ * A text delta, the bulk of a run, holds its text's JSON alone and makes its event's JSON when
+ * asked. A run keeps thousands of its latest events for its subscribers, which outlive the young
+ * generation's collections: each event held also as its JSON made those collections copy twice
+ * the objects (docs/performance.md).
+ */
+class TextDeltaEntry implements SequencedEvent {
+  readonly type = "text_delta";
+  constructor(
+    readonly seq: number,
+    readonly publicSeq: number,
+    readonly text: string,
+  ) {}
+
+  get json(): string {
+    return `${TEXT_DELTA_START}${this.text}}`;
+  }
+}
+
 export function sequenced(
   event: BridgeEvent,
   seq: number,
@@ -54,8 +73,7 @@ export function sequenced(
     publicSeq !== null &&
     fieldCount(event) === 2
   ) {
-    const text = JSON.stringify(event.text);
-    return { seq, publicSeq, type: event.type, json: `${TEXT_DELTA_START}${text}}`, text };
+    return new TextDeltaEntry(seq, publicSeq, JSON.stringify(event.text));
   }
   return { seq, publicSeq, type: event.type, json: JSON.stringify(event) };
 }
@@ -108,13 +126,7 @@ function parseBatch(events: string): SequencedEvent[] {
     // Consecutive events, public all: both positions go up by one each.
     const texts = line.slice(c + 1).split("\t");
     for (const [i, text] of texts.entries()) {
-      out.push({
-        seq: seq + i,
-        publicSeq: (publicSeq ?? 0) + i,
-        type: "text_delta",
-        json: `${TEXT_DELTA_START}${text}}`,
-        text,
-      });
+      out.push(new TextDeltaEntry(seq + i, (publicSeq ?? 0) + i, text));
     }
   }
   return out;
