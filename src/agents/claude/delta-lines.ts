@@ -24,9 +24,9 @@ const STRING = `"(${CHARACTERS})"`;
 const DELTA_LINE = new RegExp(
   [
     String.raw`^\{"type":"stream_event","event":\{"type":"content_block_delta",`,
-    String.raw`"index":(0|[1-9][0-9]{0,14}),`,
+    `"index":(0|[1-9][0-9]{0,14}),`,
     String.raw`"delta":\{"type":"(text_delta|input_json_delta|thinking_delta)","(text|partial_json|thinking)":${STRING}\}\},`,
-    String.raw`"session_id":${STRING},"parent_tool_use_id":(?:null|${STRING}),"uuid":${STRING}`,
+    `"session_id":${STRING},"parent_tool_use_id":(?:null|${STRING}),"uuid":${STRING}`,
     String.raw`(?:,"thinking_display":${STRING})?(?:,"api_message_id":${STRING})?\}$`,
   ].join(""),
 );
