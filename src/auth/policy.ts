@@ -275,9 +275,14 @@ export interface RunAllowance {
 export interface RunGate {
   /**
    * Throws PolicyDeniedError or BudgetExhaustedError when the session's key may not run it now,
-   * with these settings (the session's, with the message's own in their place).
+   * with these settings (the session's, with the message's own in their place). `ownerKey`: the
+   * session's key as a read of the caller's found it a moment ago (null: gone), not read again.
    */
-  allow(session: SessionRow, settings: SessionSettings): Promise<RunAllowance>;
+  allow(
+    session: SessionRow,
+    settings: SessionSettings,
+    ownerKey?: ApiKeyRow | null,
+  ): Promise<RunAllowance>;
 }
 
 /**
@@ -288,17 +293,20 @@ export interface RunGate {
  */
 export function policyGate(db: Database, config: PolicyConfig, sandbox: SandboxStatus): RunGate {
   return {
-    async allow(session, settings) {
+    async allow(session, settings, ownerKey) {
       if (!session.ownerKeyId) return { maxBudgetUsd: null, toolRules: [] };
-      let policy: KeyPolicy;
-      if (sandbox.enabled) {
-        policy = await loadPolicy(db, session.ownerKeyId, config);
-      } else {
-        const { key, activeKeys } = await getKeyAndActiveCount(db, session.ownerKeyId);
-        const refusal = tenantsUnsandboxed(sandbox, config.sandbox.mode, activeKeys);
+      let key: ApiKeyRow | undefined;
+      // Counted only where the count can refuse: unsandboxed, unless the operator turned it off.
+      if (!sandbox.enabled && config.sandbox.mode !== "off") {
+        const read = await getKeyAndActiveCount(db, session.ownerKeyId);
+        const refusal = tenantsUnsandboxed(sandbox, config.sandbox.mode, read.activeKeys);
         if (refusal) throw refusal;
-        policy = policyOfKey(key, config);
+        key = read.key;
+      } else {
+        key =
+          ownerKey === undefined ? await getKey(db, session.ownerKeyId) : (ownerKey ?? undefined);
       }
+      const policy = policyOfKey(key, config);
       // Asked at every run, so that a policy narrowed since the session was made holds too.
       await checkRun(policy, { settings, workDir: session.workDir }, config);
       const budget = await budgetOf(db, session.ownerKeyId, policy);

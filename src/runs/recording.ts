@@ -82,8 +82,12 @@ export async function recordRun(
   };
   const locked = Boolean(limit?.concurrent) || unowned !== null;
   const admit = async (tx: Database) => {
-    if (locked) await lockAdmission(tx, bounds);
-    const admitted = await admitRun(tx, run, bounds);
+    // Sent together, not the lock first and then the run: Postgres takes a connection's
+    // statements in turn, so the run's counts are made once the lock is held, a round trip sooner.
+    const [, admitted] = await Promise.all([
+      locked ? lockAdmission(tx, bounds) : undefined,
+      admitRun(tx, run, bounds),
+    ]);
     if ("refused" in admitted) {
       const { refused, max } = admitted;
       if (refused === "key" && limit) throw new KeyRunLimitError(max, limit.retryAfterSeconds());

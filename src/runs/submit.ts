@@ -100,7 +100,11 @@ export class Submission {
     let wait = admission.mustWait(session.id, state.activeRunId, mayWait, state.waitingRunId);
     agents.get(session.agent);
     const options = message.options ?? NO_RUN_OPTIONS;
-    const allowance = await gate.allow(session, runSettings(sessionSettings(session), options));
+    const allowance = await gate.allow(
+      session,
+      runSettings(sessionSettings(session), options),
+      state.ownerKey,
+    );
     const pinnedHost = await this.pinnedHost(session);
     // Here when it can start here at once (or must wait in this instance's line for its session);
     // else queued in the database for any instance (of its host, when pinned) to claim.

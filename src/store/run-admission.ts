@@ -9,6 +9,8 @@ import { preparedFor } from "./prepared.js";
 import { WORK_CHANNEL } from "./run-claims.js";
 import { ACTIVE_STATUSES, cliSessionStarted, OPEN_STATUSES_LIST } from "./runs.js";
 import {
+  type ApiKeyRow,
+  apiKeys,
   instances,
   type RunRow,
   runs,
@@ -183,6 +185,7 @@ const admissionRead = preparedFor((db) => {
   return db
     .select({
       session: sessions,
+      ownerKey: apiKeys,
       expired: sql<boolean>`${sessions.expiredAt} is not null`,
       activeRunId: sql<string | null>`(${db
         .select({ id: runs.id })
@@ -198,29 +201,31 @@ const admissionRead = preparedFor((db) => {
       resume: cliSessionStarted(sessions.id),
     })
     .from(sessions)
+    .leftJoin(apiKeys, eq(apiKeys.id, sessions.ownerKeyId))
     .where(eq(sessions.id, id))
     .prepare("admission_state");
 });
 
+export interface AdmissionState {
+  session: SessionRow;
+  /** The key that owns the session (its policy rules on the run); null: none, or gone. */
+  ownerKey: ApiKeyRow | null;
+  expired: boolean;
+  activeRunId: string | null;
+  waitingRunId: string | null;
+  resume: boolean;
+}
+
 /**
  * What admitting a message to the session depends on, read in one statement: the session's row
  * as it is now (the sweep may have expired it since the route read it, a run of it may have ended
- * since), its active run if any, the first of its waiting runs if any (on whichever instance),
- * and whether its run will resume the CLI's session.
+ * since), its key's row for the run's gate, its active run if any, the first of its waiting runs
+ * if any (on whichever instance), and whether its run will resume the CLI's session.
  */
 export async function admissionState(
   db: Database,
   sessionId: string,
-): Promise<
-  | {
-      session: SessionRow;
-      expired: boolean;
-      activeRunId: string | null;
-      waitingRunId: string | null;
-      resume: boolean;
-    }
-  | undefined
-> {
+): Promise<AdmissionState | undefined> {
   const [row] = await admissionRead(db).execute({ id: sessionId });
   return row;
 }
