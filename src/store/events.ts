@@ -1,6 +1,6 @@
 import { and, asc, desc, eq, gt, inArray, type SQL, sql } from "drizzle-orm";
 import type { BridgeEvent, BridgeEventType, CompletionEvent } from "../events.js";
-import { type Database, returnedRows } from "./db.js";
+import { type Database, executePrepared, returnedRows } from "./db.js";
 import { cliId, OPEN_STATUSES_LIST } from "./runs.js";
 import { runEventBatches, runs, sessions } from "./schema.js";
 
@@ -192,16 +192,20 @@ export async function appendEvents(
     from ${source} as b (run_id, first_seq, last_seq, last_public_seq, events)
     ${whileOpen ? sql`where exists (select 1 from ${runs} r where r.id = b.run_id and r.status in ${OPEN_STATUSES_LIST})` : sql``}
     returning run_id, last_seq`;
+  const named = batches.flatMap(({ runId, agentSessionId }) => {
+    const id = cliId(agentSessionId ?? null);
+    return id === null ? [] : [{ runId, id }];
+  });
   const ctes = [
-    ...namingAgentSessions(batches, whileOpen),
+    ...namingAgentSessions(named, whileOpen),
     ...(ring ? [sql`stored as (${insert})`] : []),
   ];
   const main = ring
     ? sql`select run_id, pg_notify(${RUN_EVENTS_CHANNEL}, run_id || ' ' || last_seq) from stored`
     : insert;
-  const result = await db.execute(
-    ctes.length > 0 ? sql`with ${sql.join(ctes, sql`, `)} ${main}` : main,
-  );
+  const statement = ctes.length > 0 ? sql`with ${sql.join(ctes, sql`, `)} ${main}` : main;
+  // Of a few texts, but for the list of several names (runs that started together): unprepared.
+  const result = await (named.length <= 1 ? executePrepared(db, statement) : db.execute(statement));
   return new Set(returnedRows<{ run_id: string }>(result).map((r) => r.run_id));
 }
 
@@ -211,11 +215,7 @@ export async function appendEvents(
  * naming it, so that a client that has seen the event finds the session resumable, whatever
  * becomes of the server then. Ids that do not look like one (cliId) are not recorded.
  */
-function namingAgentSessions(batches: EventBatch[], whileOpen: boolean): SQL[] {
-  const named = batches.flatMap(({ runId, agentSessionId }) => {
-    const id = cliId(agentSessionId ?? null);
-    return id === null ? [] : [{ runId, id }];
-  });
+function namingAgentSessions(named: { runId: string; id: string }[], whileOpen: boolean): SQL[] {
   if (named.length === 0) return [];
   // A list of values, not arrays: the planner then knows it has a row or a few, and updates them by
   // their keys (with `unnest` it scanned the tables, 3 ms on the embedded database).

@@ -1,6 +1,6 @@
 import { and, asc, eq, inArray, type SQL, sql } from "drizzle-orm";
 import type { CompletionEvent } from "../events.js";
-import { type Database, returnedRows } from "./db.js";
+import { type Database, executePrepared, returnedRows } from "./db.js";
 import {
   type FeedEventRow,
   feedEvents,
@@ -66,7 +66,9 @@ export async function appendFeed(tx: Database, entries: FeedEntry[]): Promise<vo
         : sql`(select s.owner_key_id from sessions s where s.id = ${session})`;
     return sql`(${e.type}, ${owner}, ${session}, ${e.runId ?? null}::uuid, ${JSON.stringify(e.data)}, ${createdAt}::timestamptz)`;
   });
-  await tx.execute(sql`with ${storedInFeed(sql`values ${sql.join(rows, sql`, `)}`)}`);
+  const statement = sql`with ${storedInFeed(sql`values ${sql.join(rows, sql`, `)}`)}`;
+  // One entry (a run's end, a session made): one of a few texts, prepared; a list, not.
+  await (rows.length === 1 ? executePrepared(tx, statement) : tx.execute(statement));
 }
 
 /**

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { and, asc, eq, getTableColumns, inArray, isNotNull, lt, notExists, sql } from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
-import { type Database, returnedRows, rowOf } from "./db.js";
+import { type Database, executePrepared, returnedRows, rowOf } from "./db.js";
 import { feedAppended, feedRung, runQueuedData } from "./feed.js";
 import { liveInstance } from "./instances.js";
 import { newestFirst, olderThan } from "./paging.js";
@@ -107,7 +107,9 @@ export async function admitRun(
   const unownedQueued = unowned
     ? sql`(select count(*) from ${runs} where status = 'queued' and instance_id is null)`
     : sql`0`;
-  const result = await db.execute(sql`
+  const result = await executePrepared(
+    db,
+    sql`
     with bounds as (select ${keyOpen} as key_open, ${unownedQueued} as unowned, ${unownedMax} as unowned_max),
     admitted as (
       insert into ${runs} (${sql.join(
@@ -130,7 +132,8 @@ export async function admitRun(
       from admitted a join ${sessions} s on s.id = a.session_id`)}
     select admitted.*, bounds.*, ${feedRung} as rung
       ${unowned?.ring ? sql`, case when admitted.id is not null then pg_notify(${WORK_CHANNEL}, ${input.pinnedHost ?? ""}) end as work_rung` : sql``}
-    from bounds left join admitted on true`);
+    from bounds left join admitted on true`,
+  );
   const [row] = returnedRows<Record<string, unknown>>(result);
   if (!row) throw new Error("the admission statement returned no row");
   if (row.id !== null) return { run: rowOf(columns, row) as RunRow };
@@ -150,7 +153,7 @@ export async function lockAdmission(tx: Database, bounds: AdmissionBounds): Prom
       : []),
     ...(bounds.unowned ? [sql`pg_advisory_xact_lock(hashtextextended('unowned-runs', 0))`] : []),
   ];
-  if (locks.length > 0) await tx.execute(sql`select ${sql.join(locks, sql`, `)}`);
+  if (locks.length > 0) await executePrepared(tx, sql`select ${sql.join(locks, sql`, `)}`);
 }
 
 export async function findRunByIdempotencyKey(
@@ -309,7 +312,8 @@ export async function promoteWaitingRun(
  * sent at commit, with the completion of the run that ends (which may free the session).
  */
 export async function ringForWaitingRuns(db: Database, sessionId: string): Promise<void> {
-  await db.execute(
+  await executePrepared(
+    db,
     sql`select pg_notify(${WORK_CHANNEL}, '') where exists (${db
       .select({ id: runs.id })
       .from(runs)

@@ -78,7 +78,9 @@ export async function claimQueuedRun(
     .update(runs)
     .set({ instanceId: claim.instanceId, claimToken: claim.token })
     .where(and(eq(runs.id, sql`(${next})`), isNull(runs.instanceId), eq(runs.status, "queued")))
-    .returning(claimedColumns);
+    .returning(claimedColumns)
+    .prepare("claim_queued_run")
+    .execute();
   return rows[0];
 }
 

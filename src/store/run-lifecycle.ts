@@ -1,6 +1,6 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
 import type { Usage } from "../events.js";
-import type { Database } from "./db.js";
+import { type Database, executePrepared } from "./db.js";
 import { storedInFeed } from "./feed.js";
 import { addingKeySpend } from "./keys.js";
 import { meteredColumns, meteredSpend } from "./model-calls.js";
@@ -21,13 +21,16 @@ import { sessionUsageColumns } from "./sessions.js";
  */
 export async function markRunning(db: Database, id: string, startedAt: Date) {
   const at = startedAt.toISOString();
-  await db.execute(sql`
+  await executePrepared(
+    db,
+    sql`
     with started as (
       update ${runs} set status = 'running', started_at = ${at}::timestamptz
       where id = ${id}::uuid and status in ('queued', 'waiting')
       returning session_id),
     ${storedInFeed(sql`select 'run_started', s.owner_key_id, s.id, ${id}::uuid, '{}', ${at}::timestamptz
-      from started join ${sessions} s on s.id = started.session_id`)}`);
+      from started join ${sessions} s on s.id = started.session_id`)}`,
+  );
 }
 
 const pgidOf = preparedFor((db) =>
@@ -109,7 +112,9 @@ export async function finishRun(db: Database, run: RunRow, outcome: RunOutcome) 
     .with(closing)
     .select({ ...meteredColumns, runs: sql`(select count(*) from ${closing})`.mapWith(Number) })
     .from(modelCalls)
-    .where(eq(modelCalls.runId, run.id));
+    .where(eq(modelCalls.runId, run.id))
+    .prepare("close_run")
+    .execute();
   if (!closed?.runs) throw new RunAlreadyClosedError(run.id);
   const spent = meteredSpend(usage, outcome.costUsd, closed);
   // The session's totals, and the key's spend with them when it is the CLI's report.
@@ -143,7 +148,9 @@ export async function finishRun(db: Database, run: RunRow, outcome: RunOutcome) 
   const [updated] = await db
     .with(updating, ...charged)
     .select()
-    .from(updating);
+    .from(updating)
+    .prepare("add_run_to_session")
+    .execute();
   if (!updated) return undefined;
   const { ownerKeyId: _, ...totals } = updated;
   return totals;

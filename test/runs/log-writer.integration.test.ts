@@ -31,9 +31,17 @@ describe.each(BACKENDS)("the log writer on %s", (backend) => {
   it("stores what several runs append in a turn in one statement, each log in order", async () => {
     const { db } = database;
     let statements = 0;
+    // Raw statements go through `execute`, or prepared through the session's `prepareQuery`.
+    const session = new Proxy(db._.session, {
+      get(target, key, receiver) {
+        if (key === "prepareQuery") statements++;
+        return Reflect.get(target, key, receiver);
+      },
+    });
     const counting = new Proxy(db, {
       get(target, key, receiver) {
         if (key === "execute") statements++;
+        if (key === "_") return { ...target._, session };
         return Reflect.get(target, key, receiver);
       },
     });
