@@ -65,6 +65,8 @@ export class Admission<R extends Admittable> {
   /** Places held by runs being written (see holdPlace). */
   private placing = 0;
   private readonly orders = new Map<string, Promise<void>>();
+  /** Tasks asked for in admission order so far, on any session (see readMark). */
+  private asked = 0;
   private accepting = true;
   /** Sessions being deleted: no message is admitted to them any more. */
   private readonly deleting = new Set<string>();
@@ -80,6 +82,7 @@ export class Admission<R extends Admittable> {
    * the rest see it (409) rather than competing for queue places (429).
    */
   inAdmissionOrder<T>(sessionId: string, task: () => Promise<T>): Promise<T> {
+    this.asked++;
     const previous = this.orders.get(sessionId) ?? Promise.resolve();
     const admitted = previous.then(task);
     const settled = admitted.then(
@@ -91,6 +94,22 @@ export class Admission<R extends Admittable> {
       if (this.orders.get(sessionId) === settled) this.orders.delete(sessionId);
     });
     return admitted;
+  }
+
+  /**
+   * A mark to take as a read of the session for its admission starts; undefined while a task is
+   * under way on the session, which may change what the read sees (see quietSince).
+   */
+  readMark(sessionId: string): number | undefined {
+    return this.orders.has(sessionId) ? undefined : this.asked;
+  }
+
+  /**
+   * Whether no task has been asked for in admission order since `mark`, on any session, and none
+   * is under way on this one: a read of the session from then on is as good as one made now.
+   */
+  quietSince(sessionId: string, mark: number | undefined): boolean {
+    return mark === this.asked && !this.orders.has(sessionId);
   }
 
   /** Runs `task` in the session's admission order; no run is admitted to the session meanwhile. */

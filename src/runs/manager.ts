@@ -23,7 +23,7 @@ import {
   type UserInputEvent,
 } from "./steer.js";
 import { Stopping } from "./stop.js";
-import { Submission } from "./submit.js";
+import { type AdmissionRead, Submission } from "./submit.js";
 
 /**
  * Told of each batch of a run's events stored here, with the transaction hooks that joined the
@@ -149,9 +149,22 @@ export class RunManager {
     return () => this.completionListeners.delete(listener);
   }
 
-  /** Creates and queues a run for the session; with an idempotency key, may return an earlier one. */
-  submit(session: SessionRow, message: Message): Promise<{ run: RunRow; created: boolean }> {
-    return this.submission.submit(session, message);
+  /**
+   * Creates and queues a run for the session; with an idempotency key, may return an earlier one.
+   * `read`: the caller's read of the session's admission state (admissionState, begun after
+   * readMark), which spares the admission its own when nothing was admitted here since.
+   */
+  submit(
+    session: SessionRow,
+    message: Message,
+    read?: AdmissionRead,
+  ): Promise<{ run: RunRow; created: boolean }> {
+    return this.submission.submit(session, message, read);
+  }
+
+  /** The mark to take as a read of the session for `submit` starts. */
+  readMark(sessionId: string): number | undefined {
+    return this.admission.readMark(sessionId);
   }
 
   /**

@@ -3,7 +3,7 @@ import { storedImages } from "../agents/images.js";
 import type { Database } from "../store/db.js";
 import { uniqueViolation } from "../store/errors.js";
 import { countLiveInstances } from "../store/instances.js";
-import { admissionState, retryPoint } from "../store/run-admission.js";
+import { type AdmissionState, admissionState, retryPoint } from "../store/run-admission.js";
 import { getActiveRun } from "../store/runs.js";
 import type { RunRow, SessionRow } from "../store/schema.js";
 import { sessionSettings } from "../store/sessions.js";
@@ -22,6 +22,12 @@ import { type Message, NO_RUN_OPTIONS, runSettings } from "./message.js";
 import type { RunParts } from "./parts.js";
 import { recordRun } from "./recording.js";
 
+/** A read of a session's admission state, with the mark taken as it started (Admission.readMark). */
+export interface AdmissionRead {
+  state: AdmissionState;
+  mark: number | undefined;
+}
+
 /**
  * A message becomes a run: its session is read again and its key's gate asked, its run written
  * (with its idempotency key, its host pinned when its worktree is on one) and admitted here, or
@@ -30,13 +36,22 @@ import { recordRun } from "./recording.js";
 export class Submission {
   constructor(private readonly parts: RunParts) {}
 
-  /** Creates and queues a run for the session; with an idempotency key, may return an earlier one. */
-  submit(session: SessionRow, message: Message): Promise<{ run: RunRow; created: boolean }> {
+  /**
+   * Creates and queues a run for the session; with an idempotency key, may return an earlier one.
+   * `read`: the caller's read of the session's admission state, and the mark taken as it started.
+   */
+  submit(
+    session: SessionRow,
+    message: Message,
+    read?: AdmissionRead,
+  ): Promise<{ run: RunRow; created: boolean }> {
     // Taken now, in the caller's request: the run's span is a child of the request's.
     const traceParent = context.active();
+    const { admission } = this.parts;
+    const fresh = read && admission.quietSince(session.id, read.mark) ? read.state : undefined;
     // The unique index on active runs still guards against other processes.
-    return this.parts.admission.inAdmissionOrder(session.id, () =>
-      this.admit(session, message, traceParent),
+    return admission.inAdmissionOrder(session.id, () =>
+      this.admit(session, message, traceParent, fresh),
     );
   }
 
@@ -59,9 +74,10 @@ export class Submission {
     session: SessionRow,
     message: Message,
     traceParent: Context,
+    fresh: AdmissionState | undefined,
   ): Promise<{ run: RunRow; created: boolean }> {
     try {
-      return await this.admitNew(session, message, traceParent);
+      return await this.admitNew(session, message, traceParent, fresh);
     } catch (err) {
       const key = message.idempotencyKey;
       // Another try of the same request, on this instance or another, made its run between this
@@ -79,14 +95,15 @@ export class Submission {
     requested: SessionRow,
     message: Message,
     traceParent: Context,
+    fresh: AdmissionState | undefined,
   ): Promise<{ run: RunRow; created: boolean }> {
     const { admission, opts } = this.parts;
     const { db, agents, gate, transactionHooks, cluster } = opts;
     admission.checkOpen(requested.id);
-    // Read again rather than trusting the route's row: the sweep may have expired the session
-    // since, or its run before this one ended (and changed it). A run that starts at once runs
-    // on this row.
-    const state = await admissionState(db, requested.id);
+    // Read again, unless the caller's read is as good as one made now (nothing was admitted or
+    // swept here since it started): the sweep may have expired the session since, or its run
+    // before this one ended (and changed it). A run that starts at once runs on this row.
+    const state = fresh ?? (await admissionState(db, requested.id));
     if (!state) throw new SessionGoneError(requested.id);
     if (state.expired) throw new SessionExpiredError(requested.id);
     const { session } = state;

@@ -112,6 +112,11 @@ export function visibleTo(principal: Principal): SQL | undefined {
   return principal.admin ? undefined : eq(sessions.ownerKeyId, principal.keyId ?? "");
 }
 
+/** Whether the caller may see a session read without asking that: as visibleTo says. */
+export function isVisibleTo(principal: Principal, session: SessionRow): boolean {
+  return principal.admin || session.ownerKeyId === (principal.keyId ?? "");
+}
+
 const sessionById = preparedFor((db) =>
   db
     .select()

@@ -180,6 +180,40 @@ describe("admission", () => {
     expect(order).toEqual(["first", "deleting", "third"]);
   });
 
+  it("tells a read of a session still good only while no task was asked for since it began, and none was under way as it began", async () => {
+    const { admission } = admissionWith();
+    const quiet = admission.readMark("s");
+    expect(quiet).toBeDefined();
+    expect(admission.quietSince("s", quiet)).toBe(true);
+
+    // A task under way on the session as a read begins: the read may miss what it does.
+    let open = () => {};
+    const held = admission.inAdmissionOrder(
+      "s",
+      () =>
+        new Promise<void>((resolve) => {
+          open = resolve;
+        }),
+    );
+    expect(admission.readMark("s")).toBeUndefined();
+    expect(admission.quietSince("s", undefined)).toBe(false);
+    // Asked for since the mark, on any session: the mark no longer holds.
+    expect(admission.quietSince("s", quiet)).toBe(false);
+    const other = admission.readMark("t");
+    expect(admission.quietSince("t", other)).toBe(true);
+    await admission.inAdmissionOrder("t", async () => {});
+    expect(admission.quietSince("t", other)).toBe(false);
+
+    open();
+    await held;
+    await admission.inAdmissionOrder("s", async () => {});
+    // Once the session's tasks are settled and gone, a new mark holds again.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    const later = admission.readMark("s");
+    expect(later).toBeDefined();
+    expect(admission.quietSince("s", later)).toBe(true);
+  });
+
   it("on shutdown takes no more runs and hands back the queued, then the waiting ones; running ones stay", () => {
     const { admission, started, left } = admissionWith({ maxConcurrent: 1 });
     const [a, queued, waiting] = [run("a", "s"), run("q"), run("w", "s")];

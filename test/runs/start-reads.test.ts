@@ -9,11 +9,12 @@ import { type FakeCli, fakeCli } from "../support/fake-cli.js";
 import { heldReply } from "../support/fake-scenarios.js";
 import { SseReader } from "../support/sse.js";
 
-// A run that starts within its admission runs on what the admission read a moment before: its
-// session's row and its key's allowance, the key's row read with the session's in one statement.
-// On the embedded database each statement holds the server's thread, and a short run's first text
-// waited for each read. A run that queued reads both again when its turn comes (a PATCH or the
-// key's spend since count: budget.test.ts).
+// A message's session is read once on its way to a run: the route reads what the admission needs
+// (the session's row, its key's row, its active and waiting runs), and a run that starts within
+// its admission runs on that and on its key's allowance. On the embedded database each statement
+// holds the server's thread, and a short run's first text waited for each read. A run that queued
+// reads the session and its key again when its turn comes (a PATCH or the key's spend since count:
+// budget.test.ts).
 
 /**
  * The statements the embedded database is asked, outside transactions, by text, until `stop`
@@ -35,7 +36,12 @@ const isGateRead = (text: string) =>
   /from \(select count\(\*\) as "n" from "api_keys"|^select "id", "name", .* from "api_keys" where "api_keys"\."id" = \$1$/s.test(
     text,
   );
-/** A read of one session's row by its id (the route's, or a run's as it starts). */
+/** The read of what admitting a message to a session depends on (admissionState). */
+const isAdmissionRead = (text: string) =>
+  /^select "sessions"\."id", .* left join "api_keys" on "api_keys"\."id" = "sessions"\."owner_key_id"/s.test(
+    text,
+  );
+/** A read of one session's row by its id (a run's as it starts after a queue). */
 const isSessionRead = (text: string) =>
   /^select "id", "owner_key_id", .* from "sessions" where \(?"sessions"\."id" = \$1/s.test(text);
 
@@ -63,7 +69,7 @@ describe("the reads a run starts on, on pglite", () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it("reads its session and asks its key's gate once when it starts at once, and again when its turn comes after a queue", async () => {
+  it("reads its session and its key once when it starts at once, and again when its turn comes after a queue", async () => {
     const { key } = await issueKey(t.database.db, { name: "reader", admin: false });
     const as = (path: string, init: RequestInit = {}) => requestAs(t.app, key, path, init);
     const post = async (sessionId: string) => {
@@ -79,6 +85,7 @@ describe("the reads a run starts on, on pglite", () => {
       [1, 2].map(async () => (await (await as("/v1/sessions", { method: "POST" })).json()).id),
     );
     const count = (from: number) => ({
+      admission: statements.slice(from).filter(isAdmissionRead).length,
       gate: statements.slice(from).filter(isGateRead).length,
       session: statements.slice(from).filter(isSessionRead).length,
     });
@@ -86,20 +93,20 @@ describe("the reads a run starts on, on pglite", () => {
     const atOnce = statements.length;
     const running = await post(first);
     await fake.waitForMark("working");
-    // The route's read of the session; the admission's read brought the key's row for its gate.
-    expect(count(atOnce)).toEqual({ gate: 0, session: 1 });
+    // The route's read, which the admission and its gate take as it is.
+    expect(count(atOnce)).toEqual({ admission: 1, gate: 0, session: 0 });
 
     const queuedAt = statements.length;
     const queued = await post(second);
     expect((await (await as(`/v1/runs/${queued}`)).json()).status).toBe("queued");
     const ending = SseReader.of(await as(`/v1/runs/${queued}/events`)).until("completion");
     // As above.
-    expect(count(queuedAt)).toEqual({ gate: 0, session: 1 });
+    expect(count(queuedAt)).toEqual({ admission: 1, gate: 0, session: 0 });
     const turnAt = statements.length;
     writeFileSync(join(dir, "go"), "");
     await ending;
     // The queued run read both again as its turn came.
-    expect(count(turnAt)).toEqual({ gate: 1, session: 1 });
+    expect(count(turnAt)).toEqual({ admission: 0, gate: 1, session: 1 });
     expect((await (await as(`/v1/runs/${running}`)).json()).status).toBe("succeeded");
     expect((await (await as(`/v1/runs/${queued}`)).json()).status).toBe("succeeded");
   });

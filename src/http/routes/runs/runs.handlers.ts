@@ -12,15 +12,17 @@ import {
   runSettings,
 } from "../../../runs/message.js";
 import { readStoredLog } from "../../../runs/stored-log.js";
+import type { AdmissionRead } from "../../../runs/submit.js";
 import { callbacksOf } from "../../../store/callbacks.js";
 import { type Database, inOneSnapshot } from "../../../store/db.js";
 import { completionEvents, type LogView } from "../../../store/events.js";
 import { meteredUsageOf } from "../../../store/model-calls.js";
 import { runsWithPendingRequests } from "../../../store/permissions.js";
 import { repliesOf } from "../../../store/replies.js";
+import { admissionState } from "../../../store/run-admission.js";
 import * as runStore from "../../../store/runs.js";
 import type { RunRow, SessionRow } from "../../../store/schema.js";
-import { getSession, sessionSettings } from "../../../store/sessions.js";
+import { getSession, isVisibleTo, sessionSettings } from "../../../store/sessions.js";
 import { toRun } from "../../../wire/run.js";
 import { settingIssues } from "../../agent-settings.js";
 import type { AppEnv } from "../../context.js";
@@ -145,6 +147,8 @@ async function startRun(
   view: LogView,
   /** Preferences of `Prefer` besides `respond-async` that decided the request. */
   applied: string[] = [],
+  /** The route's read of the session's admission state, when it made one. */
+  read?: AdmissionRead,
 ): Promise<Response> {
   const { db, runs, config, logger, principal } = c.var;
   const mode = responseMode(c.req.header("prefer"), c.req.header("accept"));
@@ -152,7 +156,7 @@ async function startRun(
   const releaseStream = mode === "sse" ? admitStream(c.var.streams, c.var.principal) : undefined;
   let run: Awaited<ReturnType<typeof runs.submit>>["run"];
   try {
-    ({ run } = await runs.submit(session, message));
+    ({ run } = await runs.submit(session, message, read));
   } catch (err) {
     releaseStream?.();
     throw err;
@@ -201,8 +205,12 @@ export const postMessage: RouteHandler<typeof routes.postMessage, AppEnv> = asyn
   const { id } = c.req.valid("param");
   const body = c.req.valid("json");
   const headers = c.req.valid("header");
-  const session = await getSession(c.var.db, id, c.var.principal);
-  if (!session) throw new NotFoundError("session", id);
+  const { db, runs, principal } = c.var;
+  // What its admission reads, read here: the admission need not read it again.
+  const mark = runs.readMark(id);
+  const state = await admissionState(db, id);
+  if (!state || !isVisibleTo(principal, state.session)) throw new NotFoundError("session", id);
+  const { session } = state;
   const message: Message = {
     text: body.text,
     systemPrompt: body.system_prompt ?? null,
@@ -214,7 +222,10 @@ export const postMessage: RouteHandler<typeof routes.postMessage, AppEnv> = asyn
   const busy = whenBusy(body.when_busy, headers.prefer);
   if (busy.queue) message.waitForSession = true;
   const applied = busy.applied ? [busy.applied] : [];
-  return startRun(c, session, message, viewOf(c.req.valid("query").events), applied);
+  return startRun(c, session, message, viewOf(c.req.valid("query").events), applied, {
+    state,
+    mark,
+  });
 };
 
 export const retryRun: RouteHandler<typeof routes.retryRun, AppEnv> = async (c) => {
