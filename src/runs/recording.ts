@@ -8,7 +8,9 @@ import { appendFeed, runFinished } from "../store/feed.js";
 import { DatabaseOutageError, withDbRetries } from "../store/retry.js";
 import {
   type AdmissionBounds,
+  type Admitted,
   admitRun,
+  admitRunLocked,
   lockAdmission,
   type NewRun,
   ringForWaitingRuns,
@@ -81,26 +83,25 @@ export async function recordRun(
     ...(unowned ? { unowned: { perInstance: unowned.perInstance, ring: unowned.ring } } : {}),
   };
   const locked = Boolean(limit?.concurrent) || unowned !== null;
-  const admit = async (tx: Database) => {
-    // Sent together, not the lock first and then the run: Postgres takes a connection's
-    // statements in turn, so the run's counts are made once the lock is held, a round trip sooner.
-    const [, admitted] = await Promise.all([
-      locked ? lockAdmission(tx, bounds) : undefined,
-      admitRun(tx, run, bounds),
-    ]);
-    if ("refused" in admitted) {
-      const { refused, max } = admitted;
-      if (refused === "key" && limit) throw new KeyRunLimitError(max, limit.retryAfterSeconds());
-      if (refused === "unowned" && unowned) {
-        throw new QueueFullError(max, unowned.retryAfterSeconds());
-      }
-      throw new Error(`a run refused by a bound it was not given: ${refused}`);
+  const accepted = (admitted: Admitted): RunRow => {
+    if ("run" in admitted) return admitted.run;
+    const { refused, max } = admitted;
+    if (refused === "key" && limit) throw new KeyRunLimitError(max, limit.retryAfterSeconds());
+    if (refused === "unowned" && unowned) {
+      throw new QueueFullError(max, unowned.retryAfterSeconds());
     }
-    for (const hook of hooks) await hook.inserted(tx, admitted.run, message);
-    return admitted.run;
+    throw new Error(`a run refused by a bound it was not given: ${refused}`);
   };
-  // Alone, the statement is a transaction of its own.
-  return locked || hooks.length > 0 ? db.transaction(admit) : admit(db);
+  if (hooks.length === 0) {
+    // Alone, the statement is a transaction of its own.
+    return accepted(await (locked ? admitRunLocked : admitRun)(db, run, bounds));
+  }
+  return db.transaction(async (tx) => {
+    if (locked) await lockAdmission(tx, bounds);
+    const row = accepted(await admitRun(tx, run, bounds));
+    for (const hook of hooks) await hook.inserted(tx, row, message);
+    return row;
+  });
 }
 
 export interface RecorderOptions {

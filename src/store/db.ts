@@ -144,6 +144,48 @@ export function executePrepared(db: Database, query: SQL): Promise<unknown> {
   return db._.session.prepareQuery(dialect.sqlToQuery(query), undefined, "", false).execute();
 }
 
+/**
+ * Runs `statements` in a transaction of their own, in turn, and resolves with what each returned.
+ * On Postgres the transaction takes one round trip, not one per statement and two more: `begin`,
+ * the statements (prepared) and `commit` go out together on one connection. So only for
+ * statements that need nothing of each other's answers, in a transaction that commits whatever
+ * they return: one that fails leaves the transaction aborted, whose `commit` then rolls it back,
+ * and the first failure is thrown.
+ */
+export async function inOneRoundTrip(db: Database, statements: SQL[]): Promise<unknown[]> {
+  const client = (db as unknown as { $client: unknown }).$client;
+  if (!isPostgresClient(client)) {
+    return db.transaction(async (tx) => {
+      const results: unknown[] = [];
+      for (const statement of statements) results.push(await executePrepared(tx, statement));
+      return results;
+    });
+  }
+  const connection = await client.reserve();
+  try {
+    // Each is sent as it is awaited, in this order.
+    const sent = await Promise.allSettled([
+      connection`begin`,
+      ...statements.map((statement) => {
+        const { sql: text, params } = dialect.sqlToQuery(statement);
+        return connection.unsafe(text, params as postgres.ParameterOrJSON<never>[], {
+          prepare: true,
+        });
+      }),
+      connection`commit`,
+    ]);
+    const failed = sent.find((result) => result.status === "rejected");
+    if (failed) throw failed.reason;
+    return sent.slice(1, -1).map((result) => (result as PromiseFulfilledResult<unknown>).value);
+  } finally {
+    connection.release();
+  }
+}
+
+function isPostgresClient(client: unknown): client is postgres.Sql {
+  return typeof (client as Partial<postgres.Sql>).reserve === "function";
+}
+
 /** The rows a raw statement returned: postgres.js gives an array, PGlite `{rows}`. */
 export function returnedRows<T>(result: unknown): T[] {
   return (Array.isArray(result) ? result : (result as { rows: T[] }).rows) as T[];

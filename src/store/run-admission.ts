@@ -1,7 +1,18 @@
 import { randomUUID } from "node:crypto";
-import { and, asc, eq, getTableColumns, inArray, isNotNull, lt, notExists, sql } from "drizzle-orm";
+import {
+  and,
+  asc,
+  eq,
+  getTableColumns,
+  inArray,
+  isNotNull,
+  lt,
+  notExists,
+  type SQL,
+  sql,
+} from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
-import { type Database, executePrepared, returnedRows, rowOf } from "./db.js";
+import { type Database, executePrepared, inOneRoundTrip, returnedRows, rowOf } from "./db.js";
 import { feedAppended, feedRung, runQueuedData } from "./feed.js";
 import { liveInstance } from "./instances.js";
 import { newestFirst, olderThan } from "./paging.js";
@@ -73,15 +84,40 @@ export type Admitted =
  * Writes a run's row and its `run_queued` feed entry in one statement, counting what its bounds
  * count in it: nothing is written when a bound is reached. Throws a unique violation when the
  * session already has an active run. Where other transactions may count and write at once
- * (Postgres), the caller holds their locks (lockAdmission) in a transaction around it; the
- * embedded database runs one statement at a time, so there it needs no transaction: each
- * statement there holds the server's thread, and a run starts only once it is written.
+ * (Postgres), the caller holds their locks (lockAdmission) in a transaction around it, or lets
+ * admitRunLocked do both; the embedded database runs one statement at a time, so there it needs no
+ * transaction: each statement there holds the server's thread, and a run starts only once it is
+ * written.
  */
 export async function admitRun(
   db: Database,
   input: NewRun,
   bounds: AdmissionBounds,
 ): Promise<Admitted> {
+  const { statement, read } = admission(input, bounds);
+  return read(await executePrepared(db, statement));
+}
+
+/**
+ * admitRun under the locks of its bounds, in a transaction of its own sent in one round trip
+ * (inOneRoundTrip): the lock, then the statement, which Postgres runs once the lock is held.
+ */
+export async function admitRunLocked(
+  db: Database,
+  input: NewRun,
+  bounds: AdmissionBounds,
+): Promise<Admitted> {
+  const { statement, read } = admission(input, bounds);
+  const lock = lockStatement(bounds);
+  const results = await inOneRoundTrip(db, lock ? [lock, statement] : [statement]);
+  return read(results.at(-1));
+}
+
+/** The admission's statement, and what its answer says. */
+function admission(
+  input: NewRun,
+  bounds: AdmissionBounds,
+): { statement: SQL; read(result: unknown): Admitted } {
   const status = input.status ?? "queued";
   const values: Record<string, unknown> = {
     ...input,
@@ -107,9 +143,7 @@ export async function admitRun(
   const unownedQueued = unowned
     ? sql`(select count(*) from ${runs} where status = 'queued' and instance_id is null)`
     : sql`0`;
-  const result = await executePrepared(
-    db,
-    sql`
+  const statement = sql`
     with bounds as (select ${keyOpen} as key_open, ${unownedQueued} as unowned, ${unownedMax} as unowned_max),
     admitted as (
       insert into ${runs} (${sql.join(
@@ -132,13 +166,15 @@ export async function admitRun(
       from admitted a join ${sessions} s on s.id = a.session_id`)}
     select admitted.*, bounds.*, ${feedRung} as rung
       ${unowned?.ring ? sql`, case when admitted.id is not null then pg_notify(${WORK_CHANNEL}, ${input.pinnedHost ?? ""}) end as work_rung` : sql``}
-    from bounds left join admitted on true`,
-  );
-  const [row] = returnedRows<Record<string, unknown>>(result);
-  if (!row) throw new Error("the admission statement returned no row");
-  if (row.id !== null) return { run: rowOf(columns, row) as RunRow };
-  if (key && Number(row.key_open) >= key.max) return { refused: "key", max: key.max };
-  return { refused: "unowned", max: Number(row.unowned_max) };
+    from bounds left join admitted on true`;
+  const read = (result: unknown): Admitted => {
+    const [row] = returnedRows<Record<string, unknown>>(result);
+    if (!row) throw new Error("the admission statement returned no row");
+    if (row.id !== null) return { run: rowOf(columns, row) as RunRow };
+    if (key && Number(row.key_open) >= key.max) return { refused: "key", max: key.max };
+    return { refused: "unowned", max: Number(row.unowned_max) };
+  };
+  return { statement, read };
 }
 
 /**
@@ -147,13 +183,18 @@ export async function admitRun(
  * submit at once.
  */
 export async function lockAdmission(tx: Database, bounds: AdmissionBounds): Promise<void> {
+  const lock = lockStatement(bounds);
+  if (lock) await executePrepared(tx, lock);
+}
+
+function lockStatement(bounds: AdmissionBounds): SQL | undefined {
   const locks = [
     ...(bounds.key
       ? [sql`pg_advisory_xact_lock(hashtextextended(${`key-runs:${bounds.key.id}`}, 0))`]
       : []),
     ...(bounds.unowned ? [sql`pg_advisory_xact_lock(hashtextextended('unowned-runs', 0))`] : []),
   ];
-  if (locks.length > 0) await executePrepared(tx, sql`select ${sql.join(locks, sql`, `)}`);
+  return locks.length > 0 ? sql`select ${sql.join(locks, sql`, `)}` : undefined;
 }
 
 export async function findRunByIdempotencyKey(
