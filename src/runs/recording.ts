@@ -303,16 +303,19 @@ export class CompletionRecorder {
         exitCode: null,
       });
       const entry = entryFor(totals);
-      // finishRun closed the run, once, in this transaction: that is the completion's fence.
-      await appendEvents(
-        tx,
-        [{ runId: row.id, events: [entry], lastPublicSeq: entry.publicSeq ?? 0 }],
-        { whileOpen: false, ring: this.opts.ring },
-      );
+      // finishRun closed the run, once, in this transaction: that is the completion's fence. The
+      // three need nothing of each other's answers: sent together, Postgres takes them in turn.
+      await Promise.all([
+        appendEvents(
+          tx,
+          [{ runId: row.id, events: [entry], lastPublicSeq: entry.publicSeq ?? 0 }],
+          { whileOpen: false, ring: this.opts.ring },
+        ),
+        // Its session may be free now for a run waiting for it on another instance.
+        this.opts.ring ? ringForWaitingRuns(tx, row.sessionId) : undefined,
+        appendFeed(tx, [runFinished(row, completion)]),
+      ]);
       for (const hook of hooks) await hook.completed(tx, row);
-      // Its session may be free now for a run waiting for it on another instance.
-      if (this.opts.ring) await ringForWaitingRuns(tx, row.sessionId);
-      await appendFeed(tx, [runFinished(row, completion)]);
       return entry;
     });
   }
