@@ -188,8 +188,33 @@ export async function fakeCli(
       (await invocations()).filter((start) =>
         [...start.args, ...start.stdin].some((s) => s.includes(marker)),
       ),
-    cleanup: () => rm(dir, { recursive: true, force: true }),
+    cleanup: async () => {
+      // A server its test killed leaves its runs' fakes running (a held one waits for its file
+      // for good), and one that then sees its stdin end writes its record again while the
+      // directory is being removed (ENOTEMPTY). So those still running are stopped first.
+      await stopLeftRunning(scenarioPath, await invocations().catch(() => []));
+      await rm(dir, { recursive: true, force: true });
+    },
   };
+}
+
+/**
+ * SIGKILLs the process group of each start still running: only a process whose environment names
+ * this fake's scenario, so that a pid used again since by another process is left alone.
+ */
+async function stopLeftRunning(scenarioPath: string, starts: FakeStart[]): Promise<void> {
+  for (const { pid } of starts) {
+    const environ = await readFile(`/proc/${pid}/environ`, "utf8").catch(() => "");
+    if (!environ.split("\0").includes(`FAKE_CLI_SCENARIO=${scenarioPath}`)) continue;
+    for (const target of [-pid, pid]) {
+      try {
+        process.kill(target, "SIGKILL");
+        break;
+      } catch {
+        // Not a group's leader (then the process alone), or gone meanwhile.
+      }
+    }
+  }
 }
 
 function startsOf(text: string): FakeStart[] {
