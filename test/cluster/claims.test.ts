@@ -73,14 +73,18 @@ async function perPrHook(url: string) {
   };
 }
 
-/** A (one slot, busy with a held run) and B on a new database. */
+/**
+ * A (one slot, busy with a held run) and B on a new database. The held run starts before B is up,
+ * so that it is certainly A's: a message A admits while its pull holds a place (at start and at
+ * each lease tick) goes to the database's queue, where B could claim it.
+ */
 async function busyA(env: Record<string, string> = {}) {
   const url = await clusterDatabase(cleanups);
   const held = await heldCli(cleanups);
   const all = { DATABASE_URL: url, ...held.fake.bridgeEnv, ...env };
   const a = await instance(cleanups, { ...all, AGENT_BRIDGE_MAX_CONCURRENT_RUNS: "1" });
-  const b = await instance(cleanups, all);
   const first = await heldRun(a.url, held.fake);
+  const b = await instance(cleanups, all);
   const { db } = await database(url);
   const ownerA = (await getRun(db, first.run.id))?.instanceId;
   return { url, db, a, b, held, first, ownerA };
@@ -89,8 +93,9 @@ async function busyA(env: Record<string, string> = {}) {
 /**
  * A on host-a and B on host-b (two hosts played on one machine), in worktree mode, and a session
  * whose worktree is recorded on host-a, as A records the one its CLI made (the fake CLI makes none).
+ * `holdA`: A's one slot busy with a held run, started before B is up (see busyA).
  */
-async function worktreeOnA(env: Record<string, string> = {}) {
+async function worktreeOnA(env: Record<string, string> = {}, holdA = false) {
   const repo = await makeRepo("complete");
   cleanups.push(() => rm(repo.root, { recursive: true, force: true }));
   const url = await clusterDatabase(cleanups);
@@ -103,6 +108,7 @@ async function worktreeOnA(env: Record<string, string> = {}) {
     ...env,
   };
   const a = await instance(cleanups, { ...all, AGENT_BRIDGE_HOST_ID: "host-a" });
+  if (holdA) await heldRun(a.url, held.fake);
   const b = await instance(cleanups, { ...all, AGENT_BRIDGE_HOST_ID: "host-b" });
   const { db } = await database(url);
   const session = await newSession(b.url);
@@ -254,13 +260,15 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("runs placed across instances", 
     // B looks for runs stranded on a host at each renewal, every second. A's stop marks its end;
     // a lease as short as that would lapse while A is slow to renew on a loaded machine, and B
     // would close the run as stranded before A stopped.
-    const { db, a, b, held } = await worktreeOnA({
-      AGENT_BRIDGE_MAX_CONCURRENT_RUNS: "1",
-      AGENT_BRIDGE_LEASE_SECONDS: "20",
-      AGENT_BRIDGE_LEASE_RENEW_SECONDS: "1",
-    });
     // A's one slot busy (a session without a worktree yet), so B's message waits for host-a.
-    await heldRun(a.url, held.fake);
+    const { db, a, b, held } = await worktreeOnA(
+      {
+        AGENT_BRIDGE_MAX_CONCURRENT_RUNS: "1",
+        AGENT_BRIDGE_LEASE_SECONDS: "20",
+        AGENT_BRIDGE_LEASE_RENEW_SECONDS: "1",
+      },
+      true,
+    );
     const pinned = (await db.select().from(worktrees))[0]?.sessionId ?? "";
     const res = await post(b.url, `/v1/sessions/${pinned}/messages`, { text: "for A" });
     expect(res.status).toBe(202);
