@@ -135,10 +135,9 @@ const dialect = new PgDialect();
 /**
  * Runs one of the statements each run makes, prepared on its connection. postgres.js sends a
  * statement with parameters that is not prepared as two round trips (it asks the server for their
- * types first) and a prepared one, once its connection has it, as one: a statement of two
- * parameters took 200-320 µs, prepared 100-124 µs. Only for SQL of a few texts, none built from
- * data (a list's length, say): each is kept prepared on each connection for the connection's life.
- * Drizzle's queries have their `prepare(name)` for the same.
+ * types first) and a prepared one, once its connection has it, as one. Only for SQL of a few
+ * texts, none built from data (a list's length, say): each is kept prepared on each connection for
+ * the connection's life. Drizzle's queries have their `prepare(name)` for the same.
  */
 export function executePrepared(db: Database, query: SQL): Promise<unknown> {
   return db._.session.prepareQuery(dialect.sqlToQuery(query), undefined, "", false).execute();
@@ -150,7 +149,7 @@ export function executePrepared(db: Database, query: SQL): Promise<unknown> {
  * the statements (prepared) and `commit` go out together on one connection. So only for
  * statements that need nothing of each other's answers, in a transaction that commits whatever
  * they return: one that fails leaves the transaction aborted, whose `commit` then rolls it back,
- * and the first failure is thrown.
+ * and the first failure is thrown. The embedded database, in the process, runs them in turn.
  */
 export async function inOneRoundTrip(db: Database, statements: SQL[]): Promise<unknown[]> {
   const client = (db as unknown as { $client: unknown }).$client;
