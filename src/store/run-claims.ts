@@ -1,5 +1,6 @@
 import { and, count, eq, getTableColumns, inArray, isNotNull, isNull, or, sql } from "drizzle-orm";
 import type { Database } from "./db.js";
+import { preparedFor } from "./prepared.js";
 import { cliSessionStarted } from "./runs.js";
 import { instances, type RunRow, runs, sessions } from "./schema.js";
 
@@ -29,18 +30,8 @@ export interface Claim {
   token: string;
 }
 
-/**
- * Makes the claimer the owner of the queued run nobody owns, of those this host may run, whose turn
- * it is: of the key with the fewest runs running on all instances (runs without a key count as one
- * key), the oldest; ties between keys go to the oldest run. Runs another instance is claiming at
- * the same moment are skipped. Undefined when there is none. `resume`: whether the run resumes the
- * CLI's session.
- */
-export async function claimQueuedRun(
-  db: Database,
-  claim: Claim,
-  host: string,
-): Promise<{ run: RunRow; resume: boolean } | undefined> {
+/** Its SQL built once: every run's end on the Postgres server asks it (RunQueue.pull). */
+const claimNextQueued = preparedFor((db) => {
   // Running, or queued and an instance's already (claimed, or admitted where it starts at once):
   // each holds a slot, or is about to. `in (…)` written out: the open runs' partial index.
   const running = db.$with("running_per_key").as(
@@ -66,7 +57,7 @@ export async function claimQueuedRun(
       and(
         eq(runs.status, "queued"),
         isNull(runs.instanceId),
-        or(isNull(runs.pinnedHost), eq(runs.pinnedHost, host)),
+        or(isNull(runs.pinnedHost), eq(runs.pinnedHost, sql.placeholder("host"))),
       ),
     )
     .orderBy(sql`coalesce(${running.n}, 0)`, runs.createdAt, runs.id)
@@ -74,14 +65,32 @@ export async function claimQueuedRun(
     .for("update", { of: runs, skipLocked: true });
   // `=` a scalar subquery, evaluated once: with `in (…)` the planner may run the LIMIT 1 subquery
   // once per row of runs, and one claim took every unowned queued run (seen in the chaos test).
-  const rows = await db
+  return db
     .update(runs)
-    .set({ instanceId: claim.instanceId, claimToken: claim.token })
+    .set({
+      // Update values take a placeholder only within SQL.
+      instanceId: sql`${sql.placeholder("instanceId")}`,
+      claimToken: sql`${sql.placeholder("token")}`,
+    })
     .where(and(eq(runs.id, sql`(${next})`), isNull(runs.instanceId), eq(runs.status, "queued")))
     .returning(claimedColumns)
-    .prepare("claim_queued_run")
-    .execute();
-  return rows[0];
+    .prepare("claim_queued_run");
+});
+
+/**
+ * Makes the claimer the owner of the queued run nobody owns, of those this host may run, whose turn
+ * it is: of the key with the fewest runs running on all instances (runs without a key count as one
+ * key), the oldest; ties between keys go to the oldest run. Runs another instance is claiming at
+ * the same moment are skipped. Undefined when there is none. `resume`: whether the run resumes the
+ * CLI's session.
+ */
+export async function claimQueuedRun(
+  db: Database,
+  claim: Claim,
+  host: string,
+): Promise<{ run: RunRow; resume: boolean } | undefined> {
+  const [row] = await claimNextQueued(db).execute({ ...claim, host });
+  return row;
 }
 
 /**
