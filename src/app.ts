@@ -21,7 +21,7 @@ import { CallbackOutbox } from "./hooks/outbox.js";
 import { replyHook } from "./hooks/reply-hook.js";
 import { ReplyOutbox } from "./hooks/reply-outbox.js";
 import { Scheduler } from "./hooks/scheduler.js";
-import { authenticate, requireAdmin } from "./http/auth.js";
+import { authenticate, authenticateCounted, requireAdmin } from "./http/auth.js";
 import type { AppDeps, AppEnv, SandboxReadiness } from "./http/context.js";
 import { docsRouter } from "./http/docs.js";
 import { onError, onNotFound, problemResponse } from "./http/errors.js";
@@ -368,7 +368,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     "/v1/*",
     except(
       isHookDelivery,
-      authenticate,
+      authenticateCounted(deps.config.auth.requestsPerMinute),
       rateLimit(deps.database.db, deps.config.auth.requestsPerMinute, deps.logger),
       requireJsonBody,
     ),

@@ -66,5 +66,10 @@ export interface AppEnv {
     requestId: string;
     /** Set by `authenticate` on every /v1 route. */
     principal: Principal;
+    /**
+     * Whether the request's token was taken from its key's bucket, where its authentication took
+     * it (`authenticateCounted`); unset where the rate limit is still to take it.
+     */
+    requestCounted?: boolean;
   };
 }

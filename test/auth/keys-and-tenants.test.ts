@@ -4,7 +4,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
 import type { Run } from "../../src/client/index.js";
-import { apiKeys } from "../../src/store/schema.js";
+import { revokeKey } from "../../src/store/keys.js";
+import { apiKeys, rateBuckets } from "../../src/store/schema.js";
 import { createTestApp, createTestAppOn, type TestApp } from "../support/app.js";
 import { appClient } from "../support/app-client.js";
 import { BACKENDS } from "../support/db.js";
@@ -221,6 +222,32 @@ describe("per-key limits", () => {
         expect(error?.code).toBe("rate_limited");
         // Another key has its own allowance.
         expect((await appClient(other, calm).GET("/v1/sessions")).response.status).toBe(200);
+      } finally {
+        await t.close();
+      }
+    },
+  );
+
+  it.each(BACKENDS)(
+    "a request with an unknown or revoked key is refused and draws on no bucket (%s)",
+    async (backend) => {
+      const t = await createTestApp(backend, {
+        AGENT_BRIDGE_AUTH: "keys",
+        AGENT_BRIDGE_RATE_LIMIT_PER_MINUTE: "5",
+      });
+      try {
+        const buckets = () => t.database.db.select().from(rateBuckets);
+        const { key, row } = await issueKey(t.database.db, { name: "gone", admin: false });
+        expect((await appClient(t.app, key).GET("/v1/sessions")).response.status).toBe(200);
+        const [drawn] = await buckets();
+        expect(drawn).toMatchObject({ bucket: row.id, tokens: 4 });
+        await revokeKey(t.database.db, row.id);
+        for (const refused of [key, `ab_${"x".repeat(43)}`]) {
+          const { response, error } = await appClient(t.app, refused).GET("/v1/sessions");
+          expect(response.status).toBe(401);
+          expect(error?.code).toBe("unauthorized");
+        }
+        expect(await buckets()).toEqual([drawn]);
       } finally {
         await t.close();
       }
