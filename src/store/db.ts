@@ -5,7 +5,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { setFlagsFromString } from "node:v8";
 import { PGlite, types } from "@electric-sql/pglite";
-import { type Column, type SQL, sql } from "drizzle-orm";
+import { type Column, fillPlaceholders, is, type Query, SQL, sql } from "drizzle-orm";
 import { type PgDatabase, PgDialect, type PgQueryResultHKT } from "drizzle-orm/pg-core";
 import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
 import { migrate as migratePglite } from "drizzle-orm/pglite/migrator";
@@ -132,6 +132,26 @@ const migrationsFolder = fileURLToPath(new URL("../../drizzle", import.meta.url)
 
 const dialect = new PgDialect();
 
+/** A statement to run: Drizzle's SQL, or the text and parameters of one built once (statementOnce). */
+export type Statement = SQL | Query;
+
+const queryOf = (statement: Statement): Query =>
+  is(statement, SQL) ? dialect.sqlToQuery(statement) : statement;
+
+/**
+ * A statement whose text is made once, what varies in it a placeholder (`sql.placeholder`): it
+ * gives the statement with the placeholders' values, to run on whichever handle (a transaction's
+ * too, where a Drizzle `prepare` is made again for each). For the statements every run makes,
+ * whose building took more of the thread than their run.
+ */
+export function statementOnce(build: () => SQL): (values: Record<string, unknown>) => Query {
+  let made: Query | undefined;
+  return (values) => {
+    made ??= dialect.sqlToQuery(build());
+    return { sql: made.sql, params: fillPlaceholders(made.params, values) };
+  };
+}
+
 /**
  * Runs one of the statements each run makes, prepared on its connection. postgres.js sends a
  * statement with parameters that is not prepared as two round trips (it asks the server for their
@@ -139,8 +159,8 @@ const dialect = new PgDialect();
  * texts, none built from data (a list's length, say): each is kept prepared on each connection for
  * the connection's life. Drizzle's queries have their `prepare(name)` for the same.
  */
-export function executePrepared(db: Database, query: SQL): Promise<unknown> {
-  return db._.session.prepareQuery(dialect.sqlToQuery(query), undefined, "", false).execute();
+export function executePrepared(db: Database, statement: Statement): Promise<unknown> {
+  return db._.session.prepareQuery(queryOf(statement), undefined, "", false).execute();
 }
 
 /**
@@ -151,31 +171,77 @@ export function executePrepared(db: Database, query: SQL): Promise<unknown> {
  * they return: one that fails leaves the transaction aborted, whose `commit` then rolls it back,
  * and the first failure is thrown. The embedded database, in the process, runs them in turn.
  */
-export async function inOneRoundTrip(db: Database, statements: SQL[]): Promise<unknown[]> {
+export function inOneRoundTrip(db: Database, statements: Statement[]): Promise<unknown[]> {
+  return inRoundTrips(db, statements);
+}
+
+/**
+ * Runs a transaction of two steps, each one round trip on Postgres: `begin` with the `first`
+ * statements; then the statements `then` makes of their answers, with `commit`. Resolves with
+ * the `value` that `then` gave. A failed statement, or `then` throwing, rolls it all back and
+ * throws. The embedded database runs them in turn, in a transaction.
+ */
+export async function inTwoRoundTrips<T>(
+  db: Database,
+  first: Statement[],
+  then: (answers: unknown[]) => { statements: Statement[]; value: T },
+): Promise<T> {
+  let value: T | undefined;
+  await inRoundTrips(db, first, (answers) => {
+    const step = then(answers);
+    value = step.value;
+    return step.statements;
+  });
+  return value as T;
+}
+
+/** inOneRoundTrip, or with `then` inTwoRoundTrips; resolves with the last step's answers. */
+async function inRoundTrips(
+  db: Database,
+  first: Statement[],
+  then?: (answers: unknown[]) => Statement[],
+): Promise<unknown[]> {
   const client = (db as unknown as { $client: unknown }).$client;
   if (!isPostgresClient(client)) {
     return db.transaction(async (tx) => {
-      const results: unknown[] = [];
-      for (const statement of statements) results.push(await executePrepared(tx, statement));
-      return results;
+      const inTurn = async (statements: Statement[]) => {
+        const answers: unknown[] = [];
+        for (const statement of statements) answers.push(await executePrepared(tx, statement));
+        return answers;
+      };
+      const answers = await inTurn(first);
+      return then ? inTurn(then(answers)) : answers;
     });
   }
   const connection = await client.reserve();
-  try {
-    // Each is sent as it is awaited, in this order.
+  // Each is sent as it is awaited, in this order; all are settled before any answer is read.
+  const send = async (statements: Statement[], around: [string[], string[]]) => {
     const sent = await Promise.allSettled([
-      connection`begin`,
+      ...around[0].map((command) => connection.unsafe(command)),
       ...statements.map((statement) => {
-        const { sql: text, params } = dialect.sqlToQuery(statement);
+        const { sql: text, params } = queryOf(statement);
         return connection.unsafe(text, params as postgres.ParameterOrJSON<never>[], {
           prepare: true,
         });
       }),
-      connection`commit`,
+      ...around[1].map((command) => connection.unsafe(command)),
     ]);
     const failed = sent.find((result) => result.status === "rejected");
     if (failed) throw failed.reason;
-    return sent.slice(1, -1).map((result) => (result as PromiseFulfilledResult<unknown>).value);
+    const answers = sent.map((result) => (result as PromiseFulfilledResult<unknown>).value);
+    return answers.slice(around[0].length, answers.length - around[1].length);
+  };
+  try {
+    if (!then) return await send(first, [["begin"], ["commit"]]);
+    let next: Statement[];
+    try {
+      next = then(await send(first, [["begin"], []]));
+    } catch (err) {
+      // The connection goes back to the pool out of the transaction (a lost one is dropped there).
+      await connection.unsafe("rollback").catch(() => {});
+      throw err;
+    }
+    return await send(next, [[], ["commit"]]);
   } finally {
     connection.release();
   }

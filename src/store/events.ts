@@ -160,8 +160,23 @@ export const RUN_EVENTS_CHANNEL = "agent_bridge_run_events";
 export async function appendEvents(
   db: Database,
   batches: EventBatch[],
-  { whileOpen = true, ring = false } = {},
+  options: { whileOpen?: boolean; ring?: boolean } = {},
 ): Promise<Set<string>> {
+  const appending = eventsAppended(batches, options);
+  if (!appending) return new Set();
+  const { statement, prepared } = appending;
+  const result = await (prepared ? executePrepared(db, statement) : db.execute(statement));
+  return new Set(returnedRows<{ run_id: string }>(result).map((r) => r.run_id));
+}
+
+/**
+ * appendEvents's statement, and whether it is one of a few texts (to run prepared); undefined
+ * when there is nothing to store.
+ */
+export function eventsAppended(
+  batches: EventBatch[],
+  { whileOpen = true, ring = false } = {},
+): { statement: SQL; prepared: boolean } | undefined {
   const rows = batches.flatMap(({ runId, events, lastPublicSeq }) => {
     const first = events[0];
     const last = events.at(-1);
@@ -170,7 +185,7 @@ export async function appendEvents(
     return [{ runId, firstSeq: first.seq, lastSeq: last.seq, lastPublicSeq, events: text }];
   });
   const [first, ...more] = rows;
-  if (!first) return new Set();
+  if (!first) return undefined;
   const createdAt = new Date().toISOString();
   // One batch (a single busy run) goes as plain parameters: its text is sent as it is, where an
   // array parameter is escaped and parsed again (PGlite relay 101 000 -> 81 000 events/s).
@@ -204,9 +219,8 @@ export async function appendEvents(
     ? sql`select run_id, pg_notify(${RUN_EVENTS_CHANNEL}, run_id || ' ' || last_seq) from stored`
     : insert;
   const statement = ctes.length > 0 ? sql`with ${sql.join(ctes, sql`, `)} ${main}` : main;
-  // Of a few texts, but for the list of several names (runs that started together): unprepared.
-  const result = await (named.length <= 1 ? executePrepared(db, statement) : db.execute(statement));
-  return new Set(returnedRows<{ run_id: string }>(result).map((r) => r.run_id));
+  // Of a few texts, but for the list of several names (runs that started together).
+  return { statement, prepared: named.length <= 1 };
 }
 
 /**

@@ -54,6 +54,13 @@ export interface FeedEntry {
  */
 export async function appendFeed(tx: Database, entries: FeedEntry[]): Promise<void> {
   if (entries.length === 0) return;
+  const statement = feedEntriesAppended(entries);
+  // One entry (a run's end, a session made): one of a few texts, prepared; a list, not.
+  await (entries.length === 1 ? executePrepared(tx, statement) : tx.execute(statement));
+}
+
+/** appendFeed's statement, of at least one entry. */
+export function feedEntriesAppended(entries: FeedEntry[]): SQL {
   const createdAt = new Date().toISOString();
   const rows = entries.map((e) => {
     const session =
@@ -66,9 +73,7 @@ export async function appendFeed(tx: Database, entries: FeedEntry[]): Promise<vo
         : sql`(select s.owner_key_id from sessions s where s.id = ${session})`;
     return sql`(${e.type}, ${owner}, ${session}, ${e.runId ?? null}::uuid, ${JSON.stringify(e.data)}, ${createdAt}::timestamptz)`;
   });
-  const statement = sql`with ${storedInFeed(sql`values ${sql.join(rows, sql`, `)}`)}`;
-  // One entry (a run's end, a session made): one of a few texts, prepared; a list, not.
-  await (rows.length === 1 ? executePrepared(tx, statement) : tx.execute(statement));
+  return sql`with ${storedInFeed(sql`values ${sql.join(rows, sql`, `)}`)}`;
 }
 
 /**

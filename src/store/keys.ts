@@ -1,17 +1,5 @@
 import { randomUUID } from "node:crypto";
-import {
-  and,
-  asc,
-  count,
-  eq,
-  isNotNull,
-  isNull,
-  lt,
-  or,
-  type SQLWrapper,
-  sql,
-  type WithSubquery,
-} from "drizzle-orm";
+import { and, asc, count, eq, isNull, lt, or, sql } from "drizzle-orm";
 import type { Database } from "./db.js";
 import { preparedFor } from "./prepared.js";
 import { type ApiKeyRow, apiKeys, keySpend, runs, sessions } from "./schema.js";
@@ -182,27 +170,6 @@ export async function addKeySpend(db: Database, keyId: string, at: Date, usd: nu
     .insert(keySpend)
     .values({ keyId, periodStart: monthOf(at), costUsd: usd })
     .onConflictDoUpdate(addedToSpend);
-}
-
-/**
- * A statement's part (a CTE) that adds `usd` to the spend of the key `keyId` names, in the month
- * of `at`, for each row `source` returns with a key: to go with the statement that returns it.
- */
-export function addingKeySpend(
-  db: Database,
-  source: WithSubquery & { ownerKeyId: SQLWrapper },
-  at: Date,
-  usd: number,
-) {
-  const spend = db
-    .select({
-      keyId: sql`${source.ownerKeyId}`.as("key_id"),
-      periodStart: sql`${monthOf(at).toISOString()}::timestamptz`.as("period_start"),
-      costUsd: sql`${String(usd)}::numeric`.as("cost_usd"),
-    })
-    .from(source)
-    .where(isNotNull(source.ownerKeyId));
-  return db.$with("charged").as(db.insert(keySpend).select(spend).onConflictDoUpdate(addedToSpend));
 }
 
 /** What the key's runs that ended in the month starting at `periodStart` cost, in USD. */

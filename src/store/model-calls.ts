@@ -76,7 +76,7 @@ export function meteredSpend(
 const total = (column: AnyColumn) => sql`coalesce(sum(${column}), 0)`.mapWith(Number);
 
 /** The columns of a run's MeteredUsage, over its rows of model_calls. */
-export const meteredColumns = {
+const meteredColumns = {
   calls: count(),
   inputTokens: total(modelCalls.inputTokens),
   outputTokens: total(modelCalls.outputTokens),

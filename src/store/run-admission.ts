@@ -12,7 +12,14 @@ import {
   sql,
 } from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
-import { type Database, executePrepared, inOneRoundTrip, returnedRows, rowOf } from "./db.js";
+import {
+  type Database,
+  executePrepared,
+  inOneRoundTrip,
+  returnedRows,
+  rowOf,
+  statementOnce,
+} from "./db.js";
 import { feedAppended, feedRung, runQueuedData } from "./feed.js";
 import { liveInstance } from "./instances.js";
 import { newestFirst, olderThan } from "./paging.js";
@@ -353,11 +360,12 @@ export async function promoteWaitingRun(
  * sent at commit, with the completion of the run that ends (which may free the session).
  */
 export async function ringForWaitingRuns(db: Database, sessionId: string): Promise<void> {
-  await executePrepared(
-    db,
-    sql`select pg_notify(${WORK_CHANNEL}, '') where exists (${db
-      .select({ id: runs.id })
-      .from(runs)
-      .where(and(eq(runs.sessionId, sessionId), eq(runs.status, "waiting")))})`,
-  );
+  await executePrepared(db, waitingRunsRung({ sessionId }));
 }
+
+/** ringForWaitingRuns's statement. */
+export const waitingRunsRung = statementOnce(
+  () => sql`select pg_notify(${WORK_CHANNEL}, '') where exists (
+    select 1 from ${runs} where session_id = ${sql.placeholder("sessionId")}::uuid
+    and status = 'waiting')`,
+);

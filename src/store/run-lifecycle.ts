@@ -1,12 +1,12 @@
-import { and, eq, inArray, sql } from "drizzle-orm";
+import { eq, type Query, sql } from "drizzle-orm";
+import type { SessionUsage } from "../completion-event.js";
 import type { Usage } from "../events.js";
-import { type Database, executePrepared } from "./db.js";
+import { type Database, executePrepared, returnedRows, rowOf, statementOnce } from "./db.js";
 import { storedInFeed } from "./feed.js";
-import { addingKeySpend } from "./keys.js";
-import { meteredColumns, meteredSpend } from "./model-calls.js";
+import { monthOf } from "./keys.js";
 import { preparedFor } from "./prepared.js";
-import { ACTIVE_STATUSES, cliId } from "./runs.js";
-import { modelCalls, type RunRow, runs, sessions } from "./schema.js";
+import { cliId, OPEN_STATUSES_LIST } from "./runs.js";
+import { keySpend, modelCalls, type RunRow, runs, sessions } from "./schema.js";
 import { sessionUsageColumns } from "./sessions.js";
 
 // A run's row as its execution goes: running, its process group, and its outcome at the end, once
@@ -70,88 +70,115 @@ export class RunAlreadyClosedError extends Error {
 
 /**
  * Records how a run ended and adds its usage to its session's totals, and its cost to its key's
- * spend this month, in two SQL statements (no read-modify-write): the run's close with the read of
- * its metered calls, then its session's totals with its key's spend; returns the session's new
- * totals. Once: throws RunAlreadyClosedError when the run is no longer open, so that it never gets
- * a second completion. Call inside the transaction that also appends the run's completion event.
+ * spend this month, in one SQL statement (no read-modify-write); returns the session's new totals.
+ * Once: throws RunAlreadyClosedError when the run is no longer open, so that it never gets a
+ * second completion. Call inside the transaction that also appends the run's completion event.
  *
  * The run's row keeps what its CLI reported (as its completion does); its session's totals add what
  * the model gateway metered of its calls, when any went through it: a CLI's report is a line on its
  * output, which an agent running commands can forge, and a killed CLI reports nothing.
  */
-export async function finishRun(db: Database, run: RunRow, outcome: RunOutcome) {
-  const now = new Date();
-  const { usage } = outcome;
-  // The run closed and its metered calls read, in one statement.
-  const closing = db.$with("closing").as(
-    db
-      .update(runs)
-      .set({
-        status: outcome.status,
-        finishedAt: now,
-        exitCode: outcome.exitCode,
-        inputTokens: usage.input_tokens,
-        outputTokens: usage.output_tokens,
-        cacheReadTokens: usage.cache_read_tokens,
-        cacheCreationTokens: usage.cache_creation_tokens,
-        numTurns: usage.num_turns,
-        durationApiMs: usage.duration_api_ms,
-        costUsd: outcome.costUsd,
-        durationMs: outcome.durationMs,
-        agentSessionId: cliId(outcome.agentSessionId),
-        lastMessageUuid: cliId(outcome.lastMessageUuid),
-        pgid: null,
-        pgidBootId: null,
-        // The message's images are not needed once the run is over.
-        handover: null,
-      })
-      .where(and(eq(runs.id, run.id), inArray(runs.status, [...ACTIVE_STATUSES, "waiting"])))
-      .returning({ id: runs.id }),
-  );
-  const [closed] = await db
-    .with(closing)
-    .select({ ...meteredColumns, runs: sql`(select count(*) from ${closing})`.mapWith(Number) })
-    .from(modelCalls)
-    .where(eq(modelCalls.runId, run.id))
-    .prepare("close_run")
-    .execute();
-  if (!closed?.runs) throw new RunAlreadyClosedError(run.id);
-  const spent = meteredSpend(usage, outcome.costUsd, closed);
-  // The session's totals, and the key's spend with them when it is the CLI's report.
-  const updating = db.$with("updating").as(
-    db
-      .update(sessions)
-      .set({
-        inputTokens: sql`${sessions.inputTokens} + ${spent.usage.input_tokens}`,
-        outputTokens: sql`${sessions.outputTokens} + ${spent.usage.output_tokens}`,
-        cacheReadTokens: sql`${sessions.cacheReadTokens} + ${spent.usage.cache_read_tokens}`,
-        cacheCreationTokens: sql`${sessions.cacheCreationTokens} + ${spent.usage.cache_creation_tokens}`,
-        // A session's cost is the sum of its runs' known costs, added as decimals (exactly).
-        costUsd: sql`${sessions.costUsd} + ${String(spent.costUsd ?? 0)}::numeric`,
-        numTurns: sql`${sessions.numTurns} + ${usage.num_turns}`,
-        runs: sql`${sessions.runs} + 1`,
-        // A run that ended before its CLI said which session it was keeps the one known.
-        agentSessionId: sql`coalesce(${cliId(outcome.agentSessionId)}, ${sessions.agentSessionId})`,
-        lastActivityAt: now,
-        updatedAt: now,
-      })
-      .where(eq(sessions.id, run.sessionId))
-      .returning({ ...sessionUsageColumns, ownerKeyId: sessions.ownerKeyId }),
-  );
-  // A run whose calls the model gateway metered was charged for each as it was recorded (all
-  // recorded before its end is: src/agents/gateway-access.ts); a run without any is charged what
-  // its CLI reported (it called its API itself, or spent nothing).
-  const charged =
-    outcome.costUsd && closed.calls === 0
-      ? [addingKeySpend(db, updating, now, outcome.costUsd)]
-      : [];
-  const [updated] = await db
-    .with(updating, ...charged)
-    .select()
-    .from(updating)
-    .prepare("add_run_to_session")
-    .execute();
-  if (!updated) return undefined;
-  const { ownerKeyId: _, ...totals } = updated;
-  return totals;
+export async function finishRun(
+  db: Database,
+  run: RunRow,
+  outcome: RunOutcome,
+): Promise<SessionUsage | undefined> {
+  return closedRun(run, await executePrepared(db, runClosed(run, outcome)));
 }
+
+/** finishRun's statement. */
+export function runClosed(run: RunRow, outcome: RunOutcome): Query {
+  const now = new Date();
+  const { usage, costUsd } = outcome;
+  return closing({
+    id: run.id,
+    sessionId: run.sessionId,
+    status: outcome.status,
+    now: now.toISOString(),
+    month: monthOf(now).toISOString(),
+    exitCode: outcome.exitCode,
+    inputTokens: usage.input_tokens,
+    outputTokens: usage.output_tokens,
+    cacheReadTokens: usage.cache_read_tokens,
+    cacheCreationTokens: usage.cache_creation_tokens,
+    numTurns: usage.num_turns,
+    durationApiMs: usage.duration_api_ms,
+    // Added as decimals (exactly), as every cost.
+    costUsd: costUsd === null ? null : String(costUsd),
+    durationMs: outcome.durationMs,
+    agentSessionId: cliId(outcome.agentSessionId),
+    lastMessageUuid: cliId(outcome.lastMessageUuid),
+  });
+}
+
+/** What finishRun's statement answered: the session's new totals; throws when the run was closed. */
+export function closedRun(run: RunRow, answer: unknown): SessionUsage | undefined {
+  const [row] = returnedRows<Record<string, unknown>>(answer);
+  if (!Number(row?.closed)) throw new RunAlreadyClosedError(run.id);
+  if (row?.runs === null || row?.runs === undefined) return undefined;
+  return rowOf(sessionUsageColumns, row) as SessionUsage;
+}
+
+/**
+ * The run closed (while open); its metered calls read; its session's totals added what they
+ * metered (meteredSpend's rule: the calls' tokens when there were any, their cost when every one
+ * was priced, else what the CLI reported); its key charged the CLI's cost when no call was metered
+ * (a metered call was charged as it was recorded: src/agents/gateway-access.ts). A run that ended
+ * before its CLI said which session it was leaves its session the one known.
+ */
+const closing = statementOnce(() => {
+  const p = (name: string, type: string) => sql`${sql.placeholder(name)}::${sql.raw(type)}`;
+  const reported = (name: string) => p(name, "bigint");
+  return sql`
+    with closing as (
+      update ${runs} set status = ${p("status", "text")}, finished_at = ${p("now", "timestamptz")},
+        exit_code = ${p("exitCode", "integer")}, input_tokens = ${reported("inputTokens")},
+        output_tokens = ${reported("outputTokens")}, cache_read_tokens = ${reported("cacheReadTokens")},
+        cache_creation_tokens = ${reported("cacheCreationTokens")},
+        num_turns = ${p("numTurns", "integer")}, duration_api_ms = ${p("durationApiMs", "integer")},
+        cost_usd = ${p("costUsd", "numeric")}, duration_ms = ${p("durationMs", "integer")},
+        agent_session_id = ${p("agentSessionId", "text")},
+        last_message_uuid = ${p("lastMessageUuid", "text")},
+        pgid = null, pgid_boot_id = null, handover = null
+      where id = ${p("id", "uuid")} and status in ${OPEN_STATUSES_LIST}
+      returning id),
+    metered as (
+      select count(*) as calls, count(cost_usd) as priced,
+        coalesce(sum(input_tokens), 0) as input_tokens,
+        coalesce(sum(output_tokens), 0) as output_tokens,
+        coalesce(sum(cache_read_tokens), 0) as cache_read_tokens,
+        coalesce(sum(cache_creation_tokens), 0) as cache_creation_tokens,
+        coalesce(sum(cost_usd), 0) as cost_usd
+      from ${modelCalls} where run_id = ${p("id", "uuid")}),
+    spent as (
+      select m.calls,
+        case when m.calls = 0 then ${reported("inputTokens")} else m.input_tokens end as input_tokens,
+        case when m.calls = 0 then ${reported("outputTokens")} else m.output_tokens end as output_tokens,
+        case when m.calls = 0 then ${reported("cacheReadTokens")} else m.cache_read_tokens end
+          as cache_read_tokens,
+        case when m.calls = 0 then ${reported("cacheCreationTokens")} else m.cache_creation_tokens end
+          as cache_creation_tokens,
+        case when m.calls > 0 and m.priced = m.calls then m.cost_usd
+          else ${p("costUsd", "numeric")} end as cost_usd
+      from metered m where exists (select 1 from closing)),
+    updating as (
+      update ${sessions} s set input_tokens = s.input_tokens + sp.input_tokens,
+        output_tokens = s.output_tokens + sp.output_tokens,
+        cache_read_tokens = s.cache_read_tokens + sp.cache_read_tokens,
+        cache_creation_tokens = s.cache_creation_tokens + sp.cache_creation_tokens,
+        cost_usd = s.cost_usd + coalesce(sp.cost_usd, 0),
+        num_turns = s.num_turns + ${p("numTurns", "integer")}, runs = s.runs + 1,
+        agent_session_id = coalesce(${p("agentSessionId", "text")}, s.agent_session_id),
+        last_activity_at = ${p("now", "timestamptz")}, updated_at = ${p("now", "timestamptz")}
+      from spent sp where s.id = ${p("sessionId", "uuid")}
+      returning s.input_tokens, s.output_tokens, s.cache_read_tokens, s.cache_creation_tokens,
+        s.cost_usd, s.num_turns, s.runs, s.owner_key_id, sp.calls),
+    charged as (
+      insert into ${keySpend} (key_id, period_start, cost_usd)
+      select u.owner_key_id, ${p("month", "timestamptz")}, ${p("costUsd", "numeric")} from updating u
+      where u.owner_key_id is not null and u.calls = 0 and ${p("costUsd", "numeric")} <> 0
+      on conflict (key_id, period_start) do update
+        set cost_usd = ${keySpend}.cost_usd + excluded.cost_usd)
+    select (select count(*) from closing) as closed, u.*
+    from (select 1) as one left join updating u on true`;
+});
