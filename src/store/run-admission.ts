@@ -355,15 +355,11 @@ export async function promoteWaitingRun(
 }
 
 /**
- * Rings every instance (the work channel: src/cluster/doorbell.ts) when runs of the session wait
- * for it, so that the one holding the first of them promotes it without waiting for its poll;
- * sent at commit, with the completion of the run that ends (which may free the session).
+ * The statement that rings every instance (the work channel: src/cluster/doorbell.ts) when runs
+ * of the session `sessionId` wait for it, so that the one holding the first of them promotes it
+ * without waiting for its poll; sent at commit, with the completion of the run that ends (which
+ * may free the session).
  */
-export async function ringForWaitingRuns(db: Database, sessionId: string): Promise<void> {
-  await executePrepared(db, waitingRunsRung({ sessionId }));
-}
-
-/** ringForWaitingRuns's statement. */
 export const waitingRunsRung = statementOnce(
   () => sql`select pg_notify(${WORK_CHANNEL}, '') where exists (
     select 1 from ${runs} where session_id = ${sql.placeholder("sessionId")}::uuid

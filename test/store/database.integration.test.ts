@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { openDatabase } from "../../src/store/db.js";
+import { inOneRoundTrip, inTwoRoundTrips, openDatabase, returnedRows } from "../../src/store/db.js";
 import { REPREPARE_AFTER_MS } from "../../src/store/pglite-client.js";
 import { BACKENDS, openTestDatabase, type TestDatabase } from "../support/db.js";
 import { createServerDatabase } from "../support/postgres-databases.js";
@@ -31,6 +31,50 @@ describe.each(BACKENDS)("database on %s", (backend) => {
       await tx.execute(sql`select 1`);
     });
     expect(order).toEqual(["tick", "transaction"]);
+  });
+
+  describe("transactions sent in round trips", () => {
+    const table = `round_trips_${backend}`;
+    const values = async () =>
+      returnedRows<{ v: number }>(
+        await database.db.execute(sql.raw(`select v from ${table} order by v`)),
+      ).map((r) => r.v);
+    const insert = (v: number) =>
+      sql`insert into ${sql.identifier(table)} (v) values (${v}) returning v`;
+    beforeAll(async () => {
+      await database.db.execute(sql.raw(`create table ${table} (v integer primary key)`));
+    });
+
+    it("makes the second step of the first's answers, and commits both", async () => {
+      const value = await inTwoRoundTrips(database.db, [insert(1), insert(2)], (answers) => {
+        const sum = answers
+          .flatMap((a) => returnedRows<{ v: number }>(a))
+          .reduce((n, r) => n + r.v, 0);
+        return { statements: [insert(sum * 10)], value: sum };
+      });
+      expect(value).toBe(3);
+      expect(await values()).toEqual([1, 2, 30]);
+    });
+
+    it("rolls the first step back when the second is not made, and the next statement runs", async () => {
+      const refused = inTwoRoundTrips(database.db, [insert(4)], () => {
+        throw new Error("not now");
+      });
+      await expect(refused).rejects.toThrow("not now");
+      // The connection went back to the pool out of the transaction.
+      await Promise.all([5, 6, 7].map((v) => database.db.execute(insert(v))));
+      expect(await values()).toEqual([1, 2, 5, 6, 7, 30]);
+    });
+
+    it("rolls both steps back when a statement of the second fails, and throws its failure", async () => {
+      const failed = inTwoRoundTrips(database.db, [insert(8)], () => ({
+        statements: [insert(9), insert(1)],
+        value: undefined,
+      }));
+      await expect(failed).rejects.toThrow();
+      await expect(inOneRoundTrip(database.db, [insert(10), insert(2)])).rejects.toThrow();
+      expect(await values()).toEqual([1, 2, 5, 6, 7, 30]);
+    });
   });
 });
 
