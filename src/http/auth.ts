@@ -2,6 +2,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import { hashKey, isWellFormedKey, sameHash } from "../auth/keys.js";
 import { InvalidStreamTokenError, verifyStreamToken } from "../auth/stream-tokens.js";
 import { DomainError } from "../errors.js";
+import { errorText } from "../log.js";
 import { ANONYMOUS_ADMIN, type Principal } from "../principal.js";
 import { findKeyByHash, getKey, touchKey } from "../store/keys.js";
 import { keyTakingToken } from "../store/rate-limits.js";
@@ -27,7 +28,16 @@ export const authenticate = keyAuthentication(async (c, hash) => findKeyByHash(c
  */
 export const authenticateCounted = (perMinute: number) =>
   keyAuthentication(async (c, hash) => {
-    const found = await keyTakingToken(c.var.db, hash, perMinute);
+    const found = await keyTakingToken(c.var.db, hash, perMinute).catch((err: unknown) => {
+      // As when the rate limit takes its token itself: a count that fails does not fail the
+      // request (a database that reads but cannot write, say). The key is read alone, and the
+      // rate limit tries its own count.
+      c.var.logger.warn("could not count a request against its key's rate limit", {
+        error: errorText(err),
+      });
+      return null;
+    });
+    if (found === null) return findKeyByHash(c.var.db, hash);
     if (found) c.set("requestCounted", found.taken);
     return found?.key;
   });

@@ -64,7 +64,7 @@ export interface AppEnv {
   Variables: AppDeps & {
     db: Database;
     requestId: string;
-    /** Set by `authenticate` on every /v1 route. */
+    /** Set by `authenticate` (`authenticateCounted` on /v1) on every /v1 route. */
     principal: Principal;
     /**
      * Whether the request's token was taken from its key's bucket, where its authentication took

@@ -310,6 +310,7 @@ export class CompletionRecorder {
       exitCode: null,
     };
     const recorded = (entry: SequencedEvent): Statement[] => {
+      // One batch of one run, naming no agent session: a statement of a few texts, prepared.
       const stored = eventsAppended(
         [{ runId: row.id, events: [entry], lastPublicSeq: entry.publicSeq ?? 0 }],
         { whileOpen: false, ring: this.opts.ring },

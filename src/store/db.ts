@@ -215,15 +215,12 @@ async function inRoundTrips(
   }
   const connection = await client.reserve();
   // Each is sent as it is awaited, in this order; all are settled before any answer is read.
-  const send = async (statements: Statement[], around: [string[], string[]]) => {
+  const send = async (queries: Query[], around: [string[], string[]]) => {
     const sent = await Promise.allSettled([
       ...around[0].map((command) => connection.unsafe(command)),
-      ...statements.map((statement) => {
-        const { sql: text, params } = queryOf(statement);
-        return connection.unsafe(text, params as postgres.ParameterOrJSON<never>[], {
-          prepare: true,
-        });
-      }),
+      ...queries.map(({ sql: text, params }) =>
+        connection.unsafe(text, params as postgres.ParameterOrJSON<never>[], { prepare: true }),
+      ),
       ...around[1].map((command) => connection.unsafe(command)),
     ]);
     const failed = sent.find((result) => result.status === "rejected");
@@ -232,12 +229,13 @@ async function inRoundTrips(
     return answers.slice(around[0].length, answers.length - around[1].length);
   };
   try {
-    if (!then) return await send(first, [["begin"], ["commit"]]);
-    let next: Statement[];
+    if (!then) return await send(first.map(queryOf), [["begin"], ["commit"]]);
+    let next: Query[];
     try {
-      next = then(await send(first, [["begin"], []]));
+      next = then(await send(first.map(queryOf), [["begin"], []])).map(queryOf);
     } catch (err) {
-      // The connection goes back to the pool out of the transaction (a lost one is dropped there).
+      // Whatever failed before the second step went out: the connection goes back to the pool
+      // out of the transaction (a lost one is dropped there).
       await connection.unsafe("rollback").catch(() => {});
       throw err;
     }

@@ -1,6 +1,7 @@
 import { mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { issueKey } from "../../src/auth/keys.js";
 import type { Run } from "../../src/client/index.js";
@@ -248,6 +249,28 @@ describe("per-key limits", () => {
           expect(error?.code).toBe("unauthorized");
         }
         expect(await buckets()).toEqual([drawn]);
+      } finally {
+        await t.close();
+      }
+    },
+  );
+
+  it.each(BACKENDS)(
+    "a request whose count cannot be written goes through uncounted (%s)",
+    async (backend) => {
+      const t = await createTestApp(backend, { AGENT_BRIDGE_AUTH: "keys" });
+      try {
+        const { key } = await issueKey(t.database.db, { name: "counted", admin: false });
+        // A database that reads but refuses the buckets' writes.
+        await t.database.db.execute(sql`create function refuse() returns trigger language plpgsql
+          as $$ begin raise exception 'read-only'; end $$`);
+        await t.database.db.execute(sql`create trigger refuse before insert or update
+          on rate_buckets for each row execute function refuse()`);
+        const { response, data } = await appClient(t.app, key).GET("/v1/sessions");
+        expect(response.status).toBe(200);
+        expect(data?.data).toEqual([]);
+        expect(await t.database.db.select().from(rateBuckets)).toEqual([]);
+        await t.database.db.execute(sql`drop function refuse() cascade`);
       } finally {
         await t.close();
       }

@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { inOneRoundTrip, inTwoRoundTrips, openDatabase, returnedRows } from "../../src/store/db.js";
+import { uniqueViolation } from "../../src/store/errors.js";
 import { REPREPARE_AFTER_MS } from "../../src/store/pglite-client.js";
 import { BACKENDS, openTestDatabase, type TestDatabase } from "../support/db.js";
 import { createServerDatabase } from "../support/postgres-databases.js";
@@ -41,8 +42,23 @@ describe.each(BACKENDS)("database on %s", (backend) => {
       ).map((r) => r.v);
     const insert = (v: number) =>
       sql`insert into ${sql.identifier(table)} (v) values (${v}) returning v`;
+    /** Connections of this database left inside a transaction (none on the embedded one). */
+    const leftInTransaction = async () =>
+      backend === "pglite"
+        ? 0
+        : Number(
+            returnedRows<{ n: string }>(
+              await database.db.execute(
+                sql`select count(*) as n from pg_stat_activity
+                  where datname = current_database() and state like 'idle in transaction%'`,
+              ),
+            )[0]?.n,
+          );
     beforeAll(async () => {
       await database.db.execute(sql.raw(`create table ${table} (v integer primary key)`));
+    });
+    afterAll(async () => {
+      await database.db.execute(sql.raw(`drop table ${table}`));
     });
 
     it("makes the second step of the first's answers, and commits both", async () => {
@@ -62,7 +78,18 @@ describe.each(BACKENDS)("database on %s", (backend) => {
       });
       await expect(refused).rejects.toThrow("not now");
       // The connection went back to the pool out of the transaction.
+      expect(await leftInTransaction()).toBe(0);
       await Promise.all([5, 6, 7].map((v) => database.db.execute(insert(v))));
+      expect(await values()).toEqual([1, 2, 5, 6, 7, 30]);
+    });
+
+    it("rolls the first step back when one of its statements fails, and throws its failure", async () => {
+      const failed = inTwoRoundTrips(database.db, [insert(11), insert(1)], () => ({
+        statements: [insert(12)],
+        value: undefined,
+      }));
+      expect(await failed.catch(uniqueViolation)).toBe(`${table}_pkey`);
+      expect(await leftInTransaction()).toBe(0);
       expect(await values()).toEqual([1, 2, 5, 6, 7, 30]);
     });
 
@@ -71,8 +98,10 @@ describe.each(BACKENDS)("database on %s", (backend) => {
         statements: [insert(9), insert(1)],
         value: undefined,
       }));
-      await expect(failed).rejects.toThrow();
-      await expect(inOneRoundTrip(database.db, [insert(10), insert(2)])).rejects.toThrow();
+      expect(await failed.catch(uniqueViolation)).toBe(`${table}_pkey`);
+      const once = inOneRoundTrip(database.db, [insert(10), insert(2)]);
+      expect(await once.catch(uniqueViolation)).toBe(`${table}_pkey`);
+      expect(await leftInTransaction()).toBe(0);
       expect(await values()).toEqual([1, 2, 5, 6, 7, 30]);
     });
   });
