@@ -120,7 +120,8 @@ export function closedRun(run: RunRow, answer: unknown): SessionUsage | undefine
 }
 
 /**
- * The run closed (while open); its metered calls read; its session's totals added what they
+ * The run closed (while open), its process group and its message's images (`handover`) cleared,
+ * not needed once it is over; its metered calls read; its session's totals added what they
  * metered (meteredSpend's rule: the calls' tokens when there were any, their cost when every one
  * was priced, else what the CLI reported); its key charged the CLI's cost when no call was metered
  * (a metered call was charged as it was recorded: src/agents/gateway-access.ts). A run that ended
