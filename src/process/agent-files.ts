@@ -1,4 +1,4 @@
-import { dirname } from "node:path";
+import { dirname, relative } from "node:path";
 import { commandAs, type RunAs } from "./agent-user.js";
 import { runProcess } from "./spawner.js";
 
@@ -21,6 +21,8 @@ import { runProcess } from "./spawner.js";
 //
 // The tools are POSIX sh, mkdir, mktemp, cat, tail, mv, rm and find, as on every Unix, also run as
 // the server's own user when the agents are (AGENT_BRIDGE_AGENT_USER unset): one way to do the work.
+// A listing is find's alone, without a shell around it: every run looks for its CLI's transcript,
+// and a shell that forks find was a process more at each run's end.
 
 /** How long one file process may take before it is killed: far more than its work needs. */
 const TIME_LIMIT_MS = 30_000;
@@ -62,12 +64,6 @@ const SCRIPTS = {
     if [ ! -e "$1" ]; then exit 3; fi
     if [ ! -f "$1" ]; then echo "is not a regular file" >&2; exit 4; fi
     exec tail -c "+$(($2 + 1))" -- "$1"`,
-  // Depth-bound, and never through a link (find's default, -P). What is not a directory is
-  // listed, links and FIFOs too, for the read to refuse by name.
-  find: `
-    cd -- "$1" 2>/dev/null || exit 0
-    find . -mindepth "$2" -maxdepth "$2" -name "$3" ! -type d -print0 2>/dev/null
-    exit 0`,
   // mv onto a directory would move the file into it.
   write: `
     umask 077
@@ -88,6 +84,32 @@ const SCRIPTS = {
   remove: `exec rm -rf -- "$1"`,
 };
 
+/** `dir` as find's starting point: a path starting with "-" would be read as an option. */
+const startAt = (dir: string) => (dir.startsWith("-") ? `./${dir}` : dir);
+
+/**
+ * find's arguments listing what is named `pattern` `depth` levels below `start`, but directories:
+ * depth-bound, and never through a link below `start` (-H follows `start` alone, as a `cd` into it
+ * did). What is not a directory is listed, links and FIFOs too, for the read to refuse by name.
+ */
+const listing = (start: string, depth: number, pattern: string): string[] => {
+  const level = String(depth);
+  return [
+    "-H",
+    start,
+    "-mindepth",
+    level,
+    "-maxdepth",
+    level,
+    "-name",
+    pattern,
+    "!",
+    "-type",
+    "d",
+    "-print0",
+  ];
+};
+
 interface Outcome {
   code: number;
   stdout: Buffer;
@@ -103,13 +125,12 @@ export function agentFiles(env: Record<string, string>, runAs?: RunAs): AgentFil
   };
 
   /**
-   * Runs `script` on `path`: its outcome when it exits 0 or with one of `also`, else an
-   * AgentFileError naming the path and why.
+   * Runs `command` (a script of SCRIPTS with its arguments, or find's listing) on `path`: its
+   * outcome when it exits 0 or with one of `also`, else an AgentFileError naming the path and why.
    */
   async function run(
     path: string,
-    script: keyof typeof SCRIPTS,
-    args: string[],
+    command: { script: keyof typeof SCRIPTS; args: string[] } | { find: string[] },
     options: {
       input?: string | Buffer;
       maxOutput?: number;
@@ -119,8 +140,12 @@ export function agentFiles(env: Record<string, string>, runAs?: RunAs): AgentFil
     } = {},
   ): Promise<Outcome> {
     const maxOutput = options.maxOutput ?? LISTING_BYTES;
-    const command: [string, string[]] = ["sh", ["-c", SCRIPTS[script], "sh", ...args]];
-    const [bin, argv] = runAs ? commandAs(runAs, ...command) : command;
+    const what = "find" in command ? "find" : command.script;
+    const line: [string, string[]] =
+      "find" in command
+        ? ["find", command.find]
+        : ["sh", ["-c", SCRIPTS[command.script], "sh", ...command.args]];
+    const [bin, argv] = runAs ? commandAs(runAs, ...line) : line;
     const ran = await runProcess(
       bin,
       argv,
@@ -144,7 +169,7 @@ export function agentFiles(env: Record<string, string>, runAs?: RunAs): AgentFil
       return { code, stdout: ran.stdout };
     }
     const stderr = ran.stderr?.toString("utf8").trim();
-    throw new AgentFileError(`${path}: ${stderr || `${script} exited with ${code}`}`);
+    throw new AgentFileError(`${path}: ${stderr || `${what} exited with ${code}`}`);
   }
 
   const lines = (bytes: Buffer, separator: string) =>
@@ -156,30 +181,37 @@ export function agentFiles(env: Record<string, string>, runAs?: RunAs): AgentFil
   return {
     async read(file, maxBytes, from = 0) {
       // tail seeks a regular file to `from`: what is before it is never read.
-      const done = await run(file, "read", [file, String(from)], {
-        maxOutput: maxBytes - from,
-        tooLarge: `is larger than ${maxBytes} bytes`,
-        also: [3],
-      });
+      const done = await run(
+        file,
+        { script: "read", args: [file, String(from)] },
+        {
+          maxOutput: maxBytes - from,
+          tooLarge: `is larger than ${maxBytes} bytes`,
+          also: [3],
+        },
+      );
       return done.code === 3 ? undefined : done.stdout;
     },
     async find(dir, depth, pattern) {
-      const { stdout } = await run(dir, "find", [dir, String(depth), pattern]);
-      return lines(stdout, "\0").map((found) => found.replace(/^\.\//, ""));
+      // find exits 1 when it could not read something, the directory itself above all (the CLI
+      // has not made it yet): what it listed stands, nothing included.
+      const start = startAt(dir);
+      const { stdout } = await run(dir, { find: listing(start, depth, pattern) }, { also: [1] });
+      return lines(stdout, "\0").map((found) => relative(start, found));
     },
     async write(file, content) {
-      await run(file, "write", [dirname(file), file], { input: content });
+      await run(file, { script: "write", args: [dirname(file), file] }, { input: content });
     },
     async makeDirs(dirs) {
-      const { stdout } = await run(dirs.join(", "), "makeDirs", dirs);
+      const { stdout } = await run(dirs.join(", "), { script: "makeDirs", args: dirs });
       return lines(stdout, "\n");
     },
     async makeTempDir(parent, prefix) {
-      const { stdout } = await run(parent, "makeTempDir", [parent, prefix]);
+      const { stdout } = await run(parent, { script: "makeTempDir", args: [parent, prefix] });
       return stdout.toString("utf8").trim();
     },
     async remove(path) {
-      await run(path, "remove", [path]);
+      await run(path, { script: "remove", args: [path] });
     },
   };
 }
