@@ -10,9 +10,9 @@ import { type ApiKeyRow, apiKeys, rateBuckets } from "./schema.js";
 // A count is the one write most requests make, and losing the last few in a crash of the database
 // costs nothing but a few requests uncounted: a statement that takes a token commits without
 // waiting for the write-ahead log to reach the disk (synchronous_commit off for its own
-// transaction, set by the statement itself). That wait was half of a keyed request's round trip
-// on Postgres (`npm run bench`, bench/results/HISTORY.md). Only ever run on its own, never inside
-// a transaction that writes anything else: the setting holds for the whole transaction.
+// transaction, set by the statement itself). That wait was about half of the statement's time on
+// Postgres (bench/results/HISTORY.md). Only ever run on its own, never inside a transaction that
+// writes anything else: the setting holds for the whole transaction.
 
 /** The bucket's tokens now: what it had, and what the time since its last use adds, up to full. */
 const refill = (perMinute: unknown, perSecond: unknown) =>
