@@ -33,7 +33,7 @@ describe.each(BACKENDS)("a request's rate count on %s", (backend) => {
     database = await openTestDatabase(backend);
     if (database.url) client = postgres(database.url, { max: 1, onnotice: () => {} });
     // The embedded database has one connection.
-    one = client ? (drizzle({ client, schema }) as unknown as Database) : database.db;
+    one = client ? drizzle({ client, schema }) : database.db;
   });
   afterAll(async () => {
     await client?.end();
