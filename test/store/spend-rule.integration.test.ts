@@ -26,32 +26,27 @@ const usage = (input: number, output: number, cacheRead = 0, cacheCreation = 0):
   duration_api_ms: 10,
 });
 
+/** A call of a priced model, and one of a model without a price. */
+const priced: Call = { tokens: [1000, 200, 30, 4], costUsd: 0.0123 };
+const unpriced: Call = { tokens: [700, 70, 7, 0], costUsd: null };
+
 const cases: { name: string; calls: Call[]; reported: Usage; reportedUsd: number | null }[] = [
   { name: "no call metered", calls: [], reported: usage(100, 20, 5, 1), reportedUsd: 0.25 },
   {
     name: "every call priced",
-    calls: [
-      { tokens: [1000, 200, 30, 4], costUsd: 0.0123 },
-      { tokens: [500, 50, 0, 0], costUsd: 0.0045 },
-    ],
+    calls: [priced, { tokens: [500, 50, 0, 0], costUsd: 0.0045 }],
     reported: usage(9, 9),
     reportedUsd: 0.5,
   },
   {
     name: "priced and unpriced calls",
-    calls: [
-      { tokens: [1000, 200, 30, 4], costUsd: 0.0123 },
-      { tokens: [700, 70, 7, 0], costUsd: null },
-    ],
+    calls: [priced, unpriced],
     reported: usage(9, 9),
     reportedUsd: 0.5,
   },
   {
     name: "priced and unpriced calls, and a CLI that reported no cost",
-    calls: [
-      { tokens: [1000, 200, 30, 4], costUsd: 0.0123 },
-      { tokens: [700, 70, 7, 0], costUsd: null },
-    ],
+    calls: [priced, unpriced],
     reported: usage(0, 0),
     reportedUsd: null,
   },
